@@ -1,0 +1,39 @@
+# Runway: every tool the build needs is installed by these targets, at pinned versions.
+SHELL := /bin/bash
+BIN   := $(CURDIR)/bin
+GO    ?= go
+export PATH := $(BIN):$(PATH)
+
+# All packages of every workspace module (go.work root is not itself a package pattern).
+PKGS = $(shell $(GO) list -m -f '{{.Dir}}/...')
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## list the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+.PHONY: build
+build: ## build bin/runway
+	$(GO) build -o $(BIN)/runway ./cmd/runway
+
+# Until the control plane lands (`runway dev`), running Runway here means the
+# scheduler on the product quick start, played by the simulator.
+.PHONY: run
+run: build ## start Runway on this machine
+	$(BIN)/runway sim run ../shared/scenarios/seed-quickstart.yaml
+
+.PHONY: test
+test: build ## run the whole test suite (unit, property, scenarios)
+	$(GO) vet $(PKGS)
+	$(GO) test -count=1 $(PKGS)
+	./scripts/check-scenarios.sh $(BIN)/runway ../shared/scenarios
+
+.PHONY: bench
+bench: ## run the benchmarks
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 3x $(PKGS)
+
+.PHONY: check
+check: ## static checks and import boundaries
+	$(GO) vet $(PKGS)
+	./scripts/check-imports.sh

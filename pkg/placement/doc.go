@@ -1,0 +1,11 @@
+// Package placement chooses nodes and devices for the pods of a workload
+// (SCHEDULING.md §5): feasibility (Ready, pool, node type, every resource
+// fits), ranking (binpack: least free GPU first; spread: most free first;
+// ties by node name) and device choice (whole GPUs take idle devices; a
+// fraction goes to the fullest shared device it fits on under binpack, the
+// emptiest under spread).
+//
+// Pods of one gang are placed one after another on the state, each seeing the
+// ones before it, so binpack fills a node before opening the next. A gang is
+// all or nothing: on failure every pod placed for it is rolled back.
+package placement

@@ -1,0 +1,229 @@
+package placement
+
+import (
+	"fmt"
+
+	"github.com/runwayhq/runway/pkg/cluster"
+)
+
+// Strategy ranks feasible nodes.
+type Strategy int
+
+// Strategies (SCHEDULING.md §5).
+const (
+	Binpack Strategy = iota
+	Spread
+)
+
+// ParseStrategy reads "binpack" (or "") and "spread".
+func ParseStrategy(s string) (Strategy, error) {
+	switch s {
+	case "", "binpack":
+		return Binpack, nil
+	case "spread":
+		return Spread, nil
+	}
+	return Binpack, fmt.Errorf("unknown placement %q (want binpack or spread)", s)
+}
+
+// Place puts the next k unplaced pods of w on nodes of pool p, all or none,
+// and returns the pods it placed. On failure s is unchanged, the pods are nil
+// and the reason says what did not fit, with numbers.
+func Place(s *cluster.State, p *cluster.Pool, w *cluster.Workload, k int, st Strategy) ([]int, string) {
+	mark := s.Mark()
+	pods := make([]int, 0, k)
+	for pod := range w.Placed {
+		if len(pods) == k {
+			break
+		}
+		if w.Placed[pod].Node != nil {
+			continue
+		}
+		n, devs, share := choose(p, w, st)
+		if n == nil {
+			s.Rollback(mark)
+			return nil, failure(p, w, k, len(pods))
+		}
+		s.Place(w, pod, n, devs, share)
+		pods = append(pods, pod)
+	}
+	return pods, ""
+}
+
+// choose finds the best node and devices for one pod of w, or nil.
+func choose(p *cluster.Pool, w *cluster.Workload, st Strategy) (*cluster.Node, []int, int64) {
+	req := w.Pod
+	switch {
+	case req.Shares():
+		return chooseShared(p, w, st)
+	case req.GPU > 0:
+		g := req.Devices()
+		var best *cluster.Node
+		visit := func(n *cluster.Node) bool {
+			if fitsHost(n, w) && n.IdleDevices() >= g {
+				best = n
+				return false
+			}
+			return true
+		}
+		walk(p, int64(g)*cluster.FullDevice, st, visit)
+		if best == nil {
+			return nil, nil, 0
+		}
+		return best, idleDevices(best, g), cluster.FullDevice
+	default:
+		n := chooseCPUOnly(p, w, st)
+		return n, nil, 0
+	}
+}
+
+func walk(p *cluster.Pool, min int64, st Strategy, fn func(*cluster.Node) bool) {
+	if st == Spread {
+		p.DescendFree(min, fn)
+	} else {
+		p.AscendFree(min, fn)
+	}
+}
+
+// fitsHost checks everything but GPUs: node type, cpu and memory.
+func fitsHost(n *cluster.Node, w *cluster.Workload) bool {
+	if w.NodeType != "" && n.Type() != w.NodeType {
+		return false
+	}
+	free := n.Free()
+	return free.CPU >= w.Pod.CPU && free.Memory >= w.Pod.Memory
+}
+
+func idleDevices(n *cluster.Node, g int) []int {
+	out := make([]int, 0, g)
+	for i := range n.Devices {
+		if n.Devices[i].Idle() {
+			out = append(out, i)
+			if len(out) == g {
+				break
+			}
+		}
+	}
+	return out
+}
+
+// chooseShared places a fraction: first on a node that already has a shared
+// device it fits on, then anywhere (SCHEDULING.md §5).
+func chooseShared(p *cluster.Pool, w *cluster.Workload, st Strategy) (*cluster.Node, []int, int64) {
+	min := int64(1)
+	if w.Pod.GPUMemory == 0 {
+		min = w.Pod.GPU
+	}
+	for _, sharedOnly := range []bool{true, false} {
+		var best *cluster.Node
+		dev := -1
+		walk(p, min, st, func(n *cluster.Node) bool {
+			if !fitsHost(n, w) {
+				return true
+			}
+			if d := pickDevice(n, w.Pod, st, sharedOnly); d >= 0 {
+				best, dev = n, d
+				return false
+			}
+			return true
+		})
+		if best != nil {
+			return best, []int{dev}, w.Pod.ShareOn(best.Devices[dev].Memory)
+		}
+	}
+	return nil, nil, 0
+}
+
+// pickDevice returns the device a share goes to on n, or -1: the fullest
+// shared device it fits on (binpack) or the emptiest (spread); with
+// sharedOnly false an idle device also qualifies.
+func pickDevice(n *cluster.Node, req cluster.PodRequest, st Strategy, sharedOnly bool) int {
+	best := -1
+	for i := range n.Devices {
+		d := &n.Devices[i]
+		if d.Whole || (sharedOnly && d.Shared == 0) || d.Free() < req.ShareOn(d.Memory) {
+			continue
+		}
+		if best < 0 {
+			best = i
+			continue
+		}
+		b := &n.Devices[best]
+		if (st == Binpack && d.Used > b.Used) || (st == Spread && d.Used < b.Used) {
+			best = i
+		}
+	}
+	return best
+}
+
+func chooseCPUOnly(p *cluster.Pool, w *cluster.Workload, st Strategy) *cluster.Node {
+	var best *cluster.Node
+	for _, n := range p.Nodes {
+		if !n.Ready || !fitsHost(n, w) {
+			continue
+		}
+		if best == nil {
+			best = n
+			continue
+		}
+		f, b := n.Free().CPU, best.Free().CPU
+		if (st == Binpack && f < b) || (st == Spread && f > b) {
+			best = n
+		}
+	}
+	return best
+}
+
+// failure explains why pods of w do not fit in p, with numbers.
+func failure(p *cluster.Pool, w *cluster.Workload, k, placed int) string {
+	what := podNeed(w)
+	var fit string
+	if k > 1 {
+		fit = fmt.Sprintf("needs %d pods of %s; %d fit", k, what, placed)
+	} else {
+		fit = "needs " + what
+	}
+	if w.NodeType == "" && w.Pod.GPU+w.Pod.GPUMemory > 0 && p.ReadyNodes() > 0 {
+		// The common case without a scan: the free index knows the largest block.
+		return fmt.Sprintf("%s; the largest free block is %s", fit, cluster.Quantity(cluster.GPU, p.MaxFree()))
+	}
+	ready, typed := 0, 0
+	var maxGPU, maxCPU int64
+	for _, n := range p.Nodes {
+		if !n.Ready {
+			continue
+		}
+		ready++
+		if w.NodeType != "" && n.Type() != w.NodeType {
+			continue
+		}
+		typed++
+		free := n.Free()
+		maxGPU = max(maxGPU, free.GPU)
+		maxCPU = max(maxCPU, free.CPU)
+	}
+	switch {
+	case ready == 0:
+		return fmt.Sprintf("%s; node pool %s has no Ready node", fit, p.Name)
+	case typed == 0:
+		return fmt.Sprintf("%s; node pool %s has no Ready node of type %s", fit, p.Name, w.NodeType)
+	case w.Pod.GPU > 0 || w.Pod.GPUMemory > 0:
+		return fmt.Sprintf("%s; the largest free block is %s", fit, cluster.Quantity(cluster.GPU, maxGPU))
+	default:
+		return fmt.Sprintf("%s; the most free on one node is %s", fit, cluster.Quantity(cluster.CPU, maxCPU))
+	}
+}
+
+func podNeed(w *cluster.Workload) string {
+	r := w.Pod
+	switch {
+	case r.GPUMemory > 0:
+		return fmt.Sprintf("%s of GPU memory on one device", cluster.FormatAmount(cluster.Memory, r.GPUMemory))
+	case r.Shares():
+		return fmt.Sprintf("%s of one device", cluster.Quantity(cluster.GPU, r.GPU))
+	case r.GPU > 0:
+		return fmt.Sprintf("%s on one node", cluster.Quantity(cluster.GPU, r.GPU))
+	default:
+		return fmt.Sprintf("%s on one node", cluster.Quantity(cluster.CPU, r.CPU))
+	}
+}

@@ -1,0 +1,198 @@
+package scheduling
+
+import (
+	"sort"
+
+	"github.com/runwayhq/runway/pkg/cluster"
+	"github.com/runwayhq/runway/pkg/placement"
+)
+
+// projectLine is one project's candidates for a pass, in the order of
+// cluster.LessInProject; the head is list[0].
+type projectLine struct {
+	q    *cluster.Queue
+	list []*cluster.Workload
+}
+
+// deptLine is a department's projects that have candidates, with the index of
+// the one that goes first cached until something in the department changes.
+type deptLine struct {
+	q        *cluster.Queue
+	projects []*projectLine
+	best     int
+}
+
+// allocate runs the allocate pass (SCHEDULING.md §3): for each rank of pool
+// preference, pool by pool in declaration order, pick the next workload by
+// walking the queue tree and try to place it. It returns, in the order they
+// were tried, the workloads that hold fewer pods than their minimum after it.
+func (c *cycle) allocate() []*cluster.Workload {
+	var tried []*cluster.Workload
+	seen := map[*cluster.Workload]bool{}
+	next := c.waitingWorkloads()
+	for rank := 0; len(next) > 0; rank++ {
+		var retry []*cluster.Workload
+		for _, p := range c.s.Pools {
+			var cands []*cluster.Workload
+			for _, w := range next {
+				if c.poolAt(w, rank) == p {
+					cands = append(cands, w)
+				}
+			}
+			for _, w := range c.allocatePool(p, cands) {
+				if !seen[w] {
+					seen[w] = true
+					tried = append(tried, w)
+				}
+				if w.PlacedPods() == 0 && rank+1 < len(w.Pools) {
+					retry = append(retry, w)
+				}
+			}
+		}
+		next = retry
+	}
+	var out []*cluster.Workload
+	for _, w := range tried {
+		if w.PlacedPods() < w.MinPods {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// poolAt is the pool w tries at a rank of preference: the pool its pods are
+// in when it holds some, otherwise its rank-th listed pool.
+func (c *cycle) poolAt(w *cluster.Workload, rank int) *cluster.Pool {
+	if p := w.Pool(); p != nil {
+		if rank == 0 {
+			return p
+		}
+		return nil
+	}
+	if rank < len(w.Pools) {
+		return c.s.Pool(w.Pools[rank])
+	}
+	return nil
+}
+
+// waitingWorkloads lists every workload with pods to place, in project
+// creation order then submission order (the pass sorts them properly).
+func (c *cycle) waitingWorkloads() []*cluster.Workload {
+	var out []*cluster.Workload
+	for _, q := range c.s.Projects() {
+		start := len(out)
+		for w := range q.Waiting() {
+			out = append(out, w)
+		}
+		part := out[start:]
+		sort.Slice(part, func(i, j int) bool { return part[i].Seq < part[j].Seq })
+	}
+	return out
+}
+
+// allocatePool places what it can of cands in pool p and returns the
+// workloads it could not place, in the order they were tried.
+func (c *cycle) allocatePool(p *cluster.Pool, cands []*cluster.Workload) []*cluster.Workload {
+	depts := c.lines(cands)
+	var failed []*cluster.Workload
+	for {
+		d := pickDept(depts, p)
+		if d == nil {
+			return failed
+		}
+		pl := d.projects[d.best]
+		w := pl.list[0]
+		pl.list = pl.list[1:]
+		d.best = -1
+		if !c.tryAllocate(w, p) {
+			failed = append(failed, w)
+			continue
+		}
+		if w.PlacedPods() < w.Pods {
+			// Elastic: back into its project's order for one more pod.
+			i := sort.Search(len(pl.list), func(i int) bool { return cluster.LessInProject(w, pl.list[i]) })
+			pl.list = append(pl.list, nil)
+			copy(pl.list[i+1:], pl.list[i:])
+			pl.list[i] = w
+		}
+	}
+}
+
+func (c *cycle) lines(cands []*cluster.Workload) []*deptLine {
+	byProject := map[*cluster.Queue]*projectLine{}
+	for _, w := range cands {
+		pl := byProject[w.Project]
+		if pl == nil {
+			pl = &projectLine{q: w.Project}
+			byProject[w.Project] = pl
+		}
+		pl.list = append(pl.list, w)
+	}
+	var depts []*deptLine
+	for _, d := range c.s.Departments {
+		dl := &deptLine{q: d, best: -1}
+		for _, q := range d.Children {
+			if pl := byProject[q]; pl != nil {
+				sort.Slice(pl.list, func(i, j int) bool { return cluster.LessInProject(pl.list[i], pl.list[j]) })
+				dl.projects = append(dl.projects, pl)
+			}
+		}
+		if len(dl.projects) > 0 {
+			depts = append(depts, dl)
+		}
+	}
+	return depts
+}
+
+// pickDept walks the root's level: the department that goes first, with its
+// first project cached in best. nil when nothing is left.
+func pickDept(depts []*deptLine, p *cluster.Pool) *deptLine {
+	var vs []queueView
+	var ds []*deptLine
+	for _, d := range depts {
+		if d.best < 0 {
+			d.best = pickProject(d, p)
+		}
+		if d.best < 0 {
+			continue
+		}
+		head := d.projects[d.best].list[0]
+		vs = append(vs, view(d.q, p, request(head, p)))
+		ds = append(ds, d)
+	}
+	if len(ds) == 0 {
+		return nil
+	}
+	return ds[best(vs)]
+}
+
+func pickProject(d *deptLine, p *cluster.Pool) int {
+	var vs []queueView
+	var idx []int
+	for i, pl := range d.projects {
+		if len(pl.list) == 0 {
+			continue
+		}
+		vs = append(vs, view(pl.q, p, request(pl.list[0], p)))
+		idx = append(idx, i)
+	}
+	if len(idx) == 0 {
+		return -1
+	}
+	return idx[best(vs)]
+}
+
+// tryAllocate places w's next pods in p if allocate's checks pass.
+func (c *cycle) tryAllocate(w *cluster.Workload, p *cluster.Pool) bool {
+	if why := checkQuota(w, p, request(w, p)); why != "" {
+		c.because(w, p, why)
+		return false
+	}
+	pods, why := placement.Place(c.s, p, w, w.NextPods(), c.cfg.Placement)
+	if pods == nil {
+		c.because(w, p, why)
+		return false
+	}
+	c.bind(w, pods)
+	return true
+}

@@ -1,0 +1,46 @@
+package scheduling
+
+import (
+	"fmt"
+
+	"github.com/runwayhq/runway/pkg/cluster"
+)
+
+// request is what w asks for now in pool p: NextPods pods, a pending GPU-memory
+// request counted against the pool's smallest device (SCHEDULING.md §1).
+func request(w *cluster.Workload, p *cluster.Pool) cluster.Resources {
+	return w.Pod.Counted(p.MinDeviceMemory).Scale(w.NextPods())
+}
+
+// checkQuota runs allocate's checks for adding req of w in pool p: the project
+// and each ancestor stay within their limit, and a non-preemptible workload
+// keeps their non-preemptible allocation within deserved. It returns "" when
+// they pass, otherwise the first failure with its numbers.
+func checkQuota(w *cluster.Workload, p *cluster.Pool, req cluster.Resources) string {
+	for q := w.Project; q != nil; q = q.Parent {
+		quota := q.Quotas[p.Index]
+		u := q.Usage[p.Index]
+		for r := cluster.Resource(0); r < cluster.NumResources; r++ {
+			need := req.Get(r)
+			if need == 0 {
+				continue
+			}
+			if l := quota.EffectiveLimit(r); l != cluster.Unlimited && u.Allocated.Get(r)+need > l {
+				what := "limit"
+				if !quota.OverQuota && l == quota.Deserved.Get(r) {
+					what = "quota (over-quota is off)"
+				}
+				return fmt.Sprintf("%s %s would hold %s, above its %s of %s",
+					q.Kind, q.Name, cluster.Quantity(r, u.Allocated.Get(r)+need), what, cluster.FormatAmount(r, l))
+			}
+			if w.Priority.Preemptible {
+				continue
+			}
+			if d := quota.Deserved.Get(r); d != cluster.Unlimited && u.NonPreemptible.Get(r)+need > d {
+				return fmt.Sprintf("non-preemptible workloads of %s %s would hold %s, above its deserved quota of %s",
+					q.Kind, q.Name, cluster.Quantity(r, u.NonPreemptible.Get(r)+need), cluster.FormatAmount(r, d))
+			}
+		}
+	}
+	return ""
+}

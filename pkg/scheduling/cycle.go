@@ -1,0 +1,178 @@
+package scheduling
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/runwayhq/runway/pkg/cluster"
+)
+
+// cycle is the working memory of one Cycle call.
+type cycle struct {
+	s       *cluster.State
+	cfg     Config
+	plan    Plan
+	touched map[*cluster.Workload]bool // gained pods this cycle: never a victim in it
+	reasons map[*cluster.Workload][]string
+}
+
+// Cycle computes fair shares and runs allocate, reclaim and preempt on s, and
+// returns the plan. s is left as it was, except for the queues' FairShare,
+// which the cycle sets from the state.
+func Cycle(s *cluster.State, cfg Config) Plan {
+	if cfg.SearchBound <= 0 {
+		cfg.SearchBound = DefaultConfig().SearchBound
+	}
+	ComputeFairShares(s)
+	c := &cycle{s: s, cfg: cfg, touched: map[*cluster.Workload]bool{}, reasons: map[*cluster.Workload][]string{}}
+	mark := s.Mark()
+	c.gangTimeouts()
+	unplaced := c.allocate()
+	var still []*cluster.Workload
+	for _, j := range unplaced {
+		if !c.reclaim(j) {
+			still = append(still, j)
+		}
+	}
+	for _, j := range still {
+		c.preempt(j)
+	}
+	c.explain()
+	s.Rollback(mark)
+	s.StopLog()
+	return c.plan
+}
+
+// gangTimeouts evicts workloads that held fewer pods than their minimum for
+// GangTimeout (SCHEDULING.md §4).
+func (c *cycle) gangTimeouts() {
+	for _, w := range c.s.BelowMinimum() {
+		if w.BelowMinSince < 0 || c.cfg.Now-w.BelowMinSince < c.cfg.GangTimeout {
+			continue
+		}
+		why := fmt.Sprintf("held %d of its minimum %d pods for %s", w.PlacedPods(), w.MinPods, c.cfg.GangTimeout)
+		c.evict(unit{w: w, pods: placedPods(w)}, RuleGangMinimum, nil, why)
+	}
+}
+
+func (c *cycle) because(w *cluster.Workload, p *cluster.Pool, why string) {
+	if len(w.Pools) > 1 {
+		why = "node pool " + p.Name + ": " + why
+	}
+	c.reasons[w] = append(c.reasons[w], why)
+}
+
+func (c *cycle) bind(w *cluster.Workload, pods []int) {
+	c.touched[w] = true
+	delete(c.reasons, w)
+	for _, pod := range pods {
+		at := w.Placed[pod]
+		c.plan.Bindings = append(c.plan.Bindings, Binding{
+			Workload: w.ID, Pod: pod, Node: at.Node.Name,
+			Devices: append([]int(nil), at.Devices...), Share: at.Share,
+		})
+	}
+}
+
+// evict removes a unit's pods from the state and records the eviction. A
+// unit that is the whole workload is recorded with Pods nil.
+func (c *cycle) evict(u unit, rule Rule, forW *cluster.Workload, why string) {
+	whole := len(u.pods) == u.w.PlacedPods()
+	for _, pod := range u.pods {
+		c.s.Unplace(u.w, pod)
+	}
+	e := Eviction{Workload: u.w.ID, Rule: rule, Reason: why}
+	if !whole {
+		e.Pods = append([]int(nil), u.pods...)
+	}
+	if forW != nil {
+		e.For = forW.ID
+	}
+	c.plan.Evictions = append(c.plan.Evictions, e)
+	if whole {
+		c.reasons[u.w] = append(c.reasons[u.w], fmt.Sprintf("evicted (%s): %s", rule, why))
+	}
+}
+
+// explain lists every workload still waiting with its reasons.
+func (c *cycle) explain() {
+	for _, q := range c.s.Projects() {
+		var ws []*cluster.Workload
+		for w := range q.Waiting() {
+			ws = append(ws, w)
+		}
+		sortBySeq(ws)
+		for _, w := range ws {
+			if w.PlacedPods() >= w.MinPods && c.touched[w] {
+				continue // an elastic workload that grew: nothing to explain
+			}
+			reasons := c.reasons[w]
+			if len(reasons) == 0 {
+				reasons = []string{"not tried: its node pools have no room left this cycle"}
+			}
+			c.plan.Waiting = append(c.plan.Waiting, Waiting{Workload: w.ID, Reasons: reasons})
+		}
+	}
+}
+
+// Apply makes a plan real on s at time now: evicted workloads go back to
+// Pending (one more preemption) or lose the named pods; bound pods are placed
+// and a workload holding its minimum is Running.
+func Apply(s *cluster.State, plan Plan, now time.Duration) error {
+	for _, e := range plan.Evictions {
+		w := s.Workload(e.Workload)
+		if w == nil {
+			return fmt.Errorf("apply eviction: workload %q does not exist", e.Workload)
+		}
+		pods := e.Pods
+		if pods == nil {
+			pods = placedPods(w)
+		}
+		for _, pod := range pods {
+			if pod < 0 || pod >= len(w.Placed) || w.Placed[pod].Node == nil {
+				return fmt.Errorf("apply eviction: pod %d of %q is not placed", pod, e.Workload)
+			}
+			s.Unplace(w, pod)
+		}
+		if w.PlacedPods() == 0 {
+			Requeue(s, w)
+		}
+	}
+	for _, b := range plan.Bindings {
+		w, n := s.Workload(b.Workload), s.Node(b.Node)
+		if w == nil || n == nil {
+			return fmt.Errorf("apply binding: workload %q or node %q does not exist", b.Workload, b.Node)
+		}
+		if b.Pod < 0 || b.Pod >= len(w.Placed) || w.Placed[b.Pod].Node != nil {
+			return fmt.Errorf("apply binding: pod %d of %q is already placed", b.Pod, b.Workload)
+		}
+		s.Place(w, b.Pod, n, b.Devices, b.Share)
+		if w.Phase == cluster.Pending && w.PlacedPods() >= w.MinPods {
+			w.Phase = cluster.Running
+			if w.FirstRunning < 0 {
+				w.FirstRunning = now
+			}
+		}
+	}
+	s.StampBelowMinimum(now)
+	return nil
+}
+
+// Requeue sends a workload that lost all its pods back to Pending, counting
+// one more preemption.
+func Requeue(s *cluster.State, w *cluster.Workload) {
+	if w.Phase == cluster.Running {
+		w.Phase = cluster.Pending
+		w.Preemptions++
+	}
+}
+
+func placedPods(w *cluster.Workload) []int {
+	var out []int
+	for i, p := range w.Placed {
+		if p.Node != nil {
+			out = append(out, i)
+		}
+	}
+	return out
+}

@@ -1,0 +1,256 @@
+package scheduling
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/runwayhq/runway/pkg/cluster"
+)
+
+// homePool is where j's reclaim and preemption happen: the pool its pods are
+// in, otherwise its first choice.
+func (c *cycle) homePool(j *cluster.Workload) *cluster.Pool {
+	if p := j.Pool(); p != nil {
+		return p
+	}
+	return c.s.Pool(j.Pools[0])
+}
+
+// reclaim tries to make room for j by evicting preemptible workloads of other
+// projects (SCHEDULING.md §3 "Reclaim"). It reports whether j was placed.
+func (c *cycle) reclaim(j *cluster.Workload) bool {
+	p := c.homePool(j)
+	q := j.Project
+	req := request(j, p)
+	if why := c.gate(j, p, req); why != "" {
+		c.because(j, p, why)
+		return false
+	}
+	if why := checkQuota(j, p, req); why != "" {
+		return false // victims of other projects cannot lift its own limits
+	}
+	queues := reverseAllocateOrder(c.s, p, func(v *cluster.Queue) bool {
+		return v != q && c.victimQueueOK(q, v, p, req)
+	})
+	var units []unit
+	var groups []int
+	for _, v := range queues {
+		units, groups = c.appendGroups(units, groups, v, p, func(w *cluster.Workload) bool { return true })
+	}
+	if len(units) == 0 {
+		c.because(j, p, fmt.Sprintf("no project holds more than its share of what %s needs; nothing to reclaim", j.Name))
+		return false
+	}
+	sr := &search{c: c, j: j, pool: p, units: units, budget: c.cfg.SearchBound,
+		rules: func(set []int) bool { return c.reclaimRules(j, p, req, units, set) }}
+	set := sr.find(groups)
+	if set == nil {
+		c.because(j, p, "reclaim: no set of victims both frees room for it and keeps every project's fair share")
+		return false
+	}
+	for _, i := range set {
+		u := units[i]
+		c.evict(u, RuleReclaim, j, fmt.Sprintf("project %s reclaimed %s for %s: %s held %s, above its fair share of %s",
+			q.Name, cluster.Quantity(cluster.GPU, u.held.GPU), j.Name, u.w.Project.Name,
+			cluster.Quantity(cluster.GPU, u.w.Project.Usage[p.Index].Allocated.GPU+u.held.GPU),
+			cluster.FormatAmount(cluster.GPU, u.w.Project.FairShare[p.Index].GPU)))
+	}
+	return c.placeAfterEvictions(j, p)
+}
+
+// preempt tries to make room for j by evicting lower-priority preemptible
+// workloads of its own project (SCHEDULING.md §3 "Preempt").
+func (c *cycle) preempt(j *cluster.Workload) {
+	p := c.homePool(j)
+	units, groups := c.appendGroups(nil, nil, j.Project, p, func(w *cluster.Workload) bool {
+		return w.Priority.Value < j.Priority.Value
+	})
+	if len(units) == 0 {
+		return
+	}
+	sr := &search{c: c, j: j, pool: p, units: units, budget: c.cfg.SearchBound}
+	set := sr.find(groups)
+	if set == nil {
+		c.because(j, p, "preempt: evicting every lower-priority workload of its project would not make room")
+		return
+	}
+	for _, i := range set {
+		u := units[i]
+		c.evict(u, RulePreempt, j, fmt.Sprintf("%s (priority %s) of project %s needed %s; %s has priority %s",
+			j.Name, j.Priority.Name, j.Project.Name, cluster.Quantity(cluster.GPU, request(j, p).GPU), u.w.Name, u.w.Priority.Name))
+	}
+	c.placeAfterEvictions(j, p)
+}
+
+func (c *cycle) placeAfterEvictions(j *cluster.Workload, p *cluster.Pool) bool {
+	if !c.tryAllocate(j, p) {
+		// The search proved this set makes room; reaching here is a bug.
+		panic(fmt.Sprintf("scheduling: victims chosen for %s did not make room", j.ID))
+	}
+	return true
+}
+
+// gate is the reclaim gate: the project stays within its fair share with j
+// added, in every resource.
+func (c *cycle) gate(j *cluster.Workload, p *cluster.Pool, req cluster.Resources) string {
+	q := j.Project
+	alloc, fs := q.Usage[p.Index].Allocated, q.FairShare[p.Index]
+	for r := cluster.Resource(0); r < cluster.NumResources; r++ {
+		if alloc.Get(r)+req.Get(r) > fs.Get(r) {
+			return fmt.Sprintf("project %s would hold %s with it, above its fair share of %s; it cannot reclaim",
+				q.Name, cluster.Quantity(r, alloc.Get(r)+req.Get(r)), cluster.FormatAmount(r, fs.Get(r)))
+		}
+	}
+	return ""
+}
+
+// appendGroups adds v's candidate units, one group per priority, lowest first.
+func (c *cycle) appendGroups(units []unit, groups []int, v *cluster.Queue, p *cluster.Pool, keep func(*cluster.Workload) bool) ([]unit, []int) {
+	var ws []*cluster.Workload
+	for w := range v.Running() {
+		if w.Priority.Preemptible && w.Pool() == p && !c.touched[w] && keep(w) {
+			ws = append(ws, w)
+		}
+	}
+	sort.Slice(ws, func(a, b int) bool {
+		if ws[a].Priority.Value != ws[b].Priority.Value {
+			return ws[a].Priority.Value < ws[b].Priority.Value
+		}
+		return ws[a].Seq < ws[b].Seq
+	})
+	for i, w := range ws {
+		if i > 0 && w.Priority.Value != ws[i-1].Priority.Value {
+			groups = append(groups, len(units))
+		}
+		units = append(units, unitsOf(w)...)
+	}
+	if len(ws) > 0 {
+		groups = append(groups, len(units))
+	}
+	return units, groups
+}
+
+// meeting returns the two queues where the branches of q and v meet: the
+// projects themselves in one department, otherwise their departments.
+func meeting(q, v *cluster.Queue) (a, b *cluster.Queue) {
+	if q.Parent == v.Parent {
+		return q, v
+	}
+	return q.Parent, v.Parent
+}
+
+// victimQueueOK is the per-victim rule for v's full allocation: a queue that
+// fails it cannot give any victim.
+func (c *cycle) victimQueueOK(q, v *cluster.Queue, p *cluster.Pool, req cluster.Resources) bool {
+	a, b := meeting(q, v)
+	return perVictim(a, b, p, req, b.Usage[p.Index].Allocated)
+}
+
+// perVictim: B, holding allocB before losing the victim, holds more than
+// max(deserved, fair share) capped by limit in some resource; or A stays
+// within deserved with J added and B holds more than deserved in some resource.
+func perVictim(a, b *cluster.Queue, p *cluster.Pool, req, allocB cluster.Resources) bool {
+	aWithin := true
+	for r := cluster.Resource(0); r < cluster.NumResources; r++ {
+		if d := a.Quotas[p.Index].Deserved.Get(r); d != cluster.Unlimited && a.Usage[p.Index].Allocated.Get(r)+req.Get(r) > d {
+			aWithin = false
+		}
+	}
+	quota := b.Quotas[p.Index]
+	for r := cluster.Resource(0); r < cluster.NumResources; r++ {
+		d := quota.Deserved.Get(r)
+		// With deserved and limit both unlimited, no queue is ever above them.
+		bounded := d != cluster.Unlimited || quota.EffectiveLimit(r) != cluster.Unlimited
+		if bounded && allocB.Get(r) > ceiling(b, p, r) {
+			return true
+		}
+		if aWithin && d != cluster.Unlimited && allocB.Get(r) > d {
+			return true
+		}
+	}
+	return false
+}
+
+// reclaimRules checks a victim set against the per-victim rule (each queue's
+// victims in increasing GPUs, each seeing the earlier ones removed) and the
+// after rule at every level from j's project up.
+func (c *cycle) reclaimRules(j *cluster.Workload, p *cluster.Pool, req cluster.Resources, units []unit, set []int) bool {
+	q := j.Project
+	byB := map[*cluster.Queue][]int{}
+	var bs []*cluster.Queue
+	for _, i := range set {
+		_, b := meeting(q, units[i].w.Project)
+		if byB[b] == nil {
+			bs = append(bs, b)
+		}
+		byB[b] = append(byB[b], i)
+	}
+	for _, b := range bs {
+		idx := byB[b]
+		sort.SliceStable(idx, func(x, y int) bool { return units[idx[x]].held.GPU < units[idx[y]].held.GPU })
+		a, _ := meeting(q, units[idx[0]].w.Project)
+		allocB := b.Usage[p.Index].Allocated
+		for _, i := range idx {
+			if !perVictim(a, b, p, req, allocB) {
+				return false
+			}
+			allocB = allocB.Sub(units[i].held)
+		}
+	}
+	return c.afterRule(q, p, req, units, set)
+}
+
+// afterRule: at every level from Q up, with X = J's side after J is placed
+// and the victims removed, and each sibling S that loses victims, fail when
+// alloc(X)/fs(X) > 1 and alloc(X)/fs(X) >= alloc(S)/fs(S) in a resource J
+// asks for (fair share 0 on S's side skips S).
+func (c *cycle) afterRule(q *cluster.Queue, p *cluster.Pool, req cluster.Resources, units []unit, set []int) bool {
+	lost := map[*cluster.Queue]cluster.Resources{}
+	for _, i := range set {
+		for v := units[i].w.Project; v != nil; v = v.Parent {
+			lost[v] = lost[v].Add(units[i].held)
+		}
+	}
+	after := func(x *cluster.Queue) cluster.Resources {
+		return x.Usage[p.Index].Allocated.Sub(lost[x])
+	}
+	for x := q; x != nil; x = x.Parent {
+		var siblings []*cluster.Queue
+		if x.Parent != nil {
+			siblings = x.Parent.Children
+		} else {
+			siblings = c.s.Departments
+		}
+		ax := after(x).Add(req)
+		for _, s := range siblings {
+			if s == x || lost[s].IsZero() {
+				continue
+			}
+			as := after(s)
+			for r := cluster.Resource(0); r < cluster.NumResources; r++ {
+				if req.Get(r) == 0 {
+					continue
+				}
+				fsS := s.FairShare[p.Index].Get(r)
+				if fsS == 0 {
+					continue
+				}
+				rx := ratio(ax.Get(r), x.FairShare[p.Index].Get(r))
+				if rx > 1+tolerance && rx >= ratio(as.Get(r), fsS)-tolerance {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
+
+func ratio(alloc, fs int64) float64 {
+	if fs <= 0 {
+		if alloc <= 0 {
+			return 0
+		}
+		return 1e18
+	}
+	return float64(alloc) / float64(fs)
+}
