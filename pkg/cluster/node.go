@@ -68,6 +68,8 @@ type Pool struct {
 	Nodes []*Node // name order
 	// Total is the sum of the resources of the pool's Ready nodes.
 	Total Resources
+	// Used is what pods hold on the pool's Ready nodes.
+	Used Resources
 	// MinDeviceMemory is the smallest device memory among Ready nodes: a pending
 	// GPU-memory request counts memory / this (SCHEDULING.md §1).
 	MinDeviceMemory int64
@@ -150,14 +152,19 @@ func (p *Pool) unindexNode(n *Node) {
 	}
 }
 
+// Free is what the pool's Ready nodes have left in all.
+func (p *Pool) Free() Resources { return p.Total.Sub(p.Used) }
+
 func (p *Pool) recompute() {
 	p.Total = Resources{}
+	p.Used = Resources{}
 	p.MinDeviceMemory = 0
 	for _, n := range p.Nodes {
 		if !n.Ready {
 			continue
 		}
 		p.Total = p.Total.Add(n.Capacity)
+		p.Used = p.Used.Add(n.Used)
 		for _, d := range n.Devices {
 			if p.MinDeviceMemory == 0 || d.Memory < p.MinDeviceMemory {
 				p.MinDeviceMemory = d.Memory

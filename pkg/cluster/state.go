@@ -31,6 +31,7 @@ type change struct {
 	w     *Workload
 	pod   int
 	at    Placement
+	since time.Duration // w.BelowMinSince before the change, which reindex may reset
 }
 
 // New returns an empty State with the pool "default".
@@ -299,18 +300,20 @@ func (s *State) release(w *Workload) {
 func (s *State) Place(w *Workload, pod int, n *Node, devices []int, share int64) {
 	held := Resources{GPU: share * int64(len(devices)), CPU: w.Pod.CPU, Memory: w.Pod.Memory}
 	at := Placement{Node: n, Devices: devices, Share: share, Held: held}
+	since := w.BelowMinSince
 	s.place(w, pod, at)
 	if s.logging {
-		s.log = append(s.log, change{place: true, w: w, pod: pod, at: at})
+		s.log = append(s.log, change{place: true, w: w, pod: pod, at: at, since: since})
 	}
 }
 
 // Unplace removes pod of w from its node. Recorded in the undo log while logging.
 func (s *State) Unplace(w *Workload, pod int) {
 	at := w.Placed[pod]
+	since := w.BelowMinSince
 	s.unplace(w, pod)
 	if s.logging {
-		s.log = append(s.log, change{place: false, w: w, pod: pod, at: at})
+		s.log = append(s.log, change{place: false, w: w, pod: pod, at: at, since: since})
 	}
 }
 
@@ -330,6 +333,9 @@ func (s *State) place(w *Workload, pod int, at Placement) {
 		}
 	}
 	n.Used = n.Used.Add(at.Held)
+	if n.Ready {
+		n.Pool.Used = n.Pool.Used.Add(at.Held)
+	}
 	n.Pods = append(n.Pods, PodRef{w, pod})
 	n.Pool.indexNode(n)
 	w.Placed[pod] = at
@@ -353,6 +359,9 @@ func (s *State) unplace(w *Workload, pod int) {
 		}
 	}
 	n.Used = n.Used.Sub(at.Held)
+	if n.Ready {
+		n.Pool.Used = n.Pool.Used.Sub(at.Held)
+	}
 	for i, ref := range n.Pods {
 		if ref.Workload == w && ref.Pod == pod {
 			n.Pods = append(n.Pods[:i], n.Pods[i+1:]...)
@@ -438,6 +447,7 @@ func (s *State) Rollback(mark int) {
 		} else {
 			s.place(c.w, c.pod, c.at)
 		}
+		c.w.BelowMinSince = c.since
 	}
 	s.log = s.log[:mark]
 }

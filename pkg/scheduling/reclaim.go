@@ -60,7 +60,21 @@ func (c *cycle) reclaim(j *cluster.Workload) bool {
 
 // preempt tries to make room for j by evicting lower-priority preemptible
 // workloads of its own project (SCHEDULING.md §3 "Preempt").
+// lowestPreemptible is the lowest priority value of a preemptible class.
+var lowestPreemptible = func() int {
+	low := cluster.Priorities[0].Value
+	for _, p := range cluster.Priorities {
+		if p.Preemptible {
+			low = min(low, p.Value)
+		}
+	}
+	return low
+}()
+
 func (c *cycle) preempt(j *cluster.Workload) {
+	if j.Priority.Value <= lowestPreemptible {
+		return // nothing preemptible ranks below it
+	}
 	p := c.homePool(j)
 	units, groups := c.appendGroups(nil, nil, j.Project, p, func(w *cluster.Workload) bool {
 		return w.Priority.Value < j.Priority.Value
@@ -122,7 +136,10 @@ func (c *cycle) appendGroups(units []unit, groups []int, v *cluster.Queue, p *cl
 		if i > 0 && w.Priority.Value != ws[i-1].Priority.Value {
 			groups = append(groups, len(units))
 		}
-		units = append(units, unitsOf(w)...)
+		for _, u := range unitsOf(w) {
+			u.group = len(groups)
+			units = append(units, u)
+		}
 	}
 	if len(ws) > 0 {
 		groups = append(groups, len(units))

@@ -2,6 +2,7 @@ package scheduling
 
 import (
 	"container/heap"
+	"math/bits"
 	"sort"
 
 	"github.com/runwayhq/runway/pkg/cluster"
@@ -12,9 +13,10 @@ import (
 // workload holding no more than its gang minimum, or one pod above an elastic
 // workload's minimum.
 type unit struct {
-	w    *cluster.Workload
-	pods []int
-	held cluster.Resources
+	w     *cluster.Workload
+	pods  []int
+	held  cluster.Resources
+	group int // index of its victim group (G1 = 0)
 }
 
 // unitsOf splits a running workload into units. Pods above the minimum go one
@@ -50,6 +52,9 @@ type search struct {
 	units  []unit
 	rules  func(set []int) bool // reclaim's per-victim and after rules; nil for preempt
 	budget int
+	// minGroup is the first group (0-based) a set must reach to be worth
+	// trying: fewer groups cannot make room.
+	minGroup int
 }
 
 // try evicts set, checks the rules and places j; keep leaves it all in place
@@ -58,6 +63,15 @@ func (sr *search) try(set []int, keep bool) room {
 	sr.budget--
 	if sr.rules != nil && !sr.rules(set) {
 		return roomRules
+	}
+	// Cheap bound first: the pool's free GPUs plus what the set frees must
+	// cover what j asks for before any placement is worth trying.
+	var freed int64
+	for _, i := range set {
+		freed += sr.units[i].held.GPU
+	}
+	if sr.pool.Free().GPU+freed < request(sr.j, sr.pool).GPU {
+		return roomNoFit
 	}
 	mark := sr.c.s.Mark()
 	for _, i := range set {
@@ -81,15 +95,21 @@ func (sr *search) try(set []int, keep bool) room {
 
 // find returns the chosen set (indexes into units), or nil. groups gives the
 // end index of each group G1, G2, ... in units.
+//
+// "The smallest k for which G1 ... Gk holds a set that makes room, then the
+// least disruptive set within them" is one order on sets: by the last group a
+// set uses, then fewest GPUs, fewest workloads, newest. Adding a unit never
+// lowers that key, so one best-first pass in this order finds the answer.
 func (sr *search) find(groups []int) []int {
 	m := len(groups)
 	all := func(k int) []int { return seq(groups[k-1]) }
-	// The smallest k whose groups together could make room, ignoring rules
-	// (placement only grows with more victims, so bisect).
-	lo, hi := 1, m
-	if sr.placeable(all(m)) == false {
+	if !sr.placeable(all(m)) {
 		return nil
 	}
+	// Sets within fewer groups than k0 cannot make room even ignoring the
+	// rules (placement only grows with more victims, so bisect): skip trying
+	// them.
+	lo, hi := 1, m
 	for lo < hi {
 		mid := (lo + hi) / 2
 		if sr.placeable(all(mid)) {
@@ -98,12 +118,44 @@ func (sr *search) find(groups []int) []int {
 			lo = mid + 1
 		}
 	}
-	for k := lo; k <= m && sr.budget > 0; k++ {
-		if set := sr.best(all(k)); set != nil {
+	sr.minGroup = lo - 1
+	cand := all(m)
+	if sr.j.NextPods() == 1 {
+		if set, done := sr.nodeLocal(cand); done {
+			return set
+		}
+	} else if len(cand) <= exactGangUnits {
+		if set, done := sr.bestFirst([][]int{cand}, nil); done {
+			return set
+		}
+	}
+	// Past the budget, or for a gang with many candidates: the first k whose
+	// greedy set makes room, pruned to a minimal one (no unit can be dropped).
+	// Each greedy set costs a placement per unit, so only the first few k are
+	// tried; after them the last k, which offers every candidate.
+	for _, k := range greedySteps(lo, m) {
+		if sr.budget <= 0 {
+			break
+		}
+		if set := sr.greedy(all(k)); set != nil {
 			return set
 		}
 	}
 	return nil
+}
+
+// greedyGroups is how many k from the first feasible one greedy tries.
+const greedyGroups = 3
+
+func greedySteps(lo, m int) []int {
+	var ks []int
+	for k := lo; k <= m && k < lo+greedyGroups; k++ {
+		ks = append(ks, k)
+	}
+	if last := ks[len(ks)-1]; last < m {
+		ks = append(ks, m)
+	}
+	return ks
 }
 
 func (sr *search) placeable(set []int) bool {
@@ -113,28 +165,29 @@ func (sr *search) placeable(set []int) bool {
 	return sr.try(set, false) == roomMade
 }
 
-// best searches candidate units cand for the set with the fewest GPUs, then
-// the fewest workloads, then the newest, that makes room. A single pod needs
-// room on one node, so its sets are built node by node; a gang searches all
-// sets. Past the budget it falls back to a greedy set pruned to a minimal one.
-func (sr *search) best(cand []int) []int {
-	if sr.j.NextPods() == 1 {
-		if set, done := sr.nodeLocal(cand); done {
-			return set
-		}
-	} else if set, done := sr.bestFirst([][]int{cand}); done {
-		return set
-	}
-	return sr.greedy(cand)
-}
+// exactGangUnits is the most candidate units for which a gang's victim sets
+// are searched exhaustively; past it the search is greedy (2^12 sets at most).
+const exactGangUnits = 12
 
-// nodeLocal runs the best-first search over sets of units that share one node.
+// maxUnitsPerNode bounds the exact per-node enumeration (2^12 subsets).
+const maxUnitsPerNode = 12
+
+// nodeLocal finds the set for a single pod: evicting units elsewhere cannot
+// make room for it on a node, so the answer is a set of units sharing one
+// node. On each node it enumerates the subsets that are minimal (no proper
+// subset also fits): a superset is never cheaper, and the rules only get
+// harder with more victims. All nodes' minimal sets are then tried in the
+// order of lessSet. done is false when a node had too many units to
+// enumerate and nothing was found.
 func (sr *search) nodeLocal(cand []int) ([]int, bool) {
 	byNode := map[*cluster.Node][]int{}
 	var nodes []*cluster.Node
 	for _, i := range cand {
-		for _, n := range sr.units[i].w.Nodes() {
-			node := sr.c.s.Node(n)
+		for _, pod := range sr.units[i].pods {
+			node := sr.units[i].w.Placed[pod].Node
+			if l := byNode[node]; len(l) > 0 && l[len(l)-1] == i {
+				continue
+			}
 			if byNode[node] == nil {
 				nodes = append(nodes, node)
 			}
@@ -142,19 +195,124 @@ func (sr *search) nodeLocal(cand []int) ([]int, bool) {
 		}
 	}
 	sort.Slice(nodes, func(a, b int) bool { return nodes[a].Name < nodes[b].Name })
-	var spaces [][]int
+	h := &setHeap{units: sr.units}
+	complete := true
 	for _, n := range nodes {
-		if n.Ready && (sr.j.NodeType == "" || n.Type() == sr.j.NodeType) {
-			spaces = append(spaces, byNode[n])
+		if !n.Ready || (sr.j.NodeType != "" && n.Type() != sr.j.NodeType) || !sr.fitsAfter(n, byNode[n]) {
+			continue
+		}
+		if len(byNode[n]) > maxUnitsPerNode {
+			complete = false
+			continue
+		}
+		for _, set := range sr.minimalSets(n, byNode[n]) {
+			h.push(candidate{set: set})
 		}
 	}
-	return sr.bestFirst(spaces)
+	for h.Len() > 0 && sr.budget > 0 {
+		e := heap.Pop(h).(candidate)
+		if e.maxGroup < sr.minGroup {
+			continue
+		}
+		if sr.try(e.set, false) == roomMade {
+			return e.set, true
+		}
+	}
+	return nil, complete && sr.budget > 0
 }
 
-// bestFirst enumerates, cheapest first, the non-empty subsets of each space
-// and returns the first that makes room. done is false when the budget ran
-// out before the answer was known.
-func (sr *search) bestFirst(spaces [][]int) ([]int, bool) {
+// minimalSets lists the subsets of units (all with a pod on n) after whose
+// eviction j's pod fits on n, and of which no proper subset fits.
+func (sr *search) minimalSets(n *cluster.Node, units []int) [][]int {
+	need := sr.j.Pod.Counted(n.Pool.MinDeviceMemory).GPU - n.Free().GPU
+	var fitting []uint32
+	var out [][]int
+	total := uint32(1) << len(units)
+	// Walk masks by popcount so every subset of a mask is seen before it.
+	for size := 1; size <= len(units); size++ {
+		for mask := uint32(1); mask < total; mask++ {
+			if bits.OnesCount32(mask) != size || coveredBy(mask, fitting) {
+				continue
+			}
+			set := make([]int, 0, size)
+			var gpu int64
+			for b, i := range units {
+				if mask&(1<<b) != 0 {
+					set = append(set, i)
+					gpu += sr.units[i].held.GPU
+				}
+			}
+			if gpu < need || !sr.fitsAfter(n, set) {
+				continue
+			}
+			fitting = append(fitting, mask)
+			out = append(out, set)
+		}
+	}
+	return out
+}
+
+// coveredBy reports whether some fitting mask is a subset of mask.
+func coveredBy(mask uint32, fitting []uint32) bool {
+	for _, f := range fitting {
+		if f&mask == f {
+			return true
+		}
+	}
+	return false
+}
+
+// fitsAfter reports whether j's next pod would fit on n once the set's pods
+// there are gone: device arithmetic only, the state is not touched.
+func (sr *search) fitsAfter(n *cluster.Node, set []int) bool {
+	free := n.Free()
+	used := make([]int64, len(n.Devices))
+	whole := make([]bool, len(n.Devices))
+	for d := range n.Devices {
+		used[d], whole[d] = n.Devices[d].Used, n.Devices[d].Whole
+	}
+	for _, i := range set {
+		u := sr.units[i]
+		for _, pod := range u.pods {
+			at := u.w.Placed[pod]
+			if at.Node != n {
+				continue
+			}
+			free = free.Add(at.Held)
+			for _, d := range at.Devices {
+				used[d] -= at.Share
+				if at.Share >= cluster.FullDevice {
+					whole[d] = false
+				}
+			}
+		}
+	}
+	req := sr.j.Pod
+	if free.CPU < req.CPU || free.Memory < req.Memory {
+		return false
+	}
+	if req.Shares() {
+		for d := range used {
+			if !whole[d] && cluster.FullDevice-used[d] >= req.ShareOn(n.Devices[d].Memory) {
+				return true
+			}
+		}
+		return false
+	}
+	idle := 0
+	for d := range used {
+		if used[d] == 0 {
+			idle++
+		}
+	}
+	return idle >= req.Devices()
+}
+
+// bestFirst enumerates, in the order of lessSet, the non-empty subsets of
+// each space and returns the first that makes room. fits, when given, is a
+// cheap necessary condition checked before a full try. done is false when the
+// budget ran out before the answer was known.
+func (sr *search) bestFirst(spaces [][]int, fits func(space int, set []int) bool) ([]int, bool) {
 	h := &setHeap{units: sr.units}
 	for s, space := range spaces {
 		for pos := range space {
@@ -166,11 +324,15 @@ func (sr *search) bestFirst(spaces [][]int) ([]int, bool) {
 			return nil, false
 		}
 		e := heap.Pop(h).(candidate)
-		switch sr.try(e.set, false) {
-		case roomMade:
-			return e.set, true
-		case roomRules:
-			continue // supersets only take more from the same queues
+		if e.maxGroup >= sr.minGroup && (fits == nil || fits(e.space, e.set)) {
+			switch sr.try(e.set, false) {
+			case roomMade:
+				return e.set, true
+			case roomRules:
+				continue // supersets only take more from the same queues
+			}
+		} else {
+			sr.budget-- // count skipped sets too, so the search stays bounded
 		}
 		space := spaces[e.space]
 		for pos := e.pos + 1; pos < len(space); pos++ {
@@ -182,16 +344,17 @@ func (sr *search) bestFirst(spaces [][]int) ([]int, bool) {
 }
 
 // greedy evicts every candidate, sees where j lands, keeps the units on those
-// nodes (or all of them when that is not enough) and drops units, costliest
-// first, while the rest still makes room: a set that makes room and from
-// which no unit can be removed.
+// nodes (giving up when they alone are not enough) and drops units, costliest
+// first, while the rest still makes room for j; the rules are checked on
+// what is left (fewer victims only make them easier). The result makes room
+// and no unit can be dropped from it.
 func (sr *search) greedy(cand []int) []int {
+	rules := sr.rules
+	sr.rules = nil
+	defer func() { sr.rules = rules }()
 	set := sr.landing(cand)
-	if sr.try(set, false) != roomMade {
-		set = cand
-		if sr.try(set, false) != roomMade {
-			return nil
-		}
+	if len(set) == 0 || sr.try(set, false) != roomMade {
+		return nil
 	}
 	order := append([]int(nil), set...)
 	sort.SliceStable(order, func(a, b int) bool { return sr.units[order[a]].held.GPU > sr.units[order[b]].held.GPU })
@@ -201,28 +364,38 @@ func (sr *search) greedy(cand []int) []int {
 			set = trial
 		}
 	}
+	if rules != nil && !rules(set) {
+		return nil
+	}
 	return set
 }
 
 // landing lists the candidates with a pod on a node j lands on once every
 // candidate is evicted.
 func (sr *search) landing(cand []int) []int {
+	// Where each candidate runs, read before evicting clears it.
+	on := make([][]*cluster.Node, len(cand))
+	for k, i := range cand {
+		for _, pod := range sr.units[i].pods {
+			on[k] = append(on[k], sr.units[i].w.Placed[pod].Node)
+		}
+	}
 	mark := sr.c.s.Mark()
 	defer sr.c.s.Rollback(mark)
-	hosts := map[*cluster.Node]bool{}
 	for _, i := range cand {
 		for _, pod := range sr.units[i].pods {
 			sr.c.s.Unplace(sr.units[i].w, pod)
 		}
 	}
 	pods, _ := placement.Place(sr.c.s, sr.pool, sr.j, sr.j.NextPods(), sr.c.cfg.Placement)
+	hosts := map[*cluster.Node]bool{}
 	for _, pod := range pods {
 		hosts[sr.j.Placed[pod].Node] = true
 	}
 	var out []int
-	for _, i := range cand {
-		for _, pod := range sr.units[i].pods {
-			if hosts[sr.units[i].w.Placed[pod].Node] {
+	for k, i := range cand {
+		for _, n := range on[k] {
+			if hosts[n] {
 				out = append(out, i)
 				break
 			}
@@ -254,6 +427,7 @@ func without(set []int, x int) []int {
 type candidate struct {
 	space, pos int
 	set        []int
+	maxGroup   int
 	gpu        int64
 	newest     []int // set sorted newest first, for the tie-break
 }
@@ -268,6 +442,7 @@ type setHeap struct {
 func (h *setHeap) push(e candidate) {
 	for _, i := range e.set {
 		e.gpu += h.units[i].held.GPU
+		e.maxGroup = max(e.maxGroup, h.units[i].group)
 	}
 	e.newest = append([]int(nil), e.set...)
 	sort.Slice(e.newest, func(a, b int) bool { return newer(h.units[e.newest[a]], h.units[e.newest[b]]) })
@@ -287,6 +462,9 @@ func (h *setHeap) Pop() any {
 }
 
 func lessSet(units []unit, a, b candidate) bool {
+	if a.maxGroup != b.maxGroup {
+		return a.maxGroup < b.maxGroup
+	}
 	if a.gpu != b.gpu {
 		return a.gpu < b.gpu
 	}
