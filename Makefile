@@ -9,9 +9,11 @@ PKGS = $(shell $(GO) list -m -f '{{.Dir}}/...')
 
 .DEFAULT_GOAL := help
 
+include make/proto.mk
+
 .PHONY: help
 help: ## list the targets
-	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
 .PHONY: build
 build: ## build bin/runway
@@ -24,8 +26,7 @@ run: build ## start Runway on this machine
 	$(BIN)/runway sim run ../shared/scenarios/seed-quickstart.yaml
 
 .PHONY: test
-test: build ## run the whole test suite (unit, property, scenarios)
-	$(GO) vet $(PKGS)
+test: build check ## run the whole test suite (checks, unit, property, scenarios)
 	$(GO) test -count=1 $(PKGS)
 	./scripts/check-scenarios.sh $(BIN)/runway ../shared/scenarios
 
@@ -34,6 +35,6 @@ bench: ## run the benchmarks
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 3x $(PKGS)
 
 .PHONY: check
-check: ## static checks and import boundaries
+check: lint-proto check-generated ## vet, import boundaries, buf lint, generated code in sync
 	$(GO) vet $(PKGS)
 	./scripts/check-imports.sh

@@ -107,14 +107,20 @@ func idleDevices(n *cluster.Node, g int) []int {
 	return out
 }
 
-// chooseShared places a fraction: first on a node that already has a shared
-// device it fits on, then anywhere (SCHEDULING.md §5).
+// chooseShared places a fraction. Under binpack it goes first to a node that
+// already has a shared device it fits on, then anywhere; under spread to the
+// node with the most free GPU (SCHEDULING.md §5 names the shared-device
+// preference under binpack only).
 func chooseShared(p *cluster.Pool, w *cluster.Workload, st Strategy) (*cluster.Node, []int, int64) {
 	min := int64(1)
 	if w.Pod.GPUMemory == 0 {
 		min = w.Pod.GPU
 	}
-	for _, sharedOnly := range []bool{true, false} {
+	passes := []bool{true, false}
+	if st == Spread {
+		passes = []bool{false}
+	}
+	for _, sharedOnly := range passes {
 		var best *cluster.Node
 		dev := -1
 		walk(p, min, st, func(n *cluster.Node) bool {

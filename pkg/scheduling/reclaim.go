@@ -49,11 +49,8 @@ func (c *cycle) reclaim(j *cluster.Workload) bool {
 		return false
 	}
 	for _, i := range set {
-		u := units[i]
-		c.evict(u, RuleReclaim, j, fmt.Sprintf("project %s reclaimed %s for %s: %s held %s, above its fair share of %s",
-			q.Name, cluster.Quantity(cluster.GPU, u.held.GPU), j.Name, u.w.Project.Name,
-			cluster.Quantity(cluster.GPU, u.w.Project.Usage[p.Index].Allocated.GPU+u.held.GPU),
-			cluster.FormatAmount(cluster.GPU, u.w.Project.FairShare[p.Index].GPU)))
+		// Read before evict removes the unit: the numbers are as they were.
+		c.evict(units[i], RuleReclaim, j, reclaimReason(j, units[i], p))
 	}
 	return c.placeAfterEvictions(j, p)
 }
@@ -102,6 +99,24 @@ func (c *cycle) placeAfterEvictions(j *cluster.Workload, p *cluster.Pool) bool {
 		panic(fmt.Sprintf("scheduling: victims chosen for %s did not make room", j.ID))
 	}
 	return true
+}
+
+// reclaimReason says who took what, and the numbers at the level where the
+// two branches meet.
+func reclaimReason(j *cluster.Workload, u unit, p *cluster.Pool) string {
+	_, b := meeting(j.Project, u.w.Project)
+	alloc := b.Usage[p.Index].Allocated.GPU
+	quota := b.Quotas[p.Index].Deserved.GPU
+	return fmt.Sprintf("project %s reclaimed %s for %s: %s %s held %s (deserved %s, fair share %s)",
+		j.Project.Name, cluster.Quantity(cluster.GPU, u.held.GPU), j.Name, b.Kind, b.Name, cluster.Quantity(cluster.GPU, alloc),
+		deservedText(quota), cluster.FormatAmount(cluster.GPU, b.FairShare[p.Index].GPU))
+}
+
+func deservedText(d int64) string {
+	if d == cluster.Unlimited {
+		return "unlimited"
+	}
+	return cluster.FormatAmount(cluster.GPU, d)
 }
 
 // gate is the reclaim gate: the project stays within its fair share with j
@@ -220,7 +235,7 @@ func (c *cycle) reclaimRules(j *cluster.Workload, p *cluster.Pool, req cluster.R
 // afterRule: at every level from Q up, with X = J's side after J is placed
 // and the victims removed, and each sibling S that loses victims, fail when
 // alloc(X)/fs(X) > 1 and alloc(X)/fs(X) >= alloc(S)/fs(S) in a resource J
-// asks for (fair share 0 on S's side skips S).
+// asks for (fair share 0 on S's side skips S, unless X's is 0 too).
 func (c *cycle) afterRule(q *cluster.Queue, p *cluster.Pool, req cluster.Resources, units []unit, set []int) bool {
 	lost := map[*cluster.Queue]cluster.Resources{}
 	for _, i := range set {
@@ -248,8 +263,13 @@ func (c *cycle) afterRule(q *cluster.Queue, p *cluster.Pool, req cluster.Resourc
 				if req.Get(r) == 0 {
 					continue
 				}
+				// Fair share 0 on S's side skips S, unless X's side has fair
+				// share 0 too: then both are infinitely saturated, and taking
+				// from S would only let S take it back next cycle (two
+				// departments at fair share 0 whose projects each deserve the
+				// same GPU would reclaim it from each other forever).
 				fsS := s.FairShare[p.Index].Get(r)
-				if fsS == 0 {
+				if fsS == 0 && x.FairShare[p.Index].Get(r) > 0 {
 					continue
 				}
 				rx := ratio(ax.Get(r), x.FairShare[p.Index].Get(r))
