@@ -32,6 +32,7 @@ type change struct {
 	pod   int
 	at    Placement
 	since time.Duration // w.BelowMinSince before the change, which reindex may reset
+	index int           // for a removal: where the pod stood in its node's Pods
 }
 
 // New returns an empty State with the pool "default".
@@ -311,9 +312,9 @@ func (s *State) Place(w *Workload, pod int, n *Node, devices []int, share int64)
 func (s *State) Unplace(w *Workload, pod int) {
 	at := w.Placed[pod]
 	since := w.BelowMinSince
-	s.unplace(w, pod)
+	index := s.unplace(w, pod)
 	if s.logging {
-		s.log = append(s.log, change{place: false, w: w, pod: pod, at: at, since: since})
+		s.log = append(s.log, change{place: false, w: w, pod: pod, at: at, since: since, index: index})
 	}
 }
 
@@ -345,7 +346,8 @@ func (s *State) place(w *Workload, pod int, at Placement) {
 	s.reindex(w)
 }
 
-func (s *State) unplace(w *Workload, pod int) {
+// unplace removes a pod and returns where it stood in its node's Pods.
+func (s *State) unplace(w *Workload, pod int) int {
 	at := w.Placed[pod]
 	n := at.Node
 	n.Pool.unindexNode(n)
@@ -362,9 +364,11 @@ func (s *State) unplace(w *Workload, pod int) {
 	if n.Ready {
 		n.Pool.Used = n.Pool.Used.Sub(at.Held)
 	}
+	index := -1
 	for i, ref := range n.Pods {
 		if ref.Workload == w && ref.Pod == pod {
 			n.Pods = append(n.Pods[:i], n.Pods[i+1:]...)
+			index = i
 			break
 		}
 	}
@@ -376,6 +380,7 @@ func (s *State) unplace(w *Workload, pod int) {
 	}
 	s.account(w, at.Held, n.Pool.Index, -1)
 	s.reindex(w)
+	return index
 }
 
 func (s *State) account(w *Workload, held Resources, pool, sign int) {
@@ -446,6 +451,11 @@ func (s *State) Rollback(mark int) {
 			s.unplace(c.w, c.pod)
 		} else {
 			s.place(c.w, c.pod, c.at)
+			// Back where it stood, so Node.Pods keeps placement order.
+			pods := c.at.Node.Pods
+			last := pods[len(pods)-1]
+			copy(pods[c.index+1:], pods[c.index:len(pods)-1])
+			pods[c.index] = last
 		}
 		c.w.BelowMinSince = c.since
 	}
