@@ -188,11 +188,38 @@ func (c *cycle) tryAllocate(w *cluster.Workload, p *cluster.Pool) bool {
 		c.because(w, p, why)
 		return false
 	}
+	// Placing only ever takes room, so a shape that did not fit still does
+	// not until something is evicted: skip the search, keep its reason.
+	key := shapeOf(w, p)
+	if miss, ok := c.noFit[key]; ok && miss.evictions == len(c.plan.Evictions) {
+		c.because(w, p, miss.why)
+		return false
+	}
 	pods, why := placement.Place(c.s, p, w, w.NextPods(), c.cfg.Placement)
 	if pods == nil {
+		c.noFit[key] = noFit{why: why, evictions: len(c.plan.Evictions)}
 		c.because(w, p, why)
 		return false
 	}
 	c.bind(w, pods)
 	return true
+}
+
+// shape is everything placement reads of a workload: two workloads of one
+// shape fit, or do not, in the same places.
+type shape struct {
+	pool     *cluster.Pool
+	pod      cluster.PodRequest
+	pods     int
+	nodeType string
+}
+
+func shapeOf(w *cluster.Workload, p *cluster.Pool) shape {
+	return shape{pool: p, pod: w.Pod, pods: w.NextPods(), nodeType: w.NodeType}
+}
+
+// noFit remembers a shape that did not fit, and when.
+type noFit struct {
+	why       string
+	evictions int
 }

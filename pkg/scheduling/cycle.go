@@ -14,6 +14,10 @@ type cycle struct {
 	plan    Plan
 	touched map[*cluster.Workload]bool // gained pods this cycle: never a victim in it
 	reasons map[*cluster.Workload][]string
+	noFit   map[shape]noFit
+	// noRoom remembers victim searches that found nothing, valid while the
+	// plan has not changed since.
+	noRoom map[searchKey]noRoom
 }
 
 // Cycle computes fair shares and runs allocate, reclaim and preempt on s, and
@@ -24,7 +28,8 @@ func Cycle(s *cluster.State, cfg Config) Plan {
 		cfg.SearchBound = DefaultConfig().SearchBound
 	}
 	ComputeFairShares(s)
-	c := &cycle{s: s, cfg: cfg, touched: map[*cluster.Workload]bool{}, reasons: map[*cluster.Workload][]string{}}
+	c := &cycle{s: s, cfg: cfg, touched: map[*cluster.Workload]bool{}, reasons: map[*cluster.Workload][]string{},
+		noFit: map[shape]noFit{}, noRoom: map[searchKey]noRoom{}}
 	mark := s.Mark()
 	c.gangTimeouts()
 	unplaced := c.allocate()

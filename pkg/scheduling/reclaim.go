@@ -16,6 +16,43 @@ func (c *cycle) homePool(j *cluster.Workload) *cluster.Pool {
 	return c.s.Pool(j.Pools[0])
 }
 
+// searchKey is everything a victim search reads of the workload it serves:
+// two workloads with the same key get the same answer from the same state.
+type searchKey struct {
+	rule        Rule
+	project     *cluster.Queue
+	shape       shape
+	priority    int
+	preemptible bool
+}
+
+// noRoom is a search that found nothing, and the plan's size then.
+type noRoom struct {
+	why     string
+	version int
+}
+
+func (c *cycle) version() int { return len(c.plan.Evictions) + len(c.plan.Bindings) }
+
+// knownNoRoom reports (and explains) a search already known to fail now.
+func (c *cycle) knownNoRoom(j *cluster.Workload, p *cluster.Pool, key searchKey) bool {
+	miss, ok := c.noRoom[key]
+	if ok && miss.version == c.version() {
+		if miss.why != "" {
+			c.because(j, p, miss.why)
+		}
+		return true
+	}
+	return false
+}
+
+func (c *cycle) rememberNoRoom(j *cluster.Workload, p *cluster.Pool, key searchKey, why string) {
+	c.noRoom[key] = noRoom{why: why, version: c.version()}
+	if why != "" {
+		c.because(j, p, why)
+	}
+}
+
 // reclaim tries to make room for j by evicting preemptible workloads of other
 // projects (SCHEDULING.md §3 "Reclaim"). It reports whether j was placed.
 func (c *cycle) reclaim(j *cluster.Workload) bool {
@@ -29,6 +66,10 @@ func (c *cycle) reclaim(j *cluster.Workload) bool {
 	if why := checkQuota(j, p, req); why != "" {
 		return false // victims of other projects cannot lift its own limits
 	}
+	key := searchKey{rule: RuleReclaim, project: q, shape: shapeOf(j, p), preemptible: j.Priority.Preemptible}
+	if c.knownNoRoom(j, p, key) {
+		return false
+	}
 	queues := reverseAllocateOrder(c.s, p, func(v *cluster.Queue) bool {
 		return v != q && c.victimQueueOK(q, v, p, req)
 	})
@@ -38,14 +79,14 @@ func (c *cycle) reclaim(j *cluster.Workload) bool {
 		units, groups = c.appendGroups(units, groups, v, p, func(w *cluster.Workload) bool { return true })
 	}
 	if len(units) == 0 {
-		c.because(j, p, fmt.Sprintf("no project holds more than its share of what %s needs; nothing to reclaim", j.Name))
+		c.rememberNoRoom(j, p, key, "no other project holds more than its share of what it needs; nothing to reclaim")
 		return false
 	}
 	sr := &search{c: c, j: j, pool: p, units: units, budget: c.cfg.SearchBound,
 		rules: func(set []int) bool { return c.reclaimRules(j, p, req, units, set) }}
 	set := sr.find(groups)
 	if set == nil {
-		c.because(j, p, "reclaim: no set of victims both frees room for it and keeps every project's fair share")
+		c.rememberNoRoom(j, p, key, "reclaim: no set of victims both frees room for it and keeps every project's fair share")
 		return false
 	}
 	for _, i := range set {
@@ -73,16 +114,22 @@ func (c *cycle) preempt(j *cluster.Workload) {
 		return // nothing preemptible ranks below it
 	}
 	p := c.homePool(j)
+	key := searchKey{rule: RulePreempt, project: j.Project, shape: shapeOf(j, p), priority: j.Priority.Value,
+		preemptible: j.Priority.Preemptible}
+	if c.knownNoRoom(j, p, key) {
+		return
+	}
 	units, groups := c.appendGroups(nil, nil, j.Project, p, func(w *cluster.Workload) bool {
 		return w.Priority.Value < j.Priority.Value
 	})
 	if len(units) == 0 {
+		c.rememberNoRoom(j, p, key, "")
 		return
 	}
 	sr := &search{c: c, j: j, pool: p, units: units, budget: c.cfg.SearchBound}
 	set := sr.find(groups)
 	if set == nil {
-		c.because(j, p, "preempt: evicting every lower-priority workload of its project would not make room")
+		c.rememberNoRoom(j, p, key, "preempt: evicting every lower-priority workload of its project would not make room")
 		return
 	}
 	for _, i := range set {
