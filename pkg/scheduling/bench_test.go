@@ -27,6 +27,7 @@ func BenchmarkCycle(b *testing.B) {
 		{nodes: 1000, workloads: 10_000, projects: 100, departments: 10, pendingShare: 0.05, wholeShare: 0.07},
 		{nodes: 4000, workloads: 140_000, projects: 1000, departments: 50, pendingShare: 0.05, wholeShare: 0.07},
 		// Oversubscribed: the pending part cannot all fit, so reclaim runs.
+		{nodes: 1000, workloads: 35_000, projects: 250, departments: 25, pendingShare: 0.05, wholeShare: 0.10},
 		{nodes: 4000, workloads: 140_000, projects: 1000, departments: 50, pendingShare: 0.05, wholeShare: 0.10},
 	} {
 		name := fmt.Sprintf("nodes=%d/workloads=%d/projects=%d/whole=%.2f", sc.nodes, sc.workloads, sc.projects, sc.wholeShare)

@@ -73,22 +73,19 @@ func (c *cycle) reclaim(j *cluster.Workload) bool {
 	queues := reverseAllocateOrder(c.s, p, func(v *cluster.Queue) bool {
 		return v != q && c.victimQueueOK(q, v, p, req)
 	})
-	var units []unit
-	var groups []int
-	for _, v := range queues {
-		units, groups = c.appendGroups(units, groups, v, p, func(w *cluster.Workload) bool { return true })
-	}
-	if len(units) == 0 {
-		c.rememberNoRoom(j, p, key, "no other project holds more than its share of what it needs; nothing to reclaim")
-		return false
-	}
-	sr := &search{c: c, j: j, pool: p, units: units, budget: c.cfg.SearchBound,
-		rules: func(set []int) bool { return c.reclaimRules(j, p, req, units, set) }}
-	set := sr.find(groups)
+	sr := &search{c: c, j: j, pool: p, budget: c.cfg.SearchBound}
+	sr.more = c.feed(queues, p, func(*cluster.Workload) bool { return true })
+	sr.rules = func(set []int) bool { return c.reclaimRules(j, p, req, sr.units, set) }
+	set := sr.find()
 	if set == nil {
-		c.rememberNoRoom(j, p, key, "reclaim: no set of victims both frees room for it and keeps every project's fair share")
+		why := "reclaim: no set of victims both frees room for it and keeps every project's fair share"
+		if len(sr.units) == 0 {
+			why = "no other project holds more than its share of what it needs; nothing to reclaim"
+		}
+		c.rememberNoRoom(j, p, key, why)
 		return false
 	}
+	units := sr.units
 	for _, i := range set {
 		// Read before evict removes the unit: the numbers are as they were.
 		c.evict(units[i], RuleReclaim, j, reclaimReason(j, units[i], p))
@@ -96,8 +93,6 @@ func (c *cycle) reclaim(j *cluster.Workload) bool {
 	return c.placeAfterEvictions(j, p)
 }
 
-// preempt tries to make room for j by evicting lower-priority preemptible
-// workloads of its own project (SCHEDULING.md §3 "Preempt").
 // lowestPreemptible is the lowest priority value of a preemptible class.
 var lowestPreemptible = func() int {
 	low := cluster.Priorities[0].Value
@@ -109,6 +104,8 @@ var lowestPreemptible = func() int {
 	return low
 }()
 
+// preempt tries to make room for j by evicting lower-priority preemptible
+// workloads of its own project (SCHEDULING.md §3 "Preempt").
 func (c *cycle) preempt(j *cluster.Workload) {
 	if j.Priority.Value <= lowestPreemptible {
 		return // nothing preemptible ranks below it
@@ -119,19 +116,20 @@ func (c *cycle) preempt(j *cluster.Workload) {
 	if c.knownNoRoom(j, p, key) {
 		return
 	}
-	units, groups := c.appendGroups(nil, nil, j.Project, p, func(w *cluster.Workload) bool {
+	sr := &search{c: c, j: j, pool: p, budget: c.cfg.SearchBound}
+	sr.more = c.feed([]*cluster.Queue{j.Project}, p, func(w *cluster.Workload) bool {
 		return w.Priority.Value < j.Priority.Value
 	})
-	if len(units) == 0 {
-		c.rememberNoRoom(j, p, key, "")
-		return
-	}
-	sr := &search{c: c, j: j, pool: p, units: units, budget: c.cfg.SearchBound}
-	set := sr.find(groups)
+	set := sr.find()
 	if set == nil {
-		c.rememberNoRoom(j, p, key, "preempt: evicting every lower-priority workload of its project would not make room")
+		why := "preempt: evicting every lower-priority workload of its project would not make room"
+		if len(sr.units) == 0 {
+			why = ""
+		}
+		c.rememberNoRoom(j, p, key, why)
 		return
 	}
+	units := sr.units
 	for _, i := range set {
 		u := units[i]
 		c.evict(u, RulePreempt, j, fmt.Sprintf("%s (priority %s) of project %s needed %s; %s has priority %s",
@@ -178,6 +176,25 @@ func (c *cycle) gate(j *cluster.Workload, p *cluster.Pool, req cluster.Resources
 		}
 	}
 	return ""
+}
+
+// feed returns a function that appends the next queue's candidate groups to
+// units and groups, reporting false when no queue is left: victims are built
+// only as far as the search needs them.
+func (c *cycle) feed(queues []*cluster.Queue, p *cluster.Pool, keep func(*cluster.Workload) bool) func([]unit, []int) ([]unit, []int, bool) {
+	next := 0
+	return func(units []unit, groups []int) ([]unit, []int, bool) {
+		for next < len(queues) {
+			v := queues[next]
+			next++
+			before := len(groups)
+			units, groups = c.appendGroups(units, groups, v, p, keep)
+			if len(groups) > before {
+				return units, groups, true
+			}
+		}
+		return units, groups, false
+	}
 }
 
 // appendGroups adds v's candidate units, one group per priority, lowest first.

@@ -46,15 +46,20 @@ const (
 
 // search finds the least disruptive set of units that makes room for j.
 type search struct {
-	c      *cycle
-	j      *cluster.Workload
-	pool   *cluster.Pool
+	c    *cycle
+	j    *cluster.Workload
+	pool *cluster.Pool
+	// units are the candidates pulled so far, group by group; groups holds
+	// the end index of each group in units.
 	units  []unit
+	groups []int
+	more   func([]unit, []int) ([]unit, []int, bool)
 	rules  func(set []int) bool // reclaim's per-victim and after rules; nil for preempt
 	budget int
 	// minGroup is the first group (0-based) a set must reach to be worth
 	// trying: fewer groups cannot make room.
 	minGroup int
+	pulled   int // groups findForPod has searched
 }
 
 // try evicts set, checks the rules and places j; keep leaves it all in place
@@ -93,56 +98,135 @@ func (sr *search) try(set []int, keep bool) room {
 	return roomNoFit
 }
 
-// find returns the chosen set (indexes into units), or nil. groups gives the
-// end index of each group G1, G2, ... in units.
+// find returns the chosen set (indexes into units), or nil.
 //
 // "The smallest k for which G1 ... Gk holds a set that makes room, then the
 // least disruptive set within them" is one order on sets: by the last group a
 // set uses, then fewest GPUs, fewest workloads, newest. Adding a unit never
-// lowers that key, so one best-first pass in this order finds the answer.
-func (sr *search) find(groups []int) []int {
-	m := len(groups)
-	all := func(k int) []int { return seq(groups[k-1]) }
-	if !sr.placeable(all(m)) {
+// lowers that key, so the search walks sets in this order and stops at the
+// first that makes room.
+func (sr *search) find() []int {
+	if sr.j.NextPods() == 1 {
+		return sr.findForPod()
+	}
+	for sr.pull() {
+	}
+	m := len(sr.groups)
+	if m == 0 {
 		return nil
 	}
-	// Sets within fewer groups than k0 cannot make room even ignoring the
-	// rules (placement only grows with more victims, so bisect): skip trying
-	// them.
-	lo, hi := 1, m
-	for lo < hi {
-		mid := (lo + hi) / 2
-		if sr.placeable(all(mid)) {
-			hi = mid
-		} else {
-			lo = mid + 1
-		}
+	// Sets within fewer groups than the first k whose groups together could
+	// make room (ignoring the rules) need not be tried.
+	lo := sr.firstFeasibleGroup()
+	if lo == 0 {
+		return nil
 	}
 	sr.minGroup = lo - 1
-	cand := all(m)
-	if sr.j.NextPods() == 1 {
-		if set, done := sr.nodeLocal(cand); done {
-			return set
-		}
-	} else if len(cand) <= exactGangUnits {
-		if set, done := sr.bestFirst([][]int{cand}, nil); done {
+	cand := seq(len(sr.units))
+	if len(cand) <= exactGangUnits {
+		if set, done := sr.bestFirst(cand); done {
 			return set
 		}
 	}
-	// Past the budget, or for a gang with many candidates: the first k whose
-	// greedy set makes room, pruned to a minimal one (no unit can be dropped).
-	// Each greedy set costs a placement per unit, so only the first few k are
-	// tried; after them the last k, which offers every candidate.
-	for _, k := range greedySteps(lo, m) {
+	return sr.greedyFrom(lo)
+}
+
+// pull appends the next queue's groups; false when none is left.
+func (sr *search) pull() bool {
+	if sr.more == nil {
+		return false
+	}
+	var ok bool
+	sr.units, sr.groups, ok = sr.more(sr.units, sr.groups)
+	return ok
+}
+
+// greedyFrom is the fallback past the budget, or for a gang with many
+// candidates: the first k whose greedy set makes room, pruned to a minimal
+// one (no unit can be dropped). Each greedy set costs a placement per unit,
+// so only the first few k are tried, then the last, which offers every
+// candidate.
+func (sr *search) greedyFrom(lo int) []int {
+	for sr.pull() {
+	}
+	for _, k := range greedySteps(lo, len(sr.groups)) {
 		if sr.budget <= 0 {
 			break
 		}
-		if set := sr.greedy(all(k)); set != nil {
+		if set := sr.greedy(seq(sr.groups[k-1])); set != nil {
 			return set
 		}
 	}
 	return nil
 }
+
+// findForPod searches for a single pod, pulling groups one at a time. A pod
+// can only use room on one node, so the sets worth trying are, node by node,
+// the minimal subsets of that node's units after which it fits (a superset is
+// never cheaper, and the rules only get harder with more victims). When group
+// g arrives, only nodes it touches can have new such sets, and each of those
+// sets contains a unit of g: all of them come before any set reaching g+1.
+func (sr *search) findForPod() []int {
+	byNode := map[*cluster.Node][]int{}
+	feasible, complete := false, true
+	for sr.pull() {
+		for g := sr.minGroupPulled(); g < len(sr.groups); g++ {
+			start := 0
+			if g > 0 {
+				start = sr.groups[g-1]
+			}
+			var touched []*cluster.Node
+			for i := start; i < sr.groups[g]; i++ {
+				u := sr.units[i]
+				for _, pod := range u.pods {
+					n := u.w.Placed[pod].Node
+					if l := byNode[n]; len(l) > 0 && l[len(l)-1] == i {
+						continue // another pod of the same unit
+					}
+					if len(byNode[n]) == 0 || byNode[n][len(byNode[n])-1] < start {
+						touched = append(touched, n)
+					}
+					byNode[n] = append(byNode[n], i)
+				}
+			}
+			sort.Slice(touched, func(a, b int) bool { return touched[a].Name < touched[b].Name })
+			h := &setHeap{units: sr.units}
+			for _, n := range touched {
+				if !n.Ready || (sr.j.NodeType != "" && n.Type() != sr.j.NodeType) || !sr.fitsAfter(n, byNode[n]) {
+					continue
+				}
+				if !feasible {
+					feasible, sr.minGroup = true, g
+				}
+				if len(byNode[n]) > maxUnitsPerNode {
+					complete = false
+					continue
+				}
+				for _, set := range sr.minimalSets(n, byNode[n]) {
+					if sr.units[set[len(set)-1]].group == g {
+						h.push(candidate{set: set})
+					}
+				}
+			}
+			for h.Len() > 0 && sr.budget > 0 {
+				if e := heap.Pop(h).(candidate); sr.try(e.set, false) == roomMade {
+					return e.set
+				}
+			}
+			if sr.budget <= 0 {
+				return sr.greedyFrom(sr.minGroup + 1)
+			}
+		}
+		sr.pulled = len(sr.groups)
+	}
+	if feasible && !complete {
+		return sr.greedyFrom(sr.minGroup + 1)
+	}
+	return nil
+}
+
+// minGroupPulled is the first group not yet searched by findForPod.
+func (sr *search) minGroupPulled() int { return sr.pulled }
 
 // greedyGroups is how many k from the first feasible one greedy tries.
 const greedyGroups = 3
@@ -158,6 +242,27 @@ func greedySteps(lo, m int) []int {
 	return ks
 }
 
+// firstFeasibleGroup returns the smallest k (1-based) for which evicting all
+// of G1..Gk lets j's gang be placed, or 0 when even all groups do not.
+// Placement only grows with more victims, so k is bisected.
+func (sr *search) firstFeasibleGroup() int {
+	groups := sr.groups
+	m := len(groups)
+	if !sr.placeable(seq(groups[m-1])) {
+		return 0
+	}
+	lo, hi := 1, m
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if sr.placeable(seq(groups[mid-1])) {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo
+}
+
 func (sr *search) placeable(set []int) bool {
 	rules := sr.rules
 	sr.rules = nil
@@ -171,55 +276,6 @@ const exactGangUnits = 12
 
 // maxUnitsPerNode bounds the exact per-node enumeration (2^12 subsets).
 const maxUnitsPerNode = 12
-
-// nodeLocal finds the set for a single pod: evicting units elsewhere cannot
-// make room for it on a node, so the answer is a set of units sharing one
-// node. On each node it enumerates the subsets that are minimal (no proper
-// subset also fits): a superset is never cheaper, and the rules only get
-// harder with more victims. All nodes' minimal sets are then tried in the
-// order of lessSet. done is false when a node had too many units to
-// enumerate and nothing was found.
-func (sr *search) nodeLocal(cand []int) ([]int, bool) {
-	byNode := map[*cluster.Node][]int{}
-	var nodes []*cluster.Node
-	for _, i := range cand {
-		for _, pod := range sr.units[i].pods {
-			node := sr.units[i].w.Placed[pod].Node
-			if l := byNode[node]; len(l) > 0 && l[len(l)-1] == i {
-				continue
-			}
-			if byNode[node] == nil {
-				nodes = append(nodes, node)
-			}
-			byNode[node] = append(byNode[node], i)
-		}
-	}
-	sort.Slice(nodes, func(a, b int) bool { return nodes[a].Name < nodes[b].Name })
-	h := &setHeap{units: sr.units}
-	complete := true
-	for _, n := range nodes {
-		if !n.Ready || (sr.j.NodeType != "" && n.Type() != sr.j.NodeType) || !sr.fitsAfter(n, byNode[n]) {
-			continue
-		}
-		if len(byNode[n]) > maxUnitsPerNode {
-			complete = false
-			continue
-		}
-		for _, set := range sr.minimalSets(n, byNode[n]) {
-			h.push(candidate{set: set})
-		}
-	}
-	for h.Len() > 0 && sr.budget > 0 {
-		e := heap.Pop(h).(candidate)
-		if e.maxGroup < sr.minGroup {
-			continue
-		}
-		if sr.try(e.set, false) == roomMade {
-			return e.set, true
-		}
-	}
-	return nil, complete && sr.budget > 0
-}
 
 // minimalSets lists the subsets of units (all with a pod on n) after whose
 // eviction j's pod fits on n, and of which no proper subset fits.
@@ -308,23 +364,20 @@ func (sr *search) fitsAfter(n *cluster.Node, set []int) bool {
 	return idle >= req.Devices()
 }
 
-// bestFirst enumerates, in the order of lessSet, the non-empty subsets of
-// each space and returns the first that makes room. fits, when given, is a
-// cheap necessary condition checked before a full try. done is false when the
-// budget ran out before the answer was known.
-func (sr *search) bestFirst(spaces [][]int, fits func(space int, set []int) bool) ([]int, bool) {
+// bestFirst enumerates the non-empty subsets of cand in the order of lessSet
+// and returns the first that makes room. done is false when the budget ran
+// out before the answer was known.
+func (sr *search) bestFirst(cand []int) ([]int, bool) {
 	h := &setHeap{units: sr.units}
-	for s, space := range spaces {
-		for pos := range space {
-			h.push(candidate{space: s, pos: pos, set: []int{space[pos]}})
-		}
+	for pos := range cand {
+		h.push(candidate{pos: pos, set: []int{cand[pos]}})
 	}
 	for h.Len() > 0 {
 		if sr.budget <= 0 {
 			return nil, false
 		}
 		e := heap.Pop(h).(candidate)
-		if e.maxGroup >= sr.minGroup && (fits == nil || fits(e.space, e.set)) {
+		if e.maxGroup >= sr.minGroup {
 			switch sr.try(e.set, false) {
 			case roomMade:
 				return e.set, true
@@ -334,10 +387,9 @@ func (sr *search) bestFirst(spaces [][]int, fits func(space int, set []int) bool
 		} else {
 			sr.budget-- // count skipped sets too, so the search stays bounded
 		}
-		space := spaces[e.space]
-		for pos := e.pos + 1; pos < len(space); pos++ {
-			set := append(append([]int(nil), e.set...), space[pos])
-			h.push(candidate{space: e.space, pos: pos, set: set})
+		for pos := e.pos + 1; pos < len(cand); pos++ {
+			set := append(append([]int(nil), e.set...), cand[pos])
+			h.push(candidate{pos: pos, set: set})
 		}
 	}
 	return nil, true
@@ -422,14 +474,14 @@ func without(set []int, x int) []int {
 	return out
 }
 
-// candidate is a set in the best-first search: units of one space, built by
-// adding units at positions after pos.
+// candidate is a set in the best-first search, built by adding units at
+// positions after pos.
 type candidate struct {
-	space, pos int
-	set        []int
-	maxGroup   int
-	gpu        int64
-	newest     []int // set sorted newest first, for the tie-break
+	pos      int
+	set      []int
+	maxGroup int
+	gpu      int64
+	newest   []int // set sorted newest first, for the tie-break
 }
 
 // setHeap orders candidate sets: fewest GPUs, fewest workloads, then newest
