@@ -139,30 +139,17 @@ func (s *State) SetReady(n *Node, ready bool) []PodRef {
 // AddDepartment declares a department with its quota per pool (pools not named
 // get DefaultQuota).
 func (s *State) AddDepartment(name string, quotas map[string]Quota) (*Queue, error) {
-	if _, ok := s.queues[name]; ok {
-		return nil, fmt.Errorf("queue %q already exists", name)
+	q := &Queue{Name: name, Kind: Department}
+	if err := s.addQueue(q, quotas); err != nil {
+		return nil, err
 	}
-	q := &Queue{Name: name, Kind: Department, Order: s.order}
-	s.order++
-	s.queues[name] = q
 	s.Departments = append(s.Departments, q)
-	s.growQueue(q)
-	for pool, quota := range quotas {
-		p, ok := s.pools[pool]
-		if !ok {
-			return nil, fmt.Errorf("department %q: node pool %q does not exist", name, pool)
-		}
-		q.Quotas[p.Index] = quota
-	}
 	return q, nil
 }
 
 // AddProject declares a project under a department ("" = the implicit
 // default department, created on first use with an unlimited quota).
 func (s *State) AddProject(name, department string, quotas map[string]Quota) (*Queue, error) {
-	if _, ok := s.queues[name]; ok {
-		return nil, fmt.Errorf("queue %q already exists", name)
-	}
 	if department == "" {
 		department = DefaultDepartment
 	}
@@ -172,27 +159,38 @@ func (s *State) AddProject(name, department string, quotas map[string]Quota) (*Q
 		if parent, err = s.AddDepartment(DefaultDepartment, nil); err != nil {
 			return nil, err
 		}
-		for i := range parent.Quotas {
-			parent.Quotas[i] = UnlimitedQuota()
-		}
 	} else if !ok || parent.Kind != Department {
 		return nil, fmt.Errorf("project %q: department %q does not exist", name, department)
 	}
-	q := &Queue{Name: name, Kind: Project, Order: s.order, Parent: parent,
+	q := &Queue{Name: name, Kind: Project, Parent: parent,
 		waiting: map[*Workload]struct{}{}, running: map[*Workload]struct{}{}}
-	s.order++
-	s.queues[name] = q
+	if err := s.addQueue(q, quotas); err != nil {
+		return nil, err
+	}
 	s.projects = append(s.projects, q)
 	parent.Children = append(parent.Children, q)
+	return q, nil
+}
+
+// addQueue checks q's name and quotas, then registers it: a rejected queue
+// leaves nothing behind.
+func (s *State) addQueue(q *Queue, quotas map[string]Quota) error {
+	if _, ok := s.queues[q.Name]; ok {
+		return fmt.Errorf("queue %q already exists", q.Name)
+	}
+	for pool := range quotas {
+		if _, ok := s.pools[pool]; !ok {
+			return fmt.Errorf("%s %q: node pool %q does not exist", q.Kind, q.Name, pool)
+		}
+	}
+	q.Order = s.order
+	s.order++
+	s.queues[q.Name] = q
 	s.growQueue(q)
 	for pool, quota := range quotas {
-		p, ok := s.pools[pool]
-		if !ok {
-			return nil, fmt.Errorf("project %q: node pool %q does not exist", name, pool)
-		}
-		q.Quotas[p.Index] = quota
+		q.Quotas[s.pools[pool].Index] = quota
 	}
-	return q, nil
+	return nil
 }
 
 func (s *State) growQueue(q *Queue) {

@@ -1,0 +1,107 @@
+package placement_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/runwayhq/runway/pkg/cluster"
+	"github.com/runwayhq/runway/pkg/placement"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// cluster of three 4-GPU nodes: n-a holds 3 GPUs, n-b 1 GPU, n-c nothing,
+// and n-b's held GPU is half of device 0 (a shared device).
+func busy(t *testing.T) *cluster.State {
+	t.Helper()
+	s := cluster.New()
+	for _, n := range []string{"n-c", "n-a", "n-b"} {
+		if _, err := s.AddNode(cluster.NodeSpec{Name: n, Pool: "default", GPUs: 4, GPUMemory: 80 << 30, CPU: 64000, Memory: 1 << 40}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.AddProject("p", "", nil); err != nil {
+		t.Fatal(err)
+	}
+	hold := submit(t, s, "hold", cluster.PodRequest{GPU: 3000})
+	s.Place(hold, 0, s.Node("n-a"), []int{0, 1, 2}, 1000)
+	half := submit(t, s, "half", cluster.PodRequest{GPU: 500})
+	s.Place(half, 0, s.Node("n-b"), []int{0}, 500)
+	s.StopLog()
+	return s
+}
+
+func submit(t *testing.T, s *cluster.State, id string, req cluster.PodRequest) *cluster.Workload {
+	t.Helper()
+	w, err := s.Submit(cluster.WorkloadSpec{ID: id, Name: id, Project: "p", Priority: cluster.PriorityTrain, Pods: 1, MinPods: 1, Pod: req})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func TestPlace(t *testing.T) {
+	tests := map[string]struct {
+		req         cluster.PodRequest
+		strategy    placement.Strategy
+		wantNode    string
+		wantDevices []int
+	}{
+		"binpack puts a whole GPU on the least free node that fits": {
+			req: cluster.PodRequest{GPU: 1000}, strategy: placement.Binpack, wantNode: "n-a", wantDevices: []int{3},
+		},
+		"spread puts it on the most free node": {
+			req: cluster.PodRequest{GPU: 1000}, strategy: placement.Spread, wantNode: "n-c", wantDevices: []int{0},
+		},
+		"binpack puts a fraction on a shared device it fits on": {
+			req: cluster.PodRequest{GPU: 250}, strategy: placement.Binpack, wantNode: "n-b", wantDevices: []int{0},
+		},
+		"a GPU-memory slice counts against the device's memory": {
+			req: cluster.PodRequest{GPUMemory: 40 << 30}, strategy: placement.Binpack, wantNode: "n-b", wantDevices: []int{0},
+		},
+		"two whole GPUs skip the node with one idle device": {
+			req: cluster.PodRequest{GPU: 2000}, strategy: placement.Binpack, wantNode: "n-b", wantDevices: []int{1, 2},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			s := busy(t)
+			w := submit(t, s, "j", tc.req)
+			pods, why := placement.Place(s, s.Pool("default"), w, 1, tc.strategy)
+			if pods == nil {
+				t.Fatalf("not placed: %s", why)
+			}
+			at := w.Placed[pods[0]]
+			if at.Node.Name != tc.wantNode || !slices.Equal(at.Devices, tc.wantDevices) {
+				t.Errorf("want %s %v, got %s %v", tc.wantNode, tc.wantDevices, at.Node.Name, at.Devices)
+			}
+		})
+	}
+}
+
+func TestPlaceFailureSaysWhy(t *testing.T) {
+	s := busy(t)
+	w := submit(t, s, "big", cluster.PodRequest{GPU: 5000})
+	pods, why := placement.Place(s, s.Pool("default"), w, 1, placement.Binpack)
+	if pods != nil {
+		t.Fatal("a 5-GPU pod was placed on 4-GPU nodes")
+	}
+	if want := "needs 5 GPUs on one node; the largest free block is 4 GPUs"; why != want {
+		t.Errorf("reason: want %q, got %q", want, why)
+	}
+	gang, err := s.Submit(cluster.WorkloadSpec{ID: "gang", Name: "gang", Project: "p", Priority: cluster.PriorityTrain,
+		Pods: 3, MinPods: 3, Pod: cluster.PodRequest{GPU: 4000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := s.Pool("default").Free()
+	if pods, why := placement.Place(s, s.Pool("default"), gang, 3, placement.Binpack); pods != nil || !strings.Contains(why, "3 pods of 4 GPUs on one node; 1 fit") {
+		t.Errorf("gang of 3 × 4 GPUs with one idle node: want failure with the count, got pods %v, %q", pods, why)
+	}
+	if after := s.Pool("default").Free(); after != before || gang.PlacedPods() != 0 {
+		t.Errorf("a failed gang left pods behind: free %v → %v, %d pods placed", before, after, gang.PlacedPods())
+	}
+}
