@@ -1,6 +1,8 @@
 package scheduling
 
 import (
+	"sort"
+
 	"github.com/runwayhq/runway/pkg/cluster"
 )
 
@@ -177,19 +179,18 @@ func reverseAllocateOrder(s *cluster.State, p *cluster.Pool, keep func(*cluster.
 	return out
 }
 
-// orderQueues sorts siblings into allocate's order by repeatedly taking the
-// one that goes first (selection keeps the partial order deterministic).
+// orderQueues sorts siblings into allocate's order. Rule 5 is a partial
+// order, so the comparison is not always transitive; a stable sort over
+// creation order still gives one deterministic answer.
 func orderQueues(qs []*cluster.Queue, p *cluster.Pool) []*cluster.Queue {
-	rest := append([]*cluster.Queue(nil), qs...)
-	out := make([]*cluster.Queue, 0, len(qs))
-	for len(rest) > 0 {
-		vs := make([]queueView, len(rest))
-		for i, q := range rest {
-			vs[i] = view(q, p, cluster.Resources{})
-		}
-		i := best(vs)
-		out = append(out, rest[i])
-		rest = append(rest[:i], rest[i+1:]...)
+	vs := make([]queueView, len(qs))
+	for i, q := range qs {
+		vs[i] = view(q, p, cluster.Resources{})
+	}
+	sort.SliceStable(vs, func(a, b int) bool { return before(vs[a], vs[b]) })
+	out := make([]*cluster.Queue, len(vs))
+	for i, v := range vs {
+		out[i] = v.q
 	}
 	return out
 }

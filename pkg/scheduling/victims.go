@@ -3,6 +3,7 @@ package scheduling
 import (
 	"container/heap"
 	"math/bits"
+	"slices"
 	"sort"
 
 	"github.com/runwayhq/runway/pkg/cluster"
@@ -198,13 +199,15 @@ func (sr *search) findForPod() []int {
 				if !feasible {
 					feasible, sr.minGroup = true, g
 				}
-				if len(byNode[n]) > maxUnitsPerNode {
-					complete = false
-					continue
-				}
-				for _, set := range sr.minimalSets(n, byNode[n]) {
-					if sr.units[set[len(set)-1]].group == g {
-						h.push(candidate{set: set})
+				for _, space := range sr.spaces(n, byNode[n]) {
+					if len(space) > maxUnitsPerNode {
+						complete = false
+						continue
+					}
+					for _, set := range sr.minimalSets(n, space) {
+						if sr.units[set[len(set)-1]].group == g {
+							h.push(candidate{set: set})
+						}
 					}
 				}
 			}
@@ -277,28 +280,66 @@ const exactGangUnits = 12
 // maxUnitsPerNode bounds the exact per-node enumeration (2^12 subsets).
 const maxUnitsPerNode = 12
 
+// spaces splits a node's units into the groups of units worth enumerating
+// together: all of them, or, on a node with too many to enumerate and a pod
+// that needs at most one device, the units on each device (only one device
+// has to be freed; cpu and memory are then checked as usual).
+func (sr *search) spaces(n *cluster.Node, units []int) [][]int {
+	if len(units) <= maxUnitsPerNode || sr.j.Pod.Devices() > 1 {
+		return [][]int{units}
+	}
+	var out [][]int
+	for d := range n.Devices {
+		var space []int
+		for _, i := range units {
+			if sr.units[i].holds(n, d) {
+				space = append(space, i)
+			}
+		}
+		if len(space) > 0 && sr.fitsAfter(n, space) {
+			out = append(out, space)
+		}
+	}
+	return out
+}
+
+// holds reports whether the unit has a pod on device d of n.
+func (u unit) holds(n *cluster.Node, d int) bool {
+	for _, pod := range u.pods {
+		at := u.w.Placed[pod]
+		if at.Node == n && slices.Contains(at.Devices, d) {
+			return true
+		}
+	}
+	return false
+}
+
 // minimalSets lists the subsets of units (all with a pod on n) after whose
 // eviction j's pod fits on n, and of which no proper subset fits.
 func (sr *search) minimalSets(n *cluster.Node, units []int) [][]int {
 	need := sr.j.Pod.Counted(n.Pool.MinDeviceMemory).GPU - n.Free().GPU
 	var fitting []uint32
 	var out [][]int
-	total := uint32(1) << len(units)
-	// Walk masks by popcount so every subset of a mask is seen before it.
-	for size := 1; size <= len(units); size++ {
-		for mask := uint32(1); mask < total; mask++ {
-			if bits.OnesCount32(mask) != size || coveredBy(mask, fitting) {
+	k := len(units)
+	// Walk masks by size (Gosper's hack gives the next mask of the same
+	// size), so every subset of a mask is seen before it.
+	for size := 1; size <= k; size++ {
+		for mask := uint32(1)<<size - 1; mask < uint32(1)<<k; mask = nextCombination(mask) {
+			if coveredBy(mask, fitting) {
+				continue
+			}
+			var gpu int64
+			for m := mask; m != 0; m &= m - 1 {
+				gpu += sr.units[units[bits.TrailingZeros32(m)]].held.GPU
+			}
+			if gpu < need {
 				continue
 			}
 			set := make([]int, 0, size)
-			var gpu int64
-			for b, i := range units {
-				if mask&(1<<b) != 0 {
-					set = append(set, i)
-					gpu += sr.units[i].held.GPU
-				}
+			for m := mask; m != 0; m &= m - 1 {
+				set = append(set, units[bits.TrailingZeros32(m)])
 			}
-			if gpu < need || !sr.fitsAfter(n, set) {
+			if !sr.fitsAfter(n, set) {
 				continue
 			}
 			fitting = append(fitting, mask)
@@ -306,6 +347,13 @@ func (sr *search) minimalSets(n *cluster.Node, units []int) [][]int {
 		}
 	}
 	return out
+}
+
+// nextCombination returns the next larger mask with as many bits set.
+func nextCombination(mask uint32) uint32 {
+	c := mask & -mask
+	r := mask + c
+	return (((r ^ mask) >> 2) / c) | r
 }
 
 // coveredBy reports whether some fitting mask is a subset of mask.
@@ -322,8 +370,13 @@ func coveredBy(mask uint32, fitting []uint32) bool {
 // there are gone: device arithmetic only, the state is not touched.
 func (sr *search) fitsAfter(n *cluster.Node, set []int) bool {
 	free := n.Free()
-	used := make([]int64, len(n.Devices))
-	whole := make([]bool, len(n.Devices))
+	var usedBuf [16]int64
+	var wholeBuf [16]bool
+	used, whole := usedBuf[:0], wholeBuf[:0]
+	if len(n.Devices) > len(usedBuf) {
+		used, whole = make([]int64, 0, len(n.Devices)), make([]bool, 0, len(n.Devices))
+	}
+	used, whole = used[:len(n.Devices)], whole[:len(n.Devices)]
 	for d := range n.Devices {
 		used[d], whole[d] = n.Devices[d].Used, n.Devices[d].Whole
 	}
