@@ -1,0 +1,67 @@
+package grpcserver
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+)
+
+// routes splits the one listener's traffic: gRPC (HTTP/2 with an
+// application/grpc content type) to the gRPC server, the rest to the small
+// HTTP mux in front of the gateway.
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /openapi.json", s.serveOpenAPI)
+	mux.HandleFunc("GET /healthz", s.serveHealthz)
+	mux.Handle("/", s.gwMux)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ProtoMajor == 2 && strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
+			s.grpc.ServeHTTP(w, r)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) serveOpenAPI(w http.ResponseWriter, r *http.Request) {
+	if len(s.cfg.OpenAPI) == 0 {
+		http.NotFound(w, r)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(s.cfg.OpenAPI)
+}
+
+// serveHealthz is the plain-HTTP liveness/readiness probe: 200 while
+// serving, 503 once shutdown has begun. Per-service status is gRPC health.
+func (s *Server) serveHealthz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if s.draining.Load() {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte("shutting down\n"))
+		return
+	}
+	_, _ = w.Write([]byte("ok\n"))
+}
+
+// newGatewayMux keeps the gateway's default error handler (the body is the
+// google.rpc.Status: code, message, details) and its default HTTP codes, and
+// adds the request id both ways. Authorization is forwarded as the
+// `authorization` metadata by the gateway itself.
+func newGatewayMux() *runtime.ServeMux {
+	return runtime.NewServeMux(
+		runtime.WithIncomingHeaderMatcher(func(key string) (string, bool) {
+			if strings.EqualFold(key, RequestIDHeader) {
+				return RequestIDHeader, true
+			}
+			return runtime.DefaultHeaderMatcher(key)
+		}),
+		runtime.WithOutgoingHeaderMatcher(func(key string) (string, bool) {
+			if key == RequestIDHeader {
+				return http.CanonicalHeaderKey(RequestIDHeader), true
+			}
+			return runtime.MetadataHeaderPrefix + key, true // the default
+		}),
+	)
+}
