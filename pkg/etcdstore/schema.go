@@ -1,0 +1,137 @@
+package etcdstore
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Owner names the one service allowed to write under a key prefix. Any
+// service may read any prefix (through its owner's API where one exists);
+// only the owner writes, so each key has a single source of truth.
+type Owner string
+
+// The owners. "runway" is the process that bootstraps the store (the dev
+// mode or the first service to start); it only writes KeySchemaVersion.
+const (
+	OwnerRunway      Owner = "runway"
+	OwnerQuota       Owner = "quota"
+	OwnerWorkload    Owner = "workload"
+	OwnerScheduler   Owner = "scheduler"
+	OwnerNodeManager Owner = "nodemanager"
+	OwnerIdentity    Owner = "identity"
+)
+
+// Root is the prefix of every Runway key; v1 is the schema generation.
+const Root = "/runway/v1/"
+
+// SchemaVersion is the layout of keys and values this binary reads and
+// writes. Bump it (and write a migration) when a stored encoding changes
+// incompatibly; additive proto changes do not need a bump.
+const SchemaVersion = 1
+
+// Every key and prefix Runway writes. A prefix ends in "/" and holds a
+// collection keyed by the resource-name path below it (for example
+// PrefixWorkloads + "team-a/train-1"); the others are single keys. The
+// trailing slash matters: it keeps "nodes/" from matching "nodepools/".
+const (
+	// KeySchemaVersion holds SchemaVersion as a decimal string.
+	KeySchemaVersion = Root + "schema-version"
+
+	// Quota service.
+	PrefixNodePools   = Root + "nodepools/"   // {node_pool}
+	PrefixDepartments = Root + "departments/" // {department}
+	PrefixProjects    = Root + "projects/"    // {project}
+	KeySettings       = Root + "settings"     // the quota Settings singleton
+
+	// Workload service.
+	PrefixWorkloads = Root + "workloads/" // {project}/{workload}
+
+	// Scheduler service.
+	PrefixBindings = Root + "bindings/" // {node}/{project}.{workload}
+	// PrefixElectionScheduler is handed to concurrency.NewElection, which
+	// appends "/<lease id>" per candidate; the leader's key and its
+	// CreateRevision fence every plan the scheduler writes (Batch.Fence).
+	PrefixElectionScheduler = Root + "election/scheduler"
+	PrefixQueues            = Root + "queues/" // {node_pool}/{project}: published queue status
+
+	// NodeManager service and its node agents.
+	PrefixNodes  = Root + "nodes/"  // {node}, kept alive with a lease
+	PrefixLeases = Root + "leases/" // {node}: the node's etcd lease id
+	PrefixRuns   = Root + "runs/"   // {node}/{project}.{workload}: run reports
+	PrefixDrains = Root + "drains/" // {node}
+
+	// Identity service.
+	PrefixUsers        = Root + "users/"        // {user}
+	PrefixApplications = Root + "applications/" // {application}
+	PrefixAccessRules  = Root + "accessrules/"  // {access_rule}
+	PrefixSigningKeys  = Root + "signingkeys/"  // {key id}
+	PrefixAudit        = Root + "audit/"        // {time}-{request id}
+)
+
+// PrefixInfo describes one entry of the schema.
+type PrefixInfo struct {
+	Key    string // the prefix (ends in "/"), election prefix or single key
+	Owner  Owner  // the only service that writes it
+	Single bool   // a single key rather than a prefix of many
+	Doc    string // what lives there
+}
+
+var prefixes = []PrefixInfo{
+	{KeySchemaVersion, OwnerRunway, true, "schema version of everything under " + Root},
+	{PrefixNodePools, OwnerQuota, false, "NodePool by id"},
+	{PrefixDepartments, OwnerQuota, false, "Department by id"},
+	{PrefixProjects, OwnerQuota, false, "Project by id"},
+	{KeySettings, OwnerQuota, true, "quota Settings (over-subscription policy)"},
+	{PrefixWorkloads, OwnerWorkload, false, "Workload by project/workload"},
+	{PrefixBindings, OwnerScheduler, false, "Binding by node/project.workload"},
+	{PrefixElectionScheduler, OwnerScheduler, false, "scheduler leader election candidates (concurrency.Election)"},
+	{PrefixQueues, OwnerScheduler, false, "queue status by node_pool/project"},
+	{PrefixNodes, OwnerNodeManager, false, "Node by id, leased"},
+	{PrefixLeases, OwnerNodeManager, false, "node lease ids by node"},
+	{PrefixRuns, OwnerNodeManager, false, "run reports by node/project.workload"},
+	{PrefixDrains, OwnerNodeManager, false, "drain requests by node"},
+	{PrefixUsers, OwnerIdentity, false, "User by id"},
+	{PrefixApplications, OwnerIdentity, false, "Application by id"},
+	{PrefixAccessRules, OwnerIdentity, false, "AccessRule by id"},
+	{PrefixSigningKeys, OwnerIdentity, false, "token signing keys by key id"},
+	{PrefixAudit, OwnerIdentity, false, "audit records by time"},
+}
+
+// Prefixes lists every key and prefix of the schema, sorted by key, for
+// tests (no overlaps, one owner each) and docs. The slice is a copy.
+func Prefixes() []PrefixInfo {
+	out := append([]PrefixInfo(nil), prefixes...)
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out
+}
+
+// EnsureSchemaVersion writes SchemaVersion to KeySchemaVersion if the store
+// is new, and otherwise checks that the stored version is the one this
+// binary speaks (ErrSchemaVersion if not). Call it once at startup.
+func EnsureSchemaVersion(ctx context.Context, client *clientv3.Client) error {
+	want := strconv.Itoa(SchemaVersion)
+	resp, err := client.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(KeySchemaVersion), "=", 0)).
+		Then(clientv3.OpPut(KeySchemaVersion, want)).
+		Else(clientv3.OpGet(KeySchemaVersion)).
+		Commit()
+	if err != nil {
+		return wrapErr(ctx, "ensure schema version", KeySchemaVersion, err)
+	}
+	if resp.Succeeded {
+		return nil
+	}
+	kvs := resp.Responses[0].GetResponseRange().Kvs
+	if len(kvs) == 1 && string(kvs[0].Value) == want {
+		return nil
+	}
+	got := "<deleted>"
+	if len(kvs) == 1 {
+		got = string(kvs[0].Value)
+	}
+	return fmt.Errorf("store at %s has schema version %s, this binary needs %s: %w", Root, got, want, ErrSchemaVersion)
+}
