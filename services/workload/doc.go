@@ -1,0 +1,26 @@
+// Package workload is Runway's WorkloadService: the submission, lifecycle
+// and status of workloads (proto runway.workload.v1, API domain
+// workload.runway.dev). It is the only writer of the workloads prefix in
+// etcd (pkg/etcdstore/schema.go).
+//
+// The package is split by concern (see README.md):
+//
+//   - server.go: Server, New(Config, Deps), Register/RegisterGateway for
+//     pkg/grpcserver, and the thin RPC handlers;
+//   - validate.go and names.go: request rules as BadRequest field
+//     violations with AIP-193 paths;
+//   - store.go: the etcd keys (`/runway/v1/workloads/{project}/{workload}`)
+//     and the etag rule, on pkg/etcdstore;
+//   - status.go: the one fold of WorkloadEvents into WorkloadStatus, shared
+//     with whoever writes status later (the scheduler and the node agents'
+//     reports);
+//   - watch.go and filter.go: WatchWorkloads and the AIP-160 filter that
+//     ListWorkloads and WatchWorkloads share;
+//   - convert.go: ToClusterSpec, the conversion the scheduler service uses
+//     to feed stored workloads to pkg/cluster;
+//   - projects.go: ProjectChecker, and QuotaProjects, its production
+//     implementation over the generated QuotaService client.
+//
+// Errors leave the handlers as *apierr.Error values (errors.go maps the
+// store's sentinels), which pkg/grpcserver turns into statuses once.
+package workload

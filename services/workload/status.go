@@ -1,0 +1,179 @@
+package workload
+
+import (
+	"slices"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
+)
+
+// Status is written in one way only: a WorkloadEvent is folded into it by
+// Fold, which appends the event to the history and moves the phase and the
+// counters the event implies. This service folds SUBMITTED, SUSPENDED and
+// RESUMED; the scheduler (SCHEDULED, PREEMPTED) and the node agents'
+// reports (STARTED, FINISHED) fold theirs with the same function, so that
+// the phase rules live in one place. Pod-level detail (status.pods, the
+// allocated amounts, node_pool) is set by those writers before they fold
+// the event that announces it.
+
+// MaxEvents is how many events a status keeps: the latest ones, oldest first.
+const MaxEvents = 100
+
+// NewEvent is an event of type typ at time at, with a message for people.
+func NewEvent(typ workloadv1.WorkloadEventType, at time.Time, message string) *workloadv1.WorkloadEvent {
+	return &workloadv1.WorkloadEvent{Type: typ, Time: timestamppb.New(at), Message: message}
+}
+
+// Fold applies ev to w.Status (creating it if unset), sets w.update_time to
+// the event's time, and appends ev to the events, dropping the oldest beyond
+// MaxEvents. By event type:
+//
+//	SUBMITTED  phase PENDING, or STOPPED when spec.suspended; requested_pods
+//	           from the spec; pending reason NOT_YET_CONSIDERED unless stopped.
+//	SCHEDULED  running_pods += ev.pods and ev.nodes join nodes; pending
+//	           reasons cleared; RUNNING (start_time = ev.time) once
+//	           running_pods reaches min_pods.
+//	STARTED    history only: the pods' states say which run.
+//	PREEMPTED  ev.pods 0 or >= running_pods: the whole workload is evicted,
+//	           its placement cleared, preemption_count + 1, back to PENDING
+//	           (STOPPED when suspended); otherwise running_pods -= ev.pods.
+//	SUSPENDED  STOPPED at once when the workload holds nothing (not RUNNING,
+//	           no running pods); otherwise unchanged until Released.
+//	RESUMED    STOPPED becomes PENDING with NOT_YET_CONSIDERED.
+//	FINISHED   FAILED when a pod in status.pods failed, else COMPLETED;
+//	           end_time = ev.time; placement and pending reasons cleared.
+//
+// A final workload (COMPLETED or FAILED) keeps its phase whatever is folded
+// later; the event is still recorded.
+func Fold(w *workloadv1.Workload, ev *workloadv1.WorkloadEvent) {
+	if w.Status == nil {
+		w.Status = &workloadv1.WorkloadStatus{}
+	}
+	st := w.Status
+	if ev.GetTime() != nil {
+		w.UpdateTime = ev.GetTime()
+	}
+	st.Events = append(st.Events, ev)
+	if n := len(st.Events); n > MaxEvents {
+		st.Events = slices.Delete(st.Events, 0, n-MaxEvents)
+	}
+	if IsFinal(st.GetPhase()) {
+		return
+	}
+	suspended := w.GetSpec().GetSuspended()
+	switch ev.GetType() {
+	case workloadv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_SUBMITTED:
+		st.RequestedPods = EffectivePods(w.GetSpec())
+		if suspended {
+			st.Phase = workloadv1.WorkloadPhase_WORKLOAD_PHASE_STOPPED
+			st.PendingReasons = nil
+		} else {
+			st.Phase = workloadv1.WorkloadPhase_WORKLOAD_PHASE_PENDING
+			st.PendingReasons = notYetConsidered()
+		}
+	case workloadv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_SCHEDULED:
+		st.RunningPods += ev.GetPods()
+		st.Nodes = mergeSorted(st.Nodes, ev.GetNodes())
+		st.PendingReasons = nil
+		if st.Phase != workloadv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING && st.RunningPods >= EffectiveMinPods(w.GetSpec()) {
+			st.Phase = workloadv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING
+			st.StartTime = ev.GetTime()
+		}
+	case workloadv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_PREEMPTED:
+		if ev.GetPods() == 0 || ev.GetPods() >= st.RunningPods {
+			st.PreemptionCount++
+			release(w)
+		} else {
+			st.RunningPods -= ev.GetPods()
+		}
+	case workloadv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_SUSPENDED:
+		if st.Phase != workloadv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING && st.RunningPods == 0 {
+			st.Phase = workloadv1.WorkloadPhase_WORKLOAD_PHASE_STOPPED
+			st.PendingReasons = nil
+		}
+	case workloadv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_RESUMED:
+		if st.Phase == workloadv1.WorkloadPhase_WORKLOAD_PHASE_STOPPED {
+			st.Phase = workloadv1.WorkloadPhase_WORKLOAD_PHASE_PENDING
+			st.PendingReasons = notYetConsidered()
+		}
+	case workloadv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_FINISHED:
+		phase := workloadv1.WorkloadPhase_WORKLOAD_PHASE_COMPLETED
+		for _, p := range st.GetPods() {
+			if p.GetState() == workloadv1.PodState_POD_STATE_FAILED {
+				phase = workloadv1.WorkloadPhase_WORKLOAD_PHASE_FAILED
+			}
+		}
+		clearPlacement(st)
+		st.Phase = phase
+		st.PendingReasons = nil
+		st.EndTime = ev.GetTime()
+	}
+}
+
+// Released records that every pod of w is gone without an event of its own
+// (the owner suspended it, or a node report closed the last pod): the
+// placement is cleared and the phase becomes STOPPED when spec.suspended,
+// else PENDING. Final workloads are left alone.
+func Released(w *workloadv1.Workload, at time.Time) {
+	if w.Status == nil {
+		w.Status = &workloadv1.WorkloadStatus{}
+	}
+	if IsFinal(w.Status.GetPhase()) {
+		return
+	}
+	release(w)
+	w.UpdateTime = timestamppb.New(at)
+}
+
+// release clears the placement and sets the phase a workload holding nothing has.
+func release(w *workloadv1.Workload) {
+	st := w.Status
+	clearPlacement(st)
+	if w.GetSpec().GetSuspended() {
+		st.Phase = workloadv1.WorkloadPhase_WORKLOAD_PHASE_STOPPED
+		st.PendingReasons = nil
+	} else {
+		st.Phase = workloadv1.WorkloadPhase_WORKLOAD_PHASE_PENDING
+	}
+}
+
+func clearPlacement(st *workloadv1.WorkloadStatus) {
+	st.RunningPods = 0
+	st.AllocatedMilliGpus, st.AllocatedMilliCpu, st.AllocatedMemoryBytes = 0, 0, 0
+	st.NodePool = ""
+	st.Nodes = nil
+	st.Pods = nil
+}
+
+// IsFinal reports whether a phase is final (COMPLETED or FAILED): nothing
+// changes it any more, and Suspend/Resume fail on it.
+func IsFinal(p workloadv1.WorkloadPhase) bool {
+	return p == workloadv1.WorkloadPhase_WORKLOAD_PHASE_COMPLETED || p == workloadv1.WorkloadPhase_WORKLOAD_PHASE_FAILED
+}
+
+// EffectivePods is spec.pods with its default (0 means 1).
+func EffectivePods(spec *workloadv1.WorkloadSpec) int32 { return max(spec.GetPods(), 1) }
+
+// EffectiveMinPods is spec.min_pods with its default (0 means pods).
+func EffectiveMinPods(spec *workloadv1.WorkloadSpec) int32 {
+	if mp := spec.GetMinPods(); mp > 0 {
+		return mp
+	}
+	return EffectivePods(spec)
+}
+
+func notYetConsidered() []*workloadv1.PendingReason {
+	return []*workloadv1.PendingReason{{
+		Check:   workloadv1.PendingCheck_PENDING_CHECK_NOT_YET_CONSIDERED,
+		Message: "Waiting for the next scheduling cycle.",
+	}}
+}
+
+// mergeSorted is the sorted union of a and b without duplicates.
+func mergeSorted(a, b []string) []string {
+	out := slices.Concat(a, b)
+	slices.Sort(out)
+	return slices.Compact(out)
+}

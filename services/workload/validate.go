@@ -1,0 +1,236 @@
+package workload
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"unicode"
+
+	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
+	"github.com/runwayhq/runway/pkg/apierr"
+	"github.com/runwayhq/runway/pkg/cluster"
+)
+
+// Request rules. Every check reports the AIP-193 path of the field it
+// rejects (request field names, as in CreateWorkloadRequest), and the
+// checks of one request are all run, so that a client learns every bad
+// field at once (apierr.Invalid).
+
+// MaxPods is the most pods one workload may ask for (WorkloadSpec.pods).
+const MaxPods = 1000
+
+var (
+	envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	// labelValue is a Kubernetes label value (node_type is compared with the
+	// nodes' run.ai/type label).
+	labelValue = regexp.MustCompile(`^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$`)
+)
+
+// violations collects the field violations of one request.
+type violations []apierr.FieldViolation
+
+func (v *violations) add(field, description string) {
+	*v = append(*v, apierr.FieldViolation{Field: field, Description: description})
+}
+
+func (v violations) err() error {
+	if len(v) == 0 {
+		return nil
+	}
+	return apierr.Invalid(v...)
+}
+
+// validateCreate checks a CreateWorkloadRequest. An unknown priority name
+// alone is PRIORITY_NOT_FOUND (the reason the API documents for it); with
+// other bad fields it is one more INVALID_FIELD violation, so that every
+// bad field is still reported at once.
+func validateCreate(req *workloadv1.CreateWorkloadRequest) error {
+	var v violations
+	switch _, ok := parseParent(req.GetParent(), false); {
+	case req.GetParent() == AllProjects:
+		v.add("parent", "must name one project; projects/- is only for listing and watching")
+	case !ok:
+		v.add("parent", "must be projects/{project}, where the project id "+strings.TrimPrefix(idRule, "must be "))
+	}
+	if !validID(req.GetWorkloadId()) {
+		v.add("workload_id", idRule)
+	}
+	w := req.GetWorkload()
+	if w == nil {
+		v.add("workload", "is required: set its type and spec")
+		return v.err()
+	}
+	typeOK := validType(w.GetType())
+	if !typeOK {
+		v.add("workload.type", "must be WORKLOAD_TYPE_WORKSPACE, WORKLOAD_TYPE_TRAINING or WORKLOAD_TYPE_INFERENCE")
+	}
+	spec := w.GetSpec()
+	if spec == nil {
+		v.add("workload.spec", "is required: it must name at least an image")
+		return v.err()
+	}
+	validateSpec(&v, spec)
+	unknownPriority := false
+	if name := spec.GetPriority(); name != "" {
+		p, err := cluster.PriorityByName(name)
+		switch {
+		case err != nil:
+			unknownPriority = true
+		case typeOK && !priorityAllowed(w.GetType(), p):
+			v.add("workload.spec.priority", fmt.Sprintf("must be %s for a %s (or empty for %s)",
+				orList(allowedPriorityNames(w.GetType())), TypeName(w.GetType()), cluster.DefaultPriority(TypeName(w.GetType())).Name))
+		}
+	}
+	if unknownPriority {
+		if len(v) == 0 {
+			return apierr.NotFound(apierr.Priority, spec.GetPriority()).InField("workload.spec.priority")
+		}
+		v.add("workload.spec.priority", "must be one of "+orList(priorityNames(cluster.Priorities)))
+	}
+	return v.err()
+}
+
+// validateSpec checks the fields of a spec that do not depend on the type.
+func validateSpec(v *violations, spec *workloadv1.WorkloadSpec) {
+	if img := spec.GetImage(); img == "" {
+		v.add("workload.spec.image", "is required: name a container image such as nvcr.io/nvidia/pytorch:25.01-py3")
+	} else if strings.ContainsFunc(img, isSpaceOrControl) {
+		v.add("workload.spec.image", "must be an image reference without spaces or control characters")
+	}
+	seen := map[string]bool{}
+	for i, e := range spec.GetEnv() {
+		field := fmt.Sprintf("workload.spec.env[%d].name", i)
+		switch {
+		case !envName.MatchString(e.GetName()):
+			v.add(field, "must match [A-Za-z_][A-Za-z0-9_]*")
+		case seen[e.GetName()]:
+			v.add(field, "must be unique; the name is set by an earlier entry")
+		}
+		seen[e.GetName()] = true
+	}
+	if gpu := spec.GetGpu(); gpu != nil {
+		validateGPU(v, gpu)
+	}
+	if spec.GetMilliCpu() < 0 {
+		v.add("workload.spec.milli_cpu", "must be 0 or more thousandths of a core")
+	}
+	if spec.GetMemoryBytes() < 0 {
+		v.add("workload.spec.memory_bytes", "must be 0 or more bytes")
+	}
+	pods := spec.GetPods()
+	if pods < 0 || pods > MaxPods {
+		v.add("workload.spec.pods", fmt.Sprintf("must be between 1 and %d (0 means 1)", MaxPods))
+	}
+	if mp := spec.GetMinPods(); mp < 0 || (pods >= 0 && mp > max(pods, 1)) {
+		v.add("workload.spec.min_pods", "must be between 1 and pods (0 means pods)")
+	}
+	pools := map[string]bool{}
+	for i, np := range spec.GetNodePools() {
+		field := fmt.Sprintf("workload.spec.node_pools[%d]", i)
+		id, ok := strings.CutPrefix(np, nodePoolsPrefix)
+		switch {
+		case !ok || !validID(id):
+			v.add(field, "must be nodepools/{node_pool}, where the node pool id "+strings.TrimPrefix(idRule, "must be "))
+		case pools[np]:
+			v.add(field, "must be unique; the node pool is listed earlier")
+		}
+		pools[np] = true
+	}
+	if !labelValue.MatchString(spec.GetNodeType()) {
+		v.add("workload.spec.node_type", "must be a label value: at most 63 characters of [A-Za-z0-9._-], starting and ending with a letter or digit")
+	}
+}
+
+// validateGPU checks that exactly one amount is set and that it is in range
+// (whole devices >= 1; a fraction strictly between 0 and 1 GPU; memory > 0).
+func validateGPU(v *violations, gpu *workloadv1.GpuRequest) {
+	switch a := gpu.GetAmount().(type) {
+	case nil:
+		v.add("workload.spec.gpu", "must set exactly one of devices, fraction_milli or gpu_memory_bytes; leave gpu unset for a CPU-only pod")
+	case *workloadv1.GpuRequest_Devices:
+		if a.Devices < 1 {
+			v.add("workload.spec.gpu.devices", "must be 1 or more whole GPUs; use fraction_milli for part of one")
+		}
+	case *workloadv1.GpuRequest_FractionMilli:
+		if a.FractionMilli < 1 || a.FractionMilli >= int32(cluster.FullDevice) {
+			v.add("workload.spec.gpu.fraction_milli", "must be between 1 and 999 thousandths of a GPU; use devices for whole GPUs")
+		}
+	case *workloadv1.GpuRequest_GpuMemoryBytes:
+		if a.GpuMemoryBytes < 1 {
+			v.add("workload.spec.gpu.gpu_memory_bytes", "must be more than 0 bytes")
+		}
+	}
+}
+
+func validType(t workloadv1.WorkloadType) bool {
+	switch t {
+	case workloadv1.WorkloadType_WORKLOAD_TYPE_WORKSPACE,
+		workloadv1.WorkloadType_WORKLOAD_TYPE_TRAINING,
+		workloadv1.WorkloadType_WORKLOAD_TYPE_INFERENCE:
+		return true
+	}
+	return false
+}
+
+// TypeName is the workload type as pkg/cluster and shared/SCHEDULING.md name
+// it: "workspace", "training" or "inference"; "" for an unknown type.
+func TypeName(t workloadv1.WorkloadType) string {
+	switch t {
+	case workloadv1.WorkloadType_WORKLOAD_TYPE_WORKSPACE:
+		return "workspace"
+	case workloadv1.WorkloadType_WORKLOAD_TYPE_TRAINING:
+		return "training"
+	case workloadv1.WorkloadType_WORKLOAD_TYPE_INFERENCE:
+		return "inference"
+	}
+	return ""
+}
+
+// AllowedPriorities lists the priority classes a workload type may ask for,
+// highest first (shared/SCHEDULING.md §4): a workspace is interactive
+// (build, or interactive-preemptible to run over quota), a training is
+// batch work that can always be preempted (any preemptible class), and
+// inference serves traffic, so it is never preempted (inference only).
+func AllowedPriorities(t workloadv1.WorkloadType) []cluster.Priority {
+	var out []cluster.Priority
+	for _, p := range cluster.Priorities {
+		if priorityAllowed(t, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func priorityAllowed(t workloadv1.WorkloadType, p cluster.Priority) bool {
+	switch t {
+	case workloadv1.WorkloadType_WORKLOAD_TYPE_WORKSPACE:
+		return p == cluster.PriorityBuild || p == cluster.PriorityInteractivePreemptible
+	case workloadv1.WorkloadType_WORKLOAD_TYPE_TRAINING:
+		return p.Preemptible
+	case workloadv1.WorkloadType_WORKLOAD_TYPE_INFERENCE:
+		return p == cluster.PriorityInference
+	}
+	return false
+}
+
+func allowedPriorityNames(t workloadv1.WorkloadType) []string {
+	return priorityNames(AllowedPriorities(t))
+}
+
+func priorityNames(ps []cluster.Priority) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.Name
+	}
+	return out
+}
+
+// orList joins names as English: "a", "a or b", "a, b or c".
+func orList(names []string) string {
+	if len(names) <= 1 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
+func isSpaceOrControl(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }
