@@ -1,0 +1,117 @@
+package quota
+
+import (
+	"crypto/rand"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
+)
+
+// Defaults (shared/SCHEDULING.md §1, proto/runway/quota/v1/quota.proto). The
+// server stores and returns effective values, so a read always shows every
+// field set and nobody downstream re-derives a default.
+const (
+	unlimited           = -1
+	defaultWeight       = 1
+	defaultLease        = 100 * time.Millisecond
+	defaultPrecisionPct = 5
+)
+
+// fillQuotas sets every unset field of qs to its default: GPUs deserved 0
+// (-1 for the built-in default department), CPU and memory deserved -1,
+// weight 1, no limit, over-quota on.
+func fillQuotas(qs []*quotav1.NodePoolQuota, unlimitedGPUs bool) {
+	gpuDeserved := int64(0)
+	if unlimitedGPUs {
+		gpuDeserved = unlimited
+	}
+	for _, q := range qs {
+		if q.Gpu == nil {
+			q.Gpu = &quotav1.GpuQuota{}
+		}
+		g := q.Gpu
+		g.DeservedMilliGpus = orDefault(g.DeservedMilliGpus, gpuDeserved)
+		g.LimitMilliGpus = orDefault(g.LimitMilliGpus, unlimited)
+		g.OverQuotaWeight = orDefault(g.OverQuotaWeight, defaultWeight)
+		g.OverQuotaEnabled = orDefault(g.OverQuotaEnabled, true)
+		if q.Cpu == nil {
+			q.Cpu = &quotav1.CpuQuota{}
+		}
+		c := q.Cpu
+		c.DeservedMilliCpu = orDefault(c.DeservedMilliCpu, unlimited)
+		c.LimitMilliCpu = orDefault(c.LimitMilliCpu, unlimited)
+		c.OverQuotaWeight = orDefault(c.OverQuotaWeight, defaultWeight)
+		c.OverQuotaEnabled = orDefault(c.OverQuotaEnabled, true)
+		if q.Memory == nil {
+			q.Memory = &quotav1.MemoryQuota{}
+		}
+		m := q.Memory
+		m.DeservedMemoryBytes = orDefault(m.DeservedMemoryBytes, unlimited)
+		m.LimitMemoryBytes = orDefault(m.LimitMemoryBytes, unlimited)
+		m.OverQuotaWeight = orDefault(m.OverQuotaWeight, defaultWeight)
+		m.OverQuotaEnabled = orDefault(m.OverQuotaEnabled, true)
+	}
+}
+
+func orDefault[T int64 | int32 | bool](p *T, def T) *T {
+	if p != nil {
+		return p
+	}
+	return &def
+}
+
+// fillNodePool sets a pool's unset fields: binpack, time slicing off with a
+// 100 ms round and 5% precision.
+func fillNodePool(np *quotav1.NodePool) {
+	if np.PlacementStrategy == quotav1.PlacementStrategy_PLACEMENT_STRATEGY_UNSPECIFIED {
+		np.PlacementStrategy = quotav1.PlacementStrategy_PLACEMENT_STRATEGY_BINPACK
+	}
+	if np.TimeSlicing == nil {
+		np.TimeSlicing = &quotav1.TimeSlicing{}
+	}
+	ts := np.TimeSlicing
+	if ts.Mode == quotav1.TimeSlicingMode_TIME_SLICING_MODE_UNSPECIFIED {
+		ts.Mode = quotav1.TimeSlicingMode_TIME_SLICING_MODE_OFF
+	}
+	if ts.LeaseDuration == nil {
+		ts.LeaseDuration = durationpb.New(defaultLease)
+	}
+	if ts.PrecisionPercent == 0 {
+		ts.PrecisionPercent = defaultPrecisionPct
+	}
+}
+
+// fillDepartment sets a department's unset quota fields.
+func fillDepartment(d *quotav1.Department) {
+	fillQuotas(d.NodePoolQuotas, d.GetName() == defaultDept)
+}
+
+// fillProject sets a project's unset fields: the default department, the
+// default node pool, and the quota defaults.
+func fillProject(p *quotav1.Project) {
+	if p.Department == "" {
+		p.Department = defaultDept
+	}
+	if len(p.DefaultNodePools) == 0 {
+		p.DefaultNodePools = []string{defaultPool}
+	}
+	fillQuotas(p.NodePoolQuotas, false)
+}
+
+// newUID returns a random (version 4) UUID.
+func newUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand, Go 1.24+)
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	return slices.Sorted(maps.Keys(m))
+}

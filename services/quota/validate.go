@@ -1,0 +1,218 @@
+package quota
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
+	"github.com/runwayhq/runway/pkg/apierr"
+)
+
+// Request rules. Every check adds a violation with its AIP-193 field path
+// (for example "project.node_pool_quotas[0].gpu.deserved_milli_gpus") and
+// the request is rejected with all of them at once (apierr.Invalid), before
+// anything is read from or written to the store.
+
+// Collections: the first part of a resource name.
+const (
+	nodePoolsCollection   = "nodepools"
+	departmentsCollection = "departments"
+	projectsCollection    = "projects"
+	settingsName          = "settings"
+
+	builtInID       = "default" // nodepools/default and departments/default
+	defaultPool     = nodePoolsCollection + "/" + builtInID
+	defaultDept     = departmentsCollection + "/" + builtInID
+	maxDescription  = 1024
+	maxLabelKey     = 253
+	maxLabelValue   = 63
+	minLeaseSlice   = 10 * time.Millisecond
+	maxLeaseSlice   = 10 * time.Second
+	maxPrecisionPct = 50
+)
+
+// idPattern is a resource id: 1-63 characters of [a-z0-9-], starting with a
+// letter (proto/README.md).
+var idPattern = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
+
+const idRule = "must be 1-63 characters of [a-z0-9-], starting with a letter"
+
+// violations collects the bad fields of one request.
+type violations []apierr.FieldViolation
+
+func (v *violations) add(field, format string, args ...any) {
+	*v = append(*v, apierr.FieldViolation{Field: field, Description: fmt.Sprintf(format, args...)})
+}
+
+// err is nil when nothing was added, else one INVALID_ARGUMENT naming every
+// field.
+func (v violations) err() error {
+	if len(v) == 0 {
+		return nil
+	}
+	return apierr.Invalid(v...)
+}
+
+// checkID checks a new resource's id.
+func (v *violations) checkID(field, id string) {
+	if !idPattern.MatchString(id) {
+		v.add(field, "%s", idRule)
+	}
+}
+
+// checkName checks that name is "<collection>/<id>" and returns the id.
+func (v *violations) checkName(field, name, collection string) string {
+	id, ok := strings.CutPrefix(name, collection+"/")
+	if !ok || !idPattern.MatchString(id) {
+		if name == "" {
+			v.add(field, "is required: %s/{id}", collection)
+		} else {
+			v.add(field, "must be %s/{id}, with an id of 1-63 characters of [a-z0-9-] starting with a letter", collection)
+		}
+		return ""
+	}
+	return id
+}
+
+// parseName is checkName for a request whose only field is the name.
+func parseName(field, name, collection string) (string, error) {
+	var v violations
+	id := v.checkName(field, name, collection)
+	return id, v.err()
+}
+
+func (v *violations) checkRequired(field string, missing bool) {
+	if missing {
+		v.add(field, "is required")
+	}
+}
+
+func (v *violations) checkDescription(field, d string) {
+	if n := utf8.RuneCountInString(d); n > maxDescription {
+		v.add(field, "must be at most %d characters, not %d", maxDescription, n)
+	}
+}
+
+// checkPageSize checks a List page_size (AIP-158: 0 is the default, more than
+// the maximum is capped, negative is an error).
+func checkPageSize(size int32) error {
+	if size < 0 {
+		return apierr.InvalidField("page_size", "must be 0 (the default of 100) or more")
+	}
+	return nil
+}
+
+// checkNodePool checks a node pool as it will be stored (defaults applied).
+func (v *violations) checkNodePool(field string, np *quotav1.NodePool, id string) {
+	v.checkDescription(field+".description", np.GetDescription())
+	sel := np.GetNodeSelector()
+	switch {
+	case id == builtInID && len(sel) > 0:
+		v.add(field+".node_selector", "must be empty for the built-in node pool %s, which holds every node no other pool selects", defaultPool)
+	case id != builtInID && len(sel) == 0:
+		v.add(field+".node_selector", "must name at least one label; only %s selects every node", defaultPool)
+	}
+	for _, k := range sortedKeys(sel) {
+		path := field + ".node_selector[" + strconv.Quote(k) + "]"
+		if k == "" || len(k) > maxLabelKey || strings.ContainsAny(k, " \t\n") {
+			v.add(path, "the label key must be 1-%d characters without spaces", maxLabelKey)
+		}
+		if len(sel[k]) > maxLabelValue {
+			v.add(path, "the label value must be at most %d characters", maxLabelValue)
+		}
+	}
+	if _, ok := quotav1.PlacementStrategy_name[int32(np.GetPlacementStrategy())]; !ok {
+		v.add(field+".placement_strategy", "must be PLACEMENT_STRATEGY_BINPACK or PLACEMENT_STRATEGY_SPREAD")
+	}
+	ts := np.GetTimeSlicing()
+	if _, ok := quotav1.TimeSlicingMode_name[int32(ts.GetMode())]; !ok {
+		v.add(field+".time_slicing.mode", "must be TIME_SLICING_MODE_OFF, _STRICT or _FAIR")
+	}
+	if d := ts.GetLeaseDuration(); d != nil {
+		if err := d.CheckValid(); err != nil || d.AsDuration() < minLeaseSlice || d.AsDuration() > maxLeaseSlice {
+			v.add(field+".time_slicing.lease_duration", "must be between %s and %s", minLeaseSlice, maxLeaseSlice)
+		}
+	}
+	if p := ts.GetPrecisionPercent(); p < 1 || p > maxPrecisionPct {
+		v.add(field+".time_slicing.precision_percent", "must be between 1 and %d (0 means 5)", maxPrecisionPct)
+	}
+}
+
+// checkDepartment checks a department as it will be stored.
+func (v *violations) checkDepartment(field string, d *quotav1.Department) {
+	v.checkDescription(field+".description", d.GetDescription())
+	v.checkQuotas(field+".node_pool_quotas", d.GetNodePoolQuotas())
+}
+
+// checkProject checks a project as it will be stored.
+func (v *violations) checkProject(field string, p *quotav1.Project) {
+	v.checkDescription(field+".description", p.GetDescription())
+	v.checkName(field+".department", p.GetDepartment(), departmentsCollection)
+	v.checkQuotas(field+".node_pool_quotas", p.GetNodePoolQuotas())
+	seen := map[string]bool{}
+	for i, pool := range p.GetDefaultNodePools() {
+		path := fmt.Sprintf("%s.default_node_pools[%d]", field, i)
+		if v.checkName(path, pool, nodePoolsCollection) != "" && seen[pool] {
+			v.add(path, "lists %s twice; name each node pool once", pool)
+		}
+		seen[pool] = true
+	}
+}
+
+// checkQuotas checks node_pool_quotas with every field set (defaults applied).
+func (v *violations) checkQuotas(field string, qs []*quotav1.NodePoolQuota) {
+	seen := map[string]bool{}
+	for i, q := range qs {
+		path := fmt.Sprintf("%s[%d]", field, i)
+		if v.checkName(path+".node_pool", q.GetNodePool(), nodePoolsCollection) != "" && seen[q.GetNodePool()] {
+			v.add(path+".node_pool", "has a second entry for %s; give each node pool one entry", q.GetNodePool())
+		}
+		seen[q.GetNodePool()] = true
+		g, c, m := q.GetGpu(), q.GetCpu(), q.GetMemory()
+		v.checkAmounts(path+".gpu", "milli_gpus", g.GetDeservedMilliGpus(), g.GetLimitMilliGpus(), g.GetOverQuotaWeight())
+		v.checkAmounts(path+".cpu", "milli_cpu", c.GetDeservedMilliCpu(), c.GetLimitMilliCpu(), c.GetOverQuotaWeight())
+		v.checkAmounts(path+".memory", "memory_bytes", m.GetDeservedMemoryBytes(), m.GetLimitMemoryBytes(), m.GetOverQuotaWeight())
+	}
+}
+
+// checkAmounts checks one resource's quota: deserved and limit are -1
+// (unlimited) or at least 0, the limit is not below a finite deserved, and
+// the weight is not negative.
+func (v *violations) checkAmounts(field, unit string, deserved, limit int64, weight int32) {
+	deservedField, limitField := field+".deserved_"+unit, field+".limit_"+unit
+	if deserved < -1 {
+		v.add(deservedField, "must be -1 (unlimited) or at least 0, not %d", deserved)
+	}
+	switch {
+	case limit < -1:
+		v.add(limitField, "must be -1 (no limit) or at least 0, not %d", limit)
+	case limit != -1 && deserved >= 0 && limit < deserved:
+		v.add(limitField, "must be -1 (no limit) or at least deserved_%s (%d), not %d", unit, deserved, limit)
+	}
+	if weight < 0 {
+		v.add(field+".over_quota_weight", "must be at least 0, not %d", weight)
+	}
+}
+
+// projectFilter parses the one filter ListProjects supports,
+// `department = "departments/x"`, and returns the department ("" for none).
+var projectFilter = regexp.MustCompile(`^\s*department\s*=\s*"([^"]*)"\s*$`)
+
+func parseProjectFilter(filter string) (string, error) {
+	if strings.TrimSpace(filter) == "" {
+		return "", nil
+	}
+	m := projectFilter.FindStringSubmatch(filter)
+	if m == nil {
+		return "", apierr.InvalidFilter(filter, `the only supported filter is department = "departments/{department}"`)
+	}
+	var v violations
+	if v.checkName("filter", m[1], departmentsCollection); len(v) > 0 {
+		return "", apierr.InvalidFilter(filter, "the department must be departments/{department}")
+	}
+	return m[1], nil
+}
