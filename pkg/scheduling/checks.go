@@ -17,6 +17,12 @@ func request(w *cluster.Workload, p *cluster.Pool) cluster.Resources {
 // keeps their non-preemptible allocation within deserved. It returns "" when
 // they pass, otherwise the first failure with its numbers.
 func checkQuota(w *cluster.Workload, p *cluster.Pool, req cluster.Resources) string {
+	return quotaChecks(w, p, req, true)
+}
+
+// quotaChecks runs the limit checks (at every level, or at the project's only
+// when ancestorLimits is false) and the non-preemptible checks at every level.
+func quotaChecks(w *cluster.Workload, p *cluster.Pool, req cluster.Resources, ancestorLimits bool) string {
 	for q := w.Project; q != nil; q = q.Parent {
 		quota := q.Quotas[p.Index]
 		u := q.Usage[p.Index]
@@ -25,7 +31,7 @@ func checkQuota(w *cluster.Workload, p *cluster.Pool, req cluster.Resources) str
 			if need == 0 {
 				continue
 			}
-			if l := quota.EffectiveLimit(r); l != cluster.Unlimited && u.Allocated.Get(r)+need > l {
+			if l := quota.EffectiveLimit(r); (ancestorLimits || q == w.Project) && l != cluster.Unlimited && u.Allocated.Get(r)+need > l {
 				what := "limit"
 				if !quota.OverQuota && l == quota.Deserved.Get(r) {
 					what = "quota (over-quota is off)"
@@ -43,4 +49,12 @@ func checkQuota(w *cluster.Workload, p *cluster.Pool, req cluster.Resources) str
 		}
 	}
 	return ""
+}
+
+// checkOwnQuota is the part of checkQuota that evicting other projects'
+// preemptible workloads cannot change: j's project's limit, and the
+// non-preemptible checks at every level. (A department's limit can be lifted
+// by victims of the department's other projects.)
+func checkOwnQuota(w *cluster.Workload, p *cluster.Pool, req cluster.Resources) string {
+	return quotaChecks(w, p, req, false)
 }

@@ -63,7 +63,7 @@ func (c *cycle) reclaim(j *cluster.Workload) bool {
 		c.because(j, p, why)
 		return false
 	}
-	if why := checkQuota(j, p, req); why != "" {
+	if why := checkOwnQuota(j, p, req); why != "" {
 		return false // victims of other projects cannot lift its own limits
 	}
 	key := searchKey{rule: RuleReclaim, project: q, shape: shapeOf(j, p), preemptible: j.Priority.Preemptible}
@@ -74,6 +74,18 @@ func (c *cycle) reclaim(j *cluster.Workload) bool {
 		return v != q && c.victimQueueOK(q, v, p, req)
 	})
 	sr := &search{c: c, j: j, pool: p, budget: c.cfg.SearchBound}
+	// The after rule gets easier with victims of j's own department (its
+	// department ends less saturated) when victims of another department are
+	// taken too: then a set failing the rules may have a superset that passes.
+	own, other, running := false, false, 0
+	for _, v := range queues {
+		own, other = own || v.Parent == q.Parent, other || v.Parent != q.Parent
+		running += len(v.Running())
+	}
+	sr.rulesNotMonotone = own && other
+	// The per-node search for a pod relies on the rules being monotone:
+	// when they are not, search every set while there are few.
+	sr.exact = sr.rulesNotMonotone && running <= exactGangUnits
 	sr.more = c.feed(queues, p, func(*cluster.Workload) bool { return true })
 	sr.rules = func(set []int) bool { return c.reclaimRules(j, p, req, sr.units, set) }
 	set := sr.find()

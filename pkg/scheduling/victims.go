@@ -56,7 +56,10 @@ type search struct {
 	groups []int
 	more   func([]unit, []int) ([]unit, []int, bool)
 	rules  func(set []int) bool // reclaim's per-victim and after rules; nil for preempt
-	budget int
+	// rulesNotMonotone: a set failing rules may have a superset passing them.
+	rulesNotMonotone bool
+	exact            bool // search every set, even for one pod
+	budget           int
 	// minGroup is the first group (0-based) a set must reach to be worth
 	// trying: fewer groups cannot make room.
 	minGroup int
@@ -107,7 +110,10 @@ func (sr *search) try(set []int, keep bool) room {
 // lowers that key, so the search walks sets in this order and stops at the
 // first that makes room.
 func (sr *search) find() []int {
-	if sr.j.NextPods() == 1 {
+	// The per-node search looks for room on a node only: it is exact when j
+	// already passes allocate's checks (victims are needed for room, not to
+	// lift a limit) and more victims never help the rules.
+	if sr.j.NextPods() == 1 && !sr.exact && checkQuota(sr.j, sr.pool, request(sr.j, sr.pool)) == "" {
 		return sr.findForPod()
 	}
 	for sr.pull() {
@@ -435,7 +441,9 @@ func (sr *search) bestFirst(cand []int) ([]int, bool) {
 			case roomMade:
 				return e.set, true
 			case roomRules:
-				continue // supersets only take more from the same queues
+				if !sr.rulesNotMonotone {
+					continue // supersets only take more from the same queues
+				}
 			}
 		} else {
 			sr.budget-- // count skipped sets too, so the search stays bounded
