@@ -1,0 +1,166 @@
+package local_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/runwayhq/runway/pkg/runner/local"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func newRunner(t *testing.T, grace time.Duration) *local.Runner {
+	t.Helper()
+	r, err := local.New(local.Config{DataDir: t.TempDir(), StopGrace: grace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// waitDone waits for the process to exit, failing the test after 10 s.
+func waitDone(t *testing.T, p *local.Process) local.Exit {
+	t.Helper()
+	select {
+	case <-p.Done():
+		return p.Exit()
+	case <-time.After(10 * time.Second):
+		p.Stop(context.Background())
+		t.Fatal("process did not exit within 10 s")
+		return local.Exit{}
+	}
+}
+
+// eventually polls cond every 10 ms until it holds, failing after 10 s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		<-tick.C
+	}
+}
+
+func TestRunner_exitCodeAndEnv(t *testing.T) {
+	r := newRunner(t, time.Second)
+	p, err := r.Start(local.Spec{
+		ID:             "team-a.train-1.0",
+		Command:        []string{"sh", "-c", `echo "$CUDA_VISIBLE_DEVICES|$RUNWAY_WORKLOAD|$RUNWAY_PROJECT|$RUNWAY_POD_INDEX|$RUNWAY_GPU_FRACTION_MILLI|$RUNWAY_GPU_MEMORY_LIMIT_BYTES|$EXTRA" > env.txt; echo to-log; echo to-err >&2; exit 3`},
+		Env:            []string{"EXTRA=x"},
+		Workload:       "projects/team-a/workloads/train-1",
+		Project:        "team-a",
+		Pod:            2,
+		Devices:        []int{1, 3},
+		FractionMilli:  500,
+		GPUMemoryBytes: 1 << 30,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex := waitDone(t, p)
+	if ex != (local.Exit{Code: 3}) {
+		t.Errorf("exit = %+v, want code 3", ex)
+	}
+	env, err := os.ReadFile(filepath.Join(p.Dir(), "env.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "1,3|projects/team-a/workloads/train-1|team-a|2|500|1073741824|x\n"
+	if string(env) != want {
+		t.Errorf("env = %q, want %q", env, want)
+	}
+	log, err := os.ReadFile(p.LogPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(log) != "to-log\nto-err\n" {
+		t.Errorf("log = %q", log)
+	}
+}
+
+func TestRunner_success(t *testing.T) {
+	p, err := newRunner(t, time.Second).Start(local.Spec{ID: "p", Command: []string{"true"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ex := waitDone(t, p); ex != (local.Exit{}) {
+		t.Errorf("exit = %+v, want code 0", ex)
+	}
+}
+
+func TestRunner_startErrors(t *testing.T) {
+	r := newRunner(t, time.Second)
+	for name, spec := range map[string]local.Spec{
+		"empty command":      {ID: "p"},
+		"id with a slash":    {ID: "../p", Command: []string{"true"}},
+		"missing executable": {ID: "p", Command: []string{"/nonexistent/runway-test"}},
+	} {
+		if _, err := r.Start(spec); err == nil {
+			t.Errorf("%s: Start succeeded", name)
+		}
+	}
+}
+
+// alive reports whether pid is a live (not zombie) process.
+func alive(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	// The state follows the ")" that ends the command name.
+	s := string(stat)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
+
+func startWithChild(t *testing.T, r *local.Runner, script string) (*local.Process, int) {
+	t.Helper()
+	p, err := r.Start(local.Spec{ID: "p", Command: []string{"sh", "-c", script}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Stop(context.Background()) })
+	var child int
+	eventually(t, "the child's pid file", func() bool {
+		b, err := os.ReadFile(filepath.Join(p.Dir(), "child"))
+		child, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil && child > 0
+	})
+	return p, child
+}
+
+func TestProcess_StopKillsChildren(t *testing.T) {
+	r := newRunner(t, 5*time.Second)
+	p, child := startWithChild(t, r, `sleep 60 & echo $! > child.tmp; mv child.tmp child; wait`)
+	p.Stop(context.Background())
+	ex := p.Exit()
+	if !ex.Stopped || !ex.Signaled || ex.Code != 128+int(syscall.SIGTERM) {
+		t.Errorf("exit = %+v, want stopped by SIGTERM", ex)
+	}
+	eventually(t, "the child to die", func() bool { return !alive(child) })
+}
+
+func TestProcess_StopKillsAfterGrace(t *testing.T) {
+	r := newRunner(t, 200*time.Millisecond)
+	p, child := startWithChild(t, r, `trap '' TERM; sleep 60 & echo $! > child.tmp; mv child.tmp child; wait; wait`)
+	p.Stop(context.Background())
+	if ex := p.Exit(); !ex.Stopped || ex.Code != 128+int(syscall.SIGKILL) {
+		t.Errorf("exit = %+v, want stopped by SIGKILL", ex)
+	}
+	eventually(t, "the child to die", func() bool { return !alive(child) })
+}

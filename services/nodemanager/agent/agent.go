@@ -1,0 +1,221 @@
+package agent
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	commonv1 "github.com/runwayhq/runway/gen/go/runway/common/v1"
+	nodemanagerv1 "github.com/runwayhq/runway/gen/go/runway/nodemanager/v1"
+	"github.com/runwayhq/runway/pkg/gpu"
+	"github.com/runwayhq/runway/pkg/runner/local"
+	"github.com/runwayhq/runway/services/nodemanager"
+)
+
+// Defaults for zero Config fields.
+const (
+	DefaultLeaseTTL = 10 * time.Second
+	DefaultPool     = "default"
+	Version         = "dev"
+)
+
+// Config is one agent.
+type Config struct {
+	// Node is the node id, 1-63 of [a-z0-9-]. Required.
+	Node string
+	// Pool is the node pool id; DefaultPool when empty. (Selecting the pool
+	// from Labels and the pools' selectors is not done yet.)
+	Pool string
+	// Labels are reported as Node.labels.
+	Labels map[string]string
+	// Backend lists the GPUs. Required.
+	Backend gpu.Backend
+	// Client is the etcd client. Required.
+	Client *clientv3.Client
+	// DataDir holds the pods' directories and logs. Required.
+	DataDir string
+	// LeaseTTL is the node lease's TTL: how long a dead agent's node
+	// stays registered. DefaultLeaseTTL when 0; etcd rounds up to 1 s.
+	LeaseTTL time.Duration
+	// StopGrace is the SIGTERM-to-SIGKILL grace of stopped pods;
+	// local.DefaultStopGrace when 0.
+	StopGrace time.Duration
+	// MilliCPU and MemoryBytes override the machine's CPU (runtime.NumCPU)
+	// and memory (/proc/meminfo) in the node's capacity.
+	MilliCPU, MemoryBytes int64
+	// Logger; slog.Default() when nil.
+	Logger *slog.Logger
+}
+
+// Run registers the node and runs its bound pods until ctx is done. It
+// returns ctx's error, or an error if the configuration is invalid or the
+// devices cannot be read.
+func Run(ctx context.Context, cfg Config) error {
+	if err := cfg.check(); err != nil {
+		return err
+	}
+	node, err := cfg.node()
+	if err != nil {
+		return err
+	}
+	r, err := local.New(local.Config{DataDir: cfg.DataDir, StopGrace: cfg.StopGrace})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	registered := make(chan error, 1)
+	go func() { registered <- cfg.keepRegistered(ctx, node) }()
+	p := &pods{cfg: cfg, runner: r, log: cfg.Logger.With("node", cfg.Node)}
+	err = p.run(ctx)
+	cancel()
+	if rerr := <-registered; err == nil {
+		err = rerr
+	}
+	return err
+}
+
+func (cfg *Config) check() error {
+	switch {
+	case !nodemanager.ValidNodeID(cfg.Node):
+		return fmt.Errorf("agent: node id %q must be 1-63 characters of [a-z0-9-]", cfg.Node)
+	case cfg.Backend == nil:
+		return errors.New("agent: Config.Backend is nil")
+	case cfg.Client == nil:
+		return errors.New("agent: Config.Client is nil")
+	case cfg.DataDir == "":
+		return errors.New("agent: Config.DataDir is empty")
+	}
+	if cfg.Pool == "" {
+		cfg.Pool = DefaultPool
+	}
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = DefaultLeaseTTL
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return nil
+}
+
+// node builds the Node the agent registers: capacity from the backend
+// (MIG-enabled devices are reported but not counted) and the machine;
+// allocatable equals capacity (no system reservation yet).
+func (cfg *Config) node() (*nodemanagerv1.Node, error) {
+	devs, err := cfg.Backend.Devices()
+	if err != nil {
+		return nil, fmt.Errorf("agent: read GPUs: %w", err)
+	}
+	cpu, mem := cfg.MilliCPU, cfg.MemoryBytes
+	if cpu == 0 {
+		cpu = int64(runtime.NumCPU()) * 1000
+	}
+	if mem == 0 {
+		mem = machineMemory()
+	}
+	capacity := &commonv1.ResourceQuantity{MilliCpu: cpu, MemoryBytes: mem}
+	n := &nodemanagerv1.Node{
+		Name:             nodemanager.NodeName(cfg.Node),
+		NodePool:         "nodepools/" + cfg.Pool,
+		Labels:           cfg.Labels,
+		Readiness:        nodemanagerv1.Readiness_READINESS_READY,
+		ReadinessMessage: fmt.Sprintf("%d GPU(s) found.", len(devs)),
+		AgentVersion:     Version,
+	}
+	for _, d := range devs {
+		mig := nodemanagerv1.MigMode_MIG_MODE_DISABLED
+		if d.MIG {
+			mig = nodemanagerv1.MigMode_MIG_MODE_ENABLED
+		} else {
+			capacity.MilliGpus += 1000
+		}
+		n.Devices = append(n.Devices, &nodemanagerv1.GpuDevice{
+			Index: int32(d.Index), Uuid: d.UUID, Model: d.Model, MemoryBytes: d.MemoryBytes,
+			MigMode: mig, Healthy: true,
+		})
+	}
+	n.Capacity, n.Allocatable = capacity, capacity
+	return n, nil
+}
+
+// machineMemory reads MemTotal from /proc/meminfo; 0 when unknown.
+func machineMemory() int64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+			f := strings.Fields(rest)
+			if len(f) >= 1 {
+				kb, _ := strconv.ParseInt(f[0], 10, 64)
+				return kb * 1024
+			}
+		}
+	}
+	return 0
+}
+
+// keepRegistered registers the node under a fresh lease and keeps the
+// lease alive; when the lease is lost (expired during a partition, or
+// revoked) it registers again with a new uid, as the proto says.
+func (cfg *Config) keepRegistered(ctx context.Context, node *nodemanagerv1.Node) error {
+	log := cfg.Logger.With("node", cfg.Node)
+	backoff := 100 * time.Millisecond
+	for {
+		err := cfg.registerOnce(ctx, node)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		log.Warn("node registration lost; registering again", "err", err)
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+func (cfg *Config) registerOnce(ctx context.Context, tmpl *nodemanagerv1.Node) error {
+	ttl := int64((cfg.LeaseTTL + time.Second - 1) / time.Second)
+	lease, err := cfg.Client.Grant(ctx, ttl)
+	if err != nil {
+		return err
+	}
+	n := proto.Clone(tmpl).(*nodemanagerv1.Node)
+	now := timestamppb.Now()
+	n.Uid, n.CreateTime, n.UpdateTime = newUID(), now, now
+	n.ReadinessChangeTime, n.HeartbeatTime = now, now
+	if err := nodemanager.RegisterNode(ctx, cfg.Client, n, lease.ID); err != nil {
+		return err
+	}
+	alive, err := cfg.Client.KeepAlive(ctx, lease.ID)
+	if err != nil {
+		return err
+	}
+	for range alive { // the channel closes when the lease is lost or ctx is done
+	}
+	return errors.New("lease keep-alive ended")
+}
+
+func newUID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
+}

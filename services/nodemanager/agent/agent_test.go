@@ -1,0 +1,167 @@
+package agent_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"google.golang.org/protobuf/proto"
+
+	nodemanagerv1 "github.com/runwayhq/runway/gen/go/runway/nodemanager/v1"
+	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
+	"github.com/runwayhq/runway/pkg/etcdstore"
+	"github.com/runwayhq/runway/pkg/etcdstore/etcdtest"
+	"github.com/runwayhq/runway/pkg/gpu/simulated"
+	"github.com/runwayhq/runway/services/nodemanager"
+	"github.com/runwayhq/runway/services/nodemanager/agent"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type fixture struct {
+	etcd    *etcdtest.Cluster
+	dataDir string
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	return &fixture{etcd: etcdtest.New(t), dataDir: t.TempDir()}
+}
+
+// run starts the agent of node-1 until the test ends.
+func (f *fixture) run(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	cfg := agent.Config{
+		Node: "node-1", Client: f.etcd.Client, DataDir: f.dataDir,
+		Backend:  simulated.New(simulated.Config{Count: 4}),
+		LeaseTTL: time.Second, StopGrace: time.Second,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+	go func() { done <- agent.Run(ctx, cfg) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+}
+
+// workload writes a workload key as the workload service would.
+func (f *fixture) workload(t *testing.T, id string, command ...string) {
+	t.Helper()
+	c := etcdstore.NewCollection(f.etcd.Client, etcdstore.PrefixWorkloads, func() *workloadv1.Workload { return new(workloadv1.Workload) })
+	w := &workloadv1.Workload{Name: "projects/team-a/workloads/" + id, Spec: &workloadv1.WorkloadSpec{Command: command}}
+	if _, err := c.Create(context.Background(), "team-a/"+id, w); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// bind writes a binding of pod 0 on GPU 1, as the scheduler would.
+func (f *fixture) bind(t *testing.T, id string) {
+	t.Helper()
+	v, err := proto.Marshal(&workloadv1.PodStatus{Index: 0, Node: "nodes/node-1", DeviceIndexes: []int32{1},
+		FractionMilli: 1000, State: workloadv1.PodState_POD_STATE_BOUND})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.etcd.Client.Put(context.Background(), nodemanager.BindingKey("node-1", "team-a", id, 0), string(v)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		<-tick.C
+	}
+}
+
+// waitRun waits for pod 0's run report to reach state.
+func (f *fixture) waitRun(t *testing.T, id string, state workloadv1.PodState) *nodemanagerv1.ReportWorkloadStateRequest {
+	t.Helper()
+	got := new(nodemanagerv1.ReportWorkloadStateRequest)
+	eventually(t, id+" to report "+state.String(), func() bool {
+		resp, err := f.etcd.Client.Get(context.Background(), nodemanager.RunKey("node-1", "team-a", id, 0))
+		if err != nil || len(resp.Kvs) != 1 {
+			return false
+		}
+		return proto.Unmarshal(resp.Kvs[0].Value, got) == nil && got.GetState() == state
+	})
+	return got
+}
+
+func TestRun_bindingStartsPod(t *testing.T) {
+	f := newFixture(t)
+	f.workload(t, "train-1", "sh", "-c", `echo $CUDA_VISIBLE_DEVICES > out; echo boom; exit 3`)
+	f.bind(t, "train-1") // before the agent starts: found by its first listing
+	f.run(t)
+
+	got := f.waitRun(t, "train-1", workloadv1.PodState_POD_STATE_FAILED)
+	if got.GetExitCode() != 3 || got.GetMessage() != "boom" || got.GetNode() != "nodes/node-1" {
+		t.Errorf("report = %v, want FAILED with exit code 3 and message boom", got)
+	}
+	out, err := os.ReadFile(filepath.Join(f.dataDir, "team-a.train-1.0", "out"))
+	if err != nil || string(out) != "1\n" {
+		t.Errorf("CUDA_VISIBLE_DEVICES = %q (%v), want 1", out, err)
+	}
+}
+
+func TestRun_missingWorkloadFails(t *testing.T) {
+	f := newFixture(t)
+	f.run(t)
+	f.bind(t, "ghost")
+	if got := f.waitRun(t, "ghost", workloadv1.PodState_POD_STATE_FAILED); !strings.Contains(got.GetMessage(), "read workload") {
+		t.Errorf("report = %v, want a failed read", got)
+	}
+}
+
+func TestRun_deletedBindingStopsPod(t *testing.T) {
+	f := newFixture(t)
+	f.run(t)
+	f.workload(t, "serve-1", "sh", "-c", `sleep 60 & echo $! > child.tmp; mv child.tmp child; wait`)
+	f.bind(t, "serve-1") // after the agent starts: seen by its watch
+	f.waitRun(t, "serve-1", workloadv1.PodState_POD_STATE_RUNNING)
+	var child int
+	eventually(t, "the child's pid", func() bool {
+		b, err := os.ReadFile(filepath.Join(f.dataDir, "team-a.serve-1.0", "child"))
+		child, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil && child > 0
+	})
+
+	if _, err := f.etcd.Client.Delete(context.Background(), nodemanager.BindingKey("node-1", "team-a", "serve-1", 0)); err != nil {
+		t.Fatal(err)
+	}
+	got := f.waitRun(t, "serve-1", workloadv1.PodState_POD_STATE_STOPPED)
+	if int(got.GetExitCode()) != 128+int(syscall.SIGTERM) {
+		t.Errorf("report = %v, want exit code %d", got, 128+int(syscall.SIGTERM))
+	}
+	eventually(t, "sleep 60 to be killed", func() bool { return !alive(child) })
+}
+
+// alive reports whether pid is a live (not zombie) process.
+func alive(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(stat)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}

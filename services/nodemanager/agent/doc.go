@@ -1,0 +1,17 @@
+// Package agent is the NodeManager's per-node agent: it registers its node
+// under an etcd lease and keeps the lease alive, watches the scheduler's
+// bindings for its node, runs each bound pod through pkg/runner/local and
+// reports the pod's state under runs/.
+//
+//	Run ─┬─ register: lease grant → nodemanager.RegisterNode (node + lease
+//	     │            keys, drain copied) → KeepAlive; lease lost → again
+//	     └─ pods: list bindings/<node>/ → watch from the next revision
+//	              put   → start the pod if not yet started (read the workload's
+//	                      command from workloads/), report RUNNING, then
+//	                      SUCCEEDED / FAILED with the exit code
+//	              delete→ stop the pod's process group, report STOPPED
+//
+// Cancelling Run's context stops the pods it started but does not revoke
+// the lease: a killed agent and a cancelled one look the same to the
+// cluster, and the node key expires with the lease TTL.
+package agent

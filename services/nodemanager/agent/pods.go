@@ -1,0 +1,238 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	nodemanagerv1 "github.com/runwayhq/runway/gen/go/runway/nodemanager/v1"
+	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
+	"github.com/runwayhq/runway/pkg/etcdstore"
+	"github.com/runwayhq/runway/pkg/runner/local"
+	"github.com/runwayhq/runway/services/nodemanager"
+)
+
+// reportTimeout bounds one run-report write, which may happen after Run's
+// context is done (the STOPPED reports of shutdown).
+const reportTimeout = 5 * time.Second
+
+// pod is a bound pod the agent has taken: running, or finished and kept
+// so that it is not started again while its binding stays.
+type pod struct {
+	stop chan struct{} // closed to stop the process
+}
+
+// pods reconciles the node's bindings with the processes it runs. Only the
+// run goroutine touches the maps.
+type pods struct {
+	cfg    Config
+	runner *local.Runner
+	log    *slog.Logger
+
+	taken map[string]*pod // by binding key
+	wg    sync.WaitGroup
+}
+
+func (p *pods) run(ctx context.Context) error {
+	p.taken = map[string]*pod{}
+	defer p.stopAll()
+	backoff := 50 * time.Millisecond
+	for {
+		rev, err := p.resync(ctx)
+		if err == nil {
+			err = p.watch(ctx, rev+1)
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		p.log.Warn("bindings watch interrupted; listing again", "err", err)
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+// resync lists the node's bindings and applies the whole set: pods of
+// bindings gone while the watch was down are stopped.
+func (p *pods) resync(ctx context.Context) (int64, error) {
+	resp, err := p.cfg.Client.Get(ctx, nodemanager.BindingsPrefix(p.cfg.Node), clientv3.WithPrefix())
+	if err != nil {
+		return 0, err
+	}
+	seen := map[string]bool{}
+	for _, kv := range resp.Kvs {
+		seen[string(kv.Key)] = true
+		p.put(ctx, string(kv.Key), kv.Value)
+	}
+	for key := range p.taken {
+		if !seen[key] {
+			p.apply(ctx, key, nil)
+		}
+	}
+	return resp.Header.Revision, nil
+}
+
+// watch applies binding changes from revision rev until the watch fails.
+func (p *pods) watch(ctx context.Context, rev int64) error {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	for resp := range p.cfg.Client.Watch(wctx, nodemanager.BindingsPrefix(p.cfg.Node), clientv3.WithPrefix(), clientv3.WithRev(rev)) {
+		if err := resp.Err(); err != nil {
+			return err
+		}
+		for _, ev := range resp.Events {
+			if ev.Type == clientv3.EventTypeDelete {
+				p.apply(ctx, string(ev.Kv.Key), nil)
+			} else {
+				p.put(ctx, string(ev.Kv.Key), ev.Kv.Value)
+			}
+		}
+	}
+	return errors.New("watch channel closed")
+}
+
+func (p *pods) put(ctx context.Context, key string, value []byte) {
+	b, err := nodemanager.DecodeBinding(key, value)
+	if err != nil {
+		p.log.Error("ignoring binding", "key", key, "err", err)
+		return
+	}
+	p.apply(ctx, key, &b)
+}
+
+// apply starts the pod of a new binding, or stops the pod of a deleted
+// one (b nil). A binding put again for a pod already taken (the same
+// placement rewritten) changes nothing.
+func (p *pods) apply(ctx context.Context, key string, b *nodemanager.Binding) {
+	pd, taken := p.taken[key]
+	switch {
+	case b == nil && taken:
+		close(pd.stop)
+		delete(p.taken, key)
+	case b != nil && !taken:
+		pd := &pod{stop: make(chan struct{})}
+		p.taken[key] = pd
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			p.runPod(ctx, *b, pd)
+		}()
+	}
+}
+
+func (p *pods) stopAll() {
+	for k, pd := range p.taken {
+		close(pd.stop)
+		delete(p.taken, k)
+	}
+	p.wg.Wait()
+}
+
+// runPod starts one pod, reports RUNNING, and reports how it ended.
+func (p *pods) runPod(ctx context.Context, b nodemanager.Binding, pd *pod) {
+	report := func(state workloadv1.PodState, code int, msg string) {
+		p.report(ctx, b.WorkloadName(), b.Pod, state, code, msg)
+	}
+	spec, err := p.spec(ctx, b)
+	if err != nil {
+		report(workloadv1.PodState_POD_STATE_FAILED, 0, err.Error())
+		return
+	}
+	proc, err := p.runner.Start(spec)
+	if err != nil {
+		report(workloadv1.PodState_POD_STATE_FAILED, 0, err.Error())
+		return
+	}
+	report(workloadv1.PodState_POD_STATE_RUNNING, 0, "")
+	select {
+	case <-proc.Done():
+	case <-pd.stop:
+		proc.Stop(context.WithoutCancel(ctx))
+	}
+	ex := proc.Exit()
+	switch {
+	case ex.Stopped:
+		report(workloadv1.PodState_POD_STATE_STOPPED, ex.Code, "Stopped by the node agent.")
+	case ex.Code == 0:
+		report(workloadv1.PodState_POD_STATE_SUCCEEDED, 0, "")
+	default:
+		report(workloadv1.PodState_POD_STATE_FAILED, ex.Code, lastLine(proc.LogPath()))
+	}
+}
+
+// spec builds the runner's spec from the binding and the workload's
+// command, read from the workload service's key (read only).
+func (p *pods) spec(ctx context.Context, b nodemanager.Binding) (local.Spec, error) {
+	c := etcdstore.NewCollection(p.cfg.Client, etcdstore.PrefixWorkloads, func() *workloadv1.Workload { return new(workloadv1.Workload) })
+	it, err := c.Get(ctx, b.Project+"/"+b.Workload)
+	if err != nil {
+		return local.Spec{}, fmt.Errorf("read workload: %w", err)
+	}
+	ws := it.Msg.GetSpec()
+	cmd := append(append([]string(nil), ws.GetCommand()...), ws.GetArgs()...)
+	if len(cmd) == 0 {
+		return local.Spec{}, errors.New("the workload has no command; the local runner runs commands, not images")
+	}
+	var env []string
+	for _, e := range ws.GetEnv() {
+		env = append(env, e.GetName()+"="+e.GetValue())
+	}
+	return local.Spec{
+		ID:       b.Project + "." + b.Workload + "." + strconv.Itoa(b.Pod),
+		Command:  cmd,
+		Env:      env,
+		Workload: b.WorkloadName(), Project: b.Project, Pod: b.Pod,
+		Devices: b.Devices, FractionMilli: b.FractionMilli, GPUMemoryBytes: ws.GetGpu().GetGpuMemoryBytes(),
+	}, nil
+}
+
+func (p *pods) report(ctx context.Context, workload string, index int, state workloadv1.PodState, code int, msg string) {
+	if len(msg) > 1024 {
+		msg = msg[:1024]
+	}
+	r := &nodemanagerv1.ReportWorkloadStateRequest{
+		Node: nodemanager.NodeName(p.cfg.Node), Workload: workload, PodIndex: int32(index),
+		State: state, ExitCode: int32(code), Message: msg, ObserveTime: timestamppb.Now(),
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reportTimeout)
+	defer cancel()
+	if err := nodemanager.PutRun(rctx, p.cfg.Client, r); err != nil {
+		p.log.Error("run report not stored", "workload", workload, "pod", index, "state", state, "err", err)
+	}
+}
+
+// lastLine is the last non-empty line of the pod's log, for the FAILED
+// report's message.
+func lastLine(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	const tail = 4096
+	st, err := f.Stat()
+	if err != nil {
+		return ""
+	}
+	off := max(st.Size()-tail, 0)
+	buf := make([]byte, st.Size()-off)
+	if _, err := f.ReadAt(buf, off); err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(buf), "\n"), "\n")
+	return lines[len(lines)-1]
+}

@@ -1,0 +1,201 @@
+package nodemanager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
+
+	nodemanagerv1 "github.com/runwayhq/runway/gen/go/runway/nodemanager/v1"
+	"github.com/runwayhq/runway/pkg/etcdstore"
+)
+
+// The node manager's keys (pkg/etcdstore/schema.go):
+//
+//	nodes/{node}                      Node, put by the agent with its lease
+//	leases/{node}                     the lease id (hex), same lease
+//	drains/{node}                     DrainNodeRequest (etag cleared); no lease
+//	runs/{node}/{project}.{workload}.{pod}  ReportWorkloadStateRequest (keyed like bindings/)
+//
+// A drain lives in its own key so that it outlives the node key: when the
+// lease expires the node key goes, the drain stays, and the agent's next
+// registration copies it into the new node key in the same Txn that checks
+// the drain key did not change (RegisterNode). DrainNode and UndrainNode
+// write both keys in one Txn, so the node key always agrees with the drain
+// key and readers of the node key alone (the quota service's pool
+// capacity) see `drained`.
+
+// maxRetries bounds the read-modify-write loops.
+const maxRetries = 5
+
+var errConflict = errors.New("changed concurrently")
+
+func drainKey(node string) string { return etcdstore.PrefixDrains + node }
+func leaseKey(node string) string { return etcdstore.PrefixLeases + node }
+func nodeKey(node string) string  { return etcdstore.PrefixNodes + node }
+
+// RunKey is the key of one pod's run report.
+func RunKey(node, project, workload string, pod int) string {
+	return etcdstore.PrefixRuns + node + "/" + project + "." + workload + "." + strconv.Itoa(pod)
+}
+
+var marshal = proto.MarshalOptions{Deterministic: true}
+
+// store reads and writes the node manager's keys.
+type store struct {
+	client *clientv3.Client
+	nodes  *etcdstore.Collection[*nodemanagerv1.Node]
+	drains *etcdstore.Collection[*nodemanagerv1.DrainNodeRequest]
+	runs   *etcdstore.Collection[*nodemanagerv1.ReportWorkloadStateRequest]
+}
+
+func newStore(c *clientv3.Client) *store {
+	return &store{
+		client: c,
+		nodes:  etcdstore.NewCollection(c, etcdstore.PrefixNodes, func() *nodemanagerv1.Node { return new(nodemanagerv1.Node) }),
+		drains: etcdstore.NewCollection(c, etcdstore.PrefixDrains, func() *nodemanagerv1.DrainNodeRequest { return new(nodemanagerv1.DrainNodeRequest) }),
+		runs:   etcdstore.NewCollection(c, etcdstore.PrefixRuns, func() *nodemanagerv1.ReportWorkloadStateRequest { return new(nodemanagerv1.ReportWorkloadStateRequest) }),
+	}
+}
+
+// getNode reads a node with its etag set.
+func (s *store) getNode(ctx context.Context, node string) (*nodemanagerv1.Node, int64, error) {
+	it, err := s.nodes.Get(ctx, node)
+	if err != nil {
+		return nil, 0, err
+	}
+	it.Msg.Etag = it.Etag
+	return it.Msg, it.Revision, nil
+}
+
+// setDrain writes the drain key (drain != nil) or deletes it (nil), and
+// the node key updated by change, in one Txn fenced on the node key's
+// revision rev. The node key keeps its lease. errConflict when the node
+// changed since rev.
+func (s *store) setDrain(ctx context.Context, node string, rev int64, n *nodemanagerv1.Node, drain *nodemanagerv1.DrainNodeRequest) (int64, error) {
+	n = proto.Clone(n).(*nodemanagerv1.Node)
+	n.Etag = ""
+	val, err := marshal.Marshal(n)
+	if err != nil {
+		return 0, err
+	}
+	ops := []clientv3.Op{clientv3.OpPut(nodeKey(node), string(val), clientv3.WithIgnoreLease())}
+	if drain != nil {
+		dval, err := marshal.Marshal(drain)
+		if err != nil {
+			return 0, err
+		}
+		ops = append(ops, clientv3.OpPut(drainKey(node), string(dval)))
+	} else {
+		ops = append(ops, clientv3.OpDelete(drainKey(node)))
+	}
+	resp, err := s.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(nodeKey(node)), "=", rev)).
+		Then(ops...).Commit()
+	if err != nil {
+		return 0, fmt.Errorf("drain %s: %w", node, err)
+	}
+	if !resp.Succeeded {
+		return 0, errConflict
+	}
+	return resp.Header.Revision, nil
+}
+
+// RegisterNode writes a node key under lease, with its drain state copied
+// from the drain key, and the lease id under leases/. The Txn checks that
+// the drain key did not change since it was read, so a drain that races
+// the registration is never lost. It is the agent's registration; n is not
+// modified.
+func RegisterNode(ctx context.Context, client *clientv3.Client, n *nodemanagerv1.Node, lease clientv3.LeaseID) error {
+	id, ok := cutNodeName(n.GetName())
+	if !ok {
+		return fmt.Errorf("register node: invalid name %q", n.GetName())
+	}
+	drains := newStore(client).drains
+	for range maxRetries {
+		n := proto.Clone(n).(*nodemanagerv1.Node)
+		var drainRev int64
+		d, err := drains.Get(ctx, id)
+		switch {
+		case err == nil:
+			drainRev = d.Revision
+			n.Drained, n.DrainReason = true, d.Msg.GetReason()
+		case !errors.Is(err, etcdstore.ErrNotFound):
+			return err
+		}
+		val, err := marshal.Marshal(n)
+		if err != nil {
+			return err
+		}
+		resp, err := client.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(drainKey(id)), "=", drainRev)).
+			Then(clientv3.OpPut(nodeKey(id), string(val), clientv3.WithLease(lease)),
+				clientv3.OpPut(leaseKey(id), strconv.FormatInt(int64(lease), 16), clientv3.WithLease(lease))).
+			Commit()
+		if err != nil {
+			return fmt.Errorf("register node %s: %w", id, err)
+		}
+		if resp.Succeeded {
+			return nil
+		}
+	}
+	return fmt.Errorf("register node %s: drain key kept changing: %w", id, errConflict)
+}
+
+// putRun stores a run report unless the stored one was observed later.
+// It returns false when the report was older and ignored.
+func (s *store) putRun(ctx context.Context, key string, r *nodemanagerv1.ReportWorkloadStateRequest) (bool, error) {
+	val, err := marshal.Marshal(r)
+	if err != nil {
+		return false, err
+	}
+	for range maxRetries {
+		resp, err := s.client.Get(ctx, key)
+		if err != nil {
+			return false, err
+		}
+		var rev int64
+		if len(resp.Kvs) == 1 {
+			old := new(nodemanagerv1.ReportWorkloadStateRequest)
+			if err := proto.Unmarshal(resp.Kvs[0].Value, old); err == nil &&
+				old.GetObserveTime().AsTime().After(r.GetObserveTime().AsTime()) {
+				return false, nil
+			}
+			rev = resp.Kvs[0].ModRevision
+		}
+		txn, err := s.client.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).
+			Then(clientv3.OpPut(key, string(val))).Commit()
+		if err != nil {
+			return false, err
+		}
+		if txn.Succeeded {
+			return true, nil
+		}
+	}
+	return false, errConflict
+}
+
+// PutRun stores a run report at its key (RunKey) unless a report observed
+// later is already stored: the agent's direct write, with the same rule as
+// ReportWorkloadState.
+func PutRun(ctx context.Context, client *clientv3.Client, r *nodemanagerv1.ReportWorkloadStateRequest) error {
+	node, _ := cutNodeName(r.GetNode())
+	project, workload, ok := ParseWorkload(r.GetWorkload())
+	if !ok {
+		return fmt.Errorf("run report: invalid workload %q", r.GetWorkload())
+	}
+	_, err := newStore(client).putRun(ctx, RunKey(node, project, workload, int(r.GetPodIndex())), r)
+	return err
+}
+
+func cutNodeName(name string) (string, bool) {
+	if len(name) <= len(nodesPrefix) || name[:len(nodesPrefix)] != nodesPrefix {
+		return "", false
+	}
+	id := name[len(nodesPrefix):]
+	return id, ValidNodeID(id)
+}
