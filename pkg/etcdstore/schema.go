@@ -51,12 +51,17 @@ const (
 	PrefixWorkloads = Root + "workloads/" // {project}/{workload}
 
 	// Scheduler service.
-	PrefixBindings = Root + "bindings/" // {node}/{project}.{workload}
+	PrefixBindings = Root + "bindings/" // {node}/{project}.{workload}.{pod}: a workloadv1.PodStatus
 	// PrefixElectionScheduler is handed to concurrency.NewElection, which
 	// appends "/<lease id>" per candidate; the leader's key and its
 	// CreateRevision fence every plan the scheduler writes (Batch.Fence).
 	PrefixElectionScheduler = Root + "election/scheduler"
 	PrefixQueues            = Root + "queues/" // {node_pool}/{project}: published queue status
+	// PrefixEvictions holds one workloadv1.WorkloadEvent (PREEMPTED, with
+	// the rule and the workload it made room for) per eviction, written in
+	// the same fenced transaction that deletes the bindings; the Workload
+	// service folds them into the workload's status.
+	PrefixEvictions = Root + "evictions/" // {project}/{workload}/{time}-{n}
 
 	// NodeManager service and its node agents.
 	PrefixNodes  = Root + "nodes/"  // {node}, kept alive with a lease
@@ -87,7 +92,8 @@ var prefixes = []PrefixInfo{
 	{PrefixProjects, OwnerQuota, false, "Project by id"},
 	{KeySettings, OwnerQuota, true, "quota Settings (over-subscription policy)"},
 	{PrefixWorkloads, OwnerWorkload, false, "Workload by project/workload"},
-	{PrefixBindings, OwnerScheduler, false, "Binding by node/project.workload"},
+	{PrefixBindings, OwnerScheduler, false, "pod binding (PodStatus) by node/project.workload.pod"},
+	{PrefixEvictions, OwnerScheduler, false, "eviction events (WorkloadEvent) by project/workload/time-n"},
 	{PrefixElectionScheduler, OwnerScheduler, false, "scheduler leader election candidates (concurrency.Election)"},
 	{PrefixQueues, OwnerScheduler, false, "queue status by node_pool/project"},
 	{PrefixNodes, OwnerNodeManager, false, "Node by id, leased"},

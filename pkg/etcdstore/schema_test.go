@@ -36,8 +36,8 @@ func TestPrefixes(t *testing.T) {
 			}
 		}
 	}
-	if len(ps) != 18 {
-		t.Errorf("%d entries, want 18; update this test and ARCHITECTURE.md together", len(ps))
+	if len(ps) != 19 {
+		t.Errorf("%d entries, want 19; update this test and ARCHITECTURE.md together", len(ps))
 	}
 }
 

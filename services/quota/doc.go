@@ -3,7 +3,7 @@
 // settings (proto/runway/quota/v1). It owns the etcd prefixes nodepools/,
 // departments/, projects/ and the settings key (pkg/etcdstore/schema.go) and
 // is the only writer there; the scheduler reads them and turns them into its
-// model with ToClusterQuota and ClusterQuotas (convert.go).
+// model with clusterproto.ToClusterQuota and ClusterQuotas (pkg/clusterproto).
 //
 // Files, one concept each:
 //
@@ -17,7 +17,7 @@
 //	capacity.go      a pool's Ready capacity, read from the node keys
 //	store.go         keys, collections and the one guarded write (change)
 //	errors.go        store errors → apierr
-//	convert.go       stored quotas → pkg/cluster.Quota for the scheduler
+//	(pkg/clusterproto converts stored quotas → pkg/cluster.Quota for the scheduler)
 //
 // See README.md for the write path and the decisions behind it.
 package quota

@@ -8,6 +8,7 @@ import (
 	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
 	"github.com/runwayhq/runway/pkg/apierr"
 	"github.com/runwayhq/runway/pkg/cluster"
+	"github.com/runwayhq/runway/pkg/clusterproto"
 )
 
 // The over-subscription rule (Settings.reject_over_subscription). In a node
@@ -43,7 +44,7 @@ func (l load) worse() bool {
 func deservedSum(qs [][]*quotav1.NodePoolQuota, pool string, r cluster.Resource, base cluster.Quota) int64 {
 	var sum int64
 	for _, q := range qs {
-		if d := QuotaIn(q, pool, base).Deserved.Get(r); d != cluster.Unlimited {
+		if d := clusterproto.QuotaIn(q, pool, base).Deserved.Get(r); d != cluster.Unlimited {
 			sum += d
 		}
 	}
@@ -79,12 +80,12 @@ func checkDepartmentLoad(before, after *quotav1.Department, projectsBefore, proj
 			l := load{
 				sumBefore:   deservedSum(qb, pool, r, cluster.DefaultQuota()),
 				sumAfter:    deservedSum(qa, pool, r, cluster.DefaultQuota()),
-				availBefore: QuotaIn(before.GetNodePoolQuotas(), pool, base).Deserved.Get(r),
-				availAfter:  QuotaIn(after.GetNodePoolQuotas(), pool, base).Deserved.Get(r),
+				availBefore: clusterproto.QuotaIn(before.GetNodePoolQuotas(), pool, base).Deserved.Get(r),
+				availAfter:  clusterproto.QuotaIn(after.GetNodePoolQuotas(), pool, base).Deserved.Get(r),
 			}
 			if l.worse() {
 				msg := fmt.Sprintf("Department %s: projects would deserve %s in pool %s, above the department's %s; lower a project's deserved quota or raise the department's.",
-					ID(name), cluster.Quantity(r, l.sumAfter), ID(pool), cluster.FormatAmount(r, l.availAfter))
+					clusterproto.ID(name), cluster.Quantity(r, l.sumAfter), clusterproto.ID(pool), cluster.FormatAmount(r, l.availAfter))
 				return overSubscribed(name, pool, r, l, msg)
 			}
 		}
@@ -111,7 +112,7 @@ func checkPoolLoad(before, after []*quotav1.Department, capacity map[string]pool
 			}
 			if l.worse() {
 				msg := fmt.Sprintf("Node pool %s: departments would deserve %s, above the %s its Ready nodes have; lower a department's deserved quota or add nodes.",
-					ID(pool), cluster.Quantity(r, l.sumAfter), cluster.FormatAmount(r, l.availAfter))
+					clusterproto.ID(pool), cluster.Quantity(r, l.sumAfter), cluster.FormatAmount(r, l.availAfter))
 				return overSubscribed(pool, pool, r, l, msg)
 			}
 		}
@@ -122,7 +123,7 @@ func checkPoolLoad(before, after []*quotav1.Department, capacity map[string]pool
 func sumDepartments(ds []*quotav1.Department, pool string, r cluster.Resource) int64 {
 	var sum int64
 	for _, d := range ds {
-		if v := QuotaIn(d.GetNodePoolQuotas(), pool, departmentBase(d.GetName())).Deserved.Get(r); v != cluster.Unlimited {
+		if v := clusterproto.QuotaIn(d.GetNodePoolQuotas(), pool, departmentBase(d.GetName())).Deserved.Get(r); v != cluster.Unlimited {
 			sum += v
 		}
 	}

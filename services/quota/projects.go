@@ -12,6 +12,7 @@ import (
 	commonv1 "github.com/runwayhq/runway/gen/go/runway/common/v1"
 	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
 	"github.com/runwayhq/runway/pkg/apierr"
+	"github.com/runwayhq/runway/pkg/clusterproto"
 	"github.com/runwayhq/runway/pkg/etcdstore"
 )
 
@@ -154,7 +155,7 @@ func (s *Server) UpdateProject(ctx context.Context, req *quotav1.UpdateProjectRe
 // exist, and, when over-subscription is rejected, the projects of its
 // department do not deserve more than the department has.
 func (s *Server) prepareProject(ctx context.Context, c *change, p *quotav1.Project) error {
-	dept, err := s.store.departments.Get(ctx, ID(p.GetDepartment()))
+	dept, err := s.store.departments.Get(ctx, clusterproto.ID(p.GetDepartment()))
 	if err != nil {
 		err = storeErr(err, apierr.Department, p.GetDepartment())
 		if apierr.IsNotFound(err) {

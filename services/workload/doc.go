@@ -16,8 +16,9 @@
 //     reports);
 //   - watch.go and filter.go: WatchWorkloads and the AIP-160 filter that
 //     ListWorkloads and WatchWorkloads share;
-//   - convert.go: ToClusterSpec, the conversion the scheduler service uses
-//     to feed stored workloads to pkg/cluster;
+//   - pkg/clusterproto (not here): ToClusterSpec and the Effective*
+//     defaults, shared with the scheduler service without an import
+//     between services;
 //   - projects.go: ProjectChecker, and QuotaProjects, its production
 //     implementation over the generated QuotaService client.
 //

@@ -9,6 +9,7 @@ import (
 
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
 	"github.com/runwayhq/runway/pkg/apierr"
+	"github.com/runwayhq/runway/pkg/clusterproto"
 )
 
 // filter is a parsed AIP-160 filter of the subset ListWorkloadsRequest
@@ -35,7 +36,7 @@ var filterFields = map[string]struct {
 	}},
 	"status.node_pool": {nil, func(w *workloadv1.Workload) string { return w.GetStatus().GetNodePool() }},
 	"spec.priority": {nil, func(w *workloadv1.Workload) string {
-		p, err := EffectivePriority(w)
+		p, err := clusterproto.EffectivePriority(w)
 		if err != nil {
 			return w.GetSpec().GetPriority()
 		}

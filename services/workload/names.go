@@ -3,6 +3,8 @@ package workload
 import (
 	"regexp"
 	"strings"
+
+	"github.com/runwayhq/runway/pkg/clusterproto"
 )
 
 // Resource names (proto/README.md "Resources and REST paths").
@@ -31,15 +33,7 @@ func WorkloadName(project, id string) string {
 // ParseWorkloadName splits `projects/{project}/workloads/{workload}` into
 // its two ids; ok is false unless both are valid ids.
 func ParseWorkloadName(name string) (project, id string, ok bool) {
-	rest, found := strings.CutPrefix(name, projectsPrefix)
-	if !found {
-		return "", "", false
-	}
-	project, id, found = strings.Cut(rest, workloadsInfix)
-	if !found || !validID(project) || !validID(id) {
-		return "", "", false
-	}
-	return project, id, true
+	return clusterproto.ParseWorkloadName(name)
 }
 
 // parseParent splits `projects/{project}` into its id; with allowAll,

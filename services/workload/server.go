@@ -20,6 +20,7 @@ import (
 	commonv1 "github.com/runwayhq/runway/gen/go/runway/common/v1"
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
 	"github.com/runwayhq/runway/pkg/apierr"
+	"github.com/runwayhq/runway/pkg/clusterproto"
 	"github.com/runwayhq/runway/pkg/etcdstore"
 )
 
@@ -127,8 +128,8 @@ func (s *Server) CreateWorkload(ctx context.Context, req *workloadv1.CreateWorkl
 func (s *Server) newWorkload(project, id string, in *workloadv1.Workload) *workloadv1.Workload {
 	now := s.clock.Now()
 	spec := proto.Clone(in.GetSpec()).(*workloadv1.WorkloadSpec)
-	spec.Pods = EffectivePods(spec)
-	spec.MinPods = EffectiveMinPods(spec)
+	spec.Pods = clusterproto.EffectivePods(spec)
+	spec.MinPods = clusterproto.EffectiveMinPods(spec)
 	w := &workloadv1.Workload{
 		Name:       WorkloadName(project, id),
 		Uid:        newUID(),
@@ -137,7 +138,7 @@ func (s *Server) newWorkload(project, id string, in *workloadv1.Workload) *workl
 		Spec:       spec,
 		CreateTime: timestamppb.New(now),
 	}
-	prio, _ := EffectivePriority(w) // validated
+	prio, _ := clusterproto.EffectivePriority(w) // validated
 	spec.Priority = prio.Name
 	preemptible := "not preemptible"
 	if prio.Preemptible {

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
+	"github.com/runwayhq/runway/pkg/clusterproto"
 )
 
 // Status is written in one way only: a WorkloadEvent is folded into it by
@@ -65,7 +66,7 @@ func Fold(w *workloadv1.Workload, ev *workloadv1.WorkloadEvent) {
 	suspended := w.GetSpec().GetSuspended()
 	switch ev.GetType() {
 	case workloadv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_SUBMITTED:
-		st.RequestedPods = EffectivePods(w.GetSpec())
+		st.RequestedPods = clusterproto.EffectivePods(w.GetSpec())
 		if suspended {
 			st.Phase = workloadv1.WorkloadPhase_WORKLOAD_PHASE_STOPPED
 			st.PendingReasons = nil
@@ -77,7 +78,7 @@ func Fold(w *workloadv1.Workload, ev *workloadv1.WorkloadEvent) {
 		st.RunningPods += ev.GetPods()
 		st.Nodes = mergeSorted(st.Nodes, ev.GetNodes())
 		st.PendingReasons = nil
-		if st.Phase != workloadv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING && st.RunningPods >= EffectiveMinPods(w.GetSpec()) {
+		if st.Phase != workloadv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING && st.RunningPods >= clusterproto.EffectiveMinPods(w.GetSpec()) {
 			st.Phase = workloadv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING
 			st.StartTime = ev.GetTime()
 		}
@@ -151,17 +152,6 @@ func clearPlacement(st *workloadv1.WorkloadStatus) {
 // changes it any more, and Suspend/Resume fail on it.
 func IsFinal(p workloadv1.WorkloadPhase) bool {
 	return p == workloadv1.WorkloadPhase_WORKLOAD_PHASE_COMPLETED || p == workloadv1.WorkloadPhase_WORKLOAD_PHASE_FAILED
-}
-
-// EffectivePods is spec.pods with its default (0 means 1).
-func EffectivePods(spec *workloadv1.WorkloadSpec) int32 { return max(spec.GetPods(), 1) }
-
-// EffectiveMinPods is spec.min_pods with its default (0 means pods).
-func EffectiveMinPods(spec *workloadv1.WorkloadSpec) int32 {
-	if mp := spec.GetMinPods(); mp > 0 {
-		return mp
-	}
-	return EffectivePods(spec)
 }
 
 func notYetConsidered() []*workloadv1.PendingReason {

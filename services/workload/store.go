@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
+	"github.com/runwayhq/runway/pkg/clusterproto"
 	"github.com/runwayhq/runway/pkg/etcdstore"
 )
 
@@ -44,7 +45,7 @@ func within(project string) string {
 }
 
 func (s *store) get(ctx context.Context, project, id string) (*workloadv1.Workload, error) {
-	it, err := s.coll.Get(ctx, ClusterID(project, id))
+	it, err := s.coll.Get(ctx, clusterproto.ClusterID(project, id))
 	if err != nil {
 		return nil, err
 	}
@@ -54,7 +55,7 @@ func (s *store) get(ctx context.Context, project, id string) (*workloadv1.Worklo
 // create writes w if its name is free (etcdstore.ErrAlreadyExists otherwise)
 // and returns the stored copy with its etag. w itself is not changed.
 func (s *store) create(ctx context.Context, project, id string, w *workloadv1.Workload) (*workloadv1.Workload, error) {
-	it, err := s.coll.Create(ctx, ClusterID(project, id), forWrite(w))
+	it, err := s.coll.Create(ctx, clusterproto.ClusterID(project, id), forWrite(w))
 	if err != nil {
 		return nil, err
 	}
@@ -64,7 +65,7 @@ func (s *store) create(ctx context.Context, project, id string, w *workloadv1.Wo
 // update replaces w if the stored etag is still etag (etcdstore's rule: an
 // empty etag writes whatever is there) and returns the stored copy.
 func (s *store) update(ctx context.Context, project, id string, w *workloadv1.Workload, etag string) (*workloadv1.Workload, error) {
-	it, err := s.coll.Update(ctx, ClusterID(project, id), forWrite(w), etag)
+	it, err := s.coll.Update(ctx, clusterproto.ClusterID(project, id), forWrite(w), etag)
 	if err != nil {
 		return nil, err
 	}
@@ -72,7 +73,7 @@ func (s *store) update(ctx context.Context, project, id string, w *workloadv1.Wo
 }
 
 func (s *store) delete(ctx context.Context, project, id, etag string) error {
-	_, err := s.coll.Delete(ctx, ClusterID(project, id), etag)
+	_, err := s.coll.Delete(ctx, clusterproto.ClusterID(project, id), etag)
 	return err
 }
 

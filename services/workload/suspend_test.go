@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
+	"github.com/runwayhq/runway/pkg/clusterproto"
 	"github.com/runwayhq/runway/pkg/etcdstore"
 	"github.com/runwayhq/runway/services/workload"
 )
@@ -18,12 +19,12 @@ func (e *env) writeStatus(t testing.TB, w *workloadv1.Workload, change func(*wor
 	t.Helper()
 	coll := etcdstore.NewCollection(e.etcd.Client, etcdstore.PrefixWorkloads, func() *workloadv1.Workload { return new(workloadv1.Workload) })
 	project, id, _ := workload.ParseWorkloadName(w.GetName())
-	it, err := coll.Get(context.Background(), workload.ClusterID(project, id))
+	it, err := coll.Get(context.Background(), clusterproto.ClusterID(project, id))
 	if err != nil {
 		t.Fatal(err)
 	}
 	change(it.Msg)
-	it, err = coll.Update(context.Background(), workload.ClusterID(project, id), it.Msg, it.Etag)
+	it, err = coll.Update(context.Background(), clusterproto.ClusterID(project, id), it.Msg, it.Etag)
 	if err != nil {
 		t.Fatal(err)
 	}

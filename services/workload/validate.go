@@ -9,6 +9,7 @@ import (
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
 	"github.com/runwayhq/runway/pkg/apierr"
 	"github.com/runwayhq/runway/pkg/cluster"
+	"github.com/runwayhq/runway/pkg/clusterproto"
 )
 
 // Request rules. Every check reports the AIP-193 path of the field it
@@ -78,7 +79,7 @@ func validateCreate(req *workloadv1.CreateWorkloadRequest) error {
 			unknownPriority = true
 		case typeOK && !priorityAllowed(w.GetType(), p):
 			v.add("workload.spec.priority", fmt.Sprintf("must be %s for a %s (or empty for %s)",
-				orList(allowedPriorityNames(w.GetType())), TypeName(w.GetType()), cluster.DefaultPriority(TypeName(w.GetType())).Name))
+				orList(allowedPriorityNames(w.GetType())), clusterproto.TypeName(w.GetType()), cluster.DefaultPriority(clusterproto.TypeName(w.GetType())).Name))
 		}
 	}
 	if unknownPriority {
@@ -170,20 +171,6 @@ func validType(t workloadv1.WorkloadType) bool {
 		return true
 	}
 	return false
-}
-
-// TypeName is the workload type as pkg/cluster and shared/SCHEDULING.md name
-// it: "workspace", "training" or "inference"; "" for an unknown type.
-func TypeName(t workloadv1.WorkloadType) string {
-	switch t {
-	case workloadv1.WorkloadType_WORKLOAD_TYPE_WORKSPACE:
-		return "workspace"
-	case workloadv1.WorkloadType_WORKLOAD_TYPE_TRAINING:
-		return "training"
-	case workloadv1.WorkloadType_WORKLOAD_TYPE_INFERENCE:
-		return "inference"
-	}
-	return ""
 }
 
 // AllowedPriorities lists the priority classes a workload type may ask for,

@@ -1,0 +1,440 @@
+package scheduler
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"log/slog"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	commonv1 "github.com/runwayhq/runway/gen/go/runway/common/v1"
+	schedulerv1 "github.com/runwayhq/runway/gen/go/runway/scheduler/v1"
+	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
+	"github.com/runwayhq/runway/pkg/apierr"
+	"github.com/runwayhq/runway/pkg/cluster"
+	"github.com/runwayhq/runway/pkg/clusterproto"
+	"github.com/runwayhq/runway/pkg/etcdstore"
+	"github.com/runwayhq/runway/pkg/scheduling"
+)
+
+// Config is what a deployment decides about the service.
+type Config struct {
+	// Replica names this replica in the election (GetLeader's replica);
+	// the host name when empty.
+	Replica string
+	// SessionTTL is the election lease's TTL in seconds (default 3): how
+	// long a crashed leader keeps its key.
+	SessionTTL int
+	// Interval between cycles while leading (default 1 s).
+	Interval time.Duration
+	// Debounce gathers changes before a cycle runs on them (default 50 ms).
+	Debounce time.Duration
+	// MaxOps bounds the writes of one plan transaction (default
+	// etcdstore.DefaultMaxOps, etcd's --max-txn-ops).
+	MaxOps int
+	// Scheduling tunes every cycle (default scheduling.DefaultConfig()).
+	Scheduling scheduling.Config
+	// Clock is the time source (default time.Now).
+	Clock func() time.Time
+	// Logger (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// Deps are the service's collaborators.
+type Deps struct {
+	Client *clientv3.Client
+}
+
+// Server is the SchedulerService and the scheduler replica behind it: the
+// cache, the election and the cycle loop (Run).
+type Server struct {
+	schedulerv1.UnimplementedSchedulerServiceServer
+
+	cfg    Config
+	client *clientv3.Client
+	cache  *Cache
+	log    *slog.Logger
+
+	mu         sync.Mutex
+	leader     *leadership
+	lastCycle  time.Time
+	cycles     int64
+	lastPlan   map[string]decision // by workload cluster ID, from the last cycle
+	lastEvents map[string]decision // the last placement or eviction of each workload
+}
+
+// decision is what one cycle said about one workload.
+type decision struct {
+	at       time.Time
+	outcome  schedulerv1.DecisionOutcome
+	rule     workloadv1.SchedulingRule
+	reasons  []string
+	pool     string
+	others   []string // victims of a placement, or who took an eviction's room
+	election int64
+}
+
+// New checks the configuration and returns a Server; Run starts it.
+func New(cfg Config, deps Deps) (*Server, error) {
+	if deps.Client == nil {
+		return nil, errors.New("scheduler: Deps.Client is nil")
+	}
+	if cfg.Replica == "" {
+		cfg.Replica, _ = os.Hostname()
+	}
+	if cfg.SessionTTL <= 0 {
+		cfg.SessionTTL = 3
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = time.Second
+	}
+	if cfg.Debounce <= 0 {
+		cfg.Debounce = 50 * time.Millisecond
+	}
+	if cfg.Scheduling == (scheduling.Config{}) {
+		cfg.Scheduling = scheduling.DefaultConfig()
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Server{cfg: cfg, client: deps.Client, log: cfg.Logger,
+		cache:    newCache(deps.Client, cfg.Clock, cfg.Logger),
+		lastPlan: map[string]decision{}, lastEvents: map[string]decision{}}, nil
+}
+
+// Register adds the service to a gRPC server.
+func (s *Server) Register(g *grpc.Server) { schedulerv1.RegisterSchedulerServiceServer(g, s) }
+
+// RegisterGateway adds the REST routes to a gateway mux, forwarding to conn;
+// its signature is grpcserver.GatewayFunc.
+func (s *Server) RegisterGateway(ctx context.Context, mux *runtime.ServeMux, conn *grpc.ClientConn) error {
+	return schedulerv1.RegisterSchedulerServiceHandler(ctx, mux, conn)
+}
+
+func (s *Server) setLeader(l *leadership) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.leader = l
+}
+
+// recordCycle keeps what ExplainWorkload reports: the last cycle's reasons
+// for every waiting workload, and each workload's last placement or eviction.
+func (s *Server) recordCycle(plan scheduling.Plan, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var election int64
+	if s.leader != nil {
+		election = s.leader.fence.Rev
+	}
+	s.lastCycle, s.cycles = now, s.cycles+1
+	s.lastPlan = make(map[string]decision, len(plan.Waiting))
+	for _, w := range plan.Waiting {
+		s.lastPlan[w.Workload] = decision{at: now, outcome: schedulerv1.DecisionOutcome_DECISION_OUTCOME_NOT_PLACED,
+			reasons: w.Reasons, election: election}
+	}
+	for _, e := range plan.Evictions {
+		d := decision{at: now, outcome: schedulerv1.DecisionOutcome_DECISION_OUTCOME_EVICTED, rule: ruleOf(e.Rule),
+			reasons: []string{e.Reason}, election: election}
+		if e.For != "" {
+			d.others = []string{workloadName(e.For)}
+		}
+		s.lastEvents[e.Workload] = d
+	}
+	victims := map[string][]string{}
+	rules := map[string]workloadv1.SchedulingRule{}
+	for _, e := range plan.Evictions {
+		if e.For != "" {
+			victims[e.For] = append(victims[e.For], workloadName(e.Workload))
+			rules[e.For] = ruleOf(e.Rule)
+		}
+	}
+	placed := map[string][]string{}
+	var order []string
+	for _, b := range plan.Bindings {
+		if _, ok := placed[b.Workload]; !ok {
+			order = append(order, b.Workload)
+		}
+		placed[b.Workload] = append(placed[b.Workload], "nodes/"+b.Node)
+	}
+	for _, id := range order {
+		nodes := placed[id]
+		pods := len(nodes)
+		sort.Strings(nodes)
+		nodes = slices.Compact(nodes)
+		rule, ok := rules[id]
+		if !ok {
+			rule = workloadv1.SchedulingRule_SCHEDULING_RULE_ALLOCATE
+		}
+		v := victims[id]
+		sort.Strings(v)
+		s.lastEvents[id] = decision{at: now, outcome: schedulerv1.DecisionOutcome_DECISION_OUTCOME_PLACED,
+			rule: rule, others: v, election: election,
+			reasons: []string{"Placed " + plural(pods, "pod") + " on " + strings.Join(nodes, ", ") + "."}}
+	}
+}
+
+// GetLeader reports the replica holding the election key.
+func (s *Server) GetLeader(ctx context.Context, req *schedulerv1.GetLeaderRequest) (*schedulerv1.Leader, error) {
+	if req.GetName() != "leader" {
+		return nil, apierr.InvalidField("name", "must be leader")
+	}
+	resp, err := s.client.Get(ctx, etcdstore.PrefixElectionScheduler+"/", clientv3.WithFirstCreate()...)
+	if err != nil {
+		return nil, apierr.Unavailable(commonv1.ErrorReason_STORE_UNAVAILABLE, time.Second)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, apierr.Unavailable(commonv1.ErrorReason_NOT_LEADER, time.Second)
+	}
+	kv := resp.Kvs[0]
+	out := &schedulerv1.Leader{Name: "leader", Replica: string(kv.Value), ElectionRevision: kv.CreateRevision,
+		Etag: etcdstore.FormatEtag(kv.ModRevision)}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.leader != nil && s.leader.fence.Key == string(kv.Key) {
+		out.IsSelf = true
+		out.AcquireTime = timestamppb.New(s.leader.acquire)
+		out.CycleCount = s.cycles
+		if !s.lastCycle.IsZero() {
+			out.LastCycleTime = timestamppb.New(s.lastCycle)
+		}
+	}
+	return out, nil
+}
+
+// GetQueue reports one project's or department's queue.
+func (s *Server) GetQueue(ctx context.Context, req *schedulerv1.GetQueueRequest) (*schedulerv1.Queue, error) {
+	kind, id, ok := parseQueueName(req.GetName())
+	if !ok {
+		return nil, apierr.InvalidField("name", "must be projects/{project}/queue or departments/{department}/queue")
+	}
+	c := s.cache
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.ready {
+		return nil, errNotReady()
+	}
+	q := c.state.Queue(id)
+	if q == nil || q.Kind != kind {
+		if kind == cluster.Project {
+			return nil, apierr.NotFound(apierr.Project, "projects/"+id)
+		}
+		return nil, apierr.NotFound(apierr.Department, "departments/"+id)
+	}
+	scheduling.ComputeFairShares(c.state)
+	return queueProto(c.state, q, s.cfg.Clock()), nil
+}
+
+// ListQueues lists departments, then their projects, in creation order.
+// filter is not supported yet.
+func (s *Server) ListQueues(ctx context.Context, req *schedulerv1.ListQueuesRequest) (*schedulerv1.ListQueuesResponse, error) {
+	if req.GetFilter() != "" {
+		return nil, apierr.InvalidFilter(req.GetFilter(), "filters are not supported on queues yet")
+	}
+	size := int(req.GetPageSize())
+	switch {
+	case size < 0:
+		return nil, apierr.InvalidField("page_size", "must not be negative")
+	case size == 0:
+		size = 100
+	case size > 1000:
+		size = 1000
+	}
+	start := ""
+	if t := req.GetPageToken(); t != "" {
+		b, err := base64.RawURLEncoding.DecodeString(t)
+		if err != nil {
+			return nil, apierr.InvalidPageToken()
+		}
+		start = string(b)
+	}
+	c := s.cache
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.ready {
+		return nil, errNotReady()
+	}
+	scheduling.ComputeFairShares(c.state)
+	now := s.cfg.Clock()
+	var all []*cluster.Queue
+	for _, d := range c.state.Departments {
+		all = append(all, d)
+		all = append(all, d.Children...)
+	}
+	out := &schedulerv1.ListQueuesResponse{}
+	started := start == ""
+	for _, q := range all {
+		name := queueName(q)
+		if !started {
+			started = name == start
+			if !started {
+				continue
+			}
+		}
+		if len(out.Queues) == size {
+			out.NextPageToken = base64.RawURLEncoding.EncodeToString([]byte(name))
+			break
+		}
+		out.Queues = append(out.Queues, queueProto(c.state, q, now))
+	}
+	return out, nil
+}
+
+// errNotReady answers queries before the cache has read the store once.
+func errNotReady() error {
+	return apierr.Unavailable(commonv1.ErrorReason_STORE_UNAVAILABLE, time.Second)
+}
+
+func queueName(q *cluster.Queue) string {
+	if q.Kind == cluster.Project {
+		return "projects/" + q.Name + "/queue"
+	}
+	return "departments/" + q.Name + "/queue"
+}
+
+func parseQueueName(name string) (cluster.QueueKind, string, bool) {
+	rest, ok := strings.CutSuffix(name, "/queue")
+	if !ok {
+		return 0, "", false
+	}
+	if id, ok := strings.CutPrefix(rest, "projects/"); ok && clusterproto.ValidID(id) {
+		return cluster.Project, id, true
+	}
+	if id, ok := strings.CutPrefix(rest, "departments/"); ok && clusterproto.ValidID(id) {
+		return cluster.Department, id, true
+	}
+	return 0, "", false
+}
+
+// queueProto reports q per node pool, with the fair shares last computed.
+func queueProto(st *cluster.State, q *cluster.Queue, now time.Time) *schedulerv1.Queue {
+	out := &schedulerv1.Queue{Name: queueName(q), UpdateTime: timestamppb.New(now)}
+	if q.Kind == cluster.Project {
+		out.Kind = schedulerv1.QueueKind_QUEUE_KIND_PROJECT
+		if q.Parent != nil {
+			out.ParentQueue = "departments/" + q.Parent.Name + "/queue"
+		}
+	} else {
+		out.Kind = schedulerv1.QueueKind_QUEUE_KIND_DEPARTMENT
+	}
+	running, pending := map[int]int32{}, map[int]int32{}
+	for _, p := range projectsOf(q) {
+		for w := range p.Running() {
+			if pool := w.Pool(); pool != nil {
+				running[pool.Index]++
+			}
+		}
+		for w := range p.Waiting() {
+			if w.PlacedPods() == 0 {
+				pending[st.Pool(w.Pools[0]).Index]++
+			}
+		}
+	}
+	for _, p := range st.Pools {
+		qu, u := q.Quotas[p.Index], q.Usage[p.Index]
+		out.NodePools = append(out.NodePools, &schedulerv1.QueueNodePool{
+			NodePool:                "nodepools/" + p.Name,
+			Deserved:                quantity(qu.Deserved),
+			Limit:                   quantity(qu.Limit),
+			FairShare:               quantity(q.FairShare[p.Index]),
+			Allocated:               quantity(u.Allocated),
+			AllocatedNonPreemptible: quantity(u.NonPreemptible),
+			Requested:               quantity(u.Requested()),
+			OverQuotaWeights:        &schedulerv1.OverQuotaWeights{Gpu: int32(qu.Weight), Cpu: int32(qu.Weight), Memory: int32(qu.Weight)},
+			RunningWorkloads:        running[p.Index],
+			PendingWorkloads:        pending[p.Index],
+		})
+	}
+	return out
+}
+
+func projectsOf(q *cluster.Queue) []*cluster.Queue {
+	if q.Kind == cluster.Project {
+		return []*cluster.Queue{q}
+	}
+	return q.Children
+}
+
+func quantity(r cluster.Resources) *commonv1.ResourceQuantity {
+	return &commonv1.ResourceQuantity{MilliGpus: r.GPU, MilliCpu: r.CPU, MemoryBytes: r.Memory}
+}
+
+// ExplainWorkload reports what the last cycle said about a workload: its
+// reasons when it waits, and its last placement or eviction.
+func (s *Server) ExplainWorkload(ctx context.Context, req *schedulerv1.ExplainWorkloadRequest) (*schedulerv1.ExplainWorkloadResponse, error) {
+	project, id, ok := clusterproto.ParseWorkloadName(req.GetName())
+	if !ok {
+		return nil, apierr.InvalidField("name", "must be projects/{project}/workloads/{workload}")
+	}
+	wid := clusterproto.ClusterID(project, id)
+	out := &schedulerv1.ExplainWorkloadResponse{Name: req.GetName()}
+	c := s.cache
+	c.mu.Lock()
+	if !c.ready {
+		c.mu.Unlock()
+		return nil, errNotReady()
+	}
+	raw, known := c.workloads[wid]
+	if w := c.state.Workload(wid); w != nil {
+		out.Phase = phaseOf(w)
+	} else if known {
+		out.Phase = raw.GetStatus().GetPhase()
+	}
+	c.mu.Unlock()
+	if !known {
+		return nil, apierr.NotFound(apierr.Workload, req.GetName())
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if d, ok := s.lastPlan[wid]; ok {
+		for _, r := range d.reasons {
+			out.PendingReasons = append(out.PendingReasons, &workloadv1.PendingReason{Message: r})
+		}
+		out.LastDecision = d.proto()
+	}
+	if d, ok := s.lastEvents[wid]; ok && out.LastDecision == nil {
+		out.LastDecision = d.proto()
+	}
+	if out.LastDecision == nil {
+		out.LastDecision = &schedulerv1.Decision{Outcome: schedulerv1.DecisionOutcome_DECISION_OUTCOME_NOT_CONSIDERED}
+	}
+	return out, nil
+}
+
+func (d decision) proto() *schedulerv1.Decision {
+	out := &schedulerv1.Decision{Time: timestamppb.New(d.at), ElectionRevision: d.election, Outcome: d.outcome,
+		Rule: d.rule, NodePool: d.pool, Workloads: d.others, Message: strings.Join(d.reasons, "; ")}
+	return out
+}
+
+func phaseOf(w *cluster.Workload) workloadv1.WorkloadPhase {
+	switch w.Phase {
+	case cluster.Running:
+		return workloadv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING
+	case cluster.Completed:
+		return workloadv1.WorkloadPhase_WORKLOAD_PHASE_COMPLETED
+	case cluster.Failed:
+		return workloadv1.WorkloadPhase_WORKLOAD_PHASE_FAILED
+	}
+	return workloadv1.WorkloadPhase_WORKLOAD_PHASE_PENDING
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return strconv.Itoa(n) + " " + word + "s"
+}
