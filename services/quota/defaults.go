@@ -35,27 +35,28 @@ func fillQuotas(qs []*quotav1.NodePoolQuota, unlimitedGPUs bool) {
 			q.Gpu = &quotav1.GpuQuota{}
 		}
 		g := q.Gpu
-		g.DeservedMilliGpus = orDefault(g.DeservedMilliGpus, gpuDeserved)
-		g.LimitMilliGpus = orDefault(g.LimitMilliGpus, unlimited)
-		g.OverQuotaWeight = orDefault(g.OverQuotaWeight, defaultWeight)
-		g.OverQuotaEnabled = orDefault(g.OverQuotaEnabled, true)
+		fillAmounts(&g.DeservedMilliGpus, &g.LimitMilliGpus, &g.OverQuotaWeight, &g.OverQuotaEnabled, gpuDeserved)
 		if q.Cpu == nil {
 			q.Cpu = &quotav1.CpuQuota{}
 		}
 		c := q.Cpu
-		c.DeservedMilliCpu = orDefault(c.DeservedMilliCpu, unlimited)
-		c.LimitMilliCpu = orDefault(c.LimitMilliCpu, unlimited)
-		c.OverQuotaWeight = orDefault(c.OverQuotaWeight, defaultWeight)
-		c.OverQuotaEnabled = orDefault(c.OverQuotaEnabled, true)
+		fillAmounts(&c.DeservedMilliCpu, &c.LimitMilliCpu, &c.OverQuotaWeight, &c.OverQuotaEnabled, unlimited)
 		if q.Memory == nil {
 			q.Memory = &quotav1.MemoryQuota{}
 		}
 		m := q.Memory
-		m.DeservedMemoryBytes = orDefault(m.DeservedMemoryBytes, unlimited)
-		m.LimitMemoryBytes = orDefault(m.LimitMemoryBytes, unlimited)
-		m.OverQuotaWeight = orDefault(m.OverQuotaWeight, defaultWeight)
-		m.OverQuotaEnabled = orDefault(m.OverQuotaEnabled, true)
+		fillAmounts(&m.DeservedMemoryBytes, &m.LimitMemoryBytes, &m.OverQuotaWeight, &m.OverQuotaEnabled, unlimited)
 	}
+}
+
+// fillAmounts fills one resource's quota. It takes the fields by address
+// because GPU, CPU and memory quotas are distinct messages with the same
+// four fields under different names.
+func fillAmounts(deserved, limit **int64, weight **int32, enabled **bool, deservedDefault int64) {
+	*deserved = orDefault(*deserved, deservedDefault)
+	*limit = orDefault(*limit, unlimited)
+	*weight = orDefault(*weight, defaultWeight)
+	*enabled = orDefault(*enabled, true)
 }
 
 func orDefault[T int64 | int32 | bool](p *T, def T) *T {

@@ -10,6 +10,7 @@
 //	server.go        Server, New(Config, Deps), Register, RegisterGateway, the built-ins
 //	node_pools.go    NodePool RPCs         departments.go  Department RPCs
 //	projects.go      Project RPCs          settings.go     Settings RPCs
+//	resource.go      the get/list/create/update/delete flow the three share
 //	validate.go      request rules → apierr.Invalid with AIP field paths
 //	defaults.go      unset quota and pool fields → their documented defaults
 //	mask.go          update_mask (AIP-134) resolution and application

@@ -4,7 +4,6 @@ import (
 	"context"
 	"slices"
 
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	commonv1 "github.com/runwayhq/runway/gen/go/runway/common/v1"
@@ -13,54 +12,54 @@ import (
 	"github.com/runwayhq/runway/pkg/etcdstore"
 )
 
+// nodePoolKind is what the shared flow (resource.go) needs of node pools.
+// A node pool depends on nothing else when written, so it has no prepare.
+var nodePoolKind = resourceKind[*quotav1.NodePool]{
+	collection: nodePoolsCollection,
+	field:      "node_pool",
+	idField:    "node_pool_id",
+	resource:   apierr.NodePool,
+	fields:     nodePoolFields,
+	items:      func(st *store) *etcdstore.Collection[*quotav1.NodePool] { return st.pools },
+	fill:       fillNodePool,
+	check:      (*violations).checkNodePool,
+	builtIn: func(name string) error {
+		return apierr.FailedPrecondition(commonv1.ErrorReason_NODE_POOL_IN_USE, name,
+			"Node pool "+quote(name)+" is built in and holds every node no other pool selects; it cannot be deleted.")
+	},
+	inUse: func(s *Server, ctx context.Context, c *change, name, _ string) error {
+		used, err := s.poolInUse(ctx, c, name)
+		if err != nil || !used {
+			return err
+		}
+		return apierr.FailedPrecondition(commonv1.ErrorReason_NODE_POOL_IN_USE, name,
+			"Node pool "+quote(name)+" is still named by a quota, a project's default node pools or a workload; remove those references first.")
+	},
+}
+
 // GetNodePool returns one node pool.
 func (s *Server) GetNodePool(ctx context.Context, req *quotav1.GetNodePoolRequest) (*quotav1.NodePool, error) {
-	id, err := parseName("name", req.GetName(), nodePoolsCollection)
-	if err != nil {
-		return nil, err
-	}
-	it, err := s.store.pools.Get(ctx, id)
-	if err != nil {
-		return nil, storeErr(err, apierr.NodePool, req.GetName())
-	}
-	return fromItem(it), nil
+	return nodePoolKind.get(ctx, s, req.GetName())
 }
 
 // ListNodePools returns a page of node pools in name order.
 func (s *Server) ListNodePools(ctx context.Context, req *quotav1.ListNodePoolsRequest) (*quotav1.ListNodePoolsResponse, error) {
-	if err := checkPageSize(req.GetPageSize()); err != nil {
+	pools, next, err := nodePoolKind.list(ctx, s, req.GetPageSize(), req.GetPageToken())
+	if err != nil {
 		return nil, err
 	}
-	page, err := s.store.pools.List(ctx, "", int(req.GetPageSize()), req.GetPageToken())
-	if err != nil {
-		return nil, storeErr(err, apierr.NodePool, "")
-	}
-	resp := &quotav1.ListNodePoolsResponse{NextPageToken: page.NextPageToken}
-	for _, it := range page.Items {
-		resp.NodePools = append(resp.NodePools, fromItem(it))
-	}
-	return resp, nil
+	return &quotav1.ListNodePoolsResponse{NodePools: pools, NextPageToken: next}, nil
 }
 
-// CreateNodePool stores a new node pool with its defaults filled in.
+// CreateNodePool stores a new node pool with its defaults filled in. Unlike
+// departments and projects it refers to nothing, so it is a plain Create
+// rather than a conditioned change.
 func (s *Server) CreateNodePool(ctx context.Context, req *quotav1.CreateNodePoolRequest) (*quotav1.NodePool, error) {
-	var v violations
-	v.checkID("node_pool_id", req.GetNodePoolId())
-	v.checkRequired("node_pool", req.GetNodePool() == nil)
-	id, now := req.GetNodePoolId(), s.timestamp()
-	np := &quotav1.NodePool{}
-	if req.GetNodePool() != nil {
-		np = proto.Clone(req.GetNodePool()).(*quotav1.NodePool)
-	}
-	np.Name, np.Uid, np.CreateTime, np.UpdateTime, np.Etag = nodePoolsCollection+"/"+id, newUID(), now, now, ""
-	fillNodePool(np)
-	if req.GetNodePool() != nil {
-		v.checkNodePool("node_pool", np, id)
-	}
-	if err := v.err(); err != nil {
+	np, err := nodePoolKind.build(s, req.GetNodePoolId(), req.GetNodePool())
+	if err != nil {
 		return nil, err
 	}
-	it, err := s.store.pools.Create(ctx, id, np)
+	it, err := s.store.pools.Create(ctx, req.GetNodePoolId(), np)
 	if err != nil {
 		return nil, storeErr(err, apierr.NodePool, np.GetName())
 	}
@@ -69,122 +68,42 @@ func (s *Server) CreateNodePool(ctx context.Context, req *quotav1.CreateNodePool
 
 // UpdateNodePool changes the fields of update_mask.
 func (s *Server) UpdateNodePool(ctx context.Context, req *quotav1.UpdateNodePoolRequest) (*quotav1.NodePool, error) {
-	in := req.GetNodePool()
-	var v violations
-	v.checkRequired("node_pool", in == nil)
-	id := ""
-	if in != nil {
-		id = v.checkName("node_pool.name", in.GetName(), nodePoolsCollection)
-	}
-	if err := v.err(); err != nil {
-		return nil, err
-	}
-	var out *quotav1.NodePool
-	err := retry(in.GetName(), func() error {
-		cur, err := s.store.pools.Get(ctx, id)
-		if err != nil {
-			return storeErr(err, apierr.NodePool, in.GetName())
-		}
-		if err := checkEtag(in.GetName(), in.GetEtag(), cur.Etag); err != nil {
-			return err
-		}
-		paths, err := resolveMask(req.GetUpdateMask(), in, cur.Msg, nodePoolFields)
-		if err != nil {
-			return err
-		}
-		next := proto.Clone(cur.Msg).(*quotav1.NodePool)
-		applyMask(next, proto.Clone(in), paths)
-		fillNodePool(next)
-		var v violations
-		if v.checkNodePool("node_pool", next, id); len(v) > 0 {
-			return v.err()
-		}
-		if unchanged(cur.Msg, next, cur.Msg.GetUpdateTime()) {
-			out = fromItem(cur)
-			return nil
-		}
-		next.UpdateTime = s.timestamp()
-		c := &change{}
-		c.put(s.store.pools.Key(id), next, cur.Revision)
-		rev, err := s.store.commit(ctx, c)
-		if err != nil {
-			return storeErr(err, apierr.NodePool, in.GetName())
-		}
-		out = withEtag(next, rev)
-		return nil
-	})
-	return out, err
+	return nodePoolKind.update(ctx, s, req.GetNodePool(), req.GetUpdateMask())
 }
 
 // DeleteNodePool removes a node pool nothing refers to any more.
 func (s *Server) DeleteNodePool(ctx context.Context, req *quotav1.DeleteNodePoolRequest) (*emptypb.Empty, error) {
-	name := req.GetName()
-	id, err := parseName("name", name, nodePoolsCollection)
-	if err != nil {
-		return nil, err
-	}
-	if id == builtInID {
-		return nil, apierr.FailedPrecondition(commonv1.ErrorReason_NODE_POOL_IN_USE, name,
-			"Node pool "+quote(name)+" is built in and holds every node no other pool selects; it cannot be deleted.")
-	}
-	err = retry(name, func() error {
-		cur, err := s.store.pools.Get(ctx, id)
-		if err != nil {
-			return storeErr(err, apierr.NodePool, name)
-		}
-		if err := checkEtag(name, req.GetEtag(), cur.Etag); err != nil {
-			return err
-		}
-		c := &change{}
-		used, err := s.poolInUse(ctx, c, name)
-		if err != nil {
-			return err
-		}
-		if used {
-			return apierr.FailedPrecondition(commonv1.ErrorReason_NODE_POOL_IN_USE, name,
-				"Node pool "+quote(name)+" is still named by a quota, a project's default node pools or a workload; remove those references first.")
-		}
-		c.del(s.store.pools.Key(id), cur.Revision)
-		_, err = s.store.commit(ctx, c)
-		return storeErr(err, apierr.NodePool, name)
-	})
-	if err != nil {
-		return nil, err
-	}
-	return &emptypb.Empty{}, nil
+	return nodePoolKind.delete(ctx, s, req.GetName(), req.GetEtag())
 }
 
 // poolInUse reports whether a department's or project's quota, a project's
 // default node pools or a workload names pool, and guards c on each of those
 // prefixes so that a reference added meanwhile makes the delete retry.
 func (s *Server) poolInUse(ctx context.Context, c *change, pool string) (bool, error) {
-	depts, rev, err := s.store.departments.ListAll(ctx, "")
+	depts, err := readAll(ctx, s.store.departments, c, apierr.Department)
 	if err != nil {
-		return false, storeErr(err, apierr.Department, "")
+		return false, err
 	}
-	c.unchangedSince(s.store.departments.Prefix(), rev)
 	for _, d := range depts {
-		if namesPool(d.Msg.GetNodePoolQuotas(), pool) {
+		if namesPool(d.GetNodePoolQuotas(), pool) {
 			return true, nil
 		}
 	}
-	projects, rev, err := s.store.projects.ListAll(ctx, "")
+	projects, err := s.allProjects(ctx, c)
 	if err != nil {
-		return false, storeErr(err, apierr.Project, "")
+		return false, err
 	}
-	c.unchangedSince(s.store.projects.Prefix(), rev)
 	for _, p := range projects {
-		if namesPool(p.Msg.GetNodePoolQuotas(), pool) || slices.Contains(p.Msg.GetDefaultNodePools(), pool) {
+		if namesPool(p.GetNodePoolQuotas(), pool) || slices.Contains(p.GetDefaultNodePools(), pool) {
 			return true, nil
 		}
 	}
-	workloads, rev, err := s.store.workloads.ListAll(ctx, "")
+	workloads, err := readAll(ctx, s.store.workloads, c, apierr.Workload)
 	if err != nil {
-		return false, storeErr(err, apierr.Workload, "")
+		return false, err
 	}
-	c.unchangedSince(s.store.workloads.Prefix(), rev)
 	for _, w := range workloads {
-		if slices.Contains(w.Msg.GetSpec().GetNodePools(), pool) || w.Msg.GetStatus().GetNodePool() == pool {
+		if slices.Contains(w.GetSpec().GetNodePools(), pool) || w.GetStatus().GetNodePool() == pool {
 			return true, nil
 		}
 	}

@@ -153,27 +153,16 @@ func overSubscribed(parent, pool string, r cluster.Resource, l load, msg string)
 		With("available", cluster.FormatAmount(r, l.availAfter))
 }
 
-// replaceProject returns ps with the project named like p replaced by p, or
-// p appended when ps has none (a create).
-func replaceProject(ps []*quotav1.Project, p *quotav1.Project) []*quotav1.Project {
-	out := slices.Clone(ps)
-	for i, x := range out {
-		if x.GetName() == p.GetName() {
-			out[i] = p
+// replaceNamed returns xs with the element named like x replaced by x, or x
+// appended when xs has none (a create). Generic because projects and
+// departments are summed alike.
+func replaceNamed[T interface{ GetName() string }](xs []T, x T) []T {
+	out := slices.Clone(xs)
+	for i, y := range out {
+		if y.GetName() == x.GetName() {
+			out[i] = x
 			return out
 		}
 	}
-	return append(out, p)
-}
-
-// replaceDepartment is replaceProject for departments.
-func replaceDepartment(ds []*quotav1.Department, d *quotav1.Department) []*quotav1.Department {
-	out := slices.Clone(ds)
-	for i, x := range out {
-		if x.GetName() == d.GetName() {
-			out[i] = d
-			return out
-		}
-	}
-	return append(out, d)
+	return append(out, x)
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	commonv1 "github.com/runwayhq/runway/gen/go/runway/common/v1"
@@ -16,17 +15,25 @@ import (
 	"github.com/runwayhq/runway/pkg/etcdstore"
 )
 
+// projectKind is what the shared flow (resource.go) needs of projects.
+var projectKind = resourceKind[*quotav1.Project]{
+	collection: projectsCollection,
+	field:      "project",
+	idField:    "project_id",
+	resource:   apierr.Project,
+	fields:     projectFields,
+	items:      func(st *store) *etcdstore.Collection[*quotav1.Project] { return st.projects },
+	fill:       fillProject,
+	check: func(v *violations, field string, p *quotav1.Project, _ string) {
+		v.checkProject(field, p)
+	},
+	prepare: (*Server).prepareProject,
+	inUse:   (*Server).projectInUse,
+}
+
 // GetProject returns one project.
 func (s *Server) GetProject(ctx context.Context, req *quotav1.GetProjectRequest) (*quotav1.Project, error) {
-	id, err := parseName("name", req.GetName(), projectsCollection)
-	if err != nil {
-		return nil, err
-	}
-	it, err := s.store.projects.Get(ctx, id)
-	if err != nil {
-		return nil, storeErr(err, apierr.Project, req.GetName())
-	}
-	return fromItem(it), nil
+	return projectKind.get(ctx, s, req.GetName())
 }
 
 // ListProjects returns a page of projects in name order, optionally of one
@@ -62,99 +69,20 @@ func (s *Server) ListProjects(ctx context.Context, req *quotav1.ListProjectsRequ
 
 // CreateProject stores a new project in an existing department.
 func (s *Server) CreateProject(ctx context.Context, req *quotav1.CreateProjectRequest) (*quotav1.Project, error) {
-	var v violations
-	v.checkID("project_id", req.GetProjectId())
-	v.checkRequired("project", req.GetProject() == nil)
-	id, now := req.GetProjectId(), s.timestamp()
-	p := &quotav1.Project{}
-	if req.GetProject() != nil {
-		p = proto.Clone(req.GetProject()).(*quotav1.Project)
-	}
-	p.Name, p.Uid, p.CreateTime, p.UpdateTime, p.Etag = projectsCollection+"/"+id, newUID(), now, now, ""
-	fillProject(p)
-	if req.GetProject() != nil {
-		v.checkProject("project", p)
-	}
-	if err := v.err(); err != nil {
-		return nil, err
-	}
-	var out *quotav1.Project
-	err := retry(p.GetName(), func() error {
-		if err := s.absent(ctx, s.store.projects.Key(id), apierr.Project, p.GetName()); err != nil {
-			return err
-		}
-		c := &change{}
-		if err := s.prepareProject(ctx, c, p); err != nil {
-			return err
-		}
-		c.put(s.store.projects.Key(id), p, 0)
-		rev, err := s.store.commit(ctx, c)
-		if err != nil {
-			return storeErr(err, apierr.Project, p.GetName())
-		}
-		out = withEtag(proto.Clone(p).(*quotav1.Project), rev)
-		return nil
-	})
-	return out, err
+	return projectKind.create(ctx, s, req.GetProjectId(), req.GetProject())
 }
 
 // UpdateProject changes the fields of update_mask.
 func (s *Server) UpdateProject(ctx context.Context, req *quotav1.UpdateProjectRequest) (*quotav1.Project, error) {
-	in := req.GetProject()
-	var v violations
-	v.checkRequired("project", in == nil)
-	id := ""
-	if in != nil {
-		id = v.checkName("project.name", in.GetName(), projectsCollection)
-	}
-	if err := v.err(); err != nil {
-		return nil, err
-	}
-	var out *quotav1.Project
-	err := retry(in.GetName(), func() error {
-		cur, err := s.store.projects.Get(ctx, id)
-		if err != nil {
-			return storeErr(err, apierr.Project, in.GetName())
-		}
-		if err := checkEtag(in.GetName(), in.GetEtag(), cur.Etag); err != nil {
-			return err
-		}
-		paths, err := resolveMask(req.GetUpdateMask(), in, cur.Msg, projectFields)
-		if err != nil {
-			return err
-		}
-		next := proto.Clone(cur.Msg).(*quotav1.Project)
-		applyMask(next, proto.Clone(in), paths)
-		fillProject(next)
-		var v violations
-		if v.checkProject("project", next); len(v) > 0 {
-			return v.err()
-		}
-		if unchanged(cur.Msg, next, cur.Msg.GetUpdateTime()) {
-			out = fromItem(cur)
-			return nil
-		}
-		next.UpdateTime = s.timestamp()
-		c := &change{}
-		if err := s.prepareProject(ctx, c, next); err != nil {
-			return err
-		}
-		c.put(s.store.projects.Key(id), next, cur.Revision)
-		rev, err := s.store.commit(ctx, c)
-		if err != nil {
-			return storeErr(err, apierr.Project, in.GetName())
-		}
-		out = withEtag(next, rev)
-		return nil
-	})
-	return out, err
+	return projectKind.update(ctx, s, req.GetProject(), req.GetUpdateMask())
 }
 
 // prepareProject checks what a project write depends on besides its own
 // fields, and conditions c on it: its department and the node pools it names
 // exist, and, when over-subscription is rejected, the projects of its
-// department do not deserve more than the department has.
-func (s *Server) prepareProject(ctx context.Context, c *change, p *quotav1.Project) error {
+// department do not deserve more than the department has. The project as it
+// was (before) does not matter: the check sums the stored projects.
+func (s *Server) prepareProject(ctx context.Context, c *change, _, p *quotav1.Project) error {
 	dept, err := s.store.departments.Get(ctx, clusterproto.ID(p.GetDepartment()))
 	if err != nil {
 		err = storeErr(err, apierr.Department, p.GetDepartment())
@@ -184,43 +112,28 @@ func (s *Server) prepareProject(ctx context.Context, c *change, p *quotav1.Proje
 	if err != nil {
 		return err
 	}
-	return checkDepartmentLoad(dept.Msg, dept.Msg, projects, replaceProject(projects, p))
+	return checkDepartmentLoad(dept.Msg, dept.Msg, projects, replaceNamed(projects, p))
 }
 
 // DeleteProject removes a project that holds no workload.
 func (s *Server) DeleteProject(ctx context.Context, req *quotav1.DeleteProjectRequest) (*emptypb.Empty, error) {
-	name := req.GetName()
-	id, err := parseName("name", name, projectsCollection)
+	return projectKind.delete(ctx, s, req.GetName(), req.GetEtag())
+}
+
+// projectInUse fails while the project holds a workload, and guards c on the
+// project's workloads so that one created meanwhile makes the delete retry.
+func (s *Server) projectInUse(ctx context.Context, c *change, name, id string) error {
+	workloads, rev, err := s.store.workloads.ListAll(ctx, id+"/")
 	if err != nil {
-		return nil, err
+		return storeErr(err, apierr.Workload, "")
 	}
-	err = retry(name, func() error {
-		cur, err := s.store.projects.Get(ctx, id)
-		if err != nil {
-			return storeErr(err, apierr.Project, name)
-		}
-		if err := checkEtag(name, req.GetEtag(), cur.Etag); err != nil {
-			return err
-		}
-		workloads, rev, err := s.store.workloads.ListAll(ctx, id+"/")
-		if err != nil {
-			return storeErr(err, apierr.Workload, "")
-		}
-		if n := len(workloads); n > 0 {
-			return apierr.FailedPrecondition(commonv1.ErrorReason_PROJECT_NOT_EMPTY, name,
-				fmt.Sprintf("Project %q still has %d workloads; delete them first.", name, n)).
-				With("workloadCount", strconv.Itoa(n))
-		}
-		c := &change{}
-		c.unchangedSince(s.store.workloads.Key(id+"/"), rev)
-		c.del(s.store.projects.Key(id), cur.Revision)
-		_, err = s.store.commit(ctx, c)
-		return storeErr(err, apierr.Project, name)
-	})
-	if err != nil {
-		return nil, err
+	if n := len(workloads); n > 0 {
+		return apierr.FailedPrecondition(commonv1.ErrorReason_PROJECT_NOT_EMPTY, name,
+			fmt.Sprintf("Project %q still has %d workloads; delete them first.", name, n)).
+			With("workloadCount", strconv.Itoa(n))
 	}
-	return &emptypb.Empty{}, nil
+	c.unchangedSince(s.store.workloads.Key(id+"/"), rev)
+	return nil
 }
 
 // rejectOverSubscription reads Settings.reject_over_subscription. Settings
