@@ -14,6 +14,9 @@
 //   - status.go: the one fold of WorkloadEvents into WorkloadStatus, shared
 //     with whoever writes status later (the scheduler and the node agents'
 //     reports);
+//   - controller.go: Controller, which folds the scheduler's bindings and
+//     evictions and the node agents' run reports into workload status (the
+//     workloads prefix keeps one writer);
 //   - watch.go and filter.go: WatchWorkloads and the AIP-160 filter that
 //     ListWorkloads and WatchWorkloads share;
 //   - pkg/clusterproto (not here): ToClusterSpec and the Effective*

@@ -1,0 +1,496 @@
+package workload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/emptypb"
+
+	nodemanagerv1 "github.com/runwayhq/runway/gen/go/runway/nodemanager/v1"
+	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
+	"github.com/runwayhq/runway/pkg/clusterproto"
+	"github.com/runwayhq/runway/pkg/etcdstore"
+)
+
+// Controller folds what the other services write into each workload's
+// status, so that the workloads prefix keeps one writer (this service):
+//
+//   - bindings (`bindings/{node}/{project}.{workload}.{pod}`, the
+//     scheduler's): newly bound pods fold SCHEDULED (RUNNING once min pods
+//     are bound, as Fold defines); status.pods, nodes and the allocated
+//     milli-GPUs follow the bound set; a workload whose bindings are all
+//     gone without an event is Released (STOPPED when suspended);
+//   - evictions (`evictions/{project}/{workload}/{unixnano}-{n}`, PREEMPTED
+//     events of the scheduler): folded as they are, and the eviction key is
+//     deleted in the same transaction as the workload write, so each is
+//     folded exactly once;
+//   - run reports (`runs/{node}/{project}.{workload}.{pod}`, the node
+//     agents'): pods reported RUNNING fold STARTED; once every bound pod
+//     (at least the requested pods) has ended, FINISHED (COMPLETED when
+//     every pod exited 0, FAILED otherwise). A report counts only when it
+//     is newer than its pod's binding (ModRevision > the binding's
+//     CreateRevision), so a report of an earlier placement is ignored.
+//
+// The watches only say which workloads changed; each reconcile reads the
+// workloads, bindings, runs and evictions in one etcd transaction (one
+// revision), so the three streams can never be seen out of step, and it
+// compares the result with the stored status, so re-running it (a restart,
+// a retried conflict) adds no event. Writes are conditional on the workload
+// key's revision and retried on conflict.
+type Controller struct {
+	client *clientv3.Client
+	log    *slog.Logger
+	clock  Clock
+}
+
+// NewController returns a controller over deps.Client (deps.Projects is
+// not used).
+func NewController(deps Deps) (*Controller, error) {
+	if deps.Client == nil {
+		return nil, errors.New("workload: Deps.Client is nil")
+	}
+	if deps.Logger == nil {
+		deps.Logger = slog.Default()
+	}
+	if deps.Clock == nil {
+		deps.Clock = systemClock{}
+	}
+	return &Controller{client: deps.Client, log: deps.Logger, clock: deps.Clock}, nil
+}
+
+// controllerRetry is the pause before a failed reconcile is retried.
+const controllerRetry = 200 * time.Millisecond
+
+// Run lists, reconciles every workload, then watches the bindings, runs and
+// evictions prefixes from the list revision + 1, reconciling the workloads
+// they name. A compacted watch relists. It returns nil when ctx ends, or the
+// error of a watch that cannot go on (the etcd client was closed).
+func (c *Controller) Run(ctx context.Context) error {
+	for {
+		rev, err := c.reconcile(ctx, nil)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if c.client.Ctx().Err() != nil { // closed client: retrying cannot help
+				return err
+			}
+			c.log.Warn("workload controller: initial reconcile failed; retrying", "err", err)
+			if !sleep(ctx, controllerRetry) {
+				return nil
+			}
+			continue
+		}
+		err = c.watch(ctx, rev+1)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if !errors.Is(err, etcdstore.ErrCompacted) {
+			return err
+		}
+		c.log.Info("workload controller: watch compacted; relisting", "err", err)
+	}
+}
+
+type trigger struct {
+	id  string // project/workload, "" for an unparsable key
+	err error
+}
+
+// watch follows the three prefixes from rev until one fails.
+func (c *Controller) watch(ctx context.Context, rev int64) error {
+	wctx, cancel := context.WithCancel(ctx)
+	merged := make(chan trigger)
+	done := make(chan struct{}, 3)
+	forward := func(ch <-chan etcdstore.WatchEvent[proto.Message], parse func(string) string) {
+		defer func() { done <- struct{}{} }()
+		for ev := range ch {
+			t := trigger{err: ev.Err}
+			if ev.Err == nil {
+				t.id = parse(ev.Item.ID)
+			}
+			select {
+			case merged <- t:
+			case <-wctx.Done():
+			}
+		}
+	}
+	go forward(c.coll(etcdstore.PrefixBindings).Watch(wctx, rev), podWorkload)
+	go forward(c.coll(etcdstore.PrefixRuns).Watch(wctx, rev), podWorkload)
+	go forward(c.coll(etcdstore.PrefixEvictions).Watch(wctx, rev), evictionWorkload)
+	defer func() {
+		cancel()
+		for range 3 {
+			<-done
+		}
+	}()
+
+	dirty := map[string]bool{}
+	var retry <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case t := <-merged:
+			if t.err != nil {
+				return t.err
+			}
+			if t.id != "" {
+				dirty[t.id] = true
+			}
+			// Take whatever else is ready, so a burst is one reconcile.
+		drain:
+			for {
+				select {
+				case t := <-merged:
+					if t.err != nil {
+						return t.err
+					}
+					if t.id != "" {
+						dirty[t.id] = true
+					}
+				default:
+					break drain
+				}
+			}
+		case <-retry:
+			retry = nil
+		}
+		if len(dirty) == 0 || retry != nil {
+			continue
+		}
+		ids := make([]string, 0, len(dirty))
+		for id := range dirty {
+			ids = append(ids, id)
+		}
+		if _, err := c.reconcile(ctx, ids); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			c.log.Warn("workload controller: reconcile failed; retrying", "err", err)
+			retry = time.After(controllerRetry)
+			continue
+		}
+		clear(dirty)
+	}
+}
+
+// coll is an untyped view of a prefix for the watches (the value is not
+// decoded: only the key says which workload to look at).
+func (c *Controller) coll(prefix string) *etcdstore.Collection[proto.Message] {
+	return etcdstore.NewCollection(c.client, prefix, func() proto.Message { return new(emptypb.Empty) })
+}
+
+// snapshot is everything a reconcile reads, at one revision.
+type snapshot struct {
+	rev       int64
+	workloads map[string]*mvccKV // by project/workload
+	bindings  map[string][]*mvccKV
+	runs      map[string]*mvccKV // by binding id {node}/{project}.{workload}.{pod}
+	evictions map[string][]*mvccKV
+}
+
+type mvccKV struct {
+	key       string
+	value     []byte
+	createRev int64
+	modRev    int64
+}
+
+// reconcile reconciles the workloads ids (every stored workload when ids is
+// nil), retrying each whose key changed under it, and returns the
+// revision it read at first.
+func (c *Controller) reconcile(ctx context.Context, ids []string) (int64, error) {
+	first := int64(0)
+	for attempt := 0; ; attempt++ {
+		snap, err := c.read(ctx)
+		if err != nil {
+			return 0, err
+		}
+		if first == 0 {
+			first = snap.rev
+		}
+		if ids == nil {
+			for id := range snap.workloads {
+				ids = append(ids, id)
+			}
+			for id := range snap.evictions {
+				ids = append(ids, id)
+			}
+			slices.Sort(ids)
+			ids = slices.Compact(ids)
+		}
+		var conflicted []string
+		for _, id := range ids {
+			err := c.reconcileOne(ctx, snap, id)
+			switch {
+			case errors.Is(err, etcdstore.ErrConflict):
+				conflicted = append(conflicted, id)
+			case err != nil:
+				return 0, err
+			}
+		}
+		if len(conflicted) == 0 {
+			return first, nil
+		}
+		if attempt >= DefaultUpdateRetries {
+			return 0, fmt.Errorf("reconcile %v: still conflicting after %d attempts: %w", conflicted, attempt+1, etcdstore.ErrConflict)
+		}
+		ids = conflicted
+	}
+}
+
+// read takes the four prefixes in one transaction, so at one revision.
+func (c *Controller) read(ctx context.Context) (*snapshot, error) {
+	prefixes := []string{etcdstore.PrefixWorkloads, etcdstore.PrefixBindings, etcdstore.PrefixRuns, etcdstore.PrefixEvictions}
+	ops := make([]clientv3.Op, len(prefixes))
+	for i, p := range prefixes {
+		ops[i] = clientv3.OpGet(p, clientv3.WithPrefix())
+	}
+	resp, err := c.client.Txn(ctx).Then(ops...).Commit()
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("read workload status sources: %w: %w", etcdstore.ErrUnavailable, err)
+	}
+	s := &snapshot{rev: resp.Header.Revision, workloads: map[string]*mvccKV{},
+		bindings: map[string][]*mvccKV{}, runs: map[string]*mvccKV{}, evictions: map[string][]*mvccKV{}}
+	for i, p := range prefixes {
+		for _, kv := range resp.Responses[i].GetResponseRange().GetKvs() {
+			m := &mvccKV{key: string(kv.Key), value: kv.Value, createRev: kv.CreateRevision, modRev: kv.ModRevision}
+			rest := strings.TrimPrefix(m.key, p)
+			switch p {
+			case etcdstore.PrefixWorkloads:
+				s.workloads[rest] = m
+			case etcdstore.PrefixBindings:
+				if id := podWorkload(rest); id != "" {
+					s.bindings[id] = append(s.bindings[id], m)
+				}
+			case etcdstore.PrefixRuns:
+				s.runs[rest] = m
+			case etcdstore.PrefixEvictions:
+				if id := evictionWorkload(rest); id != "" {
+					s.evictions[id] = append(s.evictions[id], m)
+				}
+			}
+		}
+	}
+	return s, nil
+}
+
+// reconcileOne folds the snapshot into workload id and writes it if it
+// changed, with its consumed eviction keys deleted in the same transaction.
+func (c *Controller) reconcileOne(ctx context.Context, snap *snapshot, id string) error {
+	wkv := snap.workloads[id]
+	evictions := snap.evictions[id] // in key order: by time, then sequence
+	if wkv == nil {
+		if len(evictions) == 0 {
+			return nil
+		}
+		// The workload is gone: its evictions have nothing to fold into.
+		b := etcdstore.NewBatch(c.client)
+		for _, e := range evictions {
+			b.DeleteIf(e.key, e.modRev)
+		}
+		b.Check(etcdstore.PrefixWorkloads+id, 0)
+		_, err := b.Commit(ctx)
+		return err
+	}
+	w := new(workloadv1.Workload)
+	if err := proto.Unmarshal(wkv.value, w); err != nil {
+		return fmt.Errorf("decode %s: %w", wkv.key, err)
+	}
+	before := proto.Clone(w).(*workloadv1.Workload)
+	now := c.clock.Now()
+
+	for _, e := range evictions {
+		ev := new(workloadv1.WorkloadEvent)
+		if err := proto.Unmarshal(e.value, ev); err != nil {
+			c.log.Warn("workload controller: dropping undecodable eviction", "key", e.key, "err", err)
+			continue
+		}
+		if ev.GetTime() == nil {
+			ev.Time = NewEvent(ev.GetType(), now, "").GetTime()
+		}
+		Fold(w, ev)
+	}
+	if !IsFinal(w.GetStatus().GetPhase()) {
+		c.foldPods(w, snap, id, now)
+	}
+
+	if proto.Equal(before, w) && len(evictions) == 0 {
+		return nil
+	}
+	b := etcdstore.NewBatch(c.client).PutIf(wkv.key, forWrite(w), wkv.modRev)
+	for _, e := range evictions {
+		b.DeleteIf(e.key, e.modRev)
+	}
+	_, err := b.Commit(ctx)
+	return err
+}
+
+// foldPods compares the bound pods and their run reports with status.pods
+// and folds what changed: SCHEDULED for new pods, STARTED for pods newly
+// running, FINISHED when every pod has ended, Released when all are gone.
+func (c *Controller) foldPods(w *workloadv1.Workload, snap *snapshot, id string, now time.Time) {
+	if w.Status == nil {
+		w.Status = &workloadv1.WorkloadStatus{}
+	}
+	st := w.Status
+	prev := map[int32]*workloadv1.PodStatus{}
+	for _, p := range st.GetPods() {
+		prev[p.GetIndex()] = p
+	}
+	var pods []*workloadv1.PodStatus
+	for _, b := range snap.bindings[id] {
+		ps := new(workloadv1.PodStatus)
+		if err := proto.Unmarshal(b.value, ps); err != nil {
+			c.log.Warn("workload controller: ignoring undecodable binding", "key", b.key, "err", err)
+			continue
+		}
+		ps.State = workloadv1.PodState_POD_STATE_BOUND
+		if r := snap.runs[strings.TrimPrefix(b.key, etcdstore.PrefixBindings)]; r != nil && r.modRev > b.createRev {
+			rep := new(nodemanagerv1.ReportWorkloadStateRequest)
+			if err := proto.Unmarshal(r.value, rep); err == nil {
+				applyReport(ps, rep)
+			}
+		}
+		pods = append(pods, ps)
+	}
+	sort.Slice(pods, func(i, j int) bool { return pods[i].GetIndex() < pods[j].GetIndex() })
+
+	if len(pods) == 0 {
+		if len(prev) > 0 || (st.GetRunningPods() > 0) {
+			Released(w, now)
+		}
+		return
+	}
+	var fresh, stillNodes, freshNodes []string
+	var still int32
+	var gpus int64
+	var started []string
+	for _, p := range pods {
+		old, ok := prev[p.GetIndex()]
+		if ok && old.GetNode() == p.GetNode() {
+			still++
+			stillNodes = append(stillNodes, p.GetNode())
+		} else {
+			fresh = append(fresh, strconv.Itoa(int(p.GetIndex())))
+			freshNodes = append(freshNodes, p.GetNode())
+			old = nil
+		}
+		if ran(p.GetState()) && (old == nil || !ran(old.GetState())) {
+			started = append(started, strconv.Itoa(int(p.GetIndex())))
+		}
+		gpus += int64(p.GetFractionMilli()) * int64(max(len(p.GetDeviceIndexes()), 1))
+	}
+	slices.Sort(stillNodes)
+	st.Pods = pods
+	st.RunningPods = still
+	st.Nodes = slices.Compact(stillNodes)
+	st.AllocatedMilliGpus = gpus
+	if len(fresh) > 0 {
+		slices.Sort(freshNodes)
+		ev := NewEvent(workloadv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_SCHEDULED, now,
+			fmt.Sprintf("Pods %s bound.", strings.Join(fresh, ", ")))
+		ev.Pods = int32(len(fresh))
+		ev.Nodes = slices.Compact(freshNodes)
+		Fold(w, ev)
+	}
+	if len(started) > 0 {
+		ev := NewEvent(workloadv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_STARTED, now,
+			fmt.Sprintf("Pods %s running.", strings.Join(started, ", ")))
+		ev.Pods = int32(len(started))
+		Fold(w, ev)
+	}
+	if int32(len(pods)) >= clusterproto.EffectivePods(w.GetSpec()) && allEnded(pods) {
+		msg := "Every pod exited 0."
+		for _, p := range pods {
+			if p.GetState() == workloadv1.PodState_POD_STATE_FAILED {
+				msg = fmt.Sprintf("Pod %d failed (exit code %d).", p.GetIndex(), p.GetExitCode())
+				break
+			}
+		}
+		Fold(w, NewEvent(workloadv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_FINISHED, now, msg))
+	}
+}
+
+// applyReport sets a pod's state from its latest run report: SUCCEEDED
+// only with exit code 0, FAILED for any other ending.
+func applyReport(ps *workloadv1.PodStatus, rep *nodemanagerv1.ReportWorkloadStateRequest) {
+	ps.ExitCode = rep.GetExitCode()
+	ps.Message = rep.GetMessage()
+	switch rep.GetState() {
+	case workloadv1.PodState_POD_STATE_STARTING, workloadv1.PodState_POD_STATE_RUNNING, workloadv1.PodState_POD_STATE_STOPPED:
+		ps.State = rep.GetState()
+	case workloadv1.PodState_POD_STATE_SUCCEEDED:
+		ps.State = workloadv1.PodState_POD_STATE_SUCCEEDED
+		if rep.GetExitCode() != 0 {
+			ps.State = workloadv1.PodState_POD_STATE_FAILED
+		}
+	case workloadv1.PodState_POD_STATE_FAILED:
+		ps.State = workloadv1.PodState_POD_STATE_FAILED
+	}
+}
+
+// ran: the pod has started (running, or already ended after running).
+func ran(s workloadv1.PodState) bool {
+	return s == workloadv1.PodState_POD_STATE_RUNNING || s == workloadv1.PodState_POD_STATE_SUCCEEDED || s == workloadv1.PodState_POD_STATE_FAILED
+}
+
+func allEnded(pods []*workloadv1.PodStatus) bool {
+	for _, p := range pods {
+		if s := p.GetState(); s != workloadv1.PodState_POD_STATE_SUCCEEDED && s != workloadv1.PodState_POD_STATE_FAILED {
+			return false
+		}
+	}
+	return true
+}
+
+// podWorkload is the workload ("project/workload") of a binding or run id
+// "{node}/{project}.{workload}.{pod}", "" when malformed.
+func podWorkload(id string) string {
+	_, tail, ok := strings.Cut(id, "/")
+	if !ok {
+		return ""
+	}
+	parts := strings.Split(tail, ".")
+	if len(parts) != 3 || parts[0] == "" || parts[1] == "" {
+		return ""
+	}
+	if _, err := strconv.Atoi(parts[2]); err != nil {
+		return ""
+	}
+	return clusterproto.ClusterID(parts[0], parts[1])
+}
+
+// evictionWorkload is the workload of an eviction id
+// "{project}/{workload}/{unixnano}-{n}", "" when malformed.
+func evictionWorkload(id string) string {
+	parts := strings.Split(id, "/")
+	if len(parts) != 3 || parts[0] == "" || parts[1] == "" {
+		return ""
+	}
+	return clusterproto.ClusterID(parts[0], parts[1])
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

@@ -1,0 +1,303 @@
+package workload_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	nodemanagerv1 "github.com/runwayhq/runway/gen/go/runway/nodemanager/v1"
+	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
+	"github.com/runwayhq/runway/pkg/etcdstore"
+	"github.com/runwayhq/runway/services/workload"
+)
+
+// runController starts a Controller on the env's etcd and returns its stop
+// function (also registered as a cleanup), which waits for Run to return.
+func (e *env) runController(t *testing.T) func() {
+	t.Helper()
+	c, err := workload.NewController(workload.Deps{
+		Client: e.etcd.Client, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Clock: &fixedClock{},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// bind writes a pod's binding as the scheduler does.
+func (e *env) bind(t *testing.T, node, project, id string, pod int32) {
+	t.Helper()
+	ps := &workloadv1.PodStatus{Index: pod, Node: "nodes/" + node, FractionMilli: 1000, DeviceIndexes: []int32{0},
+		State: workloadv1.PodState_POD_STATE_BOUND}
+	if _, err := etcdstore.NewBatch(e.etcd.Client).Put(bindingKey(node, project, id, pod), ps).Commit(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func bindingKey(node, project, id string, pod int32) string {
+	return fmt.Sprintf("%s%s/%s.%s.%d", etcdstore.PrefixBindings, node, project, id, pod)
+}
+
+// report writes a pod's run report as the node agent does.
+func (e *env) report(t *testing.T, node, project, id string, pod int32, state workloadv1.PodState, exit int32) {
+	t.Helper()
+	rep := &nodemanagerv1.ReportWorkloadStateRequest{Node: "nodes/" + node, Workload: "projects/" + project + "/workloads/" + id,
+		PodIndex: pod, State: state, ExitCode: exit, ObserveTime: timestamppb.Now()}
+	key := fmt.Sprintf("%s%s/%s.%s.%d", etcdstore.PrefixRuns, node, project, id, pod)
+	if _, err := etcdstore.NewBatch(e.etcd.Client).Put(key, rep).Commit(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// await polls the workload until ok holds (5 s at most).
+func (e *env) await(t *testing.T, name string, what string, ok func(*workloadv1.Workload) bool) *workloadv1.Workload {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		w, err := e.client.GetWorkload(t.Context(), &workloadv1.GetWorkloadRequest{Name: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok(w) {
+			return w
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: timed out; status %v", what, w.GetStatus())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func eventTypes(w *workloadv1.Workload) []workloadv1.WorkloadEventType {
+	var out []workloadv1.WorkloadEventType
+	for _, ev := range w.GetStatus().GetEvents() {
+		out = append(out, ev.GetType())
+	}
+	return out
+}
+
+const (
+	evSubmitted = workloadv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_SUBMITTED
+	evScheduled = workloadv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_SCHEDULED
+	evStarted   = workloadv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_STARTED
+	evPreempted = workloadv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_PREEMPTED
+	evSuspended = workloadv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_SUSPENDED
+	evFinished  = workloadv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_FINISHED
+)
+
+func phaseIs(p workloadv1.WorkloadPhase) func(*workloadv1.Workload) bool {
+	return func(w *workloadv1.Workload) bool { return w.GetStatus().GetPhase() == p }
+}
+
+// stable waits a little and checks that the workload was not written again.
+func (e *env) stable(t *testing.T, w *workloadv1.Workload) {
+	t.Helper()
+	time.Sleep(300 * time.Millisecond)
+	got, err := e.client.GetWorkload(t.Context(), &workloadv1.GetWorkloadRequest{Name: w.GetName()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.GetEtag() != w.GetEtag() {
+		t.Errorf("workload rewritten with nothing new: events %v, were %v", eventTypes(got), eventTypes(w))
+	}
+}
+
+func TestController_BindRunFinish(t *testing.T) {
+	e := start(t)
+	e.addProjects(t, "team-a")
+	spec := training()
+	spec.Spec.Pods = 2
+	w := e.create(t, "team-a", "train", spec)
+	stop := e.runController(t)
+
+	e.bind(t, "n1", "team-a", "train", 0)
+	got := e.await(t, w.GetName(), "one pod bound", func(w *workloadv1.Workload) bool { return w.GetStatus().GetRunningPods() == 1 })
+	if p := got.GetStatus().GetPhase(); p != workloadv1.WorkloadPhase_WORKLOAD_PHASE_PENDING {
+		t.Errorf("phase with 1 of 2 pods bound %v, want PENDING", p)
+	}
+	e.bind(t, "n2", "team-a", "train", 1)
+	got = e.await(t, w.GetName(), "running", phaseIs(workloadv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING))
+	st := got.GetStatus()
+	if st.GetRunningPods() != 2 || !slices.Equal(st.GetNodes(), []string{"nodes/n1", "nodes/n2"}) ||
+		st.GetAllocatedMilliGpus() != 2000 || len(st.GetPods()) != 2 || st.GetStartTime() == nil {
+		t.Errorf("running status %v", st)
+	}
+	if want := []workloadv1.WorkloadEventType{evSubmitted, evScheduled, evScheduled}; !slices.Equal(eventTypes(got), want) {
+		t.Errorf("events %v, want %v", eventTypes(got), want)
+	}
+
+	// A restart re-folds the same bindings: nothing is added.
+	stop()
+	e.runController(t)
+	e.stable(t, got)
+
+	e.report(t, "n1", "team-a", "train", 0, workloadv1.PodState_POD_STATE_RUNNING, 0)
+	e.report(t, "n2", "team-a", "train", 1, workloadv1.PodState_POD_STATE_RUNNING, 0)
+	got = e.await(t, w.GetName(), "both started", func(w *workloadv1.Workload) bool {
+		for _, p := range w.GetStatus().GetPods() {
+			if p.GetState() != workloadv1.PodState_POD_STATE_RUNNING {
+				return false
+			}
+		}
+		return true
+	})
+	e.report(t, "n1", "team-a", "train", 0, workloadv1.PodState_POD_STATE_SUCCEEDED, 0)
+	e.report(t, "n2", "team-a", "train", 1, workloadv1.PodState_POD_STATE_SUCCEEDED, 0)
+	got = e.await(t, w.GetName(), "completed", phaseIs(workloadv1.WorkloadPhase_WORKLOAD_PHASE_COMPLETED))
+	if st := got.GetStatus(); st.GetRunningPods() != 0 || len(st.GetNodes()) != 0 || st.GetEndTime() == nil {
+		t.Errorf("completed status %v", st)
+	}
+	types := eventTypes(got)
+	if types[len(types)-1] != evFinished || slices.Index(types, evStarted) < 0 ||
+		len(slices.DeleteFunc(slices.Clone(types), func(t workloadv1.WorkloadEventType) bool { return t != evScheduled })) != 2 {
+		t.Errorf("events %v: want 2 SCHEDULED, STARTED and FINISHED last", types)
+	}
+	e.stable(t, got)
+}
+
+func TestController_FailedExitCode(t *testing.T) {
+	e := start(t)
+	e.addProjects(t, "team-a")
+	w := e.create(t, "team-a", "job", training())
+	e.runController(t)
+	e.bind(t, "n1", "team-a", "job", 0)
+	e.await(t, w.GetName(), "running", phaseIs(workloadv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING))
+	e.report(t, "n1", "team-a", "job", 0, workloadv1.PodState_POD_STATE_SUCCEEDED, 3)
+	got := e.await(t, w.GetName(), "failed", phaseIs(workloadv1.WorkloadPhase_WORKLOAD_PHASE_FAILED))
+	if want := []workloadv1.WorkloadEventType{evSubmitted, evScheduled, evStarted, evFinished}; !slices.Equal(eventTypes(got), want) {
+		t.Errorf("events %v, want %v", eventTypes(got), want)
+	}
+}
+
+func TestController_EvictionConsumedOnce(t *testing.T) {
+	e := start(t)
+	e.addProjects(t, "team-a")
+	w := e.create(t, "team-a", "train", training())
+	stop := e.runController(t)
+	e.bind(t, "n1", "team-a", "train", 0)
+	e.await(t, w.GetName(), "running", phaseIs(workloadv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING))
+
+	// The scheduler's eviction: the binding deleted and the event put in one
+	// transaction.
+	evKey := fmt.Sprintf("%steam-a/train/%020d-1", etcdstore.PrefixEvictions, time.Now().UnixNano())
+	ev := &workloadv1.WorkloadEvent{Type: evPreempted, Time: timestamppb.Now(), Message: "Preempted.",
+		By: "projects/team-a/workloads/urgent", Rule: workloadv1.SchedulingRule_SCHEDULING_RULE_PREEMPT,
+		Pods: 1, Nodes: []string{"nodes/n1"}}
+	if _, err := etcdstore.NewBatch(e.etcd.Client).Delete(bindingKey("n1", "team-a", "train", 0)).Put(evKey, ev).Commit(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	got := e.await(t, w.GetName(), "preempted", func(w *workloadv1.Workload) bool { return w.GetStatus().GetPreemptionCount() == 1 })
+	st := got.GetStatus()
+	if st.GetPhase() != workloadv1.WorkloadPhase_WORKLOAD_PHASE_PENDING || st.GetRunningPods() != 0 ||
+		len(st.GetNodes()) != 0 || st.GetAllocatedMilliGpus() != 0 || len(st.GetPods()) != 0 {
+		t.Errorf("preempted status %v", st)
+	}
+	last := st.GetEvents()[len(st.GetEvents())-1]
+	if last.GetType() != evPreempted || last.GetBy() != "projects/team-a/workloads/urgent" ||
+		last.GetRule() != workloadv1.SchedulingRule_SCHEDULING_RULE_PREEMPT {
+		t.Errorf("last event %v", last)
+	}
+	resp, err := e.etcd.Client.Get(t.Context(), etcdstore.PrefixEvictions, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Count != 0 {
+		t.Errorf("%d eviction keys left, want 0 (consumed)", resp.Count)
+	}
+
+	stop()
+	e.runController(t)
+	e.stable(t, got)
+
+	// Bound again after the eviction: SCHEDULED once more, count kept.
+	e.bind(t, "n2", "team-a", "train", 0)
+	got = e.await(t, w.GetName(), "running again", phaseIs(workloadv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING))
+	if got.GetStatus().GetPreemptionCount() != 1 || !slices.Equal(got.GetStatus().GetNodes(), []string{"nodes/n2"}) {
+		t.Errorf("rebound status %v", got.GetStatus())
+	}
+	want := []workloadv1.WorkloadEventType{evSubmitted, evScheduled, evPreempted, evScheduled}
+	if !slices.Equal(eventTypes(got), want) {
+		t.Errorf("events %v, want %v", eventTypes(got), want)
+	}
+}
+
+func TestController_SuspendedReleased(t *testing.T) {
+	e := start(t)
+	e.addProjects(t, "team-a")
+	w := e.create(t, "team-a", "nb", training())
+	e.runController(t)
+	e.bind(t, "n1", "team-a", "nb", 0)
+	e.await(t, w.GetName(), "running", phaseIs(workloadv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING))
+	if _, err := e.client.SuspendWorkload(t.Context(), &workloadv1.SuspendWorkloadRequest{Name: w.GetName()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.etcd.Client.Delete(t.Context(), bindingKey("n1", "team-a", "nb", 0)); err != nil {
+		t.Fatal(err)
+	}
+	got := e.await(t, w.GetName(), "stopped", phaseIs(workloadv1.WorkloadPhase_WORKLOAD_PHASE_STOPPED))
+	if st := got.GetStatus(); st.GetRunningPods() != 0 || len(st.GetNodes()) != 0 || st.GetAllocatedMilliGpus() != 0 {
+		t.Errorf("stopped status %v", st)
+	}
+	if want := []workloadv1.WorkloadEventType{evSubmitted, evScheduled, evSuspended}; !slices.Equal(eventTypes(got), want) {
+		t.Errorf("events %v, want %v", eventTypes(got), want)
+	}
+}
+
+// Evictions written while no controller runs are folded by the next one's
+// listing, in key order, and each exactly once.
+func TestController_EvictionsBeforeStart(t *testing.T) {
+	e := start(t)
+	e.addProjects(t, "team-a")
+	w := e.create(t, "team-a", "train", training())
+	for i := range 2 {
+		key := fmt.Sprintf("%steam-a/train/%020d-%d", etcdstore.PrefixEvictions, time.Now().UnixNano(), i+1)
+		ev := &workloadv1.WorkloadEvent{Type: evPreempted, Time: timestamppb.Now(), Message: "Reclaimed.",
+			By: "projects/team-b/workloads/other", Rule: workloadv1.SchedulingRule_SCHEDULING_RULE_RECLAIM}
+		if _, err := etcdstore.NewBatch(e.etcd.Client).Put(key, ev).Commit(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// An eviction of a workload that no longer exists is dropped.
+	orphan := etcdstore.PrefixEvictions + "team-a/gone/00000000000000000001-1"
+	if _, err := etcdstore.NewBatch(e.etcd.Client).Put(orphan, &workloadv1.WorkloadEvent{Type: evPreempted}).Commit(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	stop := e.runController(t)
+	got := e.await(t, w.GetName(), "two preemptions", func(w *workloadv1.Workload) bool { return w.GetStatus().GetPreemptionCount() == 2 })
+	stop()
+	e.runController(t)
+	e.stable(t, got)
+	want := []workloadv1.WorkloadEventType{evSubmitted, evPreempted, evPreempted}
+	if !slices.Equal(eventTypes(got), want) {
+		t.Errorf("events %v, want %v", eventTypes(got), want)
+	}
+	resp, err := e.etcd.Client.Get(t.Context(), etcdstore.PrefixEvictions, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Count != 0 {
+		t.Errorf("%d eviction keys left, want 0", resp.Count)
+	}
+}
