@@ -66,7 +66,7 @@ const (
 	// NodeManager service and its node agents.
 	PrefixNodes  = Root + "nodes/"  // {node}, kept alive with a lease
 	PrefixLeases = Root + "leases/" // {node}: the node's etcd lease id
-	PrefixRuns   = Root + "runs/"   // {node}/{project}.{workload}: run reports
+	PrefixRuns   = Root + "runs/"   // {node}/{project}.{workload}.{pod}: run reports
 	PrefixDrains = Root + "drains/" // {node}
 
 	// Identity service.
