@@ -19,11 +19,11 @@ help: ## list the targets
 build: ## build bin/runway
 	$(GO) build -o $(BIN)/runway ./cmd/runway
 
-# Until the control plane lands (`runway dev`), running Runway here means the
-# scheduler on the product quick start, played by the simulator.
+# Every service, an embedded etcd (data kept in .cache/dev) and 2 simulated
+# nodes with 2 GPUs each, in one process; it prints the RUNWAY_SERVER line.
 .PHONY: run
-run: build ## start Runway on this machine
-	$(BIN)/runway sim run ../shared/scenarios/seed-quickstart.yaml
+run: build ## start Runway on this machine (runway dev: 2 nodes x 2 GPUs)
+	$(BIN)/runway dev --data-dir $(CURDIR)/.cache/dev --nodes 2 --gpus-per-node 2
 
 .PHONY: test
 test: build check ## run the whole test suite (checks, unit, property, scenarios)

@@ -1,5 +1,12 @@
-// Command runway is Runway's single binary: the simulator today, and the
-// services, node agent and user CLI as they land.
+// Command runway is Runway's single binary:
+//
+//	runway sim run FILE     play a scheduling scenario (sim_run.go)
+//	runway dev              the whole control plane in one process (dev.go)
+//	runway serve SERVICE    one service against an etcd cluster (serve.go)
+//	runway agent            a node agent (agent.go)
+//
+// and the user CLI as it lands. The commands parse flags; the composition
+// of the services lives in package server (cmd/runway/server).
 package main
 
 import (
@@ -25,7 +32,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(simCommand())
+	root.AddCommand(simCommand(), devCommand(), serveCommand(), agentCommand())
 	if err := root.Execute(); err != nil {
 		code := 1
 		var ee *exitError

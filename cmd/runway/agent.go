@@ -1,0 +1,39 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/runwayhq/runway/cmd/runway/server"
+	"github.com/runwayhq/runway/services/nodemanager/agent"
+)
+
+func agentCommand() *cobra.Command {
+	var cfg server.AgentConfig
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "Run a node agent: register the node and run the pods bound to it",
+		Long: `Run the node agent of one node: it registers the node in etcd under a lease,
+runs the pods the scheduler binds to it (under --data-dir) and reports their
+state. The GPUs are simulated (--gpus); real NVIDIA devices are not wired yet.
+
+It runs until SIGINT or SIGTERM; it stops its pods then, and the node expires
+with its lease.`,
+		Example: `  runway agent --node gpu-1 --etcd-endpoints 127.0.0.1:2379 --gpus 8 --data-dir /var/lib/runway`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := untilSignal(cmd.Context())
+			defer stop()
+			return server.RunAgent(ctx, cfg)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Node, "node", "", "node id, 1-63 characters of [a-z0-9-] (required)")
+	f.StringSliceVar(&cfg.EtcdEndpoints, "etcd-endpoints", nil, "etcd client endpoints, comma-separated (required)")
+	f.IntVar(&cfg.GPUs, "gpus", 8, "number of simulated GPUs")
+	f.StringVar(&cfg.Pool, "pool", agent.DefaultPool, "node pool id")
+	f.StringVar(&cfg.DataDir, "data-dir", "", "directory for the pods' directories and logs (required)")
+	_ = cmd.MarkFlagRequired("node")
+	_ = cmd.MarkFlagRequired("etcd-endpoints")
+	_ = cmd.MarkFlagRequired("data-dir")
+	return cmd
+}

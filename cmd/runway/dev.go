@@ -1,0 +1,54 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/runwayhq/runway/cmd/runway/server"
+)
+
+func devCommand() *cobra.Command {
+	var (
+		cfg     server.DevConfig
+		openapi string
+	)
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Run the whole control plane in one process, with simulated nodes",
+		Long: `Run Runway in one process: an embedded etcd (data in DATA-DIR/etcd), every
+service on one gRPC+REST listener, the scheduler, and --nodes node agents
+(node-1..node-N) with --gpus-per-node simulated GPUs each (pods under
+DATA-DIR/nodes/NAME).
+
+Once serving it prints "export RUNWAY_SERVER=ADDR" on stdout and writes the
+same line to DATA-DIR/env. It runs until SIGINT or SIGTERM and then shuts down
+cleanly; starting again on the same DATA-DIR resumes where it stopped.
+
+GET /openapi.json serves --openapi (by default gen/openapi/runway.swagger.json
+relative to the working directory, when that file exists).`,
+		Example: `  runway dev --data-dir /tmp/rwdev --nodes 2 --gpus-per-node 2
+  eval "$(cat /tmp/rwdev/env)"`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			b, err := server.LoadOpenAPI(openapi)
+			if err != nil {
+				return &exitError{code: 2, msg: err.Error()}
+			}
+			cfg.OpenAPI = b
+			ctx, stop := untilSignal(cmd.Context())
+			defer stop()
+			return server.RunDev(ctx, cfg, func(addr string) {
+				fmt.Fprintln(cmd.OutOrStdout(), server.EnvLine(addr))
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.DataDir, "data-dir", "", "directory for etcd's data, the nodes' pods and the env file (required)")
+	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:7070", "gRPC and REST address of all the services")
+	f.IntVar(&cfg.Nodes, "nodes", 1, "number of in-process node agents")
+	f.IntVar(&cfg.GPUsPerNode, "gpus-per-node", 8, "simulated GPUs per node")
+	f.StringVar(&openapi, "openapi", server.DefaultOpenAPIPath, "OpenAPI document to serve as /openapi.json")
+	_ = cmd.MarkFlagRequired("data-dir")
+	return cmd
+}

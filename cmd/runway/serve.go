@@ -1,0 +1,50 @@
+package main
+
+import (
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/runwayhq/runway/cmd/runway/server"
+)
+
+func serveCommand() *cobra.Command {
+	var (
+		cfg       server.ServeConfig
+		endpoints []string
+		openapi   string
+	)
+	cmd := &cobra.Command{
+		Use:       "serve {" + strings.Join(server.Services, "|") + "}",
+		Short:     "Serve one Runway service against an etcd cluster",
+		ValidArgs: server.Services,
+		Long: `Serve one service on its own gRPC+REST listener, storing in the etcd cluster at
+--etcd-endpoints. The scheduler also runs its replica loop: any number of
+replicas may run, one leads at a time. The workload service asks the quota
+service (--quota-server) whether a project exists.
+
+It runs until SIGINT or SIGTERM and then shuts down cleanly.`,
+		Example: `  runway serve quota --etcd-endpoints 127.0.0.1:2379 --listen 127.0.0.1:7071
+  runway serve workload --etcd-endpoints 127.0.0.1:2379 --listen 127.0.0.1:7072 --quota-server 127.0.0.1:7071
+  runway serve scheduler --etcd-endpoints 127.0.0.1:2379 --listen 127.0.0.1:7073`,
+		Args: cobra.MatchAll(cobra.ExactArgs(1), cobra.OnlyValidArgs),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			b, err := server.LoadOpenAPI(openapi)
+			if err != nil {
+				return &exitError{code: 2, msg: err.Error()}
+			}
+			cfg.Service, cfg.EtcdEndpoints, cfg.OpenAPI = args[0], endpoints, b
+			ctx, stop := untilSignal(cmd.Context())
+			defer stop()
+			return server.Serve(ctx, cfg)
+		},
+	}
+	f := cmd.Flags()
+	f.StringSliceVar(&endpoints, "etcd-endpoints", nil, "etcd client endpoints, comma-separated (required)")
+	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:7070", "gRPC and REST address")
+	f.StringVar(&cfg.QuotaServer, "quota-server", "", "the QuotaService's address (required by the workload service)")
+	f.StringVar(&cfg.Replica, "replica", "", "the scheduler replica's name in the election (default: the host name)")
+	f.StringVar(&openapi, "openapi", server.DefaultOpenAPIPath, "OpenAPI document to serve as /openapi.json")
+	_ = cmd.MarkFlagRequired("etcd-endpoints")
+	return cmd
+}
