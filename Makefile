@@ -10,6 +10,7 @@ PKGS = $(shell $(GO) list -m -f '{{.Dir}}/...')
 .DEFAULT_GOAL := help
 
 include make/proto.mk
+include make/testbin.mk
 
 .PHONY: help
 help: ## list the targets
