@@ -44,7 +44,10 @@ type Runner struct {
 	cfg Config
 }
 
-// New returns a runner; the data directory is created on first Start.
+// New returns a runner; the data directory is created on first Start. Pods
+// left running by an earlier runner on the same directory (an agent killed
+// with kill -9 cannot stop them) are killed first, so a restarted agent never
+// runs a second copy of a pod next to the first.
 func New(cfg Config) (*Runner, error) {
 	if cfg.DataDir == "" {
 		return nil, errors.New("local runner: Config.DataDir is empty")
@@ -52,7 +55,34 @@ func New(cfg Config) (*Runner, error) {
 	if cfg.StopGrace <= 0 {
 		cfg.StopGrace = DefaultStopGrace
 	}
+	reapOrphans(cfg.DataDir)
 	return &Runner{cfg: cfg}, nil
+}
+
+// PgidName is the file in a pod's directory holding its process group id
+// while it runs.
+const PgidName = "pgid"
+
+// reapOrphans kills the process groups recorded in the pods' pgid files. A
+// group is killed only when its leader still works in that pod's directory,
+// so a reused process id of an unrelated program is left alone.
+func reapOrphans(dataDir string) {
+	files, _ := filepath.Glob(filepath.Join(dataDir, "*", PgidName))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		pgid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || pgid <= 1 {
+			continue
+		}
+		cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pgid))
+		if err == nil && filepath.Clean(cwd) == filepath.Dir(f) {
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		}
+		_ = os.Remove(f)
+	}
 }
 
 // Spec is one pod to run.
@@ -108,6 +138,12 @@ func (r *Runner) Start(spec Spec) (*Process, error) {
 	}
 	p := &Process{cmd: cmd, pgid: cmd.Process.Pid, grace: r.cfg.StopGrace, logPath: logPath, dir: dir,
 		done: make(chan struct{})}
+	// Recorded so that a runner started after this one dies can find it.
+	if err := os.WriteFile(filepath.Join(dir, PgidName), []byte(strconv.Itoa(p.pgid)), 0o644); err != nil {
+		_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
+		_ = cmd.Wait()
+		return nil, fmt.Errorf("start pod %q: record its process group: %w", spec.ID, err)
+	}
 	go p.wait()
 	return p, nil
 }
@@ -155,6 +191,7 @@ type Exit struct {
 
 func (p *Process) wait() {
 	_ = p.cmd.Wait() // the exit status is in ProcessState
+	_ = os.Remove(filepath.Join(p.dir, PgidName))
 	ex := Exit{Code: p.cmd.ProcessState.ExitCode()}
 	if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		ex = Exit{Code: 128 + int(ws.Signal()), Signaled: true}

@@ -164,3 +164,25 @@ func TestProcess_StopKillsAfterGrace(t *testing.T) {
 	}
 	eventually(t, "the child to die", func() bool { return !alive(child) })
 }
+
+// A runner on the same directory as one that died (its agent killed with
+// kill -9) kills the pods it left, so no pod runs twice.
+func TestNew_ReapsOrphans(t *testing.T) {
+	dir := t.TempDir()
+	first, err := local.New(local.Config{DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := first.Start(local.Spec{ID: "team-a.w.0", Command: []string{"sleep", "300"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// first is abandoned without stopping p, as a killed agent would leave it.
+	if _, err := local.New(local.Config{DataDir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	ex := waitDone(t, p)
+	if !ex.Signaled {
+		t.Errorf("the orphaned pod should have been killed, got exit %+v", ex)
+	}
+}
