@@ -62,6 +62,13 @@ const (
 	// the same fenced transaction that deletes the bindings; the Workload
 	// service folds them into the workload's status.
 	PrefixEvictions = Root + "evictions/" // {project}/{workload}/{time}-{n}
+	// PrefixReasons holds, per waiting workload, the last cycle's reasons
+	// it could not be placed (a workloadv1.WorkloadStatus with only
+	// pending_reasons set), written by the leader in its fenced plan
+	// transaction only when they change, deleted once the workload is
+	// placed or gone; the Workload service folds them into
+	// status.pending_reasons.
+	PrefixReasons = Root + "reasons/" // {project}/{workload}
 
 	// NodeManager service and its node agents.
 	PrefixNodes  = Root + "nodes/"  // {node}, kept alive with a lease
@@ -94,6 +101,7 @@ var prefixes = []PrefixInfo{
 	{PrefixWorkloads, OwnerWorkload, false, "Workload by project/workload"},
 	{PrefixBindings, OwnerScheduler, false, "pod binding (PodStatus) by node/project.workload.pod"},
 	{PrefixEvictions, OwnerScheduler, false, "eviction events (WorkloadEvent) by project/workload/time-n"},
+	{PrefixReasons, OwnerScheduler, false, "pending reasons (WorkloadStatus.pending_reasons) by project/workload"},
 	{PrefixElectionScheduler, OwnerScheduler, false, "scheduler leader election candidates (concurrency.Election)"},
 	{PrefixQueues, OwnerScheduler, false, "queue status by node_pool/project"},
 	{PrefixNodes, OwnerNodeManager, false, "Node by id, leased"},

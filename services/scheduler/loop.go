@@ -76,6 +76,14 @@ func (s *Server) lead(ctx context.Context) error {
 	s.setLeader(&leadership{fence: fence{Key: el.Key(), Rev: el.Rev()}, acquire: s.cfg.Clock()})
 	defer s.setLeader(nil)
 	s.log.Info("scheduler: leading", "replica", s.cfg.Replica, "electionRevision", el.Rev())
+	written, err := loadReasons(cctx, s.client)
+	if err != nil {
+		if cctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	s.written = written
 	s.schedule(cctx, fence{Key: el.Key(), Rev: el.Rev()})
 	return nil
 }
@@ -119,6 +127,8 @@ func (s *Server) cycle(ctx context.Context, f fence) {
 	ws := c.planWrites(plan, now)
 	c.mu.Unlock()
 	s.recordCycle(plan, now)
+	var written map[string]string
+	ws.reasons, written = reasonsWrites(s.written, plan.Waiting)
 	if ws.empty() {
 		return
 	}
@@ -129,5 +139,6 @@ func (s *Server) cycle(ctx context.Context, f fence) {
 		}
 		return
 	}
+	s.written = written
 	c.WaitApplied(ctx, ws, 2*time.Second)
 }

@@ -72,6 +72,11 @@ type Server struct {
 	cycles     int64
 	lastPlan   map[string]decision // by workload cluster ID, from the last cycle
 	lastEvents map[string]decision // the last placement or eviction of each workload
+
+	// written is, by workload ID, the reasons (joined by "\n") of the
+	// record last written under PrefixReasons; only the leader's loop
+	// goroutine reads and sets it (reasons.go).
+	written map[string]string
 }
 
 // decision is what one cycle said about one workload.

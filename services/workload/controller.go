@@ -33,6 +33,10 @@ import (
 //     events of the scheduler): folded as they are, and the eviction key is
 //     deleted in the same transaction as the workload write, so each is
 //     folded exactly once;
+//   - pending reasons (`reasons/{project}/{workload}`, the scheduler's
+//     record of why a waiting workload was not placed): folded into a
+//     PENDING workload's status.pending_reasons by FoldReasons; they are
+//     cleared when it is scheduled, stopped or finished (Fold);
 //   - run reports (`runs/{node}/{project}.{workload}.{pod}`, the node
 //     agents'): pods reported RUNNING fold STARTED; once every bound pod
 //     (at least the requested pods) has ended, FINISHED (COMPLETED when
@@ -41,8 +45,8 @@ import (
 //     CreateRevision), so a report of an earlier placement is ignored.
 //
 // The watches only say which workloads changed; each reconcile reads the
-// workloads, bindings, runs and evictions in one etcd transaction (one
-// revision), so the three streams can never be seen out of step, and it
+// workloads, bindings, runs, evictions and reasons in one etcd transaction (one
+// revision), so the streams can never be seen out of step, and it
 // compares the result with the stored status, so re-running it (a restart,
 // a retried conflict) adds no event. Writes are conditional on the workload
 // key's revision and retried on conflict.
@@ -70,7 +74,7 @@ func NewController(deps Deps) (*Controller, error) {
 // controllerRetry is the pause before a failed reconcile is retried.
 const controllerRetry = 200 * time.Millisecond
 
-// Run lists, reconciles every workload, then watches the bindings, runs and
+// Run lists, reconciles every workload, then watches the bindings, runs, reasons and
 // evictions prefixes from the list revision + 1, reconciling the workloads
 // they name. A compacted watch relists. It returns nil when ctx ends, or the
 // error of a watch that cannot go on (the etcd client was closed).
@@ -106,11 +110,11 @@ type trigger struct {
 	err error
 }
 
-// watch follows the three prefixes from rev until one fails.
+// watch follows the four prefixes from rev until one fails.
 func (c *Controller) watch(ctx context.Context, rev int64) error {
 	wctx, cancel := context.WithCancel(ctx)
 	merged := make(chan trigger)
-	done := make(chan struct{}, 3)
+	done := make(chan struct{}, 4)
 	forward := func(ch <-chan etcdstore.WatchEvent[proto.Message], parse func(string) string) {
 		defer func() { done <- struct{}{} }()
 		for ev := range ch {
@@ -127,9 +131,10 @@ func (c *Controller) watch(ctx context.Context, rev int64) error {
 	go forward(c.coll(etcdstore.PrefixBindings).Watch(wctx, rev), podWorkload)
 	go forward(c.coll(etcdstore.PrefixRuns).Watch(wctx, rev), podWorkload)
 	go forward(c.coll(etcdstore.PrefixEvictions).Watch(wctx, rev), evictionWorkload)
+	go forward(c.coll(etcdstore.PrefixReasons).Watch(wctx, rev), reasonsWorkload)
 	defer func() {
 		cancel()
-		for range 3 {
+		for range 4 {
 			<-done
 		}
 	}()
@@ -197,6 +202,7 @@ type snapshot struct {
 	bindings  map[string][]*mvccKV
 	runs      map[string]*mvccKV // by binding id {node}/{project}.{workload}.{pod}
 	evictions map[string][]*mvccKV
+	reasons   map[string]*mvccKV // by project/workload
 }
 
 type mvccKV struct {
@@ -249,9 +255,10 @@ func (c *Controller) reconcile(ctx context.Context, ids []string) (int64, error)
 	}
 }
 
-// read takes the four prefixes in one transaction, so at one revision.
+// read takes the five prefixes in one transaction, so at one revision.
 func (c *Controller) read(ctx context.Context) (*snapshot, error) {
-	prefixes := []string{etcdstore.PrefixWorkloads, etcdstore.PrefixBindings, etcdstore.PrefixRuns, etcdstore.PrefixEvictions}
+	prefixes := []string{etcdstore.PrefixWorkloads, etcdstore.PrefixBindings, etcdstore.PrefixRuns, etcdstore.PrefixEvictions,
+		etcdstore.PrefixReasons}
 	ops := make([]clientv3.Op, len(prefixes))
 	for i, p := range prefixes {
 		ops[i] = clientv3.OpGet(p, clientv3.WithPrefix())
@@ -264,7 +271,8 @@ func (c *Controller) read(ctx context.Context) (*snapshot, error) {
 		return nil, fmt.Errorf("read workload status sources: %w: %w", etcdstore.ErrUnavailable, err)
 	}
 	s := &snapshot{rev: resp.Header.Revision, workloads: map[string]*mvccKV{},
-		bindings: map[string][]*mvccKV{}, runs: map[string]*mvccKV{}, evictions: map[string][]*mvccKV{}}
+		bindings: map[string][]*mvccKV{}, runs: map[string]*mvccKV{}, evictions: map[string][]*mvccKV{},
+		reasons: map[string]*mvccKV{}}
 	for i, p := range prefixes {
 		for _, kv := range resp.Responses[i].GetResponseRange().GetKvs() {
 			m := &mvccKV{key: string(kv.Key), value: kv.Value, createRev: kv.CreateRevision, modRev: kv.ModRevision}
@@ -281,6 +289,10 @@ func (c *Controller) read(ctx context.Context) (*snapshot, error) {
 			case etcdstore.PrefixEvictions:
 				if id := evictionWorkload(rest); id != "" {
 					s.evictions[id] = append(s.evictions[id], m)
+				}
+			case etcdstore.PrefixReasons:
+				if id := reasonsWorkload(rest); id != "" {
+					s.reasons[id] = m
 				}
 			}
 		}
@@ -326,6 +338,14 @@ func (c *Controller) reconcileOne(ctx context.Context, snap *snapshot, id string
 	}
 	if !IsFinal(w.GetStatus().GetPhase()) {
 		c.foldPods(w, snap, id, now)
+	}
+	if r := snap.reasons[id]; r != nil {
+		st := new(workloadv1.WorkloadStatus)
+		if err := proto.Unmarshal(r.value, st); err != nil {
+			c.log.Warn("workload controller: ignoring undecodable pending reasons", "key", r.key, "err", err)
+		} else {
+			FoldReasons(w, st.GetPendingReasons())
+		}
 	}
 
 	if proto.Equal(before, w) && len(evictions) == 0 {
@@ -479,6 +499,16 @@ func podWorkload(id string) string {
 func evictionWorkload(id string) string {
 	parts := strings.Split(id, "/")
 	if len(parts) != 3 || parts[0] == "" || parts[1] == "" {
+		return ""
+	}
+	return clusterproto.ClusterID(parts[0], parts[1])
+}
+
+// reasonsWorkload is the workload of a pending reasons id
+// "{project}/{workload}", "" when malformed.
+func reasonsWorkload(id string) string {
+	parts := strings.Split(id, "/")
+	if len(parts) != 2 || parts[0] == "" || parts[1] == "" {
 		return ""
 	}
 	return clusterproto.ClusterID(parts[0], parts[1])

@@ -148,6 +148,19 @@ func clearPlacement(st *workloadv1.WorkloadStatus) {
 	st.Pods = nil
 }
 
+// FoldReasons sets the scheduler's latest reasons (its record under
+// etcdstore.PrefixReasons) as the pending reasons of a PENDING workload.
+// In any other phase it does nothing: Fold clears the reasons when the
+// workload is scheduled, stopped or finished, and a record that outlives
+// that (it is deleted in the transaction that binds the workload) must not
+// bring them back. An empty set leaves the current reasons as they are.
+func FoldReasons(w *workloadv1.Workload, reasons []*workloadv1.PendingReason) {
+	if w.GetStatus().GetPhase() != workloadv1.WorkloadPhase_WORKLOAD_PHASE_PENDING || len(reasons) == 0 {
+		return
+	}
+	w.Status.PendingReasons = reasons
+}
+
 // IsFinal reports whether a phase is final (COMPLETED or FAILED): nothing
 // changes it any more, and Suspend/Resume fail on it.
 func IsFinal(p workloadv1.WorkloadPhase) bool {

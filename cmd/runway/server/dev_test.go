@@ -244,6 +244,19 @@ func TestDevFairShareAndReclaim(t *testing.T) {
 	if i < 0 || evs[i].GetBy() != "projects/team-b/workloads/b2" {
 		t.Errorf("a1's events %v, want a PREEMPTED event by projects/team-b/workloads/b2", evs)
 	}
+	// The scheduler's reasons for a1 reach its status, with the numbers.
+	eventually(t, "a1's pending reasons name team-a's fair share", func() string {
+		w, err := d.workload.GetWorkload(t.Context(), &workloadv1.GetWorkloadRequest{Name: "projects/team-a/workloads/a1"})
+		if err != nil {
+			return err.Error()
+		}
+		for _, r := range w.GetStatus().GetPendingReasons() {
+			if m := r.GetMessage(); strings.Contains(m, "team-a") && strings.Contains(m, "fair share") {
+				return ""
+			}
+		}
+		return fmt.Sprintf("pending reasons %v", w.GetStatus().GetPendingReasons())
+	})
 
 	// b2's placement names its victim: a1, reclaimed for team-b's quota.
 	dec := ex.GetLastDecision()
