@@ -25,6 +25,7 @@ import (
 type store struct {
 	client *clientv3.Client
 	coll   *etcdstore.Collection[*workloadv1.Workload]
+	group  *groupCommitter // creates, committed together (groupcommit.go)
 }
 
 func newStore(client *clientv3.Client) *store {
@@ -32,6 +33,7 @@ func newStore(client *clientv3.Client) *store {
 		client: client,
 		coll: etcdstore.NewCollection(client, etcdstore.PrefixWorkloads,
 			func() *workloadv1.Workload { return new(workloadv1.Workload) }),
+		group: &groupCommitter{client: client, prefix: etcdstore.PrefixWorkloads, maxOps: etcdstore.DefaultMaxOps},
 	}
 }
 
@@ -54,8 +56,10 @@ func (s *store) get(ctx context.Context, project, id string) (*workloadv1.Worklo
 
 // create writes w if its name is free (etcdstore.ErrAlreadyExists otherwise)
 // and returns the stored copy with its etag. w itself is not changed.
+// Concurrent creates are committed together (groupcommit.go), with the
+// same answers as one create at a time.
 func (s *store) create(ctx context.Context, project, id string, w *workloadv1.Workload) (*workloadv1.Workload, error) {
-	it, err := s.coll.Create(ctx, clusterproto.ClusterID(project, id), forWrite(w))
+	it, err := s.groupCreate(ctx, clusterproto.ClusterID(project, id), forWrite(w))
 	if err != nil {
 		return nil, err
 	}
