@@ -4,7 +4,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/runwayhq/runway/cmd/runway/server"
-	"github.com/runwayhq/runway/services/nodemanager/agent"
 )
 
 func agentCommand() *cobra.Command {
@@ -30,7 +29,8 @@ with its lease.`,
 	f.StringVar(&cfg.Node, "node", "", "node id, 1-63 characters of [a-z0-9-] (required)")
 	f.StringSliceVar(&cfg.EtcdEndpoints, "etcd-endpoints", nil, "etcd client endpoints, comma-separated (required)")
 	f.IntVar(&cfg.GPUs, "gpus", 8, "number of simulated GPUs")
-	f.StringVar(&cfg.Pool, "pool", agent.DefaultPool, "node pool id")
+	f.StringVar(&cfg.Pool, "pool", "", "node pool id (default: the pool whose node selector matches --label, else default)")
+	f.StringToStringVar(&cfg.Labels, "label", nil, "node label K=V (repeatable): run.ai/type=dgx, or what a pool's node selector matches")
 	f.StringVar(&cfg.DataDir, "data-dir", "", "directory for the pods' directories and logs (required)")
 	_ = cmd.MarkFlagRequired("node")
 	_ = cmd.MarkFlagRequired("etcd-endpoints")

@@ -10,6 +10,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	nodemanagerv1 "github.com/runwayhq/runway/gen/go/runway/nodemanager/v1"
+	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
+	"github.com/runwayhq/runway/pkg/clusterproto"
 	"github.com/runwayhq/runway/pkg/etcdstore"
 )
 
@@ -115,8 +117,13 @@ func RegisterNode(ctx context.Context, client *clientv3.Client, n *nodemanagerv1
 		return fmt.Errorf("register node: invalid name %q", n.GetName())
 	}
 	drains := newStore(client).drains
+	pool, err := nodePool(ctx, client, n)
+	if err != nil {
+		return fmt.Errorf("register node %s: %w", id, err)
+	}
 	for range maxRetries {
 		n := proto.Clone(n).(*nodemanagerv1.Node)
+		n.NodePool = pool
 		var drainRev int64
 		d, err := drains.Get(ctx, id)
 		switch {
@@ -198,4 +205,24 @@ func cutNodeName(name string) (string, bool) {
 	}
 	id := name[len(nodesPrefix):]
 	return id, ValidNodeID(id)
+}
+
+// nodePool is the pool a registering node belongs to: the one its agent
+// named, else the oldest pool whose selector its labels match, else the
+// default pool. The answer is recorded in the node, so every reader (the
+// scheduler, the quota capacity check) agrees on it.
+func nodePool(ctx context.Context, client *clientv3.Client, n *nodemanagerv1.Node) (string, error) {
+	if n.GetNodePool() != "" {
+		return n.GetNodePool(), nil
+	}
+	pools := etcdstore.NewCollection(client, etcdstore.PrefixNodePools, func() *quotav1.NodePool { return new(quotav1.NodePool) })
+	items, _, err := pools.ListAll(ctx, "")
+	if err != nil {
+		return "", fmt.Errorf("read node pools: %w", err)
+	}
+	msgs := make([]*quotav1.NodePool, len(items))
+	for i, it := range items {
+		msgs[i] = it.Msg
+	}
+	return clusterproto.PoolOf(n.GetLabels(), msgs), nil
 }

@@ -6,6 +6,7 @@ import (
 	nodemanagerv1 "github.com/runwayhq/runway/gen/go/runway/nodemanager/v1"
 	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
 	"github.com/runwayhq/runway/pkg/cluster"
+	"github.com/runwayhq/runway/pkg/clusterproto"
 	"github.com/runwayhq/runway/pkg/etcdstore"
 )
 
@@ -37,7 +38,7 @@ func (s *store) capacities(ctx context.Context, pools []etcdstore.Item[*quotav1.
 		n := it.Msg
 		pool := n.GetNodePool()
 		if pool == "" {
-			pool = poolOf(n.GetLabels(), pools)
+			pool = clusterproto.PoolOf(n.GetLabels(), msgs(pools))
 		}
 		c := out[pool]
 		c.known = true
@@ -53,39 +54,10 @@ func (s *store) capacities(ctx context.Context, pools []etcdstore.Item[*quotav1.
 	return out, nil
 }
 
-// poolOf is the pool a node with these labels belongs to: the oldest pool
-// (create_time, then name) whose non-empty selector it matches, else
-// nodepools/default (NodePool's comment in node_pool.proto).
-func poolOf(labels map[string]string, pools []etcdstore.Item[*quotav1.NodePool]) string {
-	best := (*quotav1.NodePool)(nil)
-	for _, it := range pools {
-		p := it.Msg
-		if len(p.GetNodeSelector()) == 0 || !matches(labels, p.GetNodeSelector()) {
-			continue
-		}
-		if best == nil || older(p, best) {
-			best = p
-		}
+func msgs(items []etcdstore.Item[*quotav1.NodePool]) []*quotav1.NodePool {
+	out := make([]*quotav1.NodePool, len(items))
+	for i, it := range items {
+		out[i] = it.Msg
 	}
-	if best == nil {
-		return defaultPool
-	}
-	return best.GetName()
-}
-
-func matches(labels, selector map[string]string) bool {
-	for k, v := range selector {
-		if got, ok := labels[k]; !ok || got != v {
-			return false
-		}
-	}
-	return true
-}
-
-func older(a, b *quotav1.NodePool) bool {
-	ta, tb := a.GetCreateTime().AsTime(), b.GetCreateTime().AsTime()
-	if !ta.Equal(tb) {
-		return ta.Before(tb)
-	}
-	return a.GetName() < b.GetName()
+	return out
 }

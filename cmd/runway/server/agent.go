@@ -18,8 +18,11 @@ type AgentConfig struct {
 	// GPUs is the number of simulated GPUs. (Real NVIDIA devices need the
 	// NVML backend, which is not wired yet.)
 	GPUs int
-	// Pool is the node pool id; agent.DefaultPool when empty.
+	// Pool is the node pool id; when empty the node manager picks the pool
+	// whose selector Labels match (else the default pool).
 	Pool string
+	// Labels are the node's labels (run.ai/type for node types, pool selectors).
+	Labels map[string]string
 	// DataDir holds the pods' directories and logs. Required.
 	DataDir string
 	// Logger; slog.Default() when nil.
@@ -37,7 +40,7 @@ func RunAgent(ctx context.Context, cfg AgentConfig) error {
 		return err
 	}
 	defer cli.Close()
-	err = agent.Run(ctx, agent.Config{Node: cfg.Node, Pool: cfg.Pool, Client: cli, DataDir: cfg.DataDir,
+	err = agent.Run(ctx, agent.Config{Node: cfg.Node, Pool: cfg.Pool, Labels: cfg.Labels, Client: cli, DataDir: cfg.DataDir,
 		Backend: simulated.New(simulated.Config{Count: cfg.GPUs, Node: cfg.Node}), Logger: cfg.Logger})
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		return nil

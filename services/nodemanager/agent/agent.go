@@ -26,7 +26,6 @@ import (
 // Defaults for zero Config fields.
 const (
 	DefaultLeaseTTL = 10 * time.Second
-	DefaultPool     = "default"
 	Version         = "dev"
 )
 
@@ -34,8 +33,8 @@ const (
 type Config struct {
 	// Node is the node id, 1-63 of [a-z0-9-]. Required.
 	Node string
-	// Pool is the node pool id; DefaultPool when empty. (Selecting the pool
-	// from Labels and the pools' selectors is not done yet.)
+	// Pool is the node pool id; when empty the node manager picks the pool
+	// whose selector Labels match (else the default pool).
 	Pool string
 	// Labels are reported as Node.labels.
 	Labels map[string]string
@@ -97,9 +96,6 @@ func (cfg *Config) check() error {
 	case cfg.DataDir == "":
 		return errors.New("agent: Config.DataDir is empty")
 	}
-	if cfg.Pool == "" {
-		cfg.Pool = DefaultPool
-	}
 	if cfg.LeaseTTL <= 0 {
 		cfg.LeaseTTL = DefaultLeaseTTL
 	}
@@ -127,7 +123,7 @@ func (cfg *Config) node() (*nodemanagerv1.Node, error) {
 	capacity := &commonv1.ResourceQuantity{MilliCpu: cpu, MemoryBytes: mem}
 	n := &nodemanagerv1.Node{
 		Name:             nodemanager.NodeName(cfg.Node),
-		NodePool:         "nodepools/" + cfg.Pool,
+		NodePool:         poolName(cfg.Pool),
 		Labels:           cfg.Labels,
 		Readiness:        nodemanagerv1.Readiness_READINESS_READY,
 		ReadinessMessage: fmt.Sprintf("%d GPU(s) found.", len(devs)),
@@ -218,4 +214,12 @@ func newUID() string {
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
+}
+
+// poolName is the pool's resource name, "" to let the node manager choose.
+func poolName(id string) string {
+	if id == "" {
+		return ""
+	}
+	return "nodepools/" + id
 }
