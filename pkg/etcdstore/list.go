@@ -31,6 +31,19 @@ type Page[T proto.Message] struct {
 	Revision int64
 }
 
+// PageSize is the page size a request's page_size asks for (AIP-158): 0 is
+// DefaultPageSize, above MaxPageSize is capped. Negative sizes are the
+// caller's to reject.
+func PageSize(requested int) int {
+	switch {
+	case requested == 0:
+		return DefaultPageSize
+	case requested > MaxPageSize:
+		return MaxPageSize
+	}
+	return requested
+}
+
 // List returns up to pageSize items whose id starts with prefixWithin ("" for
 // the whole collection, "team-a/" for one project's workloads), in key order.
 //
@@ -43,14 +56,10 @@ type Page[T proto.Message] struct {
 // it yields ErrPageTokenExpired and the caller starts over.
 func (c *Collection[T]) List(ctx context.Context, prefixWithin string, pageSize int, pageToken string) (Page[T], error) {
 	listPrefix := c.prefix + prefixWithin
-	switch {
-	case pageSize < 0:
+	if pageSize < 0 {
 		return Page[T]{}, fmt.Errorf("list %s: page size %d is negative: %w", listPrefix, pageSize, ErrInvalidArgument)
-	case pageSize == 0:
-		pageSize = DefaultPageSize
-	case pageSize > MaxPageSize:
-		pageSize = MaxPageSize
 	}
+	pageSize = PageSize(pageSize)
 	start, rev := listPrefix, int64(0)
 	if pageToken != "" {
 		tok, err := decodePageToken(pageToken)

@@ -94,9 +94,11 @@ func (c *cycle) evict(u unit, rule Rule, forW *cluster.Workload, why string) {
 		e.For = forW.ID
 	}
 	c.plan.Evictions = append(c.plan.Evictions, e)
-	if whole {
-		c.reasons[u.w] = append(c.reasons[u.w], fmt.Sprintf("evicted (%s): %s", rule, why))
+	what := "evicted"
+	if !whole {
+		what = fmt.Sprintf("%d pod(s) evicted", len(u.pods))
 	}
+	c.reasons[u.w] = append(c.reasons[u.w], fmt.Sprintf("%s (%s): %s", what, rule, why))
 }
 
 // explain lists every workload still waiting with its reasons.
@@ -111,11 +113,9 @@ func (c *cycle) explain() {
 			if w.PlacedPods() >= w.MinPods && c.touched[w] {
 				continue // an elastic workload that grew: nothing to explain
 			}
-			reasons := c.reasons[w]
-			if len(reasons) == 0 {
-				reasons = []string{"not tried: its node pools have no room left this cycle"}
-			}
-			c.plan.Waiting = append(c.plan.Waiting, Waiting{Workload: w.ID, Reasons: reasons})
+			// Every path that leaves a workload waiting records why; the
+			// property tests fail on an empty list rather than a made-up one.
+			c.plan.Waiting = append(c.plan.Waiting, Waiting{Workload: w.ID, Reasons: c.reasons[w]})
 		}
 	}
 }

@@ -93,13 +93,7 @@ func (s *Server) ListNodes(ctx context.Context, req *nodemanagerv1.ListNodesRequ
 	if err != nil {
 		return nil, err
 	}
-	size := int(req.GetPageSize())
-	switch {
-	case size == 0:
-		size = etcdstore.DefaultPageSize
-	case size > etcdstore.MaxPageSize:
-		size = etcdstore.MaxPageSize
-	}
+	size := etcdstore.PageSize(int(req.GetPageSize()))
 	resp := &nodemanagerv1.ListNodesResponse{}
 	token := req.GetPageToken()
 	for {

@@ -226,23 +226,7 @@ func (c *Cache) notify() {
 // WaitRevision waits until the bindings watch has applied revision rev
 // (for example the latest binding write read from etcd), or until timeout.
 func (c *Cache) WaitRevision(ctx context.Context, rev int64, timeout time.Duration) bool {
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	for {
-		c.mu.Lock()
-		done, ch := c.bindingRev >= rev, c.applied
-		c.mu.Unlock()
-		if done {
-			return true
-		}
-		select {
-		case <-ch:
-		case <-t.C:
-			return false
-		case <-ctx.Done():
-			return false
-		}
-	}
+	return c.waitFor(ctx, timeout, func() bool { return c.bindingRev >= rev })
 }
 
 // WaitApplied waits until the model reflects every binding write of ws
@@ -250,13 +234,19 @@ func (c *Cache) WaitRevision(ctx context.Context, rev int64, timeout time.Durati
 // revision alone is not enough: the events of one transaction may be
 // applied in two batches, and a cycle between them would see half a gang.
 func (c *Cache) WaitApplied(ctx context.Context, ws writes, timeout time.Duration) bool {
+	return c.waitFor(ctx, timeout, func() bool { return c.reflects(ws) })
+}
+
+// waitFor waits, woken by each applied batch of events, until done (read
+// under the cache's lock) holds, ctx ends or timeout passes.
+func (c *Cache) waitFor(ctx context.Context, timeout time.Duration, done func() bool) bool {
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	for {
 		c.mu.Lock()
-		done, ch := c.reflects(ws), c.applied
+		ok, ch := done(), c.applied
 		c.mu.Unlock()
-		if done {
+		if ok {
 			return true
 		}
 		select {

@@ -189,13 +189,7 @@ func (s *Server) ListWorkloads(ctx context.Context, req *workloadv1.ListWorkload
 			return nil, err
 		}
 	}
-	size := int(req.GetPageSize())
-	switch {
-	case size == 0:
-		size = etcdstore.DefaultPageSize
-	case size > etcdstore.MaxPageSize:
-		size = etcdstore.MaxPageSize
-	}
+	size := etcdstore.PageSize(int(req.GetPageSize()))
 	resp := &workloadv1.ListWorkloadsResponse{}
 	for {
 		page, next, err := s.store.list(ctx, project, size-len(resp.Workloads), token)
