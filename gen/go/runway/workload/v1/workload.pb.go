@@ -10,6 +10,7 @@ import (
 	v1 "github.com/runwayhq/runway/gen/go/runway/common/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -966,7 +967,12 @@ type WorkloadStatus struct {
 	// When the workload last entered RUNNING; unset if it never ran.
 	StartTime *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
 	// When the workload entered COMPLETED or FAILED; unset otherwise.
-	EndTime       *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
+	EndTime *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
+	// How long the GPUs it holds have been idle, as the node agents measure it:
+	// for each 30-second window with zero utilisation on every device of every
+	// pod add 30 s; any activity resets it to 0. Zero when nothing runs.
+	// Scheduling rules (idle-GPU limit) read it.
+	GpuIdleTime   *durationpb.Duration `protobuf:"bytes,15,opt,name=gpu_idle_time,json=gpuIdleTime,proto3" json:"gpu_idle_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1095,6 +1101,13 @@ func (x *WorkloadStatus) GetStartTime() *timestamppb.Timestamp {
 func (x *WorkloadStatus) GetEndTime() *timestamppb.Timestamp {
 	if x != nil {
 		return x.EndTime
+	}
+	return nil
+}
+
+func (x *WorkloadStatus) GetGpuIdleTime() *durationpb.Duration {
+	if x != nil {
+		return x.GpuIdleTime
 	}
 	return nil
 }
@@ -1414,7 +1427,7 @@ var File_runway_workload_v1_workload_proto protoreflect.FileDescriptor
 
 const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\n" +
-	"!runway/workload/v1/workload.proto\x12\x12runway.workload.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a runway/common/v1/resources.proto\"\x80\x03\n" +
+	"!runway/workload/v1/workload.proto\x12\x12runway.workload.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a runway/common/v1/resources.proto\"\x80\x03\n" +
 	"\bWorkload\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03uid\x18\x02 \x01(\tR\x03uid\x12\x18\n" +
@@ -1451,7 +1464,7 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\adevices\x18\x01 \x01(\x05H\x00R\adevices\x12'\n" +
 	"\x0efraction_milli\x18\x02 \x01(\x05H\x00R\rfractionMilli\x12*\n" +
 	"\x10gpu_memory_bytes\x18\x03 \x01(\x03H\x00R\x0egpuMemoryBytesB\b\n" +
-	"\x06amount\"\xb5\x05\n" +
+	"\x06amount\"\xf4\x05\n" +
 	"\x0eWorkloadStatus\x127\n" +
 	"\x05phase\x18\x01 \x01(\x0e2!.runway.workload.v1.WorkloadPhaseR\x05phase\x12!\n" +
 	"\frunning_pods\x18\x02 \x01(\x05R\vrunningPods\x12%\n" +
@@ -1468,7 +1481,8 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\x06events\x18\f \x03(\v2!.runway.workload.v1.WorkloadEventR\x06events\x129\n" +
 	"\n" +
 	"start_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
-	"\bend_time\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\"\xee\x01\n" +
+	"\bend_time\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12=\n" +
+	"\rgpu_idle_time\x18\x0f \x01(\v2\x19.google.protobuf.DurationR\vgpuIdleTime\"\xee\x01\n" +
 	"\tPodStatus\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12%\n" +
@@ -1573,7 +1587,8 @@ var file_runway_workload_v1_workload_proto_goTypes = []any{
 	(*PendingReason)(nil),         // 12: runway.workload.v1.PendingReason
 	(*WorkloadEvent)(nil),         // 13: runway.workload.v1.WorkloadEvent
 	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
-	(*v1.ResourceQuantity)(nil),   // 15: runway.common.v1.ResourceQuantity
+	(*durationpb.Duration)(nil),   // 15: google.protobuf.Duration
+	(*v1.ResourceQuantity)(nil),   // 16: runway.common.v1.ResourceQuantity
 }
 var file_runway_workload_v1_workload_proto_depIdxs = []int32{
 	0,  // 0: runway.workload.v1.Workload.type:type_name -> runway.workload.v1.WorkloadType
@@ -1589,18 +1604,19 @@ var file_runway_workload_v1_workload_proto_depIdxs = []int32{
 	13, // 10: runway.workload.v1.WorkloadStatus.events:type_name -> runway.workload.v1.WorkloadEvent
 	14, // 11: runway.workload.v1.WorkloadStatus.start_time:type_name -> google.protobuf.Timestamp
 	14, // 12: runway.workload.v1.WorkloadStatus.end_time:type_name -> google.protobuf.Timestamp
-	2,  // 13: runway.workload.v1.PodStatus.state:type_name -> runway.workload.v1.PodState
-	3,  // 14: runway.workload.v1.PendingReason.check:type_name -> runway.workload.v1.PendingCheck
-	15, // 15: runway.workload.v1.PendingReason.requested:type_name -> runway.common.v1.ResourceQuantity
-	15, // 16: runway.workload.v1.PendingReason.available:type_name -> runway.common.v1.ResourceQuantity
-	4,  // 17: runway.workload.v1.WorkloadEvent.type:type_name -> runway.workload.v1.WorkloadEventType
-	14, // 18: runway.workload.v1.WorkloadEvent.time:type_name -> google.protobuf.Timestamp
-	5,  // 19: runway.workload.v1.WorkloadEvent.rule:type_name -> runway.workload.v1.SchedulingRule
-	20, // [20:20] is the sub-list for method output_type
-	20, // [20:20] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	15, // 13: runway.workload.v1.WorkloadStatus.gpu_idle_time:type_name -> google.protobuf.Duration
+	2,  // 14: runway.workload.v1.PodStatus.state:type_name -> runway.workload.v1.PodState
+	3,  // 15: runway.workload.v1.PendingReason.check:type_name -> runway.workload.v1.PendingCheck
+	16, // 16: runway.workload.v1.PendingReason.requested:type_name -> runway.common.v1.ResourceQuantity
+	16, // 17: runway.workload.v1.PendingReason.available:type_name -> runway.common.v1.ResourceQuantity
+	4,  // 18: runway.workload.v1.WorkloadEvent.type:type_name -> runway.workload.v1.WorkloadEventType
+	14, // 19: runway.workload.v1.WorkloadEvent.time:type_name -> google.protobuf.Timestamp
+	5,  // 20: runway.workload.v1.WorkloadEvent.rule:type_name -> runway.workload.v1.SchedulingRule
+	21, // [21:21] is the sub-list for method output_type
+	21, // [21:21] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_runway_workload_v1_workload_proto_init() }
