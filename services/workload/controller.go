@@ -13,6 +13,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	nodemanagerv1 "github.com/runwayhq/runway/gen/go/runway/nodemanager/v1"
@@ -419,6 +420,7 @@ func (c *Controller) foldPods(w *workloadv1.Workload, snap *snapshot, id string,
 	st.RunningPods = still
 	st.Nodes = slices.Compact(stillNodes)
 	st.AllocatedMilliGpus = gpus
+	st.GpuIdleTime = workloadIdle(pods)
 	if len(fresh) > 0 {
 		slices.Sort(freshNodes)
 		ev := NewEvent(workloadv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_SCHEDULED, now,
@@ -450,6 +452,7 @@ func (c *Controller) foldPods(w *workloadv1.Workload, snap *snapshot, id string,
 func applyReport(ps *workloadv1.PodStatus, rep *nodemanagerv1.ReportWorkloadStateRequest) {
 	ps.ExitCode = rep.GetExitCode()
 	ps.Message = rep.GetMessage()
+	ps.GpuIdleTime = rep.GetGpuIdleTime()
 	switch rep.GetState() {
 	case workloadv1.PodState_POD_STATE_STARTING, workloadv1.PodState_POD_STATE_RUNNING, workloadv1.PodState_POD_STATE_STOPPED:
 		ps.State = rep.GetState()
@@ -461,6 +464,21 @@ func applyReport(ps *workloadv1.PodStatus, rep *nodemanagerv1.ReportWorkloadStat
 	case workloadv1.PodState_POD_STATE_FAILED:
 		ps.State = workloadv1.PodState_POD_STATE_FAILED
 	}
+}
+
+// workloadIdle is how long every GPU the workload holds has been idle: the
+// least idle time of its running pods that hold GPUs (nil when none runs).
+func workloadIdle(pods []*workloadv1.PodStatus) *durationpb.Duration {
+	var least *durationpb.Duration
+	for _, p := range pods {
+		if p.GetState() != workloadv1.PodState_POD_STATE_RUNNING || p.GetFractionMilli() == 0 {
+			continue
+		}
+		if least == nil || p.GetGpuIdleTime().AsDuration() < least.AsDuration() {
+			least = durationpb.New(p.GetGpuIdleTime().AsDuration())
+		}
+	}
+	return least
 }
 
 // ran: the pod has started (running, or already ended after running).

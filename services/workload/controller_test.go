@@ -10,6 +10,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	nodemanagerv1 "github.com/runwayhq/runway/gen/go/runway/nodemanager/v1"
@@ -299,5 +300,38 @@ func TestController_EvictionsBeforeStart(t *testing.T) {
 	}
 	if resp.Count != 0 {
 		t.Errorf("%d eviction keys left, want 0", resp.Count)
+	}
+}
+
+// The workload's GPU idle time is the least of its running pods' reports:
+// its GPUs are idle only while every pod's are.
+func TestController_GpuIdleTimeIsLeastOfPods(t *testing.T) {
+	e := start(t)
+	e.addProjects(t, "team-a")
+	spec := training()
+	spec.Spec.Pods = 2
+	w := e.create(t, "team-a", "train", spec)
+	e.runController(t)
+	e.bind(t, "n1", "team-a", "train", 0)
+	e.bind(t, "n2", "team-a", "train", 1)
+	idle := func(node string, pod int32, d time.Duration) {
+		rep := &nodemanagerv1.ReportWorkloadStateRequest{Node: "nodes/" + node, Workload: w.GetName(), PodIndex: pod,
+			State: workloadv1.PodState_POD_STATE_RUNNING, ObserveTime: timestamppb.Now(), GpuIdleTime: durationpb.New(d)}
+		key := fmt.Sprintf("%s%s/team-a.train.%d", etcdstore.PrefixRuns, node, pod)
+		if _, err := etcdstore.NewBatch(e.etcd.Client).Put(key, rep).Commit(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	idle("n1", 0, 90*time.Second)
+	idle("n2", 1, 30*time.Second)
+	e.await(t, w.GetName(), "idle 30s", func(w *workloadv1.Workload) bool {
+		return w.GetStatus().GetGpuIdleTime().AsDuration() == 30*time.Second
+	})
+	idle("n2", 1, 0)
+	got := e.await(t, w.GetName(), "idle reset", func(w *workloadv1.Workload) bool {
+		return w.GetStatus().GetGpuIdleTime() != nil && w.GetStatus().GetGpuIdleTime().AsDuration() == 0
+	})
+	if d := got.GetStatus().GetPods()[0].GetGpuIdleTime().AsDuration(); d != 90*time.Second {
+		t.Errorf("pod 0 idle %v, want 90s", d)
 	}
 }

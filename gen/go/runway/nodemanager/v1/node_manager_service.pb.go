@@ -11,6 +11,7 @@ import (
 	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -339,7 +340,11 @@ type ReportWorkloadStateRequest struct {
 	// error output; at most 1024 characters.
 	Message string `protobuf:"bytes,6,opt,name=message,proto3" json:"message,omitempty"`
 	// Required. When the agent observed the state; orders reports of one pod.
-	ObserveTime   *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=observe_time,json=observeTime,proto3" json:"observe_time,omitempty"`
+	ObserveTime *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=observe_time,json=observeTime,proto3" json:"observe_time,omitempty"`
+	// The pod's GPU idle time at observe_time (the GPU manager's definition:
+	// whole 30-second windows of zero utilisation in a row). The agent
+	// reports it again whenever it grows by a window or resets.
+	GpuIdleTime   *durationpb.Duration `protobuf:"bytes,8,opt,name=gpu_idle_time,json=gpuIdleTime,proto3" json:"gpu_idle_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -419,6 +424,13 @@ func (x *ReportWorkloadStateRequest) GetMessage() string {
 func (x *ReportWorkloadStateRequest) GetObserveTime() *timestamppb.Timestamp {
 	if x != nil {
 		return x.ObserveTime
+	}
+	return nil
+}
+
+func (x *ReportWorkloadStateRequest) GetGpuIdleTime() *durationpb.Duration {
+	if x != nil {
+		return x.GpuIdleTime
 	}
 	return nil
 }
@@ -511,7 +523,7 @@ var File_runway_nodemanager_v1_node_manager_service_proto protoreflect.FileDescr
 
 const file_runway_nodemanager_v1_node_manager_service_proto_rawDesc = "" +
 	"\n" +
-	"0runway/nodemanager/v1/node_manager_service.proto\x12\x15runway.nodemanager.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1frunway/nodemanager/v1/gpu.proto\x1a runway/nodemanager/v1/node.proto\x1a!runway/workload/v1/workload.proto\"$\n" +
+	"0runway/nodemanager/v1/node_manager_service.proto\x12\x15runway.nodemanager.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1frunway/nodemanager/v1/gpu.proto\x1a runway/nodemanager/v1/node.proto\x1a!runway/workload/v1/workload.proto\"$\n" +
 	"\x0eGetNodeRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"f\n" +
 	"\x10ListNodesRequest\x12\x1b\n" +
@@ -529,7 +541,7 @@ const file_runway_nodemanager_v1_node_manager_service_proto_rawDesc = "" +
 	"\x04etag\x18\x04 \x01(\tR\x04etag\"<\n" +
 	"\x12UndrainNodeRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
-	"\x04etag\x18\x02 \x01(\tR\x04etag\"\x93\x02\n" +
+	"\x04etag\x18\x02 \x01(\tR\x04etag\"\xd2\x02\n" +
 	"\x1aReportWorkloadStateRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1a\n" +
 	"\bworkload\x18\x02 \x01(\tR\bworkload\x12\x1b\n" +
@@ -537,7 +549,8 @@ const file_runway_nodemanager_v1_node_manager_service_proto_rawDesc = "" +
 	"\x05state\x18\x04 \x01(\x0e2\x1c.runway.workload.v1.PodStateR\x05state\x12\x1b\n" +
 	"\texit_code\x18\x05 \x01(\x05R\bexitCode\x12\x18\n" +
 	"\amessage\x18\x06 \x01(\tR\amessage\x12=\n" +
-	"\fobserve_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\vobserveTime\"\x1d\n" +
+	"\fobserve_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\vobserveTime\x12=\n" +
+	"\rgpu_idle_time\x18\b \x01(\v2\x19.google.protobuf.DurationR\vgpuIdleTime\"\x1d\n" +
 	"\x1bReportWorkloadStateResponse\"-\n" +
 	"\x17GetTimeSlicePlanRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name2\xaf\x06\n" +
@@ -574,29 +587,31 @@ var file_runway_nodemanager_v1_node_manager_service_proto_goTypes = []any{
 	(*Node)(nil),                        // 8: runway.nodemanager.v1.Node
 	(v1.PodState)(0),                    // 9: runway.workload.v1.PodState
 	(*timestamppb.Timestamp)(nil),       // 10: google.protobuf.Timestamp
-	(*TimeSlicePlan)(nil),               // 11: runway.nodemanager.v1.TimeSlicePlan
+	(*durationpb.Duration)(nil),         // 11: google.protobuf.Duration
+	(*TimeSlicePlan)(nil),               // 12: runway.nodemanager.v1.TimeSlicePlan
 }
 var file_runway_nodemanager_v1_node_manager_service_proto_depIdxs = []int32{
 	8,  // 0: runway.nodemanager.v1.ListNodesResponse.nodes:type_name -> runway.nodemanager.v1.Node
 	9,  // 1: runway.nodemanager.v1.ReportWorkloadStateRequest.state:type_name -> runway.workload.v1.PodState
 	10, // 2: runway.nodemanager.v1.ReportWorkloadStateRequest.observe_time:type_name -> google.protobuf.Timestamp
-	0,  // 3: runway.nodemanager.v1.NodeManagerService.GetNode:input_type -> runway.nodemanager.v1.GetNodeRequest
-	1,  // 4: runway.nodemanager.v1.NodeManagerService.ListNodes:input_type -> runway.nodemanager.v1.ListNodesRequest
-	3,  // 5: runway.nodemanager.v1.NodeManagerService.DrainNode:input_type -> runway.nodemanager.v1.DrainNodeRequest
-	4,  // 6: runway.nodemanager.v1.NodeManagerService.UndrainNode:input_type -> runway.nodemanager.v1.UndrainNodeRequest
-	5,  // 7: runway.nodemanager.v1.NodeManagerService.ReportWorkloadState:input_type -> runway.nodemanager.v1.ReportWorkloadStateRequest
-	7,  // 8: runway.nodemanager.v1.NodeManagerService.GetTimeSlicePlan:input_type -> runway.nodemanager.v1.GetTimeSlicePlanRequest
-	8,  // 9: runway.nodemanager.v1.NodeManagerService.GetNode:output_type -> runway.nodemanager.v1.Node
-	2,  // 10: runway.nodemanager.v1.NodeManagerService.ListNodes:output_type -> runway.nodemanager.v1.ListNodesResponse
-	8,  // 11: runway.nodemanager.v1.NodeManagerService.DrainNode:output_type -> runway.nodemanager.v1.Node
-	8,  // 12: runway.nodemanager.v1.NodeManagerService.UndrainNode:output_type -> runway.nodemanager.v1.Node
-	6,  // 13: runway.nodemanager.v1.NodeManagerService.ReportWorkloadState:output_type -> runway.nodemanager.v1.ReportWorkloadStateResponse
-	11, // 14: runway.nodemanager.v1.NodeManagerService.GetTimeSlicePlan:output_type -> runway.nodemanager.v1.TimeSlicePlan
-	9,  // [9:15] is the sub-list for method output_type
-	3,  // [3:9] is the sub-list for method input_type
-	3,  // [3:3] is the sub-list for extension type_name
-	3,  // [3:3] is the sub-list for extension extendee
-	0,  // [0:3] is the sub-list for field type_name
+	11, // 3: runway.nodemanager.v1.ReportWorkloadStateRequest.gpu_idle_time:type_name -> google.protobuf.Duration
+	0,  // 4: runway.nodemanager.v1.NodeManagerService.GetNode:input_type -> runway.nodemanager.v1.GetNodeRequest
+	1,  // 5: runway.nodemanager.v1.NodeManagerService.ListNodes:input_type -> runway.nodemanager.v1.ListNodesRequest
+	3,  // 6: runway.nodemanager.v1.NodeManagerService.DrainNode:input_type -> runway.nodemanager.v1.DrainNodeRequest
+	4,  // 7: runway.nodemanager.v1.NodeManagerService.UndrainNode:input_type -> runway.nodemanager.v1.UndrainNodeRequest
+	5,  // 8: runway.nodemanager.v1.NodeManagerService.ReportWorkloadState:input_type -> runway.nodemanager.v1.ReportWorkloadStateRequest
+	7,  // 9: runway.nodemanager.v1.NodeManagerService.GetTimeSlicePlan:input_type -> runway.nodemanager.v1.GetTimeSlicePlanRequest
+	8,  // 10: runway.nodemanager.v1.NodeManagerService.GetNode:output_type -> runway.nodemanager.v1.Node
+	2,  // 11: runway.nodemanager.v1.NodeManagerService.ListNodes:output_type -> runway.nodemanager.v1.ListNodesResponse
+	8,  // 12: runway.nodemanager.v1.NodeManagerService.DrainNode:output_type -> runway.nodemanager.v1.Node
+	8,  // 13: runway.nodemanager.v1.NodeManagerService.UndrainNode:output_type -> runway.nodemanager.v1.Node
+	6,  // 14: runway.nodemanager.v1.NodeManagerService.ReportWorkloadState:output_type -> runway.nodemanager.v1.ReportWorkloadStateResponse
+	12, // 15: runway.nodemanager.v1.NodeManagerService.GetTimeSlicePlan:output_type -> runway.nodemanager.v1.TimeSlicePlan
+	10, // [10:16] is the sub-list for method output_type
+	4,  // [4:10] is the sub-list for method input_type
+	4,  // [4:4] is the sub-list for extension type_name
+	4,  // [4:4] is the sub-list for extension extendee
+	0,  // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_runway_nodemanager_v1_node_manager_service_proto_init() }

@@ -1130,7 +1130,9 @@ type PodStatus struct {
 	// The process exit code, once state is SUCCEEDED or FAILED.
 	ExitCode int32 `protobuf:"varint,6,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
 	// The agent's last message (for example why the image could not start).
-	Message       string `protobuf:"bytes,7,opt,name=message,proto3" json:"message,omitempty"`
+	Message string `protobuf:"bytes,7,opt,name=message,proto3" json:"message,omitempty"`
+	// The pod's GPU idle time, as its agent last reported it.
+	GpuIdleTime   *durationpb.Duration `protobuf:"bytes,8,opt,name=gpu_idle_time,json=gpuIdleTime,proto3" json:"gpu_idle_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1212,6 +1214,13 @@ func (x *PodStatus) GetMessage() string {
 		return x.Message
 	}
 	return ""
+}
+
+func (x *PodStatus) GetGpuIdleTime() *durationpb.Duration {
+	if x != nil {
+		return x.GpuIdleTime
+	}
+	return nil
 }
 
 // PendingReason is one check a workload failed in the last scheduling cycle,
@@ -1482,7 +1491,7 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\n" +
 	"start_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
 	"\bend_time\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12=\n" +
-	"\rgpu_idle_time\x18\x0f \x01(\v2\x19.google.protobuf.DurationR\vgpuIdleTime\"\xee\x01\n" +
+	"\rgpu_idle_time\x18\x0f \x01(\v2\x19.google.protobuf.DurationR\vgpuIdleTime\"\xad\x02\n" +
 	"\tPodStatus\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12%\n" +
@@ -1490,7 +1499,8 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\x0efraction_milli\x18\x04 \x01(\x05R\rfractionMilli\x122\n" +
 	"\x05state\x18\x05 \x01(\x0e2\x1c.runway.workload.v1.PodStateR\x05state\x12\x1b\n" +
 	"\texit_code\x18\x06 \x01(\x05R\bexitCode\x12\x18\n" +
-	"\amessage\x18\a \x01(\tR\amessage\"\xb7\x02\n" +
+	"\amessage\x18\a \x01(\tR\amessage\x12=\n" +
+	"\rgpu_idle_time\x18\b \x01(\v2\x19.google.protobuf.DurationR\vgpuIdleTime\"\xb7\x02\n" +
 	"\rPendingReason\x126\n" +
 	"\x05check\x18\x01 \x01(\x0e2 .runway.workload.v1.PendingCheckR\x05check\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1b\n" +
@@ -1606,17 +1616,18 @@ var file_runway_workload_v1_workload_proto_depIdxs = []int32{
 	14, // 12: runway.workload.v1.WorkloadStatus.end_time:type_name -> google.protobuf.Timestamp
 	15, // 13: runway.workload.v1.WorkloadStatus.gpu_idle_time:type_name -> google.protobuf.Duration
 	2,  // 14: runway.workload.v1.PodStatus.state:type_name -> runway.workload.v1.PodState
-	3,  // 15: runway.workload.v1.PendingReason.check:type_name -> runway.workload.v1.PendingCheck
-	16, // 16: runway.workload.v1.PendingReason.requested:type_name -> runway.common.v1.ResourceQuantity
-	16, // 17: runway.workload.v1.PendingReason.available:type_name -> runway.common.v1.ResourceQuantity
-	4,  // 18: runway.workload.v1.WorkloadEvent.type:type_name -> runway.workload.v1.WorkloadEventType
-	14, // 19: runway.workload.v1.WorkloadEvent.time:type_name -> google.protobuf.Timestamp
-	5,  // 20: runway.workload.v1.WorkloadEvent.rule:type_name -> runway.workload.v1.SchedulingRule
-	21, // [21:21] is the sub-list for method output_type
-	21, // [21:21] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	15, // 15: runway.workload.v1.PodStatus.gpu_idle_time:type_name -> google.protobuf.Duration
+	3,  // 16: runway.workload.v1.PendingReason.check:type_name -> runway.workload.v1.PendingCheck
+	16, // 17: runway.workload.v1.PendingReason.requested:type_name -> runway.common.v1.ResourceQuantity
+	16, // 18: runway.workload.v1.PendingReason.available:type_name -> runway.common.v1.ResourceQuantity
+	4,  // 19: runway.workload.v1.WorkloadEvent.type:type_name -> runway.workload.v1.WorkloadEventType
+	14, // 20: runway.workload.v1.WorkloadEvent.time:type_name -> google.protobuf.Timestamp
+	5,  // 21: runway.workload.v1.WorkloadEvent.rule:type_name -> runway.workload.v1.SchedulingRule
+	22, // [22:22] is the sub-list for method output_type
+	22, // [22:22] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_runway_workload_v1_workload_proto_init() }
