@@ -11,6 +11,8 @@ require (
 	pgregory.net/rapid v1.3.0
 )
 
+require github.com/NVIDIA/go-nvml v0.13.4-1 // indirect
+
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
