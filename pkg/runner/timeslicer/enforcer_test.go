@@ -2,11 +2,13 @@ package timeslicer_test
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+	"golang.org/x/sys/unix"
 
 	"github.com/runwayhq/runway/pkg/procstat"
 	"github.com/runwayhq/runway/pkg/runner/local"
@@ -18,12 +20,14 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 const (
 	busyLoop = `while :; do :; done`
-	// The test's lease: a 1 s plan at 5%, 10 plans in the 10 s measured.
-	lease   = 50 * time.Millisecond
+	// The test's lease: a 500 ms plan at 5%, 20 plans in the 10 s measured.
+	lease   = 25 * time.Millisecond
 	measure = 10 * time.Second
 )
 
-// start runs script as a pod and returns its process group.
+// start runs script as a pod and returns its process group. Every pod of
+// a test runs on the same CPU, so that they meet the same machine load: on
+// different CPUs the kernel's per-CPU queues give them unequal time.
 func start(t *testing.T, r *local.Runner, id, script string) int {
 	t.Helper()
 	p, err := r.Start(local.Spec{ID: id, Command: []string{"sh", "-c", script}})
@@ -31,12 +35,17 @@ func start(t *testing.T, r *local.Runner, id, script string) int {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Stop(context.Background()) })
+	var cpu unix.CPUSet
+	cpu.Set(runtime.NumCPU() - 1)
+	if err := unix.SchedSetaffinity(p.Pid(), &cpu); err != nil {
+		t.Fatal(err)
+	}
 	return p.Pid()
 }
 
 // enforce runs the plan of sharers over the groups and returns the CPU
-// time each group used during the measured 10 s, which starts after two
-// plans have passed.
+// time each group used during the measured 10 s, which starts after 2.5
+// plans.
 func enforce(t *testing.T, mode timeslice.Mode, sharers []timeslice.Sharer, pgids map[string]int, others ...int) map[int]time.Duration {
 	t.Helper()
 	plan, err := timeslice.New(mode, lease, 5, sharers)
@@ -52,7 +61,9 @@ func enforce(t *testing.T, mode timeslice.Mode, sharers []timeslice.Sharer, pgid
 	for _, g := range pgids {
 		groups = append(groups, g)
 	}
-	time.Sleep(2 * plan.Duration()) // fair mode knows who is idle after two plans
+	// Fair mode knows who is idle after two plans; the measured window, a
+	// whole number of plans, may start anywhere in a plan.
+	time.Sleep(5 * plan.Duration() / 2)
 	before := procstat.GroupCPU(groups...)
 	time.Sleep(measure)
 	after := procstat.GroupCPU(groups...)
@@ -87,7 +98,8 @@ func TestRun_strictRatio(t *testing.T) {
 
 // Fair: with the 0.75 pod sleeping, the busy 0.25 pod gets at least 90% of
 // the time. "The time" is measured as the CPU time of an unrestricted
-// CPU-bound process running alongside, which sees the same machine load.
+// CPU-bound process running alongside on the same CPU, which sees the same
+// machine load.
 func TestRun_fairIdleLeasesGoToBusy(t *testing.T) {
 	r, err := local.New(local.Config{DataDir: t.TempDir(), StopGrace: time.Second})
 	if err != nil {
