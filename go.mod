@@ -11,7 +11,7 @@ require (
 	pgregory.net/rapid v1.3.0
 )
 
-require github.com/NVIDIA/go-nvml v0.13.4-1 // indirect
+require github.com/NVIDIA/go-nvml v0.13.4-1
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
@@ -64,7 +64,7 @@ require (
 	go.yaml.in/yaml/v2 v2.4.3 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/net v0.61.0 // indirect
-	golang.org/x/sys v0.49.0 // indirect
+	golang.org/x/sys v0.49.0
 	golang.org/x/text v0.43.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20261026165753-2ffab32bce7e // indirect
