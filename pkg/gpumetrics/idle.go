@@ -2,21 +2,28 @@ package gpumetrics
 
 import "time"
 
-// Window is the unit of GPU idle time.
+// Window is the unit of GPU idle time, as the product defines it.
 const Window = 30 * time.Second
 
-// Idle is one pod's GPU idle time: for each 30-second window with zero
-// utilisation it grows by 30 s, and any utilisation in a window resets it
-// to 0. Windows are counted from the time given to NewIdle. It is pure
-// (the caller passes the time) and not safe for concurrent use.
+// Idle is one pod's GPU idle time: for each window (30 s) with zero
+// utilisation it grows by the window, and any utilisation in a window
+// resets it to 0. Windows are counted from the time given to NewIdle. It
+// is pure (the caller passes the time) and not safe for concurrent use.
 type Idle struct {
-	start time.Time // of the current window
-	busy  bool      // the current window has seen utilisation
-	idle  time.Duration
+	window time.Duration
+	start  time.Time // of the current window
+	busy   bool      // the current window has seen utilisation
+	idle   time.Duration
 }
 
-// NewIdle starts counting at start with no idle time.
-func NewIdle(start time.Time) *Idle { return &Idle{start: start} }
+// NewIdle starts counting at start with no idle time, in windows of window
+// (Window when 0; only tests shorten it).
+func NewIdle(start time.Time, window time.Duration) *Idle {
+	if window <= 0 {
+		window = Window
+	}
+	return &Idle{window: window, start: start}
+}
 
 // Observe records a sample: utilisation u (0 to 1) over the time up to
 // now since the previous sample. It returns the idle time and whether it
@@ -27,12 +34,12 @@ func (t *Idle) Observe(now time.Time, u float64) (time.Duration, bool) {
 	if u > 0 {
 		t.busy = true
 	}
-	for end := t.start.Add(Window); !now.Before(end); end = t.start.Add(Window) {
+	for end := t.start.Add(t.window); !now.Before(end); end = t.start.Add(t.window) {
 		if t.busy {
 			changed = changed || t.idle != 0
 			t.idle = 0
 		} else {
-			t.idle += Window
+			t.idle += t.window
 			changed = true
 		}
 		t.start = end

@@ -50,7 +50,7 @@ func TestIdle(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-			idle := gpumetrics.NewIdle(start)
+			idle := gpumetrics.NewIdle(start, 0)
 			changes := 0
 			var got time.Duration
 			for _, smp := range tc.samples {

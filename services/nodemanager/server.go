@@ -1,10 +1,13 @@
 package nodemanager
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
@@ -79,7 +82,50 @@ func (s *Server) GetNode(ctx context.Context, req *nodemanagerv1.GetNodeRequest)
 	if err != nil {
 		return nil, storeError(err, req.GetName())
 	}
+	if err := s.addDeviceUse(ctx, id, n); err != nil {
+		return nil, err
+	}
 	return n, nil
+}
+
+// addDeviceUse fills each device's allocations, from the scheduler's
+// bindings on the node, and its time-slicing plan, from the agent's.
+func (s *Server) addDeviceUse(ctx context.Context, id string, n *nodemanagerv1.Node) error {
+	byIndex := map[int32]*nodemanagerv1.GpuDevice{}
+	for _, d := range n.GetDevices() {
+		byIndex[d.GetIndex()] = d
+	}
+	resp, err := s.store.client.Get(ctx, BindingsPrefix(id), clientv3.WithPrefix())
+	if err != nil {
+		return err
+	}
+	for _, kv := range resp.Kvs {
+		b, err := DecodeBinding(string(kv.Key), kv.Value)
+		if err != nil {
+			continue // the agent logs undecodable bindings; GetNode shows the rest
+		}
+		for _, i := range b.Devices {
+			if d := byIndex[int32(i)]; d != nil {
+				d.Allocations = append(d.Allocations, &nodemanagerv1.DeviceAllocation{Workload: b.WorkloadName(),
+					PodIndex: int32(b.Pod), FractionMilli: int32(b.FractionMilli), GpuMemoryBytes: d.GetMemoryBytes() * b.FractionMilli / 1000})
+			}
+		}
+	}
+	for _, d := range n.GetDevices() {
+		slices.SortFunc(d.Allocations, func(a, b *nodemanagerv1.DeviceAllocation) int {
+			return cmp.Or(strings.Compare(a.GetWorkload(), b.GetWorkload()), cmp.Compare(a.GetPodIndex(), b.GetPodIndex()))
+		})
+	}
+	plan, err := getPlan(ctx, s.store.client, id)
+	if err != nil {
+		return err
+	}
+	for _, dp := range plan.GetDevices() {
+		if d := byIndex[dp.GetDeviceIndex()]; d != nil {
+			d.TimeSlicePlan = dp
+		}
+	}
+	return nil
 }
 
 // ListNodes pages through the registered nodes in name order. With a
@@ -227,10 +273,9 @@ func (s *Server) checkBound(ctx context.Context, node, project, workload string,
 		With("node", req.GetNode()).With("podIndex", fmt.Sprint(pod))
 }
 
-// GetTimeSlicePlan returns the node's plan. Until fractions and time
-// slicing land (issue 5) no device is ever shared, so the plan is always
-// the valid empty one the proto describes ("Empty when no device is
-// shared"), with revision 0; the node must exist.
+// GetTimeSlicePlan returns the node's plan as its agent last stored it;
+// before the agent stored any, the valid empty plan ("Empty when no device
+// is shared") with revision 0. The node must exist.
 func (s *Server) GetTimeSlicePlan(ctx context.Context, req *nodemanagerv1.GetTimeSlicePlanRequest) (*nodemanagerv1.TimeSlicePlan, error) {
 	nodeName, ok := cutSuffix(req.GetName(), planSuffix)
 	id, err := nodeOf("name", nodeName)
@@ -241,7 +286,14 @@ func (s *Server) GetTimeSlicePlan(ctx context.Context, req *nodemanagerv1.GetTim
 	if err != nil {
 		return nil, storeError(err, nodeName)
 	}
-	return &nodemanagerv1.TimeSlicePlan{Name: req.GetName(), UpdateTime: n.GetCreateTime(), Etag: "0"}, nil
+	plan, err := getPlan(ctx, s.store.client, id)
+	if err != nil {
+		return nil, err
+	}
+	if plan == nil {
+		return &nodemanagerv1.TimeSlicePlan{Name: req.GetName(), UpdateTime: n.GetCreateTime(), Etag: "0"}, nil
+	}
+	return plan, nil
 }
 
 func cutSuffix(s, suffix string) (string, bool) {

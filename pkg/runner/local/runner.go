@@ -242,3 +242,12 @@ func (p *Process) Stop(ctx context.Context) {
 	_ = syscall.Kill(-p.pgid, syscall.SIGKILL) // ESRCH once the group is empty
 	<-p.done
 }
+
+// Kill ends the process group at once with SIGKILL, without Stop's grace,
+// and returns when the leader has exited. It is how the node agent ends a
+// pod over its GPU memory slice: the pod must not keep the memory through
+// a grace period.
+func (p *Process) Kill() {
+	_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
+	<-p.done
+}

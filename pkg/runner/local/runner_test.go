@@ -186,3 +186,12 @@ func TestNew_ReapsOrphans(t *testing.T) {
 		t.Errorf("the orphaned pod should have been killed, got exit %+v", ex)
 	}
 }
+
+func TestProcess_kill(t *testing.T) {
+	p, child := startWithChild(t, newRunner(t, time.Minute), `trap '' TERM; sleep 60 & echo $! > child.tmp; mv child.tmp child; wait`)
+	p.Kill()
+	if ex := p.Exit(); ex != (local.Exit{Code: 128 + int(syscall.SIGKILL), Signaled: true}) {
+		t.Errorf("exit = %+v, want SIGKILL", ex)
+	}
+	eventually(t, "the child to be killed", func() bool { return !alive(child) })
+}

@@ -1,0 +1,98 @@
+package agent_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
+	"github.com/runwayhq/runway/pkg/gpumetrics"
+	"github.com/runwayhq/runway/services/nodemanager/agent"
+)
+
+// A pod that declares more GPU memory than its slice is ended and its
+// report says why; one within its slice keeps running. Both get their
+// limit in RUNWAY_GPU_MEMORY_LIMIT_BYTES, and the memory shows in the
+// Prometheus series.
+func TestRun_memorySlice(t *testing.T) {
+	f := newFixture(t)
+	reg := prometheus.NewRegistry()
+	m, err := gpumetrics.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.run(t, func(c *agent.Config) { c.SampleInterval = 50 * time.Millisecond; c.Metrics = m })
+	// Half of a simulated 80 GiB device: a 40 GiB slice.
+	script := func(bytes string) string {
+		return `echo $RUNWAY_GPU_MEMORY_LIMIT_BYTES > limit; echo ` + bytes + ` > "$RUNWAY_GPU_MEMORY_FILE"; exec sleep 60`
+	}
+	f.workload(t, "hog", "sh", "-c", script("50000000000"))
+	f.workload(t, "fits", "sh", "-c", script("30000000000"))
+	f.bindShare(t, "fits", 1, 500)
+	f.bindShare(t, "hog", 1, 500)
+
+	got := f.waitRun(t, "hog", workloadv1.PodState_POD_STATE_FAILED)
+	if !strings.Contains(got.GetMessage(), "Out of GPU memory") || !strings.Contains(got.GetMessage(), "46.6 GiB on GPU 1, over its slice of 40.0 GiB") {
+		t.Errorf("hog report = %v, want an out-of-memory message", got)
+	}
+	if got.GetExitCode() != 137 {
+		t.Errorf("hog exit code = %d, want 137 (SIGKILL)", got.GetExitCode())
+	}
+	for _, id := range []string{"hog", "fits"} {
+		b, err := os.ReadFile(filepath.Join(f.dataDir, "team-a."+id+".0", "limit"))
+		if err != nil || strings.TrimSpace(string(b)) != "42949672960" {
+			t.Errorf("%s: RUNWAY_GPU_MEMORY_LIMIT_BYTES = %q (%v), want 42949672960", id, b, err)
+		}
+	}
+	fits := map[string]string{"node": "node-1", "device": "1", "project": "team-a", "workload": "fits", "pod": "0"}
+	eventually(t, "the fits pod's memory series", func() bool {
+		v, ok := gauge(t, reg, "runway_gpu_memory_used_bytes", fits)
+		return ok && v == 30000000000
+	})
+	if _, ok := gauge(t, reg, "runway_gpu_idle_seconds_per_workload", fits); !ok {
+		t.Error("no idle-time series for the fits pod")
+	}
+	eventually(t, "device 1's memory without the hog", func() bool {
+		v, ok := gauge(t, reg, "runway_gpu_memory_used_bytes", map[string]string{"node": "node-1", "device": "1", "project": "", "workload": "", "pod": ""})
+		return ok && v == 30000000000
+	})
+	time.Sleep(300 * time.Millisecond) // six more samples
+	if got := f.waitRun(t, "fits", workloadv1.PodState_POD_STATE_RUNNING); got.GetMessage() != "" {
+		t.Errorf("fits report = %v, want RUNNING untouched", got)
+	}
+	if _, ok := gauge(t, reg, "runway_gpu_memory_used_bytes", map[string]string{"node": "node-1", "device": "1", "project": "team-a", "workload": "hog", "pod": "0"}); ok {
+		t.Error("the ended hog pod still has series")
+	}
+}
+
+// gauge returns the value of the series of name with exactly labels.
+func gauge(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) (float64, bool) {
+	t.Helper()
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+	metrics:
+		for _, m := range f.GetMetric() {
+			got := map[string]string{}
+			for _, l := range m.GetLabel() {
+				got[l.GetName()] = l.GetValue()
+			}
+			for k, v := range labels {
+				if got[k] != v {
+					continue metrics
+				}
+			}
+			return m.GetGauge().GetValue(), true
+		}
+	}
+	return 0, false
+}
