@@ -96,3 +96,27 @@ func gauge(t *testing.T, reg *prometheus.Registry, name string, labels map[strin
 	}
 	return 0, false
 }
+
+// GPU idle time is reported through the run report: a sleeping pod's grows
+// window by window, a busy pod's stays 0. Windows are shortened to 200 ms.
+func TestRun_idleTimeReported(t *testing.T) {
+	f := newFixture(t)
+	const window = 200 * time.Millisecond
+	f.run(t, func(c *agent.Config) { c.SampleInterval = 20 * time.Millisecond; c.IdleWindow = window })
+	f.workload(t, "idle", "sleep", "60")
+	f.workload(t, "busy", "sh", "-c", `while :; do :; done`)
+	f.bindShare(t, "idle", 0, 1000)
+	f.bindShare(t, "busy", 2, 1000)
+	var idle time.Duration
+	eventually(t, "the idle pod to report three idle windows", func() bool {
+		r := f.waitRun(t, "idle", workloadv1.PodState_POD_STATE_RUNNING)
+		idle = r.GetGpuIdleTime().AsDuration()
+		return idle >= 3*window
+	})
+	if idle%window != 0 {
+		t.Errorf("reported idle time %v is not whole windows of %v", idle, window)
+	}
+	if r := f.waitRun(t, "busy", workloadv1.PodState_POD_STATE_RUNNING); r.GetGpuIdleTime().AsDuration() != 0 {
+		t.Errorf("busy pod reported idle time %v, want 0", r.GetGpuIdleTime().AsDuration())
+	}
+}
