@@ -68,8 +68,47 @@ func usageError(format string, args ...any) error {
 }
 
 // projectFlag adds -p/--project; required unless all is given.
+// Shell completion offers the server's project names.
 func projectFlag(cmd *cobra.Command, p *string) {
 	cmd.Flags().StringVarP(p, "project", "p", "", "the project")
+	_ = cmd.RegisterFlagCompletionFunc("project", complete(func(ctx context.Context, c *sdk.Client, _ *cobra.Command) ([]string, error) {
+		ps, err := sdk.Collect(c.Projects(ctx))
+		out := make([]string, 0, len(ps))
+		for _, p := range ps {
+			out = append(out, sdk.ID(p.GetName()))
+		}
+		return out, err
+	}))
+}
+
+// workloadArg completes a workload name in the project given with -p.
+func workloadArg(cmd *cobra.Command) {
+	cmd.ValidArgsFunction = complete(func(ctx context.Context, c *sdk.Client, cmd *cobra.Command) ([]string, error) {
+		project, _ := cmd.Flags().GetString("project")
+		if project == "" {
+			return nil, nil
+		}
+		ws, err := sdk.Collect(c.Workloads(ctx, project, ""))
+		out := make([]string, 0, len(ws))
+		for _, w := range ws {
+			out = append(out, sdk.ID(w.GetName()))
+		}
+		return out, err
+	})
+}
+
+// complete turns a lookup on the server into a cobra completion function;
+// a server that cannot be reached completes nothing.
+func complete(names func(ctx context.Context, c *sdk.Client, cmd *cobra.Command) ([]string, error)) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		var out []string
+		_ = withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
+			var err error
+			out, err = names(ctx, c, cmd)
+			return err
+		})
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
 }
 
 func needProject(p string) error {

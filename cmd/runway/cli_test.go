@@ -220,6 +220,13 @@ team-b   default     default    2.00       unlimited  1       2.00       2.00
 	if !strings.HasPrefix(y, "name: projects/team-a/workloads/a1\n") || !strings.Contains(y, "  phase: WORKLOAD_PHASE_PENDING\n") {
 		t.Errorf("describe -o yaml:\n%s", y)
 	}
+	// Shell completion asks the server for names.
+	if out := d.ok(t, "__complete", "workload", "describe", "-p", "team-a", ""); !strings.HasPrefix(out, "a1\na2\n:4\n") {
+		t.Errorf("completion of team-a's workloads:\n%s", out)
+	}
+	if out := d.ok(t, "__complete", "training", "submit", "x", "-p", ""); !strings.HasPrefix(out, "team-a\nteam-b\n:4\n") {
+		t.Errorf("completion of projects:\n%s", out)
+	}
 	if out := d.ok(t, "node", "list"); !strings.Contains(out, "node-1  default    Ready   2     NVIDIA H100 80GB HBM3 (simulated)") {
 		t.Errorf("node list:\n%s", out)
 	}

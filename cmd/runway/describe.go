@@ -40,6 +40,7 @@ func workloadDescribeCommand() *cobra.Command {
 		},
 	}
 	projectFlag(cmd, &project)
+	workloadArg(cmd)
 	outputFlag(cmd, &output)
 	return cmd
 }

@@ -195,5 +195,6 @@ func workloadActionCommand(verb, short string, do func(context.Context, *sdk.Cli
 		},
 	}
 	projectFlag(cmd, &project)
+	workloadArg(cmd)
 	return cmd
 }
