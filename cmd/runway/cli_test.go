@@ -374,3 +374,58 @@ func TestREST_AndSDK(t *testing.T) {
 		t.Errorf("GET /openapi.json: %d, swagger %v", code, m["swagger"])
 	}
 }
+
+// Logs come from the agent of the pod's node, also after the pod ended;
+// -f follows a running pod until it ends.
+func TestCLI_Logs(t *testing.T) {
+	d := startDev(t)
+	d.ok(t, "project", "create", "team-a", "--gpu", "2")
+	d.ok(t, "training", "submit", "done", "-p", "team-a", "-i", "img", "-g", "1", "--", "sh", "-c", "echo one; echo two; echo three")
+	d.ok(t, "training", "submit", "slow", "-p", "team-a", "-i", "img", "-g", "0.5", "--", "sh", "-c", "echo start; sleep 2; echo end")
+	d.ok(t, "workspace", "submit", "never", "-p", "team-a", "-i", "img", "-g", "8", "--", "sleep", "1")
+
+	// -f from the start: everything the pod writes, ending when it does.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r := d.run(t, "workload", "logs", "slow", "-p", "team-a", "-f")
+		if r.code == 0 {
+			if r.stdout != "start\nend\n" {
+				t.Errorf("logs -f printed %q, want start and end", r.stdout)
+			}
+			break
+		}
+		if !strings.Contains(r.stderr, "[WORKLOAD_NO_LOGS]") || time.Now().After(deadline) {
+			t.Fatalf("logs -f: exit %d, %s", r.code, r.stderr)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	d.eventually(t, "one\ntwo\nthree\n", "workload", "logs", "done", "-p", "team-a")
+	if out := d.ok(t, "workload", "logs", "done", "-p", "team-a", "--tail", "2"); out != "two\nthree\n" {
+		t.Errorf("--tail 2 printed %q", out)
+	}
+	r := d.run(t, "workload", "logs", "never", "-p", "team-a")
+	if r.code != 1 || !strings.HasSuffix(r.stderr, "[WORKLOAD_NO_LOGS]\n") || strings.Count(r.stderr, "\n") != 1 {
+		t.Errorf("logs of a workload that never ran: exit %d, %q", r.code, r.stderr)
+	}
+
+	// REST streams the same bytes as newline-delimited JSON.
+	resp, err := http.Get("http://" + d.addr + "/v1/projects/team-a/workloads/done:logs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var got []byte
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var line struct{ Result struct{ Data []byte } }
+		if err := dec.Decode(&line); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, line.Result.Data...)
+	}
+	if string(got) != "one\ntwo\nthree\n" {
+		t.Errorf("REST logs %q", got)
+	}
+}

@@ -18,7 +18,7 @@ import (
 
 func workloadCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "workload", Aliases: []string{"workloads"}, Short: "List, describe and manage workloads of every kind"}
-	cmd.AddCommand(workloadListCommand(), workloadDescribeCommand(),
+	cmd.AddCommand(workloadListCommand(), workloadDescribeCommand(), workloadLogsCommand(),
 		workloadActionCommand("delete", "Delete a workload: its pods are stopped and it is removed",
 			func(ctx context.Context, c *sdk.Client, p, w string) error { return c.DeleteWorkload(ctx, p, w) }, "deleted"),
 		workloadActionCommand("suspend", "Suspend a workload: it releases its GPUs and stays Stopped until resumed",
@@ -196,5 +196,54 @@ func workloadActionCommand(verb, short string, do func(context.Context, *sdk.Cli
 	}
 	projectFlag(cmd, &project)
 	workloadArg(cmd)
+	return cmd
+}
+
+func workloadLogsCommand() *cobra.Command {
+	var (
+		project string
+		pod     int32
+		tail    int32
+		follow  bool
+	)
+	cmd := &cobra.Command{
+		Use:   "logs NAME -p PROJECT [-f] [--pod N] [--tail N]",
+		Short: "Print a workload pod's output (stdout and stderr)",
+		Example: `  runway workload logs a1 -p team-a
+  runway workload logs a1 -p team-a -f --tail 20`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := needProject(project); err != nil {
+				return err
+			}
+			c, err := connect(cmd)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			stream, err := c.WorkloadService.ReadWorkloadLogs(cmd.Context(), &workloadv1.ReadWorkloadLogsRequest{
+				Name: sdk.WorkloadName(project, args[0]), PodIndex: pod, Follow: follow, TailLines: tail})
+			if err != nil {
+				return err
+			}
+			for {
+				msg, err := stream.Recv()
+				if err == io.EOF || (err != nil && cmd.Context().Err() != nil) {
+					return nil
+				}
+				if err != nil {
+					return err
+				}
+				if _, err := cmd.OutOrStdout().Write(msg.GetData()); err != nil {
+					return err
+				}
+			}
+		},
+	}
+	projectFlag(cmd, &project)
+	workloadArg(cmd)
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing output as the pod writes it, until it ends")
+	cmd.Flags().Int32Var(&pod, "pod", 0, "the pod's index (0: the first, the master of a distributed training)")
+	cmd.Flags().Int32Var(&tail, "tail", 0, "start this many lines before the end (0: everything)")
 	return cmd
 }
