@@ -22,9 +22,15 @@ func workloadCommand() *cobra.Command {
 		workloadActionCommand("delete", "Delete a workload: its pods are stopped and it is removed",
 			func(ctx context.Context, c *sdk.Client, p, w string) error { return c.DeleteWorkload(ctx, p, w) }, "deleted"),
 		workloadActionCommand("suspend", "Suspend a workload: it releases its GPUs and stays Stopped until resumed",
-			func(ctx context.Context, c *sdk.Client, p, w string) error { _, err := c.SuspendWorkload(ctx, p, w); return err }, "suspended"),
+			func(ctx context.Context, c *sdk.Client, p, w string) error {
+				_, err := c.SuspendWorkload(ctx, p, w)
+				return err
+			}, "suspended"),
 		workloadActionCommand("resume", "Resume a suspended workload: it goes back to Pending",
-			func(ctx context.Context, c *sdk.Client, p, w string) error { _, err := c.ResumeWorkload(ctx, p, w); return err }, "resumed"))
+			func(ctx context.Context, c *sdk.Client, p, w string) error {
+				_, err := c.ResumeWorkload(ctx, p, w)
+				return err
+			}, "resumed"))
 	return cmd
 }
 
