@@ -48,3 +48,23 @@ func getPlan(ctx context.Context, client *clientv3.Client, node string) (*nodema
 	plan.Etag = strconv.FormatInt(plan.Revision, 10)
 	return plan, nil
 }
+
+// fillPlans sets each device's time_slicing_plan from its node's stored
+// plan (the agent's).
+func fillPlans(ctx context.Context, client *clientv3.Client, nodes []*nodemanagerv1.Node) error {
+	for _, n := range nodes {
+		id, _ := cutNodeName(n.GetName())
+		plan, err := getPlan(ctx, client, id)
+		if err != nil {
+			return err
+		}
+		byIndex := map[int32]*nodemanagerv1.DeviceTimeSlicePlan{}
+		for _, dp := range plan.GetDevices() {
+			byIndex[dp.GetDeviceIndex()] = dp
+		}
+		for _, d := range n.GetDevices() {
+			d.TimeSlicePlan = byIndex[d.GetIndex()]
+		}
+	}
+	return nil
+}

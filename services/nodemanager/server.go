@@ -1,13 +1,10 @@
 package nodemanager
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
@@ -82,50 +79,13 @@ func (s *Server) GetNode(ctx context.Context, req *nodemanagerv1.GetNodeRequest)
 	if err != nil {
 		return nil, storeError(err, req.GetName())
 	}
-	if err := s.addDeviceUse(ctx, id, n); err != nil {
+	if err := s.store.fillAllocations(ctx, []*nodemanagerv1.Node{n}); err != nil {
+		return nil, storeError(err, req.GetName())
+	}
+	if err := fillPlans(ctx, s.store.client, []*nodemanagerv1.Node{n}); err != nil {
 		return nil, err
 	}
 	return n, nil
-}
-
-// addDeviceUse fills each device's allocations, from the scheduler's
-// bindings on the node, and its time-slicing plan, from the agent's.
-func (s *Server) addDeviceUse(ctx context.Context, id string, n *nodemanagerv1.Node) error {
-	byIndex := map[int32]*nodemanagerv1.GpuDevice{}
-	for _, d := range n.GetDevices() {
-		byIndex[d.GetIndex()] = d
-	}
-	resp, err := s.store.client.Get(ctx, BindingsPrefix(id), clientv3.WithPrefix())
-	if err != nil {
-		return err
-	}
-	for _, kv := range resp.Kvs {
-		b, err := DecodeBinding(string(kv.Key), kv.Value)
-		if err != nil {
-			continue // the agent logs undecodable bindings; GetNode shows the rest
-		}
-		for _, i := range b.Devices {
-			if d := byIndex[int32(i)]; d != nil {
-				d.Allocations = append(d.Allocations, &nodemanagerv1.DeviceAllocation{Workload: b.WorkloadName(),
-					PodIndex: int32(b.Pod), FractionMilli: int32(b.FractionMilli), GpuMemoryBytes: d.GetMemoryBytes() * b.FractionMilli / 1000})
-			}
-		}
-	}
-	for _, d := range n.GetDevices() {
-		slices.SortFunc(d.Allocations, func(a, b *nodemanagerv1.DeviceAllocation) int {
-			return cmp.Or(strings.Compare(a.GetWorkload(), b.GetWorkload()), cmp.Compare(a.GetPodIndex(), b.GetPodIndex()))
-		})
-	}
-	plan, err := getPlan(ctx, s.store.client, id)
-	if err != nil {
-		return err
-	}
-	for _, dp := range plan.GetDevices() {
-		if d := byIndex[dp.GetDeviceIndex()]; d != nil {
-			d.TimeSlicePlan = dp
-		}
-	}
-	return nil
 }
 
 // ListNodes pages through the registered nodes in name order. With a
@@ -156,6 +116,12 @@ func (s *Server) ListNodes(ctx context.Context, req *nodemanagerv1.ListNodesRequ
 		token = page.NextPageToken
 		if token == "" || len(resp.Nodes) == size {
 			resp.NextPageToken = token
+			if err := s.store.fillAllocations(ctx, resp.Nodes); err != nil {
+				return nil, storeError(err, "")
+			}
+			if err := fillPlans(ctx, s.store.client, resp.Nodes); err != nil {
+				return nil, err
+			}
 			return resp, nil
 		}
 	}

@@ -44,6 +44,9 @@ type AgentConfig struct {
 	Labels map[string]string
 	// DataDir holds the pods' directories and logs. Required.
 	DataDir string
+	// Listen is the agent's own address (pod output for the workload
+	// service); it must be reachable from the control plane.
+	Listen string
 	// MetricsListen is the address of the Prometheus /metrics endpoint; none
 	// when empty.
 	MetricsListen string
@@ -73,7 +76,7 @@ func RunAgent(ctx context.Context, cfg AgentConfig) error {
 		return err
 	}
 	defer cli.Close()
-	acfg := agent.Config{Node: cfg.Node, Pool: cfg.Pool, Labels: cfg.Labels, Client: cli, DataDir: cfg.DataDir,
+	acfg := agent.Config{Node: cfg.Node, Pool: cfg.Pool, Labels: cfg.Labels, Client: cli, DataDir: cfg.DataDir, Listen: cfg.Listen,
 		Backend: backend, MPSPipeDir: cfg.MPSPipeDir, Logger: cfg.Logger}
 	if cfg.MetricsListen != "" {
 		reg := prometheus.NewRegistry()

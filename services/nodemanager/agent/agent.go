@@ -13,6 +13,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -20,6 +21,7 @@ import (
 	nodemanagerv1 "github.com/runwayhq/runway/gen/go/runway/nodemanager/v1"
 	"github.com/runwayhq/runway/pkg/gpu"
 	"github.com/runwayhq/runway/pkg/gpumetrics"
+	"github.com/runwayhq/runway/pkg/grpcserver"
 	"github.com/runwayhq/runway/pkg/runner/local"
 	"github.com/runwayhq/runway/services/nodemanager"
 )
@@ -67,6 +69,10 @@ type Config struct {
 	// pods get MPS memory and thread limits instead of being ended by the
 	// agent for going over their memory slice.
 	MPSPipeDir string
+	// Listen is the address of the agent's NodeAgentService (pod output),
+	// registered as the node's agent_address: it must be reachable from the
+	// workload service. Empty serves nothing.
+	Listen string
 	// Logger; slog.Default() when nil.
 	Logger *slog.Logger
 }
@@ -88,18 +94,36 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	running := &runningPods{}
+	served := make(chan error, 1)
+	if cfg.Listen != "" {
+		srv, err := grpcserver.New(grpcserver.Config{Listen: cfg.Listen, Logger: cfg.Logger, ShutdownTimeout: time.Second})
+		if err != nil {
+			return fmt.Errorf("agent: %w", err)
+		}
+		srv.Register(func(g *grpc.Server) {
+			nodemanagerv1.RegisterNodeAgentServiceServer(g, &logServer{dataDir: cfg.DataDir, running: running})
+		})
+		node.AgentAddress = srv.Addr()
+		go func() { served <- srv.Serve(ctx) }()
+	} else {
+		served <- nil
+	}
 	registered := make(chan error, 1)
 	go func() { registered <- cfg.keepRegistered(ctx, node) }()
 	log := cfg.Logger.With("node", cfg.Node)
 	g := newGPUManager(cfg, devices, log)
 	sampled := make(chan struct{})
 	go func() { defer close(sampled); g.run(ctx) }()
-	p := &pods{cfg: cfg, runner: r, gpus: g, log: log}
+	p := &pods{cfg: cfg, runner: r, gpus: g, log: log, running: running}
 	err = p.run(ctx)
 	cancel()
 	<-sampled
 	if rerr := <-registered; err == nil {
 		err = rerr
+	}
+	if serr := <-served; err == nil {
+		err = serr
 	}
 	return err
 }

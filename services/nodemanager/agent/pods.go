@@ -41,8 +41,9 @@ type pods struct {
 	gpus   *gpuManager
 	log    *slog.Logger
 
-	taken map[string]*pod // by binding key
-	wg    sync.WaitGroup
+	taken   map[string]*pod // by binding key
+	running *runningPods
+	wg      sync.WaitGroup
 }
 
 func (p *pods) run(ctx context.Context) error {
@@ -158,6 +159,7 @@ func (p *pods) runPod(ctx context.Context, b nodemanager.Binding, pd *pod) {
 		run.report(workloadv1.PodState_POD_STATE_FAILED, 0, err.Error())
 		return
 	}
+	p.running.set(spec.ID, true)
 	run.report(workloadv1.PodState_POD_STATE_RUNNING, 0, "")
 	if len(b.Devices) > 0 {
 		p.gpus.add(&gpuPod{id: spec.ID, b: b, pgid: proc.Pid(), dir: proc.Dir(), limit: spec.GPUMemoryBytes, run: run})
@@ -172,6 +174,7 @@ func (p *pods) runPod(ctx context.Context, b nodemanager.Binding, pd *pod) {
 		proc.Kill()
 	}
 	ex := proc.Exit()
+	p.running.set(spec.ID, false)
 	switch {
 	case oom != "":
 		run.report(workloadv1.PodState_POD_STATE_FAILED, ex.Code, oom)
@@ -244,7 +247,7 @@ func (p *pods) spec(ctx context.Context, b nodemanager.Binding) (local.Spec, err
 	for _, e := range ws.GetEnv() {
 		env = append(env, e.GetName()+"="+e.GetValue())
 	}
-	id := b.Project + "." + b.Workload + "." + strconv.Itoa(b.Pod)
+	id := podID(b.Project, b.Workload, b.Pod)
 	limit := p.gpus.memoryLimit(b, ws.GetGpu().GetGpuMemoryBytes())
 	if len(b.Devices) > 0 {
 		env = append(env, p.cfg.Backend.PodEnv(filepath.Join(p.cfg.DataDir, id))...)
