@@ -232,6 +232,9 @@ func (p *Process) Stop(ctx context.Context) {
 	p.stopping = true
 	p.mu.Unlock()
 	_ = syscall.Kill(-p.pgid, syscall.SIGTERM)
+	// A group stopped by a time-slicing plan handles SIGTERM only once
+	// continued.
+	_ = syscall.Kill(-p.pgid, syscall.SIGCONT)
 	t := time.NewTimer(p.grace)
 	defer t.Stop()
 	select {

@@ -195,3 +195,21 @@ func TestProcess_kill(t *testing.T) {
 	}
 	eventually(t, "the child to be killed", func() bool { return !alive(child) })
 }
+
+// A pod stopped with SIGSTOP (a time-slicing plan) still ends on SIGTERM
+// within its grace period rather than waiting for SIGKILL.
+func TestProcess_stopWhileStopped(t *testing.T) {
+	p, err := newRunner(t, time.Minute).Start(local.Spec{ID: "p", Command: []string{"sleep", "60"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(-p.Pid(), syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p.Stop(ctx)
+	if ex := p.Exit(); ex.Code != 128+int(syscall.SIGTERM) {
+		t.Errorf("exit = %+v, want SIGTERM's (not SIGKILL after the grace)", ex)
+	}
+}
