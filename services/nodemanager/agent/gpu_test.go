@@ -120,3 +120,27 @@ func TestRun_idleTimeReported(t *testing.T) {
 		t.Errorf("busy pod reported idle time %v, want 0", r.GetGpuIdleTime().AsDuration())
 	}
 }
+
+// Under an MPS control daemon the pod gets MPS limits (memory per device,
+// thread percentage) and the agent leaves it to the daemon: a pod over its
+// slice is not ended.
+func TestRun_mpsLimits(t *testing.T) {
+	f := newFixture(t)
+	f.run(t, func(c *agent.Config) { c.SampleInterval = 20 * time.Millisecond; c.MPSPipeDir = "/tmp/mps-pipe" })
+	f.workload(t, "mps", "sh", "-c", `echo "$CUDA_MPS_PIPE_DIRECTORY|$CUDA_MPS_ACTIVE_THREAD_PERCENTAGE|$CUDA_MPS_PINNED_DEVICE_MEM_LIMIT" > env.tmp; mv env.tmp env
+echo 60000000000 > "$RUNWAY_GPU_MEMORY_FILE"; exec sleep 60`)
+	f.bindShare(t, "mps", 2, 250)
+	var env []byte
+	eventually(t, "the pod's MPS environment", func() bool {
+		var err error
+		env, err = os.ReadFile(filepath.Join(f.dataDir, "team-a.mps.0", "env"))
+		return err == nil
+	})
+	if want := "/tmp/mps-pipe|25|0=20480M\n"; string(env) != want {
+		t.Errorf("MPS environment = %q, want %q", env, want)
+	}
+	time.Sleep(200 * time.Millisecond) // ten samples over its 20 GiB slice
+	if got := f.waitRun(t, "mps", workloadv1.PodState_POD_STATE_RUNNING); got.GetMessage() != "" {
+		t.Errorf("report = %v, want RUNNING: MPS enforces the limit", got)
+	}
+}
