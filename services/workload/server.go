@@ -67,6 +67,7 @@ type Server struct {
 	cfg      Config
 	store    *store
 	projects ProjectChecker
+	gov      *Governance
 	log      *slog.Logger
 	clock    Clock
 }
@@ -88,33 +89,47 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if deps.Clock == nil {
 		deps.Clock = systemClock{}
 	}
-	return &Server{cfg: cfg, store: newStore(deps.Client), projects: deps.Projects,
+	return &Server{cfg: cfg, store: newStore(deps.Client), projects: deps.Projects, gov: newGovernance(cfg, deps),
 		log: deps.Logger.With("service", "workload"), clock: deps.Clock}, nil
 }
 
-// Register adds the service to a gRPC server; its signature fits
-// grpcserver.Server.Register.
-func (s *Server) Register(g *grpc.Server) { workloadv1.RegisterWorkloadServiceServer(g, s) }
-
-// RegisterGateway adds the REST routes to a gateway mux, forwarding to conn;
-// its signature is grpcserver.GatewayFunc.
-func (s *Server) RegisterGateway(ctx context.Context, mux *runtime.ServeMux, conn *grpc.ClientConn) error {
-	return workloadv1.RegisterWorkloadServiceHandler(ctx, mux, conn)
+// Register adds the WorkloadService and the GovernanceService to a gRPC
+// server; its signature fits grpcserver.Server.Register.
+func (s *Server) Register(g *grpc.Server) {
+	workloadv1.RegisterWorkloadServiceServer(g, s)
+	workloadv1.RegisterGovernanceServiceServer(g, s.gov)
 }
 
-// CreateWorkload validates the request, asks the QuotaService whether the
-// project exists, and writes the workload PENDING (STOPPED when submitted
-// suspended) with a SUBMITTED event, in one create-if-absent transaction:
-// a rejected request writes nothing.
+// RegisterGateway adds the REST routes of both services to a gateway mux,
+// forwarding to conn; its signature is grpcserver.GatewayFunc.
+func (s *Server) RegisterGateway(ctx context.Context, mux *runtime.ServeMux, conn *grpc.ClientConn) error {
+	if err := workloadv1.RegisterWorkloadServiceHandler(ctx, mux, conn); err != nil {
+		return err
+	}
+	return workloadv1.RegisterGovernanceServiceHandler(ctx, mux, conn)
+}
+
+// Governance is the GovernanceService the server registers.
+func (s *Server) Governance() *Governance { return s.gov }
+
+// CreateWorkload reads the project (and its department) from the
+// QuotaService, completes the spec from the named environment and compute
+// resource and the effective policy's defaults, validates the result, checks
+// the policy's rules and the project's scheduling rules, and writes the
+// workload PENDING (STOPPED when submitted suspended) with a SUBMITTED event
+// and the scheduling limits it is held to, in one create-if-absent
+// transaction: a rejected request writes nothing.
 func (s *Server) CreateWorkload(ctx context.Context, req *workloadv1.CreateWorkloadRequest) (*workloadv1.Workload, error) {
-	if err := validateCreate(req); err != nil {
+	project, ok := parseParent(req.GetParent(), false)
+	if !ok || req.GetWorkload() == nil {
+		return nil, validateCreate(req)
+	}
+	sub, err := s.prepare(ctx, req)
+	if err != nil {
 		return nil, err
 	}
-	if err := s.projects.ProjectExists(ctx, req.GetParent()); err != nil {
-		return nil, err
-	}
-	project, _ := parseParent(req.GetParent(), false)
-	w := s.newWorkload(project, req.GetWorkloadId(), req.GetWorkload())
+	w := s.newWorkload(project, req.GetWorkloadId(), sub.req.GetWorkload())
+	w.Limits = sub.limits
 	out, err := s.store.create(ctx, project, req.GetWorkloadId(), w)
 	if err != nil {
 		return nil, apiError(err, w.GetName())

@@ -58,7 +58,8 @@ type Project struct {
 	// NodePool.etag.
 	Etag string `protobuf:"bytes,9,opt,name=etag,proto3" json:"etag,omitempty"`
 	// Optional. Scheduling rules per workload type (time limit, idle-GPU
-	// limit, node types); they win over the department's for that type.
+	// limit, node types); a project's entry for a type replaces the
+	// department's entry for that type.
 	SchedulingRules []*SchedulingRules `protobuf:"bytes,10,rep,name=scheduling_rules,json=schedulingRules,proto3" json:"scheduling_rules,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache

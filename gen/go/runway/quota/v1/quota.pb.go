@@ -338,8 +338,8 @@ func (x *MemoryQuota) GetOverQuotaEnabled() bool {
 }
 
 // SchedulingRules limit the workloads of one type in a project or a
-// department. A project's rules for a type win over its department's, limit
-// by limit. They apply to workloads submitted after they are set (the
+// department. A project's entry for a type replaces its department's entry
+// for that type. They apply to workloads submitted after they are set (the
 // workload keeps a copy in Workload.limits).
 type SchedulingRules struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
