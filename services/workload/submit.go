@@ -125,4 +125,3 @@ func limitsOf(r *quotav1.SchedulingRules, source string) *workloadv1.WorkloadLim
 	}
 	return l
 }
-

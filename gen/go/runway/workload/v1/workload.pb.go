@@ -413,8 +413,6 @@ const (
 	SchedulingRule_SCHEDULING_RULE_NODE_DRAINED SchedulingRule = 5
 	// The workload held fewer than min_pods for 60 s and was evicted whole.
 	SchedulingRule_SCHEDULING_RULE_GANG_MINIMUM SchedulingRule = 6
-	// The workload's GPUs were idle for its idle-GPU limit.
-	SchedulingRule_SCHEDULING_RULE_IDLE_GPU_LIMIT SchedulingRule = 7
 )
 
 // Enum value maps for SchedulingRule.
@@ -427,17 +425,15 @@ var (
 		4: "SCHEDULING_RULE_NODE_LOST",
 		5: "SCHEDULING_RULE_NODE_DRAINED",
 		6: "SCHEDULING_RULE_GANG_MINIMUM",
-		7: "SCHEDULING_RULE_IDLE_GPU_LIMIT",
 	}
 	SchedulingRule_value = map[string]int32{
-		"SCHEDULING_RULE_UNSPECIFIED":    0,
-		"SCHEDULING_RULE_ALLOCATE":       1,
-		"SCHEDULING_RULE_RECLAIM":        2,
-		"SCHEDULING_RULE_PREEMPT":        3,
-		"SCHEDULING_RULE_NODE_LOST":      4,
-		"SCHEDULING_RULE_NODE_DRAINED":   5,
-		"SCHEDULING_RULE_GANG_MINIMUM":   6,
-		"SCHEDULING_RULE_IDLE_GPU_LIMIT": 7,
+		"SCHEDULING_RULE_UNSPECIFIED":  0,
+		"SCHEDULING_RULE_ALLOCATE":     1,
+		"SCHEDULING_RULE_RECLAIM":      2,
+		"SCHEDULING_RULE_PREEMPT":      3,
+		"SCHEDULING_RULE_NODE_LOST":    4,
+		"SCHEDULING_RULE_NODE_DRAINED": 5,
+		"SCHEDULING_RULE_GANG_MINIMUM": 6,
 	}
 )
 
@@ -1087,9 +1083,14 @@ type WorkloadStatus struct {
 	RunningTime *durationpb.Duration `protobuf:"bytes,16,opt,name=running_time,json=runningTime,proto3" json:"running_time,omitempty"`
 	// Why the platform stopped the workload (a time or idle-GPU limit), as one
 	// sentence; empty when its owner stopped it or it was never stopped.
-	StopReason    string `protobuf:"bytes,17,opt,name=stop_reason,json=stopReason,proto3" json:"stop_reason,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	StopReason string `protobuf:"bytes,17,opt,name=stop_reason,json=stopReason,proto3" json:"stop_reason,omitempty"`
+	// True while the platform is taking the workload's pods away to preempt
+	// it (idle-GPU limit with preempt_when_idle): spec.suspended is set so
+	// that the scheduler releases its pods, and once they are released the
+	// workload returns to PENDING with suspended cleared.
+	RequeueOnRelease bool `protobuf:"varint,18,opt,name=requeue_on_release,json=requeueOnRelease,proto3" json:"requeue_on_release,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *WorkloadStatus) Reset() {
@@ -1239,6 +1240,13 @@ func (x *WorkloadStatus) GetStopReason() string {
 		return x.StopReason
 	}
 	return ""
+}
+
+func (x *WorkloadStatus) GetRequeueOnRelease() bool {
+	if x != nil {
+		return x.RequeueOnRelease
+	}
+	return false
 }
 
 // PodStatus is one placed pod of a workload.
@@ -1612,7 +1620,7 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\adevices\x18\x01 \x01(\x05H\x00R\adevices\x12'\n" +
 	"\x0efraction_milli\x18\x02 \x01(\x05H\x00R\rfractionMilli\x12*\n" +
 	"\x10gpu_memory_bytes\x18\x03 \x01(\x03H\x00R\x0egpuMemoryBytesB\b\n" +
-	"\x06amount\"\xd3\x06\n" +
+	"\x06amount\"\x81\a\n" +
 	"\x0eWorkloadStatus\x127\n" +
 	"\x05phase\x18\x01 \x01(\x0e2!.runway.workload.v1.WorkloadPhaseR\x05phase\x12!\n" +
 	"\frunning_pods\x18\x02 \x01(\x05R\vrunningPods\x12%\n" +
@@ -1633,7 +1641,8 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\rgpu_idle_time\x18\x0f \x01(\v2\x19.google.protobuf.DurationR\vgpuIdleTime\x12<\n" +
 	"\frunning_time\x18\x10 \x01(\v2\x19.google.protobuf.DurationR\vrunningTime\x12\x1f\n" +
 	"\vstop_reason\x18\x11 \x01(\tR\n" +
-	"stopReason\"\xad\x02\n" +
+	"stopReason\x12,\n" +
+	"\x12requeue_on_release\x18\x12 \x01(\bR\x10requeueOnRelease\"\xad\x02\n" +
 	"\tPodStatus\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12%\n" +
@@ -1700,7 +1709,7 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\x1dWORKLOAD_EVENT_TYPE_SUSPENDED\x10\x05\x12\x1f\n" +
 	"\x1bWORKLOAD_EVENT_TYPE_RESUMED\x10\x06\x12 \n" +
 	"\x1cWORKLOAD_EVENT_TYPE_FINISHED\x10\a\x12%\n" +
-	"!WORKLOAD_EVENT_TYPE_LIMIT_REACHED\x10\b*\x90\x02\n" +
+	"!WORKLOAD_EVENT_TYPE_LIMIT_REACHED\x10\b*\xec\x01\n" +
 	"\x0eSchedulingRule\x12\x1f\n" +
 	"\x1bSCHEDULING_RULE_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18SCHEDULING_RULE_ALLOCATE\x10\x01\x12\x1b\n" +
@@ -1708,8 +1717,7 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\x17SCHEDULING_RULE_PREEMPT\x10\x03\x12\x1d\n" +
 	"\x19SCHEDULING_RULE_NODE_LOST\x10\x04\x12 \n" +
 	"\x1cSCHEDULING_RULE_NODE_DRAINED\x10\x05\x12 \n" +
-	"\x1cSCHEDULING_RULE_GANG_MINIMUM\x10\x06\x12\"\n" +
-	"\x1eSCHEDULING_RULE_IDLE_GPU_LIMIT\x10\aBAZ?github.com/runwayhq/runway/gen/go/runway/workload/v1;workloadv1b\x06proto3"
+	"\x1cSCHEDULING_RULE_GANG_MINIMUM\x10\x06BAZ?github.com/runwayhq/runway/gen/go/runway/workload/v1;workloadv1b\x06proto3"
 
 var (
 	file_runway_workload_v1_workload_proto_rawDescOnce sync.Once
