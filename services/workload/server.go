@@ -43,6 +43,10 @@ type Config struct {
 	// update racing them) and the caller sent no etag. 0 means
 	// DefaultUpdateRetries.
 	UpdateRetries int
+	// Examples: create the quick start's example environment ("quick-start")
+	// and compute resources ("one-gpu", "two-gpus") at the account scope when
+	// they are missing (`runway dev` sets it).
+	Examples bool
 }
 
 // Deps are the service's collaborators.
@@ -89,9 +93,20 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if deps.Clock == nil {
 		deps.Clock = systemClock{}
 	}
-	return &Server{cfg: cfg, store: newStore(deps.Client), projects: deps.Projects, gov: newGovernance(cfg, deps),
-		log: deps.Logger.With("service", "workload"), clock: deps.Clock}, nil
+	s := &Server{cfg: cfg, store: newStore(deps.Client), projects: deps.Projects, gov: newGovernance(cfg, deps),
+		log: deps.Logger.With("service", "workload"), clock: deps.Clock}
+	if cfg.Examples {
+		ctx, cancel := context.WithTimeout(context.Background(), examplesTimeout)
+		defer cancel()
+		if err := s.gov.createExamples(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
 }
+
+// examplesTimeout bounds the examples' creation at startup.
+const examplesTimeout = 10 * time.Second
 
 // Register adds the WorkloadService and the GovernanceService to a gRPC
 // server; its signature fits grpcserver.Server.Register.
