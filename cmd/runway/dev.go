@@ -40,6 +40,9 @@ relative to the working directory, when that file exists).`,
 			defer stop()
 			return server.RunDev(ctx, cfg, func(addr string) {
 				fmt.Fprintln(cmd.OutOrStdout(), server.EnvLine(addr))
+				fmt.Fprintf(cmd.ErrOrStderr(), "Runway is serving on %[1]s (gRPC, REST and /openapi.json). Point the CLI at it from another shell:\n"+
+					"  %[2]s\n  runway project create team-a --gpu 2\n  runway training submit a1 -p team-a -i quickstart -g 1 -- sleep 600\n"+
+					"  runway workload list -A\n", addr, server.EnvLine(addr))
 			})
 		},
 	}

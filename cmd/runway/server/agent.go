@@ -25,6 +25,9 @@ type AgentConfig struct {
 	Labels map[string]string
 	// DataDir holds the pods' directories and logs. Required.
 	DataDir string
+	// Listen is the agent's own address (pod output for the workload
+	// service); it must be reachable from the control plane.
+	Listen string
 	// Logger; slog.Default() when nil.
 	Logger *slog.Logger
 }
@@ -40,7 +43,7 @@ func RunAgent(ctx context.Context, cfg AgentConfig) error {
 		return err
 	}
 	defer cli.Close()
-	err = agent.Run(ctx, agent.Config{Node: cfg.Node, Pool: cfg.Pool, Labels: cfg.Labels, Client: cli, DataDir: cfg.DataDir,
+	err = agent.Run(ctx, agent.Config{Node: cfg.Node, Pool: cfg.Pool, Labels: cfg.Labels, Client: cli, DataDir: cfg.DataDir, Listen: cfg.Listen,
 		Backend: simulated.New(simulated.Config{Count: cfg.GPUs, Node: cfg.Node}), Logger: cfg.Logger})
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		return nil
