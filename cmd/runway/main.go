@@ -39,6 +39,7 @@ func main() {
 	root.AddCommand(simCommand(), devCommand(), serveCommand(), agentCommand())
 	root.AddCommand(submitCommands()...)
 	root.AddCommand(workloadCommand(), projectCommand(), departmentCommand(), nodePoolCommand(), nodeCommand())
+	root.AddCommand(policyCommand(), environmentCommand(), computeResourceCommand())
 	if err := root.Execute(); err != nil {
 		code := 1
 		var ee *exitError
