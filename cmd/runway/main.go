@@ -28,7 +28,8 @@ type exitError struct {
 
 func (e *exitError) Error() string { return e.msg }
 
-func main() {
+// rootCommand is the whole command tree.
+func rootCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "runway",
 		Short:         "Runway: open GPU orchestration",
@@ -40,6 +41,11 @@ func main() {
 	root.AddCommand(submitCommands()...)
 	root.AddCommand(workloadCommand(), projectCommand(), departmentCommand(), nodePoolCommand(), nodeCommand())
 	root.AddCommand(policyCommand(), environmentCommand(), computeResourceCommand())
+	return root
+}
+
+func main() {
+	root := rootCommand()
 	if err := root.Execute(); err != nil {
 		code := 1
 		var ee *exitError

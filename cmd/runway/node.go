@@ -43,7 +43,7 @@ func nodeListCommand() *cobra.Command {
 						model = n.GetDevices()[0].GetModel()
 					}
 					t.row(sdk.ID(n.GetName()), sdk.ID(n.GetNodePool()), nodeState(n), fmt.Sprint(len(n.GetDevices())),
-						model, formatGPUs(deviceAllocation(n)))
+						model, formatGPUs(n.GetAllocated().GetMilliGpus()))
 				}
 				return t.flush()
 			})
@@ -52,17 +52,6 @@ func nodeListCommand() *cobra.Command {
 	outputFlag(cmd, &output)
 	watchFlag(cmd, &watch)
 	return cmd
-}
-
-// deviceAllocation sums what the node's devices hold, in milli-GPUs.
-func deviceAllocation(n *nodemanagerv1.Node) int64 {
-	var m int64
-	for _, d := range n.GetDevices() {
-		for _, a := range d.GetAllocations() {
-			m += int64(a.GetFractionMilli())
-		}
-	}
-	return m
 }
 
 func nodeState(n *nodemanagerv1.Node) string {
@@ -117,6 +106,8 @@ func describeNode(w io.Writer, n *nodemanagerv1.Node) error {
 	f.add("Labels", orDefault(selector(n.GetLabels()), "-"))
 	c := n.GetCapacity()
 	f.add("Capacity", fmt.Sprintf("%s GPUs, %g CPUs, %s memory", formatGPUs(c.GetMilliGpus()), float64(c.GetMilliCpu())/1000, formatBytes(c.GetMemoryBytes())))
+	a := n.GetAllocated()
+	f.add("Allocated", fmt.Sprintf("%s GPUs, %g CPUs, %s memory", formatGPUs(a.GetMilliGpus()), float64(a.GetMilliCpu())/1000, formatBytes(a.GetMemoryBytes())))
 	if n.GetAgentVersion() != "" {
 		f.add("Agent", n.GetAgentVersion())
 	}

@@ -86,7 +86,7 @@ instead. Everything after -- is the command its pods run.`,
 		fl.Int32Var(&f.pods, podsFlag, 1, "number of pods, placed together (gang)")
 	}
 	_ = sub.MarkFlagRequired("project")
-	cmd.AddCommand(sub)
+	cmd.AddCommand(sub, workloadListCommand(kind, "type = "+strings.TrimPrefix(typ.String(), "WORKLOAD_TYPE_")))
 	return cmd
 }
 
