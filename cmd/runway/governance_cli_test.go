@@ -112,6 +112,13 @@ rules:
 	if out := d.ok(t, "project", "describe", "team-a"); strings.Contains(out, "8h0m0s") {
 		t.Errorf("describe after delete still shows the training rule:\n%s", out)
 	}
+	// Priority overrides at submit, within what each type allows.
+	d.ok(t, "workspace", "submit", "w1", "-p", "team-a", "-i", "jupyter", "--priority", "interactive-preemptible")
+	wantAll(t, "workspace priority", d.fails(t, "workspace", "submit", "w2", "-p", "team-a", "-i", "jupyter", "--priority", "train"),
+		"workload.spec.priority", "build or interactive-preemptible")
+	wantAll(t, "training priority", d.fails(t, "training", "submit", "t2", "-p", "team-a", "-i", "pytorch:25", "--node-type", "dgx", "--priority", "build"),
+		"interactive-preemptible or train")
+
 	d.ok(t, "policy", "delete", "--type", "training", "--department", "research")
 	out = d.fails(t, "policy", "get", "--type", "training", "--department", "research")
 	wantAll(t, "deleted policy", out, "[POLICY_NOT_FOUND]")
