@@ -3,11 +3,13 @@ package server_test
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
@@ -28,7 +30,7 @@ func TestDevNodeTypeRuleAndExamples(t *testing.T) {
 
 	deserved := int64(4000)
 	if _, err := d.quota.CreateProject(t.Context(), &quotav1.CreateProjectRequest{ProjectId: "team-a", Project: &quotav1.Project{
-		NodePoolQuotas: []*quotav1.NodePoolQuota{{NodePool: "nodepools/default", Gpu: &quotav1.GpuQuota{DeservedMilliGpus: &deserved}}},
+		NodePoolQuotas:  []*quotav1.NodePoolQuota{{NodePool: "nodepools/default", Gpu: &quotav1.GpuQuota{DeservedMilliGpus: &deserved}}},
 		SchedulingRules: []*quotav1.SchedulingRules{{WorkloadType: workloadv1.WorkloadType_WORKLOAD_TYPE_TRAINING, NodeTypes: []string{"dgx"}}},
 	}}); err != nil {
 		t.Fatal(err)
@@ -118,4 +120,39 @@ func TestDevNodeTypeRuleAndExamples(t *testing.T) {
 		}
 		return ""
 	})
+}
+
+// TestDevTimeLimitStops: a training under a 1 s time limit runs, is stopped
+// by the workload controller (its limit check runs every 5 s) and released
+// by the real scheduler: STOPPED, holding nothing, with the reason.
+func TestDevTimeLimitStops(t *testing.T) {
+	d := startDev(t, t.TempDir(), 1, 2)
+	if _, err := d.quota.CreateProject(t.Context(), &quotav1.CreateProjectRequest{ProjectId: "team-a", Project: &quotav1.Project{
+		SchedulingRules: []*quotav1.SchedulingRules{{WorkloadType: workloadv1.WorkloadType_WORKLOAD_TYPE_TRAINING, TimeLimit: durationpb.New(time.Second)}},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.workload.CreateWorkload(t.Context(), &workloadv1.CreateWorkloadRequest{Parent: "projects/team-a", WorkloadId: "t1",
+		Environment: "quick-start", Workload: &workloadv1.Workload{Type: workloadv1.WorkloadType_WORKLOAD_TYPE_TRAINING}}); err != nil {
+		t.Fatal(err)
+	}
+	ran := false
+	eventually(t, "t1 stopped by its time limit", func() string {
+		w, err := d.workload.GetWorkload(t.Context(), &workloadv1.GetWorkloadRequest{Name: "projects/team-a/workloads/t1"})
+		if err != nil {
+			return err.Error()
+		}
+		st := w.GetStatus()
+		ran = ran || st.GetPhase() == running
+		if st.GetPhase() != workloadv1.WorkloadPhase_WORKLOAD_PHASE_STOPPED || len(st.GetNodes()) != 0 {
+			return fmt.Sprintf("status %v", st)
+		}
+		if !strings.Contains(st.GetStopReason(), "time limit") || st.GetRunningTime().AsDuration() < time.Second {
+			return fmt.Sprintf("stopped with reason %q after running %v", st.GetStopReason(), st.GetRunningTime().AsDuration())
+		}
+		return ""
+	})
+	if !ran {
+		t.Error("t1 was never seen RUNNING")
+	}
 }
