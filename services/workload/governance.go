@@ -119,7 +119,20 @@ func (g *Governance) UpdatePolicy(ctx context.Context, req *workloadv1.UpdatePol
 	if err != nil {
 		return nil, err
 	}
-	if vs := policy.Normalize(p); len(vs) > 0 {
+	vs := policy.Normalize(p)
+	if d := p.GetDefaults(); d != nil {
+		// Defaults must be values a spec may hold (an image is not required).
+		var v violations
+		d = proto.Clone(d).(*workloadv1.WorkloadSpec)
+		if d.Image == "" {
+			d.Image = "-"
+		}
+		validateSpec(&v, "policy.defaults", d)
+		for _, fv := range v {
+			vs = append(vs, policy.Violation{Field: fv.Field, Description: fv.Description})
+		}
+	}
+	if len(vs) > 0 {
 		return nil, invalid(vs)
 	}
 	if err := g.checkScopeExists(ctx, scope, "policy.name"); err != nil {

@@ -235,6 +235,12 @@ func TestPolicy_InvalidAndMissing(t *testing.T) {
 	if v := violations(err); len(v) != 2 {
 		t.Errorf("violations %v, want one per bad rule", v)
 	}
+	_, err = e.gov.UpdatePolicy(t.Context(), &workloadv1.UpdatePolicyRequest{AllowMissing: true, Policy: &workloadv1.Policy{
+		Name: "policies/training", Defaults: &workloadv1.WorkloadSpec{Gpu: &workloadv1.GpuRequest{Amount: &workloadv1.GpuRequest_FractionMilli{FractionMilli: 1500}}}}})
+	wantError(t, err, codes.InvalidArgument, "INVALID_FIELD")
+	if _, ok := violations(err)["policy.defaults.gpu.fraction_milli"]; !ok {
+		t.Errorf("violations %v, want policy.defaults.gpu.fraction_milli", violations(err))
+	}
 	_, err = e.gov.UpdatePolicy(t.Context(), &workloadv1.UpdatePolicyRequest{Policy: &workloadv1.Policy{Name: "policies/training"}})
 	wantError(t, err, codes.NotFound, "POLICY_NOT_FOUND")
 	_, err = e.gov.UpdatePolicy(t.Context(), &workloadv1.UpdatePolicyRequest{AllowMissing: true, Policy: &workloadv1.Policy{Name: "departments/nope/policies/training"}})
