@@ -217,3 +217,22 @@ func TestIdleGPULimit_PreemptWhenIdle(t *testing.T) {
 	e.await(t, train.GetName(), "train running again", phaseIs(workloadv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING))
 	e.untouched(t, train.GetName())
 }
+
+// The owner suspending a workload the controller is preempting keeps it
+// STOPPED; resuming one keeps it running.
+func TestIdleGPULimit_OwnerWinsOverRequeue(t *testing.T) {
+	e, _ := limited(t, &quotav1.SchedulingRules{WorkloadType: workloadv1.WorkloadType_WORKLOAD_TYPE_TRAINING,
+		IdleGpuLimit: durationpb.New(10 * time.Minute), PreemptWhenIdle: true})
+	w := e.create(t, "team-a", "train", training())
+	e.bind(t, "n1", "team-a", "train", 0)
+	e.idleReport(t, "n1", "team-a", "train", 15*time.Minute)
+	e.await(t, w.GetName(), "being preempted", func(w *workloadv1.Workload) bool { return w.GetStatus().GetRequeueOnRelease() })
+	if _, err := e.client.SuspendWorkload(t.Context(), &workloadv1.SuspendWorkloadRequest{Name: w.GetName()}); err != nil {
+		t.Fatal(err)
+	}
+	e.release(t, "n1", "team-a", "train")
+	got := e.await(t, w.GetName(), "stopped", phaseIs(workloadv1.WorkloadPhase_WORKLOAD_PHASE_STOPPED))
+	if got.GetStatus().GetRequeueOnRelease() || got.GetStatus().GetPreemptionCount() != 0 {
+		t.Errorf("status %v, want STOPPED without requeue or preemption", got.GetStatus())
+	}
+}

@@ -260,9 +260,11 @@ func (s *Server) DeleteWorkload(ctx context.Context, req *workloadv1.DeleteWorkl
 // it unchanged; a COMPLETED or FAILED one is INVALID_STATE_TRANSITION.
 func (s *Server) SuspendWorkload(ctx context.Context, req *workloadv1.SuspendWorkloadRequest) (*workloadv1.Workload, error) {
 	return s.change(ctx, req.GetName(), req.GetEtag(), "suspended", func(w *workloadv1.Workload, now time.Time) bool {
-		if w.GetSpec().GetSuspended() {
+		if w.GetSpec().GetSuspended() && !w.GetStatus().GetRequeueOnRelease() {
 			return false
 		}
+		// Suspended by the controller only to be preempted (idle-GPU
+		// limit): the owner's suspension wins (Fold clears the requeue).
 		w.Spec.Suspended = true
 		Fold(w, NewEvent(workloadv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_SUSPENDED, now,
 			"Suspended by its owner: its pods are stopped and its resources released until it is resumed."))

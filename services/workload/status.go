@@ -96,12 +96,14 @@ func Fold(w *workloadv1.Workload, ev *workloadv1.WorkloadEvent) {
 			st.RunningPods -= ev.GetPods()
 		}
 	case workloadv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_SUSPENDED:
+		st.RequeueOnRelease = false // the owner's suspension wins over a pending requeue
 		if st.Phase != workloadv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING && st.RunningPods == 0 {
 			st.Phase = workloadv1.WorkloadPhase_WORKLOAD_PHASE_STOPPED
 			st.PendingReasons = nil
 		}
 	case workloadv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_RESUMED:
 		st.StopReason = ""
+		st.RequeueOnRelease = false // resumed by its owner before the release: it keeps running
 		if st.Phase == workloadv1.WorkloadPhase_WORKLOAD_PHASE_STOPPED {
 			st.Phase = workloadv1.WorkloadPhase_WORKLOAD_PHASE_PENDING
 			st.PendingReasons = notYetConsidered()
@@ -132,21 +134,22 @@ func Released(w *workloadv1.Workload, at time.Time) {
 	if IsFinal(w.Status.GetPhase()) {
 		return
 	}
+	if w.Status.GetRequeueOnRelease() {
+		w.Status.PreemptionCount++ // the controller's preemption (a scheduler's counts in Fold)
+	}
 	release(w, at)
 	w.UpdateTime = timestamppb.New(at)
 }
 
 // release ends the run, clears the placement and sets the phase a workload
 // holding nothing has. A workload the controller suspended only to preempt
-// it (requeue_on_release) is resumed here: back to PENDING, one more
-// preemption.
+// it (requeue_on_release) is resumed here: back to PENDING.
 func release(w *workloadv1.Workload, at time.Time) {
 	st := w.Status
 	endRun(st, at)
 	clearPlacement(st)
 	if st.GetRequeueOnRelease() {
 		st.RequeueOnRelease = false
-		st.PreemptionCount++
 		w.Spec.Suspended = false
 		st.Phase = workloadv1.WorkloadPhase_WORKLOAD_PHASE_PENDING
 		st.PendingReasons = notYetConsidered()
