@@ -114,26 +114,14 @@ func (g *Governance) UpdatePolicy(ctx context.Context, req *workloadv1.UpdatePol
 	if p == nil {
 		return nil, apierr.InvalidField("policy", "is required")
 	}
+	keep, err := policyMask(req.GetUpdateMask().GetPaths())
+	if err != nil {
+		return nil, err
+	}
 	p = proto.Clone(p).(*workloadv1.Policy)
 	scope, typ, err := parsePolicyName(p.GetName(), "policy.name")
 	if err != nil {
 		return nil, err
-	}
-	vs := policy.Normalize(p)
-	if d := p.GetDefaults(); d != nil {
-		// Defaults must be values a spec may hold (an image is not required).
-		var v violations
-		d = proto.Clone(d).(*workloadv1.WorkloadSpec)
-		if d.Image == "" {
-			d.Image = "-"
-		}
-		validateSpec(&v, "policy.defaults", d)
-		for _, fv := range v {
-			vs = append(vs, policy.Violation{Field: fv.Field, Description: fv.Description})
-		}
-	}
-	if len(vs) > 0 {
-		return nil, invalid(vs)
 	}
 	if err := g.checkScopeExists(ctx, scope, "policy.name"); err != nil {
 		return nil, err
@@ -159,6 +147,15 @@ func (g *Governance) UpdatePolicy(ctx context.Context, req *workloadv1.UpdatePol
 			case branch(s):
 				others = append(others, policy.Layer{Source: scopedName(s, policiesCollection, t), Policy: it.Msg})
 			}
+		}
+		if current != nil && keep["defaults"] {
+			p.Defaults = current.Msg.GetDefaults()
+		}
+		if current != nil && keep["rules"] {
+			p.Rules = current.Msg.GetRules()
+		}
+		if err := checkPolicy(p); err != nil {
+			return nil, err
 		}
 		if field, src, found := policy.Conflict(p.GetRules(), others); found {
 			return nil, apierr.FailedPrecondition(commonv1.ErrorReason_POLICY_RULE_CONFLICT, field,
@@ -191,6 +188,50 @@ func (g *Governance) UpdatePolicy(ctx context.Context, req *workloadv1.UpdatePol
 			return nil, apierr.EtagMismatch(p.GetName(), "")
 		}
 	}
+}
+
+// policyMask reads an UpdatePolicy update_mask: empty or "*" replaces the
+// policy whole; otherwise the top-level fields it names (defaults, rules)
+// are replaced and the others kept (keep). The REST gateway derives the
+// mask from the JSON body, so paths below those fields ("rules.image.max")
+// name them too; name and etag select the policy and are ignored.
+func policyMask(paths []string) (keep map[string]bool, err error) {
+	if len(paths) == 0 || slices.Contains(paths, "*") {
+		return map[string]bool{}, nil
+	}
+	keep = map[string]bool{"defaults": true, "rules": true}
+	for _, path := range paths {
+		top, _, _ := strings.Cut(path, ".")
+		switch top {
+		case "defaults", "rules":
+			delete(keep, top)
+		case "name", "etag":
+		default:
+			return nil, apierr.ImmutableField(path)
+		}
+	}
+	return keep, nil
+}
+
+// checkPolicy normalises the rule keys and checks the rules and the
+// defaults (values a spec may hold; an image is not required).
+func checkPolicy(p *workloadv1.Policy) error {
+	vs := policy.Normalize(p)
+	if d := p.GetDefaults(); d != nil {
+		var v violations
+		d = proto.Clone(d).(*workloadv1.WorkloadSpec)
+		if d.Image == "" {
+			d.Image = "-"
+		}
+		validateSpec(&v, "policy.defaults", d)
+		for _, fv := range v {
+			vs = append(vs, policy.Violation{Field: fv.Field, Description: fv.Description})
+		}
+	}
+	if len(vs) > 0 {
+		return invalid(vs)
+	}
+	return nil
 }
 
 // branch returns whether a scope is on the same branch as scope (above or

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
@@ -219,10 +220,22 @@ func TestPolicy_SubmitRejected_REST(t *testing.T) {
 			}
 		})
 	}
-	// Policies themselves over REST: the effective policy of team-b.
-	code, body := e.do(t, "GET", "/v1/projects/team-b/policies/training:effective", "")
-	if code != 200 || !strings.Contains(string(body), `"ruleSource":"departments/research/policies/training"`) {
+	// Policies themselves over REST. PATCH replaces the fields the body
+	// names: a rule the account holds is refused; defaults are set.
+	code, body := e.do(t, "PATCH", "/v1/projects/team-b/policies/training?allowMissing=true", `{"rules":{"gpu.devices":{"max":1}}}`)
+	if code != 400 || !strings.Contains(string(body), "POLICY_RULE_CONFLICT") {
+		t.Errorf("PATCH a held rule: HTTP %d %s", code, body)
+	}
+	code, body = e.do(t, "PATCH", "/v1/projects/team-b/policies/training?allowMissing=true", `{"defaults":{"milliCpu":"3000"}}`)
+	if code != 200 {
+		t.Errorf("PATCH defaults: HTTP %d %s", code, body)
+	}
+	code, body = e.do(t, "GET", "/v1/projects/team-b/policies/training:effective", "")
+	if code != 200 || !strings.Contains(string(body), `"defaultSource":"projects/team-b/policies/training"`) {
 		t.Errorf("GET effective: HTTP %d %s", code, body)
+	}
+	if !strings.Contains(string(body), `"ruleSource":"departments/research/policies/training"`) {
+		t.Errorf("GET effective: %s", body)
 	}
 }
 
@@ -247,6 +260,17 @@ func TestPolicy_InvalidAndMissing(t *testing.T) {
 	wantError(t, err, codes.NotFound, "DEPARTMENT_NOT_FOUND")
 	_, err = e.gov.UpdatePolicy(t.Context(), &workloadv1.UpdatePolicyRequest{AllowMissing: true, Policy: &workloadv1.Policy{Name: "policies/batch"}})
 	wantError(t, err, codes.InvalidArgument, "INVALID_FIELD")
+
+	// An update_mask naming defaults keeps the rules.
+	e.setPolicy(t, "projects/team-a/policies/workspace", &workloadv1.Policy{Rules: map[string]*workloadv1.FieldRule{"image": {Required: yes()}}})
+	masked, err := e.gov.UpdatePolicy(t.Context(), &workloadv1.UpdatePolicyRequest{UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"defaults"}},
+		Policy: &workloadv1.Policy{Name: "projects/team-a/policies/workspace", Defaults: &workloadv1.WorkloadSpec{Image: "jupyter"}}})
+	if err != nil || masked.GetRules()["image"] == nil || masked.GetDefaults().GetImage() != "jupyter" {
+		t.Errorf("UpdatePolicy with mask defaults: %v, %v; want the rules kept and the default set", masked, err)
+	}
+	_, err = e.gov.UpdatePolicy(t.Context(), &workloadv1.UpdatePolicyRequest{UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"update_time"}},
+		Policy: &workloadv1.Policy{Name: "projects/team-a/policies/workspace"}})
+	wantError(t, err, codes.InvalidArgument, "IMMUTABLE_FIELD")
 
 	// Proto names are accepted and stored as JSON names; get and delete.
 	got := e.setPolicy(t, "projects/team-a/policies/inference", &workloadv1.Policy{Rules: map[string]*workloadv1.FieldRule{"milli_cpu": {Max: f64(8000)}}})

@@ -11,6 +11,7 @@ import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	emptypb "google.golang.org/protobuf/types/known/emptypb"
+	fieldmaskpb "google.golang.org/protobuf/types/known/fieldmaskpb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -75,7 +76,12 @@ type UpdatePolicyRequest struct {
 	// Required. The policy, whole; its name says the scope and type.
 	Policy *Policy `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"`
 	// Optional. Create the policy if it is not set yet.
-	AllowMissing  bool `protobuf:"varint,2,opt,name=allow_missing,json=allowMissing,proto3" json:"allow_missing,omitempty"`
+	AllowMissing bool `protobuf:"varint,2,opt,name=allow_missing,json=allowMissing,proto3" json:"allow_missing,omitempty"`
+	// Optional. Empty or `*`: the policy is replaced whole (AIP-134 full
+	// replacement). Otherwise `defaults` and/or `rules` (a path below one of
+	// them, as the REST gateway derives from the body, names it too): those
+	// are replaced, the other is kept. Other paths fail with IMMUTABLE_FIELD.
+	UpdateMask    *fieldmaskpb.FieldMask `protobuf:"bytes,3,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -122,6 +128,13 @@ func (x *UpdatePolicyRequest) GetAllowMissing() bool {
 		return x.AllowMissing
 	}
 	return false
+}
+
+func (x *UpdatePolicyRequest) GetUpdateMask() *fieldmaskpb.FieldMask {
+	if x != nil {
+		return x.UpdateMask
+	}
+	return nil
 }
 
 // Request for GovernanceService.DeletePolicy.
@@ -801,12 +814,14 @@ var File_runway_workload_v1_governance_service_proto protoreflect.FileDescriptor
 
 const file_runway_workload_v1_governance_service_proto_rawDesc = "" +
 	"\n" +
-	"+runway/workload/v1/governance_service.proto\x12\x12runway.workload.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1bgoogle/protobuf/empty.proto\x1a#runway/workload/v1/governance.proto\"&\n" +
+	"+runway/workload/v1/governance_service.proto\x12\x12runway.workload.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1bgoogle/protobuf/empty.proto\x1a google/protobuf/field_mask.proto\x1a#runway/workload/v1/governance.proto\"&\n" +
 	"\x10GetPolicyRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"n\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\xab\x01\n" +
 	"\x13UpdatePolicyRequest\x122\n" +
 	"\x06policy\x18\x01 \x01(\v2\x1a.runway.workload.v1.PolicyR\x06policy\x12#\n" +
-	"\rallow_missing\x18\x02 \x01(\bR\fallowMissing\"=\n" +
+	"\rallow_missing\x18\x02 \x01(\bR\fallowMissing\x12;\n" +
+	"\vupdate_mask\x18\x03 \x01(\v2\x1a.google.protobuf.FieldMaskR\n" +
+	"updateMask\"=\n" +
 	"\x13DeletePolicyRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04etag\x18\x02 \x01(\tR\x04etag\"/\n" +
@@ -848,7 +863,7 @@ const file_runway_workload_v1_governance_service_proto_rawDesc = "" +
 	"\x04etag\x18\x02 \x01(\tR\x04etag2\x82\x15\n" +
 	"\x11GovernanceService\x12\xb7\x01\n" +
 	"\tGetPolicy\x12$.runway.workload.v1.GetPolicyRequest\x1a\x1a.runway.workload.v1.Policy\"h\x82\xd3\xe4\x93\x02bZ%\x12#/v1/{name=departments/*/policies/*}Z\"\x12 /v1/{name=projects/*/policies/*}\x12\x15/v1/{name=policies/*}\x12\xec\x01\n" +
-	"\fUpdatePolicy\x12'.runway.workload.v1.UpdatePolicyRequest\x1a\x1a.runway.workload.v1.Policy\"\x96\x01\x82\xd3\xe4\x93\x02\x8f\x01:\x06policyZ4:\x06policy\x1a*/v1/{policy.name=departments/*/policies/*}Z1:\x06policy\x1a'/v1/{policy.name=projects/*/policies/*}\x1a\x1c/v1/{policy.name=policies/*}\x12\xb9\x01\n" +
+	"\fUpdatePolicy\x12'.runway.workload.v1.UpdatePolicyRequest\x1a\x1a.runway.workload.v1.Policy\"\x96\x01\x82\xd3\xe4\x93\x02\x8f\x01:\x06policyZ4:\x06policy2*/v1/{policy.name=departments/*/policies/*}Z1:\x06policy2'/v1/{policy.name=projects/*/policies/*}2\x1c/v1/{policy.name=policies/*}\x12\xb9\x01\n" +
 	"\fDeletePolicy\x12'.runway.workload.v1.DeletePolicyRequest\x1a\x16.google.protobuf.Empty\"h\x82\xd3\xe4\x93\x02bZ%*#/v1/{name=departments/*/policies/*}Z\"* /v1/{name=projects/*/policies/*}*\x15/v1/{name=policies/*}\x12\x9c\x01\n" +
 	"\x12GetEffectivePolicy\x12-.runway.workload.v1.GetEffectivePolicyRequest\x1a#.runway.workload.v1.EffectivePolicy\"2\x82\xd3\xe4\x93\x02,\x12*/v1/{name=projects/*/policies/*}:effective\x12\xf8\x01\n" +
 	"\x11CreateEnvironment\x12,.runway.workload.v1.CreateEnvironmentRequest\x1a\x1f.runway.workload.v1.Environment\"\x93\x01\x82\xd3\xe4\x93\x02\x8c\x01:\venvironmentZ6:\venvironment\"'/v1/{parent=departments/*}/environmentsZ3:\venvironment\"$/v1/{parent=projects/*}/environments\"\x10/v1/environments\x12\xd2\x01\n" +
@@ -889,46 +904,48 @@ var file_runway_workload_v1_governance_service_proto_goTypes = []any{
 	(*ListComputeResourcesResponse)(nil), // 12: runway.workload.v1.ListComputeResourcesResponse
 	(*DeleteComputeResourceRequest)(nil), // 13: runway.workload.v1.DeleteComputeResourceRequest
 	(*Policy)(nil),                       // 14: runway.workload.v1.Policy
-	(*Environment)(nil),                  // 15: runway.workload.v1.Environment
-	(*ComputeResource)(nil),              // 16: runway.workload.v1.ComputeResource
-	(*emptypb.Empty)(nil),                // 17: google.protobuf.Empty
-	(*EffectivePolicy)(nil),              // 18: runway.workload.v1.EffectivePolicy
+	(*fieldmaskpb.FieldMask)(nil),        // 15: google.protobuf.FieldMask
+	(*Environment)(nil),                  // 16: runway.workload.v1.Environment
+	(*ComputeResource)(nil),              // 17: runway.workload.v1.ComputeResource
+	(*emptypb.Empty)(nil),                // 18: google.protobuf.Empty
+	(*EffectivePolicy)(nil),              // 19: runway.workload.v1.EffectivePolicy
 }
 var file_runway_workload_v1_governance_service_proto_depIdxs = []int32{
 	14, // 0: runway.workload.v1.UpdatePolicyRequest.policy:type_name -> runway.workload.v1.Policy
-	15, // 1: runway.workload.v1.CreateEnvironmentRequest.environment:type_name -> runway.workload.v1.Environment
-	15, // 2: runway.workload.v1.ListEnvironmentsResponse.environments:type_name -> runway.workload.v1.Environment
-	16, // 3: runway.workload.v1.CreateComputeResourceRequest.compute_resource:type_name -> runway.workload.v1.ComputeResource
-	16, // 4: runway.workload.v1.ListComputeResourcesResponse.compute_resources:type_name -> runway.workload.v1.ComputeResource
-	0,  // 5: runway.workload.v1.GovernanceService.GetPolicy:input_type -> runway.workload.v1.GetPolicyRequest
-	1,  // 6: runway.workload.v1.GovernanceService.UpdatePolicy:input_type -> runway.workload.v1.UpdatePolicyRequest
-	2,  // 7: runway.workload.v1.GovernanceService.DeletePolicy:input_type -> runway.workload.v1.DeletePolicyRequest
-	3,  // 8: runway.workload.v1.GovernanceService.GetEffectivePolicy:input_type -> runway.workload.v1.GetEffectivePolicyRequest
-	4,  // 9: runway.workload.v1.GovernanceService.CreateEnvironment:input_type -> runway.workload.v1.CreateEnvironmentRequest
-	5,  // 10: runway.workload.v1.GovernanceService.GetEnvironment:input_type -> runway.workload.v1.GetEnvironmentRequest
-	6,  // 11: runway.workload.v1.GovernanceService.ListEnvironments:input_type -> runway.workload.v1.ListEnvironmentsRequest
-	8,  // 12: runway.workload.v1.GovernanceService.DeleteEnvironment:input_type -> runway.workload.v1.DeleteEnvironmentRequest
-	9,  // 13: runway.workload.v1.GovernanceService.CreateComputeResource:input_type -> runway.workload.v1.CreateComputeResourceRequest
-	10, // 14: runway.workload.v1.GovernanceService.GetComputeResource:input_type -> runway.workload.v1.GetComputeResourceRequest
-	11, // 15: runway.workload.v1.GovernanceService.ListComputeResources:input_type -> runway.workload.v1.ListComputeResourcesRequest
-	13, // 16: runway.workload.v1.GovernanceService.DeleteComputeResource:input_type -> runway.workload.v1.DeleteComputeResourceRequest
-	14, // 17: runway.workload.v1.GovernanceService.GetPolicy:output_type -> runway.workload.v1.Policy
-	14, // 18: runway.workload.v1.GovernanceService.UpdatePolicy:output_type -> runway.workload.v1.Policy
-	17, // 19: runway.workload.v1.GovernanceService.DeletePolicy:output_type -> google.protobuf.Empty
-	18, // 20: runway.workload.v1.GovernanceService.GetEffectivePolicy:output_type -> runway.workload.v1.EffectivePolicy
-	15, // 21: runway.workload.v1.GovernanceService.CreateEnvironment:output_type -> runway.workload.v1.Environment
-	15, // 22: runway.workload.v1.GovernanceService.GetEnvironment:output_type -> runway.workload.v1.Environment
-	7,  // 23: runway.workload.v1.GovernanceService.ListEnvironments:output_type -> runway.workload.v1.ListEnvironmentsResponse
-	17, // 24: runway.workload.v1.GovernanceService.DeleteEnvironment:output_type -> google.protobuf.Empty
-	16, // 25: runway.workload.v1.GovernanceService.CreateComputeResource:output_type -> runway.workload.v1.ComputeResource
-	16, // 26: runway.workload.v1.GovernanceService.GetComputeResource:output_type -> runway.workload.v1.ComputeResource
-	12, // 27: runway.workload.v1.GovernanceService.ListComputeResources:output_type -> runway.workload.v1.ListComputeResourcesResponse
-	17, // 28: runway.workload.v1.GovernanceService.DeleteComputeResource:output_type -> google.protobuf.Empty
-	17, // [17:29] is the sub-list for method output_type
-	5,  // [5:17] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	15, // 1: runway.workload.v1.UpdatePolicyRequest.update_mask:type_name -> google.protobuf.FieldMask
+	16, // 2: runway.workload.v1.CreateEnvironmentRequest.environment:type_name -> runway.workload.v1.Environment
+	16, // 3: runway.workload.v1.ListEnvironmentsResponse.environments:type_name -> runway.workload.v1.Environment
+	17, // 4: runway.workload.v1.CreateComputeResourceRequest.compute_resource:type_name -> runway.workload.v1.ComputeResource
+	17, // 5: runway.workload.v1.ListComputeResourcesResponse.compute_resources:type_name -> runway.workload.v1.ComputeResource
+	0,  // 6: runway.workload.v1.GovernanceService.GetPolicy:input_type -> runway.workload.v1.GetPolicyRequest
+	1,  // 7: runway.workload.v1.GovernanceService.UpdatePolicy:input_type -> runway.workload.v1.UpdatePolicyRequest
+	2,  // 8: runway.workload.v1.GovernanceService.DeletePolicy:input_type -> runway.workload.v1.DeletePolicyRequest
+	3,  // 9: runway.workload.v1.GovernanceService.GetEffectivePolicy:input_type -> runway.workload.v1.GetEffectivePolicyRequest
+	4,  // 10: runway.workload.v1.GovernanceService.CreateEnvironment:input_type -> runway.workload.v1.CreateEnvironmentRequest
+	5,  // 11: runway.workload.v1.GovernanceService.GetEnvironment:input_type -> runway.workload.v1.GetEnvironmentRequest
+	6,  // 12: runway.workload.v1.GovernanceService.ListEnvironments:input_type -> runway.workload.v1.ListEnvironmentsRequest
+	8,  // 13: runway.workload.v1.GovernanceService.DeleteEnvironment:input_type -> runway.workload.v1.DeleteEnvironmentRequest
+	9,  // 14: runway.workload.v1.GovernanceService.CreateComputeResource:input_type -> runway.workload.v1.CreateComputeResourceRequest
+	10, // 15: runway.workload.v1.GovernanceService.GetComputeResource:input_type -> runway.workload.v1.GetComputeResourceRequest
+	11, // 16: runway.workload.v1.GovernanceService.ListComputeResources:input_type -> runway.workload.v1.ListComputeResourcesRequest
+	13, // 17: runway.workload.v1.GovernanceService.DeleteComputeResource:input_type -> runway.workload.v1.DeleteComputeResourceRequest
+	14, // 18: runway.workload.v1.GovernanceService.GetPolicy:output_type -> runway.workload.v1.Policy
+	14, // 19: runway.workload.v1.GovernanceService.UpdatePolicy:output_type -> runway.workload.v1.Policy
+	18, // 20: runway.workload.v1.GovernanceService.DeletePolicy:output_type -> google.protobuf.Empty
+	19, // 21: runway.workload.v1.GovernanceService.GetEffectivePolicy:output_type -> runway.workload.v1.EffectivePolicy
+	16, // 22: runway.workload.v1.GovernanceService.CreateEnvironment:output_type -> runway.workload.v1.Environment
+	16, // 23: runway.workload.v1.GovernanceService.GetEnvironment:output_type -> runway.workload.v1.Environment
+	7,  // 24: runway.workload.v1.GovernanceService.ListEnvironments:output_type -> runway.workload.v1.ListEnvironmentsResponse
+	18, // 25: runway.workload.v1.GovernanceService.DeleteEnvironment:output_type -> google.protobuf.Empty
+	17, // 26: runway.workload.v1.GovernanceService.CreateComputeResource:output_type -> runway.workload.v1.ComputeResource
+	17, // 27: runway.workload.v1.GovernanceService.GetComputeResource:output_type -> runway.workload.v1.ComputeResource
+	12, // 28: runway.workload.v1.GovernanceService.ListComputeResources:output_type -> runway.workload.v1.ListComputeResourcesResponse
+	18, // 29: runway.workload.v1.GovernanceService.DeleteComputeResource:output_type -> google.protobuf.Empty
+	18, // [18:30] is the sub-list for method output_type
+	6,  // [6:18] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_runway_workload_v1_governance_service_proto_init() }
