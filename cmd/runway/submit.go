@@ -16,8 +16,8 @@ type submitFlags struct {
 	project, image, gpu, gpuMemory, cpu, memory, priority, nodeType string
 	// environment (an -e value without "=") and compute name assets.
 	environment, compute string
-	pods                                                            int32
-	nodePools, env                                                  []string
+	pods                 int32
+	nodePools, env       []string
 }
 
 // submitCommands are the three workload kinds, each with its submit
