@@ -14,10 +14,9 @@ import (
 // submitFlags are the flags of `runway {training|workspace|inference} submit`.
 type submitFlags struct {
 	project, image, gpu, gpuMemory, cpu, memory, priority, nodeType string
-	// environment (an -e value without "=") and compute name assets.
-	environment, compute string
-	pods                 int32
-	nodePools, env       []string
+	pods                                                            int32
+	nodePools, env                                                  []string
+	environment, compute                                            string // assets: an -e value without "=", --compute
 }
 
 // submitCommands are the three workload kinds, each with its submit
