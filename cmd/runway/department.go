@@ -73,6 +73,6 @@ func departmentCommand() *cobra.Command {
 			_, err := c.QuotaService.DeleteDepartment(ctx, &quotav1.DeleteDepartmentRequest{Name: sdk.DepartmentName(id)})
 			return err
 		})
-	cmd.AddCommand(create, list, del)
+	cmd.AddCommand(create, list, del, rulesCommand(departmentRules))
 	return cmd
 }

@@ -40,6 +40,7 @@ func rootCommand() *cobra.Command {
 	root.AddCommand(simCommand(), devCommand(), serveCommand(), agentCommand())
 	root.AddCommand(submitCommands()...)
 	root.AddCommand(workloadCommand(), projectCommand(), departmentCommand(), nodePoolCommand(), nodeCommand())
+	root.AddCommand(policyCommand(), environmentCommand(), computeResourceCommand())
 	return root
 }
 

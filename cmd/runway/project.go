@@ -74,7 +74,7 @@ func milliGPUs(s string) (int64, error) {
 func projectCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "project", Aliases: []string{"projects"}, Short: "Projects: quotas per node pool, fair share and allocation"}
 	cmd.AddCommand(projectCreateCommand(), projectListCommand(), projectDescribeCommand(), deleteCommand("project", "Delete a project that has no workloads",
-		func(ctx context.Context, c *sdk.Client, id string) error { return c.DeleteProject(ctx, id) }))
+		func(ctx context.Context, c *sdk.Client, id string) error { return c.DeleteProject(ctx, id) }), rulesCommand(projectRules))
 	return cmd
 }
 
@@ -251,7 +251,14 @@ func projectDescribeCommand() *cobra.Command {
 				fmt.Fprintln(w, "\nQuota per node pool:")
 				t := newIndentedTable(w, "Project", "Department", "Node Pool", "GPU Quota", "Limit", "Weight", "Allocated", "Fair Share")
 				queueRows(t, args[0], sdk.ID(p.GetDepartment()), p.GetNodePoolQuotas(), queues[p.GetName()+"/queue"])
-				return t.flush()
+				if err := t.flush(); err != nil {
+					return err
+				}
+				d, err := c.GetDepartment(ctx, sdk.ID(p.GetDepartment()))
+				if err != nil {
+					return err
+				}
+				return printRulesInForce(w, p, d)
 			})
 		},
 	}

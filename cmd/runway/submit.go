@@ -16,6 +16,7 @@ type submitFlags struct {
 	project, image, gpu, gpuMemory, cpu, memory, priority, nodeType string
 	pods                                                            int32
 	nodePools, env                                                  []string
+	environment, compute                                            string // assets: an -e value without "=", --compute
 }
 
 // submitCommands are the three workload kinds, each with its submit
@@ -55,8 +56,11 @@ instead. Everything after -- is the command its pods run.`,
 			if err != nil {
 				return usageError("%v", err)
 			}
+			if f.image == "" && f.environment == "" {
+				return usageError("--image (-i) is required unless --environment names an environment")
+			}
 			return withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
-				w, err := c.SubmitWorkload(ctx, f.project, name, typ, spec)
+				w, err := c.SubmitWorkloadFrom(ctx, f.project, name, typ, spec, f.environment, f.compute)
 				if err != nil {
 					return err
 				}
@@ -75,11 +79,11 @@ instead. Everything after -- is the command its pods run.`,
 	fl.StringVar(&f.priority, "priority", "", "priority class: inference, build, interactive-preemptible or train")
 	fl.StringSliceVar(&f.nodePools, "node-pool", nil, "node pools in order of preference (repeat or comma-separate)")
 	fl.StringVar(&f.nodeType, "node-type", "", "only nodes whose run.ai/type label has this value")
-	fl.StringArrayVarP(&f.env, "environment", "e", nil, "environment variable NAME=VALUE (repeat)")
+	fl.StringArrayVarP(&f.env, "environment", "e", nil, "environment variable NAME=VALUE (repeat), or an environment asset NAME to start from")
+	fl.StringVar(&f.compute, "compute", "", "a compute resource to take the GPU, CPU and memory from")
 	if podsFlag != "" {
 		fl.Int32Var(&f.pods, podsFlag, 1, "number of pods, placed together (gang)")
 	}
-	_ = sub.MarkFlagRequired("image")
 	_ = sub.MarkFlagRequired("project")
 	cmd.AddCommand(sub, workloadListCommand(kind, "type = "+strings.TrimPrefix(typ.String(), "WORKLOAD_TYPE_")))
 	return cmd
@@ -119,8 +123,12 @@ func (f *submitFlags) spec(command []string) (*workloadv1.WorkloadSpec, error) {
 	}
 	for _, e := range f.env {
 		k, v, ok := strings.Cut(e, "=")
+		if !ok && f.environment == "" {
+			f.environment = e // no "=": an environment asset
+			continue
+		}
 		if !ok || k == "" {
-			return nil, fmt.Errorf("-e %q: want NAME=VALUE", e)
+			return nil, fmt.Errorf("-e %q: want NAME=VALUE, or one environment name", e)
 		}
 		spec.Env = append(spec.Env, &workloadv1.EnvVar{Name: k, Value: v})
 	}

@@ -26,6 +26,7 @@ type Client struct {
 
 	QuotaService       quotav1.QuotaServiceClient
 	WorkloadService    workloadv1.WorkloadServiceClient
+	GovernanceService  workloadv1.GovernanceServiceClient
 	SchedulerService   schedulerv1.SchedulerServiceClient
 	NodeManagerService nodemanagerv1.NodeManagerServiceClient
 	IdentityService    identityv1.IdentityServiceClient
@@ -73,6 +74,7 @@ func newClient(conn *grpc.ClientConn) *Client {
 		conn:               conn,
 		QuotaService:       quotav1.NewQuotaServiceClient(conn),
 		WorkloadService:    workloadv1.NewWorkloadServiceClient(conn),
+		GovernanceService:  workloadv1.NewGovernanceServiceClient(conn),
 		SchedulerService:   schedulerv1.NewSchedulerServiceClient(conn),
 		NodeManagerService: nodemanagerv1.NewNodeManagerServiceClient(conn),
 		IdentityService:    identityv1.NewIdentityServiceClient(conn),

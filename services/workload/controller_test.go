@@ -23,9 +23,15 @@ import (
 // function (also registered as a cleanup), which waits for Run to return.
 func (e *env) runController(t *testing.T) func() {
 	t.Helper()
+	return e.runControllerWith(t, &fixedClock{})
+}
+
+// runControllerWith is runController with a clock and options.
+func (e *env) runControllerWith(t *testing.T, clock workload.Clock, opts ...workload.ControllerOption) func() {
+	t.Helper()
 	c, err := workload.NewController(workload.Deps{
-		Client: e.etcd.Client, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Clock: &fixedClock{},
-	})
+		Client: e.etcd.Client, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Clock: clock,
+	}, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -118,7 +118,7 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr string)) (err er
 		return err
 	}
 	defer loop.Close()
-	d := buildDeps{etcd: cli, quotaConn: loop, replica: "dev", logger: cfg.Logger, scheduler: cfg.Scheduler}
+	d := buildDeps{etcd: cli, quotaConn: loop, replica: "dev", logger: cfg.Logger, scheduler: cfg.Scheduler, examples: true}
 	var runs []built
 	for _, name := range Services {
 		b, err := build(name, d)

@@ -216,10 +216,20 @@ type CreateWorkloadRequest struct {
 	// characters of [a-z0-9-], starting with a letter.
 	WorkloadId string `protobuf:"bytes,2,opt,name=workload_id,json=workloadId,proto3" json:"workload_id,omitempty"`
 	// Required. The workload: `type` and `spec` are used; `name` and the
-	// output-only fields are ignored.
-	Workload      *Workload `protobuf:"bytes,3,opt,name=workload,proto3" json:"workload,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// output-only fields are ignored. The spec is completed, in this order, from
+	// the environment and compute resource named below (fields the spec leaves
+	// unset), then from the defaults of the project's effective policy; the
+	// result must pass the policy's rules (INVALID_FIELD naming the field, the
+	// rule and the policy) and the project's scheduling rules.
+	Workload *Workload `protobuf:"bytes,3,opt,name=workload,proto3" json:"workload,omitempty"`
+	// Optional. An Environment, by full name or by id (looked up in the
+	// project, then its department, then the account).
+	Environment string `protobuf:"bytes,4,opt,name=environment,proto3" json:"environment,omitempty"`
+	// Optional. A ComputeResource, by full name or by id, looked up the same
+	// way.
+	ComputeResource string `protobuf:"bytes,5,opt,name=compute_resource,json=computeResource,proto3" json:"compute_resource,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *CreateWorkloadRequest) Reset() {
@@ -271,6 +281,20 @@ func (x *CreateWorkloadRequest) GetWorkload() *Workload {
 		return x.Workload
 	}
 	return nil
+}
+
+func (x *CreateWorkloadRequest) GetEnvironment() string {
+	if x != nil {
+		return x.Environment
+	}
+	return ""
+}
+
+func (x *CreateWorkloadRequest) GetComputeResource() string {
+	if x != nil {
+		return x.ComputeResource
+	}
+	return ""
 }
 
 // Request for WorkloadService.GetWorkload.
@@ -769,12 +793,14 @@ const file_runway_workload_v1_workload_service_proto_rawDesc = "" +
 	"\n" +
 	"tail_lines\x18\x04 \x01(\x05R\ttailLines\".\n" +
 	"\x18ReadWorkloadLogsResponse\x12\x12\n" +
-	"\x04data\x18\x01 \x01(\fR\x04data\"\x8a\x01\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\"\xd7\x01\n" +
 	"\x15CreateWorkloadRequest\x12\x16\n" +
 	"\x06parent\x18\x01 \x01(\tR\x06parent\x12\x1f\n" +
 	"\vworkload_id\x18\x02 \x01(\tR\n" +
 	"workloadId\x128\n" +
-	"\bworkload\x18\x03 \x01(\v2\x1c.runway.workload.v1.WorkloadR\bworkload\"(\n" +
+	"\bworkload\x18\x03 \x01(\v2\x1c.runway.workload.v1.WorkloadR\bworkload\x12 \n" +
+	"\venvironment\x18\x04 \x01(\tR\venvironment\x12)\n" +
+	"\x10compute_resource\x18\x05 \x01(\tR\x0fcomputeResource\"(\n" +
 	"\x12GetWorkloadRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\x82\x01\n" +
 	"\x14ListWorkloadsRequest\x12\x16\n" +
