@@ -21,8 +21,10 @@ service on one gRPC+REST listener, the scheduler, and --nodes node agents
 (node-1..node-N) with --gpus-per-node simulated GPUs each (pods under
 DATA-DIR/nodes/NAME).
 
-Once serving it prints "export RUNWAY_SERVER=ADDR" on stdout and writes the
-same line to DATA-DIR/env. It runs until SIGINT or SIGTERM and then shuts down
+On the first start it creates the administrator users/admin and prints its
+one-time password once. Once serving it prints "export RUNWAY_SERVER=ADDR" and
+"export RUNWAY_TOKEN=TOKEN" (the administrator's, valid 30 days) on stdout
+and writes the same lines to DATA-DIR/env. It runs until SIGINT or SIGTERM and then shuts down
 cleanly; starting again on the same DATA-DIR resumes where it stopped.
 
 GET /openapi.json serves --openapi (by default gen/openapi/runway.swagger.json
@@ -38,8 +40,9 @@ relative to the working directory, when that file exists).`,
 			cfg.OpenAPI = b
 			ctx, stop := untilSignal(cmd.Context())
 			defer stop()
-			return server.RunDev(ctx, cfg, func(addr string) {
-				fmt.Fprintln(cmd.OutOrStdout(), server.EnvLine(addr))
+			cfg.Out = cmd.OutOrStdout()
+			return server.RunDev(ctx, cfg, func(addr, token string) {
+				fmt.Fprint(cmd.OutOrStdout(), server.EnvLines(addr, token))
 			})
 		},
 	}

@@ -20,6 +20,7 @@ import (
 	commonv1 "github.com/runwayhq/runway/gen/go/runway/common/v1"
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
 	"github.com/runwayhq/runway/pkg/apierr"
+	"github.com/runwayhq/runway/pkg/auth"
 	"github.com/runwayhq/runway/pkg/clusterproto"
 	"github.com/runwayhq/runway/pkg/etcdstore"
 )
@@ -115,6 +116,9 @@ func (s *Server) CreateWorkload(ctx context.Context, req *workloadv1.CreateWorkl
 	}
 	project, _ := parseParent(req.GetParent(), false)
 	w := s.newWorkload(project, req.GetWorkloadId(), req.GetWorkload())
+	if c, ok := auth.CallerFrom(ctx); ok {
+		w.Creator = c.Principal // what "own workloads" in pkg/auth's role table compares
+	}
 	out, err := s.store.create(ctx, project, req.GetWorkloadId(), w)
 	if err != nil {
 		return nil, apiError(err, w.GetName())

@@ -21,6 +21,7 @@ import (
 	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
 	schedulerv1 "github.com/runwayhq/runway/gen/go/runway/scheduler/v1"
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
+	"github.com/runwayhq/runway/pkg/auth"
 	"github.com/runwayhq/runway/pkg/etcdstore/etcdtest"
 	"github.com/runwayhq/runway/services/scheduler"
 )
@@ -35,6 +36,7 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 // dev is a running `runway dev` composition and clients of its services.
 type dev struct {
 	addr      string
+	token     string // the bootstrap administrator's, from RunDev
 	quota     quotav1.QuotaServiceClient
 	workload  workloadv1.WorkloadServiceClient
 	scheduler schedulerv1.SchedulerServiceClient
@@ -45,16 +47,17 @@ type dev struct {
 func startDev(t *testing.T, dir string, nodes, gpus int) *dev {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan string, 1)
+	ready := make(chan [2]string, 1)
 	done := make(chan error, 1)
 	cfg := server.DevConfig{DataDir: dir, Listen: "127.0.0.1:0", Nodes: nodes, GPUsPerNode: gpus, Logger: quiet,
 		EtcdOptions: []etcdtest.Option{etcdtest.WithTestSpeedups(), etcdtest.WithLogger(zap.NewNop())},
 		Scheduler:   scheduler.Config{Interval: 100 * time.Millisecond, Debounce: 10 * time.Millisecond},
 		LeaseTTL:    time.Second, StopGrace: time.Second}
-	go func() { done <- server.RunDev(ctx, cfg, func(addr string) { ready <- addr }) }()
-	var addr string
+	go func() { done <- server.RunDev(ctx, cfg, func(addr, token string) { ready <- [2]string{addr, token} }) }()
+	var addr, token string
 	select {
-	case addr = <-ready:
+	case r := <-ready:
+		addr, token = r[0], r[1]
 	case err := <-done:
 		cancel()
 		t.Fatalf("RunDev: %v", err)
@@ -73,12 +76,13 @@ func startDev(t *testing.T, dir string, nodes, gpus int) *dev {
 			t.Error("RunDev did not stop within 30s of its context's end")
 		}
 	})
-	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithPerRPCCredentials(auth.Bearer(token)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	return &dev{addr: addr, quota: quotav1.NewQuotaServiceClient(conn),
+	return &dev{addr: addr, token: token, quota: quotav1.NewQuotaServiceClient(conn),
 		workload: workloadv1.NewWorkloadServiceClient(conn), scheduler: schedulerv1.NewSchedulerServiceClient(conn)}
 }
 
@@ -167,7 +171,9 @@ func TestDevFairShareAndReclaim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "export RUNWAY_SERVER=" + d.addr + "\n"; string(env) != want {
+	// The env file makes the CLI work at once: the address and the token
+	// the test's own clients use (every call below carries it).
+	if want := "export RUNWAY_SERVER=" + d.addr + "\nexport RUNWAY_TOKEN=" + d.token + "\n"; string(env) != want {
 		t.Errorf("env file = %q, want %q", env, want)
 	}
 

@@ -495,7 +495,11 @@ type Workload struct {
 	// A checksum of the stored resource, computed by the server; it changes
 	// with every status change too. Send it in Delete/Suspend/Resume requests to
 	// act only on the version that was read (AIP-154).
-	Etag          string `protobuf:"bytes,9,opt,name=etag,proto3" json:"etag,omitempty"`
+	Etag string `protobuf:"bytes,9,opt,name=etag,proto3" json:"etag,omitempty"`
+	// Output only. Who submitted the workload, `users/{user}` or
+	// `applications/{application}`; roles that may change only their own
+	// workloads (the L1 researcher) compare it with the caller.
+	Creator       string `protobuf:"bytes,10,opt,name=creator,proto3" json:"creator,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -589,6 +593,13 @@ func (x *Workload) GetUpdateTime() *timestamppb.Timestamp {
 func (x *Workload) GetEtag() string {
 	if x != nil {
 		return x.Etag
+	}
+	return ""
+}
+
+func (x *Workload) GetCreator() string {
+	if x != nil {
+		return x.Creator
 	}
 	return ""
 }
@@ -1436,7 +1447,7 @@ var File_runway_workload_v1_workload_proto protoreflect.FileDescriptor
 
 const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\n" +
-	"!runway/workload/v1/workload.proto\x12\x12runway.workload.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a runway/common/v1/resources.proto\"\x80\x03\n" +
+	"!runway/workload/v1/workload.proto\x12\x12runway.workload.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a runway/common/v1/resources.proto\"\x9a\x03\n" +
 	"\bWorkload\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03uid\x18\x02 \x01(\tR\x03uid\x12\x18\n" +
@@ -1448,7 +1459,9 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12\x12\n" +
-	"\x04etag\x18\t \x01(\tR\x04etag\"\x97\x03\n" +
+	"\x04etag\x18\t \x01(\tR\x04etag\x12\x18\n" +
+	"\acreator\x18\n" +
+	" \x01(\tR\acreator\"\x97\x03\n" +
 	"\fWorkloadSpec\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12\x18\n" +
 	"\acommand\x18\x02 \x03(\tR\acommand\x12\x12\n" +
