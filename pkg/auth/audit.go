@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -25,6 +26,9 @@ type recorder struct {
 	now       func() time.Time
 	retention time.Duration
 	queue     chan *identityv1.AuditEvent
+
+	mu   sync.Mutex
+	last int64 // the last event id's time
 }
 
 // auditBatch is the most events written in one etcd transaction.
@@ -34,12 +38,21 @@ func newRecorder(c *clientv3.Client, log *slog.Logger, now func() time.Time, ret
 	return &recorder{client: c, log: log, now: now, retention: retention, queue: make(chan *identityv1.AuditEvent, 4096)}
 }
 
-// AuditEventID is a time-ordered event id: the time in hex nanoseconds
-// (fixed width, so key order is time order) and a random suffix.
-func AuditEventID(t time.Time) string {
+// eventID is a time-ordered event id: the time in hex nanoseconds (fixed
+// width, so key order is time order), made strictly increasing within the
+// process so that events of one process keep their order, and a random
+// suffix against other processes.
+func (r *recorder) eventID(t time.Time) string {
+	n := t.UnixNano()
+	r.mu.Lock()
+	if n <= r.last {
+		n = r.last + 1
+	}
+	r.last = n
+	r.mu.Unlock()
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	return fmt.Sprintf("%016x-%s", t.UnixNano(), hex.EncodeToString(b[:]))
+	return fmt.Sprintf("%016x-%s", n, hex.EncodeToString(b[:]))
 }
 
 // record queues ev; it blocks only while the queue is full (etcd is slower

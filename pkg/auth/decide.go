@@ -87,6 +87,18 @@ func (g *Guard) Allowed(c Caller, p Permission, t Target, attrs func() (Attrs, e
 	return false, nil
 }
 
+// holdsAny reports whether some rule of c grants p, even conditionally, on
+// a scope that covers t.
+func (g *Guard) holdsAny(c Caller, p Permission, t Target) bool {
+	for _, rule := range g.Rules(c) {
+		role, ok := LookupRole(rule.GetRole())
+		if ok && role.Grantable(rule.GetScope().GetKind()) && covers(rule.GetScope(), t) && role.Grant(p) != None {
+			return true
+		}
+	}
+	return false
+}
+
 // keep is a List filter's question: may the caller view this item?
 type keep func(t Target, at Attrs) bool
 

@@ -139,12 +139,17 @@ func (g *Guard) Run(ctx context.Context) error {
 			wg.Wait()
 			return ctx.Err()
 		case <-tick.C:
-			if err := g.keys.rotate(ctx); err != nil && ctx.Err() == nil {
+			if err := g.Rotate(ctx); err != nil && ctx.Err() == nil {
 				g.log.Warn("signing key rotation failed; retrying", "err", err)
 			}
 		}
 	}
 }
+
+// Rotate adds a signing key if the newest is older than the rotation
+// period and deletes keys past their retire time; Run calls it periodically.
+// Tokens signed with an older key stay valid until they expire.
+func (g *Guard) Rotate(ctx context.Context) error { return g.keys.rotate(ctx) }
 
 // Sync waits until the guard has seen every change made to etcd before the
 // call: an access rule just created applies to the next decision.

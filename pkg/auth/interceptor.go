@@ -94,6 +94,11 @@ func (g *Guard) admit(ctx context.Context, m Method, req any) (Caller, Target, e
 		attrs = func() (Attrs, error) { return m.Attrs(ctx, g, c, req) }
 	}
 	ok, err := g.Allowed(c, m.Perm, t, attrs)
+	if !ok && err == nil && (m.Filter != nil || m.Keep != nil) {
+		// A List or Watch needs the permission somewhere in the target, if
+		// only on some items (the caller's own): the filter keeps those.
+		ok = g.holdsAny(c, m.Perm, t)
+	}
 	if err != nil {
 		return c, t, err
 	}
@@ -138,7 +143,7 @@ func (s *guardedStream) SendMsg(m any) error {
 func (g *Guard) auditCall(ctx context.Context, c Caller, method, resource string, err error) {
 	now := g.now()
 	g.audit.record(&identityv1.AuditEvent{
-		Name: "auditEvents/" + AuditEventID(now), CreateTime: timestamppb.New(now),
+		Name: "auditEvents/" + g.audit.eventID(now), CreateTime: timestamppb.New(now),
 		Principal: c.Principal, Method: method, Resource: resource,
 		StatusCode: int32(apierr.Code(err)), ErrorReason: apierr.Reason(err),
 		PeerAddress: peerAddress(ctx), RequestId: grpcserver.RequestID(ctx)})
