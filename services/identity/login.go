@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"regexp"
 	"strings"
 	"sync"
@@ -160,13 +161,19 @@ type oidcVerifier struct {
 
 // verifierFor fetches the provider's discovery document at the first OIDC
 // sign-in (and again after a failure), so the server starts without it.
-func (s *Server) verifierFor(ctx context.Context) (*oidcVerifier, error) {
+func (s *Server) verifierFor() (*oidcVerifier, error) {
 	s.oidcMu.Lock()
 	defer s.oidcMu.Unlock()
 	if s.oidc != nil {
 		return s.oidc, nil
 	}
-	p, err := oidc.NewProvider(ctx, s.cfg.OIDC.Issuer)
+	client := s.cfg.OIDC.HTTPClient
+	if client == nil {
+		client = &http.Client{Timeout: 10 * time.Second}
+	}
+	// The provider keeps this context to fetch rotated keys later, so it is
+	// not a request's (which ends with the call).
+	p, err := oidc.NewProvider(oidc.ClientContext(context.Background(), client), s.cfg.OIDC.Issuer)
 	if err != nil {
 		return nil, fmt.Errorf("identity: OpenID provider %s: %w", s.cfg.OIDC.Issuer, err)
 	}
@@ -195,7 +202,7 @@ func (s *Server) loginOIDC(ctx context.Context, raw string) (auth.Subject, error
 	if s.cfg.OIDC == nil {
 		return auth.Subject{}, apierr.InvalidField("oidc", "single sign-on is not configured")
 	}
-	v, err := s.verifierFor(ctx)
+	v, err := s.verifierFor()
 	if err != nil {
 		return auth.Subject{}, err
 	}

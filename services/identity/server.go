@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"regexp"
 	"sync"
 	"time"
@@ -47,6 +48,9 @@ type OIDCConfig struct {
 	// GroupsClaim names the claim listing the user's groups; "groups" when
 	// empty.
 	GroupsClaim string
+	// HTTPClient fetches the discovery document and the signing keys;
+	// one with a 10 s timeout when nil.
+	HTTPClient *http.Client
 }
 
 // Deps are the service's collaborators.
