@@ -32,6 +32,7 @@ with its lease.`,
 	f.StringVar(&cfg.Pool, "pool", "", "node pool id (default: the pool whose node selector matches --label, else default)")
 	f.StringToStringVar(&cfg.Labels, "label", nil, "node label K=V (repeatable): run.ai/type=dgx, or what a pool's node selector matches")
 	f.StringVar(&cfg.DataDir, "data-dir", "", "directory for the pods' directories and logs (required)")
+	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:0", "the agent's address for pod output (runway workload logs); in a cluster, one the workload service can reach")
 	_ = cmd.MarkFlagRequired("node")
 	_ = cmd.MarkFlagRequired("etcd-endpoints")
 	_ = cmd.MarkFlagRequired("data-dir")

@@ -48,6 +48,7 @@ var table = map[commonv1.ErrorReason]rule{
 	commonv1.ErrorReason_WORKLOAD_NOT_FOUND:      {codes.NotFound, []string{"workload"}},
 	commonv1.ErrorReason_WORKLOAD_ALREADY_EXISTS: {codes.AlreadyExists, []string{"workload"}},
 	commonv1.ErrorReason_WORKLOAD_NOT_BOUND:      {codes.FailedPrecondition, []string{"workload", "node", "podIndex"}},
+	commonv1.ErrorReason_WORKLOAD_NO_LOGS:        {codes.FailedPrecondition, []string{"workload", "podIndex"}},
 
 	commonv1.ErrorReason_NODE_NOT_FOUND: {codes.NotFound, []string{"node"}},
 

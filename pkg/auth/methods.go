@@ -148,6 +148,7 @@ const (
 	workloadSvc = "/runway.workload.v1.WorkloadService/"
 	schedSvc    = "/runway.scheduler.v1.SchedulerService/"
 	nodeSvc     = "/runway.nodemanager.v1.NodeManagerService/"
+	agentSvc    = "/runway.nodemanager.v1.NodeAgentService/"
 	identitySvc = "/runway.identity.v1.IdentityService/"
 )
 
@@ -242,6 +243,17 @@ var methods = map[string]Method{
 			w := msg.(*workloadv1.WatchWorkloadsResponse).GetWorkload()
 			return w == nil || ok(g.ProjectTarget(w.GetProject(), w.GetName()), workloadAttrs(w))
 		}},
+
+	workloadSvc + "ReadWorkloadLogs": {Perm: perm(Workloads, View), Target: inProject,
+		NewRequest: func() proto.Message { return new(workloadv1.ReadWorkloadLogsRequest) }},
+	// A node agent serves pod output only to the workload service (a service
+	// token) and to whoever may view the workload.
+	agentSvc + "ReadPodLogs": {Perm: perm(Workloads, View),
+		Target: func(g *Guard, r any) Target {
+			w := r.(*nodemanagerv1.ReadPodLogsRequest).GetWorkload()
+			return g.ProjectTarget(projectOf(w), w)
+		},
+		NewRequest: func() proto.Message { return new(nodemanagerv1.ReadPodLogsRequest) }},
 
 	// The scheduler's views are about projects and departments; who leads is
 	// the cluster's, like nodes.

@@ -79,6 +79,9 @@ func (s *Server) GetNode(ctx context.Context, req *nodemanagerv1.GetNodeRequest)
 	if err != nil {
 		return nil, storeError(err, req.GetName())
 	}
+	if err := s.store.fillAllocations(ctx, []*nodemanagerv1.Node{n}); err != nil {
+		return nil, storeError(err, req.GetName())
+	}
 	return n, nil
 }
 
@@ -110,6 +113,9 @@ func (s *Server) ListNodes(ctx context.Context, req *nodemanagerv1.ListNodesRequ
 		token = page.NextPageToken
 		if token == "" || len(resp.Nodes) == size {
 			resp.NextPageToken = token
+			if err := s.store.fillAllocations(ctx, resp.Nodes); err != nil {
+				return nil, storeError(err, "")
+			}
 			return resp, nil
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -59,17 +60,21 @@ type Deps struct {
 	// Clock stamps create_time, update_time and events; the system clock
 	// when nil.
 	Clock Clock
+	// AgentCredentials are sent to the node agents when relaying pod output
+	// (a service token); nil sends none.
+	AgentCredentials credentials.PerRPCCredentials
 }
 
 // Server implements workloadv1.WorkloadServiceServer.
 type Server struct {
 	workloadv1.UnimplementedWorkloadServiceServer
 
-	cfg      Config
-	store    *store
-	projects ProjectChecker
-	log      *slog.Logger
-	clock    Clock
+	cfg        Config
+	store      *store
+	projects   ProjectChecker
+	log        *slog.Logger
+	clock      Clock
+	agentCreds credentials.PerRPCCredentials
 }
 
 // New returns the service; register it with Register and RegisterGateway.
@@ -90,7 +95,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		deps.Clock = systemClock{}
 	}
 	return &Server{cfg: cfg, store: newStore(deps.Client), projects: deps.Projects,
-		log: deps.Logger.With("service", "workload"), clock: deps.Clock}, nil
+		log: deps.Logger.With("service", "workload"), clock: deps.Clock, agentCreds: deps.AgentCredentials}, nil
 }
 
 // Register adds the service to a gRPC server; its signature fits

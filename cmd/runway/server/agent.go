@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 
+	"github.com/runwayhq/runway/pkg/auth"
 	"github.com/runwayhq/runway/pkg/gpu/simulated"
 	"github.com/runwayhq/runway/services/nodemanager/agent"
 )
@@ -25,6 +26,9 @@ type AgentConfig struct {
 	Labels map[string]string
 	// DataDir holds the pods' directories and logs. Required.
 	DataDir string
+	// Listen is the agent's own address (pod output for the workload
+	// service); it must be reachable from the control plane.
+	Listen string
 	// Logger; slog.Default() when nil.
 	Logger *slog.Logger
 }
@@ -40,10 +44,18 @@ func RunAgent(ctx context.Context, cfg AgentConfig) error {
 		return err
 	}
 	defer cli.Close()
-	err = agent.Run(ctx, agent.Config{Node: cfg.Node, Pool: cfg.Pool, Labels: cfg.Labels, Client: cli, DataDir: cfg.DataDir,
-		Backend: simulated.New(simulated.Config{Count: cfg.GPUs, Node: cfg.Node}), Logger: cfg.Logger})
-	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
-		return nil
+	// The agent's NodeAgentService (pod output) checks its callers like
+	// every other service: the workload service relays with a service token.
+	guard, err := newGuard(ctx, cli, cfg.Logger, auth.Config{})
+	if err != nil {
+		return err
 	}
-	return err
+	g := newGroup(ctx)
+	g.Go("guard", guard.Run)
+	g.Go("agent", func(ctx context.Context) error {
+		return agent.Run(ctx, agent.Config{Node: cfg.Node, Pool: cfg.Pool, Labels: cfg.Labels, Client: cli, DataDir: cfg.DataDir,
+			Listen: cfg.Listen, Auth: guard.UnaryInterceptor, AuthStream: guard.StreamInterceptor,
+			Backend: simulated.New(simulated.Config{Count: cfg.GPUs, Node: cfg.Node}), Logger: cfg.Logger})
+	})
+	return g.Wait()
 }

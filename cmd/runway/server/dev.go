@@ -160,7 +160,8 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr, token string)) 
 			_ = g.Wait()
 			return err
 		}
-		acfg := agent.Config{Node: node, Client: cli, DataDir: dir, LeaseTTL: cfg.LeaseTTL, StopGrace: cfg.StopGrace,
+		acfg := agent.Config{Node: node, Client: cli, DataDir: dir, Listen: "127.0.0.1:0", LeaseTTL: cfg.LeaseTTL, StopGrace: cfg.StopGrace,
+			Auth: guard.UnaryInterceptor, AuthStream: guard.StreamInterceptor,
 			Backend: simulated.New(simulated.Config{Count: cfg.GPUsPerNode, Node: node}),
 			Logger:  cfg.Logger}
 		g.Go("agent "+node, func(ctx context.Context) error { return agent.Run(ctx, acfg) })

@@ -119,7 +119,8 @@ func build(name string, d buildDeps) (built, error) {
 			return built{}, errors.New("the workload service needs the quota service's address")
 		}
 		deps := workload.Deps{Client: d.etcd, Logger: d.logger,
-			Projects: workload.QuotaProjects{Client: quotav1.NewQuotaServiceClient(d.quotaConn)}}
+			Projects:         workload.QuotaProjects{Client: quotav1.NewQuotaServiceClient(d.quotaConn)},
+			AgentCredentials: d.guard.ServiceCredentials(Workload)}
 		s, err := workload.New(workload.Config{}, deps)
 		if err != nil {
 			return built{}, err

@@ -13,12 +13,14 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	commonv1 "github.com/runwayhq/runway/gen/go/runway/common/v1"
 	nodemanagerv1 "github.com/runwayhq/runway/gen/go/runway/nodemanager/v1"
 	"github.com/runwayhq/runway/pkg/gpu"
+	"github.com/runwayhq/runway/pkg/grpcserver"
 	"github.com/runwayhq/runway/pkg/runner/local"
 	"github.com/runwayhq/runway/services/nodemanager"
 )
@@ -53,6 +55,14 @@ type Config struct {
 	// MilliCPU and MemoryBytes override the machine's CPU (runtime.NumCPU)
 	// and memory (/proc/meminfo) in the node's capacity.
 	MilliCPU, MemoryBytes int64
+	// Listen is the address of the agent's NodeAgentService (pod output),
+	// registered as the node's agent_address: it must be reachable from the
+	// workload service. Empty serves nothing.
+	Listen string
+	// Auth and AuthStream check the callers of the NodeAgentService
+	// (pkg/auth's guard); nil serves it to anyone.
+	Auth       grpc.UnaryServerInterceptor
+	AuthStream grpc.StreamServerInterceptor
 	// Logger; slog.Default() when nil.
 	Logger *slog.Logger
 }
@@ -74,13 +84,32 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	running := &runningPods{}
+	served := make(chan error, 1)
+	if cfg.Listen != "" {
+		srv, err := grpcserver.New(grpcserver.Config{Listen: cfg.Listen, Logger: cfg.Logger, ShutdownTimeout: time.Second,
+			Auth: cfg.Auth, AuthStream: cfg.AuthStream})
+		if err != nil {
+			return fmt.Errorf("agent: %w", err)
+		}
+		srv.Register(func(g *grpc.Server) {
+			nodemanagerv1.RegisterNodeAgentServiceServer(g, &logServer{dataDir: cfg.DataDir, running: running})
+		})
+		node.AgentAddress = srv.Addr()
+		go func() { served <- srv.Serve(ctx) }()
+	} else {
+		served <- nil
+	}
 	registered := make(chan error, 1)
 	go func() { registered <- cfg.keepRegistered(ctx, node) }()
-	p := &pods{cfg: cfg, runner: r, log: cfg.Logger.With("node", cfg.Node)}
+	p := &pods{cfg: cfg, runner: r, log: cfg.Logger.With("node", cfg.Node), running: running}
 	err = p.run(ctx)
 	cancel()
 	if rerr := <-registered; err == nil {
 		err = rerr
+	}
+	if serr := <-served; err == nil {
+		err = serr
 	}
 	return err
 }

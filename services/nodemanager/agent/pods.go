@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -38,8 +37,9 @@ type pods struct {
 	runner *local.Runner
 	log    *slog.Logger
 
-	taken map[string]*pod // by binding key
-	wg    sync.WaitGroup
+	taken   map[string]*pod // by binding key
+	running *runningPods
+	wg      sync.WaitGroup
 }
 
 func (p *pods) run(ctx context.Context) error {
@@ -157,6 +157,7 @@ func (p *pods) runPod(ctx context.Context, b nodemanager.Binding, pd *pod) {
 		report(workloadv1.PodState_POD_STATE_FAILED, 0, err.Error())
 		return
 	}
+	p.running.set(spec.ID, true)
 	report(workloadv1.PodState_POD_STATE_RUNNING, 0, "")
 	select {
 	case <-proc.Done():
@@ -164,6 +165,7 @@ func (p *pods) runPod(ctx context.Context, b nodemanager.Binding, pd *pod) {
 		proc.Stop(context.WithoutCancel(ctx))
 	}
 	ex := proc.Exit()
+	p.running.set(spec.ID, false)
 	switch {
 	case ex.Stopped:
 		report(workloadv1.PodState_POD_STATE_STOPPED, ex.Code, "Stopped by the node agent.")
@@ -192,7 +194,7 @@ func (p *pods) spec(ctx context.Context, b nodemanager.Binding) (local.Spec, err
 		env = append(env, e.GetName()+"="+e.GetValue())
 	}
 	return local.Spec{
-		ID:       b.Project + "." + b.Workload + "." + strconv.Itoa(b.Pod),
+		ID:       podID(b.Project, b.Workload, b.Pod),
 		Command:  cmd,
 		Env:      env,
 		Workload: b.WorkloadName(), Project: b.Project, Pod: b.Pod,

@@ -121,6 +121,10 @@ const (
 	// (a stale or misrouted report). Code FAILED_PRECONDITION.
 	// Metadata: "node", "workload", "podIndex".
 	ErrorReason_WORKLOAD_NOT_BOUND ErrorReason = 42
+	// No node has output of this workload's pod: it never started, or the
+	// nodes it ran on are gone. Code FAILED_PRECONDITION.
+	// Metadata: "workload", "podIndex".
+	ErrorReason_WORKLOAD_NO_LOGS ErrorReason = 48
 	// The node does not exist (it never registered, or its lease expired and it
 	// was removed). Code NOT_FOUND. Metadata: "node".
 	ErrorReason_NODE_NOT_FOUND ErrorReason = 50
@@ -199,6 +203,7 @@ var (
 		40: "WORKLOAD_NOT_FOUND",
 		41: "WORKLOAD_ALREADY_EXISTS",
 		42: "WORKLOAD_NOT_BOUND",
+		48: "WORKLOAD_NO_LOGS",
 		50: "NODE_NOT_FOUND",
 		60: "USER_NOT_FOUND",
 		61: "USER_ALREADY_EXISTS",
@@ -242,6 +247,7 @@ var (
 		"WORKLOAD_NOT_FOUND":         40,
 		"WORKLOAD_ALREADY_EXISTS":    41,
 		"WORKLOAD_NOT_BOUND":         42,
+		"WORKLOAD_NO_LOGS":           48,
 		"NODE_NOT_FOUND":             50,
 		"USER_NOT_FOUND":             60,
 		"USER_ALREADY_EXISTS":        61,
@@ -293,7 +299,7 @@ var File_runway_common_v1_error_reason_proto protoreflect.FileDescriptor
 
 const file_runway_common_v1_error_reason_proto_rawDesc = "" +
 	"\n" +
-	"#runway/common/v1/error_reason.proto\x12\x10runway.common.v1*\x8b\b\n" +
+	"#runway/common/v1/error_reason.proto\x12\x10runway.common.v1*\xa1\b\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rINVALID_FIELD\x10\x01\x12\x13\n" +
@@ -319,7 +325,8 @@ const file_runway_common_v1_error_reason_proto_rawDesc = "" +
 	"\x12PRIORITY_NOT_FOUND\x10 \x12\x16\n" +
 	"\x12WORKLOAD_NOT_FOUND\x10(\x12\x1b\n" +
 	"\x17WORKLOAD_ALREADY_EXISTS\x10)\x12\x16\n" +
-	"\x12WORKLOAD_NOT_BOUND\x10*\x12\x12\n" +
+	"\x12WORKLOAD_NOT_BOUND\x10*\x12\x14\n" +
+	"\x10WORKLOAD_NO_LOGS\x100\x12\x12\n" +
 	"\x0eNODE_NOT_FOUND\x102\x12\x12\n" +
 	"\x0eUSER_NOT_FOUND\x10<\x12\x17\n" +
 	"\x13USER_ALREADY_EXISTS\x10=\x12\x19\n" +
