@@ -40,6 +40,8 @@ func rootCommand() *cobra.Command {
 	root.AddCommand(simCommand(), devCommand(), serveCommand(), agentCommand())
 	root.AddCommand(submitCommands()...)
 	root.AddCommand(workloadCommand(), projectCommand(), departmentCommand(), nodePoolCommand(), nodeCommand())
+	root.AddCommand(loginCommand(), logoutCommand(), whoamiCommand(), userCommand(), applicationCommand(),
+		accessRuleCommand(), roleCommand(), auditCommand())
 	return root
 }
 
