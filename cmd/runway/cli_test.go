@@ -5,10 +5,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -94,24 +92,10 @@ type result struct {
 	stdout, stderr string
 }
 
-// run runs the CLI against the dev server.
+// run runs the CLI against the dev server as the administrator.
 func (d *devServer) run(t *testing.T, args ...string) result {
 	t.Helper()
-	cmd := exec.Command(binary, args...)
-	cmd.Env = append(os.Environ(), sdk.EnvServer+"="+d.addr, sdk.EnvToken+"="+d.token, sdk.EnvConfig+"="+t.TempDir()+"/none.json")
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	r := result{stdout: out.String(), stderr: errOut.String()}
-	var exit *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &exit):
-		r.code = exit.ExitCode()
-	default:
-		t.Fatalf("run %v: %v", args, err)
-	}
-	return r
+	return d.session(t, d.token).run(t, "", args...)
 }
 
 // ok runs the CLI and fails the test unless it exits 0.

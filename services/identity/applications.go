@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
-	"errors"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
@@ -113,17 +112,8 @@ func (s *Server) DeleteApplication(ctx context.Context, req *identityv1.DeleteAp
 	if err != nil {
 		return nil, err
 	}
-	if req.GetEtag() != "" && req.GetEtag() != it.Etag {
-		return nil, apierr.EtagMismatch(req.GetName(), it.Etag)
-	}
-	b := etcdstore.NewBatch(s.client).DeleteIf(s.apps.Key(it.ID), it.Revision)
-	if err := s.deleteRulesOf(ctx, b, identityv1.SubjectKind_SUBJECT_KIND_APPLICATION, req.GetName()); err != nil {
-		return nil, err
-	}
-	if _, err := b.Commit(ctx); err != nil {
-		if errors.Is(err, etcdstore.ErrConflict) {
-			return nil, apierr.EtagMismatch(req.GetName(), "")
-		}
+	if err := s.deleteSubject(ctx, s.apps.Key(it.ID), it.Etag, it.Revision, identityv1.SubjectKind_SUBJECT_KIND_APPLICATION,
+		req.GetName(), req.GetEtag()); err != nil {
 		return nil, err
 	}
 	return &emptypb.Empty{}, nil

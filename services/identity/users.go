@@ -132,17 +132,7 @@ func (s *Server) DeleteUser(ctx context.Context, req *identityv1.DeleteUserReque
 	if err != nil {
 		return nil, err
 	}
-	if req.GetEtag() != "" && req.GetEtag() != it.Etag {
-		return nil, apierr.EtagMismatch(req.GetName(), it.Etag)
-	}
-	b := etcdstore.NewBatch(s.client).DeleteIf(s.users.Key(it.ID), it.Revision)
-	if err := s.deleteRulesOf(ctx, b, identityv1.SubjectKind_SUBJECT_KIND_USER, req.GetName()); err != nil {
-		return nil, err
-	}
-	if _, err := b.Commit(ctx); err != nil {
-		if errors.Is(err, etcdstore.ErrConflict) {
-			return nil, apierr.EtagMismatch(req.GetName(), "")
-		}
+	if err := s.deleteSubject(ctx, s.users.Key(it.ID), it.Etag, it.Revision, identityv1.SubjectKind_SUBJECT_KIND_USER, req.GetName(), req.GetEtag()); err != nil {
 		return nil, err
 	}
 	return &emptypb.Empty{}, nil
@@ -192,8 +182,14 @@ func (s *Server) setPassword(ctx context.Context, it etcdstore.Item[*identityv1.
 	return nil
 }
 
-// deleteRulesOf adds to b the deletion of every rule whose subject is name.
-func (s *Server) deleteRulesOf(ctx context.Context, b *etcdstore.Batch, kind identityv1.SubjectKind, name string) error {
+// deleteSubject deletes a user or application (at key, read at etag and
+// rev) and every access rule naming it, in one transaction that fails if
+// any of them changed since it was read; sentEtag is the request's.
+func (s *Server) deleteSubject(ctx context.Context, key, etag string, rev int64, kind identityv1.SubjectKind, name, sentEtag string) error {
+	if sentEtag != "" && sentEtag != etag {
+		return apierr.EtagMismatch(name, etag)
+	}
+	b := etcdstore.NewBatch(s.client).DeleteIf(key, rev)
 	rules, _, err := s.rules.ListAll(ctx, "")
 	if err != nil {
 		return err
@@ -202,6 +198,12 @@ func (s *Server) deleteRulesOf(ctx context.Context, b *etcdstore.Batch, kind ide
 		if r.Msg.GetSubject().GetKind() == kind && r.Msg.GetSubject().GetName() == name {
 			b.DeleteIf(s.rules.Key(r.ID), r.Revision)
 		}
+	}
+	if _, err := b.Commit(ctx); err != nil {
+		if errors.Is(err, etcdstore.ErrConflict) {
+			return apierr.EtagMismatch(name, "")
+		}
+		return err
 	}
 	return nil
 }
