@@ -13,6 +13,7 @@ func devCommand() *cobra.Command {
 	var (
 		cfg     server.DevConfig
 		openapi string
+		oidc    oidcFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "dev",
@@ -34,6 +35,11 @@ relative to the working directory, when that file exists).`,
   eval "$(cat /tmp/rwdev/env)"`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			sso, err := oidc.config()
+			if err != nil {
+				return err
+			}
+			cfg.Identity.OIDC = sso
 			b, err := server.LoadOpenAPI(openapi)
 			if err != nil {
 				return &exitError{code: 2, msg: err.Error()}
@@ -56,6 +62,7 @@ relative to the working directory, when that file exists).`,
 	f.IntVar(&cfg.Nodes, "nodes", 1, "number of in-process node agents")
 	f.IntVar(&cfg.GPUsPerNode, "gpus-per-node", 8, "simulated GPUs per node")
 	f.StringVar(&openapi, "openapi", server.DefaultOpenAPIPath, "OpenAPI document to serve as /openapi.json")
+	oidc.add(f)
 	_ = cmd.MarkFlagRequired("data-dir")
 	return cmd
 }

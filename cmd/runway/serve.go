@@ -13,6 +13,7 @@ func serveCommand() *cobra.Command {
 		cfg       server.ServeConfig
 		endpoints []string
 		openapi   string
+		oidc      oidcFlags
 	)
 	cmd := &cobra.Command{
 		Use:       "serve {" + strings.Join(server.Services, "|") + "}",
@@ -34,6 +35,11 @@ It runs until SIGINT or SIGTERM and then shuts down cleanly.`,
   runway serve scheduler --etcd-endpoints 127.0.0.1:2379 --listen 127.0.0.1:7073`,
 		Args: cobra.MatchAll(cobra.ExactArgs(1), cobra.OnlyValidArgs),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			sso, err := oidc.config()
+			if err != nil {
+				return err
+			}
+			cfg.Identity.OIDC = sso
 			b, err := server.LoadOpenAPI(openapi)
 			if err != nil {
 				return &exitError{code: 2, msg: err.Error()}
@@ -50,6 +56,7 @@ It runs until SIGINT or SIGTERM and then shuts down cleanly.`,
 	f.StringVar(&cfg.QuotaServer, "quota-server", "", "the QuotaService's address (required by the workload service)")
 	f.StringVar(&cfg.Replica, "replica", "", "the scheduler replica's name in the election (default: the host name)")
 	f.StringVar(&openapi, "openapi", server.DefaultOpenAPIPath, "OpenAPI document to serve as /openapi.json")
+	oidc.add(f)
 	_ = cmd.MarkFlagRequired("etcd-endpoints")
 	return cmd
 }

@@ -60,7 +60,7 @@ func (g *Guard) Allowed(c Caller, p Permission, t Target, attrs func() (Attrs, e
 		return r.Grant(p) == All, nil
 	}
 	var conditional []Grant
-	for _, rule := range g.Rules(c) {
+	for _, rule := range g.rulesOf(c) {
 		role, ok := LookupRole(rule.GetRole())
 		if !ok || !role.Grantable(rule.GetScope().GetKind()) || !covers(rule.GetScope(), t) {
 			continue
@@ -90,7 +90,7 @@ func (g *Guard) Allowed(c Caller, p Permission, t Target, attrs func() (Attrs, e
 // holdsAny reports whether some rule of c grants p, even conditionally, on
 // a scope that covers t.
 func (g *Guard) holdsAny(c Caller, p Permission, t Target) bool {
-	for _, rule := range g.Rules(c) {
+	for _, rule := range g.rulesOf(c) {
 		role, ok := LookupRole(rule.GetRole())
 		if ok && role.Grantable(rule.GetScope().GetKind()) && covers(rule.GetScope(), t) && role.Grant(p) != None {
 			return true

@@ -242,13 +242,19 @@ func (g *Guard) caller(principal string, exp time.Time) Caller {
 // Rules are the access rules that apply to c, ordered by name: those naming
 // it, its groups, and (for an application) its creator.
 func (g *Guard) Rules(c Caller) []*identityv1.AccessRule {
+	out := g.rulesOf(c)
+	slices.SortFunc(out, func(x, y *identityv1.AccessRule) int { return strings.Compare(x.GetName(), y.GetName()) })
+	return out
+}
+
+// rulesOf is Rules unsorted, for decisions.
+func (g *Guard) rulesOf(c Caller) []*identityv1.AccessRule {
 	var out []*identityv1.AccessRule
 	g.rules.each(func(_ string, r *identityv1.AccessRule) {
 		if applies(r.GetSubject(), c) {
 			out = append(out, r)
 		}
 	})
-	slices.SortFunc(out, func(x, y *identityv1.AccessRule) int { return strings.Compare(x.GetName(), y.GetName()) })
 	return out
 }
 
