@@ -214,6 +214,14 @@ team-b   default     default    2.00       unlimited  1       2.00       2.00
 	if !strings.HasPrefix(y, "name: projects/team-a/workloads/a1\n") || !strings.Contains(y, "  phase: WORKLOAD_PHASE_PENDING\n") {
 		t.Errorf("describe -o yaml:\n%s", y)
 	}
+	// Each kind lists its own.
+	if out := d.ok(t, "workspace", "list", "-A"); out != "Workload  Type  Status  Project  Running/Req.Pods  GPU Alloc.\n" {
+		t.Errorf("workspace list:\n%s", out)
+	}
+	if out := d.ok(t, "training", "list", "-p", "team-b"); !strings.Contains(out, "\nb1 ") || !strings.Contains(out, "\nb2 ") || strings.Count(out, "\n") != 3 {
+		t.Errorf("training list -p team-b:\n%s", out)
+	}
+
 	// Shell completion asks the server for names.
 	if out := d.ok(t, "__complete", "workload", "describe", "-p", "team-a", ""); !strings.HasPrefix(out, "a1\na2\n:4\n") {
 		t.Errorf("completion of team-a's workloads:\n%s", out)

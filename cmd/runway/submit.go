@@ -81,7 +81,7 @@ instead. Everything after -- is the command its pods run.`,
 	}
 	_ = sub.MarkFlagRequired("image")
 	_ = sub.MarkFlagRequired("project")
-	cmd.AddCommand(sub)
+	cmd.AddCommand(sub, workloadListCommand(kind, "type = "+strings.TrimPrefix(typ.String(), "WORKLOAD_TYPE_")))
 	return cmd
 }
 

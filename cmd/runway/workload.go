@@ -18,7 +18,7 @@ import (
 
 func workloadCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "workload", Aliases: []string{"workloads"}, Short: "List, describe and manage workloads of every kind"}
-	cmd.AddCommand(workloadListCommand(), workloadDescribeCommand(), workloadLogsCommand(),
+	cmd.AddCommand(workloadListCommand("workload", ""), workloadDescribeCommand(), workloadLogsCommand(),
 		workloadActionCommand("delete", "Delete a workload: its pods are stopped and it is removed",
 			func(ctx context.Context, c *sdk.Client, p, w string) error { return c.DeleteWorkload(ctx, p, w) }, "deleted"),
 		workloadActionCommand("suspend", "Suspend a workload: it releases its GPUs and stays Stopped until resumed",
@@ -34,17 +34,19 @@ func workloadCommand() *cobra.Command {
 	return cmd
 }
 
-func workloadListCommand() *cobra.Command {
+// workloadListCommand lists workloads; kind and filter narrow it to one
+// type (`runway training list`).
+func workloadListCommand(kind, filter string) *cobra.Command {
 	var (
 		project, output string
 		all, watch      bool
 	)
 	cmd := &cobra.Command{
 		Use:   "list [-A | -p PROJECT]",
-		Short: "List workloads: running first, then pending, stopped and finished",
-		Example: `  runway workload list -A
-  runway workload list -p team-a -o json
-  runway workload list -A --watch`,
+		Short: "List " + strings.TrimPrefix(kind+" workloads", "workload ") + ": running first, then pending, stopped and finished",
+		Example: fmt.Sprintf(`  runway %[1]s list -A
+  runway %[1]s list -p team-a -o json
+  runway %[1]s list -A --watch`, kind),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkFormat(output); err != nil {
@@ -64,11 +66,11 @@ func workloadListCommand() *cobra.Command {
 			}
 			defer c.Close()
 			if watch {
-				return watchWorkloads(cmd.Context(), cmd.OutOrStdout(), c, project, output)
+				return watchWorkloads(cmd.Context(), cmd.OutOrStdout(), c, project, filter, output)
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), callTimeout)
 			defer cancel()
-			ws, err := sdk.Collect(c.Workloads(ctx, project, ""))
+			ws, err := sdk.Collect(c.Workloads(ctx, project, filter))
 			if err != nil {
 				return err
 			}
@@ -84,8 +86,8 @@ func workloadListCommand() *cobra.Command {
 
 // watchWorkloads prints the list once the initial listing is in, then again
 // after every burst of changes, until interrupted.
-func watchWorkloads(ctx context.Context, w io.Writer, c *sdk.Client, project, output string) error {
-	stream, err := c.WatchWorkloads(ctx, project, "")
+func watchWorkloads(ctx context.Context, w io.Writer, c *sdk.Client, project, filter, output string) error {
+	stream, err := c.WatchWorkloads(ctx, project, filter)
 	if err != nil {
 		return err
 	}
