@@ -3,6 +3,9 @@ SHELL := /bin/bash
 BIN   := $(CURDIR)/bin
 GO    ?= go
 export PATH := $(BIN):$(PATH)
+# go-nvml's cgo prolog warns about every deprecated NVML call; the warnings
+# are NVML's, not ours.
+export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
 # All packages of every workspace module (go.work root is not itself a package pattern).
 PKGS = $(shell $(GO) list -m -f '{{.Dir}}/...')

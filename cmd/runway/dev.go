@@ -29,6 +29,9 @@ one-time password once. Once serving it prints "export RUNWAY_SERVER=ADDR" and
 and writes the same lines to DATA-DIR/env. It runs until SIGINT or SIGTERM and then shuts down
 cleanly; starting again on the same DATA-DIR resumes where it stopped.
 
+--time-slicing sets the default node pool's time-slicing mode (off, strict or
+fair). GET /metrics serves the agents' GPU metrics (Prometheus).
+
 GET /openapi.json serves --openapi (by default gen/openapi/runway.swagger.json
 relative to the working directory, when that file exists).`,
 		Example: `  runway dev --data-dir /tmp/rwdev --nodes 2 --gpus-per-node 2
@@ -61,6 +64,7 @@ relative to the working directory, when that file exists).`,
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:7070", "gRPC and REST address of all the services")
 	f.IntVar(&cfg.Nodes, "nodes", 1, "number of in-process node agents")
 	f.IntVar(&cfg.GPUsPerNode, "gpus-per-node", 8, "simulated GPUs per node")
+	f.StringVar(&cfg.TimeSlicing, "time-slicing", "", "time-slicing mode of the default node pool: off, strict or fair (default: as stored)")
 	f.StringVar(&openapi, "openapi", server.DefaultOpenAPIPath, "OpenAPI document to serve as /openapi.json")
 	oidc.add(f)
 	_ = cmd.MarkFlagRequired("data-dir")

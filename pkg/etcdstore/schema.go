@@ -75,6 +75,9 @@ const (
 	PrefixLeases = Root + "leases/" // {node}: the node's etcd lease id
 	PrefixRuns   = Root + "runs/"   // {node}/{project}.{workload}.{pod}: run reports
 	PrefixDrains = Root + "drains/" // {node}
+	// PrefixPlans holds each node's current time-slicing plan (a
+	// nodemanagerv1.TimeSlicePlan), written by its agent when it changes.
+	PrefixPlans = Root + "plans/" // {node}
 
 	// Identity service.
 	PrefixUsers        = Root + "users/"        // {user}
@@ -108,6 +111,7 @@ var prefixes = []PrefixInfo{
 	{PrefixLeases, OwnerNodeManager, false, "node lease ids by node"},
 	{PrefixRuns, OwnerNodeManager, false, "run reports by node/project.workload"},
 	{PrefixDrains, OwnerNodeManager, false, "drain requests by node"},
+	{PrefixPlans, OwnerNodeManager, false, "time-slicing plan (TimeSlicePlan) by node"},
 	{PrefixUsers, OwnerIdentity, false, "User by id"},
 	{PrefixApplications, OwnerIdentity, false, "Application by id"},
 	{PrefixAccessRules, OwnerIdentity, false, "AccessRule by id"},

@@ -10,6 +10,7 @@ import (
 
 	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
 	"github.com/runwayhq/runway/pkg/apierr"
+	"github.com/runwayhq/runway/pkg/timeslice"
 )
 
 // Request rules. Every check adds a violation with its AIP-193 field path
@@ -24,15 +25,14 @@ const (
 	projectsCollection    = "projects"
 	settingsName          = "settings"
 
-	builtInID       = "default" // nodepools/default and departments/default
-	defaultPool     = nodePoolsCollection + "/" + builtInID
-	defaultDept     = departmentsCollection + "/" + builtInID
-	maxDescription  = 1024
-	maxLabelKey     = 253
-	maxLabelValue   = 63
-	minLeaseSlice   = 10 * time.Millisecond
-	maxLeaseSlice   = 10 * time.Second
-	maxPrecisionPct = 50
+	builtInID      = "default" // nodepools/default and departments/default
+	defaultPool    = nodePoolsCollection + "/" + builtInID
+	defaultDept    = departmentsCollection + "/" + builtInID
+	maxDescription = 1024
+	maxLabelKey    = 253
+	maxLabelValue  = 63
+	minLeaseSlice  = 10 * time.Millisecond
+	maxLeaseSlice  = 10 * time.Second
 )
 
 // idPattern is a resource id: 1-63 characters of [a-z0-9-], starting with a
@@ -137,8 +137,8 @@ func (v *violations) checkNodePool(field string, np *quotav1.NodePool, id string
 			v.add(field+".time_slicing.lease_duration", "must be between %s and %s", minLeaseSlice, maxLeaseSlice)
 		}
 	}
-	if p := ts.GetPrecisionPercent(); p < 1 || p > maxPrecisionPct {
-		v.add(field+".time_slicing.precision_percent", "must be between 1 and %d (0 means 5)", maxPrecisionPct)
+	if p := ts.GetPrecisionPercent(); !timeslice.ValidPrecision(int(p)) {
+		v.add(field+".time_slicing.precision_percent", "must divide 100 into whole leases: 1, 2, 4, 5, 10, 20, 25 or 50 (0 means 5)")
 	}
 }
 

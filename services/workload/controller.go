@@ -440,6 +440,9 @@ func (c *Controller) foldPods(w *workloadv1.Workload, snap *snapshot, id string,
 		for _, p := range pods {
 			if p.GetState() == workloadv1.PodState_POD_STATE_FAILED {
 				msg = fmt.Sprintf("Pod %d failed (exit code %d).", p.GetIndex(), p.GetExitCode())
+				if p.GetMessage() != "" { // why, as the node agent saw it (out of GPU memory, …)
+					msg = fmt.Sprintf("Pod %d failed (exit code %d): %s", p.GetIndex(), p.GetExitCode(), p.GetMessage())
+				}
 				break
 			}
 		}

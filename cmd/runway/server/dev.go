@@ -10,11 +10,18 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
+
+	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
 
 	"github.com/runwayhq/runway/pkg/auth"
 	"github.com/runwayhq/runway/pkg/etcdstore/etcdtest"
 	"github.com/runwayhq/runway/pkg/gpu/simulated"
+	"github.com/runwayhq/runway/pkg/gpumetrics"
 	"github.com/runwayhq/runway/pkg/grpcserver"
 	"github.com/runwayhq/runway/services/identity"
 	"github.com/runwayhq/runway/services/nodemanager/agent"
@@ -35,6 +42,9 @@ type DevConfig struct {
 	Nodes, GPUsPerNode int
 	// OpenAPI is served as GET /openapi.json (LoadOpenAPI).
 	OpenAPI []byte
+	// TimeSlicing, when set ("off", "strict" or "fair"), is written as the
+	// default node pool's time-slicing mode once the server serves.
+	TimeSlicing string
 	// Logger; slog.Default() when nil.
 	Logger *slog.Logger
 	// Out gets, on the first start only, the bootstrap administrator's
@@ -103,11 +113,23 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr, token string)) 
 	}
 	defer cli.Close() // before e.Close: open watches would make it wait
 
+	mode, err := timeSlicingMode(cfg.TimeSlicing)
+	if err != nil {
+		return err
+	}
 	guard, err := newGuard(ctx, cli, cfg.Logger, cfg.Auth)
 	if err != nil {
 		return err
 	}
-	srv, err := grpcserver.New(serverConfig(cfg.Listen, cfg.Logger, cfg.OpenAPI, guard))
+	// The agents' GPU series, served on the server's own /metrics.
+	reg := prometheus.NewRegistry()
+	metrics, err := gpumetrics.NewMetrics(reg)
+	if err != nil {
+		return err
+	}
+	scfg := serverConfig(cfg.Listen, cfg.Logger, cfg.OpenAPI, guard)
+	scfg.Metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	srv, err := grpcserver.New(scfg)
 	if err != nil {
 		return err
 	}
@@ -163,8 +185,15 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr, token string)) 
 		acfg := agent.Config{Node: node, Client: cli, DataDir: dir, Listen: "127.0.0.1:0", LeaseTTL: cfg.LeaseTTL, StopGrace: cfg.StopGrace,
 			Auth: guard.UnaryInterceptor, AuthStream: guard.StreamInterceptor,
 			Backend: simulated.New(simulated.Config{Count: cfg.GPUsPerNode, Node: node}),
-			Logger:  cfg.Logger}
+			Metrics: metrics, Logger: cfg.Logger}
 		g.Go("agent "+node, func(ctx context.Context) error { return agent.Run(ctx, acfg) })
+	}
+	if mode != quotav1.TimeSlicingMode_TIME_SLICING_MODE_UNSPECIFIED {
+		if err := setTimeSlicing(ctx, srv.Addr(), token, mode); err != nil {
+			g.cancel()
+			_ = g.Wait()
+			return err
+		}
 	}
 	if err := os.WriteFile(filepath.Join(cfg.DataDir, "env"), []byte(EnvLines(srv.Addr(), token)), 0o600); err != nil {
 		g.cancel()
@@ -196,4 +225,41 @@ func bootstrap(ctx context.Context, ids *identity.Server, guard *auth.Guard, out
 		return "", fmt.Errorf("wait for the bootstrap administrator: %w", err)
 	}
 	return ids.Token(ctx, identity.BootstrapAdmin, auth.DefaultMaxTokenTTL)
+}
+
+// timeSlicingMode parses --time-slicing; "" is UNSPECIFIED (leave the
+// pool as it is).
+func timeSlicingMode(s string) (quotav1.TimeSlicingMode, error) {
+	switch s {
+	case "":
+		return quotav1.TimeSlicingMode_TIME_SLICING_MODE_UNSPECIFIED, nil
+	case "off":
+		return quotav1.TimeSlicingMode_TIME_SLICING_MODE_OFF, nil
+	case "strict":
+		return quotav1.TimeSlicingMode_TIME_SLICING_MODE_STRICT, nil
+	case "fair":
+		return quotav1.TimeSlicingMode_TIME_SLICING_MODE_FAIR, nil
+	}
+	return 0, fmt.Errorf("--time-slicing %q: want off, strict or fair", s)
+}
+
+// setTimeSlicing sets the default pool's time-slicing mode through the
+// QuotaService at addr, as `runway nodepool update` would, as the
+// administrator (token).
+func setTimeSlicing(ctx context.Context, addr, token string, mode quotav1.TimeSlicingMode) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	conn, err := dialAs(addr, auth.Bearer(token))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	_, err = quotav1.NewQuotaServiceClient(conn).UpdateNodePool(ctx, &quotav1.UpdateNodePoolRequest{
+		NodePool:   &quotav1.NodePool{Name: "nodepools/default", TimeSlicing: &quotav1.TimeSlicing{Mode: mode}},
+		UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"time_slicing.mode"}},
+	}, grpc.WaitForReady(true))
+	if err != nil {
+		return fmt.Errorf("--time-slicing: set the default node pool: %w", err)
+	}
+	return nil
 }

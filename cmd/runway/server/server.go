@@ -27,6 +27,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
@@ -164,8 +165,13 @@ func newEtcdClient(endpoints []string) (*clientv3.Client, error) {
 // dialService is a plaintext gRPC connection from the service named caller
 // to a Runway server, carrying a service token.
 func dialService(addr, caller string, guard *auth.Guard) (*grpc.ClientConn, error) {
+	return dialAs(addr, guard.ServiceCredentials(caller))
+}
+
+// dialAs is a plaintext gRPC connection to a Runway server sending creds.
+func dialAs(addr string, creds credentials.PerRPCCredentials) (*grpc.ClientConn, error) {
 	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithPerRPCCredentials(guard.ServiceCredentials(caller)))
+		grpc.WithPerRPCCredentials(creds))
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", addr, err)
 	}
