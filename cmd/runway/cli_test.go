@@ -5,10 +5,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -22,8 +20,9 @@ import (
 // devServer is `runway dev` started from the built binary: a real process
 // with an embedded etcd and two simulated nodes of two GPUs each.
 type devServer struct {
-	addr string
-	cmd  *exec.Cmd
+	addr  string
+	token string // the bootstrap administrator's, from the RUNWAY_TOKEN line
+	cmd   *exec.Cmd
 }
 
 func startDev(t *testing.T) *devServer {
@@ -61,15 +60,24 @@ func startDev(t *testing.T) *devServer {
 		close(lines)
 		_, _ = io.Copy(io.Discard, stdout)
 	}()
-	select {
-	case l, ok := <-lines:
-		addr, found := strings.CutPrefix(l, "export RUNWAY_SERVER=")
-		if !ok || !found {
-			t.Fatalf("runway dev printed %q, want the RUNWAY_SERVER line; log:\n%s", l, logs.String())
+	// The first start prints the bootstrap administrator's one-time
+	// password, then the RUNWAY_SERVER and RUNWAY_TOKEN lines.
+	for d.addr == "" || d.token == "" {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("runway dev printed no RUNWAY_SERVER and RUNWAY_TOKEN lines; log:\n%s", logs.String())
+			}
+			if addr, found := strings.CutPrefix(l, "export RUNWAY_SERVER="); found {
+				d.addr = addr
+			} else if tok, found := strings.CutPrefix(l, "export RUNWAY_TOKEN="); found {
+				d.token = tok
+			} else if !strings.HasPrefix(l, "bootstrap administrator users/admin") {
+				t.Fatalf("runway dev printed %q; log:\n%s", l, logs.String())
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatalf("runway dev did not start in 60 s; log:\n%s", logs.String())
 		}
-		d.addr = addr
-	case <-time.After(60 * time.Second):
-		t.Fatalf("runway dev did not start in 60 s; log:\n%s", logs.String())
 	}
 	go func() {
 		for range lines {
@@ -84,24 +92,10 @@ type result struct {
 	stdout, stderr string
 }
 
-// run runs the CLI against the dev server.
+// run runs the CLI against the dev server as the administrator.
 func (d *devServer) run(t *testing.T, args ...string) result {
 	t.Helper()
-	cmd := exec.Command(binary, args...)
-	cmd.Env = append(os.Environ(), sdk.EnvServer+"="+d.addr, sdk.EnvConfig+"="+t.TempDir()+"/none.json")
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	r := result{stdout: out.String(), stderr: errOut.String()}
-	var exit *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &exit):
-		r.code = exit.ExitCode()
-	default:
-		t.Fatalf("run %v: %v", args, err)
-	}
-	return r
+	return d.session(t, d.token).run(t, "", args...)
 }
 
 // ok runs the CLI and fails the test unless it exits 0.
@@ -296,6 +290,7 @@ func TestREST_AndSDK(t *testing.T) {
 			t.Fatal(err)
 		}
 		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+d.token)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -319,7 +314,7 @@ func TestREST_AndSDK(t *testing.T) {
 	// The SDK sees the REST submit, and submits one of its own.
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
-	c, err := sdk.Dial(ctx, sdk.Config{Server: d.addr})
+	c, err := sdk.Dial(ctx, sdk.Config{Server: d.addr, Token: d.token})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -417,7 +412,12 @@ func TestCLI_Logs(t *testing.T) {
 	}
 
 	// REST streams the same bytes as newline-delimited JSON.
-	resp, err := http.Get("http://" + d.addr + "/v1/projects/team-a/workloads/done:logs")
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+d.addr+"/v1/projects/team-a/workloads/done:logs", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+d.token)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

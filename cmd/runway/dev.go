@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -12,6 +13,7 @@ func devCommand() *cobra.Command {
 	var (
 		cfg     server.DevConfig
 		openapi string
+		oidc    oidcFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "dev",
@@ -21,8 +23,10 @@ service on one gRPC+REST listener, the scheduler, and --nodes node agents
 (node-1..node-N) with --gpus-per-node simulated GPUs each (pods under
 DATA-DIR/nodes/NAME).
 
-Once serving it prints "export RUNWAY_SERVER=ADDR" on stdout and writes the
-same line to DATA-DIR/env. It runs until SIGINT or SIGTERM and then shuts down
+On the first start it creates the administrator users/admin and prints its
+one-time password once. Once serving it prints "export RUNWAY_SERVER=ADDR" and
+"export RUNWAY_TOKEN=TOKEN" (the administrator's, valid 30 days) on stdout
+and writes the same lines to DATA-DIR/env. It runs until SIGINT or SIGTERM and then shuts down
 cleanly; starting again on the same DATA-DIR resumes where it stopped.
 
 --time-slicing sets the default node pool's time-slicing mode (off, strict or
@@ -34,6 +38,11 @@ relative to the working directory, when that file exists).`,
   eval "$(cat /tmp/rwdev/env)"`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			sso, err := oidc.config()
+			if err != nil {
+				return err
+			}
+			cfg.Identity.OIDC = sso
 			b, err := server.LoadOpenAPI(openapi)
 			if err != nil {
 				return &exitError{code: 2, msg: err.Error()}
@@ -41,11 +50,12 @@ relative to the working directory, when that file exists).`,
 			cfg.OpenAPI = b
 			ctx, stop := untilSignal(cmd.Context())
 			defer stop()
-			return server.RunDev(ctx, cfg, func(addr string) {
-				fmt.Fprintln(cmd.OutOrStdout(), server.EnvLine(addr))
+			cfg.Out = cmd.OutOrStdout()
+			return server.RunDev(ctx, cfg, func(addr, token string) {
+				fmt.Fprint(cmd.OutOrStdout(), server.EnvLines(addr, token))
 				fmt.Fprintf(cmd.ErrOrStderr(), "Runway is serving on %[1]s (gRPC, REST and /openapi.json). Point the CLI at it from another shell:\n"+
-					"  %[2]s\n  runway project create team-a --gpu 2\n  runway training submit a1 -p team-a -i quickstart -g 1 -- sleep 600\n"+
-					"  runway workload list -A\n", addr, server.EnvLine(addr))
+					"  eval \"$(cat %[2]s)\"\n  runway project create team-a --gpu 2\n  runway training submit a1 -p team-a -i quickstart -g 1 -- sleep 600\n"+
+					"  runway workload list -A\n", addr, filepath.Join(cfg.DataDir, "env"))
 			})
 		},
 	}
@@ -56,6 +66,7 @@ relative to the working directory, when that file exists).`,
 	f.IntVar(&cfg.GPUsPerNode, "gpus-per-node", 8, "simulated GPUs per node")
 	f.StringVar(&cfg.TimeSlicing, "time-slicing", "", "time-slicing mode of the default node pool: off, strict or fair (default: as stored)")
 	f.StringVar(&openapi, "openapi", server.DefaultOpenAPIPath, "OpenAPI document to serve as /openapi.json")
+	oidc.add(f)
 	_ = cmd.MarkFlagRequired("data-dir")
 	return cmd
 }

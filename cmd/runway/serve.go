@@ -13,6 +13,7 @@ func serveCommand() *cobra.Command {
 		cfg       server.ServeConfig
 		endpoints []string
 		openapi   string
+		oidc      oidcFlags
 	)
 	cmd := &cobra.Command{
 		Use:       "serve {" + strings.Join(server.Services, "|") + "}",
@@ -23,17 +24,27 @@ func serveCommand() *cobra.Command {
 replicas may run, one leads at a time. The workload service asks the quota
 service (--quota-server) whether a project exists.
 
+The identity service creates the administrator users/admin on its first
+start and prints its one-time password once. Every service checks the bearer
+token of each call against the access rules in etcd.
+
 It runs until SIGINT or SIGTERM and then shuts down cleanly.`,
-		Example: `  runway serve quota --etcd-endpoints 127.0.0.1:2379 --listen 127.0.0.1:7071
+		Example: `  runway serve identity --etcd-endpoints 127.0.0.1:2379 --listen 127.0.0.1:7074
+  runway serve quota --etcd-endpoints 127.0.0.1:2379 --listen 127.0.0.1:7071
   runway serve workload --etcd-endpoints 127.0.0.1:2379 --listen 127.0.0.1:7072 --quota-server 127.0.0.1:7071
   runway serve scheduler --etcd-endpoints 127.0.0.1:2379 --listen 127.0.0.1:7073`,
 		Args: cobra.MatchAll(cobra.ExactArgs(1), cobra.OnlyValidArgs),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			sso, err := oidc.config()
+			if err != nil {
+				return err
+			}
+			cfg.Identity.OIDC = sso
 			b, err := server.LoadOpenAPI(openapi)
 			if err != nil {
 				return &exitError{code: 2, msg: err.Error()}
 			}
-			cfg.Service, cfg.EtcdEndpoints, cfg.OpenAPI = args[0], endpoints, b
+			cfg.Service, cfg.EtcdEndpoints, cfg.OpenAPI, cfg.Out = args[0], endpoints, b, cmd.OutOrStdout()
 			ctx, stop := untilSignal(cmd.Context())
 			defer stop()
 			return server.Serve(ctx, cfg)
@@ -45,6 +56,7 @@ It runs until SIGINT or SIGTERM and then shuts down cleanly.`,
 	f.StringVar(&cfg.QuotaServer, "quota-server", "", "the QuotaService's address (required by the workload service)")
 	f.StringVar(&cfg.Replica, "replica", "", "the scheduler replica's name in the election (default: the host name)")
 	f.StringVar(&openapi, "openapi", server.DefaultOpenAPIPath, "OpenAPI document to serve as /openapi.json")
+	oidc.add(f)
 	_ = cmd.MarkFlagRequired("etcd-endpoints")
 	return cmd
 }

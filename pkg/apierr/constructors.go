@@ -168,6 +168,23 @@ func Unauthenticated(reason commonv1.ErrorReason) *Error {
 	return newError(reason, msg)
 }
 
+// ApplicationLimit reports that user already has limit personal
+// applications: RESOURCE_EXHAUSTED, APPLICATION_LIMIT_EXCEEDED, metadata
+// {"user", "limit"}.
+func ApplicationLimit(user string, limit int) *Error {
+	msg := fmt.Sprintf("%q already has %d applications, the most allowed; delete one first.", user, limit)
+	return newError(commonv1.ErrorReason_APPLICATION_LIMIT_EXCEEDED, msg, "user", user, "limit", fmt.Sprint(limit))
+}
+
+// TooManySignInAttempts reports throttled sign-ins: RESOURCE_EXHAUSTED,
+// TOO_MANY_SIGN_IN_ATTEMPTS, with a RetryInfo of retryAfter.
+func TooManySignInAttempts(retryAfter time.Duration) *Error {
+	e := newError(commonv1.ErrorReason_TOO_MANY_SIGN_IN_ATTEMPTS,
+		"Too many failed sign-ins; wait and retry.")
+	e.retryAfter = retryAfter
+	return e
+}
+
 // Unavailable reports a transient failure, NOT_LEADER or STORE_UNAVAILABLE:
 // UNAVAILABLE with a RetryInfo of retryAfter (none when it is 0). Wrap the
 // underlying error with WithCause so that it is logged, not sent.

@@ -66,10 +66,13 @@ var table = map[commonv1.ErrorReason]rule{
 	commonv1.ErrorReason_ACCESS_RULE_NOT_FOUND:      {codes.NotFound, []string{"accessRule"}},
 	commonv1.ErrorReason_ACCESS_RULE_ALREADY_EXISTS: {codes.AlreadyExists, []string{"accessRule"}},
 	commonv1.ErrorReason_ROLE_NOT_FOUND:             {codes.InvalidArgument, []string{"role"}},
+	commonv1.ErrorReason_APPLICATION_LIMIT_EXCEEDED: {codes.ResourceExhausted, []string{"user", "limit"}},
 
-	commonv1.ErrorReason_CREDENTIALS_MISSING: {codes.Unauthenticated, nil},
-	commonv1.ErrorReason_CREDENTIALS_INVALID: {codes.Unauthenticated, nil},
-	commonv1.ErrorReason_PERMISSION_DENIED:   {codes.PermissionDenied, []string{"permission", "resource"}},
+	commonv1.ErrorReason_CREDENTIALS_MISSING:       {codes.Unauthenticated, nil},
+	commonv1.ErrorReason_CREDENTIALS_INVALID:       {codes.Unauthenticated, nil},
+	commonv1.ErrorReason_PERMISSION_DENIED:         {codes.PermissionDenied, []string{"permission", "resource"}},
+	commonv1.ErrorReason_PASSWORD_CHANGE_REQUIRED:  {codes.FailedPrecondition, []string{"user"}},
+	commonv1.ErrorReason_TOO_MANY_SIGN_IN_ATTEMPTS: {codes.ResourceExhausted, nil},
 
 	commonv1.ErrorReason_NOT_LEADER:        {codes.Unavailable, nil},
 	commonv1.ErrorReason_STORE_UNAVAILABLE: {codes.Unavailable, nil},

@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	identityv1 "github.com/runwayhq/runway/gen/go/runway/identity/v1"
 	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
 	schedulerv1 "github.com/runwayhq/runway/gen/go/runway/scheduler/v1"
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
@@ -201,15 +202,32 @@ func eventually(t *testing.T, timeout time.Duration, what string, procs []*proc,
 	}
 }
 
+// token is the bearer token every client of the test sends; it is set once
+// the identity service is up and the administrator has signed in.
+var token string
+
 func dial(t *testing.T, addr string) *grpc.ClientConn {
 	t.Helper()
-	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithPerRPCCredentials(bearer{}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
 	return conn
 }
+
+// bearer sends the current token (health checks need none).
+type bearer struct{}
+
+func (bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	if token == "" {
+		return nil, nil
+	}
+	return map[string]string{"authorization": "Bearer " + token}, nil
+}
+
+func (bearer) RequireTransportSecurity() bool { return false }
 
 // serving waits until the gRPC health service at conn reports SERVING.
 func serving(t *testing.T, p *proc, conn *grpc.ClientConn) {
@@ -302,6 +320,28 @@ func TestQuickStartMultiProcess(t *testing.T) {
 		all = append(all, p)
 		return addr, conn
 	}
+	// The identity service creates the administrator and prints its
+	// one-time password; signing in with it (setting a new one) gives the
+	// token every other call carries.
+	identityAddr, identityConn := serve("identity", "identity")
+	var password string
+	eventually(t, 10*time.Second, "the one-time password", all, func() string {
+		for line := range strings.Lines(all[len(all)-1].out.String()) {
+			if _, p, ok := strings.Cut(strings.TrimSpace(line), "one-time password: "); ok {
+				password = p
+				return ""
+			}
+		}
+		return "not printed yet"
+	})
+	login, err := identityv1.NewIdentityServiceClient(identityConn).Login(t.Context(), &identityv1.LoginRequest{
+		Credentials: &identityv1.LoginRequest_Password{Password: &identityv1.PasswordCredentials{
+			User: "admin", Password: password, NewPassword: "the administrator's own password"}}})
+	if err != nil {
+		t.Fatalf("Login at %s: %v", identityAddr, err)
+	}
+	token = login.GetAccessToken()
+	t.Cleanup(func() { token = "" })
 	quotaAddr, quotaConn := serve("quota", "quota")
 	_, workloadConn := serve("workload", "workload", "--quota-server", quotaAddr)
 	_, sched1 := serve("scheduler-1", "scheduler", "--replica", "sched-1")
@@ -398,6 +438,32 @@ func TestQuickStartMultiProcess(t *testing.T) {
 	}); i < 0 || evs[i].GetBy() != "projects/team-b/workloads/b2" {
 		t.Errorf("a1's events %v, want a PREEMPTED event by projects/team-b/workloads/b2", evs)
 	}
+
+	// The audit log (written by the workload service's process, read through
+	// the identity service) has the four submissions, b2's (the one that
+	// caused the preemption) included, each by the administrator and OK.
+	ids := identityv1.NewIdentityServiceClient(identityConn)
+	eventually(t, 10*time.Second, "the submissions in the audit log", all, func() string {
+		r, err := ids.ListAuditEvents(t.Context(), &identityv1.ListAuditEventsRequest{
+			Filter: `method = "/runway.workload.v1.WorkloadService/CreateWorkload"`})
+		if err != nil {
+			return err.Error()
+		}
+		var got []string
+		for _, e := range r.GetAuditEvents() {
+			if e.GetPrincipal() != "users/admin" || e.GetStatusCode() != 0 || e.GetPeerAddress() == "" {
+				return fmt.Sprintf("event %v", e)
+			}
+			got = append(got, e.GetResource())
+		}
+		slices.Sort(got)
+		want := []string{"projects/team-a/workloads/a1", "projects/team-a/workloads/a2",
+			"projects/team-b/workloads/b1", "projects/team-b/workloads/b2"}
+		if !slices.Equal(got, want) {
+			return fmt.Sprintf("audited %v, want %v", got, want)
+		}
+		return ""
+	})
 
 	// Either scheduler replica answers GetQueue (from etcd, whichever leads).
 	for i, s := range schedulers {

@@ -88,7 +88,11 @@ func (s *Server) agents(ctx context.Context) ([]*nodemanagerv1.Node, error) {
 // relayLogs copies one agent's stream to the caller; found is false when
 // that agent has no output of the pod.
 func (s *Server) relayLogs(ctx context.Context, n *nodemanagerv1.Node, req *nodemanagerv1.ReadPodLogsRequest, out workloadv1.WorkloadService_ReadWorkloadLogsServer) (found bool, err error) {
-	conn, err := grpc.NewClient("passthrough:///"+n.GetAgentAddress(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	if s.agentCreds != nil {
+		opts = append(opts, grpc.WithPerRPCCredentials(s.agentCreds))
+	}
+	conn, err := grpc.NewClient("passthrough:///"+n.GetAgentAddress(), opts...)
 	if err != nil {
 		return false, fmt.Errorf("connect to the agent of %s: %w", n.GetName(), err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -20,6 +21,7 @@ import (
 	commonv1 "github.com/runwayhq/runway/gen/go/runway/common/v1"
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
 	"github.com/runwayhq/runway/pkg/apierr"
+	"github.com/runwayhq/runway/pkg/auth"
 	"github.com/runwayhq/runway/pkg/clusterproto"
 	"github.com/runwayhq/runway/pkg/etcdstore"
 )
@@ -62,18 +64,22 @@ type Deps struct {
 	// Clock stamps create_time, update_time and events; the system clock
 	// when nil.
 	Clock Clock
+	// AgentCredentials are sent to the node agents when relaying pod output
+	// (a service token); nil sends none.
+	AgentCredentials credentials.PerRPCCredentials
 }
 
 // Server implements workloadv1.WorkloadServiceServer.
 type Server struct {
 	workloadv1.UnimplementedWorkloadServiceServer
 
-	cfg      Config
-	store    *store
-	projects ProjectChecker
-	gov      *Governance
-	log      *slog.Logger
-	clock    Clock
+	cfg        Config
+	store      *store
+	projects   ProjectChecker
+	gov        *Governance
+	log        *slog.Logger
+	clock      Clock
+	agentCreds credentials.PerRPCCredentials
 }
 
 // New returns the service; register it with Register and RegisterGateway.
@@ -94,7 +100,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		deps.Clock = systemClock{}
 	}
 	s := &Server{cfg: cfg, store: newStore(deps.Client), projects: deps.Projects, gov: newGovernance(cfg, deps),
-		log: deps.Logger.With("service", "workload"), clock: deps.Clock}
+		log: deps.Logger.With("service", "workload"), clock: deps.Clock, agentCreds: deps.AgentCredentials}
 	if cfg.Examples {
 		ctx, cancel := context.WithTimeout(context.Background(), examplesTimeout)
 		defer cancel()
@@ -145,6 +151,9 @@ func (s *Server) CreateWorkload(ctx context.Context, req *workloadv1.CreateWorkl
 	}
 	w := s.newWorkload(project, req.GetWorkloadId(), sub.req.GetWorkload())
 	w.Limits = sub.limits
+	if c, ok := auth.CallerFrom(ctx); ok {
+		w.Creator = c.Principal // what "own workloads" in pkg/auth's role table compares
+	}
 	out, err := s.store.create(ctx, project, req.GetWorkloadId(), w)
 	if err != nil {
 		return nil, apiError(err, w.GetName())

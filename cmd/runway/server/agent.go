@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/runwayhq/runway/pkg/auth"
 	"github.com/runwayhq/runway/pkg/gpu"
 	"github.com/runwayhq/runway/pkg/gpu/nvidia"
 	"github.com/runwayhq/runway/pkg/gpu/simulated"
@@ -89,11 +90,17 @@ func RunAgent(ctx context.Context, cfg AgentConfig) error {
 		}
 		defer stop()
 	}
-	err = agent.Run(ctx, acfg)
-	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
-		return nil
+	// The agent's NodeAgentService (pod output) checks its callers like
+	// every other service: the workload service relays with a service token.
+	guard, err := newGuard(ctx, cli, cfg.Logger, auth.Config{})
+	if err != nil {
+		return err
 	}
-	return err
+	acfg.Auth, acfg.AuthStream = guard.UnaryInterceptor, guard.StreamInterceptor
+	g := newGroup(ctx)
+	g.Go("guard", guard.Run)
+	g.Go("agent", func(ctx context.Context) error { return agent.Run(ctx, acfg) })
+	return g.Wait()
 }
 
 // openBackend picks the GPU backend, saying in the log when auto falls

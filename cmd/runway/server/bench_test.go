@@ -19,6 +19,7 @@ import (
 	nodemanagerv1 "github.com/runwayhq/runway/gen/go/runway/nodemanager/v1"
 	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
+	"github.com/runwayhq/runway/pkg/auth"
 	"github.com/runwayhq/runway/pkg/etcdstore"
 	"github.com/runwayhq/runway/services/nodemanager"
 )
@@ -125,12 +126,13 @@ func benchSubmit(b *testing.B, agents bool) (creating, binding time.Duration) {
 	if agents {
 		cfg.Nodes, cfg.GPUsPerNode = benchNodes, gpus
 	}
-	ready := make(chan string, 1)
+	ready := make(chan [2]string, 1)
 	done := make(chan error, 1)
-	go func() { done <- server.RunDev(ctx, cfg, func(addr string) { ready <- addr }) }()
-	var addr string
+	go func() { done <- server.RunDev(ctx, cfg, func(addr, token string) { ready <- [2]string{addr, token} }) }()
+	var addr, token string
 	select {
-	case addr = <-ready:
+	case r := <-ready:
+		addr, token = r[0], r[1]
 	case err := <-done:
 		b.Fatalf("RunDev: %v", err)
 	case <-time.After(60 * time.Second):
@@ -152,7 +154,8 @@ func benchSubmit(b *testing.B, agents bool) (creating, binding time.Duration) {
 		b.Fatal(err)
 	}
 	defer cli.Close()
-	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithPerRPCCredentials(auth.Bearer(token)))
 	if err != nil {
 		b.Fatal(err)
 	}

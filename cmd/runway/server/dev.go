@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -17,10 +18,12 @@ import (
 
 	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
 
+	"github.com/runwayhq/runway/pkg/auth"
 	"github.com/runwayhq/runway/pkg/etcdstore/etcdtest"
 	"github.com/runwayhq/runway/pkg/gpu/simulated"
 	"github.com/runwayhq/runway/pkg/gpumetrics"
 	"github.com/runwayhq/runway/pkg/grpcserver"
+	"github.com/runwayhq/runway/services/identity"
 	"github.com/runwayhq/runway/services/nodemanager/agent"
 	"github.com/runwayhq/runway/services/scheduler"
 )
@@ -44,6 +47,13 @@ type DevConfig struct {
 	TimeSlicing string
 	// Logger; slog.Default() when nil.
 	Logger *slog.Logger
+	// Out gets, on the first start only, the bootstrap administrator's
+	// one-time password; nil discards it.
+	Out io.Writer
+	// Auth tunes tokens and the audit log (tests shorten lifetimes).
+	Auth auth.Config
+	// Identity configures the identity service (OIDC, bcrypt cost).
+	Identity identity.Config
 
 	// For tests: extra embedded-etcd options (etcdtest.WithTestSpeedups),
 	// the scheduler's tuning and the agents' lease TTL and stop grace.
@@ -53,17 +63,26 @@ type DevConfig struct {
 	StopGrace   time.Duration
 }
 
-// EnvLine is the line `runway dev` prints and writes to DataDir/env.
-func EnvLine(addr string) string { return "export RUNWAY_SERVER=" + addr }
+// EnvLines are the lines `runway dev` prints and writes to DataDir/env: the
+// server's address and a token of the bootstrap administrator.
+func EnvLines(addr, token string) string {
+	return "export RUNWAY_SERVER=" + addr + "\nexport RUNWAY_TOKEN=" + token + "\n"
+}
+
+// BootstrapLine is how the bootstrap administrator's one-time password is
+// announced, once.
+func BootstrapLine(password string) string {
+	return "bootstrap administrator " + identity.BootstrapAdmin + " (change at first sign-in), one-time password: " + password
+}
 
 // RunDev starts an embedded etcd, every service on one server, the
 // scheduler's replica loop (it elects itself), the workload status
-// controller and the node agents, writes
-// DataDir/env, calls ready with the server's address, and runs until ctx
-// ends. It then stops the agents, the scheduler and the server, closes etcd
+// controller and the node agents, creates the bootstrap administrator on the
+// first start, writes DataDir/env (EnvLines), calls ready with the server's
+// address and the administrator's token, and runs until ctx ends. It then stops the agents, the scheduler and the server, closes etcd
 // and returns nil; it returns an error if a part cannot start or stops on
 // its own.
-func RunDev(ctx context.Context, cfg DevConfig, ready func(addr string)) (err error) {
+func RunDev(ctx context.Context, cfg DevConfig, ready func(addr, token string)) (err error) {
 	if cfg.DataDir == "" {
 		return errors.New("--data-dir is required")
 	}
@@ -98,28 +117,35 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr string)) (err er
 	if err != nil {
 		return err
 	}
+	guard, err := newGuard(ctx, cli, cfg.Logger, cfg.Auth)
+	if err != nil {
+		return err
+	}
 	// The agents' GPU series, served on the server's own /metrics.
 	reg := prometheus.NewRegistry()
 	metrics, err := gpumetrics.NewMetrics(reg)
 	if err != nil {
 		return err
 	}
-	srv, err := grpcserver.New(grpcserver.Config{Listen: cfg.Listen, Logger: cfg.Logger, OpenAPI: cfg.OpenAPI,
-		ShutdownTimeout: DefaultShutdownTimeout, Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{})})
+	scfg := serverConfig(cfg.Listen, cfg.Logger, cfg.OpenAPI, guard)
+	scfg.Metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	srv, err := grpcserver.New(scfg)
 	if err != nil {
 		return err
 	}
 	// The workload service asks the QuotaService about projects over a
 	// loopback connection to this same server (grpc.NewClient connects
 	// lazily, so the server need not serve yet).
-	loop, err := dial(srv.Addr())
+	loop, err := dialService(srv.Addr(), Workload, guard)
 	if err != nil {
 		_ = srv.Close()
 		return err
 	}
 	defer loop.Close()
-	d := buildDeps{etcd: cli, quotaConn: loop, replica: "dev", logger: cfg.Logger, scheduler: cfg.Scheduler, examples: true}
+	d := buildDeps{etcd: cli, quotaConn: loop, replica: "dev", logger: cfg.Logger, scheduler: cfg.Scheduler, examples: true,
+		guard: guard, identity: cfg.Identity}
 	var runs []built
+	var ids *identity.Server
 	for _, name := range Services {
 		b, err := build(name, d)
 		if err != nil {
@@ -131,11 +157,19 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr string)) (err er
 		if b.run != nil {
 			runs = append(runs, b)
 		}
+		if s, ok := b.svc.(*identity.Server); ok {
+			ids = s
+		}
 	}
-	// IdentityService: not wired yet (its own issue); grpcserver.Config.Auth
-	// stays nil.
-
 	g := newGroup(ctx)
+	g.Go("guard", guard.Run) // first: the bootstrap waits for it to see the administrator
+	token, err := bootstrap(ctx, ids, guard, cfg.Out)
+	if err != nil {
+		_ = srv.Close()
+		g.cancel()
+		_ = g.Wait()
+		return err
+	}
 	g.Go("server", srv.Serve)
 	for _, b := range runs {
 		g.Go(b.name, b.run)
@@ -149,19 +183,19 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr string)) (err er
 			return err
 		}
 		acfg := agent.Config{Node: node, Client: cli, DataDir: dir, Listen: "127.0.0.1:0", LeaseTTL: cfg.LeaseTTL, StopGrace: cfg.StopGrace,
+			Auth: guard.UnaryInterceptor, AuthStream: guard.StreamInterceptor,
 			Backend: simulated.New(simulated.Config{Count: cfg.GPUsPerNode, Node: node}),
 			Metrics: metrics, Logger: cfg.Logger}
 		g.Go("agent "+node, func(ctx context.Context) error { return agent.Run(ctx, acfg) })
 	}
 	if mode != quotav1.TimeSlicingMode_TIME_SLICING_MODE_UNSPECIFIED {
-		if err := setTimeSlicing(ctx, quotav1.NewQuotaServiceClient(loop), mode); err != nil {
+		if err := setTimeSlicing(ctx, srv.Addr(), token, mode); err != nil {
 			g.cancel()
 			_ = g.Wait()
 			return err
 		}
 	}
-	line := EnvLine(srv.Addr())
-	if err := os.WriteFile(filepath.Join(cfg.DataDir, "env"), []byte(line+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(cfg.DataDir, "env"), []byte(EnvLines(srv.Addr(), token)), 0o600); err != nil {
 		g.cancel()
 		_ = g.Wait()
 		return err
@@ -169,9 +203,28 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr string)) (err er
 	cfg.Logger.Info("runway dev: ready", "addr", srv.Addr(), "etcd", e.Clients[0].Addr().String(),
 		"nodes", cfg.Nodes, "gpusPerNode", cfg.GPUsPerNode, "dataDir", cfg.DataDir)
 	if ready != nil {
-		ready(srv.Addr())
+		ready(srv.Addr(), token)
 	}
 	return g.Wait()
+}
+
+// bootstrap creates the administrator on the first start (announcing its
+// one-time password on out), and returns a token for it, once the guard has
+// seen the administrator and its access rule.
+func bootstrap(ctx context.Context, ids *identity.Server, guard *auth.Guard, out io.Writer) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	password, err := ids.Bootstrap(ctx)
+	if err != nil {
+		return "", err
+	}
+	if password != "" && out != nil {
+		fmt.Fprintln(out, BootstrapLine(password))
+	}
+	if err := guard.Sync(ctx); err != nil {
+		return "", fmt.Errorf("wait for the bootstrap administrator: %w", err)
+	}
+	return ids.Token(ctx, identity.BootstrapAdmin, auth.DefaultMaxTokenTTL)
 }
 
 // timeSlicingMode parses --time-slicing; "" is UNSPECIFIED (leave the
@@ -191,11 +244,17 @@ func timeSlicingMode(s string) (quotav1.TimeSlicingMode, error) {
 }
 
 // setTimeSlicing sets the default pool's time-slicing mode through the
-// QuotaService, as `runway nodepool update` would.
-func setTimeSlicing(ctx context.Context, quota quotav1.QuotaServiceClient, mode quotav1.TimeSlicingMode) error {
+// QuotaService at addr, as `runway nodepool update` would, as the
+// administrator (token).
+func setTimeSlicing(ctx context.Context, addr, token string, mode quotav1.TimeSlicingMode) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	_, err := quota.UpdateNodePool(ctx, &quotav1.UpdateNodePoolRequest{
+	conn, err := dialAs(addr, auth.Bearer(token))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	_, err = quotav1.NewQuotaServiceClient(conn).UpdateNodePool(ctx, &quotav1.UpdateNodePoolRequest{
 		NodePool:   &quotav1.NodePool{Name: "nodepools/default", TimeSlicing: &quotav1.TimeSlicing{Mode: mode}},
 		UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"time_slicing.mode"}},
 	}, grpc.WaitForReady(true))

@@ -15,13 +15,17 @@ import (
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/runwayhq/runway/cmd/runway/server"
+	identityv1 "github.com/runwayhq/runway/gen/go/runway/identity/v1"
 	nodemanagerv1 "github.com/runwayhq/runway/gen/go/runway/nodemanager/v1"
 	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
 	schedulerv1 "github.com/runwayhq/runway/gen/go/runway/scheduler/v1"
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
+	"github.com/runwayhq/runway/pkg/auth"
 	"github.com/runwayhq/runway/pkg/etcdstore/etcdtest"
 	"github.com/runwayhq/runway/services/scheduler"
 )
@@ -35,7 +39,9 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // dev is a running `runway dev` composition and clients of its services.
 type dev struct {
+	identity  identityv1.IdentityServiceClient
 	addr      string
+	token     string // the bootstrap administrator's, from RunDev
 	quota     quotav1.QuotaServiceClient
 	workload  workloadv1.WorkloadServiceClient
 	scheduler schedulerv1.SchedulerServiceClient
@@ -47,7 +53,7 @@ type dev struct {
 func startDev(t *testing.T, dir string, nodes, gpus int, opts ...func(*server.DevConfig)) *dev {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan string, 1)
+	ready := make(chan [2]string, 1)
 	done := make(chan error, 1)
 	cfg := server.DevConfig{DataDir: dir, Listen: "127.0.0.1:0", Nodes: nodes, GPUsPerNode: gpus, Logger: quiet,
 		EtcdOptions: []etcdtest.Option{etcdtest.WithTestSpeedups(), etcdtest.WithLogger(zap.NewNop())},
@@ -56,10 +62,11 @@ func startDev(t *testing.T, dir string, nodes, gpus int, opts ...func(*server.De
 	for _, o := range opts {
 		o(&cfg)
 	}
-	go func() { done <- server.RunDev(ctx, cfg, func(addr string) { ready <- addr }) }()
-	var addr string
+	go func() { done <- server.RunDev(ctx, cfg, func(addr, token string) { ready <- [2]string{addr, token} }) }()
+	var addr, token string
 	select {
-	case addr = <-ready:
+	case r := <-ready:
+		addr, token = r[0], r[1]
 	case err := <-done:
 		cancel()
 		t.Fatalf("RunDev: %v", err)
@@ -78,12 +85,13 @@ func startDev(t *testing.T, dir string, nodes, gpus int, opts ...func(*server.De
 			t.Error("RunDev did not stop within 30s of its context's end")
 		}
 	})
-	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithPerRPCCredentials(auth.Bearer(token)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	return &dev{addr: addr, quota: quotav1.NewQuotaServiceClient(conn),
+	return &dev{identity: identityv1.NewIdentityServiceClient(conn), addr: addr, token: token, quota: quotav1.NewQuotaServiceClient(conn),
 		workload: workloadv1.NewWorkloadServiceClient(conn), scheduler: schedulerv1.NewSchedulerServiceClient(conn),
 		nodes: nodemanagerv1.NewNodeManagerServiceClient(conn)}
 }
@@ -173,7 +181,9 @@ func TestDevFairShareAndReclaim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "export RUNWAY_SERVER=" + d.addr + "\n"; string(env) != want {
+	// The env file makes the CLI work at once: the address and the token
+	// the test's own clients use (every call below carries it).
+	if want := "export RUNWAY_SERVER=" + d.addr + "\nexport RUNWAY_TOKEN=" + d.token + "\n"; string(env) != want {
 		t.Errorf("env file = %q, want %q", env, want)
 	}
 
@@ -271,6 +281,50 @@ func TestDevFairShareAndReclaim(t *testing.T) {
 		!slices.Equal(dec.GetWorkloads(), []string{"projects/team-a/workloads/a1"}) {
 		t.Errorf("b2's last decision = %v, want PLACED by RECLAIM evicting projects/team-a/workloads/a1", dec)
 	}
+
+	// A user with no role in team-a is refused a submission there.
+	if _, err := d.identity.CreateUser(t.Context(), &identityv1.CreateUserRequest{UserId: "intruder",
+		User: &identityv1.User{Email: "intruder@example.com", Password: "intruder's first password"}}); err != nil {
+		t.Fatal(err)
+	}
+	login, err := d.identity.Login(t.Context(), &identityv1.LoginRequest{Credentials: &identityv1.LoginRequest_Password{
+		Password: &identityv1.PasswordCredentials{User: "intruder", Password: "intruder's first password",
+			NewPassword: "intruder's second password"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient("passthrough:///"+d.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithPerRPCCredentials(auth.Bearer(login.GetAccessToken())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_, err = workloadv1.NewWorkloadServiceClient(conn).CreateWorkload(t.Context(), &workloadv1.CreateWorkloadRequest{
+		Parent: "projects/team-a", WorkloadId: "x1", Workload: &workloadv1.Workload{Type: workloadv1.WorkloadType_WORKLOAD_TYPE_TRAINING,
+			Spec: &workloadv1.WorkloadSpec{Image: "busybox"}}})
+	if status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("CreateWorkload by a user without a role: %v, want PermissionDenied", err)
+	}
+	// The audit log has the quick start's submissions (b2's, which caused
+	// the preemption, among them) by the administrator, and the refusal.
+	eventually(t, "the submissions and the refusal in the audit log", func() string {
+		r, err := d.identity.ListAuditEvents(t.Context(), &identityv1.ListAuditEventsRequest{
+			Filter: `method = "/runway.workload.v1.WorkloadService/CreateWorkload"`})
+		if err != nil {
+			return err.Error()
+		}
+		var got []string
+		for _, e := range r.GetAuditEvents() {
+			got = append(got, fmt.Sprintf("%s %s %d", e.GetPrincipal(), e.GetResource(), e.GetStatusCode()))
+		}
+		want := []string{"users/intruder projects/team-a/workloads/x1 7", "users/admin projects/team-b/workloads/b2 0",
+			"users/admin projects/team-b/workloads/b1 0", "users/admin projects/team-a/workloads/a2 0",
+			"users/admin projects/team-a/workloads/a1 0"}
+		if !slices.Equal(got, want) {
+			return fmt.Sprintf("audited (newest first) %v, want %v", got, want)
+		}
+		return ""
+	})
 }
 
 // TestDevRestartResumes stops the composition and starts it again on the

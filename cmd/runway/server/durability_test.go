@@ -20,6 +20,7 @@ import (
 	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
 	schedulerv1 "github.com/runwayhq/runway/gen/go/runway/scheduler/v1"
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
+	"github.com/runwayhq/runway/pkg/auth"
 )
 
 // buildRunway builds ./cmd/runway into a temporary directory.
@@ -41,10 +42,11 @@ func buildRunway(t *testing.T) string {
 
 // devProc is a `runway dev` process in its own process group.
 type devProc struct {
-	cmd  *exec.Cmd
-	out  string // its stdout and stderr
-	addr string
-	once sync.Once
+	cmd   *exec.Cmd
+	out   string // its stdout and stderr
+	addr  string
+	token string // the administrator's, from its `export RUNWAY_TOKEN=` line
+	once  sync.Once
 }
 
 // startDevProc starts `runway dev` on dir with 2 nodes × 2 GPUs on a free
@@ -74,13 +76,16 @@ func startDevProc(t *testing.T, bin, dir, name string) *devProc {
 			if a, ok := strings.CutPrefix(strings.TrimSpace(line), "export RUNWAY_SERVER="); ok {
 				p.addr = a
 			}
+			if tok, ok := strings.CutPrefix(strings.TrimSpace(line), "export RUNWAY_TOKEN="); ok {
+				p.token = tok
+			}
 		}
-		if p.addr != "" {
+		if p.addr != "" && p.token != "" {
 			break
 		}
 		if time.Now().After(deadline) {
 			p.kill()
-			t.Fatalf("%s: no export RUNWAY_SERVER= line after 20s; output:\n%s", name, b)
+			t.Fatalf("%s: no export RUNWAY_SERVER= and RUNWAY_TOKEN= lines after 20s; output:\n%s", name, b)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -133,9 +138,10 @@ type devClients struct {
 	scheduler schedulerv1.SchedulerServiceClient
 }
 
-func dialDev(t *testing.T, addr string) devClients {
+func dialDev(t *testing.T, addr, token string) devClients {
 	t.Helper()
-	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithPerRPCCredentials(auth.Bearer(token)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +179,7 @@ func TestDurabilityKill9(t *testing.T) {
 	})
 
 	p1 := startDevProc(t, bin, dir, "first")
-	c := dialDev(t, p1.addr)
+	c := dialDev(t, p1.addr, p1.token)
 	for _, pr := range []string{"team-a", "team-b"} {
 		deserved := int64(2000)
 		if _, err := c.quota.CreateProject(t.Context(), &quotav1.CreateProjectRequest{ProjectId: pr, Project: &quotav1.Project{
@@ -250,7 +256,7 @@ func TestDurabilityKill9(t *testing.T) {
 	t.Logf("%d submits acknowledged", len(acked))
 
 	p2 := startDevProc(t, bin, dir, "second")
-	c2 := dialDev(t, p2.addr)
+	c2 := dialDev(t, p2.addr, p2.token)
 	eventually(t, "every acknowledged workload back, PENDING or RUNNING", func() string {
 		_, ph, err := nRunning(c2, acked)
 		if err != nil {

@@ -22,6 +22,7 @@ import (
 	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
 	schedulerv1 "github.com/runwayhq/runway/gen/go/runway/scheduler/v1"
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
+	"github.com/runwayhq/runway/pkg/auth"
 	"github.com/runwayhq/runway/pkg/etcdstore/etcdtest"
 	"github.com/runwayhq/runway/pkg/gpu/simulated"
 	"github.com/runwayhq/runway/services/nodemanager/agent"
@@ -106,15 +107,16 @@ func startDevWithoutNodes(t *testing.T) (*dev, *clientv3.Client, string, *grpc.C
 	dir := t.TempDir()
 	h := &readyAttrs{}
 	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan string, 1)
+	ready := make(chan [2]string, 1)
 	done := make(chan error, 1)
 	cfg := server.DevConfig{DataDir: dir, Listen: "127.0.0.1:0", Nodes: 0, Logger: slog.New(h),
 		EtcdOptions: []etcdtest.Option{etcdtest.WithTestSpeedups(), etcdtest.WithLogger(zap.NewNop())},
 		Scheduler:   scheduler.Config{Interval: 100 * time.Millisecond, Debounce: 10 * time.Millisecond}}
-	go func() { done <- server.RunDev(ctx, cfg, func(addr string) { ready <- addr }) }()
-	var addr string
+	go func() { done <- server.RunDev(ctx, cfg, func(addr, token string) { ready <- [2]string{addr, token} }) }()
+	var addr, token string
 	select {
-	case addr = <-ready:
+	case r := <-ready:
+		addr, token = r[0], r[1]
 	case err := <-done:
 		cancel()
 		t.Fatalf("RunDev: %v", err)
@@ -142,7 +144,8 @@ func startDevWithoutNodes(t *testing.T) (*dev, *clientv3.Client, string, *grpc.C
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cli.Close() }) // after the agents' stops (cleanups run last-in first-out)
-	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithPerRPCCredentials(auth.Bearer(token)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,9 +3,14 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
+	"time"
 
+	"github.com/runwayhq/runway/pkg/auth"
 	"github.com/runwayhq/runway/pkg/grpcserver"
+	"github.com/runwayhq/runway/services/identity"
 )
 
 // ServeConfig is one service on its own server (`runway serve <svc>`).
@@ -26,6 +31,13 @@ type ServeConfig struct {
 	OpenAPI []byte
 	// Logger; slog.Default() when nil.
 	Logger *slog.Logger
+	// Out gets the bootstrap administrator's one-time password when the
+	// identity service creates it (its first start); nil discards it.
+	Out io.Writer
+	// Auth tunes tokens and the audit log.
+	Auth auth.Config
+	// Identity configures the identity service (OIDC, bcrypt cost).
+	Identity identity.Config
 	// Ready, when set, is called with the listening address once the
 	// service is built and about to serve.
 	Ready func(addr string)
@@ -49,9 +61,13 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 		return err
 	}
 	defer cli.Close()
-	d := buildDeps{etcd: cli, replica: cfg.Replica, logger: cfg.Logger}
+	guard, err := newGuard(ctx, cli, cfg.Logger, cfg.Auth)
+	if err != nil {
+		return err
+	}
+	d := buildDeps{etcd: cli, replica: cfg.Replica, logger: cfg.Logger, guard: guard, identity: cfg.Identity}
 	if cfg.QuotaServer != "" && cfg.Service == Workload {
-		conn, err := dial(cfg.QuotaServer)
+		conn, err := dialService(cfg.QuotaServer, Workload, guard)
 		if err != nil {
 			return err
 		}
@@ -62,14 +78,25 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	if err != nil {
 		return err
 	}
-	srv, err := grpcserver.New(grpcserver.Config{Listen: cfg.Listen, Logger: cfg.Logger, OpenAPI: cfg.OpenAPI,
-		ShutdownTimeout: DefaultShutdownTimeout})
+	if ids, ok := b.svc.(*identity.Server); ok {
+		bctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		password, err := ids.Bootstrap(bctx)
+		cancel()
+		if err != nil {
+			return err
+		}
+		if password != "" && cfg.Out != nil {
+			fmt.Fprintln(cfg.Out, BootstrapLine(password))
+		}
+	}
+	srv, err := grpcserver.New(serverConfig(cfg.Listen, cfg.Logger, cfg.OpenAPI, guard))
 	if err != nil {
 		return err
 	}
 	srv.Register(b.svc.Register)
 	srv.RegisterGateway(b.svc.RegisterGateway)
 	g := newGroup(ctx)
+	g.Go("guard", guard.Run)
 	g.Go("server", srv.Serve)
 	if b.run != nil {
 		g.Go(b.name, b.run)

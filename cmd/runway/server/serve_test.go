@@ -1,17 +1,23 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
+	"strings"
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/bcrypt"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/runwayhq/runway/cmd/runway/server"
+	identityv1 "github.com/runwayhq/runway/gen/go/runway/identity/v1"
 	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
+	"github.com/runwayhq/runway/pkg/auth"
 	"github.com/runwayhq/runway/pkg/etcdstore/etcdtest"
+	"github.com/runwayhq/runway/services/identity"
 )
 
 // serve runs server.Serve for one service until cleanup and returns its
@@ -45,9 +51,33 @@ func serve(t *testing.T, cfg server.ServeConfig) string {
 	return addr
 }
 
-func client(t *testing.T, addr string) *grpc.ClientConn {
+// adminToken signs in as the bootstrap administrator with the one-time
+// password the identity service printed, setting a new one, as an operator
+// does on a fresh installation.
+func adminToken(t *testing.T, identityAddr, printed string) string {
 	t.Helper()
-	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	_, password, ok := strings.Cut(strings.TrimSpace(printed), "one-time password: ")
+	if !ok {
+		t.Fatalf("the identity service printed no one-time password: %q", printed)
+	}
+	conn, err := grpc.NewClient("passthrough:///"+identityAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	r, err := identityv1.NewIdentityServiceClient(conn).Login(t.Context(), &identityv1.LoginRequest{
+		Credentials: &identityv1.LoginRequest_Password{Password: &identityv1.PasswordCredentials{
+			User: "admin", Password: password, NewPassword: "a new password of the admin"}}})
+	if err != nil {
+		t.Fatalf("Login as the bootstrap administrator: %v", err)
+	}
+	return r.GetAccessToken()
+}
+
+func client(t *testing.T, addr, token string) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithPerRPCCredentials(auth.Bearer(token)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,16 +91,20 @@ func client(t *testing.T, addr string) *grpc.ClientConn {
 func TestServeSeparately(t *testing.T) {
 	etcd := etcdtest.New(t)
 	eps := []string{etcd.Endpoint}
+	var printed bytes.Buffer
+	identityAddr := serve(t, server.ServeConfig{Service: server.Identity, EtcdEndpoints: eps, Out: &printed,
+		Identity: identity.Config{BcryptCost: bcrypt.MinCost}})
+	token := adminToken(t, identityAddr, printed.String())
 	quotaAddr := serve(t, server.ServeConfig{Service: server.Quota, EtcdEndpoints: eps})
 	workloadAddr := serve(t, server.ServeConfig{Service: server.Workload, EtcdEndpoints: eps, QuotaServer: quotaAddr})
 	serve(t, server.ServeConfig{Service: server.Scheduler, EtcdEndpoints: eps, Replica: "test"})
 	serve(t, server.ServeConfig{Service: server.NodeManager, EtcdEndpoints: eps})
 
-	if _, err := quotav1.NewQuotaServiceClient(client(t, quotaAddr)).CreateProject(t.Context(),
+	if _, err := quotav1.NewQuotaServiceClient(client(t, quotaAddr, token)).CreateProject(t.Context(),
 		&quotav1.CreateProjectRequest{ProjectId: "team-a", Project: &quotav1.Project{}}); err != nil {
 		t.Fatalf("CreateProject: %v", err)
 	}
-	wl := workloadv1.NewWorkloadServiceClient(client(t, workloadAddr))
+	wl := workloadv1.NewWorkloadServiceClient(client(t, workloadAddr, token))
 	spec := &workloadv1.Workload{Type: workloadv1.WorkloadType_WORKLOAD_TYPE_TRAINING,
 		Spec: &workloadv1.WorkloadSpec{Image: "busybox", Command: []string{"true"}}}
 	if _, err := wl.CreateWorkload(t.Context(), &workloadv1.CreateWorkloadRequest{

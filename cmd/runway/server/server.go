@@ -8,9 +8,10 @@
 // the end-to-end test (dev_test.go) runs the very composition the binary
 // runs.
 //
-// The IdentityService (issue: identity) is not wired yet: its slot is the
-// Auth/AuthStream fields of grpcserver.Config, left nil, and a service
-// entry to add to buildServices.
+// Every server runs pkg/auth's guard in its interceptor slot: each call is
+// authenticated and authorised from the role table, and mutating calls are
+// audited. Services calling each other (workload → quota) present a service
+// token signed with the same keys (newGuard, dialService).
 package server
 
 import (
@@ -26,9 +27,13 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
+	"github.com/runwayhq/runway/pkg/auth"
+	"github.com/runwayhq/runway/pkg/grpcserver"
+	"github.com/runwayhq/runway/services/identity"
 	"github.com/runwayhq/runway/services/nodemanager"
 	"github.com/runwayhq/runway/services/quota"
 	"github.com/runwayhq/runway/services/scheduler"
@@ -41,10 +46,11 @@ const (
 	Workload    = "workload"
 	Scheduler   = "scheduler"
 	NodeManager = "nodemanager"
+	Identity    = "identity"
 )
 
 // Services lists the service names in the order they are built.
-var Services = []string{Quota, Workload, Scheduler, NodeManager}
+var Services = []string{Identity, Quota, Workload, Scheduler, NodeManager}
 
 // DefaultOpenAPIPath is where the generated OpenAPI document lives in a
 // checkout; the commands read it from there (relative to the working
@@ -97,11 +103,16 @@ type buildDeps struct {
 	logger    *slog.Logger
 	scheduler scheduler.Config // tuning (tests); Replica and Logger are set here
 	examples  bool             // the workload service creates the quick start's example assets
+	guard     *auth.Guard
+	identity  identity.Config
 }
 
 // build builds one service by name.
 func build(name string, d buildDeps) (built, error) {
 	switch name {
+	case Identity:
+		s, err := identity.New(d.identity, identity.Deps{Client: d.etcd, Guard: d.guard, Logger: d.logger})
+		return built{name: name, svc: s}, err
 	case Quota:
 		s, err := quota.New(quota.Config{}, quota.Deps{Client: d.etcd, Logger: d.logger})
 		return built{name: name, svc: s}, err
@@ -110,7 +121,8 @@ func build(name string, d buildDeps) (built, error) {
 			return built{}, errors.New("the workload service needs the quota service's address")
 		}
 		deps := workload.Deps{Client: d.etcd, Logger: d.logger,
-			Projects: workload.QuotaProjects{Client: quotav1.NewQuotaServiceClient(d.quotaConn)}}
+			Projects:         workload.QuotaProjects{Client: quotav1.NewQuotaServiceClient(d.quotaConn)},
+			AgentCredentials: d.guard.ServiceCredentials(Workload)}
 		s, err := workload.New(workload.Config{Examples: d.examples}, deps)
 		if err != nil {
 			return built{}, err
@@ -151,13 +163,38 @@ func newEtcdClient(endpoints []string) (*clientv3.Client, error) {
 	return cli, nil
 }
 
-// dial is a plaintext gRPC connection to a Runway server.
-func dial(addr string) (*grpc.ClientConn, error) {
-	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+// dialService is a plaintext gRPC connection from the service named caller
+// to a Runway server, carrying a service token.
+func dialService(addr, caller string, guard *auth.Guard) (*grpc.ClientConn, error) {
+	return dialAs(addr, guard.ServiceCredentials(caller))
+}
+
+// dialAs is a plaintext gRPC connection to a Runway server sending creds.
+func dialAs(addr string, creds credentials.PerRPCCredentials) (*grpc.ClientConn, error) {
+	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithPerRPCCredentials(creds))
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", addr, err)
 	}
 	return conn, nil
+}
+
+// newGuard loads the guard of one server (it reads etcd), and the server
+// config that installs it.
+func newGuard(ctx context.Context, cli *clientv3.Client, logger *slog.Logger, cfg auth.Config) (*auth.Guard, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	g, err := auth.New(ctx, cfg, auth.Deps{Client: cli, Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// serverConfig is the grpcserver config every composition uses.
+func serverConfig(listen string, logger *slog.Logger, openAPI []byte, g *auth.Guard) grpcserver.Config {
+	return grpcserver.Config{Listen: listen, Logger: logger, OpenAPI: openAPI, ShutdownTimeout: DefaultShutdownTimeout,
+		Auth: g.UnaryInterceptor, AuthStream: g.StreamInterceptor}
 }
 
 // group runs functions until the first returns or ctx ends, then cancels

@@ -73,6 +73,10 @@ type Config struct {
 	// registered as the node's agent_address: it must be reachable from the
 	// workload service. Empty serves nothing.
 	Listen string
+	// Auth and AuthStream check the callers of the NodeAgentService
+	// (pkg/auth's guard); nil serves it to anyone.
+	Auth       grpc.UnaryServerInterceptor
+	AuthStream grpc.StreamServerInterceptor
 	// Logger; slog.Default() when nil.
 	Logger *slog.Logger
 }
@@ -97,7 +101,8 @@ func Run(ctx context.Context, cfg Config) error {
 	running := &runningPods{}
 	served := make(chan error, 1)
 	if cfg.Listen != "" {
-		srv, err := grpcserver.New(grpcserver.Config{Listen: cfg.Listen, Logger: cfg.Logger, ShutdownTimeout: time.Second})
+		srv, err := grpcserver.New(grpcserver.Config{Listen: cfg.Listen, Logger: cfg.Logger, ShutdownTimeout: time.Second,
+			Auth: cfg.Auth, AuthStream: cfg.AuthStream})
 		if err != nil {
 			return fmt.Errorf("agent: %w", err)
 		}

@@ -164,6 +164,9 @@ const (
 	ErrorReason_ACCESS_RULE_ALREADY_EXISTS ErrorReason = 65
 	// The role does not exist. Code INVALID_ARGUMENT. Metadata: "role".
 	ErrorReason_ROLE_NOT_FOUND ErrorReason = 66
+	// The user already has the most personal applications allowed (20).
+	// Code RESOURCE_EXHAUSTED. Metadata: "user", "limit".
+	ErrorReason_APPLICATION_LIMIT_EXCEEDED ErrorReason = 67
 	// The request carries no credentials. Code UNAUTHENTICATED.
 	ErrorReason_CREDENTIALS_MISSING ErrorReason = 70
 	// The credentials are wrong, or the token is malformed, expired or
@@ -173,6 +176,13 @@ const (
 	// The caller is authenticated but no access rule grants the permission on
 	// this scope. Code PERMISSION_DENIED. Metadata: "permission", "resource".
 	ErrorReason_PERMISSION_DENIED ErrorReason = 72
+	// The password is temporary (new or reset): sign in again with
+	// PasswordCredentials.new_password. Code FAILED_PRECONDITION. Metadata:
+	// "user".
+	ErrorReason_PASSWORD_CHANGE_REQUIRED ErrorReason = 73
+	// Too many failed sign-ins for this user or client id: wait and retry.
+	// Code RESOURCE_EXHAUSTED, with a google.rpc.RetryInfo.
+	ErrorReason_TOO_MANY_SIGN_IN_ATTEMPTS ErrorReason = 74
 	// The scheduler replica that received the request is not the leader, or
 	// there is no leader right now. Retry after the delay. Code UNAVAILABLE,
 	// with a google.rpc.RetryInfo.
@@ -227,9 +237,12 @@ var (
 		64: "ACCESS_RULE_NOT_FOUND",
 		65: "ACCESS_RULE_ALREADY_EXISTS",
 		66: "ROLE_NOT_FOUND",
+		67: "APPLICATION_LIMIT_EXCEEDED",
 		70: "CREDENTIALS_MISSING",
 		71: "CREDENTIALS_INVALID",
 		72: "PERMISSION_DENIED",
+		73: "PASSWORD_CHANGE_REQUIRED",
+		74: "TOO_MANY_SIGN_IN_ATTEMPTS",
 		80: "NOT_LEADER",
 		81: "STORE_UNAVAILABLE",
 		82: "INTERNAL_ERROR",
@@ -274,9 +287,12 @@ var (
 		"ACCESS_RULE_NOT_FOUND":           64,
 		"ACCESS_RULE_ALREADY_EXISTS":      65,
 		"ROLE_NOT_FOUND":                  66,
+		"APPLICATION_LIMIT_EXCEEDED":      67,
 		"CREDENTIALS_MISSING":             70,
 		"CREDENTIALS_INVALID":             71,
 		"PERMISSION_DENIED":               72,
+		"PASSWORD_CHANGE_REQUIRED":        73,
+		"TOO_MANY_SIGN_IN_ATTEMPTS":       74,
 		"NOT_LEADER":                      80,
 		"STORE_UNAVAILABLE":               81,
 		"INTERNAL_ERROR":                  82,
@@ -314,7 +330,7 @@ var File_runway_common_v1_error_reason_proto protoreflect.FileDescriptor
 
 const file_runway_common_v1_error_reason_proto_rawDesc = "" +
 	"\n" +
-	"#runway/common/v1/error_reason.proto\x12\x10runway.common.v1*\xf4\b\n" +
+	"#runway/common/v1/error_reason.proto\x12\x10runway.common.v1*\xd1\t\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rINVALID_FIELD\x10\x01\x12\x13\n" +
@@ -355,10 +371,13 @@ const file_runway_common_v1_error_reason_proto_rawDesc = "" +
 	"\x1aAPPLICATION_ALREADY_EXISTS\x10?\x12\x19\n" +
 	"\x15ACCESS_RULE_NOT_FOUND\x10@\x12\x1e\n" +
 	"\x1aACCESS_RULE_ALREADY_EXISTS\x10A\x12\x12\n" +
-	"\x0eROLE_NOT_FOUND\x10B\x12\x17\n" +
+	"\x0eROLE_NOT_FOUND\x10B\x12\x1e\n" +
+	"\x1aAPPLICATION_LIMIT_EXCEEDED\x10C\x12\x17\n" +
 	"\x13CREDENTIALS_MISSING\x10F\x12\x17\n" +
 	"\x13CREDENTIALS_INVALID\x10G\x12\x15\n" +
-	"\x11PERMISSION_DENIED\x10H\x12\x0e\n" +
+	"\x11PERMISSION_DENIED\x10H\x12\x1c\n" +
+	"\x18PASSWORD_CHANGE_REQUIRED\x10I\x12\x1d\n" +
+	"\x19TOO_MANY_SIGN_IN_ATTEMPTS\x10J\x12\x0e\n" +
 	"\n" +
 	"NOT_LEADER\x10P\x12\x15\n" +
 	"\x11STORE_UNAVAILABLE\x10Q\x12\x12\n" +

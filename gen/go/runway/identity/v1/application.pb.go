@@ -23,8 +23,9 @@ const (
 )
 
 // An Application is a non-human client (CI, a pipeline, a bot) that signs in
-// with a client id and secret (OAuth 2 client credentials). Like users, it may
-// do only what access rules grant it.
+// with a client id and secret (OAuth 2 client credentials). It may do what
+// access rules grant it plus what they grant its creator (a personal
+// application acts for the user who made it); a user may have at most 20.
 //
 // Resource name: `applications/{application}`, for example
 // `applications/ci`. Resource type: `runway.dev/Application`.
@@ -52,7 +53,9 @@ type Application struct {
 	// Output only. When the application last changed.
 	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
 	// A checksum of the stored resource, computed by the server.
-	Etag          string `protobuf:"bytes,10,opt,name=etag,proto3" json:"etag,omitempty"`
+	Etag string `protobuf:"bytes,10,opt,name=etag,proto3" json:"etag,omitempty"`
+	// Output only. The user who created the application, `users/{user}`.
+	Creator       string `protobuf:"bytes,11,opt,name=creator,proto3" json:"creator,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -157,11 +160,18 @@ func (x *Application) GetEtag() string {
 	return ""
 }
 
+func (x *Application) GetCreator() string {
+	if x != nil {
+		return x.Creator
+	}
+	return ""
+}
+
 var File_runway_identity_v1_application_proto protoreflect.FileDescriptor
 
 const file_runway_identity_v1_application_proto_rawDesc = "" +
 	"\n" +
-	"$runway/identity/v1/application.proto\x12\x12runway.identity.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb4\x03\n" +
+	"$runway/identity/v1/application.proto\x12\x12runway.identity.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xce\x03\n" +
 	"\vApplication\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03uid\x18\x02 \x01(\tR\x03uid\x12!\n" +
@@ -175,7 +185,8 @@ const file_runway_identity_v1_application_proto_rawDesc = "" +
 	"\vupdate_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12\x12\n" +
 	"\x04etag\x18\n" +
-	" \x01(\tR\x04etagBAZ?github.com/runwayhq/runway/gen/go/runway/identity/v1;identityv1b\x06proto3"
+	" \x01(\tR\x04etag\x12\x18\n" +
+	"\acreator\x18\v \x01(\tR\acreatorBAZ?github.com/runwayhq/runway/gen/go/runway/identity/v1;identityv1b\x06proto3"
 
 var (
 	file_runway_identity_v1_application_proto_rawDescOnce sync.Once

@@ -303,6 +303,62 @@ func (x *DeleteUserRequest) GetEtag() string {
 	return ""
 }
 
+// Request for IdentityService.ResetUserPassword.
+type ResetUserPasswordRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The user, `users/{user}`.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Optional. If set, the password is reset only if this is the user's
+	// current etag.
+	Etag          string `protobuf:"bytes,2,opt,name=etag,proto3" json:"etag,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResetUserPasswordRequest) Reset() {
+	*x = ResetUserPasswordRequest{}
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResetUserPasswordRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResetUserPasswordRequest) ProtoMessage() {}
+
+func (x *ResetUserPasswordRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResetUserPasswordRequest.ProtoReflect.Descriptor instead.
+func (*ResetUserPasswordRequest) Descriptor() ([]byte, []int) {
+	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ResetUserPasswordRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ResetUserPasswordRequest) GetEtag() string {
+	if x != nil {
+		return x.Etag
+	}
+	return ""
+}
+
 // Request for IdentityService.CreateApplication.
 type CreateApplicationRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -317,7 +373,7 @@ type CreateApplicationRequest struct {
 
 func (x *CreateApplicationRequest) Reset() {
 	*x = CreateApplicationRequest{}
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[5]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -329,7 +385,7 @@ func (x *CreateApplicationRequest) String() string {
 func (*CreateApplicationRequest) ProtoMessage() {}
 
 func (x *CreateApplicationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[5]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -342,7 +398,7 @@ func (x *CreateApplicationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateApplicationRequest.ProtoReflect.Descriptor instead.
 func (*CreateApplicationRequest) Descriptor() ([]byte, []int) {
-	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{5}
+	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CreateApplicationRequest) GetApplication() *Application {
@@ -370,7 +426,7 @@ type GetApplicationRequest struct {
 
 func (x *GetApplicationRequest) Reset() {
 	*x = GetApplicationRequest{}
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[6]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -382,7 +438,7 @@ func (x *GetApplicationRequest) String() string {
 func (*GetApplicationRequest) ProtoMessage() {}
 
 func (x *GetApplicationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[6]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -395,7 +451,7 @@ func (x *GetApplicationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetApplicationRequest.ProtoReflect.Descriptor instead.
 func (*GetApplicationRequest) Descriptor() ([]byte, []int) {
-	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{6}
+	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetApplicationRequest) GetName() string {
@@ -419,7 +475,7 @@ type ListApplicationsRequest struct {
 
 func (x *ListApplicationsRequest) Reset() {
 	*x = ListApplicationsRequest{}
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[7]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -431,7 +487,7 @@ func (x *ListApplicationsRequest) String() string {
 func (*ListApplicationsRequest) ProtoMessage() {}
 
 func (x *ListApplicationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[7]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -444,7 +500,7 @@ func (x *ListApplicationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListApplicationsRequest.ProtoReflect.Descriptor instead.
 func (*ListApplicationsRequest) Descriptor() ([]byte, []int) {
-	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{7}
+	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListApplicationsRequest) GetPageSize() int32 {
@@ -474,7 +530,7 @@ type ListApplicationsResponse struct {
 
 func (x *ListApplicationsResponse) Reset() {
 	*x = ListApplicationsResponse{}
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[8]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -486,7 +542,7 @@ func (x *ListApplicationsResponse) String() string {
 func (*ListApplicationsResponse) ProtoMessage() {}
 
 func (x *ListApplicationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[8]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -499,7 +555,7 @@ func (x *ListApplicationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListApplicationsResponse.ProtoReflect.Descriptor instead.
 func (*ListApplicationsResponse) Descriptor() ([]byte, []int) {
-	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{8}
+	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListApplicationsResponse) GetApplications() []*Application {
@@ -530,7 +586,7 @@ type DeleteApplicationRequest struct {
 
 func (x *DeleteApplicationRequest) Reset() {
 	*x = DeleteApplicationRequest{}
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[9]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -542,7 +598,7 @@ func (x *DeleteApplicationRequest) String() string {
 func (*DeleteApplicationRequest) ProtoMessage() {}
 
 func (x *DeleteApplicationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[9]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -555,7 +611,7 @@ func (x *DeleteApplicationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteApplicationRequest.ProtoReflect.Descriptor instead.
 func (*DeleteApplicationRequest) Descriptor() ([]byte, []int) {
-	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{9}
+	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DeleteApplicationRequest) GetName() string {
@@ -586,7 +642,7 @@ type RegenerateApplicationSecretRequest struct {
 
 func (x *RegenerateApplicationSecretRequest) Reset() {
 	*x = RegenerateApplicationSecretRequest{}
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[10]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -598,7 +654,7 @@ func (x *RegenerateApplicationSecretRequest) String() string {
 func (*RegenerateApplicationSecretRequest) ProtoMessage() {}
 
 func (x *RegenerateApplicationSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[10]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -611,7 +667,7 @@ func (x *RegenerateApplicationSecretRequest) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use RegenerateApplicationSecretRequest.ProtoReflect.Descriptor instead.
 func (*RegenerateApplicationSecretRequest) Descriptor() ([]byte, []int) {
-	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{10}
+	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RegenerateApplicationSecretRequest) GetName() string {
@@ -643,7 +699,7 @@ type CreateAccessRuleRequest struct {
 
 func (x *CreateAccessRuleRequest) Reset() {
 	*x = CreateAccessRuleRequest{}
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[11]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -655,7 +711,7 @@ func (x *CreateAccessRuleRequest) String() string {
 func (*CreateAccessRuleRequest) ProtoMessage() {}
 
 func (x *CreateAccessRuleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[11]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -668,7 +724,7 @@ func (x *CreateAccessRuleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAccessRuleRequest.ProtoReflect.Descriptor instead.
 func (*CreateAccessRuleRequest) Descriptor() ([]byte, []int) {
-	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{11}
+	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CreateAccessRuleRequest) GetAccessRule() *AccessRule {
@@ -696,7 +752,7 @@ type GetAccessRuleRequest struct {
 
 func (x *GetAccessRuleRequest) Reset() {
 	*x = GetAccessRuleRequest{}
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[12]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -708,7 +764,7 @@ func (x *GetAccessRuleRequest) String() string {
 func (*GetAccessRuleRequest) ProtoMessage() {}
 
 func (x *GetAccessRuleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[12]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -721,7 +777,7 @@ func (x *GetAccessRuleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAccessRuleRequest.ProtoReflect.Descriptor instead.
 func (*GetAccessRuleRequest) Descriptor() ([]byte, []int) {
-	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{12}
+	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GetAccessRuleRequest) GetName() string {
@@ -750,7 +806,7 @@ type ListAccessRulesRequest struct {
 
 func (x *ListAccessRulesRequest) Reset() {
 	*x = ListAccessRulesRequest{}
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[13]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -762,7 +818,7 @@ func (x *ListAccessRulesRequest) String() string {
 func (*ListAccessRulesRequest) ProtoMessage() {}
 
 func (x *ListAccessRulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[13]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -775,7 +831,7 @@ func (x *ListAccessRulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAccessRulesRequest.ProtoReflect.Descriptor instead.
 func (*ListAccessRulesRequest) Descriptor() ([]byte, []int) {
-	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{13}
+	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListAccessRulesRequest) GetPageSize() int32 {
@@ -812,7 +868,7 @@ type ListAccessRulesResponse struct {
 
 func (x *ListAccessRulesResponse) Reset() {
 	*x = ListAccessRulesResponse{}
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[14]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -824,7 +880,7 @@ func (x *ListAccessRulesResponse) String() string {
 func (*ListAccessRulesResponse) ProtoMessage() {}
 
 func (x *ListAccessRulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[14]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -837,7 +893,7 @@ func (x *ListAccessRulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAccessRulesResponse.ProtoReflect.Descriptor instead.
 func (*ListAccessRulesResponse) Descriptor() ([]byte, []int) {
-	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{14}
+	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListAccessRulesResponse) GetAccessRules() []*AccessRule {
@@ -867,7 +923,7 @@ type DeleteAccessRuleRequest struct {
 
 func (x *DeleteAccessRuleRequest) Reset() {
 	*x = DeleteAccessRuleRequest{}
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[15]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -879,7 +935,7 @@ func (x *DeleteAccessRuleRequest) String() string {
 func (*DeleteAccessRuleRequest) ProtoMessage() {}
 
 func (x *DeleteAccessRuleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[15]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -892,7 +948,7 @@ func (x *DeleteAccessRuleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAccessRuleRequest.ProtoReflect.Descriptor instead.
 func (*DeleteAccessRuleRequest) Descriptor() ([]byte, []int) {
-	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{15}
+	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DeleteAccessRuleRequest) GetName() string {
@@ -922,7 +978,7 @@ type ListRolesRequest struct {
 
 func (x *ListRolesRequest) Reset() {
 	*x = ListRolesRequest{}
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[16]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -934,7 +990,7 @@ func (x *ListRolesRequest) String() string {
 func (*ListRolesRequest) ProtoMessage() {}
 
 func (x *ListRolesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[16]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -947,7 +1003,7 @@ func (x *ListRolesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRolesRequest.ProtoReflect.Descriptor instead.
 func (*ListRolesRequest) Descriptor() ([]byte, []int) {
-	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{16}
+	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListRolesRequest) GetPageSize() int32 {
@@ -977,7 +1033,7 @@ type ListRolesResponse struct {
 
 func (x *ListRolesResponse) Reset() {
 	*x = ListRolesResponse{}
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[17]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -989,7 +1045,7 @@ func (x *ListRolesResponse) String() string {
 func (*ListRolesResponse) ProtoMessage() {}
 
 func (x *ListRolesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[17]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1002,7 +1058,7 @@ func (x *ListRolesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRolesResponse.ProtoReflect.Descriptor instead.
 func (*ListRolesResponse) Descriptor() ([]byte, []int) {
-	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{17}
+	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListRolesResponse) GetRoles() []*Role {
@@ -1028,6 +1084,8 @@ type LoginRequest struct {
 	//
 	//	*LoginRequest_Password
 	//	*LoginRequest_ClientCredentials
+	//	*LoginRequest_Oidc
+	//	*LoginRequest_RefreshToken
 	Credentials   isLoginRequest_Credentials `protobuf_oneof:"credentials"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1035,7 +1093,7 @@ type LoginRequest struct {
 
 func (x *LoginRequest) Reset() {
 	*x = LoginRequest{}
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[18]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1047,7 +1105,7 @@ func (x *LoginRequest) String() string {
 func (*LoginRequest) ProtoMessage() {}
 
 func (x *LoginRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[18]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1060,7 +1118,7 @@ func (x *LoginRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoginRequest.ProtoReflect.Descriptor instead.
 func (*LoginRequest) Descriptor() ([]byte, []int) {
-	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{18}
+	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *LoginRequest) GetCredentials() isLoginRequest_Credentials {
@@ -1088,6 +1146,24 @@ func (x *LoginRequest) GetClientCredentials() *ClientCredentials {
 	return nil
 }
 
+func (x *LoginRequest) GetOidc() *OidcCredentials {
+	if x != nil {
+		if x, ok := x.Credentials.(*LoginRequest_Oidc); ok {
+			return x.Oidc
+		}
+	}
+	return nil
+}
+
+func (x *LoginRequest) GetRefreshToken() string {
+	if x != nil {
+		if x, ok := x.Credentials.(*LoginRequest_RefreshToken); ok {
+			return x.RefreshToken
+		}
+	}
+	return ""
+}
+
 type isLoginRequest_Credentials interface {
 	isLoginRequest_Credentials()
 }
@@ -1102,9 +1178,70 @@ type LoginRequest_ClientCredentials struct {
 	ClientCredentials *ClientCredentials `protobuf:"bytes,2,opt,name=client_credentials,json=clientCredentials,proto3,oneof"`
 }
 
+type LoginRequest_Oidc struct {
+	// An ID token from the configured OpenID Connect provider.
+	Oidc *OidcCredentials `protobuf:"bytes,3,opt,name=oidc,proto3,oneof"`
+}
+
+type LoginRequest_RefreshToken struct {
+	// A refresh_token from an earlier LoginResponse.
+	RefreshToken string `protobuf:"bytes,4,opt,name=refresh_token,json=refreshToken,proto3,oneof"`
+}
+
 func (*LoginRequest_Password) isLoginRequest_Credentials() {}
 
 func (*LoginRequest_ClientCredentials) isLoginRequest_Credentials() {}
+
+func (*LoginRequest_Oidc) isLoginRequest_Credentials() {}
+
+func (*LoginRequest_RefreshToken) isLoginRequest_Credentials() {}
+
+// OidcCredentials sign in an SSO user.
+type OidcCredentials struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The raw ID token (a signed JWT) the provider issued for
+	// Runway's client id.
+	IdToken       string `protobuf:"bytes,1,opt,name=id_token,json=idToken,proto3" json:"id_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OidcCredentials) Reset() {
+	*x = OidcCredentials{}
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OidcCredentials) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OidcCredentials) ProtoMessage() {}
+
+func (x *OidcCredentials) ProtoReflect() protoreflect.Message {
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OidcCredentials.ProtoReflect.Descriptor instead.
+func (*OidcCredentials) Descriptor() ([]byte, []int) {
+	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *OidcCredentials) GetIdToken() string {
+	if x != nil {
+		return x.IdToken
+	}
+	return ""
+}
 
 // PasswordCredentials are a user's sign-in credentials.
 type PasswordCredentials struct {
@@ -1112,14 +1249,17 @@ type PasswordCredentials struct {
 	// Required. The user id (`alice`), its name (`users/alice`) or its email.
 	User string `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
 	// Required. The password.
-	Password      string `protobuf:"bytes,2,opt,name=password,proto3" json:"password,omitempty"`
+	Password string `protobuf:"bytes,2,opt,name=password,proto3" json:"password,omitempty"`
+	// Optional. A new password (at least 12 characters) to set once the
+	// password is verified; required while the password is temporary.
+	NewPassword   string `protobuf:"bytes,3,opt,name=new_password,json=newPassword,proto3" json:"new_password,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PasswordCredentials) Reset() {
 	*x = PasswordCredentials{}
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[19]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1131,7 +1271,7 @@ func (x *PasswordCredentials) String() string {
 func (*PasswordCredentials) ProtoMessage() {}
 
 func (x *PasswordCredentials) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[19]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1144,7 +1284,7 @@ func (x *PasswordCredentials) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PasswordCredentials.ProtoReflect.Descriptor instead.
 func (*PasswordCredentials) Descriptor() ([]byte, []int) {
-	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{19}
+	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PasswordCredentials) GetUser() string {
@@ -1157,6 +1297,13 @@ func (x *PasswordCredentials) GetUser() string {
 func (x *PasswordCredentials) GetPassword() string {
 	if x != nil {
 		return x.Password
+	}
+	return ""
+}
+
+func (x *PasswordCredentials) GetNewPassword() string {
+	if x != nil {
+		return x.NewPassword
 	}
 	return ""
 }
@@ -1175,7 +1322,7 @@ type ClientCredentials struct {
 
 func (x *ClientCredentials) Reset() {
 	*x = ClientCredentials{}
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[20]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1187,7 +1334,7 @@ func (x *ClientCredentials) String() string {
 func (*ClientCredentials) ProtoMessage() {}
 
 func (x *ClientCredentials) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[20]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1200,7 +1347,7 @@ func (x *ClientCredentials) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientCredentials.ProtoReflect.Descriptor instead.
 func (*ClientCredentials) Descriptor() ([]byte, []int) {
-	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{20}
+	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ClientCredentials) GetClientId() string {
@@ -1225,18 +1372,22 @@ type LoginResponse struct {
 	AccessToken string `protobuf:"bytes,1,opt,name=access_token,json=accessToken,proto3" json:"access_token,omitempty"`
 	// Always `Bearer`.
 	TokenType string `protobuf:"bytes,2,opt,name=token_type,json=tokenType,proto3" json:"token_type,omitempty"`
-	// When the token stops working (by default 12 hours after sign-in); sign in
-	// again then.
+	// When the token stops working (by default 1 hour after sign-in); refresh
+	// before then.
 	ExpireTime *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
 	// Who the token is for, `users/{user}` or `applications/{application}`.
-	Principal     string `protobuf:"bytes,4,opt,name=principal,proto3" json:"principal,omitempty"`
+	Principal string `protobuf:"bytes,4,opt,name=principal,proto3" json:"principal,omitempty"`
+	// Pass as LoginRequest.refresh_token to get a new access token without the
+	// credentials (valid 24 hours by default, for the same principal; it stops
+	// working when the principal is deleted or its password or secret changes).
+	RefreshToken  string `protobuf:"bytes,5,opt,name=refresh_token,json=refreshToken,proto3" json:"refresh_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LoginResponse) Reset() {
 	*x = LoginResponse{}
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[21]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1248,7 +1399,7 @@ func (x *LoginResponse) String() string {
 func (*LoginResponse) ProtoMessage() {}
 
 func (x *LoginResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[21]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1261,7 +1412,7 @@ func (x *LoginResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoginResponse.ProtoReflect.Descriptor instead.
 func (*LoginResponse) Descriptor() ([]byte, []int) {
-	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{21}
+	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *LoginResponse) GetAccessToken() string {
@@ -1292,6 +1443,124 @@ func (x *LoginResponse) GetPrincipal() string {
 	return ""
 }
 
+func (x *LoginResponse) GetRefreshToken() string {
+	if x != nil {
+		return x.RefreshToken
+	}
+	return ""
+}
+
+// Request for IdentityService.GetCaller.
+type GetCallerRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetCallerRequest) Reset() {
+	*x = GetCallerRequest{}
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetCallerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetCallerRequest) ProtoMessage() {}
+
+func (x *GetCallerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetCallerRequest.ProtoReflect.Descriptor instead.
+func (*GetCallerRequest) Descriptor() ([]byte, []int) {
+	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{24}
+}
+
+// Caller is who a token belongs to.
+type Caller struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// `users/{user}`, `applications/{application}` or `services/{service}`
+	// (the control plane's own services).
+	Principal string `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	// The groups whose access rules apply (a user's groups).
+	Groups []string `protobuf:"bytes,2,rep,name=groups,proto3" json:"groups,omitempty"`
+	// The access rules that apply to the caller, ordered by name.
+	AccessRules []*AccessRule `protobuf:"bytes,3,rep,name=access_rules,json=accessRules,proto3" json:"access_rules,omitempty"`
+	// When the caller's token expires.
+	ExpireTime    *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Caller) Reset() {
+	*x = Caller{}
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Caller) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Caller) ProtoMessage() {}
+
+func (x *Caller) ProtoReflect() protoreflect.Message {
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Caller.ProtoReflect.Descriptor instead.
+func (*Caller) Descriptor() ([]byte, []int) {
+	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *Caller) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *Caller) GetGroups() []string {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+func (x *Caller) GetAccessRules() []*AccessRule {
+	if x != nil {
+		return x.AccessRules
+	}
+	return nil
+}
+
+func (x *Caller) GetExpireTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpireTime
+	}
+	return nil
+}
+
 // Request for IdentityService.ListAuditEvents.
 type ListAuditEventsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1313,7 +1582,7 @@ type ListAuditEventsRequest struct {
 
 func (x *ListAuditEventsRequest) Reset() {
 	*x = ListAuditEventsRequest{}
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[22]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1325,7 +1594,7 @@ func (x *ListAuditEventsRequest) String() string {
 func (*ListAuditEventsRequest) ProtoMessage() {}
 
 func (x *ListAuditEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[22]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1338,7 +1607,7 @@ func (x *ListAuditEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEventsRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditEventsRequest) Descriptor() ([]byte, []int) {
-	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{22}
+	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListAuditEventsRequest) GetPageSize() int32 {
@@ -1375,7 +1644,7 @@ type ListAuditEventsResponse struct {
 
 func (x *ListAuditEventsResponse) Reset() {
 	*x = ListAuditEventsResponse{}
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[23]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1387,7 +1656,7 @@ func (x *ListAuditEventsResponse) String() string {
 func (*ListAuditEventsResponse) ProtoMessage() {}
 
 func (x *ListAuditEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[23]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1400,7 +1669,7 @@ func (x *ListAuditEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEventsResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditEventsResponse) Descriptor() ([]byte, []int) {
-	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{23}
+	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListAuditEventsResponse) GetAuditEvents() []*AuditEvent {
@@ -1436,6 +1705,9 @@ const file_runway_identity_v1_identity_service_proto_rawDesc = "" +
 	"\x05users\x18\x01 \x03(\v2\x18.runway.identity.v1.UserR\x05users\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\";\n" +
 	"\x11DeleteUserRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04etag\x18\x02 \x01(\tR\x04etag\"B\n" +
+	"\x18ResetUserPasswordRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04etag\x18\x02 \x01(\tR\x04etag\"\x84\x01\n" +
 	"\x18CreateApplicationRequest\x12A\n" +
@@ -1479,24 +1751,37 @@ const file_runway_identity_v1_identity_service_proto_rawDesc = "" +
 	"page_token\x18\x02 \x01(\tR\tpageToken\"k\n" +
 	"\x11ListRolesResponse\x12.\n" +
 	"\x05roles\x18\x01 \x03(\v2\x18.runway.identity.v1.RoleR\x05roles\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xbc\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x9e\x02\n" +
 	"\fLoginRequest\x12E\n" +
 	"\bpassword\x18\x01 \x01(\v2'.runway.identity.v1.PasswordCredentialsH\x00R\bpassword\x12V\n" +
-	"\x12client_credentials\x18\x02 \x01(\v2%.runway.identity.v1.ClientCredentialsH\x00R\x11clientCredentialsB\r\n" +
-	"\vcredentials\"E\n" +
+	"\x12client_credentials\x18\x02 \x01(\v2%.runway.identity.v1.ClientCredentialsH\x00R\x11clientCredentials\x129\n" +
+	"\x04oidc\x18\x03 \x01(\v2#.runway.identity.v1.OidcCredentialsH\x00R\x04oidc\x12%\n" +
+	"\rrefresh_token\x18\x04 \x01(\tH\x00R\frefreshTokenB\r\n" +
+	"\vcredentials\",\n" +
+	"\x0fOidcCredentials\x12\x19\n" +
+	"\bid_token\x18\x01 \x01(\tR\aidToken\"h\n" +
 	"\x13PasswordCredentials\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12\x1a\n" +
-	"\bpassword\x18\x02 \x01(\tR\bpassword\"U\n" +
+	"\bpassword\x18\x02 \x01(\tR\bpassword\x12!\n" +
+	"\fnew_password\x18\x03 \x01(\tR\vnewPassword\"U\n" +
 	"\x11ClientCredentials\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\tR\bclientId\x12#\n" +
-	"\rclient_secret\x18\x02 \x01(\tR\fclientSecret\"\xac\x01\n" +
+	"\rclient_secret\x18\x02 \x01(\tR\fclientSecret\"\xd1\x01\n" +
 	"\rLoginResponse\x12!\n" +
 	"\faccess_token\x18\x01 \x01(\tR\vaccessToken\x12\x1d\n" +
 	"\n" +
 	"token_type\x18\x02 \x01(\tR\ttokenType\x12;\n" +
 	"\vexpire_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"expireTime\x12\x1c\n" +
-	"\tprincipal\x18\x04 \x01(\tR\tprincipal\"l\n" +
+	"\tprincipal\x18\x04 \x01(\tR\tprincipal\x12#\n" +
+	"\rrefresh_token\x18\x05 \x01(\tR\frefreshToken\"\x12\n" +
+	"\x10GetCallerRequest\"\xbe\x01\n" +
+	"\x06Caller\x12\x1c\n" +
+	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12\x16\n" +
+	"\x06groups\x18\x02 \x03(\tR\x06groups\x12A\n" +
+	"\faccess_rules\x18\x03 \x03(\v2\x1e.runway.identity.v1.AccessRuleR\vaccessRules\x12;\n" +
+	"\vexpire_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"expireTime\"l\n" +
 	"\x16ListAuditEventsRequest\x12\x1b\n" +
 	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
@@ -1504,14 +1789,15 @@ const file_runway_identity_v1_identity_service_proto_rawDesc = "" +
 	"\x06filter\x18\x03 \x01(\tR\x06filter\"\x84\x01\n" +
 	"\x17ListAuditEventsResponse\x12A\n" +
 	"\faudit_events\x18\x01 \x03(\v2\x1e.runway.identity.v1.AuditEventR\vauditEvents\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken2\xdb\x0f\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken2\xc9\x11\n" +
 	"\x0fIdentityService\x12f\n" +
 	"\n" +
 	"CreateUser\x12%.runway.identity.v1.CreateUserRequest\x1a\x18.runway.identity.v1.User\"\x17\x82\xd3\xe4\x93\x02\x11:\x04user\"\t/v1/users\x12c\n" +
 	"\aGetUser\x12\".runway.identity.v1.GetUserRequest\x1a\x18.runway.identity.v1.User\"\x1a\x82\xd3\xe4\x93\x02\x14\x12\x12/v1/{name=users/*}\x12k\n" +
 	"\tListUsers\x12$.runway.identity.v1.ListUsersRequest\x1a%.runway.identity.v1.ListUsersResponse\"\x11\x82\xd3\xe4\x93\x02\v\x12\t/v1/users\x12g\n" +
 	"\n" +
-	"DeleteUser\x12%.runway.identity.v1.DeleteUserRequest\x1a\x16.google.protobuf.Empty\"\x1a\x82\xd3\xe4\x93\x02\x14*\x12/v1/{name=users/*}\x12\x89\x01\n" +
+	"DeleteUser\x12%.runway.identity.v1.DeleteUserRequest\x1a\x16.google.protobuf.Empty\"\x1a\x82\xd3\xe4\x93\x02\x14*\x12/v1/{name=users/*}\x12\x88\x01\n" +
+	"\x11ResetUserPassword\x12,.runway.identity.v1.ResetUserPasswordRequest\x1a\x18.runway.identity.v1.User\"+\x82\xd3\xe4\x93\x02%:\x01*\" /v1/{name=users/*}:resetPassword\x12\x89\x01\n" +
 	"\x11CreateApplication\x12,.runway.identity.v1.CreateApplicationRequest\x1a\x1f.runway.identity.v1.Application\"%\x82\xd3\xe4\x93\x02\x1f:\vapplication\"\x10/v1/applications\x12\x7f\n" +
 	"\x0eGetApplication\x12).runway.identity.v1.GetApplicationRequest\x1a\x1f.runway.identity.v1.Application\"!\x82\xd3\xe4\x93\x02\x1b\x12\x19/v1/{name=applications/*}\x12\x87\x01\n" +
 	"\x10ListApplications\x12+.runway.identity.v1.ListApplicationsRequest\x1a,.runway.identity.v1.ListApplicationsResponse\"\x18\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/applications\x12|\n" +
@@ -1522,7 +1808,9 @@ const file_runway_identity_v1_identity_service_proto_rawDesc = "" +
 	"\x0fListAccessRules\x12*.runway.identity.v1.ListAccessRulesRequest\x1a+.runway.identity.v1.ListAccessRulesResponse\"\x17\x82\xd3\xe4\x93\x02\x11\x12\x0f/v1/accessRules\x12y\n" +
 	"\x10DeleteAccessRule\x12+.runway.identity.v1.DeleteAccessRuleRequest\x1a\x16.google.protobuf.Empty\" \x82\xd3\xe4\x93\x02\x1a*\x18/v1/{name=accessRules/*}\x12k\n" +
 	"\tListRoles\x12$.runway.identity.v1.ListRolesRequest\x1a%.runway.identity.v1.ListRolesResponse\"\x11\x82\xd3\xe4\x93\x02\v\x12\t/v1/roles\x12g\n" +
-	"\x05Login\x12 .runway.identity.v1.LoginRequest\x1a!.runway.identity.v1.LoginResponse\"\x19\x82\xd3\xe4\x93\x02\x13:\x01*\"\x0e/v1/auth:login\x12\x83\x01\n" +
+	"\x05Login\x12 .runway.identity.v1.LoginRequest\x1a!.runway.identity.v1.LoginResponse\"\x19\x82\xd3\xe4\x93\x02\x13:\x01*\"\x0e/v1/auth:login\x12a\n" +
+	"\tGetCaller\x12$.runway.identity.v1.GetCallerRequest\x1a\x1a.runway.identity.v1.Caller\"\x12\x82\xd3\xe4\x93\x02\f\x12\n" +
+	"/v1/caller\x12\x83\x01\n" +
 	"\x0fListAuditEvents\x12*.runway.identity.v1.ListAuditEventsRequest\x1a+.runway.identity.v1.ListAuditEventsResponse\"\x17\x82\xd3\xe4\x93\x02\x11\x12\x0f/v1/auditEventsBAZ?github.com/runwayhq/runway/gen/go/runway/identity/v1;identityv1b\x06proto3"
 
 var (
@@ -1537,89 +1825,100 @@ func file_runway_identity_v1_identity_service_proto_rawDescGZIP() []byte {
 	return file_runway_identity_v1_identity_service_proto_rawDescData
 }
 
-var file_runway_identity_v1_identity_service_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_runway_identity_v1_identity_service_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_runway_identity_v1_identity_service_proto_goTypes = []any{
 	(*CreateUserRequest)(nil),                  // 0: runway.identity.v1.CreateUserRequest
 	(*GetUserRequest)(nil),                     // 1: runway.identity.v1.GetUserRequest
 	(*ListUsersRequest)(nil),                   // 2: runway.identity.v1.ListUsersRequest
 	(*ListUsersResponse)(nil),                  // 3: runway.identity.v1.ListUsersResponse
 	(*DeleteUserRequest)(nil),                  // 4: runway.identity.v1.DeleteUserRequest
-	(*CreateApplicationRequest)(nil),           // 5: runway.identity.v1.CreateApplicationRequest
-	(*GetApplicationRequest)(nil),              // 6: runway.identity.v1.GetApplicationRequest
-	(*ListApplicationsRequest)(nil),            // 7: runway.identity.v1.ListApplicationsRequest
-	(*ListApplicationsResponse)(nil),           // 8: runway.identity.v1.ListApplicationsResponse
-	(*DeleteApplicationRequest)(nil),           // 9: runway.identity.v1.DeleteApplicationRequest
-	(*RegenerateApplicationSecretRequest)(nil), // 10: runway.identity.v1.RegenerateApplicationSecretRequest
-	(*CreateAccessRuleRequest)(nil),            // 11: runway.identity.v1.CreateAccessRuleRequest
-	(*GetAccessRuleRequest)(nil),               // 12: runway.identity.v1.GetAccessRuleRequest
-	(*ListAccessRulesRequest)(nil),             // 13: runway.identity.v1.ListAccessRulesRequest
-	(*ListAccessRulesResponse)(nil),            // 14: runway.identity.v1.ListAccessRulesResponse
-	(*DeleteAccessRuleRequest)(nil),            // 15: runway.identity.v1.DeleteAccessRuleRequest
-	(*ListRolesRequest)(nil),                   // 16: runway.identity.v1.ListRolesRequest
-	(*ListRolesResponse)(nil),                  // 17: runway.identity.v1.ListRolesResponse
-	(*LoginRequest)(nil),                       // 18: runway.identity.v1.LoginRequest
-	(*PasswordCredentials)(nil),                // 19: runway.identity.v1.PasswordCredentials
-	(*ClientCredentials)(nil),                  // 20: runway.identity.v1.ClientCredentials
-	(*LoginResponse)(nil),                      // 21: runway.identity.v1.LoginResponse
-	(*ListAuditEventsRequest)(nil),             // 22: runway.identity.v1.ListAuditEventsRequest
-	(*ListAuditEventsResponse)(nil),            // 23: runway.identity.v1.ListAuditEventsResponse
-	(*User)(nil),                               // 24: runway.identity.v1.User
-	(*Application)(nil),                        // 25: runway.identity.v1.Application
-	(*AccessRule)(nil),                         // 26: runway.identity.v1.AccessRule
-	(*Role)(nil),                               // 27: runway.identity.v1.Role
-	(*timestamppb.Timestamp)(nil),              // 28: google.protobuf.Timestamp
-	(*AuditEvent)(nil),                         // 29: runway.identity.v1.AuditEvent
-	(*emptypb.Empty)(nil),                      // 30: google.protobuf.Empty
+	(*ResetUserPasswordRequest)(nil),           // 5: runway.identity.v1.ResetUserPasswordRequest
+	(*CreateApplicationRequest)(nil),           // 6: runway.identity.v1.CreateApplicationRequest
+	(*GetApplicationRequest)(nil),              // 7: runway.identity.v1.GetApplicationRequest
+	(*ListApplicationsRequest)(nil),            // 8: runway.identity.v1.ListApplicationsRequest
+	(*ListApplicationsResponse)(nil),           // 9: runway.identity.v1.ListApplicationsResponse
+	(*DeleteApplicationRequest)(nil),           // 10: runway.identity.v1.DeleteApplicationRequest
+	(*RegenerateApplicationSecretRequest)(nil), // 11: runway.identity.v1.RegenerateApplicationSecretRequest
+	(*CreateAccessRuleRequest)(nil),            // 12: runway.identity.v1.CreateAccessRuleRequest
+	(*GetAccessRuleRequest)(nil),               // 13: runway.identity.v1.GetAccessRuleRequest
+	(*ListAccessRulesRequest)(nil),             // 14: runway.identity.v1.ListAccessRulesRequest
+	(*ListAccessRulesResponse)(nil),            // 15: runway.identity.v1.ListAccessRulesResponse
+	(*DeleteAccessRuleRequest)(nil),            // 16: runway.identity.v1.DeleteAccessRuleRequest
+	(*ListRolesRequest)(nil),                   // 17: runway.identity.v1.ListRolesRequest
+	(*ListRolesResponse)(nil),                  // 18: runway.identity.v1.ListRolesResponse
+	(*LoginRequest)(nil),                       // 19: runway.identity.v1.LoginRequest
+	(*OidcCredentials)(nil),                    // 20: runway.identity.v1.OidcCredentials
+	(*PasswordCredentials)(nil),                // 21: runway.identity.v1.PasswordCredentials
+	(*ClientCredentials)(nil),                  // 22: runway.identity.v1.ClientCredentials
+	(*LoginResponse)(nil),                      // 23: runway.identity.v1.LoginResponse
+	(*GetCallerRequest)(nil),                   // 24: runway.identity.v1.GetCallerRequest
+	(*Caller)(nil),                             // 25: runway.identity.v1.Caller
+	(*ListAuditEventsRequest)(nil),             // 26: runway.identity.v1.ListAuditEventsRequest
+	(*ListAuditEventsResponse)(nil),            // 27: runway.identity.v1.ListAuditEventsResponse
+	(*User)(nil),                               // 28: runway.identity.v1.User
+	(*Application)(nil),                        // 29: runway.identity.v1.Application
+	(*AccessRule)(nil),                         // 30: runway.identity.v1.AccessRule
+	(*Role)(nil),                               // 31: runway.identity.v1.Role
+	(*timestamppb.Timestamp)(nil),              // 32: google.protobuf.Timestamp
+	(*AuditEvent)(nil),                         // 33: runway.identity.v1.AuditEvent
+	(*emptypb.Empty)(nil),                      // 34: google.protobuf.Empty
 }
 var file_runway_identity_v1_identity_service_proto_depIdxs = []int32{
-	24, // 0: runway.identity.v1.CreateUserRequest.user:type_name -> runway.identity.v1.User
-	24, // 1: runway.identity.v1.ListUsersResponse.users:type_name -> runway.identity.v1.User
-	25, // 2: runway.identity.v1.CreateApplicationRequest.application:type_name -> runway.identity.v1.Application
-	25, // 3: runway.identity.v1.ListApplicationsResponse.applications:type_name -> runway.identity.v1.Application
-	26, // 4: runway.identity.v1.CreateAccessRuleRequest.access_rule:type_name -> runway.identity.v1.AccessRule
-	26, // 5: runway.identity.v1.ListAccessRulesResponse.access_rules:type_name -> runway.identity.v1.AccessRule
-	27, // 6: runway.identity.v1.ListRolesResponse.roles:type_name -> runway.identity.v1.Role
-	19, // 7: runway.identity.v1.LoginRequest.password:type_name -> runway.identity.v1.PasswordCredentials
-	20, // 8: runway.identity.v1.LoginRequest.client_credentials:type_name -> runway.identity.v1.ClientCredentials
-	28, // 9: runway.identity.v1.LoginResponse.expire_time:type_name -> google.protobuf.Timestamp
-	29, // 10: runway.identity.v1.ListAuditEventsResponse.audit_events:type_name -> runway.identity.v1.AuditEvent
-	0,  // 11: runway.identity.v1.IdentityService.CreateUser:input_type -> runway.identity.v1.CreateUserRequest
-	1,  // 12: runway.identity.v1.IdentityService.GetUser:input_type -> runway.identity.v1.GetUserRequest
-	2,  // 13: runway.identity.v1.IdentityService.ListUsers:input_type -> runway.identity.v1.ListUsersRequest
-	4,  // 14: runway.identity.v1.IdentityService.DeleteUser:input_type -> runway.identity.v1.DeleteUserRequest
-	5,  // 15: runway.identity.v1.IdentityService.CreateApplication:input_type -> runway.identity.v1.CreateApplicationRequest
-	6,  // 16: runway.identity.v1.IdentityService.GetApplication:input_type -> runway.identity.v1.GetApplicationRequest
-	7,  // 17: runway.identity.v1.IdentityService.ListApplications:input_type -> runway.identity.v1.ListApplicationsRequest
-	9,  // 18: runway.identity.v1.IdentityService.DeleteApplication:input_type -> runway.identity.v1.DeleteApplicationRequest
-	10, // 19: runway.identity.v1.IdentityService.RegenerateApplicationSecret:input_type -> runway.identity.v1.RegenerateApplicationSecretRequest
-	11, // 20: runway.identity.v1.IdentityService.CreateAccessRule:input_type -> runway.identity.v1.CreateAccessRuleRequest
-	12, // 21: runway.identity.v1.IdentityService.GetAccessRule:input_type -> runway.identity.v1.GetAccessRuleRequest
-	13, // 22: runway.identity.v1.IdentityService.ListAccessRules:input_type -> runway.identity.v1.ListAccessRulesRequest
-	15, // 23: runway.identity.v1.IdentityService.DeleteAccessRule:input_type -> runway.identity.v1.DeleteAccessRuleRequest
-	16, // 24: runway.identity.v1.IdentityService.ListRoles:input_type -> runway.identity.v1.ListRolesRequest
-	18, // 25: runway.identity.v1.IdentityService.Login:input_type -> runway.identity.v1.LoginRequest
-	22, // 26: runway.identity.v1.IdentityService.ListAuditEvents:input_type -> runway.identity.v1.ListAuditEventsRequest
-	24, // 27: runway.identity.v1.IdentityService.CreateUser:output_type -> runway.identity.v1.User
-	24, // 28: runway.identity.v1.IdentityService.GetUser:output_type -> runway.identity.v1.User
-	3,  // 29: runway.identity.v1.IdentityService.ListUsers:output_type -> runway.identity.v1.ListUsersResponse
-	30, // 30: runway.identity.v1.IdentityService.DeleteUser:output_type -> google.protobuf.Empty
-	25, // 31: runway.identity.v1.IdentityService.CreateApplication:output_type -> runway.identity.v1.Application
-	25, // 32: runway.identity.v1.IdentityService.GetApplication:output_type -> runway.identity.v1.Application
-	8,  // 33: runway.identity.v1.IdentityService.ListApplications:output_type -> runway.identity.v1.ListApplicationsResponse
-	30, // 34: runway.identity.v1.IdentityService.DeleteApplication:output_type -> google.protobuf.Empty
-	25, // 35: runway.identity.v1.IdentityService.RegenerateApplicationSecret:output_type -> runway.identity.v1.Application
-	26, // 36: runway.identity.v1.IdentityService.CreateAccessRule:output_type -> runway.identity.v1.AccessRule
-	26, // 37: runway.identity.v1.IdentityService.GetAccessRule:output_type -> runway.identity.v1.AccessRule
-	14, // 38: runway.identity.v1.IdentityService.ListAccessRules:output_type -> runway.identity.v1.ListAccessRulesResponse
-	30, // 39: runway.identity.v1.IdentityService.DeleteAccessRule:output_type -> google.protobuf.Empty
-	17, // 40: runway.identity.v1.IdentityService.ListRoles:output_type -> runway.identity.v1.ListRolesResponse
-	21, // 41: runway.identity.v1.IdentityService.Login:output_type -> runway.identity.v1.LoginResponse
-	23, // 42: runway.identity.v1.IdentityService.ListAuditEvents:output_type -> runway.identity.v1.ListAuditEventsResponse
-	27, // [27:43] is the sub-list for method output_type
-	11, // [11:27] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	28, // 0: runway.identity.v1.CreateUserRequest.user:type_name -> runway.identity.v1.User
+	28, // 1: runway.identity.v1.ListUsersResponse.users:type_name -> runway.identity.v1.User
+	29, // 2: runway.identity.v1.CreateApplicationRequest.application:type_name -> runway.identity.v1.Application
+	29, // 3: runway.identity.v1.ListApplicationsResponse.applications:type_name -> runway.identity.v1.Application
+	30, // 4: runway.identity.v1.CreateAccessRuleRequest.access_rule:type_name -> runway.identity.v1.AccessRule
+	30, // 5: runway.identity.v1.ListAccessRulesResponse.access_rules:type_name -> runway.identity.v1.AccessRule
+	31, // 6: runway.identity.v1.ListRolesResponse.roles:type_name -> runway.identity.v1.Role
+	21, // 7: runway.identity.v1.LoginRequest.password:type_name -> runway.identity.v1.PasswordCredentials
+	22, // 8: runway.identity.v1.LoginRequest.client_credentials:type_name -> runway.identity.v1.ClientCredentials
+	20, // 9: runway.identity.v1.LoginRequest.oidc:type_name -> runway.identity.v1.OidcCredentials
+	32, // 10: runway.identity.v1.LoginResponse.expire_time:type_name -> google.protobuf.Timestamp
+	30, // 11: runway.identity.v1.Caller.access_rules:type_name -> runway.identity.v1.AccessRule
+	32, // 12: runway.identity.v1.Caller.expire_time:type_name -> google.protobuf.Timestamp
+	33, // 13: runway.identity.v1.ListAuditEventsResponse.audit_events:type_name -> runway.identity.v1.AuditEvent
+	0,  // 14: runway.identity.v1.IdentityService.CreateUser:input_type -> runway.identity.v1.CreateUserRequest
+	1,  // 15: runway.identity.v1.IdentityService.GetUser:input_type -> runway.identity.v1.GetUserRequest
+	2,  // 16: runway.identity.v1.IdentityService.ListUsers:input_type -> runway.identity.v1.ListUsersRequest
+	4,  // 17: runway.identity.v1.IdentityService.DeleteUser:input_type -> runway.identity.v1.DeleteUserRequest
+	5,  // 18: runway.identity.v1.IdentityService.ResetUserPassword:input_type -> runway.identity.v1.ResetUserPasswordRequest
+	6,  // 19: runway.identity.v1.IdentityService.CreateApplication:input_type -> runway.identity.v1.CreateApplicationRequest
+	7,  // 20: runway.identity.v1.IdentityService.GetApplication:input_type -> runway.identity.v1.GetApplicationRequest
+	8,  // 21: runway.identity.v1.IdentityService.ListApplications:input_type -> runway.identity.v1.ListApplicationsRequest
+	10, // 22: runway.identity.v1.IdentityService.DeleteApplication:input_type -> runway.identity.v1.DeleteApplicationRequest
+	11, // 23: runway.identity.v1.IdentityService.RegenerateApplicationSecret:input_type -> runway.identity.v1.RegenerateApplicationSecretRequest
+	12, // 24: runway.identity.v1.IdentityService.CreateAccessRule:input_type -> runway.identity.v1.CreateAccessRuleRequest
+	13, // 25: runway.identity.v1.IdentityService.GetAccessRule:input_type -> runway.identity.v1.GetAccessRuleRequest
+	14, // 26: runway.identity.v1.IdentityService.ListAccessRules:input_type -> runway.identity.v1.ListAccessRulesRequest
+	16, // 27: runway.identity.v1.IdentityService.DeleteAccessRule:input_type -> runway.identity.v1.DeleteAccessRuleRequest
+	17, // 28: runway.identity.v1.IdentityService.ListRoles:input_type -> runway.identity.v1.ListRolesRequest
+	19, // 29: runway.identity.v1.IdentityService.Login:input_type -> runway.identity.v1.LoginRequest
+	24, // 30: runway.identity.v1.IdentityService.GetCaller:input_type -> runway.identity.v1.GetCallerRequest
+	26, // 31: runway.identity.v1.IdentityService.ListAuditEvents:input_type -> runway.identity.v1.ListAuditEventsRequest
+	28, // 32: runway.identity.v1.IdentityService.CreateUser:output_type -> runway.identity.v1.User
+	28, // 33: runway.identity.v1.IdentityService.GetUser:output_type -> runway.identity.v1.User
+	3,  // 34: runway.identity.v1.IdentityService.ListUsers:output_type -> runway.identity.v1.ListUsersResponse
+	34, // 35: runway.identity.v1.IdentityService.DeleteUser:output_type -> google.protobuf.Empty
+	28, // 36: runway.identity.v1.IdentityService.ResetUserPassword:output_type -> runway.identity.v1.User
+	29, // 37: runway.identity.v1.IdentityService.CreateApplication:output_type -> runway.identity.v1.Application
+	29, // 38: runway.identity.v1.IdentityService.GetApplication:output_type -> runway.identity.v1.Application
+	9,  // 39: runway.identity.v1.IdentityService.ListApplications:output_type -> runway.identity.v1.ListApplicationsResponse
+	34, // 40: runway.identity.v1.IdentityService.DeleteApplication:output_type -> google.protobuf.Empty
+	29, // 41: runway.identity.v1.IdentityService.RegenerateApplicationSecret:output_type -> runway.identity.v1.Application
+	30, // 42: runway.identity.v1.IdentityService.CreateAccessRule:output_type -> runway.identity.v1.AccessRule
+	30, // 43: runway.identity.v1.IdentityService.GetAccessRule:output_type -> runway.identity.v1.AccessRule
+	15, // 44: runway.identity.v1.IdentityService.ListAccessRules:output_type -> runway.identity.v1.ListAccessRulesResponse
+	34, // 45: runway.identity.v1.IdentityService.DeleteAccessRule:output_type -> google.protobuf.Empty
+	18, // 46: runway.identity.v1.IdentityService.ListRoles:output_type -> runway.identity.v1.ListRolesResponse
+	23, // 47: runway.identity.v1.IdentityService.Login:output_type -> runway.identity.v1.LoginResponse
+	25, // 48: runway.identity.v1.IdentityService.GetCaller:output_type -> runway.identity.v1.Caller
+	27, // 49: runway.identity.v1.IdentityService.ListAuditEvents:output_type -> runway.identity.v1.ListAuditEventsResponse
+	32, // [32:50] is the sub-list for method output_type
+	14, // [14:32] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_runway_identity_v1_identity_service_proto_init() }
@@ -1632,9 +1931,11 @@ func file_runway_identity_v1_identity_service_proto_init() {
 	file_runway_identity_v1_audit_event_proto_init()
 	file_runway_identity_v1_role_proto_init()
 	file_runway_identity_v1_user_proto_init()
-	file_runway_identity_v1_identity_service_proto_msgTypes[18].OneofWrappers = []any{
+	file_runway_identity_v1_identity_service_proto_msgTypes[19].OneofWrappers = []any{
 		(*LoginRequest_Password)(nil),
 		(*LoginRequest_ClientCredentials)(nil),
+		(*LoginRequest_Oidc)(nil),
+		(*LoginRequest_RefreshToken)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1642,7 +1943,7 @@ func file_runway_identity_v1_identity_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_runway_identity_v1_identity_service_proto_rawDesc), len(file_runway_identity_v1_identity_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   24,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

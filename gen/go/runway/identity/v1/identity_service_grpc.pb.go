@@ -24,6 +24,7 @@ const (
 	IdentityService_GetUser_FullMethodName                     = "/runway.identity.v1.IdentityService/GetUser"
 	IdentityService_ListUsers_FullMethodName                   = "/runway.identity.v1.IdentityService/ListUsers"
 	IdentityService_DeleteUser_FullMethodName                  = "/runway.identity.v1.IdentityService/DeleteUser"
+	IdentityService_ResetUserPassword_FullMethodName           = "/runway.identity.v1.IdentityService/ResetUserPassword"
 	IdentityService_CreateApplication_FullMethodName           = "/runway.identity.v1.IdentityService/CreateApplication"
 	IdentityService_GetApplication_FullMethodName              = "/runway.identity.v1.IdentityService/GetApplication"
 	IdentityService_ListApplications_FullMethodName            = "/runway.identity.v1.IdentityService/ListApplications"
@@ -35,6 +36,7 @@ const (
 	IdentityService_DeleteAccessRule_FullMethodName            = "/runway.identity.v1.IdentityService/DeleteAccessRule"
 	IdentityService_ListRoles_FullMethodName                   = "/runway.identity.v1.IdentityService/ListRoles"
 	IdentityService_Login_FullMethodName                       = "/runway.identity.v1.IdentityService/Login"
+	IdentityService_GetCaller_FullMethodName                   = "/runway.identity.v1.IdentityService/GetCaller"
 	IdentityService_ListAuditEvents_FullMethodName             = "/runway.identity.v1.IdentityService/ListAuditEvents"
 )
 
@@ -49,7 +51,8 @@ const (
 // Every other RPC of every service takes a bearer token from Login in the
 // `authorization` metadata (`Authorization: Bearer ...` over REST).
 type IdentityServiceClient interface {
-	// Creates a user with a password.
+	// Creates a local user with a temporary password (the one given, or a
+	// generated one returned once in temporary_password).
 	CreateUser(ctx context.Context, in *CreateUserRequest, opts ...grpc.CallOption) (*User, error)
 	// Gets a user.
 	GetUser(ctx context.Context, in *GetUserRequest, opts ...grpc.CallOption) (*User, error)
@@ -58,8 +61,11 @@ type IdentityServiceClient interface {
 	// Deletes a user, the access rules whose subject it is, and its tokens
 	// (they stop working at once).
 	DeleteUser(ctx context.Context, in *DeleteUserRequest, opts ...grpc.CallOption) (*emptypb.Empty, error)
-	// Creates an application. The response carries its client secret, the only
-	// time it is shown.
+	// Replaces a local user's password with a generated temporary one,
+	// returned once in temporary_password; the user's tokens stop working.
+	ResetUserPassword(ctx context.Context, in *ResetUserPasswordRequest, opts ...grpc.CallOption) (*User, error)
+	// Creates an application owned by the caller (at most 20 per user). The
+	// response carries its client secret, the only time it is shown.
 	CreateApplication(ctx context.Context, in *CreateApplicationRequest, opts ...grpc.CallOption) (*Application, error)
 	// Gets an application (without its secret).
 	GetApplication(ctx context.Context, in *GetApplicationRequest, opts ...grpc.CallOption) (*Application, error)
@@ -85,10 +91,14 @@ type IdentityServiceClient interface {
 	DeleteAccessRule(ctx context.Context, in *DeleteAccessRuleRequest, opts ...grpc.CallOption) (*emptypb.Empty, error)
 	// Lists the built-in roles, ordered by name.
 	ListRoles(ctx context.Context, in *ListRolesRequest, opts ...grpc.CallOption) (*ListRolesResponse, error)
-	// Exchanges credentials (a user's password, or an application's client
-	// credentials) for a bearer token. Needs no token itself. Wrong
-	// credentials of any kind fail with CREDENTIALS_INVALID.
+	// Exchanges credentials (a user's password, an application's client
+	// credentials, an OpenID Connect ID token, or a refresh token) for a
+	// short-lived bearer token. Needs no token itself. Wrong credentials of any
+	// kind fail with CREDENTIALS_INVALID; repeated failures for one user or
+	// client id are throttled with TOO_MANY_SIGN_IN_ATTEMPTS.
 	Login(ctx context.Context, in *LoginRequest, opts ...grpc.CallOption) (*LoginResponse, error)
+	// Returns who the caller is and the access rules that apply to it.
+	GetCaller(ctx context.Context, in *GetCallerRequest, opts ...grpc.CallOption) (*Caller, error)
 	// Lists audit events, newest first.
 	ListAuditEvents(ctx context.Context, in *ListAuditEventsRequest, opts ...grpc.CallOption) (*ListAuditEventsResponse, error)
 }
@@ -135,6 +145,16 @@ func (c *identityServiceClient) DeleteUser(ctx context.Context, in *DeleteUserRe
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(emptypb.Empty)
 	err := c.cc.Invoke(ctx, IdentityService_DeleteUser_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *identityServiceClient) ResetUserPassword(ctx context.Context, in *ResetUserPasswordRequest, opts ...grpc.CallOption) (*User, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(User)
+	err := c.cc.Invoke(ctx, IdentityService_ResetUserPassword_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -251,6 +271,16 @@ func (c *identityServiceClient) Login(ctx context.Context, in *LoginRequest, opt
 	return out, nil
 }
 
+func (c *identityServiceClient) GetCaller(ctx context.Context, in *GetCallerRequest, opts ...grpc.CallOption) (*Caller, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Caller)
+	err := c.cc.Invoke(ctx, IdentityService_GetCaller_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *identityServiceClient) ListAuditEvents(ctx context.Context, in *ListAuditEventsRequest, opts ...grpc.CallOption) (*ListAuditEventsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListAuditEventsResponse)
@@ -272,7 +302,8 @@ func (c *identityServiceClient) ListAuditEvents(ctx context.Context, in *ListAud
 // Every other RPC of every service takes a bearer token from Login in the
 // `authorization` metadata (`Authorization: Bearer ...` over REST).
 type IdentityServiceServer interface {
-	// Creates a user with a password.
+	// Creates a local user with a temporary password (the one given, or a
+	// generated one returned once in temporary_password).
 	CreateUser(context.Context, *CreateUserRequest) (*User, error)
 	// Gets a user.
 	GetUser(context.Context, *GetUserRequest) (*User, error)
@@ -281,8 +312,11 @@ type IdentityServiceServer interface {
 	// Deletes a user, the access rules whose subject it is, and its tokens
 	// (they stop working at once).
 	DeleteUser(context.Context, *DeleteUserRequest) (*emptypb.Empty, error)
-	// Creates an application. The response carries its client secret, the only
-	// time it is shown.
+	// Replaces a local user's password with a generated temporary one,
+	// returned once in temporary_password; the user's tokens stop working.
+	ResetUserPassword(context.Context, *ResetUserPasswordRequest) (*User, error)
+	// Creates an application owned by the caller (at most 20 per user). The
+	// response carries its client secret, the only time it is shown.
 	CreateApplication(context.Context, *CreateApplicationRequest) (*Application, error)
 	// Gets an application (without its secret).
 	GetApplication(context.Context, *GetApplicationRequest) (*Application, error)
@@ -308,10 +342,14 @@ type IdentityServiceServer interface {
 	DeleteAccessRule(context.Context, *DeleteAccessRuleRequest) (*emptypb.Empty, error)
 	// Lists the built-in roles, ordered by name.
 	ListRoles(context.Context, *ListRolesRequest) (*ListRolesResponse, error)
-	// Exchanges credentials (a user's password, or an application's client
-	// credentials) for a bearer token. Needs no token itself. Wrong
-	// credentials of any kind fail with CREDENTIALS_INVALID.
+	// Exchanges credentials (a user's password, an application's client
+	// credentials, an OpenID Connect ID token, or a refresh token) for a
+	// short-lived bearer token. Needs no token itself. Wrong credentials of any
+	// kind fail with CREDENTIALS_INVALID; repeated failures for one user or
+	// client id are throttled with TOO_MANY_SIGN_IN_ATTEMPTS.
 	Login(context.Context, *LoginRequest) (*LoginResponse, error)
+	// Returns who the caller is and the access rules that apply to it.
+	GetCaller(context.Context, *GetCallerRequest) (*Caller, error)
 	// Lists audit events, newest first.
 	ListAuditEvents(context.Context, *ListAuditEventsRequest) (*ListAuditEventsResponse, error)
 	mustEmbedUnimplementedIdentityServiceServer()
@@ -335,6 +373,9 @@ func (UnimplementedIdentityServiceServer) ListUsers(context.Context, *ListUsersR
 }
 func (UnimplementedIdentityServiceServer) DeleteUser(context.Context, *DeleteUserRequest) (*emptypb.Empty, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteUser not implemented")
+}
+func (UnimplementedIdentityServiceServer) ResetUserPassword(context.Context, *ResetUserPasswordRequest) (*User, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResetUserPassword not implemented")
 }
 func (UnimplementedIdentityServiceServer) CreateApplication(context.Context, *CreateApplicationRequest) (*Application, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateApplication not implemented")
@@ -368,6 +409,9 @@ func (UnimplementedIdentityServiceServer) ListRoles(context.Context, *ListRolesR
 }
 func (UnimplementedIdentityServiceServer) Login(context.Context, *LoginRequest) (*LoginResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Login not implemented")
+}
+func (UnimplementedIdentityServiceServer) GetCaller(context.Context, *GetCallerRequest) (*Caller, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetCaller not implemented")
 }
 func (UnimplementedIdentityServiceServer) ListAuditEvents(context.Context, *ListAuditEventsRequest) (*ListAuditEventsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListAuditEvents not implemented")
@@ -461,6 +505,24 @@ func _IdentityService_DeleteUser_Handler(srv interface{}, ctx context.Context, d
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(IdentityServiceServer).DeleteUser(ctx, req.(*DeleteUserRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _IdentityService_ResetUserPassword_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResetUserPasswordRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(IdentityServiceServer).ResetUserPassword(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: IdentityService_ResetUserPassword_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(IdentityServiceServer).ResetUserPassword(ctx, req.(*ResetUserPasswordRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -663,6 +725,24 @@ func _IdentityService_Login_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _IdentityService_GetCaller_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetCallerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(IdentityServiceServer).GetCaller(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: IdentityService_GetCaller_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(IdentityServiceServer).GetCaller(ctx, req.(*GetCallerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _IdentityService_ListAuditEvents_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListAuditEventsRequest)
 	if err := dec(in); err != nil {
@@ -703,6 +783,10 @@ var IdentityService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteUser",
 			Handler:    _IdentityService_DeleteUser_Handler,
+		},
+		{
+			MethodName: "ResetUserPassword",
+			Handler:    _IdentityService_ResetUserPassword_Handler,
 		},
 		{
 			MethodName: "CreateApplication",
@@ -747,6 +831,10 @@ var IdentityService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Login",
 			Handler:    _IdentityService_Login_Handler,
+		},
+		{
+			MethodName: "GetCaller",
+			Handler:    _IdentityService_GetCaller_Handler,
 		},
 		{
 			MethodName: "ListAuditEvents",

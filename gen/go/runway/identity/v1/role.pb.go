@@ -22,9 +22,10 @@ const (
 )
 
 // A Role is a named set of permissions. Roles are built in and read-only
-// (`admin`, `department-admin`, `ml-engineer`, `researcher`, `viewer`, and
-// `node-agent` for node agents' applications), so they have no uid, times or
-// etag.
+// (`system-admin`, `department-admin`, `editor`, `research-manager`,
+// `l1-researcher`, `l2-researcher`, `ml-engineer`, `viewer`), so they have no
+// uid, times or etag. Together they are one table of entity × action; see
+// pkg/auth.
 //
 // Resource name: `roles/{role}`, for example `roles/researcher`. Resource
 // type: `runway.dev/Role`.
@@ -36,15 +37,21 @@ type Role struct {
 	DisplayName string `protobuf:"bytes,2,opt,name=display_name,json=displayName,proto3" json:"display_name,omitempty"`
 	// What the role is for, for people.
 	Description string `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
-	// The permissions it grants, as `<collection>.<verb>` (for example
-	// `workloads.create`, `projects.update`, `nodes.drain`), sorted. The list
-	// of permissions a method checks is in each service's documentation.
+	// The permissions it grants on everything in the scope, as
+	// `<entity>.<action>` with actions view, create, edit and delete (for
+	// example `workloads.create`, `projects.edit`), sorted.
 	Permissions []string `protobuf:"bytes,4,rep,name=permissions,proto3" json:"permissions,omitempty"`
 	// The scope kinds the role may be granted on (for example `admin` only on
 	// the account).
 	AllowedScopes []ScopeKind `protobuf:"varint,5,rep,packed,name=allowed_scopes,json=allowedScopes,proto3,enum=runway.identity.v1.ScopeKind" json:"allowed_scopes,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Permissions that apply only to resources the caller created (for
+	// example the L1 researcher's `workloads.delete`), sorted.
+	OwnPermissions []string `protobuf:"bytes,6,rep,name=own_permissions,json=ownPermissions,proto3" json:"own_permissions,omitempty"`
+	// Permissions that apply only to inference workloads (the ML engineer's),
+	// sorted.
+	InferencePermissions []string `protobuf:"bytes,7,rep,name=inference_permissions,json=inferencePermissions,proto3" json:"inference_permissions,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *Role) Reset() {
@@ -112,17 +119,33 @@ func (x *Role) GetAllowedScopes() []ScopeKind {
 	return nil
 }
 
+func (x *Role) GetOwnPermissions() []string {
+	if x != nil {
+		return x.OwnPermissions
+	}
+	return nil
+}
+
+func (x *Role) GetInferencePermissions() []string {
+	if x != nil {
+		return x.InferencePermissions
+	}
+	return nil
+}
+
 var File_runway_identity_v1_role_proto protoreflect.FileDescriptor
 
 const file_runway_identity_v1_role_proto_rawDesc = "" +
 	"\n" +
-	"\x1drunway/identity/v1/role.proto\x12\x12runway.identity.v1\x1a$runway/identity/v1/access_rule.proto\"\xc7\x01\n" +
+	"\x1drunway/identity/v1/role.proto\x12\x12runway.identity.v1\x1a$runway/identity/v1/access_rule.proto\"\xa5\x02\n" +
 	"\x04Role\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12!\n" +
 	"\fdisplay_name\x18\x02 \x01(\tR\vdisplayName\x12 \n" +
 	"\vdescription\x18\x03 \x01(\tR\vdescription\x12 \n" +
 	"\vpermissions\x18\x04 \x03(\tR\vpermissions\x12D\n" +
-	"\x0eallowed_scopes\x18\x05 \x03(\x0e2\x1d.runway.identity.v1.ScopeKindR\rallowedScopesBAZ?github.com/runwayhq/runway/gen/go/runway/identity/v1;identityv1b\x06proto3"
+	"\x0eallowed_scopes\x18\x05 \x03(\x0e2\x1d.runway.identity.v1.ScopeKindR\rallowedScopes\x12'\n" +
+	"\x0fown_permissions\x18\x06 \x03(\tR\x0eownPermissions\x123\n" +
+	"\x15inference_permissions\x18\a \x03(\tR\x14inferencePermissionsBAZ?github.com/runwayhq/runway/gen/go/runway/identity/v1;identityv1b\x06proto3"
 
 var (
 	file_runway_identity_v1_role_proto_rawDescOnce sync.Once

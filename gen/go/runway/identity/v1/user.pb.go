@@ -22,8 +22,10 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// A User is a person who signs in with a password. What a user may do comes
-// only from access rules whose subject is the user or one of its groups.
+// A User is a person who signs in with a password (a local user) or through
+// the configured OpenID Connect provider (an SSO user, created at its first
+// sign-in). What a user may do comes only from access rules whose subject is
+// the user or one of its groups.
 //
 // Resource name: `users/{user}`, for example `users/alice`. Resource type:
 // `runway.dev/User`.
@@ -42,8 +44,11 @@ type User struct {
 	// Optional. Groups the user is in, as plain names (for example `ml-team`);
 	// access rules with a GROUP subject match them.
 	Groups []string `protobuf:"bytes,5,rep,name=groups,proto3" json:"groups,omitempty"`
-	// Input only. The password, at least 12 characters; required on create.
-	// Stored only as a salted hash and never returned.
+	// Input only. The password, at least 12 characters. Optional on create:
+	// when empty the server generates one and returns it once in
+	// temporary_password. Either way it is temporary: Login refuses it with
+	// PASSWORD_CHANGE_REQUIRED until a new_password is sent with it. Stored
+	// only as a bcrypt hash and never returned.
 	Password string `protobuf:"bytes,6,opt,name=password,proto3" json:"password,omitempty"`
 	// Output only. When the user last signed in; unset if never.
 	LastLoginTime *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=last_login_time,json=lastLoginTime,proto3" json:"last_login_time,omitempty"`
@@ -53,9 +58,19 @@ type User struct {
 	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
 	// A checksum of the stored resource, computed by the server. Send it in
 	// DeleteUserRequest to delete only the version that was read.
-	Etag          string `protobuf:"bytes,10,opt,name=etag,proto3" json:"etag,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Etag string `protobuf:"bytes,10,opt,name=etag,proto3" json:"etag,omitempty"`
+	// Output only. A password the server generated, returned only in the
+	// response of CreateUser (when no password was given) and of
+	// ResetUserPassword, and never again.
+	TemporaryPassword string `protobuf:"bytes,11,opt,name=temporary_password,json=temporaryPassword,proto3" json:"temporary_password,omitempty"`
+	// Output only. True while the user's password is temporary and must be
+	// changed at the next sign-in.
+	PasswordChangeRequired bool `protobuf:"varint,12,opt,name=password_change_required,json=passwordChangeRequired,proto3" json:"password_change_required,omitempty"`
+	// Output only. The OpenID Connect issuer of an SSO user; empty for a
+	// local user. An SSO user's groups are those of its last ID token.
+	IdentityProvider string `protobuf:"bytes,13,opt,name=identity_provider,json=identityProvider,proto3" json:"identity_provider,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *User) Reset() {
@@ -158,11 +173,32 @@ func (x *User) GetEtag() string {
 	return ""
 }
 
+func (x *User) GetTemporaryPassword() string {
+	if x != nil {
+		return x.TemporaryPassword
+	}
+	return ""
+}
+
+func (x *User) GetPasswordChangeRequired() bool {
+	if x != nil {
+		return x.PasswordChangeRequired
+	}
+	return false
+}
+
+func (x *User) GetIdentityProvider() string {
+	if x != nil {
+		return x.IdentityProvider
+	}
+	return ""
+}
+
 var File_runway_identity_v1_user_proto protoreflect.FileDescriptor
 
 const file_runway_identity_v1_user_proto_rawDesc = "" +
 	"\n" +
-	"\x1drunway/identity/v1/user.proto\x12\x12runway.identity.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xeb\x02\n" +
+	"\x1drunway/identity/v1/user.proto\x12\x12runway.identity.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x81\x04\n" +
 	"\x04User\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03uid\x18\x02 \x01(\tR\x03uid\x12\x14\n" +
@@ -176,7 +212,10 @@ const file_runway_identity_v1_user_proto_rawDesc = "" +
 	"\vupdate_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12\x12\n" +
 	"\x04etag\x18\n" +
-	" \x01(\tR\x04etagBAZ?github.com/runwayhq/runway/gen/go/runway/identity/v1;identityv1b\x06proto3"
+	" \x01(\tR\x04etag\x12-\n" +
+	"\x12temporary_password\x18\v \x01(\tR\x11temporaryPassword\x128\n" +
+	"\x18password_change_required\x18\f \x01(\bR\x16passwordChangeRequired\x12+\n" +
+	"\x11identity_provider\x18\r \x01(\tR\x10identityProviderBAZ?github.com/runwayhq/runway/gen/go/runway/identity/v1;identityv1b\x06proto3"
 
 var (
 	file_runway_identity_v1_user_proto_rawDescOnce sync.Once

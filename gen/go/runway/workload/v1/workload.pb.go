@@ -504,7 +504,11 @@ type Workload struct {
 	// Output only. The scheduling rules (of its project, or else its
 	// department) in force when it was submitted; rules set later do not
 	// change it.
-	Limits        *WorkloadLimits `protobuf:"bytes,10,opt,name=limits,proto3" json:"limits,omitempty"`
+	Limits *WorkloadLimits `protobuf:"bytes,10,opt,name=limits,proto3" json:"limits,omitempty"`
+	// Output only. Who submitted the workload, `users/{user}` or
+	// `applications/{application}`; roles that may change only their own
+	// workloads (the L1 researcher) compare it with the caller.
+	Creator       string `protobuf:"bytes,11,opt,name=creator,proto3" json:"creator,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -607,6 +611,13 @@ func (x *Workload) GetLimits() *WorkloadLimits {
 		return x.Limits
 	}
 	return nil
+}
+
+func (x *Workload) GetCreator() string {
+	if x != nil {
+		return x.Creator
+	}
+	return ""
 }
 
 // WorkloadLimits are the scheduling rules a workload was submitted under.
@@ -1573,7 +1584,7 @@ var File_runway_workload_v1_workload_proto protoreflect.FileDescriptor
 
 const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\n" +
-	"!runway/workload/v1/workload.proto\x12\x12runway.workload.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a runway/common/v1/resources.proto\"\xbc\x03\n" +
+	"!runway/workload/v1/workload.proto\x12\x12runway.workload.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a runway/common/v1/resources.proto\"\xd6\x03\n" +
 	"\bWorkload\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03uid\x18\x02 \x01(\tR\x03uid\x12\x18\n" +
@@ -1587,7 +1598,8 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"updateTime\x12\x12\n" +
 	"\x04etag\x18\t \x01(\tR\x04etag\x12:\n" +
 	"\x06limits\x18\n" +
-	" \x01(\v2\".runway.workload.v1.WorkloadLimitsR\x06limits\"\xee\x01\n" +
+	" \x01(\v2\".runway.workload.v1.WorkloadLimitsR\x06limits\x12\x18\n" +
+	"\acreator\x18\v \x01(\tR\acreator\"\xee\x01\n" +
 	"\x0eWorkloadLimits\x128\n" +
 	"\n" +
 	"time_limit\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\ttimeLimit\x12?\n" +

@@ -1,0 +1,156 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/runwayhq/runway/pkg/sdk"
+)
+
+// session runs the CLI as one person: its own config file (where `runway
+// login` keeps the token) and no RUNWAY_TOKEN unless given.
+type session struct {
+	d      *devServer
+	config string
+	token  string
+}
+
+func (d *devServer) session(t *testing.T, token string) *session {
+	return &session{d: d, config: t.TempDir() + "/config.json", token: token}
+}
+
+func (s *session) run(t *testing.T, stdin string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	env := []string{sdk.EnvServer + "=" + s.d.addr, sdk.EnvConfig + "=" + s.config}
+	if s.token != "" {
+		env = append(env, sdk.EnvToken+"="+s.token)
+	}
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, sdk.EnvToken+"=") {
+			env = append(env, e)
+		}
+	}
+	cmd.Env = env
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	r := result{stdout: out.String(), stderr: errOut.String()}
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &exit):
+		r.code = exit.ExitCode()
+	default:
+		t.Fatalf("run %v: %v", args, err)
+	}
+	return r
+}
+
+func (s *session) ok(t *testing.T, stdin string, args ...string) string {
+	t.Helper()
+	r := s.run(t, stdin, args...)
+	if r.code != 0 {
+		t.Fatalf("runway %s: exit %d\n%s%s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
+	}
+	return r.stdout
+}
+
+// The identity commands end to end: the administrator (the dev token)
+// creates a user and grants it L1 researcher on team-a; the user signs in
+// with its temporary password (setting a new one), sees only team-a's
+// workloads, is refused team-b's; an application signs in with its client
+// credentials; the audit log shows the refusal.
+func TestCLI_IdentityAndAccess(t *testing.T) {
+	d := startDev(t)
+	admin := d.session(t, d.token)
+	admin.ok(t, "", "project", "create", "team-a", "--gpu", "1")
+	admin.ok(t, "", "project", "create", "team-b", "--gpu", "1")
+	for _, p := range []string{"team-a", "team-b"} {
+		admin.ok(t, "", "training", "submit", "w-"+p, "-p", p, "-i", "img", "--", "sleep", "600")
+	}
+
+	out := admin.ok(t, "", "user", "create", "alice", "--email", "Alice@Example.com", "--group", "ml-team")
+	m := regexp.MustCompile(`temporary password \(shown once, to change at the first sign-in\): (\S+)\n$`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("user create printed %q", out)
+	}
+	temp := m[1]
+	out = admin.ok(t, "", "access-rule", "create", "--subject", "user:alice@example.com", "--role", "l1-researcher",
+		"--scope", "project:team-a")
+	if !strings.Contains(out, "user:alice is l1-researcher in project:team-a") {
+		t.Errorf("access-rule create printed %q", out)
+	}
+	if out := admin.ok(t, "", "role", "list"); !regexp.MustCompile(`l1-researcher +account,department,project +workloads +yes +yes +own +own`).MatchString(out) {
+		t.Errorf("role list has no L1 researcher workloads row:\n%s", out)
+	}
+
+	alice := d.session(t, "")
+	if r := alice.run(t, "", "workload", "list", "-A"); r.code == 0 || !strings.Contains(r.stderr, "[CREDENTIALS_MISSING]") {
+		t.Errorf("list without signing in: exit %d %q", r.code, r.stderr)
+	}
+	out = alice.ok(t, temp+"\nalice's own password\n", "login", "--user", "alice@example.com")
+	if !strings.HasPrefix(out, "signed in as users/alice until ") {
+		t.Errorf("login printed %q", out)
+	}
+	if out := alice.ok(t, "", "whoami"); !strings.HasPrefix(out, "users/alice\nGroups: ml-team\n") || !strings.Contains(out, "l1-researcher") {
+		t.Errorf("whoami printed %q", out)
+	}
+	out = alice.ok(t, "", "workload", "list", "-A")
+	if !strings.Contains(out, "w-team-a") || strings.Contains(out, "team-b") {
+		t.Errorf("alice's workload list -A:\n%s", out)
+	}
+	for _, args := range [][]string{
+		{"workload", "describe", "w-team-b", "-p", "team-b"},
+		{"workload", "delete", "w-team-b", "-p", "team-b"},
+		{"workload", "delete", "w-team-a", "-p", "team-a"}, // the administrator's, not hers
+		{"training", "submit", "x", "-p", "team-b", "-i", "img", "--", "true"},
+		{"user", "list"},
+	} {
+		if r := alice.run(t, "", args...); r.code != 1 || !strings.HasSuffix(r.stderr, "[PERMISSION_DENIED]\n") {
+			t.Errorf("alice: runway %s: exit %d %q, want PERMISSION_DENIED", strings.Join(args, " "), r.code, r.stderr)
+		}
+	}
+
+	// Her application signs in with its client credentials and acts as her.
+	out = alice.ok(t, "", "application", "create", "ci")
+	m = regexp.MustCompile(`client id: +(\S+)\nclient secret: (\S+)\n`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("application create printed %q", out)
+	}
+	if out := alice.ok(t, "", "application", "list"); strings.Contains(out, m[2]) || !strings.Contains(out, m[1]) {
+		t.Errorf("application list shows the secret, or not the client id:\n%s", out)
+	}
+	ci := d.session(t, "")
+	if out := ci.ok(t, m[2]+"\n", "login", "--client-id", m[1], "--client-secret-stdin"); !strings.HasPrefix(out, "signed in as applications/ci") {
+		t.Errorf("application login printed %q", out)
+	}
+	if out := ci.ok(t, "", "workload", "list", "-A"); !strings.Contains(out, "w-team-a") || strings.Contains(out, "team-b") {
+		t.Errorf("the application's workload list -A:\n%s", out)
+	}
+	if r := ci.run(t, "wrong\n", "login", "--client-id", m[1], "--client-secret-stdin"); r.code != 1 || !strings.HasSuffix(r.stderr, "[CREDENTIALS_INVALID]\n") {
+		t.Errorf("login with a wrong secret: exit %d %q", r.code, r.stderr)
+	}
+	ci.ok(t, "", "logout")
+	if r := ci.run(t, "", "whoami"); r.code != 1 || !strings.HasSuffix(r.stderr, "[CREDENTIALS_MISSING]\n") {
+		t.Errorf("whoami after logout: exit %d %q", r.code, r.stderr)
+	}
+
+	out = admin.ok(t, "", "audit", "list", "--since", "1h", "-o", "csv")
+	if !strings.HasPrefix(out, "time,principal,method,resource,result,reason,source,request_id\n") ||
+		!strings.Contains(out, ",users/alice,/runway.workload.v1.WorkloadService/DeleteWorkload,projects/team-b/workloads/w-team-b,PermissionDenied,PERMISSION_DENIED,") ||
+		!strings.Contains(out, ",users/admin,/runway.workload.v1.WorkloadService/CreateWorkload,projects/team-a/workloads/w-team-a,OK,,") {
+		t.Errorf("audit list -o csv:\n%s", out)
+	}
+	for _, secret := range []string{temp, "alice's own password", m[2]} {
+		if strings.Contains(out, secret) {
+			t.Errorf("the audit log shows a secret")
+		}
+	}
+}

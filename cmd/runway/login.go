@@ -1,0 +1,163 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	commonv1 "github.com/runwayhq/runway/gen/go/runway/common/v1"
+	identityv1 "github.com/runwayhq/runway/gen/go/runway/identity/v1"
+	"github.com/runwayhq/runway/pkg/sdk"
+)
+
+// The sign-in commands keep the token in the config file (sdk.SaveConfig),
+// where every other command finds it.
+
+func loginCommand() *cobra.Command {
+	var user, clientID string
+	var secretStdin bool
+	cmd := &cobra.Command{
+		Use:   "login [--user EMAIL] [--client-id ID --client-secret-stdin]",
+		Short: "Sign in and keep the token in the config file",
+		Long: `Sign in as a user (the password is read from standard input; a temporary
+password asks for a new one on the next line) or as an application (the
+client secret is read from standard input). The token and the server are
+saved in the config file (` + "`runway logout`" + ` removes the token).`,
+		Example: `  runway login --user alice@example.com
+  printf '%s\n' "$SECRET" | runway login --client-id 5b0c... --client-secret-stdin`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if (user == "") == (clientID == "") {
+				return usageError("give --user or --client-id")
+			}
+			if clientID != "" && !secretStdin {
+				return usageError("--client-id needs --client-secret-stdin")
+			}
+			in := bufio.NewReader(cmd.InOrStdin())
+			cfg := sdk.FromEnvironment()
+			if s, _ := cmd.Flags().GetString("server"); s != "" {
+				cfg.Server = s
+			}
+			cfg.Token = "" // sign-in needs none
+			c, err := sdk.Dial(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			ctx, cancel := context.WithTimeout(cmd.Context(), callTimeout)
+			defer cancel()
+			var r *identityv1.LoginResponse
+			if clientID != "" {
+				secret, err := readLine(in)
+				if err != nil {
+					return err
+				}
+				r, err = c.IdentityService.Login(ctx, &identityv1.LoginRequest{Credentials: &identityv1.LoginRequest_ClientCredentials{
+					ClientCredentials: &identityv1.ClientCredentials{ClientId: clientID, ClientSecret: secret}}})
+				if err != nil {
+					return err
+				}
+			} else {
+				fmt.Fprint(cmd.ErrOrStderr(), "Password: ")
+				password, err := readLine(in)
+				if err != nil {
+					return err
+				}
+				creds := &identityv1.PasswordCredentials{User: user, Password: password}
+				login := func() (*identityv1.LoginResponse, error) {
+					return c.IdentityService.Login(ctx, &identityv1.LoginRequest{
+						Credentials: &identityv1.LoginRequest_Password{Password: creds}})
+				}
+				r, err = login()
+				if sdk.Reason(err) == commonv1.ErrorReason_PASSWORD_CHANGE_REQUIRED.String() {
+					fmt.Fprint(cmd.ErrOrStderr(), "\nThe password is temporary. New password (at least 12 characters): ")
+					if creds.NewPassword, err = readLine(in); err != nil {
+						return err
+					}
+					r, err = login()
+				}
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(cmd.ErrOrStderr())
+			}
+			cfg.Token = r.GetAccessToken()
+			if err := sdk.SaveConfig(sdk.Config{Server: cfg.Server, Token: cfg.Token}); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "signed in as %s until %s\n", r.GetPrincipal(),
+				r.GetExpireTime().AsTime().Local().Format("2006-01-02 15:04"))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&user, "user", "", "the user: id or email")
+	cmd.Flags().StringVar(&clientID, "client-id", "", "an application's client id")
+	cmd.Flags().BoolVar(&secretStdin, "client-secret-stdin", false, "read the application's client secret from standard input")
+	return cmd
+}
+
+// readLine reads one line of standard input without its line ending.
+func readLine(r *bufio.Reader) (string, error) {
+	s, err := r.ReadString('\n')
+	if err != nil && (err != io.EOF || s == "") {
+		return "", usageError("expected a line on standard input")
+	}
+	return strings.TrimRight(s, "\r\n"), nil
+}
+
+func logoutCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:     "logout",
+		Short:   "Forget the token kept in the config file",
+		Example: "  runway logout",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := sdk.LoadConfig()
+			if err != nil {
+				return err
+			}
+			cfg.Token = ""
+			if err := sdk.SaveConfig(cfg); err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), "signed out")
+			return nil
+		},
+	}
+}
+
+func whoamiCommand() *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:     "whoami",
+		Short:   "Show who the token belongs to and the access rules that apply",
+		Example: "  runway whoami",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkFormat(output); err != nil {
+				return err
+			}
+			return withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
+				who, err := c.IdentityService.GetCaller(ctx, &identityv1.GetCallerRequest{})
+				if err != nil {
+					return err
+				}
+				w := cmd.OutOrStdout()
+				if output != formatTable {
+					return printMessages(w, output, false, who)
+				}
+				fmt.Fprintln(w, who.GetPrincipal())
+				if len(who.GetGroups()) > 0 {
+					fmt.Fprintf(w, "Groups: %s\n", strings.Join(who.GetGroups(), ", "))
+				}
+				return ruleTable(w, who.GetAccessRules())
+			})
+		},
+	}
+	outputFlag(cmd, &output)
+	return cmd
+}

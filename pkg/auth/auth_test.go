@@ -1,0 +1,129 @@
+package auth
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/goleak"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	identityv1 "github.com/runwayhq/runway/gen/go/runway/identity/v1"
+	"github.com/runwayhq/runway/pkg/etcdstore"
+	"github.com/runwayhq/runway/pkg/etcdstore/etcdtest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+func newGuard(t *testing.T, cfg Config) (*Guard, *clock, *etcdtest.Cluster) {
+	t.Helper()
+	cluster := etcdtest.New(t)
+	c := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	g, err := New(t.Context(), cfg, Deps{Client: cluster.Client, Now: c.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g, c, cluster
+}
+
+// Audit events are kept for the retention and then dropped, oldest first.
+func TestAuditRetention(t *testing.T) {
+	g, c, cluster := newGuard(t, Config{})
+	var names []string
+	for _, age := range []time.Duration{100, 91, 89, 1} { // days before "now"
+		at := c.now().Add(-age * 24 * time.Hour)
+		ev := &identityv1.AuditEvent{Name: "auditEvents/" + g.audit.eventID(at), CreateTime: timestamppb.New(at)}
+		names = append(names, ev.GetName())
+		g.audit.write(t.Context(), []*identityv1.AuditEvent{ev})
+	}
+	g.audit.expire(t.Context())
+	resp, err := cluster.Client.Get(t.Context(), etcdstore.PrefixAudit, clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept []string
+	for _, kv := range resp.Kvs {
+		kept = append(kept, "auditEvents/"+string(kv.Key[len(etcdstore.PrefixAudit):]))
+	}
+	if !slices.Equal(kept, names[2:]) {
+		t.Errorf("kept %v, want the events younger than 90 days %v", kept, names[2:])
+	}
+}
+
+// Rotation adds a key once the newest is older than the period and deletes
+// a key once no token it signed can be valid.
+func TestKeyRetirement(t *testing.T) {
+	g, c, _ := newGuard(t, Config{Rotation: time.Hour, MaxTokenTTL: 2 * time.Hour})
+	first, _ := g.keys.signer()
+	c.add(30 * time.Minute)
+	if err := g.Rotate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if k, _ := g.keys.signer(); k.GetId() != first.GetId() {
+		t.Fatal("rotated before the period")
+	}
+	c.add(31 * time.Minute)
+	if err := g.Rotate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	second, _ := g.keys.signer()
+	if second.GetId() == first.GetId() {
+		t.Fatal("no rotation after the period")
+	}
+	if _, ok := g.keys.verifier(first.GetId()); !ok {
+		t.Fatal("the first key stopped verifying at once")
+	}
+	c.add(2 * time.Hour) // the first key's retire time: created + 1 h + 2 h
+	if err := g.Rotate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := g.keys.verifier(first.GetId()); ok {
+		t.Error("the first key verifies past its retire time")
+	}
+	resp, err := g.client.Get(context.Background(), etcdstore.PrefixSigningKeys+first.GetId())
+	if err != nil || len(resp.Kvs) != 0 {
+		t.Errorf("the retired key is still stored: %v %v", resp, err)
+	}
+}
+
+// The table is complete: every role has a row for every entity, and only
+// the internal service role cannot be granted.
+func TestRoleTableComplete(t *testing.T) {
+	want := []string{"department-admin", "editor", "l1-researcher", "l2-researcher", "ml-engineer", "research-manager",
+		"system-admin", "viewer"}
+	var got []string
+	for _, r := range Roles() {
+		got = append(got, r.ID)
+		for _, e := range Entities {
+			if _, ok := r.Table[e]; !ok {
+				t.Errorf("%s has no row for %s", r.ID, e)
+			}
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("grantable roles %v, want %v", got, want)
+	}
+	if r, ok := LookupRole(ServiceRole); !ok || len(r.Scopes) != 0 {
+		t.Errorf("the service role must exist and be grantable nowhere: %v", r)
+	}
+}

@@ -1,0 +1,112 @@
+package auth
+
+import (
+	"strings"
+
+	identityv1 "github.com/runwayhq/runway/gen/go/runway/identity/v1"
+)
+
+// Level is how wide a call's target is.
+type Level int
+
+// The levels. Anywhere is for things not inside any department (node pools,
+// nodes, users, roles): a rule on any scope that grants the permission is
+// enough, so a project's researcher can see the cluster's node pools.
+const (
+	AccountLevel Level = iota // only rules on the account
+	DepartmentLevel
+	ProjectLevel
+	Anywhere
+)
+
+// Target is where a call acts: what a rule's scope must cover.
+type Target struct {
+	Level      Level
+	Department string // departments/{d}, for DepartmentLevel and ProjectLevel (resolved)
+	Project    string // projects/{p}, for ProjectLevel
+	Resource   string // the resource named in errors and the audit log
+}
+
+// ProjectTarget is the target of project (projects/x) and resource in it.
+func (g *Guard) ProjectTarget(project, resource string) Target {
+	return Target{Level: ProjectLevel, Project: project, Department: g.DepartmentOf(project), Resource: resource}
+}
+
+// covers reports whether a rule's scope covers t.
+func covers(s *identityv1.Scope, t Target) bool {
+	switch s.GetKind() {
+	case identityv1.ScopeKind_SCOPE_KIND_ACCOUNT:
+		return true
+	case identityv1.ScopeKind_SCOPE_KIND_DEPARTMENT:
+		return t.Level == Anywhere || (t.Level == DepartmentLevel || t.Level == ProjectLevel) && t.Department == s.GetName()
+	case identityv1.ScopeKind_SCOPE_KIND_PROJECT:
+		return t.Level == Anywhere || t.Level == ProjectLevel && t.Project == s.GetName()
+	}
+	return false
+}
+
+// Attrs are what conditional grants look at: who created the resource and
+// whether it is an inference workload.
+type Attrs struct {
+	Creator   string
+	Inference bool
+}
+
+// Allowed decides whether c holds p on t. attrs is called at most once, and
+// only when the best grant is conditional (Own, Inference).
+func (g *Guard) Allowed(c Caller, p Permission, t Target, attrs func() (Attrs, error)) (bool, error) {
+	if strings.HasPrefix(c.Principal, "services/") {
+		r, _ := LookupRole(ServiceRole)
+		return r.Grant(p) == All, nil
+	}
+	var conditional []Grant
+	for _, rule := range g.rulesOf(c) {
+		role, ok := LookupRole(rule.GetRole())
+		if !ok || !role.Grantable(rule.GetScope().GetKind()) || !covers(rule.GetScope(), t) {
+			continue
+		}
+		switch gr := role.Grant(p); gr {
+		case All:
+			return true, nil
+		case Own, Inference:
+			conditional = append(conditional, gr)
+		}
+	}
+	if len(conditional) == 0 || attrs == nil {
+		return false, nil
+	}
+	at, err := attrs()
+	if err != nil {
+		return false, err
+	}
+	for _, gr := range conditional {
+		if gr == Own && at.Creator != "" && at.Creator == c.Principal || gr == Inference && at.Inference {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// holdsAny reports whether some rule of c grants p, even conditionally, on
+// a scope that covers t.
+func (g *Guard) holdsAny(c Caller, p Permission, t Target) bool {
+	for _, rule := range g.rulesOf(c) {
+		role, ok := LookupRole(rule.GetRole())
+		if ok && role.Grantable(rule.GetScope().GetKind()) && covers(rule.GetScope(), t) && role.Grant(p) != None {
+			return true
+		}
+	}
+	return false
+}
+
+// keep is a List filter's question: may the caller view this item?
+type keep func(t Target, at Attrs) bool
+
+// viewFilter answers keep for c and permission p, without errors (the
+// attributes of listed items are in the items).
+func (g *Guard) viewFilter(c Caller, p Permission) keep {
+	return func(t Target, at Attrs) bool {
+		ok, _ := g.Allowed(c, p, t, func() (Attrs, error) { return at, nil })
+		return ok
+	}
+}

@@ -1,0 +1,194 @@
+package auth
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	identityv1 "github.com/runwayhq/runway/gen/go/runway/identity/v1"
+	"github.com/runwayhq/runway/pkg/apierr"
+	"github.com/runwayhq/runway/pkg/grpcserver"
+)
+
+// UnaryInterceptor is the grpcserver.Config.Auth slot: authenticate,
+// authorise from the method's declaration (deny by default), filter List
+// results, audit mutating calls.
+func (g *Guard) UnaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	m, ok := methods[info.FullMethod]
+	if !ok {
+		return nil, apierr.PermissionDenied("undeclared", info.FullMethod)
+	}
+	if m.Access == Public {
+		resp, err := handler(ctx, req)
+		if info.FullMethod == identitySvc+"Login" {
+			g.auditLogin(ctx, req, resp, err)
+		}
+		return resp, err
+	}
+	c, t, err := g.admit(ctx, m, req)
+	if err != nil {
+		if m.Mutating() {
+			g.auditCall(ctx, c, info.FullMethod, t.Resource, err)
+		}
+		return nil, err
+	}
+	ctx = WithCaller(ctx, c)
+	resp, err := handler(ctx, req)
+	if err == nil && m.Filter != nil {
+		m.Filter(g, resp, g.viewFilter(c, m.Perm))
+	}
+	if m.Mutating() {
+		g.auditCall(ctx, c, info.FullMethod, t.Resource, err)
+	}
+	return resp, err
+}
+
+// StreamInterceptor is the grpcserver.Config.AuthStream slot; a Watch sends
+// only what the caller may view.
+func (g *Guard) StreamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	m, ok := methods[info.FullMethod]
+	if !ok {
+		return apierr.PermissionDenied("undeclared", info.FullMethod)
+	}
+	if m.Access == Public {
+		return handler(srv, ss)
+	}
+	// The request is the stream's first message: receive it here to decide,
+	// and hand it to the handler when it asks.
+	if m.NewRequest == nil {
+		return apierr.PermissionDenied("undeclared", info.FullMethod)
+	}
+	req := m.NewRequest()
+	if err := ss.RecvMsg(req); err != nil {
+		return err
+	}
+	c, _, err := g.admit(ss.Context(), m, req)
+	if err != nil {
+		return err
+	}
+	w := &guardedStream{ServerStream: ss, ctx: WithCaller(ss.Context(), c), first: req}
+	if m.Keep != nil {
+		keep := g.viewFilter(c, m.Perm)
+		w.keep = func(msg any) bool { return m.Keep(g, msg, keep) }
+	}
+	return handler(srv, w)
+}
+
+// admit authenticates the call and checks the method's permission on its
+// target.
+func (g *Guard) admit(ctx context.Context, m Method, req any) (Caller, Target, error) {
+	c, err := g.authenticate(ctx)
+	if err != nil || m.Access == Authenticated {
+		return c, Target{}, err
+	}
+	t := m.Target(g, req)
+	var attrs func() (Attrs, error)
+	if m.Attrs != nil {
+		attrs = func() (Attrs, error) { return m.Attrs(ctx, g, c, req) }
+	}
+	ok, err := g.Allowed(c, m.Perm, t, attrs)
+	if !ok && err == nil && (m.Filter != nil || m.Keep != nil) {
+		// A List or Watch needs the permission somewhere in the target, if
+		// only on some items (the caller's own): the filter keeps those.
+		ok = g.holdsAny(c, m.Perm, t)
+	}
+	if err != nil {
+		return c, t, err
+	}
+	if !ok {
+		return c, t, apierr.PermissionDenied(m.Perm.String(), t.Resource)
+	}
+	return c, t, nil
+}
+
+type guardedStream struct {
+	grpc.ServerStream
+	ctx   context.Context
+	first any // the request, already received
+	keep  func(msg any) bool
+}
+
+func (s *guardedStream) Context() context.Context { return s.ctx }
+
+func (s *guardedStream) RecvMsg(m any) error {
+	if s.first != nil {
+		src := s.first
+		s.first = nil
+		dst, ok := m.(proto.Message)
+		if !ok {
+			return fmt.Errorf("auth: cannot receive into %T", m)
+		}
+		proto.Reset(dst)
+		proto.Merge(dst, src.(proto.Message))
+		return nil
+	}
+	return s.ServerStream.RecvMsg(m)
+}
+
+func (s *guardedStream) SendMsg(m any) error {
+	if s.keep != nil && !s.keep(m) {
+		return nil
+	}
+	return s.ServerStream.SendMsg(m)
+}
+
+// auditCall records a mutating call's outcome.
+func (g *Guard) auditCall(ctx context.Context, c Caller, method, resource string, err error) {
+	now := g.now()
+	g.audit.record(&identityv1.AuditEvent{
+		Name: "auditEvents/" + g.audit.eventID(now), CreateTime: timestamppb.New(now),
+		Principal: c.Principal, Method: method, Resource: resource,
+		StatusCode: int32(apierr.Code(err)), ErrorReason: apierr.Reason(err),
+		PeerAddress: peerAddress(ctx), RequestId: grpcserver.RequestID(ctx)})
+}
+
+// auditLogin records a sign-in: who it was for (never a secret).
+func (g *Guard) auditLogin(ctx context.Context, req, resp any, err error) {
+	c := Caller{}
+	if r, ok := resp.(*identityv1.LoginResponse); ok && err == nil {
+		c.Principal = r.GetPrincipal()
+	}
+	resource := ""
+	if r, ok := req.(*identityv1.LoginRequest); ok {
+		switch {
+		case r.GetPassword() != nil:
+			resource = r.GetPassword().GetUser()
+		case r.GetClientCredentials() != nil:
+			resource = "clientId:" + r.GetClientCredentials().GetClientId()
+		}
+	}
+	if resource == "" {
+		resource = c.Principal
+	}
+	g.auditCall(ctx, c, identitySvc+"Login", resource, err)
+}
+
+// peerAddress is the client's address; for a REST call (which reaches gRPC
+// over the gateway's loopback connection) it is the address the gateway saw,
+// forwarded as x-forwarded-for.
+func peerAddress(ctx context.Context) string {
+	p, ok := peer.FromContext(ctx)
+	if !ok || p.Addr == nil {
+		return ""
+	}
+	addr := p.Addr.String()
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		md, _ := metadata.FromIncomingContext(ctx)
+		if fwd := md.Get("x-forwarded-for"); len(fwd) > 0 && fwd[0] != "" {
+			first, _, _ := strings.Cut(fwd[0], ",")
+			return strings.TrimSpace(first)
+		}
+	}
+	return addr
+}

@@ -1,0 +1,169 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"google.golang.org/grpc/credentials"
+)
+
+// TokenType tells what a token may be used for.
+type TokenType string
+
+// The token types.
+const (
+	AccessToken  TokenType = "access"  // calls the API
+	RefreshToken TokenType = "refresh" // only exchanged by Login for an access token
+	ServiceToken TokenType = "service" // a control-plane service calling another
+)
+
+// claims are a token's contents. Gen and UID tie a user's or application's
+// token to its current credentials: resetting a password, regenerating a
+// secret or deleting (and re-creating) the principal invalidates it.
+type claims struct {
+	jwt.RegisteredClaims
+	Type TokenType `json:"typ"`
+	UID  string    `json:"uid,omitempty"`
+	Gen  int64     `json:"gen,omitempty"`
+}
+
+// Subject is who a token is issued to.
+type Subject struct {
+	Principal string // users/{user}, applications/{application} or services/{service}
+	UID       string // the user's or application's uid
+	Gen       int64  // its credential generation
+}
+
+// errInvalidToken is every reason a token is refused; callers get one
+// CREDENTIALS_INVALID whatever it was.
+var errInvalidToken = errors.New("invalid token")
+
+// Issue signs a token of type typ for s, valid for ttl (at most the
+// configured longest lifetime).
+func (g *Guard) Issue(s Subject, typ TokenType, ttl time.Duration) (string, time.Time, error) {
+	if ttl > g.cfg.MaxTokenTTL {
+		ttl = g.cfg.MaxTokenTTL
+	}
+	key, ok := g.keys.signer()
+	if !ok {
+		return "", time.Time{}, errors.New("no signing key")
+	}
+	now := g.now()
+	exp := now.Add(ttl)
+	t := jwt.NewWithClaims(jwt.SigningMethodHS256, claims{
+		RegisteredClaims: jwt.RegisteredClaims{Issuer: issuer, Subject: s.Principal,
+			IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(exp)},
+		Type: typ, UID: s.UID, Gen: s.Gen})
+	t.Header["kid"] = key.GetId()
+	signed, err := t.SignedString(key.GetSecret())
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("sign a token: %w", err)
+	}
+	return signed, exp, nil
+}
+
+const issuer = "runway"
+
+// parse checks the signature (a known, unretired key), the expiry and the
+// type, and that the principal still holds the credentials the token was
+// issued for.
+func (g *Guard) parse(token string, want TokenType) (*claims, error) {
+	c := &claims{}
+	_, err := jwt.ParseWithClaims(token, c, func(t *jwt.Token) (any, error) {
+		kid, _ := t.Header["kid"].(string)
+		secret, ok := g.keys.verifier(kid)
+		if !ok {
+			return nil, errInvalidToken
+		}
+		return secret, nil
+	}, jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}), jwt.WithIssuer(issuer),
+		jwt.WithExpirationRequired(), jwt.WithTimeFunc(g.now))
+	if err != nil {
+		return nil, errInvalidToken
+	}
+	if c.Type != want && !(want == AccessToken && c.Type == ServiceToken) {
+		return nil, errInvalidToken
+	}
+	if !g.current(c) {
+		return nil, errInvalidToken
+	}
+	return c, nil
+}
+
+// current reports whether the token's principal still exists with the
+// same uid and credential generation.
+func (g *Guard) current(c *claims) bool {
+	kind, id, _ := strings.Cut(c.Subject, "/")
+	switch kind {
+	case "users":
+		u, ok := g.users.get(id)
+		return ok && u.GetUser().GetUid() == c.UID && u.GetCredentialGeneration() == c.Gen
+	case "applications":
+		a, ok := g.apps.get(id)
+		return ok && a.GetApplication().GetUid() == c.UID && a.GetCredentialGeneration() == c.Gen
+	case "services":
+		return c.Type == ServiceToken
+	}
+	return false
+}
+
+// VerifyRefresh checks a refresh token and returns its subject.
+func (g *Guard) VerifyRefresh(token string) (Subject, error) {
+	c, err := g.parse(token, RefreshToken)
+	if err != nil {
+		return Subject{}, err
+	}
+	return Subject{Principal: c.Subject, UID: c.UID, Gen: c.Gen}, nil
+}
+
+// ServiceCredentials are the per-call credentials a control-plane service
+// presents when it calls another: a service token for services/{name},
+// renewed before it expires.
+func (g *Guard) ServiceCredentials(name string) credentials.PerRPCCredentials {
+	return &serviceCreds{g: g, principal: "services/" + name}
+}
+
+type serviceCreds struct {
+	g         *Guard
+	principal string
+
+	mu    sync.Mutex
+	token string
+	exp   time.Time
+}
+
+const serviceTokenTTL = time.Hour
+
+func (s *serviceCreds) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.token == "" || s.g.now().After(s.exp.Add(-serviceTokenTTL/4)) {
+		t, exp, err := s.g.Issue(Subject{Principal: s.principal}, ServiceToken, serviceTokenTTL)
+		if err != nil {
+			return nil, err
+		}
+		s.token, s.exp = t, exp
+	}
+	return map[string]string{"authorization": "Bearer " + s.token}, nil
+}
+
+// The control plane's services talk over loopback or a private network in
+// plaintext, like the rest of the API.
+func (s *serviceCreds) RequireTransportSecurity() bool { return false }
+
+// Bearer are per-call credentials carrying a fixed token, for clients and
+// tests.
+type Bearer string
+
+// GetRequestMetadata sends the token as `authorization: Bearer ...`.
+func (b Bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + string(b)}, nil
+}
+
+// RequireTransportSecurity is false: the API is served in plaintext.
+func (Bearer) RequireTransportSecurity() bool { return false }

@@ -1,0 +1,321 @@
+package identity
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coreos/go-oidc/v3/oidc"
+	"golang.org/x/crypto/bcrypt"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	commonv1 "github.com/runwayhq/runway/gen/go/runway/common/v1"
+	identityv1 "github.com/runwayhq/runway/gen/go/runway/identity/v1"
+	"github.com/runwayhq/runway/pkg/apierr"
+	"github.com/runwayhq/runway/pkg/auth"
+	"github.com/runwayhq/runway/pkg/etcdstore"
+)
+
+var errCredentials = apierr.Unauthenticated(commonv1.ErrorReason_CREDENTIALS_INVALID)
+
+// Login exchanges credentials for an access token and a refresh token.
+func (s *Server) Login(ctx context.Context, req *identityv1.LoginRequest) (*identityv1.LoginResponse, error) {
+	var (
+		sub auth.Subject
+		err error
+	)
+	switch {
+	case req.GetPassword() != nil:
+		sub, err = s.loginPassword(ctx, req.GetPassword())
+	case req.GetClientCredentials() != nil:
+		sub, err = s.loginClient(ctx, req.GetClientCredentials())
+	case req.GetOidc() != nil:
+		sub, err = s.loginOIDC(ctx, req.GetOidc().GetIdToken())
+	case req.GetRefreshToken() != "":
+		sub, err = s.guard.VerifyRefresh(req.GetRefreshToken())
+		if err != nil {
+			err = errCredentials
+		}
+	default:
+		return nil, apierr.InvalidField("credentials", "send password, client_credentials, oidc or refresh_token")
+	}
+	if err != nil {
+		return nil, err
+	}
+	access, exp, err := s.guard.Issue(sub, auth.AccessToken, s.guard.AccessTTL())
+	if err != nil {
+		return nil, err
+	}
+	refresh, _, err := s.guard.Issue(sub, auth.RefreshToken, s.guard.RefreshTTL())
+	if err != nil {
+		return nil, err
+	}
+	return &identityv1.LoginResponse{AccessToken: access, TokenType: "Bearer", ExpireTime: timestamppb.New(exp),
+		Principal: sub.Principal, RefreshToken: refresh}, nil
+}
+
+// findUser resolves a user id, name or email.
+func (s *Server) findUser(ctx context.Context, who string) (etcdstore.Item[*identityv1.StoredUser], bool, error) {
+	who = strings.ToLower(strings.TrimSpace(who))
+	if !strings.Contains(who, "@") {
+		it, err := s.users.Get(ctx, userID(who))
+		if errors.Is(err, etcdstore.ErrNotFound) || errors.Is(err, etcdstore.ErrInvalidArgument) {
+			return it, false, nil
+		}
+		return it, err == nil, err
+	}
+	all, _, err := s.users.ListAll(ctx, "")
+	if err != nil {
+		return etcdstore.Item[*identityv1.StoredUser]{}, false, err
+	}
+	for _, it := range all {
+		if it.Msg.GetUser().GetEmail() == who {
+			return it, true, nil
+		}
+	}
+	return etcdstore.Item[*identityv1.StoredUser]{}, false, nil
+}
+
+func (s *Server) loginPassword(ctx context.Context, p *identityv1.PasswordCredentials) (auth.Subject, error) {
+	key := "user:" + strings.ToLower(strings.TrimSpace(p.GetUser()))
+	if wait := s.throttle.blocked(key); wait > 0 {
+		return auth.Subject{}, apierr.TooManySignInAttempts(wait)
+	}
+	it, found, err := s.findUser(ctx, p.GetUser())
+	if err != nil {
+		return auth.Subject{}, err
+	}
+	if !found || it.Msg.GetPasswordHash() == "" ||
+		bcrypt.CompareHashAndPassword([]byte(it.Msg.GetPasswordHash()), []byte(p.GetPassword())) != nil {
+		s.throttle.fail(key)
+		return auth.Subject{}, errCredentials
+	}
+	s.throttle.reset(key)
+	if p.GetNewPassword() != "" {
+		if err := checkPassword("password.new_password", p.GetNewPassword()); err != nil {
+			return auth.Subject{}, err
+		}
+		if err := s.setPassword(ctx, it, p.GetNewPassword(), false); err != nil {
+			return auth.Subject{}, err
+		}
+		if it, err = s.users.Get(ctx, it.ID); err != nil {
+			return auth.Subject{}, err
+		}
+	} else if it.Msg.GetUser().GetPasswordChangeRequired() {
+		return auth.Subject{}, apierr.FailedPrecondition(commonv1.ErrorReason_PASSWORD_CHANGE_REQUIRED,
+			it.Msg.GetUser().GetName(), "The password is temporary; sign in again with a new password.")
+	}
+	s.touchUser(ctx, it)
+	return userSubject(it.Msg), nil
+}
+
+// touchUser records the sign-in time; a failure to record it does not fail
+// the sign-in.
+func (s *Server) touchUser(ctx context.Context, it etcdstore.Item[*identityv1.StoredUser]) {
+	next := proto.Clone(it.Msg).(*identityv1.StoredUser)
+	next.User.LastLoginTime = s.timestamp()
+	if _, err := s.users.Update(ctx, it.ID, next, it.Etag); err != nil {
+		s.log.Debug("identity: last sign-in time not recorded", "user", it.Msg.GetUser().GetName(), "err", err)
+	}
+}
+
+func (s *Server) loginClient(ctx context.Context, cc *identityv1.ClientCredentials) (auth.Subject, error) {
+	key := "client:" + cc.GetClientId()
+	if wait := s.throttle.blocked(key); wait > 0 {
+		return auth.Subject{}, apierr.TooManySignInAttempts(wait)
+	}
+	all, _, err := s.apps.ListAll(ctx, "")
+	if err != nil {
+		return auth.Subject{}, err
+	}
+	for _, it := range all {
+		a := it.Msg.GetApplication()
+		if a.GetClientId() != cc.GetClientId() || cc.GetClientId() == "" {
+			continue
+		}
+		if !secretMatches(it.Msg.GetSecretHash(), cc.GetClientSecret()) {
+			break
+		}
+		s.throttle.reset(key)
+		next := proto.Clone(it.Msg).(*identityv1.StoredApplication)
+		next.Application.LastLoginTime = s.timestamp()
+		if _, err := s.apps.Update(ctx, it.ID, next, it.Etag); err != nil {
+			s.log.Debug("identity: last sign-in time not recorded", "application", a.GetName(), "err", err)
+		}
+		return auth.Subject{Principal: a.GetName(), UID: a.GetUid(), Gen: it.Msg.GetCredentialGeneration()}, nil
+	}
+	s.throttle.fail(key)
+	return auth.Subject{}, errCredentials
+}
+
+// oidcVerifier checks ID tokens of the configured provider.
+type oidcVerifier struct {
+	verifier *oidc.IDTokenVerifier
+}
+
+// verifierFor fetches the provider's discovery document at the first OIDC
+// sign-in (and again after a failure), so the server starts without it.
+func (s *Server) verifierFor() (*oidcVerifier, error) {
+	s.oidcMu.Lock()
+	defer s.oidcMu.Unlock()
+	if s.oidc != nil {
+		return s.oidc, nil
+	}
+	client := s.cfg.OIDC.HTTPClient
+	if client == nil {
+		client = &http.Client{Timeout: 10 * time.Second}
+	}
+	// The provider keeps this context to fetch rotated keys later, so it is
+	// not a request's (which ends with the call).
+	p, err := oidc.NewProvider(oidc.ClientContext(context.Background(), client), s.cfg.OIDC.Issuer)
+	if err != nil {
+		return nil, fmt.Errorf("identity: OpenID provider %s: %w", s.cfg.OIDC.Issuer, err)
+	}
+	s.oidc = &oidcVerifier{verifier: p.Verifier(&oidc.Config{ClientID: s.cfg.OIDC.ClientID})}
+	return s.oidc, nil
+}
+
+var notID = regexp.MustCompile(`[^a-z0-9]+`)
+
+// ssoUserID derives a user id from an email: alice@example.com →
+// alice-example-com.
+func ssoUserID(email string) string {
+	id := strings.Trim(notID.ReplaceAllString(strings.ToLower(email), "-"), "-")
+	if id == "" || id[0] < 'a' || id[0] > 'z' {
+		id = "u-" + id
+	}
+	if len(id) > 63 {
+		id = strings.TrimRight(id[:63], "-")
+	}
+	return id
+}
+
+// loginOIDC verifies an ID token and creates or updates the SSO user, whose
+// groups are the token's.
+func (s *Server) loginOIDC(ctx context.Context, raw string) (auth.Subject, error) {
+	if s.cfg.OIDC == nil {
+		return auth.Subject{}, apierr.InvalidField("oidc", "single sign-on is not configured")
+	}
+	v, err := s.verifierFor()
+	if err != nil {
+		return auth.Subject{}, err
+	}
+	tok, err := v.verifier.Verify(ctx, raw)
+	if err != nil {
+		return auth.Subject{}, errCredentials
+	}
+	var all map[string]any
+	if err := tok.Claims(&all); err != nil {
+		return auth.Subject{}, errCredentials
+	}
+	email, _ := all["email"].(string)
+	if email == "" {
+		return auth.Subject{}, errCredentials
+	}
+	claim := s.cfg.OIDC.GroupsClaim
+	if claim == "" {
+		claim = "groups"
+	}
+	var groups []string
+	if gs, ok := all[claim].([]any); ok {
+		for _, g := range gs {
+			if g, ok := g.(string); ok {
+				groups = append(groups, g)
+			}
+		}
+	}
+	return s.upsertSSOUser(ctx, ssoUserID(email), strings.ToLower(email), groups)
+}
+
+func (s *Server) upsertSSOUser(ctx context.Context, id, email string, groups []string) (auth.Subject, error) {
+	now := s.timestamp()
+	for attempt := 0; attempt < 3; attempt++ {
+		it, err := s.users.Get(ctx, id)
+		switch {
+		case errors.Is(err, etcdstore.ErrNotFound):
+			u := &identityv1.StoredUser{CredentialGeneration: 1, User: &identityv1.User{Name: "users/" + id, Uid: newUID(),
+				Email: email, Groups: groups, IdentityProvider: s.cfg.OIDC.Issuer, CreateTime: now, UpdateTime: now,
+				LastLoginTime: now}}
+			if _, err := s.users.Create(ctx, id, u); errors.Is(err, etcdstore.ErrAlreadyExists) {
+				continue
+			} else if err != nil {
+				return auth.Subject{}, err
+			}
+			return userSubject(u), nil
+		case err != nil:
+			return auth.Subject{}, err
+		}
+		// A local user with the same id is not taken over by SSO.
+		if it.Msg.GetUser().GetIdentityProvider() != s.cfg.OIDC.Issuer {
+			return auth.Subject{}, errCredentials
+		}
+		next := proto.Clone(it.Msg).(*identityv1.StoredUser)
+		next.User.Groups, next.User.Email, next.User.LastLoginTime, next.User.UpdateTime = groups, email, now, now
+		if _, err := s.users.Update(ctx, id, next, it.Etag); errors.Is(err, etcdstore.ErrEtagMismatch) {
+			continue
+		} else if err != nil {
+			return auth.Subject{}, err
+		}
+		return userSubject(next), nil
+	}
+	return auth.Subject{}, apierr.Unavailable(commonv1.ErrorReason_STORE_UNAVAILABLE, time.Second)
+}
+
+// throttle counts failed sign-ins per user or client id in this process:
+// after max failures within window, sign-ins for that key are refused until
+// the oldest failure leaves the window.
+type throttle struct {
+	max    int
+	window time.Duration
+	now    func() time.Time
+
+	mu       sync.Mutex
+	failures map[string][]time.Time
+}
+
+func newThrottle(max int, window time.Duration, now func() time.Time) *throttle {
+	return &throttle{max: max, window: window, now: now, failures: map[string][]time.Time{}}
+}
+
+func (t *throttle) recent(key string) []time.Time {
+	cut := t.now().Add(-t.window)
+	fs := t.failures[key]
+	for len(fs) > 0 && !fs[0].After(cut) {
+		fs = fs[1:]
+	}
+	if len(fs) == 0 {
+		delete(t.failures, key)
+	} else {
+		t.failures[key] = fs
+	}
+	return fs
+}
+
+// blocked is how long key must wait; 0 when it may try.
+func (t *throttle) blocked(key string) time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	fs := t.recent(key)
+	if len(fs) < t.max {
+		return 0
+	}
+	return fs[0].Add(t.window).Sub(t.now())
+}
+
+func (t *throttle) fail(key string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.failures[key] = append(t.recent(key), t.now())
+}
+
+func (t *throttle) reset(key string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.failures, key)
+}

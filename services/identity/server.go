@@ -1,0 +1,205 @@
+package identity
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"sync"
+	"time"
+
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"golang.org/x/crypto/bcrypt"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	identityv1 "github.com/runwayhq/runway/gen/go/runway/identity/v1"
+	"github.com/runwayhq/runway/pkg/apierr"
+	"github.com/runwayhq/runway/pkg/auth"
+	"github.com/runwayhq/runway/pkg/etcdstore"
+)
+
+// Config is what a deployment decides about the service.
+type Config struct {
+	// OIDC enables sign-in through an OpenID Connect provider; nil disables it.
+	OIDC *OIDCConfig
+	// BcryptCost is the password hashing cost; 0 means bcrypt.DefaultCost.
+	// (Tests lower it.)
+	BcryptCost int
+	// MaxFailures failed sign-ins within FailureWindow lock a user or client
+	// id out until the window has passed; 0 means 5 and 5 minutes.
+	MaxFailures   int
+	FailureWindow time.Duration
+}
+
+// OIDCConfig is the OpenID Connect provider whose ID tokens Login accepts.
+type OIDCConfig struct {
+	// Issuer is the provider's issuer URL (its discovery document is at
+	// Issuer + "/.well-known/openid-configuration").
+	Issuer string
+	// ClientID is Runway's client id at the provider: the ID token's audience.
+	ClientID string
+	// GroupsClaim names the claim listing the user's groups; "groups" when
+	// empty.
+	GroupsClaim string
+	// HTTPClient fetches the discovery document and the signing keys;
+	// one with a 10 s timeout when nil.
+	HTTPClient *http.Client
+}
+
+// Deps are the service's collaborators.
+type Deps struct {
+	Client *clientv3.Client // required
+	Guard  *auth.Guard      // required: signs tokens, knows callers
+	Logger *slog.Logger     // slog.Default() when nil
+	Now    func() time.Time // time.Now when nil
+}
+
+// MaxApplicationsPerUser is how many applications one user may create.
+const MaxApplicationsPerUser = 20
+
+// Server implements runway.identity.v1.IdentityService.
+type Server struct {
+	identityv1.UnimplementedIdentityServiceServer
+
+	cfg    Config
+	client *clientv3.Client
+	guard  *auth.Guard
+	log    *slog.Logger
+	now    func() time.Time
+
+	users *etcdstore.Collection[*identityv1.StoredUser]
+	apps  *etcdstore.Collection[*identityv1.StoredApplication]
+	rules *etcdstore.Collection[*identityv1.AccessRule]
+
+	throttle *throttle
+	oidcMu   sync.Mutex
+	oidc     *oidcVerifier // built at the first OIDC sign-in
+}
+
+// New returns the service.
+func New(cfg Config, deps Deps) (*Server, error) {
+	if deps.Client == nil || deps.Guard == nil {
+		return nil, errors.New("identity: Deps.Client and Deps.Guard are required")
+	}
+	if deps.Logger == nil {
+		deps.Logger = slog.Default()
+	}
+	if deps.Now == nil {
+		deps.Now = time.Now
+	}
+	if cfg.BcryptCost == 0 {
+		cfg.BcryptCost = bcrypt.DefaultCost
+	}
+	if cfg.MaxFailures <= 0 {
+		cfg.MaxFailures = 5
+	}
+	if cfg.FailureWindow <= 0 {
+		cfg.FailureWindow = 5 * time.Minute
+	}
+	c := deps.Client
+	return &Server{cfg: cfg, client: c, guard: deps.Guard, log: deps.Logger, now: deps.Now,
+		users:    etcdstore.NewCollection(c, etcdstore.PrefixUsers, func() *identityv1.StoredUser { return new(identityv1.StoredUser) }),
+		apps:     etcdstore.NewCollection(c, etcdstore.PrefixApplications, func() *identityv1.StoredApplication { return new(identityv1.StoredApplication) }),
+		rules:    etcdstore.NewCollection(c, etcdstore.PrefixAccessRules, func() *identityv1.AccessRule { return new(identityv1.AccessRule) }),
+		throttle: newThrottle(cfg.MaxFailures, cfg.FailureWindow, deps.Now),
+	}, nil
+}
+
+// Register registers the gRPC service.
+func (s *Server) Register(g *grpc.Server) { identityv1.RegisterIdentityServiceServer(g, s) }
+
+// RegisterGateway registers the REST handlers; a grpcserver.GatewayFunc.
+func (s *Server) RegisterGateway(ctx context.Context, mux *runtime.ServeMux, conn *grpc.ClientConn) error {
+	return identityv1.RegisterIdentityServiceHandler(ctx, mux, conn)
+}
+
+// BootstrapAdmin is the administrator created on the first start.
+const BootstrapAdmin = "users/admin"
+
+// Bootstrap creates, on the first start, the administrator users/admin with
+// a random temporary password and an access rule making it System
+// administrator on the account. It returns the password when it created the
+// user (the only time it is known: print it once), "" when the user exists.
+func (s *Server) Bootstrap(ctx context.Context) (string, error) {
+	password := randomSecret(18)
+	hash, err := bcrypt.GenerateFromPassword([]byte(password), s.cfg.BcryptCost)
+	if err != nil {
+		return "", err
+	}
+	now := s.timestamp()
+	u := &identityv1.StoredUser{PasswordHash: string(hash), CredentialGeneration: 1, User: &identityv1.User{
+		Name: BootstrapAdmin, Uid: newUID(), Email: "admin@runway.local", DisplayName: "Administrator",
+		PasswordChangeRequired: true, CreateTime: now, UpdateTime: now}}
+	if _, err := s.users.Create(ctx, "admin", u); errors.Is(err, etcdstore.ErrAlreadyExists) {
+		password = ""
+	} else if err != nil {
+		return "", fmt.Errorf("create the bootstrap administrator: %w", err)
+	}
+	rule := &identityv1.AccessRule{Name: "accessRules/bootstrap-admin", Uid: newUID(),
+		Subject: &identityv1.Subject{Kind: identityv1.SubjectKind_SUBJECT_KIND_USER, Name: BootstrapAdmin},
+		Role:    "roles/system-admin", Scope: &identityv1.Scope{Kind: identityv1.ScopeKind_SCOPE_KIND_ACCOUNT},
+		Creator: BootstrapAdmin, CreateTime: now, UpdateTime: now}
+	if _, err := s.rules.Create(ctx, "bootstrap-admin", rule); err != nil && !errors.Is(err, etcdstore.ErrAlreadyExists) {
+		return "", fmt.Errorf("grant the bootstrap administrator: %w", err)
+	}
+	return password, nil
+}
+
+// Token issues an access token for a user, valid for ttl (capped by the
+// guard's longest lifetime): `runway dev` hands one to its operator.
+func (s *Server) Token(ctx context.Context, user string, ttl time.Duration) (string, error) {
+	it, err := s.users.Get(ctx, userID(user))
+	if err != nil {
+		return "", fmt.Errorf("token for %s: %w", user, err)
+	}
+	tok, _, err := s.guard.Issue(userSubject(it.Msg), auth.AccessToken, ttl)
+	return tok, err
+}
+
+func (s *Server) timestamp() *timestamppb.Timestamp { return timestamppb.New(s.now()) }
+
+var idPattern = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
+
+func checkID(field, id string) error {
+	if !idPattern.MatchString(id) {
+		return apierr.InvalidField(field, "must be 1-63 characters of [a-z0-9-] starting with a letter")
+	}
+	return nil
+}
+
+// randomSecret is n random bytes, URL-safe base64.
+func randomSecret(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func newUID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b)
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// storeErr maps a store error about resource r named name.
+func storeErr(err error, r apierr.Resource, name string) error {
+	var em *etcdstore.EtagMismatchError
+	switch {
+	case errors.Is(err, etcdstore.ErrNotFound):
+		return apierr.NotFound(r, name)
+	case errors.Is(err, etcdstore.ErrAlreadyExists):
+		return apierr.AlreadyExists(r, name)
+	case errors.As(err, &em):
+		return apierr.EtagMismatch(name, em.CurrentEtag)
+	}
+	return err
+}
