@@ -13,6 +13,7 @@ import (
 
 	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
+	"github.com/runwayhq/runway/services/nodemanager/agent"
 )
 
 // TestDevNodeTypeRuleAndExamples runs the dev composition with two nodes of
@@ -154,5 +155,51 @@ func TestDevTimeLimitStops(t *testing.T) {
 	})
 	if !ran {
 		t.Error("t1 was never seen RUNNING")
+	}
+}
+
+// TestDevIdleGPULimit joins the GPU manager and the scheduling rules: the
+// real agent measures GPU idle time (simulated devices: a pod's CPU
+// activity; the idle window shortened to 300 ms), reports it, and the
+// workload controller stops the training whose GPU stays idle past the
+// project's 1 s idle-GPU limit; the busy one keeps running.
+func TestDevIdleGPULimit(t *testing.T) {
+	d, cli, dir, _ := startDevWithoutNodes(t)
+	runAgentWith(t, cli, dir, "node-1", func(cfg *agent.Config) {
+		cfg.IdleWindow, cfg.SampleInterval = 300*time.Millisecond, 50*time.Millisecond
+	})
+	if _, err := d.quota.CreateProject(t.Context(), &quotav1.CreateProjectRequest{ProjectId: "team-a", Project: &quotav1.Project{
+		SchedulingRules: []*quotav1.SchedulingRules{{WorkloadType: workloadv1.WorkloadType_WORKLOAD_TYPE_TRAINING, IdleGpuLimit: durationpb.New(time.Second)}},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	submit := func(id, script string) {
+		if _, err := d.workload.CreateWorkload(t.Context(), &workloadv1.CreateWorkloadRequest{Parent: "projects/team-a", WorkloadId: id,
+			Workload: &workloadv1.Workload{Type: workloadv1.WorkloadType_WORKLOAD_TYPE_TRAINING, Spec: &workloadv1.WorkloadSpec{
+				Image: "img", Command: []string{"sh", "-c", script},
+				Gpu: &workloadv1.GpuRequest{Amount: &workloadv1.GpuRequest_Devices{Devices: 1}}}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	submit("idle", "sleep 600")
+	submit("busy", "while :; do :; done")
+	get := func(id string) *workloadv1.WorkloadStatus {
+		w, err := d.workload.GetWorkload(t.Context(), &workloadv1.GetWorkloadRequest{Name: "projects/team-a/workloads/" + id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w.GetStatus()
+	}
+	eventually(t, "the idle training stopped by its idle-GPU limit", func() string {
+		st := get("idle")
+		if st.GetPhase() != workloadv1.WorkloadPhase_WORKLOAD_PHASE_STOPPED || !strings.Contains(st.GetStopReason(), "idle") {
+			return fmt.Sprintf("idle: phase %v, idle %v, reason %q", st.GetPhase(), st.GetGpuIdleTime().AsDuration(), st.GetStopReason())
+		}
+		return ""
+	})
+	// The busy one has run through several idle windows by now and stays.
+	time.Sleep(time.Second)
+	if st := get("busy"); st.GetPhase() != running || st.GetGpuIdleTime().AsDuration() != 0 {
+		t.Errorf("busy: phase %v, idle %v; want RUNNING and never idle", st.GetPhase(), st.GetGpuIdleTime().AsDuration())
 	}
 }

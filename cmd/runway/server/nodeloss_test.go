@@ -67,11 +67,18 @@ func runAgent(t *testing.T, cli *clientv3.Client, dir, node string) (stop func()
 // runAgentWithLabels is runAgent for a node that reports labels.
 func runAgentWithLabels(t *testing.T, cli *clientv3.Client, dir, node string, labels map[string]string) (stop func()) {
 	t.Helper()
+	return runAgentWith(t, cli, dir, node, func(cfg *agent.Config) { cfg.Labels = labels })
+}
+
+// runAgentWith is runAgent with the config changed by tune.
+func runAgentWith(t *testing.T, cli *clientv3.Client, dir, node string, tune func(*agent.Config)) (stop func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	cfg := agent.Config{Node: node, Client: cli, DataDir: filepath.Join(dir, "nodes", node),
-		LeaseTTL: time.Second, StopGrace: time.Second, Logger: quiet, Labels: labels,
+		LeaseTTL: time.Second, StopGrace: time.Second, Logger: quiet,
 		Backend: simulated.New(simulated.Config{Count: 2, Node: node})}
+	tune(&cfg)
 	go func() { done <- agent.Run(ctx, cfg) }()
 	var once sync.Once
 	stop = func() {
