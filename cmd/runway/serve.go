@@ -26,7 +26,8 @@ service (--quota-server) whether a project exists.
 It runs until SIGINT or SIGTERM and then shuts down cleanly.`,
 		Example: `  runway serve quota --etcd-endpoints 127.0.0.1:2379 --listen 127.0.0.1:7071
   runway serve workload --etcd-endpoints 127.0.0.1:2379 --listen 127.0.0.1:7072 --quota-server 127.0.0.1:7071
-  runway serve scheduler --etcd-endpoints 127.0.0.1:2379 --listen 127.0.0.1:7073`,
+  runway serve scheduler --etcd-endpoints 127.0.0.1:2379 --listen 127.0.0.1:7073
+  runway serve scheduler --etcd-endpoints etcd:2379 --runtime kubernetes --workload-server workload:7070`,
 		Args: cobra.MatchAll(cobra.ExactArgs(1), cobra.OnlyValidArgs),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			b, err := server.LoadOpenAPI(openapi)
@@ -44,6 +45,10 @@ It runs until SIGINT or SIGTERM and then shuts down cleanly.`,
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:7070", "gRPC and REST address")
 	f.StringVar(&cfg.QuotaServer, "quota-server", "", "the QuotaService's address (required by the workload service)")
 	f.StringVar(&cfg.Replica, "replica", "", "the scheduler replica's name in the election (default: the host name)")
+	f.StringVar(&cfg.Runtime, "runtime", server.RuntimeLocal, "where the scheduler's pods run: local (node agents) or kubernetes (pods, run by the leader)")
+	f.StringVar(&cfg.Kube.Kubeconfig, "kubeconfig", "", "kubeconfig of the cluster for --runtime kubernetes (default: the in-cluster config)")
+	f.StringVar(&cfg.Kube.Namespace, "namespace", "", "namespace of the workloads' pods for --runtime kubernetes (default runway)")
+	f.StringVar(&cfg.WorkloadServer, "workload-server", "", "the WorkloadService's address (required by --runtime kubernetes: users' pods become workloads there)")
 	f.StringVar(&openapi, "openapi", server.DefaultOpenAPIPath, "OpenAPI document to serve as /openapi.json")
 	_ = cmd.MarkFlagRequired("etcd-endpoints")
 	return cmd

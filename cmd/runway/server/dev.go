@@ -35,6 +35,10 @@ type DevConfig struct {
 	// Logger; slog.Default() when nil.
 	Logger *slog.Logger
 
+	// Kube, when set, runs the Kubernetes runtime on the scheduler (beside
+	// any Nodes agents).
+	Kube *KubeConfig
+
 	// For tests: extra embedded-etcd options (etcdtest.WithTestSpeedups),
 	// the scheduler's tuning and the agents' lease TTL and stop grace.
 	EtcdOptions []etcdtest.Option
@@ -99,6 +103,12 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr string)) (err er
 	}
 	defer loop.Close()
 	d := buildDeps{etcd: cli, quotaConn: loop, replica: "dev", logger: cfg.Logger, scheduler: cfg.Scheduler}
+	if cfg.Kube != nil {
+		if d.scheduler.WhileLeading, err = kubeRuntime(*cfg.Kube, cli, loop, cfg.Logger); err != nil {
+			_ = srv.Close()
+			return err
+		}
+	}
 	var runs []built
 	for _, name := range Services {
 		b, err := build(name, d)

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 
 	"github.com/runwayhq/runway/pkg/grpcserver"
@@ -22,6 +23,14 @@ type ServeConfig struct {
 	// Replica names a scheduler replica in the election; the host name
 	// when empty.
 	Replica string
+	// Runtime is where the scheduler's bound pods run: RuntimeLocal (node
+	// agents; the default) or RuntimeKubernetes (Kube, run by the leader).
+	Runtime string
+	// Kube configures RuntimeKubernetes.
+	Kube KubeConfig
+	// WorkloadServer is the WorkloadService's address; RuntimeKubernetes
+	// creates the workloads of users' pods there.
+	WorkloadServer string
 	// OpenAPI is served as GET /openapi.json (LoadOpenAPI).
 	OpenAPI []byte
 	// Logger; slog.Default() when nil.
@@ -57,6 +66,21 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 		}
 		defer conn.Close()
 		d.quotaConn = conn
+	}
+	switch {
+	case cfg.Runtime == RuntimeKubernetes && cfg.Service != Scheduler:
+		return errors.New("--runtime kubernetes is the scheduler's (it runs on the leader)")
+	case cfg.Runtime == RuntimeKubernetes:
+		conn, err := dial(cfg.WorkloadServer)
+		if err != nil || cfg.WorkloadServer == "" {
+			return errors.Join(errors.New("--runtime kubernetes needs --workload-server"), err)
+		}
+		defer conn.Close()
+		if d.scheduler.WhileLeading, err = kubeRuntime(cfg.Kube, cli, conn, cfg.Logger); err != nil {
+			return err
+		}
+	case cfg.Runtime != "" && cfg.Runtime != RuntimeLocal:
+		return fmt.Errorf("--runtime %q: want %s or %s", cfg.Runtime, RuntimeLocal, RuntimeKubernetes)
 	}
 	b, err := build(cfg.Service, d)
 	if err != nil {
