@@ -42,6 +42,9 @@ It runs until SIGINT or SIGTERM and then shuts down cleanly.`,
 	}
 	f := cmd.Flags()
 	f.StringSliceVar(&endpoints, "etcd-endpoints", nil, "etcd client endpoints, comma-separated (required)")
+	f.StringVar(&cfg.EtcdTLS.CAFile, "etcd-ca-file", "", "CA bundle that verifies etcd's certificate (TLS to etcd)")
+	f.StringVar(&cfg.EtcdTLS.CertFile, "etcd-cert-file", "", "client certificate for etcd")
+	f.StringVar(&cfg.EtcdTLS.KeyFile, "etcd-key-file", "", "client key for etcd")
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:7070", "gRPC and REST address")
 	f.StringVar(&cfg.QuotaServer, "quota-server", "", "the QuotaService's address (required by the workload service)")
 	f.StringVar(&cfg.Replica, "replica", "", "the scheduler replica's name in the election (default: the host name)")

@@ -15,6 +15,8 @@ type AgentConfig struct {
 	Node string
 	// EtcdEndpoints are the etcd client endpoints. Required.
 	EtcdEndpoints []string
+	// EtcdTLS, when set, connects to etcd over TLS.
+	EtcdTLS EtcdTLS
 	// GPUs is the number of simulated GPUs. (Real NVIDIA devices need the
 	// NVML backend, which is not wired yet.)
 	GPUs int
@@ -35,7 +37,7 @@ func RunAgent(ctx context.Context, cfg AgentConfig) error {
 	if cfg.DataDir == "" {
 		return errors.New("--data-dir is required")
 	}
-	cli, err := newEtcdClient(cfg.EtcdEndpoints)
+	cli, err := newEtcdClient(cfg.EtcdEndpoints, cfg.EtcdTLS)
 	if err != nil {
 		return err
 	}

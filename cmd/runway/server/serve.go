@@ -15,6 +15,8 @@ type ServeConfig struct {
 	Service string
 	// EtcdEndpoints are the etcd client endpoints. Required.
 	EtcdEndpoints []string
+	// EtcdTLS, when set, connects to etcd over TLS.
+	EtcdTLS EtcdTLS
 	// Listen is the gRPC+REST address, e.g. "0.0.0.0:7070". Required.
 	Listen string
 	// QuotaServer is the QuotaService's address; required by the workload
@@ -53,7 +55,7 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	if cfg.Service == Workload && cfg.QuotaServer == "" {
 		return errors.New("the workload service needs --quota-server (the QuotaService's address)")
 	}
-	cli, err := newEtcdClient(cfg.EtcdEndpoints)
+	cli, err := newEtcdClient(cfg.EtcdEndpoints, cfg.EtcdTLS)
 	if err != nil {
 		return err
 	}
