@@ -72,10 +72,12 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	switch {
 	case cfg.Runtime == RuntimeKubernetes && cfg.Service != Scheduler:
 		return errors.New("--runtime kubernetes is the scheduler's (it runs on the leader)")
+	case cfg.Runtime == RuntimeKubernetes && cfg.WorkloadServer == "":
+		return errors.New("--runtime kubernetes needs --workload-server (users' pods become workloads there)")
 	case cfg.Runtime == RuntimeKubernetes:
 		conn, err := dial(cfg.WorkloadServer)
-		if err != nil || cfg.WorkloadServer == "" {
-			return errors.Join(errors.New("--runtime kubernetes needs --workload-server"), err)
+		if err != nil {
+			return err
 		}
 		defer conn.Close()
 		if d.scheduler.WhileLeading, err = kubeRuntime(cfg.Kube, cli, conn, cfg.Logger); err != nil {
