@@ -23,6 +23,13 @@ func serveCommand() *cobra.Command {
 replicas may run, one leads at a time. The workload service asks the quota
 service (--quota-server) whether a project exists.
 
+With --runtime kubernetes the scheduler's leader is the Kubernetes cluster's
+scheduler for GPU pods: it registers the cluster's nodes, runs bound
+workloads as pods (schedulerName runway) bound through the Binding
+subresource, and schedules users' pods that name schedulerName runway and a
+runway.io/project label as workloads of that project (--workload-server).
+It uses --kubeconfig, or the in-cluster config when run in a pod.
+
 It runs until SIGINT or SIGTERM and then shuts down cleanly.`,
 		Example: `  runway serve quota --etcd-endpoints 127.0.0.1:2379 --listen 127.0.0.1:7071
   runway serve workload --etcd-endpoints 127.0.0.1:2379 --listen 127.0.0.1:7072 --quota-server 127.0.0.1:7071

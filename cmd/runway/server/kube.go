@@ -31,8 +31,6 @@ type KubeConfig struct {
 	// Kubeconfig is a kubeconfig file; empty means the in-cluster config
 	// (the scheduler runs in a pod).
 	Kubeconfig string
-	// Rest, when set, is used instead of Kubeconfig (tests).
-	Rest *rest.Config
 	// Namespace of the workloads' pods (kube.DefaultNamespace when empty).
 	Namespace string
 	// DeleteGrace of evicted pods and LeaseTTL of the nodes' registration
@@ -43,17 +41,15 @@ type KubeConfig struct {
 // kubeRuntime returns the function the scheduler runs while it leads: the
 // Kubernetes runtime, creating users' pods' workloads through workloads.
 func kubeRuntime(k KubeConfig, etcd *clientv3.Client, workloads *grpc.ClientConn, log *slog.Logger) (func(context.Context) error, error) {
-	rc := k.Rest
-	if rc == nil {
-		var err error
-		if k.Kubeconfig != "" {
-			rc, err = clientcmd.BuildConfigFromFlags("", k.Kubeconfig)
-		} else {
-			rc, err = rest.InClusterConfig()
-		}
-		if err != nil {
-			return nil, fmt.Errorf("kubernetes client config: %w", err)
-		}
+	var rc *rest.Config
+	var err error
+	if k.Kubeconfig != "" {
+		rc, err = clientcmd.BuildConfigFromFlags("", k.Kubeconfig)
+	} else {
+		rc, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client config: %w", err)
 	}
 	if workloads == nil {
 		return nil, errors.New("the kubernetes runtime needs the workload service's address (--workload-server)")

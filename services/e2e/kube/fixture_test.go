@@ -78,7 +78,7 @@ func (e *env) start(t *testing.T) {
 	cfg := server.DevConfig{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Logger: quiet,
 		EtcdOptions: []etcdtest.Option{etcdtest.WithTestSpeedups(), etcdtest.WithLogger(zap.NewNop())},
 		Scheduler:   scheduler.Config{Interval: 100 * time.Millisecond, Debounce: 10 * time.Millisecond},
-		Kube:        &server.KubeConfig{Rest: apiserver, Namespace: e.ns, DeleteGrace: 30 * time.Second, LeaseTTL: 5 * time.Second}}
+		Kube:        &server.KubeConfig{Kubeconfig: kubeconfig, Namespace: e.ns, DeleteGrace: 30 * time.Second, LeaseTTL: 5 * time.Second}}
 	go func() { done <- server.RunDev(ctx, cfg, func(addr string) { ready <- addr }) }()
 	var addr string
 	select {

@@ -28,8 +28,9 @@ import (
 // embedded etcd. Each test has its own Runway (server.RunDev) and its own
 // namespaces and nodes, which it deletes at cleanup.
 var (
-	apiserver *rest.Config
-	kubeSkip  string // why the tests skip: the binary is not built
+	apiserver  *rest.Config
+	kubeconfig string // a kubeconfig file for apiserver, as `runway serve --kubeconfig` reads it
+	kubeSkip   string // why the tests skip: the binary is not built
 )
 
 // kubeAPIServerBin is bin/kube-apiserver (make kube-apiserver), or
@@ -64,7 +65,18 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer stop()
-	apiserver = cfg
+	apiserver, kubeconfig = cfg, filepath.Join(dir, "kubeconfig")
+	kc := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: test, cluster: {server: %q, insecure-skip-tls-verify: true}}]
+users: [{name: admin, user: {token: %q}}]
+contexts: [{name: test, context: {cluster: test, user: admin}}]
+current-context: test
+`, cfg.Host, cfg.BearerToken)
+	if err := os.WriteFile(kubeconfig, []byte(kc), 0o600); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	return m.Run()
 }
 
