@@ -23,7 +23,7 @@ $(BIN)/kube-apiserver: testbin/go.mod testbin/go.sum
 	cd testbin && GOWORK=off $(GO) build -ldflags "$(KUBE_LDFLAGS)" -o $(BIN)/kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
 
 $(BIN)/helm: testbin/helm/go.mod testbin/helm/go.sum
-	cd testbin/helm && GOWORK=off $(GO) build -ldflags "-s -w" -o $(BIN)/helm helm.sh/helm/v3/cmd/helm
+	cd testbin/helm && GOWORK=off $(GO) build -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=v3.22.0" -o $(BIN)/helm helm.sh/helm/v3/cmd/helm
 
 .PHONY: test-bins kube-apiserver helm
 test-bins: $(BIN)/etcd $(BIN)/kube-apiserver ## build the test-only binaries (bin/etcd, bin/kube-apiserver)
