@@ -13,12 +13,18 @@ func agentCommand() *cobra.Command {
 		Short: "Run a node agent: register the node and run the pods bound to it",
 		Long: `Run the node agent of one node: it registers the node in etcd under a lease,
 runs the pods the scheduler binds to it (under --data-dir) and reports their
-state. The GPUs are simulated (--gpus); real NVIDIA devices are not wired yet.
+state. Its GPUs come from NVML when the NVIDIA driver library loads, else
+they are simulated (--gpus), which it says in its log; --gpu-backend forces
+either. It holds each pod to its GPU memory slice, enforces its node pool's
+time-slicing plan, and reports each pod's GPU idle time. With --metrics-listen
+it serves Prometheus metrics on ADDR/metrics: runway_gpu_utilization,
+runway_gpu_memory_used_bytes, runway_gpu_idle_seconds_per_workload.
 
 It runs until SIGINT or SIGTERM; it stops its pods then, and the node expires
 with its lease.`,
-		Example: `  runway agent --node gpu-1 --etcd-endpoints 127.0.0.1:2379 --gpus 8 --data-dir /var/lib/runway`,
-		Args:    cobra.NoArgs,
+		Example: `  runway agent --node gpu-1 --etcd-endpoints 127.0.0.1:2379 --data-dir /var/lib/runway --metrics-listen :9400
+  runway agent --node sim-1 --etcd-endpoints 127.0.0.1:2379 --gpu-backend simulated --gpus 8 --data-dir /tmp/sim-1`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := untilSignal(cmd.Context())
 			defer stop()
@@ -31,10 +37,14 @@ with its lease.`,
 	f.StringVar(&cfg.EtcdTLS.CAFile, "etcd-ca-file", "", "CA bundle that verifies etcd's certificate (TLS to etcd)")
 	f.StringVar(&cfg.EtcdTLS.CertFile, "etcd-cert-file", "", "client certificate for etcd")
 	f.StringVar(&cfg.EtcdTLS.KeyFile, "etcd-key-file", "", "client key for etcd")
-	f.IntVar(&cfg.GPUs, "gpus", 8, "number of simulated GPUs")
+	f.StringVar(&cfg.GPUBackend, "gpu-backend", server.BackendAuto, "GPUs from: auto (NVML if the driver loads, else simulated), nvml or simulated")
+	f.IntVar(&cfg.GPUs, "gpus", 8, "number of simulated GPUs (when simulated)")
+	f.StringVar(&cfg.MetricsListen, "metrics-listen", "", "serve Prometheus metrics on ADDR/metrics (for example :9400)")
+	f.StringVar(&cfg.MPSPipeDir, "mps-pipe-dir", "", "pipe directory of an MPS control daemon: pods get MPS memory and thread limits")
 	f.StringVar(&cfg.Pool, "pool", "", "node pool id (default: the pool whose node selector matches --label, else default)")
 	f.StringToStringVar(&cfg.Labels, "label", nil, "node label K=V (repeatable): run.ai/type=dgx, or what a pool's node selector matches")
 	f.StringVar(&cfg.DataDir, "data-dir", "", "directory for the pods' directories and logs (required)")
+	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:0", "the agent's address for pod output (runway workload logs); in a cluster, one the workload service can reach")
 	_ = cmd.MarkFlagRequired("node")
 	_ = cmd.MarkFlagRequired("etcd-endpoints")
 	_ = cmd.MarkFlagRequired("data-dir")

@@ -25,6 +25,9 @@ Once serving it prints "export RUNWAY_SERVER=ADDR" on stdout and writes the
 same line to DATA-DIR/env. It runs until SIGINT or SIGTERM and then shuts down
 cleanly; starting again on the same DATA-DIR resumes where it stopped.
 
+--time-slicing sets the default node pool's time-slicing mode (off, strict or
+fair). GET /metrics serves the agents' GPU metrics (Prometheus).
+
 GET /openapi.json serves --openapi (by default gen/openapi/runway.swagger.json
 relative to the working directory, when that file exists).`,
 		Example: `  runway dev --data-dir /tmp/rwdev --nodes 2 --gpus-per-node 2
@@ -40,6 +43,9 @@ relative to the working directory, when that file exists).`,
 			defer stop()
 			return server.RunDev(ctx, cfg, func(addr string) {
 				fmt.Fprintln(cmd.OutOrStdout(), server.EnvLine(addr))
+				fmt.Fprintf(cmd.ErrOrStderr(), "Runway is serving on %[1]s (gRPC, REST and /openapi.json). Point the CLI at it from another shell:\n"+
+					"  %[2]s\n  runway project create team-a --gpu 2\n  runway training submit a1 -p team-a -i quickstart -g 1 -- sleep 600\n"+
+					"  runway workload list -A\n", addr, server.EnvLine(addr))
 			})
 		},
 	}
@@ -48,6 +54,7 @@ relative to the working directory, when that file exists).`,
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:7070", "gRPC and REST address of all the services")
 	f.IntVar(&cfg.Nodes, "nodes", 1, "number of in-process node agents")
 	f.IntVar(&cfg.GPUsPerNode, "gpus-per-node", 8, "simulated GPUs per node")
+	f.StringVar(&cfg.TimeSlicing, "time-slicing", "", "time-slicing mode of the default node pool: off, strict or fair (default: as stored)")
 	f.StringVar(&openapi, "openapi", server.DefaultOpenAPIPath, "OpenAPI document to serve as /openapi.json")
 	_ = cmd.MarkFlagRequired("data-dir")
 	return cmd

@@ -5,7 +5,8 @@
 //	runway serve SERVICE    one service against an etcd cluster (serve.go)
 //	runway agent            a node agent (agent.go)
 //
-// and the user CLI as it lands. The commands parse flags; the composition
+// and the user CLI (training|workspace|inference submit, workload,
+// project, department, nodepool, node), which talks only through pkg/sdk. The commands parse flags; the composition
 // of the services lives in package server (cmd/runway/server).
 package main
 
@@ -15,6 +16,8 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/runwayhq/runway/pkg/sdk"
 )
 
 // exitError carries a process exit code through cobra.
@@ -25,22 +28,32 @@ type exitError struct {
 
 func (e *exitError) Error() string { return e.msg }
 
-func main() {
+// rootCommand is the whole command tree.
+func rootCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "runway",
 		Short:         "Runway: open GPU orchestration",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.PersistentFlags().String("server", "", "the Runway server, host:port (default: $"+sdk.EnvServer+" or the config file)")
 	root.AddCommand(simCommand(), devCommand(), serveCommand(), agentCommand())
+	root.AddCommand(submitCommands()...)
+	root.AddCommand(workloadCommand(), projectCommand(), departmentCommand(), nodePoolCommand(), nodeCommand())
+	root.AddCommand(policyCommand(), environmentCommand(), computeResourceCommand())
+	return root
+}
+
+func main() {
+	root := rootCommand()
 	if err := root.Execute(); err != nil {
 		code := 1
 		var ee *exitError
 		if errors.As(err, &ee) {
 			code = ee.code
 		}
-		if err.Error() != "" {
-			fmt.Fprintln(os.Stderr, "error: "+err.Error())
+		if msg := errorLine(err); msg != "" {
+			fmt.Fprintln(os.Stderr, "error: "+msg)
 		}
 		os.Exit(code)
 	}

@@ -6,12 +6,14 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/runwayhq/runway/pkg/sdk"
 )
 
 // The helpers below read an error as a client receives it: a gRPC status
 // error, possibly wrapped with %w. They also accept an *Error that has not
 // been through ToStatus yet, so code inside a service can use them too. They
-// need nothing but grpc/status and errdetails (pkg/sdk mirrors them).
+// read statuses through pkg/sdk, which clients use.
 
 // Info returns the ErrorInfo of err: the first one in a status's details, or
 // the one an *Error will carry (with an empty domain). Nil when there is none.
@@ -20,16 +22,7 @@ func Info(err error) *errdetails.ErrorInfo {
 	if errors.As(err, &e) {
 		return &errdetails.ErrorInfo{Reason: e.reason.String(), Metadata: e.Metadata()}
 	}
-	st, ok := status.FromError(err)
-	if !ok || st == nil {
-		return nil
-	}
-	for _, d := range st.Details() {
-		if info, ok := d.(*errdetails.ErrorInfo); ok {
-			return info
-		}
-	}
-	return nil
+	return sdk.Info(err)
 }
 
 // Reason is the ErrorInfo reason of err, such as "PROJECT_NOT_FOUND", or ""

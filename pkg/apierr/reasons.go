@@ -48,6 +48,14 @@ var table = map[commonv1.ErrorReason]rule{
 	commonv1.ErrorReason_WORKLOAD_NOT_FOUND:      {codes.NotFound, []string{"workload"}},
 	commonv1.ErrorReason_WORKLOAD_ALREADY_EXISTS: {codes.AlreadyExists, []string{"workload"}},
 	commonv1.ErrorReason_WORKLOAD_NOT_BOUND:      {codes.FailedPrecondition, []string{"workload", "node", "podIndex"}},
+	commonv1.ErrorReason_WORKLOAD_NO_LOGS:        {codes.FailedPrecondition, []string{"workload", "podIndex"}},
+
+	commonv1.ErrorReason_POLICY_NOT_FOUND:                {codes.NotFound, []string{"policy"}},
+	commonv1.ErrorReason_POLICY_RULE_CONFLICT:            {codes.FailedPrecondition, []string{"field", "scope"}},
+	commonv1.ErrorReason_ENVIRONMENT_NOT_FOUND:           {codes.NotFound, []string{"environment"}},
+	commonv1.ErrorReason_ENVIRONMENT_ALREADY_EXISTS:      {codes.AlreadyExists, []string{"environment"}},
+	commonv1.ErrorReason_COMPUTE_RESOURCE_NOT_FOUND:      {codes.NotFound, []string{"computeResource"}},
+	commonv1.ErrorReason_COMPUTE_RESOURCE_ALREADY_EXISTS: {codes.AlreadyExists, []string{"computeResource"}},
 
 	commonv1.ErrorReason_NODE_NOT_FOUND: {codes.NotFound, []string{"node"}},
 

@@ -16,16 +16,19 @@ type Resource struct {
 // so their not-found reasons are INVALID_ARGUMENT (see error_reason.proto);
 // nodes register themselves, so they have no already-exists reason.
 var (
-	Project     = Resource{"project", "project", commonv1.ErrorReason_PROJECT_NOT_FOUND, commonv1.ErrorReason_PROJECT_ALREADY_EXISTS}
-	Department  = Resource{"department", "department", commonv1.ErrorReason_DEPARTMENT_NOT_FOUND, commonv1.ErrorReason_DEPARTMENT_ALREADY_EXISTS}
-	NodePool    = Resource{"nodePool", "node pool", commonv1.ErrorReason_NODE_POOL_NOT_FOUND, commonv1.ErrorReason_NODE_POOL_ALREADY_EXISTS}
-	Workload    = Resource{"workload", "workload", commonv1.ErrorReason_WORKLOAD_NOT_FOUND, commonv1.ErrorReason_WORKLOAD_ALREADY_EXISTS}
-	Node        = Resource{"node", "node", commonv1.ErrorReason_NODE_NOT_FOUND, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED}
-	User        = Resource{"user", "user", commonv1.ErrorReason_USER_NOT_FOUND, commonv1.ErrorReason_USER_ALREADY_EXISTS}
-	Application = Resource{"application", "application", commonv1.ErrorReason_APPLICATION_NOT_FOUND, commonv1.ErrorReason_APPLICATION_ALREADY_EXISTS}
-	AccessRule  = Resource{"accessRule", "access rule", commonv1.ErrorReason_ACCESS_RULE_NOT_FOUND, commonv1.ErrorReason_ACCESS_RULE_ALREADY_EXISTS}
-	Role        = Resource{"role", "role", commonv1.ErrorReason_ROLE_NOT_FOUND, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED}
-	Priority    = Resource{"priority", "priority", commonv1.ErrorReason_PRIORITY_NOT_FOUND, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED}
+	Project         = Resource{"project", "project", commonv1.ErrorReason_PROJECT_NOT_FOUND, commonv1.ErrorReason_PROJECT_ALREADY_EXISTS}
+	Department      = Resource{"department", "department", commonv1.ErrorReason_DEPARTMENT_NOT_FOUND, commonv1.ErrorReason_DEPARTMENT_ALREADY_EXISTS}
+	NodePool        = Resource{"nodePool", "node pool", commonv1.ErrorReason_NODE_POOL_NOT_FOUND, commonv1.ErrorReason_NODE_POOL_ALREADY_EXISTS}
+	Workload        = Resource{"workload", "workload", commonv1.ErrorReason_WORKLOAD_NOT_FOUND, commonv1.ErrorReason_WORKLOAD_ALREADY_EXISTS}
+	Node            = Resource{"node", "node", commonv1.ErrorReason_NODE_NOT_FOUND, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED}
+	User            = Resource{"user", "user", commonv1.ErrorReason_USER_NOT_FOUND, commonv1.ErrorReason_USER_ALREADY_EXISTS}
+	Application     = Resource{"application", "application", commonv1.ErrorReason_APPLICATION_NOT_FOUND, commonv1.ErrorReason_APPLICATION_ALREADY_EXISTS}
+	AccessRule      = Resource{"accessRule", "access rule", commonv1.ErrorReason_ACCESS_RULE_NOT_FOUND, commonv1.ErrorReason_ACCESS_RULE_ALREADY_EXISTS}
+	Role            = Resource{"role", "role", commonv1.ErrorReason_ROLE_NOT_FOUND, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED}
+	Policy          = Resource{"policy", "policy", commonv1.ErrorReason_POLICY_NOT_FOUND, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED}
+	Environment     = Resource{"environment", "environment", commonv1.ErrorReason_ENVIRONMENT_NOT_FOUND, commonv1.ErrorReason_ENVIRONMENT_ALREADY_EXISTS}
+	ComputeResource = Resource{"computeResource", "compute resource", commonv1.ErrorReason_COMPUTE_RESOURCE_NOT_FOUND, commonv1.ErrorReason_COMPUTE_RESOURCE_ALREADY_EXISTS}
+	Priority        = Resource{"priority", "priority", commonv1.ErrorReason_PRIORITY_NOT_FOUND, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED}
 )
 
 // String is the resource's metadata key, for logs and test names.

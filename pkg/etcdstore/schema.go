@@ -49,6 +49,12 @@ const (
 
 	// Workload service.
 	PrefixWorkloads = Root + "workloads/" // {project}/{workload}
+	// Policies, environments and compute resources are keyed by scope
+	// ("account", "departments/{department}" or "projects/{project}") and id
+	// (for a policy, the workload type).
+	PrefixPolicies         = Root + "policies/"         // {scope}/{type}
+	PrefixEnvironments     = Root + "environments/"     // {scope}/{environment}
+	PrefixComputeResources = Root + "computeresources/" // {scope}/{compute_resource}
 
 	// Scheduler service.
 	PrefixBindings = Root + "bindings/" // {node}/{project}.{workload}.{pod}: a workloadv1.PodStatus
@@ -75,6 +81,9 @@ const (
 	PrefixLeases = Root + "leases/" // {node}: the node's etcd lease id
 	PrefixRuns   = Root + "runs/"   // {node}/{project}.{workload}.{pod}: run reports
 	PrefixDrains = Root + "drains/" // {node}
+	// PrefixPlans holds each node's current time-slicing plan (a
+	// nodemanagerv1.TimeSlicePlan), written by its agent when it changes.
+	PrefixPlans = Root + "plans/" // {node}
 
 	// Identity service.
 	PrefixUsers        = Root + "users/"        // {user}
@@ -99,6 +108,9 @@ var prefixes = []PrefixInfo{
 	{PrefixProjects, OwnerQuota, false, "Project by id"},
 	{KeySettings, OwnerQuota, true, "quota Settings (over-subscription policy)"},
 	{PrefixWorkloads, OwnerWorkload, false, "Workload by project/workload"},
+	{PrefixPolicies, OwnerWorkload, false, "workload Policy by scope/type"},
+	{PrefixEnvironments, OwnerWorkload, false, "Environment by scope/id"},
+	{PrefixComputeResources, OwnerWorkload, false, "ComputeResource by scope/id"},
 	{PrefixBindings, OwnerScheduler, false, "pod binding (PodStatus) by node/project.workload.pod"},
 	{PrefixEvictions, OwnerScheduler, false, "eviction events (WorkloadEvent) by project/workload/time-n"},
 	{PrefixReasons, OwnerScheduler, false, "pending reasons (WorkloadStatus.pending_reasons) by project/workload"},
@@ -108,6 +120,7 @@ var prefixes = []PrefixInfo{
 	{PrefixLeases, OwnerNodeManager, false, "node lease ids by node"},
 	{PrefixRuns, OwnerNodeManager, false, "run reports by node/project.workload"},
 	{PrefixDrains, OwnerNodeManager, false, "drain requests by node"},
+	{PrefixPlans, OwnerNodeManager, false, "time-slicing plan (TimeSlicePlan) by node"},
 	{PrefixUsers, OwnerIdentity, false, "User by id"},
 	{PrefixApplications, OwnerIdentity, false, "Application by id"},
 	{PrefixAccessRules, OwnerIdentity, false, "AccessRule by id"},

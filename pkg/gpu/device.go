@@ -16,10 +16,45 @@ type DeviceInfo struct {
 	MIG bool
 }
 
-// Backend discovers a node's GPUs.
+// Pod is a process group the agent runs on a device, as Sample sees it.
+type Pod struct {
+	// PGID is the pod's process group: every process of the pod is in it.
+	PGID int
+	// Dir is the pod's working directory (the simulator reads the memory
+	// the pod declares there).
+	Dir string
+}
+
+// PodUsage is one pod's use of one device.
+type PodUsage struct {
+	// MemoryBytes is the device memory the pod's processes hold.
+	MemoryBytes int64
+	// Utilization is the pod's share of the device's compute since the
+	// previous sample, 0 to 1.
+	Utilization float64
+}
+
+// DeviceUsage is one sample of a device.
+type DeviceUsage struct {
+	// Utilization is the share of time the device was busy, 0 to 1.
+	Utilization float64
+	// MemoryUsedBytes is the device memory in use, by anyone.
+	MemoryUsedBytes int64
+	// Pods are the usages of the pods given to Sample, in their order.
+	Pods []PodUsage
+}
+
+// Backend discovers a node's GPUs and measures their use.
 type Backend interface {
 	// Devices lists the node's GPUs ordered by Index. A backend that cannot
 	// read its devices (no driver) returns an error; a node without GPUs
 	// returns an empty list.
 	Devices() ([]DeviceInfo, error)
+	// Sample measures device index and the share of it each of pods uses.
+	// Utilisations are over the time since the previous Sample of the same
+	// device and pod (0 at the first).
+	Sample(index int, pods []Pod) (DeviceUsage, error)
+	// PodEnv is the environment a pod working in dir gets from the
+	// backend (KEY=VALUE), or nil.
+	PodEnv(dir string) []string
 }

@@ -1,5 +1,5 @@
 // Package gpu is how Runway sees a node's GPUs: a Backend lists the devices
-// (DeviceInfo), and nothing above this package knows whether they come from
-// NVML (nvidia/, issue 5) or from the simulator (simulated/). Fractions and
-// time-slicing plans are built on top of this interface (issue 5).
+// (DeviceInfo) and samples their use per pod (Sample), and nothing above this
+// package knows whether they come from NVML (nvidia/) or from the simulator
+// (simulated/).
 package gpu

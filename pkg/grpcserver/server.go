@@ -40,6 +40,8 @@ type Config struct {
 	// OpenAPI is served as GET /openapi.json (gen/openapi/runway.swagger.json);
 	// empty gives 404.
 	OpenAPI []byte
+	// Metrics, when set, is served as GET /metrics (Prometheus).
+	Metrics http.Handler
 	// Domains maps a full service name ("runway.quota.v1.QuotaService") to
 	// the API domain in its ErrorInfo. A service not listed gets
 	// DomainOf(service).

@@ -84,7 +84,7 @@ func (a *agentRun) kill(t *testing.T) {
 
 // startAgent runs an agent for node with two simulated GPUs and a 1 s
 // lease, stopped at cleanup if the test did not kill it.
-func (e *env) startAgent(t *testing.T, node string, labels map[string]string) *agentRun {
+func (e *env) startAgent(t *testing.T, node string, labels map[string]string, opts ...func(*agent.Config)) *agentRun {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	a := &agentRun{cancel: cancel, done: make(chan struct{})}
@@ -92,6 +92,9 @@ func (e *env) startAgent(t *testing.T, node string, labels map[string]string) *a
 		Node: node, Labels: labels, Client: e.etcd.Client, DataDir: t.TempDir(),
 		Backend:  simulated.New(simulated.Config{Count: 2, Node: node}),
 		LeaseTTL: time.Second, StopGrace: time.Second, MilliCPU: 8000, MemoryBytes: 64 << 30, Logger: quiet,
+	}
+	for _, o := range opts {
+		o(&cfg)
 	}
 	go func() {
 		a.err = agent.Run(ctx, cfg)

@@ -79,6 +79,12 @@ func (s *Server) GetNode(ctx context.Context, req *nodemanagerv1.GetNodeRequest)
 	if err != nil {
 		return nil, storeError(err, req.GetName())
 	}
+	if err := s.store.fillAllocations(ctx, []*nodemanagerv1.Node{n}); err != nil {
+		return nil, storeError(err, req.GetName())
+	}
+	if err := fillPlans(ctx, s.store.client, []*nodemanagerv1.Node{n}); err != nil {
+		return nil, err
+	}
 	return n, nil
 }
 
@@ -110,6 +116,12 @@ func (s *Server) ListNodes(ctx context.Context, req *nodemanagerv1.ListNodesRequ
 		token = page.NextPageToken
 		if token == "" || len(resp.Nodes) == size {
 			resp.NextPageToken = token
+			if err := s.store.fillAllocations(ctx, resp.Nodes); err != nil {
+				return nil, storeError(err, "")
+			}
+			if err := fillPlans(ctx, s.store.client, resp.Nodes); err != nil {
+				return nil, err
+			}
 			return resp, nil
 		}
 	}
@@ -227,10 +239,9 @@ func (s *Server) checkBound(ctx context.Context, node, project, workload string,
 		With("node", req.GetNode()).With("podIndex", fmt.Sprint(pod))
 }
 
-// GetTimeSlicePlan returns the node's plan. Until fractions and time
-// slicing land (issue 5) no device is ever shared, so the plan is always
-// the valid empty one the proto describes ("Empty when no device is
-// shared"), with revision 0; the node must exist.
+// GetTimeSlicePlan returns the node's plan as its agent last stored it;
+// before the agent stored any, the valid empty plan ("Empty when no device
+// is shared") with revision 0. The node must exist.
 func (s *Server) GetTimeSlicePlan(ctx context.Context, req *nodemanagerv1.GetTimeSlicePlanRequest) (*nodemanagerv1.TimeSlicePlan, error) {
 	nodeName, ok := cutSuffix(req.GetName(), planSuffix)
 	id, err := nodeOf("name", nodeName)
@@ -241,7 +252,14 @@ func (s *Server) GetTimeSlicePlan(ctx context.Context, req *nodemanagerv1.GetTim
 	if err != nil {
 		return nil, storeError(err, nodeName)
 	}
-	return &nodemanagerv1.TimeSlicePlan{Name: req.GetName(), UpdateTime: n.GetCreateTime(), Etag: "0"}, nil
+	plan, err := getPlan(ctx, s.store.client, id)
+	if err != nil {
+		return nil, err
+	}
+	if plan == nil {
+		return &nodemanagerv1.TimeSlicePlan{Name: req.GetName(), UpdateTime: n.GetCreateTime(), Etag: "0"}, nil
+	}
+	return plan, nil
 }
 
 func cutSuffix(s, suffix string) (string, bool) {

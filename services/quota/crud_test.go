@@ -50,7 +50,7 @@ func TestNodePool_CRUD(t *testing.T) {
 		NodeSelector:      map[string]string{"run.ai/type": "dgx"},
 		PlacementStrategy: quotav1.PlacementStrategy_PLACEMENT_STRATEGY_BINPACK,
 		TimeSlicing: &quotav1.TimeSlicing{Mode: quotav1.TimeSlicingMode_TIME_SLICING_MODE_OFF,
-			LeaseDuration: durationpb.New(100 * time.Millisecond), PrecisionPercent: 5},
+			LeaseDuration: durationpb.New(250 * time.Millisecond), PrecisionPercent: 5},
 	}
 	ignore := protocmp.IgnoreFields(&quotav1.NodePool{}, "uid", "create_time", "update_time", "etag")
 	if diff := cmp.Diff(want, created, protocmp.Transform(), ignore); diff != "" {

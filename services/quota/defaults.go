@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
+	"github.com/runwayhq/runway/pkg/timeslice"
 )
 
 // Defaults (shared/SCHEDULING.md §1, proto/runway/quota/v1/quota.proto). The
@@ -18,8 +18,8 @@ import (
 const (
 	unlimited           = -1
 	defaultWeight       = 1
-	defaultLease        = 100 * time.Millisecond
-	defaultPrecisionPct = 5
+	defaultLease        = timeslice.DefaultLease
+	defaultPrecisionPct = timeslice.DefaultPrecision
 )
 
 // fillQuotas sets every unset field of qs to its default: GPUs deserved 0
@@ -66,8 +66,8 @@ func orDefault[T int64 | int32 | bool](p *T, def T) *T {
 	return &def
 }
 
-// fillNodePool sets a pool's unset fields: binpack, time slicing off with a
-// 100 ms round and 5% precision.
+// fillNodePool sets a pool's unset fields: binpack, time slicing off with
+// 250 ms leases and 5% precision (a 5 s plan).
 func fillNodePool(np *quotav1.NodePool) {
 	if np.PlacementStrategy == quotav1.PlacementStrategy_PLACEMENT_STRATEGY_UNSPECIFIED {
 		np.PlacementStrategy = quotav1.PlacementStrategy_PLACEMENT_STRATEGY_BINPACK

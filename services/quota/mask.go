@@ -33,11 +33,11 @@ var (
 		outputOnly: []string{"uid", "create_time", "update_time"},
 	}
 	departmentFields = fieldRules{
-		mutable:    []string{"description", "node_pool_quotas"},
+		mutable:    []string{"description", "node_pool_quotas", "scheduling_rules"},
 		outputOnly: []string{"uid", "create_time", "update_time"},
 	}
 	projectFields = fieldRules{
-		mutable:    []string{"description", "department", "node_pool_quotas", "default_node_pools"},
+		mutable:    []string{"description", "department", "node_pool_quotas", "default_node_pools", "scheduling_rules"},
 		outputOnly: []string{"uid", "create_time", "update_time"},
 	}
 	settingsFields = fieldRules{

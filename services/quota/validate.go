@@ -9,7 +9,9 @@ import (
 	"unicode/utf8"
 
 	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
+	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
 	"github.com/runwayhq/runway/pkg/apierr"
+	"github.com/runwayhq/runway/pkg/timeslice"
 )
 
 // Request rules. Every check adds a violation with its AIP-193 field path
@@ -24,15 +26,14 @@ const (
 	projectsCollection    = "projects"
 	settingsName          = "settings"
 
-	builtInID       = "default" // nodepools/default and departments/default
-	defaultPool     = nodePoolsCollection + "/" + builtInID
-	defaultDept     = departmentsCollection + "/" + builtInID
-	maxDescription  = 1024
-	maxLabelKey     = 253
-	maxLabelValue   = 63
-	minLeaseSlice   = 10 * time.Millisecond
-	maxLeaseSlice   = 10 * time.Second
-	maxPrecisionPct = 50
+	builtInID      = "default" // nodepools/default and departments/default
+	defaultPool    = nodePoolsCollection + "/" + builtInID
+	defaultDept    = departmentsCollection + "/" + builtInID
+	maxDescription = 1024
+	maxLabelKey    = 253
+	maxLabelValue  = 63
+	minLeaseSlice  = 10 * time.Millisecond
+	maxLeaseSlice  = 10 * time.Second
 )
 
 // idPattern is a resource id: 1-63 characters of [a-z0-9-], starting with a
@@ -137,8 +138,8 @@ func (v *violations) checkNodePool(field string, np *quotav1.NodePool, id string
 			v.add(field+".time_slicing.lease_duration", "must be between %s and %s", minLeaseSlice, maxLeaseSlice)
 		}
 	}
-	if p := ts.GetPrecisionPercent(); p < 1 || p > maxPrecisionPct {
-		v.add(field+".time_slicing.precision_percent", "must be between 1 and %d (0 means 5)", maxPrecisionPct)
+	if p := ts.GetPrecisionPercent(); !timeslice.ValidPrecision(int(p)) {
+		v.add(field+".time_slicing.precision_percent", "must divide 100 into whole leases: 1, 2, 4, 5, 10, 20, 25 or 50 (0 means 5)")
 	}
 }
 
@@ -146,6 +147,7 @@ func (v *violations) checkNodePool(field string, np *quotav1.NodePool, id string
 func (v *violations) checkDepartment(field string, d *quotav1.Department) {
 	v.checkDescription(field+".description", d.GetDescription())
 	v.checkQuotas(field+".node_pool_quotas", d.GetNodePoolQuotas())
+	v.checkSchedulingRules(field+".scheduling_rules", d.GetSchedulingRules())
 }
 
 // checkProject checks a project as it will be stored.
@@ -160,6 +162,41 @@ func (v *violations) checkProject(field string, p *quotav1.Project) {
 			v.add(path, "lists %s twice; name each node pool once", pool)
 		}
 		seen[pool] = true
+	}
+	v.checkSchedulingRules(field+".scheduling_rules", p.GetSchedulingRules())
+}
+
+// labelValue is a Kubernetes label value: node types are compared with the
+// nodes' run.ai/type label.
+var labelValue = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$`)
+
+// checkSchedulingRules checks one entry per workload type, limits that are
+// positive when set, and node types that are label values.
+func (v *violations) checkSchedulingRules(field string, rules []*quotav1.SchedulingRules) {
+	seen := map[workloadv1.WorkloadType]bool{}
+	for i, r := range rules {
+		path := fmt.Sprintf("%s[%d]", field, i)
+		switch t := r.GetWorkloadType(); {
+		case t == workloadv1.WorkloadType_WORKLOAD_TYPE_UNSPECIFIED || workloadv1.WorkloadType_name[int32(t)] == "":
+			v.add(path+".workload_type", "must be WORKLOAD_TYPE_WORKSPACE, WORKLOAD_TYPE_TRAINING or WORKLOAD_TYPE_INFERENCE")
+		case seen[t]:
+			v.add(path+".workload_type", "has a second entry for %s; give each workload type one entry", t)
+		}
+		seen[r.GetWorkloadType()] = true
+		if d := r.GetTimeLimit(); d != nil && (!d.IsValid() || d.AsDuration() <= 0) {
+			v.add(path+".time_limit", "must be more than 0 when set")
+		}
+		if d := r.GetIdleGpuLimit(); d != nil && (!d.IsValid() || d.AsDuration() <= 0) {
+			v.add(path+".idle_gpu_limit", "must be more than 0 when set")
+		}
+		if r.GetPreemptWhenIdle() && r.GetIdleGpuLimit() == nil {
+			v.add(path+".preempt_when_idle", "needs idle_gpu_limit")
+		}
+		for j, nt := range r.GetNodeTypes() {
+			if !labelValue.MatchString(nt) {
+				v.add(fmt.Sprintf("%s.node_types[%d]", path, j), "must be a label value: 1-63 characters of [A-Za-z0-9._-], starting and ending with a letter or digit")
+			}
+		}
 	}
 }
 

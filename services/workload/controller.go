@@ -51,15 +51,37 @@ import (
 // compares the result with the stored status, so re-running it (a restart,
 // a retried conflict) adds no event. Writes are conditional on the workload
 // key's revision and retried on conflict.
+//
+// Scheduling limits (Workload.limits) are enforced here too: a RUNNING
+// workload whose running time or GPU idle time reaches its limit gets
+// spec.suspended set, stop_reason and a LIMIT_REACHED event, so that the
+// scheduler releases its pods as for any suspension; with preempt_when_idle
+// and a preemptible priority it is marked requeue_on_release and returns to
+// PENDING once released. Time passes without any watch event, so every
+// workload is also reconciled every LimitCheckInterval.
 type Controller struct {
 	client *clientv3.Client
 	log    *slog.Logger
 	clock  Clock
+	every  time.Duration
+}
+
+// DefaultLimitCheckInterval is how often the controller checks the time
+// and idle-GPU limits of running workloads when nothing else changes.
+const DefaultLimitCheckInterval = 5 * time.Second
+
+// ControllerOption tunes a Controller.
+type ControllerOption func(*Controller)
+
+// WithLimitCheckInterval sets how often limits are checked without events
+// (tests use a short one with a virtual clock).
+func WithLimitCheckInterval(d time.Duration) ControllerOption {
+	return func(c *Controller) { c.every = d }
 }
 
 // NewController returns a controller over deps.Client (deps.Projects is
 // not used).
-func NewController(deps Deps) (*Controller, error) {
+func NewController(deps Deps, opts ...ControllerOption) (*Controller, error) {
 	if deps.Client == nil {
 		return nil, errors.New("workload: Deps.Client is nil")
 	}
@@ -69,7 +91,11 @@ func NewController(deps Deps) (*Controller, error) {
 	if deps.Clock == nil {
 		deps.Clock = systemClock{}
 	}
-	return &Controller{client: deps.Client, log: deps.Logger, clock: deps.Clock}, nil
+	c := &Controller{client: deps.Client, log: deps.Logger, clock: deps.Clock, every: DefaultLimitCheckInterval}
+	for _, o := range opts {
+		o(c)
+	}
+	return c, nil
 }
 
 // controllerRetry is the pause before a failed reconcile is retried.
@@ -140,12 +166,22 @@ func (c *Controller) watch(ctx context.Context, rev int64) error {
 		}
 	}()
 
+	tick := time.NewTicker(c.every)
+	defer tick.Stop()
 	dirty := map[string]bool{}
 	var retry <-chan time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-tick.C:
+			if _, err := c.reconcile(ctx, nil); err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				c.log.Warn("workload controller: limit check failed; retrying at the next tick", "err", err)
+			}
+			continue
 		case t := <-merged:
 			if t.err != nil {
 				return t.err
@@ -348,6 +384,7 @@ func (c *Controller) reconcileOne(ctx context.Context, snap *snapshot, id string
 			FoldReasons(w, st.GetPendingReasons())
 		}
 	}
+	EnforceLimits(w, now)
 
 	if proto.Equal(before, w) && len(evictions) == 0 {
 		return nil
@@ -440,6 +477,9 @@ func (c *Controller) foldPods(w *workloadv1.Workload, snap *snapshot, id string,
 		for _, p := range pods {
 			if p.GetState() == workloadv1.PodState_POD_STATE_FAILED {
 				msg = fmt.Sprintf("Pod %d failed (exit code %d).", p.GetIndex(), p.GetExitCode())
+				if p.GetMessage() != "" { // why, as the node agent saw it (out of GPU memory, …)
+					msg = fmt.Sprintf("Pod %d failed (exit code %d): %s", p.GetIndex(), p.GetExitCode(), p.GetMessage())
+				}
 				break
 			}
 		}
@@ -541,4 +581,43 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+// EnforceLimits stops (or requeues) a RUNNING workload that has reached its
+// time limit or its idle-GPU limit at now: spec.suspended is set, so that
+// the scheduler releases its pods; stop_reason says why (a stop) or
+// requeue_on_release is set (a preemption: back to PENDING once released);
+// and a LIMIT_REACHED event is folded. A workload already suspended, not
+// running, or without limits is left alone.
+func EnforceLimits(w *workloadv1.Workload, now time.Time) {
+	l, st := w.GetLimits(), w.GetStatus()
+	if l == nil || st.GetPhase() != workloadv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING || w.GetSpec().GetSuspended() {
+		return
+	}
+	typ := clusterproto.TypeName(w.GetType())
+	var msg string
+	requeue := false
+	if limit := l.GetTimeLimit(); limit != nil && RunningTime(w, now) >= limit.AsDuration() {
+		msg = fmt.Sprintf("Stopped: it has run %s, the time limit of the %s scheduling rule of %s.",
+			limit.AsDuration(), typ, l.GetSource())
+	} else if limit := l.GetIdleGpuLimit(); limit != nil && st.GetGpuIdleTime() != nil && st.GetGpuIdleTime().AsDuration() >= limit.AsDuration() {
+		prio, _ := clusterproto.EffectivePriority(w)
+		requeue = l.GetPreemptWhenIdle() && prio.Preemptible
+		verb := "Stopped"
+		if requeue {
+			verb = "Preempted back to pending"
+		}
+		msg = fmt.Sprintf("%s: its GPUs have been idle for %s, the idle-GPU limit of the %s scheduling rule of %s.",
+			verb, st.GetGpuIdleTime().AsDuration(), typ, l.GetSource())
+	}
+	if msg == "" {
+		return
+	}
+	w.Spec.Suspended = true
+	if requeue {
+		st.RequeueOnRelease = true
+	} else {
+		st.StopReason = msg
+	}
+	Fold(w, NewEvent(workloadv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_LIMIT_REACHED, now, msg))
 }

@@ -23,9 +23,15 @@ import (
 // function (also registered as a cleanup), which waits for Run to return.
 func (e *env) runController(t *testing.T) func() {
 	t.Helper()
+	return e.runControllerWith(t, &fixedClock{})
+}
+
+// runControllerWith is runController with a clock and options.
+func (e *env) runControllerWith(t *testing.T, clock workload.Clock, opts ...workload.ControllerOption) func() {
+	t.Helper()
 	c, err := workload.NewController(workload.Deps{
-		Client: e.etcd.Client, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Clock: &fixedClock{},
-	})
+		Client: e.etcd.Client, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Clock: clock,
+	}, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,6 +195,28 @@ func TestController_FailedExitCode(t *testing.T) {
 	got := e.await(t, w.GetName(), "failed", phaseIs(workloadv1.WorkloadPhase_WORKLOAD_PHASE_FAILED))
 	if want := []workloadv1.WorkloadEventType{evSubmitted, evScheduled, evStarted, evFinished}; !slices.Equal(eventTypes(got), want) {
 		t.Errorf("events %v, want %v", eventTypes(got), want)
+	}
+}
+
+// The agent's reason for a failed pod (here the GPU memory slice) is in
+// the workload's FINISHED event.
+func TestController_FailedPodReasonInEvent(t *testing.T) {
+	e := start(t)
+	e.addProjects(t, "team-a")
+	w := e.create(t, "team-a", "job", training())
+	e.runController(t)
+	e.bind(t, "n1", "team-a", "job", 0)
+	e.await(t, w.GetName(), "running", phaseIs(workloadv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING))
+	const why = "Out of GPU memory: the pod used 46.6 GiB on GPU 1, over its slice of 40.0 GiB; the node agent ended it."
+	rep := &nodemanagerv1.ReportWorkloadStateRequest{Node: "nodes/n1", Workload: w.GetName(), PodIndex: 0,
+		State: workloadv1.PodState_POD_STATE_FAILED, ExitCode: 137, Message: why, ObserveTime: timestamppb.Now()}
+	if _, err := etcdstore.NewBatch(e.etcd.Client).Put(etcdstore.PrefixRuns+"n1/team-a.job.0", rep).Commit(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	got := e.await(t, w.GetName(), "failed", phaseIs(workloadv1.WorkloadPhase_WORKLOAD_PHASE_FAILED))
+	evs := got.GetStatus().GetEvents()
+	if last := evs[len(evs)-1]; last.GetType() != evFinished || last.GetMessage() != "Pod 0 failed (exit code 137): "+why {
+		t.Errorf("last event = %v, want FINISHED with the reason", last)
 	}
 }
 

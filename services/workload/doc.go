@@ -23,7 +23,15 @@
 //     defaults, shared with the scheduler service without an import
 //     between services;
 //   - projects.go: ProjectChecker, and QuotaProjects, its production
-//     implementation over the generated QuotaService client.
+//     implementation over the generated QuotaService client (projects,
+//     departments, their scheduling rules);
+//   - governance.go, assets.go, scopes.go, examples.go: the
+//     GovernanceService (policies, environments, compute resources at the
+//     account, department or project scope), registered beside the
+//     WorkloadService; pkg/policy holds the policy merge and checks;
+//   - submit.go: what CreateWorkload does before writing: assets, policy
+//     defaults and rules, the scheduling rules (node types checked, limits
+//     copied into Workload.limits); the controller enforces the limits.
 //
 // Errors leave the handlers as *apierr.Error values (errors.go maps the
 // store's sentinels), which pkg/grpcserver turns into statuses once.

@@ -16,7 +16,10 @@ const storeRetryAfter = time.Second
 // the workload name to the API error a client sees. Context errors and
 // errors already of apierr pass through; anything else stays as it is and
 // becomes Internal in pkg/grpcserver, which logs it.
-func apiError(err error, name string) error {
+func apiError(err error, name string) error { return storeError(err, apierr.Workload, name) }
+
+// storeError is apiError for a resource of kind r.
+func storeError(err error, r apierr.Resource, name string) error {
 	var mismatch *etcdstore.EtagMismatchError
 	switch {
 	case err == nil:
@@ -24,9 +27,9 @@ func apiError(err error, name string) error {
 	case errors.As(err, &mismatch):
 		return apierr.EtagMismatch(name, mismatch.CurrentEtag).WithCause(err)
 	case errors.Is(err, etcdstore.ErrNotFound):
-		return apierr.NotFound(apierr.Workload, name).WithCause(err)
+		return apierr.NotFound(r, name).WithCause(err)
 	case errors.Is(err, etcdstore.ErrAlreadyExists):
-		return apierr.AlreadyExists(apierr.Workload, name).WithCause(err)
+		return apierr.AlreadyExists(r, name).WithCause(err)
 	case errors.Is(err, etcdstore.ErrInvalidPageToken), errors.Is(err, etcdstore.ErrPageTokenExpired):
 		return apierr.InvalidPageToken().WithCause(err)
 	case errors.Is(err, etcdstore.ErrCompacted):

@@ -49,19 +49,44 @@ func (c *fixedClock) Now() time.Time {
 	return t0.Add(time.Duration(c.n-1) * time.Millisecond)
 }
 
-// etcdProjects is the test's ProjectChecker: a project exists when its key
-// is under the projects prefix of the same etcd (as the quota service would
-// write it), without a QuotaService server.
+// etcdProjects is the test's ProjectChecker: it reads projects and
+// departments under their prefixes of the same etcd (as the quota service
+// would write them), without a QuotaService server.
 type etcdProjects struct {
-	c *etcdstore.Collection[*quotav1.Project]
+	c     *etcdstore.Collection[*quotav1.Project]
+	depts *etcdstore.Collection[*quotav1.Department]
 }
 
 func (p etcdProjects) ProjectExists(ctx context.Context, name string) error {
-	_, err := p.c.Get(ctx, strings.TrimPrefix(name, "projects/"))
-	if errors.Is(err, etcdstore.ErrNotFound) {
-		return apierr.NotFound(apierr.Project, name)
-	}
+	_, err := p.Project(ctx, name)
 	return err
+}
+
+func (p etcdProjects) Project(ctx context.Context, name string) (*quotav1.Project, error) {
+	it, err := p.c.Get(ctx, strings.TrimPrefix(name, "projects/"))
+	if errors.Is(err, etcdstore.ErrNotFound) {
+		return nil, apierr.NotFound(apierr.Project, name)
+	}
+	return it.Msg, err
+}
+
+func (p etcdProjects) Department(ctx context.Context, name string) (*quotav1.Department, error) {
+	it, err := p.depts.Get(ctx, strings.TrimPrefix(name, "departments/"))
+	if errors.Is(err, etcdstore.ErrNotFound) {
+		return nil, apierr.NotFound(apierr.Department, name)
+	}
+	return it.Msg, err
+}
+
+func (p etcdProjects) DepartmentProjects(ctx context.Context, dept string) ([]string, error) {
+	all, _, err := p.c.ListAll(ctx, "")
+	var out []string
+	for _, it := range all {
+		if it.Msg.GetDepartment() == dept {
+			out = append(out, it.Msg.GetName())
+		}
+	}
+	return out, err
 }
 
 // env is one WorkloadService on a real grpcserver (127.0.0.1:0) over an
@@ -69,19 +94,30 @@ func (p etcdProjects) ProjectExists(ctx context.Context, name string) error {
 type env struct {
 	etcd     *etcdtest.Cluster
 	projects *etcdstore.Collection[*quotav1.Project]
+	depts    *etcdstore.Collection[*quotav1.Department]
 	client   workloadv1.WorkloadServiceClient
+	gov      workloadv1.GovernanceServiceClient
+	clock    workload.Clock
 	addr     string
 	http     *http.Client
 }
 
 func start(t testing.TB, opts ...etcdtest.Option) *env {
 	t.Helper()
-	e := &env{etcd: etcdtest.New(t, opts...)}
+	return startWithClock(t, &fixedClock{}, opts...)
+}
+
+// startWithClock is start with the service reading clock.
+func startWithClock(t testing.TB, clock workload.Clock, opts ...etcdtest.Option) *env {
+	t.Helper()
+	e := &env{etcd: etcdtest.New(t, opts...), clock: clock}
 	e.projects = etcdstore.NewCollection(e.etcd.Client, etcdstore.PrefixProjects,
 		func() *quotav1.Project { return new(quotav1.Project) })
+	e.depts = etcdstore.NewCollection(e.etcd.Client, etcdstore.PrefixDepartments,
+		func() *quotav1.Department { return new(quotav1.Department) })
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	svc, err := workload.New(workload.Config{}, workload.Deps{
-		Client: e.etcd.Client, Projects: etcdProjects{e.projects}, Logger: quiet, Clock: &fixedClock{},
+		Client: e.etcd.Client, Projects: etcdProjects{e.projects, e.depts}, Logger: quiet, Clock: e.clock,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -108,6 +144,7 @@ func start(t testing.TB, opts ...etcdtest.Option) *env {
 	}
 	t.Cleanup(func() { _ = conn.Close() })
 	e.client = workloadv1.NewWorkloadServiceClient(conn)
+	e.gov = workloadv1.NewGovernanceServiceClient(conn)
 	transport := &http.Transport{}
 	e.http = &http.Client{Transport: transport, Timeout: 10 * time.Second}
 	t.Cleanup(transport.CloseIdleConnections)

@@ -43,6 +43,10 @@ type Config struct {
 	// update racing them) and the caller sent no etag. 0 means
 	// DefaultUpdateRetries.
 	UpdateRetries int
+	// Examples: create the quick start's example environment ("quick-start")
+	// and compute resources ("one-gpu", "two-gpus") at the account scope when
+	// they are missing (`runway dev` sets it).
+	Examples bool
 }
 
 // Deps are the service's collaborators.
@@ -67,6 +71,7 @@ type Server struct {
 	cfg      Config
 	store    *store
 	projects ProjectChecker
+	gov      *Governance
 	log      *slog.Logger
 	clock    Clock
 }
@@ -88,33 +93,58 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if deps.Clock == nil {
 		deps.Clock = systemClock{}
 	}
-	return &Server{cfg: cfg, store: newStore(deps.Client), projects: deps.Projects,
-		log: deps.Logger.With("service", "workload"), clock: deps.Clock}, nil
+	s := &Server{cfg: cfg, store: newStore(deps.Client), projects: deps.Projects, gov: newGovernance(cfg, deps),
+		log: deps.Logger.With("service", "workload"), clock: deps.Clock}
+	if cfg.Examples {
+		ctx, cancel := context.WithTimeout(context.Background(), examplesTimeout)
+		defer cancel()
+		if err := s.gov.createExamples(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
 }
 
-// Register adds the service to a gRPC server; its signature fits
-// grpcserver.Server.Register.
-func (s *Server) Register(g *grpc.Server) { workloadv1.RegisterWorkloadServiceServer(g, s) }
+// examplesTimeout bounds the examples' creation at startup.
+const examplesTimeout = 10 * time.Second
 
-// RegisterGateway adds the REST routes to a gateway mux, forwarding to conn;
-// its signature is grpcserver.GatewayFunc.
+// Register adds the WorkloadService and the GovernanceService to a gRPC
+// server; its signature fits grpcserver.Server.Register.
+func (s *Server) Register(g *grpc.Server) {
+	workloadv1.RegisterWorkloadServiceServer(g, s)
+	workloadv1.RegisterGovernanceServiceServer(g, s.gov)
+}
+
+// RegisterGateway adds the REST routes of both services to a gateway mux,
+// forwarding to conn; its signature is grpcserver.GatewayFunc.
 func (s *Server) RegisterGateway(ctx context.Context, mux *runtime.ServeMux, conn *grpc.ClientConn) error {
-	return workloadv1.RegisterWorkloadServiceHandler(ctx, mux, conn)
+	if err := workloadv1.RegisterWorkloadServiceHandler(ctx, mux, conn); err != nil {
+		return err
+	}
+	return workloadv1.RegisterGovernanceServiceHandler(ctx, mux, conn)
 }
 
-// CreateWorkload validates the request, asks the QuotaService whether the
-// project exists, and writes the workload PENDING (STOPPED when submitted
-// suspended) with a SUBMITTED event, in one create-if-absent transaction:
-// a rejected request writes nothing.
+// Governance is the GovernanceService the server registers.
+func (s *Server) Governance() *Governance { return s.gov }
+
+// CreateWorkload reads the project (and its department) from the
+// QuotaService, completes the spec from the named environment and compute
+// resource and the effective policy's defaults, validates the result, checks
+// the policy's rules and the project's scheduling rules, and writes the
+// workload PENDING (STOPPED when submitted suspended) with a SUBMITTED event
+// and the scheduling limits it is held to, in one create-if-absent
+// transaction: a rejected request writes nothing.
 func (s *Server) CreateWorkload(ctx context.Context, req *workloadv1.CreateWorkloadRequest) (*workloadv1.Workload, error) {
-	if err := validateCreate(req); err != nil {
+	project, ok := parseParent(req.GetParent(), false)
+	if !ok || req.GetWorkload() == nil {
+		return nil, validateCreate(req)
+	}
+	sub, err := s.prepare(ctx, req)
+	if err != nil {
 		return nil, err
 	}
-	if err := s.projects.ProjectExists(ctx, req.GetParent()); err != nil {
-		return nil, err
-	}
-	project, _ := parseParent(req.GetParent(), false)
-	w := s.newWorkload(project, req.GetWorkloadId(), req.GetWorkload())
+	w := s.newWorkload(project, req.GetWorkloadId(), sub.req.GetWorkload())
+	w.Limits = sub.limits
 	out, err := s.store.create(ctx, project, req.GetWorkloadId(), w)
 	if err != nil {
 		return nil, apiError(err, w.GetName())
@@ -230,9 +260,11 @@ func (s *Server) DeleteWorkload(ctx context.Context, req *workloadv1.DeleteWorkl
 // it unchanged; a COMPLETED or FAILED one is INVALID_STATE_TRANSITION.
 func (s *Server) SuspendWorkload(ctx context.Context, req *workloadv1.SuspendWorkloadRequest) (*workloadv1.Workload, error) {
 	return s.change(ctx, req.GetName(), req.GetEtag(), "suspended", func(w *workloadv1.Workload, now time.Time) bool {
-		if w.GetSpec().GetSuspended() {
+		if w.GetSpec().GetSuspended() && !w.GetStatus().GetRequeueOnRelease() {
 			return false
 		}
+		// Suspended by the controller only to be preempted (idle-GPU
+		// limit): the owner's suspension wins (Fold clears the requeue).
 		w.Spec.Suspended = true
 		Fold(w, NewEvent(workloadv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_SUSPENDED, now,
 			"Suspended by its owner: its pods are stopped and its resources released until it is resumed."))

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"time"
 
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
@@ -45,6 +46,11 @@ func NewEvent(typ workloadv1.WorkloadEventType, at time.Time, message string) *w
 //	RESUMED    STOPPED becomes PENDING with NOT_YET_CONSIDERED.
 //	FINISHED   FAILED when a pod in status.pods failed, else COMPLETED;
 //	           end_time = ev.time; placement and pending reasons cleared.
+//	LIMIT_REACHED  history only: the controller sets spec.suspended with it,
+//	           and the workload is released like a suspended one.
+//
+// A RUNNING workload that stops running (preempted, released, finished)
+// adds the run (ev.time - start_time) to running_time.
 //
 // A final workload (COMPLETED or FAILED) keeps its phase whatever is folded
 // later; the event is still recorded.
@@ -85,16 +91,19 @@ func Fold(w *workloadv1.Workload, ev *workloadv1.WorkloadEvent) {
 	case workloadv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_PREEMPTED:
 		if ev.GetPods() == 0 || ev.GetPods() >= st.RunningPods {
 			st.PreemptionCount++
-			release(w)
+			release(w, ev.GetTime().AsTime())
 		} else {
 			st.RunningPods -= ev.GetPods()
 		}
 	case workloadv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_SUSPENDED:
+		st.RequeueOnRelease = false // the owner's suspension wins over a pending requeue
 		if st.Phase != workloadv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING && st.RunningPods == 0 {
 			st.Phase = workloadv1.WorkloadPhase_WORKLOAD_PHASE_STOPPED
 			st.PendingReasons = nil
 		}
 	case workloadv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_RESUMED:
+		st.StopReason = ""
+		st.RequeueOnRelease = false // resumed by its owner before the release: it keeps running
 		if st.Phase == workloadv1.WorkloadPhase_WORKLOAD_PHASE_STOPPED {
 			st.Phase = workloadv1.WorkloadPhase_WORKLOAD_PHASE_PENDING
 			st.PendingReasons = notYetConsidered()
@@ -106,6 +115,7 @@ func Fold(w *workloadv1.Workload, ev *workloadv1.WorkloadEvent) {
 				phase = workloadv1.WorkloadPhase_WORKLOAD_PHASE_FAILED
 			}
 		}
+		endRun(st, ev.GetTime().AsTime())
 		clearPlacement(st)
 		st.Phase = phase
 		st.PendingReasons = nil
@@ -124,14 +134,27 @@ func Released(w *workloadv1.Workload, at time.Time) {
 	if IsFinal(w.Status.GetPhase()) {
 		return
 	}
-	release(w)
+	if w.Status.GetRequeueOnRelease() {
+		w.Status.PreemptionCount++ // the controller's preemption (a scheduler's counts in Fold)
+	}
+	release(w, at)
 	w.UpdateTime = timestamppb.New(at)
 }
 
-// release clears the placement and sets the phase a workload holding nothing has.
-func release(w *workloadv1.Workload) {
+// release ends the run, clears the placement and sets the phase a workload
+// holding nothing has. A workload the controller suspended only to preempt
+// it (requeue_on_release) is resumed here: back to PENDING.
+func release(w *workloadv1.Workload, at time.Time) {
 	st := w.Status
+	endRun(st, at)
 	clearPlacement(st)
+	if st.GetRequeueOnRelease() {
+		st.RequeueOnRelease = false
+		w.Spec.Suspended = false
+		st.Phase = workloadv1.WorkloadPhase_WORKLOAD_PHASE_PENDING
+		st.PendingReasons = notYetConsidered()
+		return
+	}
 	if w.GetSpec().GetSuspended() {
 		st.Phase = workloadv1.WorkloadPhase_WORKLOAD_PHASE_STOPPED
 		st.PendingReasons = nil
@@ -140,12 +163,34 @@ func release(w *workloadv1.Workload) {
 	}
 }
 
+// endRun adds the current run to running_time when the workload is RUNNING.
+func endRun(st *workloadv1.WorkloadStatus, at time.Time) {
+	if st.GetPhase() != workloadv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING || st.GetStartTime() == nil {
+		return
+	}
+	if run := at.Sub(st.GetStartTime().AsTime()); run > 0 {
+		st.RunningTime = durationpb.New(st.GetRunningTime().AsDuration() + run)
+	}
+}
+
+// RunningTime is how long w has been RUNNING in total at now: its earlier
+// runs plus the current one.
+func RunningTime(w *workloadv1.Workload, now time.Time) time.Duration {
+	st := w.GetStatus()
+	total := st.GetRunningTime().AsDuration()
+	if st.GetPhase() == workloadv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING && st.GetStartTime() != nil {
+		total += max(now.Sub(st.GetStartTime().AsTime()), 0)
+	}
+	return total
+}
+
 func clearPlacement(st *workloadv1.WorkloadStatus) {
 	st.RunningPods = 0
 	st.AllocatedMilliGpus, st.AllocatedMilliCpu, st.AllocatedMemoryBytes = 0, 0, 0
 	st.NodePool = ""
 	st.Nodes = nil
 	st.Pods = nil
+	st.GpuIdleTime = nil
 }
 
 // FoldReasons sets the scheduler's latest reasons (its record under

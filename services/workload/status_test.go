@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/testing/protocmp"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
@@ -72,7 +73,15 @@ func TestFold(t *testing.T) {
 		"a whole preemption sends it back to pending and counts": {
 			spec: gang, suspendAt: -1, events: []*workloadv1.WorkloadEvent{
 				event(submittedEv, 0, 0), event(scheduledEv, 1, 2, "nodes/n1"), event(preemptedEv, 2, 0)},
-			want: &workloadv1.WorkloadStatus{Phase: pending, RequestedPods: 4, PreemptionCount: 1, StartTime: at(1)},
+			want: &workloadv1.WorkloadStatus{Phase: pending, RequestedPods: 4, PreemptionCount: 1, StartTime: at(1),
+				RunningTime: durationpb.New(time.Second)},
+		},
+		"running time adds up the runs, not the time pending between them": {
+			spec: gang, suspendAt: -1, events: []*workloadv1.WorkloadEvent{
+				event(submittedEv, 0, 0), event(scheduledEv, 1, 2, "nodes/n1"), event(preemptedEv, 3, 0),
+				event(scheduledEv, 10, 2, "nodes/n2"), event(preemptedEv, 14, 0)},
+			want: &workloadv1.WorkloadStatus{Phase: pending, RequestedPods: 4, PreemptionCount: 2, StartTime: at(10),
+				RunningTime: durationpb.New(6 * time.Second)},
 		},
 		"losing elastic pods keeps it running": {
 			spec: gang, suspendAt: -1, events: []*workloadv1.WorkloadEvent{
@@ -102,14 +111,16 @@ func TestFold(t *testing.T) {
 			spec: gang, suspendAt: -1, events: []*workloadv1.WorkloadEvent{
 				event(submittedEv, 0, 0), event(scheduledEv, 1, 2, "nodes/n1"), event(finishedEv, 5, 0)},
 			podsBefore: []*workloadv1.PodStatus{{Index: 0, State: workloadv1.PodState_POD_STATE_SUCCEEDED}},
-			want:       &workloadv1.WorkloadStatus{Phase: completed, RequestedPods: 4, StartTime: at(1), EndTime: at(5)},
+			want: &workloadv1.WorkloadStatus{Phase: completed, RequestedPods: 4, StartTime: at(1), EndTime: at(5),
+				RunningTime: durationpb.New(4 * time.Second)},
 		},
 		"finishing with a failed pod fails it": {
 			spec: gang, suspendAt: -1, events: []*workloadv1.WorkloadEvent{
 				event(submittedEv, 0, 0), event(scheduledEv, 1, 2, "nodes/n1"), event(finishedEv, 5, 0)},
 			podsBefore: []*workloadv1.PodStatus{
 				{Index: 0, State: workloadv1.PodState_POD_STATE_SUCCEEDED}, {Index: 1, State: workloadv1.PodState_POD_STATE_FAILED, ExitCode: 3}},
-			want: &workloadv1.WorkloadStatus{Phase: failed, RequestedPods: 4, StartTime: at(1), EndTime: at(5)},
+			want: &workloadv1.WorkloadStatus{Phase: failed, RequestedPods: 4, StartTime: at(1), EndTime: at(5),
+				RunningTime: durationpb.New(4 * time.Second)},
 		},
 		"nothing moves a finished workload": {
 			spec: gang, suspendAt: -1, events: []*workloadv1.WorkloadEvent{

@@ -154,12 +154,6 @@ func (s *store) watch(ctx context.Context, project string, from int64) <-chan et
 	return s.coll.WatchWithin(ctx, within(project), from)
 }
 
-// withEtag returns the item's message with its etag set from the item.
-func withEtag(it etcdstore.Item[*workloadv1.Workload]) *workloadv1.Workload {
-	it.Msg.Etag = it.Etag
-	return it.Msg
-}
-
 // forWrite is a copy of w without its etag, as it is stored.
 func forWrite(w *workloadv1.Workload) *workloadv1.Workload {
 	c := proto.Clone(w).(*workloadv1.Workload)

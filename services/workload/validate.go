@@ -70,7 +70,7 @@ func validateCreate(req *workloadv1.CreateWorkloadRequest) error {
 		v.add("workload.spec", "is required: it must name at least an image")
 		return v.err()
 	}
-	validateSpec(&v, spec)
+	validateSpec(&v, "workload.spec", spec)
 	unknownPriority := false
 	if name := spec.GetPriority(); name != "" {
 		p, err := cluster.PriorityByName(name)
@@ -91,16 +91,17 @@ func validateCreate(req *workloadv1.CreateWorkloadRequest) error {
 	return v.err()
 }
 
-// validateSpec checks the fields of a spec that do not depend on the type.
-func validateSpec(v *violations, spec *workloadv1.WorkloadSpec) {
+// validateSpec checks the fields of a spec that do not depend on the type;
+// at is the request path of the spec ("workload.spec").
+func validateSpec(v *violations, at string, spec *workloadv1.WorkloadSpec) {
 	if img := spec.GetImage(); img == "" {
-		v.add("workload.spec.image", "is required: name a container image such as nvcr.io/nvidia/pytorch:25.01-py3")
+		v.add(at+".image", "is required: name a container image such as nvcr.io/nvidia/pytorch:25.01-py3")
 	} else if strings.ContainsFunc(img, isSpaceOrControl) {
-		v.add("workload.spec.image", "must be an image reference without spaces or control characters")
+		v.add(at+".image", "must be an image reference without spaces or control characters")
 	}
 	seen := map[string]bool{}
 	for i, e := range spec.GetEnv() {
-		field := fmt.Sprintf("workload.spec.env[%d].name", i)
+		field := fmt.Sprintf(at+".env[%d].name", i)
 		switch {
 		case !envName.MatchString(e.GetName()):
 			v.add(field, "must match [A-Za-z_][A-Za-z0-9_]*")
@@ -110,24 +111,24 @@ func validateSpec(v *violations, spec *workloadv1.WorkloadSpec) {
 		seen[e.GetName()] = true
 	}
 	if gpu := spec.GetGpu(); gpu != nil {
-		validateGPU(v, gpu)
+		validateGPU(v, at, gpu)
 	}
 	if spec.GetMilliCpu() < 0 {
-		v.add("workload.spec.milli_cpu", "must be 0 or more thousandths of a core")
+		v.add(at+".milli_cpu", "must be 0 or more thousandths of a core")
 	}
 	if spec.GetMemoryBytes() < 0 {
-		v.add("workload.spec.memory_bytes", "must be 0 or more bytes")
+		v.add(at+".memory_bytes", "must be 0 or more bytes")
 	}
 	pods := spec.GetPods()
 	if pods < 0 || pods > MaxPods {
-		v.add("workload.spec.pods", fmt.Sprintf("must be between 1 and %d (0 means 1)", MaxPods))
+		v.add(at+".pods", fmt.Sprintf("must be between 1 and %d (0 means 1)", MaxPods))
 	}
 	if mp := spec.GetMinPods(); mp < 0 || (pods >= 0 && mp > max(pods, 1)) {
-		v.add("workload.spec.min_pods", "must be between 1 and pods (0 means pods)")
+		v.add(at+".min_pods", "must be between 1 and pods (0 means pods)")
 	}
 	pools := map[string]bool{}
 	for i, np := range spec.GetNodePools() {
-		field := fmt.Sprintf("workload.spec.node_pools[%d]", i)
+		field := fmt.Sprintf(at+".node_pools[%d]", i)
 		id, ok := strings.CutPrefix(np, nodePoolsPrefix)
 		switch {
 		case !ok || !validID(id):
@@ -138,27 +139,27 @@ func validateSpec(v *violations, spec *workloadv1.WorkloadSpec) {
 		pools[np] = true
 	}
 	if !labelValue.MatchString(spec.GetNodeType()) {
-		v.add("workload.spec.node_type", "must be a label value: at most 63 characters of [A-Za-z0-9._-], starting and ending with a letter or digit")
+		v.add(at+".node_type", "must be a label value: at most 63 characters of [A-Za-z0-9._-], starting and ending with a letter or digit")
 	}
 }
 
 // validateGPU checks that exactly one amount is set and that it is in range
 // (whole devices >= 1; a fraction strictly between 0 and 1 GPU; memory > 0).
-func validateGPU(v *violations, gpu *workloadv1.GpuRequest) {
+func validateGPU(v *violations, at string, gpu *workloadv1.GpuRequest) {
 	switch a := gpu.GetAmount().(type) {
 	case nil:
-		v.add("workload.spec.gpu", "must set exactly one of devices, fraction_milli or gpu_memory_bytes; leave gpu unset for a CPU-only pod")
+		v.add(at+".gpu", "must set exactly one of devices, fraction_milli or gpu_memory_bytes; leave gpu unset for a CPU-only pod")
 	case *workloadv1.GpuRequest_Devices:
 		if a.Devices < 1 {
-			v.add("workload.spec.gpu.devices", "must be 1 or more whole GPUs; use fraction_milli for part of one")
+			v.add(at+".gpu.devices", "must be 1 or more whole GPUs; use fraction_milli for part of one")
 		}
 	case *workloadv1.GpuRequest_FractionMilli:
 		if a.FractionMilli < 1 || a.FractionMilli >= int32(cluster.FullDevice) {
-			v.add("workload.spec.gpu.fraction_milli", "must be between 1 and 999 thousandths of a GPU; use devices for whole GPUs")
+			v.add(at+".gpu.fraction_milli", "must be between 1 and 999 thousandths of a GPU; use devices for whole GPUs")
 		}
 	case *workloadv1.GpuRequest_GpuMemoryBytes:
 		if a.GpuMemoryBytes < 1 {
-			v.add("workload.spec.gpu.gpu_memory_bytes", "must be more than 0 bytes")
+			v.add(at+".gpu.gpu_memory_bytes", "must be more than 0 bytes")
 		}
 	}
 }

@@ -3,10 +3,27 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/runwayhq/runway/pkg/gpu"
+	"github.com/runwayhq/runway/pkg/gpu/nvidia"
 	"github.com/runwayhq/runway/pkg/gpu/simulated"
+	"github.com/runwayhq/runway/pkg/gpumetrics"
 	"github.com/runwayhq/runway/services/nodemanager/agent"
+)
+
+// GPU backends an agent can use (AgentConfig.GPUBackend).
+const (
+	BackendAuto      = "auto"      // NVML when the driver library loads, else simulated
+	BackendNVML      = "nvml"      // NVML or fail
+	BackendSimulated = "simulated" // AgentConfig.GPUs simulated devices
 )
 
 // AgentConfig is one node agent (`runway agent`).
@@ -17,8 +34,10 @@ type AgentConfig struct {
 	EtcdEndpoints []string
 	// EtcdTLS, when set, connects to etcd over TLS.
 	EtcdTLS EtcdTLS
-	// GPUs is the number of simulated GPUs. (Real NVIDIA devices need the
-	// NVML backend, which is not wired yet.)
+	// GPUBackend is BackendAuto (when empty), BackendNVML or
+	// BackendSimulated.
+	GPUBackend string
+	// GPUs is the number of simulated GPUs, when they are simulated.
 	GPUs int
 	// Pool is the node pool id; when empty the node manager picks the pool
 	// whose selector Labels match (else the default pool).
@@ -27,6 +46,15 @@ type AgentConfig struct {
 	Labels map[string]string
 	// DataDir holds the pods' directories and logs. Required.
 	DataDir string
+	// Listen is the agent's own address (pod output for the workload
+	// service); it must be reachable from the control plane.
+	Listen string
+	// MetricsListen is the address of the Prometheus /metrics endpoint; none
+	// when empty.
+	MetricsListen string
+	// MPSPipeDir is the pipe directory of an MPS control daemon (see
+	// agent.Config.MPSPipeDir); empty when there is none.
+	MPSPipeDir string
 	// Logger; slog.Default() when nil.
 	Logger *slog.Logger
 }
@@ -37,15 +65,83 @@ func RunAgent(ctx context.Context, cfg AgentConfig) error {
 	if cfg.DataDir == "" {
 		return errors.New("--data-dir is required")
 	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	backend, closeBackend, err := openBackend(cfg)
+	if err != nil {
+		return err
+	}
+	defer closeBackend()
 	cli, err := newEtcdClient(cfg.EtcdEndpoints, cfg.EtcdTLS)
 	if err != nil {
 		return err
 	}
 	defer cli.Close()
-	err = agent.Run(ctx, agent.Config{Node: cfg.Node, Pool: cfg.Pool, Labels: cfg.Labels, Client: cli, DataDir: cfg.DataDir,
-		Backend: simulated.New(simulated.Config{Count: cfg.GPUs, Node: cfg.Node}), Logger: cfg.Logger})
+	acfg := agent.Config{Node: cfg.Node, Pool: cfg.Pool, Labels: cfg.Labels, Client: cli, DataDir: cfg.DataDir, Listen: cfg.Listen,
+		Backend: backend, MPSPipeDir: cfg.MPSPipeDir, Logger: cfg.Logger}
+	if cfg.MetricsListen != "" {
+		reg := prometheus.NewRegistry()
+		if acfg.Metrics, err = gpumetrics.NewMetrics(reg); err != nil {
+			return err
+		}
+		stop, err := serveMetrics(cfg.MetricsListen, reg, cfg.Logger)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	err = agent.Run(ctx, acfg)
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		return nil
 	}
 	return err
+}
+
+// openBackend picks the GPU backend, saying in the log when auto falls
+// back to simulated devices.
+func openBackend(cfg AgentConfig) (gpu.Backend, func(), error) {
+	sim := func() (gpu.Backend, func(), error) {
+		return simulated.New(simulated.Config{Count: cfg.GPUs, Node: cfg.Node}), func() {}, nil
+	}
+	switch cfg.GPUBackend {
+	case BackendSimulated:
+		return sim()
+	case BackendNVML:
+		return nvidia.Load()
+	case "", BackendAuto:
+		b, closeFn, err := nvidia.Load()
+		if err == nil {
+			cfg.Logger.Info("GPUs: NVML")
+			return b, closeFn, nil
+		}
+		cfg.Logger.Warn("GPUs: NVML unavailable; using simulated GPUs", "err", err, "gpus", cfg.GPUs)
+		return sim()
+	}
+	return nil, nil, fmt.Errorf("--gpu-backend %q: want auto, nvml or simulated", cfg.GPUBackend)
+}
+
+// serveMetrics serves reg as GET /metrics on addr until stop is called.
+func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-listen: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics endpoint stopped", "err", err)
+		}
+	}()
+	log.Info("GPU metrics", "url", "http://"+ln.Addr().String()+"/metrics")
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		<-done
+	}, nil
 }

@@ -9,10 +9,17 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
+
+	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
 
 	"github.com/runwayhq/runway/pkg/etcdstore/etcdtest"
 	"github.com/runwayhq/runway/pkg/gpu/simulated"
+	"github.com/runwayhq/runway/pkg/gpumetrics"
 	"github.com/runwayhq/runway/pkg/grpcserver"
 	"github.com/runwayhq/runway/services/nodemanager/agent"
 	"github.com/runwayhq/runway/services/scheduler"
@@ -32,6 +39,9 @@ type DevConfig struct {
 	Nodes, GPUsPerNode int
 	// OpenAPI is served as GET /openapi.json (LoadOpenAPI).
 	OpenAPI []byte
+	// TimeSlicing, when set ("off", "strict" or "fair"), is written as the
+	// default node pool's time-slicing mode once the server serves.
+	TimeSlicing string
 	// Logger; slog.Default() when nil.
 	Logger *slog.Logger
 
@@ -88,8 +98,18 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr string)) (err er
 	}
 	defer cli.Close() // before e.Close: open watches would make it wait
 
+	mode, err := timeSlicingMode(cfg.TimeSlicing)
+	if err != nil {
+		return err
+	}
+	// The agents' GPU series, served on the server's own /metrics.
+	reg := prometheus.NewRegistry()
+	metrics, err := gpumetrics.NewMetrics(reg)
+	if err != nil {
+		return err
+	}
 	srv, err := grpcserver.New(grpcserver.Config{Listen: cfg.Listen, Logger: cfg.Logger, OpenAPI: cfg.OpenAPI,
-		ShutdownTimeout: DefaultShutdownTimeout})
+		ShutdownTimeout: DefaultShutdownTimeout, Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{})})
 	if err != nil {
 		return err
 	}
@@ -102,7 +122,7 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr string)) (err er
 		return err
 	}
 	defer loop.Close()
-	d := buildDeps{etcd: cli, quotaConn: loop, replica: "dev", logger: cfg.Logger, scheduler: cfg.Scheduler}
+	d := buildDeps{etcd: cli, quotaConn: loop, replica: "dev", logger: cfg.Logger, scheduler: cfg.Scheduler, examples: true}
 	if cfg.Kube != nil {
 		if d.scheduler.WhileLeading, err = kubeRuntime(*cfg.Kube, cli, loop, cfg.Logger); err != nil {
 			_ = srv.Close()
@@ -138,10 +158,17 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr string)) (err er
 			_ = g.Wait()
 			return err
 		}
-		acfg := agent.Config{Node: node, Client: cli, DataDir: dir, LeaseTTL: cfg.LeaseTTL, StopGrace: cfg.StopGrace,
+		acfg := agent.Config{Node: node, Client: cli, DataDir: dir, Listen: "127.0.0.1:0", LeaseTTL: cfg.LeaseTTL, StopGrace: cfg.StopGrace,
 			Backend: simulated.New(simulated.Config{Count: cfg.GPUsPerNode, Node: node}),
-			Logger:  cfg.Logger}
+			Metrics: metrics, Logger: cfg.Logger}
 		g.Go("agent "+node, func(ctx context.Context) error { return agent.Run(ctx, acfg) })
+	}
+	if mode != quotav1.TimeSlicingMode_TIME_SLICING_MODE_UNSPECIFIED {
+		if err := setTimeSlicing(ctx, quotav1.NewQuotaServiceClient(loop), mode); err != nil {
+			g.cancel()
+			_ = g.Wait()
+			return err
+		}
 	}
 	line := EnvLine(srv.Addr())
 	if err := os.WriteFile(filepath.Join(cfg.DataDir, "env"), []byte(line+"\n"), 0o600); err != nil {
@@ -155,4 +182,35 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr string)) (err er
 		ready(srv.Addr())
 	}
 	return g.Wait()
+}
+
+// timeSlicingMode parses --time-slicing; "" is UNSPECIFIED (leave the
+// pool as it is).
+func timeSlicingMode(s string) (quotav1.TimeSlicingMode, error) {
+	switch s {
+	case "":
+		return quotav1.TimeSlicingMode_TIME_SLICING_MODE_UNSPECIFIED, nil
+	case "off":
+		return quotav1.TimeSlicingMode_TIME_SLICING_MODE_OFF, nil
+	case "strict":
+		return quotav1.TimeSlicingMode_TIME_SLICING_MODE_STRICT, nil
+	case "fair":
+		return quotav1.TimeSlicingMode_TIME_SLICING_MODE_FAIR, nil
+	}
+	return 0, fmt.Errorf("--time-slicing %q: want off, strict or fair", s)
+}
+
+// setTimeSlicing sets the default pool's time-slicing mode through the
+// QuotaService, as `runway nodepool update` would.
+func setTimeSlicing(ctx context.Context, quota quotav1.QuotaServiceClient, mode quotav1.TimeSlicingMode) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	_, err := quota.UpdateNodePool(ctx, &quotav1.UpdateNodePoolRequest{
+		NodePool:   &quotav1.NodePool{Name: "nodepools/default", TimeSlicing: &quotav1.TimeSlicing{Mode: mode}},
+		UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"time_slicing.mode"}},
+	}, grpc.WaitForReady(true))
+	if err != nil {
+		return fmt.Errorf("--time-slicing: set the default node pool: %w", err)
+	}
+	return nil
 }

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/runwayhq/runway/cmd/runway/server"
+	nodemanagerv1 "github.com/runwayhq/runway/gen/go/runway/nodemanager/v1"
 	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
 	schedulerv1 "github.com/runwayhq/runway/gen/go/runway/scheduler/v1"
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
@@ -38,11 +39,12 @@ type dev struct {
 	quota     quotav1.QuotaServiceClient
 	workload  workloadv1.WorkloadServiceClient
 	scheduler schedulerv1.SchedulerServiceClient
+	nodes     nodemanagerv1.NodeManagerServiceClient
 }
 
 // startDev runs server.RunDev on 127.0.0.1:0 in dir until cleanup, which
 // stops it and checks that it returned nil.
-func startDev(t *testing.T, dir string, nodes, gpus int) *dev {
+func startDev(t *testing.T, dir string, nodes, gpus int, opts ...func(*server.DevConfig)) *dev {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
@@ -51,6 +53,9 @@ func startDev(t *testing.T, dir string, nodes, gpus int) *dev {
 		EtcdOptions: []etcdtest.Option{etcdtest.WithTestSpeedups(), etcdtest.WithLogger(zap.NewNop())},
 		Scheduler:   scheduler.Config{Interval: 100 * time.Millisecond, Debounce: 10 * time.Millisecond},
 		LeaseTTL:    time.Second, StopGrace: time.Second}
+	for _, o := range opts {
+		o(&cfg)
+	}
 	go func() { done <- server.RunDev(ctx, cfg, func(addr string) { ready <- addr }) }()
 	var addr string
 	select {
@@ -79,7 +84,8 @@ func startDev(t *testing.T, dir string, nodes, gpus int) *dev {
 	}
 	t.Cleanup(func() { _ = conn.Close() })
 	return &dev{addr: addr, quota: quotav1.NewQuotaServiceClient(conn),
-		workload: workloadv1.NewWorkloadServiceClient(conn), scheduler: schedulerv1.NewSchedulerServiceClient(conn)}
+		workload: workloadv1.NewWorkloadServiceClient(conn), scheduler: schedulerv1.NewSchedulerServiceClient(conn),
+		nodes: nodemanagerv1.NewNodeManagerServiceClient(conn)}
 }
 
 // eventually polls cond every 20 ms until it returns "" (met), failing

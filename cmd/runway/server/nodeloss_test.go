@@ -60,10 +60,16 @@ func (h *readyAttrs) get(k string) string {
 // the returned stop is called (also at cleanup); stop waits for it.
 func runAgent(t *testing.T, cli *clientv3.Client, dir, node string) (stop func()) {
 	t.Helper()
+	return runAgentWithLabels(t, cli, dir, node, nil)
+}
+
+// runAgentWithLabels is runAgent for a node that reports labels.
+func runAgentWithLabels(t *testing.T, cli *clientv3.Client, dir, node string, labels map[string]string) (stop func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	cfg := agent.Config{Node: node, Client: cli, DataDir: filepath.Join(dir, "nodes", node),
-		LeaseTTL: time.Second, StopGrace: time.Second, Logger: quiet,
+		LeaseTTL: time.Second, StopGrace: time.Second, Logger: quiet, Labels: labels,
 		Backend: simulated.New(simulated.Config{Count: 2, Node: node})}
 	go func() { done <- agent.Run(ctx, cfg) }()
 	var once sync.Once
@@ -92,7 +98,11 @@ func runAgent(t *testing.T, cli *clientv3.Client, dir, node string) (stop func()
 // RunDev has no way to stop one of its own agents, so the composition runs
 // with 0 nodes and the test runs the two agents itself (agent.Run, each with
 // its own context) against the embedded etcd.
-func TestNodeLossReplaces(t *testing.T) {
+// startDevWithoutNodes runs the dev composition with no node agents, for
+// tests that run their own (runAgent) against its embedded etcd, whose
+// client it returns with the data directory and a connection to the server.
+func startDevWithoutNodes(t *testing.T) (*dev, *clientv3.Client, string, *grpc.ClientConn) {
+	t.Helper()
 	dir := t.TempDir()
 	h := &readyAttrs{}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -139,6 +149,11 @@ func TestNodeLossReplaces(t *testing.T) {
 	t.Cleanup(func() { _ = conn.Close() })
 	d := &dev{addr: addr, quota: quotav1.NewQuotaServiceClient(conn),
 		workload: workloadv1.NewWorkloadServiceClient(conn), scheduler: schedulerv1.NewSchedulerServiceClient(conn)}
+	return d, cli, dir, conn
+}
+
+func TestNodeLossReplaces(t *testing.T) {
+	d, cli, dir, conn := startDevWithoutNodes(t)
 	nodes := nodemanagerv1.NewNodeManagerServiceClient(conn)
 
 	stops := map[string]func(){

@@ -97,6 +97,7 @@ type buildDeps struct {
 	replica   string           // the scheduler's election name
 	logger    *slog.Logger
 	scheduler scheduler.Config // tuning (tests); Replica and Logger are set here
+	examples  bool             // the workload service creates the quick start's example assets
 }
 
 // build builds one service by name.
@@ -111,7 +112,7 @@ func build(name string, d buildDeps) (built, error) {
 		}
 		deps := workload.Deps{Client: d.etcd, Logger: d.logger,
 			Projects: workload.QuotaProjects{Client: quotav1.NewQuotaServiceClient(d.quotaConn)}}
-		s, err := workload.New(workload.Config{}, deps)
+		s, err := workload.New(workload.Config{Examples: d.examples}, deps)
 		if err != nil {
 			return built{}, err
 		}

@@ -1,10 +1,16 @@
 package simulated_test
 
 import (
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/runwayhq/runway/pkg/gpu"
 	"github.com/runwayhq/runway/pkg/gpu/simulated"
 )
 
@@ -38,5 +44,55 @@ func TestBackend_defaults(t *testing.T) {
 	got, _ := simulated.New(simulated.Config{Count: 1}).Devices()
 	if got[0].Model != simulated.DefaultModel || got[0].MemoryBytes != simulated.DefaultMemoryBytes {
 		t.Errorf("device = %+v, want the defaults", got[0])
+	}
+}
+
+// Sample: memory is what the pod declares in its file, utilisation follows
+// its process group's CPU time: a busy loop near 100%, a sleeper 0.
+func TestBackend_Sample(t *testing.T) {
+	b := simulated.New(simulated.Config{Count: 1})
+	start := func(script string) gpu.Pod {
+		dir := t.TempDir()
+		c := exec.Command("sh", "-c", script)
+		c.Dir = dir
+		c.Env = append(os.Environ(), b.PodEnv(dir)...)
+		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL); _ = c.Wait() })
+		return gpu.Pod{PGID: c.Process.Pid, Dir: dir}
+	}
+	busy := start(`echo 1073741824 > "$RUNWAY_GPU_MEMORY_FILE"; while :; do :; done`)
+	idle := start(`exec sleep 60`)
+	pods := []gpu.Pod{busy, idle}
+	// The sleeper's shell uses a little CPU before it becomes sleep.
+	for comm := ""; comm != "sleep\n"; time.Sleep(10 * time.Millisecond) {
+		b, _ := os.ReadFile("/proc/" + strconv.Itoa(idle.PGID) + "/comm")
+		comm = string(b)
+	}
+	if _, err := b.Sample(0, pods); err != nil {
+		t.Fatal(err)
+	}
+	var u gpu.DeviceUsage
+	deadline := time.Now().Add(10 * time.Second)
+	for u.Pods == nil || u.Pods[0].MemoryBytes == 0 || u.Pods[0].Utilization == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("usage = %+v after 10 s", u)
+		}
+		time.Sleep(500 * time.Millisecond)
+		var err error
+		if u, err = b.Sample(0, pods); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if u.Pods[0].MemoryBytes != 1<<30 || u.Pods[1].MemoryBytes != 0 || u.MemoryUsedBytes != 1<<30 {
+		t.Errorf("memory = %+v, want 1 GiB for the busy pod only", u)
+	}
+	if u.Pods[1].Utilization != 0 || u.Utilization != u.Pods[0].Utilization || u.Utilization > 1 {
+		t.Errorf("utilization = %+v, want the busy pod's only", u)
+	}
+	if _, err := b.Sample(1, pods); err == nil {
+		t.Error("Sample of a missing device succeeded")
 	}
 }

@@ -232,6 +232,9 @@ func (p *Process) Stop(ctx context.Context) {
 	p.stopping = true
 	p.mu.Unlock()
 	_ = syscall.Kill(-p.pgid, syscall.SIGTERM)
+	// A group stopped by a time-slicing plan handles SIGTERM only once
+	// continued.
+	_ = syscall.Kill(-p.pgid, syscall.SIGCONT)
 	t := time.NewTimer(p.grace)
 	defer t.Stop()
 	select {
@@ -240,5 +243,14 @@ func (p *Process) Stop(ctx context.Context) {
 	case <-ctx.Done():
 	}
 	_ = syscall.Kill(-p.pgid, syscall.SIGKILL) // ESRCH once the group is empty
+	<-p.done
+}
+
+// Kill ends the process group at once with SIGKILL, without Stop's grace,
+// and returns when the leader has exited. It is how the node agent ends a
+// pod over its GPU memory slice: the pod must not keep the memory through
+// a grace period.
+func (p *Process) Kill() {
+	_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
 	<-p.done
 }

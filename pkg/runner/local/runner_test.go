@@ -186,3 +186,30 @@ func TestNew_ReapsOrphans(t *testing.T) {
 		t.Errorf("the orphaned pod should have been killed, got exit %+v", ex)
 	}
 }
+
+func TestProcess_kill(t *testing.T) {
+	p, child := startWithChild(t, newRunner(t, time.Minute), `trap '' TERM; sleep 60 & echo $! > child.tmp; mv child.tmp child; wait`)
+	p.Kill()
+	if ex := p.Exit(); ex != (local.Exit{Code: 128 + int(syscall.SIGKILL), Signaled: true}) {
+		t.Errorf("exit = %+v, want SIGKILL", ex)
+	}
+	eventually(t, "the child to be killed", func() bool { return !alive(child) })
+}
+
+// A pod stopped with SIGSTOP (a time-slicing plan) still ends on SIGTERM
+// within its grace period rather than waiting for SIGKILL.
+func TestProcess_stopWhileStopped(t *testing.T) {
+	p, err := newRunner(t, time.Minute).Start(local.Spec{ID: "p", Command: []string{"sleep", "60"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(-p.Pid(), syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p.Stop(ctx)
+	if ex := p.Exit(); ex.Code != 128+int(syscall.SIGTERM) {
+		t.Errorf("exit = %+v, want SIGTERM's (not SIGKILL after the grace)", ex)
+	}
+}

@@ -12,12 +12,15 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	commonv1 "github.com/runwayhq/runway/gen/go/runway/common/v1"
 	nodemanagerv1 "github.com/runwayhq/runway/gen/go/runway/nodemanager/v1"
 	"github.com/runwayhq/runway/pkg/gpu"
+	"github.com/runwayhq/runway/pkg/gpumetrics"
+	"github.com/runwayhq/runway/pkg/grpcserver"
 	"github.com/runwayhq/runway/pkg/runner/local"
 	"github.com/runwayhq/runway/services/nodemanager"
 )
@@ -52,6 +55,23 @@ type Config struct {
 	// MilliCPU and MemoryBytes override the machine's CPU (runtime.NumCPU)
 	// and memory (/proc/meminfo) in the node's capacity.
 	MilliCPU, MemoryBytes int64
+	// SampleInterval is how often the GPUs are sampled (memory slices,
+	// utilisation, idle time) and the time-slicing plans recomputed;
+	// DefaultSampleInterval when 0.
+	SampleInterval time.Duration
+	// IdleWindow is the window of GPU idle time: gpumetrics.Window (30 s)
+	// when 0; only tests shorten it.
+	IdleWindow time.Duration
+	// Metrics receives the GPU series; none are exported when nil.
+	Metrics *gpumetrics.Metrics
+	// MPSPipeDir is the pipe directory of an MPS control daemon; when set,
+	// pods get MPS memory and thread limits instead of being ended by the
+	// agent for going over their memory slice.
+	MPSPipeDir string
+	// Listen is the address of the agent's NodeAgentService (pod output),
+	// registered as the node's agent_address: it must be reachable from the
+	// workload service. Empty serves nothing.
+	Listen string
 	// Logger; slog.Default() when nil.
 	Logger *slog.Logger
 }
@@ -63,7 +83,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.check(); err != nil {
 		return err
 	}
-	node, err := cfg.node()
+	node, devices, err := cfg.node()
 	if err != nil {
 		return err
 	}
@@ -73,13 +93,36 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	running := &runningPods{}
+	served := make(chan error, 1)
+	if cfg.Listen != "" {
+		srv, err := grpcserver.New(grpcserver.Config{Listen: cfg.Listen, Logger: cfg.Logger, ShutdownTimeout: time.Second})
+		if err != nil {
+			return fmt.Errorf("agent: %w", err)
+		}
+		srv.Register(func(g *grpc.Server) {
+			nodemanagerv1.RegisterNodeAgentServiceServer(g, &logServer{dataDir: cfg.DataDir, running: running})
+		})
+		node.AgentAddress = srv.Addr()
+		go func() { served <- srv.Serve(ctx) }()
+	} else {
+		served <- nil
+	}
 	registered := make(chan error, 1)
 	go func() { registered <- cfg.keepRegistered(ctx, node) }()
-	p := &pods{cfg: cfg, runner: r, log: cfg.Logger.With("node", cfg.Node)}
+	log := cfg.Logger.With("node", cfg.Node)
+	g := newGPUManager(cfg, devices, log)
+	sampled := make(chan struct{})
+	go func() { defer close(sampled); g.run(ctx) }()
+	p := &pods{cfg: cfg, runner: r, gpus: g, log: log, running: running}
 	err = p.run(ctx)
 	cancel()
+	<-sampled
 	if rerr := <-registered; err == nil {
 		err = rerr
+	}
+	if serr := <-served; err == nil {
+		err = serr
 	}
 	return err
 }
@@ -101,16 +144,19 @@ func (cfg *Config) check() error {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.SampleInterval <= 0 {
+		cfg.SampleInterval = DefaultSampleInterval
+	}
 	return nil
 }
 
 // node builds the Node the agent registers: capacity from the backend
 // (MIG-enabled devices are reported but not counted) and the machine;
 // allocatable equals capacity (no system reservation yet).
-func (cfg *Config) node() (*nodemanagerv1.Node, error) {
+func (cfg *Config) node() (*nodemanagerv1.Node, []gpu.DeviceInfo, error) {
 	devs, err := cfg.Backend.Devices()
 	if err != nil {
-		return nil, fmt.Errorf("agent: read GPUs: %w", err)
+		return nil, nil, fmt.Errorf("agent: read GPUs: %w", err)
 	}
 	cpu, mem := cfg.MilliCPU, cfg.MemoryBytes
 	if cpu == 0 {
@@ -141,7 +187,7 @@ func (cfg *Config) node() (*nodemanagerv1.Node, error) {
 		})
 	}
 	n.Capacity, n.Allocatable = capacity, capacity
-	return n, nil
+	return n, devs, nil
 }
 
 // machineMemory reads MemTotal from /proc/meminfo; 0 when unknown.

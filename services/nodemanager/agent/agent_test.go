@@ -36,8 +36,9 @@ func newFixture(t *testing.T) *fixture {
 	return &fixture{etcd: etcdtest.New(t), dataDir: t.TempDir()}
 }
 
-// run starts the agent of node-1 until the test ends.
-func (f *fixture) run(t *testing.T) {
+// run starts the agent of node-1 until the test ends; opts adjust its
+// configuration.
+func (f *fixture) run(t *testing.T, opts ...func(*agent.Config)) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -46,6 +47,9 @@ func (f *fixture) run(t *testing.T) {
 		Backend:  simulated.New(simulated.Config{Count: 4}),
 		LeaseTTL: time.Second, StopGrace: time.Second,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+	for _, o := range opts {
+		o(&cfg)
 	}
 	go func() { done <- agent.Run(ctx, cfg) }()
 	t.Cleanup(func() {
@@ -65,10 +69,13 @@ func (f *fixture) workload(t *testing.T, id string, command ...string) {
 }
 
 // bind writes a binding of pod 0 on GPU 1, as the scheduler would.
-func (f *fixture) bind(t *testing.T, id string) {
+func (f *fixture) bind(t *testing.T, id string) { f.bindShare(t, id, 1, 1000) }
+
+// bindShare writes a binding of pod 0 on GPU device with a fraction.
+func (f *fixture) bindShare(t *testing.T, id string, device int32, milli int32) {
 	t.Helper()
-	v, err := proto.Marshal(&workloadv1.PodStatus{Index: 0, Node: "nodes/node-1", DeviceIndexes: []int32{1},
-		FractionMilli: 1000, State: workloadv1.PodState_POD_STATE_BOUND})
+	v, err := proto.Marshal(&workloadv1.PodStatus{Index: 0, Node: "nodes/node-1", DeviceIndexes: []int32{device},
+		FractionMilli: milli, State: workloadv1.PodState_POD_STATE_BOUND})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,9 @@
 //	                      command from workloads/), report RUNNING, then
 //	                      SUCCEEDED / FAILED with the exit code
 //	              delete→ stop the pod's process group, report STOPPED
+//	   gpus (gpus.go): sample the devices each SampleInterval → end pods over
+//	        their memory slice, track idle time, export metrics, compute and
+//	        enforce each shared device's time-slicing plan, publish plans/<node>
 //
 // Cancelling Run's context stops the pods it started but does not revoke
 // the lease: a killed agent and a cancelled one look the same to the

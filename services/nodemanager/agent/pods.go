@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	nodemanagerv1 "github.com/runwayhq/runway/gen/go/runway/nodemanager/v1"
@@ -36,10 +38,12 @@ type pod struct {
 type pods struct {
 	cfg    Config
 	runner *local.Runner
+	gpus   *gpuManager
 	log    *slog.Logger
 
-	taken map[string]*pod // by binding key
-	wg    sync.WaitGroup
+	taken   map[string]*pod // by binding key
+	running *runningPods
+	wg      sync.WaitGroup
 }
 
 func (p *pods) run(ctx context.Context) error {
@@ -144,33 +148,85 @@ func (p *pods) stopAll() {
 
 // runPod starts one pod, reports RUNNING, and reports how it ended.
 func (p *pods) runPod(ctx context.Context, b nodemanager.Binding, pd *pod) {
-	report := func(state workloadv1.PodState, code int, msg string) {
-		p.report(ctx, b.WorkloadName(), b.Pod, state, code, msg)
-	}
+	run := &podRun{p: p, ctx: ctx, workload: b.WorkloadName(), index: b.Pod, oom: make(chan string, 1)}
 	spec, err := p.spec(ctx, b)
 	if err != nil {
-		report(workloadv1.PodState_POD_STATE_FAILED, 0, err.Error())
+		run.report(workloadv1.PodState_POD_STATE_FAILED, 0, err.Error())
 		return
 	}
 	proc, err := p.runner.Start(spec)
 	if err != nil {
-		report(workloadv1.PodState_POD_STATE_FAILED, 0, err.Error())
+		run.report(workloadv1.PodState_POD_STATE_FAILED, 0, err.Error())
 		return
 	}
-	report(workloadv1.PodState_POD_STATE_RUNNING, 0, "")
+	p.running.set(spec.ID, true)
+	run.report(workloadv1.PodState_POD_STATE_RUNNING, 0, "")
+	if len(b.Devices) > 0 {
+		p.gpus.add(&gpuPod{id: spec.ID, b: b, pgid: proc.Pid(), dir: proc.Dir(), limit: spec.GPUMemoryBytes, run: run})
+		defer p.gpus.remove(spec.ID)
+	}
+	oom := ""
 	select {
 	case <-proc.Done():
 	case <-pd.stop:
 		proc.Stop(context.WithoutCancel(ctx))
+	case oom = <-run.oom:
+		proc.Kill()
 	}
 	ex := proc.Exit()
+	p.running.set(spec.ID, false)
 	switch {
+	case oom != "":
+		run.report(workloadv1.PodState_POD_STATE_FAILED, ex.Code, oom)
 	case ex.Stopped:
-		report(workloadv1.PodState_POD_STATE_STOPPED, ex.Code, "Stopped by the node agent.")
+		run.report(workloadv1.PodState_POD_STATE_STOPPED, ex.Code, "Stopped by the node agent.")
 	case ex.Code == 0:
-		report(workloadv1.PodState_POD_STATE_SUCCEEDED, 0, "")
+		run.report(workloadv1.PodState_POD_STATE_SUCCEEDED, 0, "")
 	default:
-		report(workloadv1.PodState_POD_STATE_FAILED, ex.Code, lastLine(proc.LogPath()))
+		run.report(workloadv1.PodState_POD_STATE_FAILED, ex.Code, lastLine(proc.LogPath()))
+	}
+}
+
+// podRun is how a started pod is reported: its reports are serialised,
+// carry its latest GPU idle time, and stop after the final one, so that a
+// late idle-time report never hides how the pod ended.
+type podRun struct {
+	p        *pods
+	ctx      context.Context
+	workload string
+	index    int
+	oom      chan string // the out-of-memory reason, once
+
+	mu    sync.Mutex
+	ended bool
+	state workloadv1.PodState
+	idle  time.Duration
+}
+
+func (r *podRun) report(state workloadv1.PodState, code int, msg string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.state = state
+	r.ended = state != workloadv1.PodState_POD_STATE_RUNNING
+	r.p.report(r.ctx, r.workload, r.index, state, code, msg, r.idle)
+}
+
+// idleChanged reports the pod RUNNING again with its new idle time.
+func (r *podRun) idleChanged(idle time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.idle = idle
+	if !r.ended {
+		r.p.report(r.ctx, r.workload, r.index, r.state, 0, "", idle)
+	}
+}
+
+// outOfMemory asks runPod to end the pod for reason; the first reason
+// wins.
+func (r *podRun) outOfMemory(reason string) {
+	select {
+	case r.oom <- reason:
+	default:
 	}
 }
 
@@ -191,22 +247,49 @@ func (p *pods) spec(ctx context.Context, b nodemanager.Binding) (local.Spec, err
 	for _, e := range ws.GetEnv() {
 		env = append(env, e.GetName()+"="+e.GetValue())
 	}
+	id := podID(b.Project, b.Workload, b.Pod)
+	limit := p.gpus.memoryLimit(b, ws.GetGpu().GetGpuMemoryBytes())
+	if len(b.Devices) > 0 {
+		env = append(env, p.cfg.Backend.PodEnv(filepath.Join(p.cfg.DataDir, id))...)
+		env = append(env, mpsEnv(p.cfg.MPSPipeDir, b, limit)...)
+	}
 	return local.Spec{
-		ID:       b.Project + "." + b.Workload + "." + strconv.Itoa(b.Pod),
+		ID:       id,
 		Command:  cmd,
 		Env:      env,
 		Workload: b.WorkloadName(), Project: b.Project, Pod: b.Pod,
-		Devices: b.Devices, FractionMilli: b.FractionMilli, GPUMemoryBytes: ws.GetGpu().GetGpuMemoryBytes(),
+		Devices: b.Devices, FractionMilli: b.FractionMilli, GPUMemoryBytes: limit,
 	}, nil
 }
 
-func (p *pods) report(ctx context.Context, workload string, index int, state workloadv1.PodState, code int, msg string) {
+// mpsEnv is the environment of a pod under an MPS control daemon (pipe
+// directory dir; none when dir is empty): the daemon, not the agent, then
+// holds the pod to its memory limit and its fraction of the SMs.
+func mpsEnv(dir string, b nodemanager.Binding, limit int64) []string {
+	if dir == "" {
+		return nil
+	}
+	env := []string{"CUDA_MPS_PIPE_DIRECTORY=" + dir,
+		"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=" + strconv.FormatInt(max(b.FractionMilli/10, 1), 10)}
+	if limit > 0 {
+		// Devices are numbered as the pod sees them (CUDA_VISIBLE_DEVICES).
+		var lim []string
+		for i := range b.Devices {
+			lim = append(lim, fmt.Sprintf("%d=%dM", i, limit>>20))
+		}
+		env = append(env, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT="+strings.Join(lim, ","))
+	}
+	return env
+}
+
+func (p *pods) report(ctx context.Context, workload string, index int, state workloadv1.PodState, code int, msg string, idle time.Duration) {
 	if len(msg) > 1024 {
 		msg = msg[:1024]
 	}
 	r := &nodemanagerv1.ReportWorkloadStateRequest{
 		Node: nodemanager.NodeName(p.cfg.Node), Workload: workload, PodIndex: int32(index),
 		State: state, ExitCode: int32(code), Message: msg, ObserveTime: timestamppb.Now(),
+		GpuIdleTime: durationpb.New(idle),
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reportTimeout)
 	defer cancel()

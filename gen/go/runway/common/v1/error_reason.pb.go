@@ -121,6 +121,29 @@ const (
 	// (a stale or misrouted report). Code FAILED_PRECONDITION.
 	// Metadata: "node", "workload", "podIndex".
 	ErrorReason_WORKLOAD_NOT_BOUND ErrorReason = 42
+	// No node has output of this workload's pod: it never started, or the
+	// nodes it ran on are gone. Code FAILED_PRECONDITION.
+	// Metadata: "workload", "podIndex".
+	ErrorReason_WORKLOAD_NO_LOGS ErrorReason = 48
+	// No policy is set at that scope for that workload type. Code NOT_FOUND.
+	// Metadata: "policy".
+	ErrorReason_POLICY_NOT_FOUND ErrorReason = 90
+	// A policy sets a rule on a field that another scope of the same branch
+	// (the account, the department or one of its projects) already rules; one
+	// field's rule may be held by one scope only. Code FAILED_PRECONDITION.
+	// Metadata: "field", "scope".
+	ErrorReason_POLICY_RULE_CONFLICT ErrorReason = 91
+	// The environment does not exist. Code NOT_FOUND. Metadata: "environment".
+	ErrorReason_ENVIRONMENT_NOT_FOUND ErrorReason = 92
+	// An environment with this id exists at that scope. Code ALREADY_EXISTS.
+	// Metadata: "environment".
+	ErrorReason_ENVIRONMENT_ALREADY_EXISTS ErrorReason = 93
+	// The compute resource does not exist. Code NOT_FOUND. Metadata:
+	// "computeResource".
+	ErrorReason_COMPUTE_RESOURCE_NOT_FOUND ErrorReason = 94
+	// A compute resource with this id exists at that scope. Code
+	// ALREADY_EXISTS. Metadata: "computeResource".
+	ErrorReason_COMPUTE_RESOURCE_ALREADY_EXISTS ErrorReason = 95
 	// The node does not exist (it never registered, or its lease expired and it
 	// was removed). Code NOT_FOUND. Metadata: "node".
 	ErrorReason_NODE_NOT_FOUND ErrorReason = 50
@@ -189,6 +212,13 @@ var (
 		40: "WORKLOAD_NOT_FOUND",
 		41: "WORKLOAD_ALREADY_EXISTS",
 		42: "WORKLOAD_NOT_BOUND",
+		48: "WORKLOAD_NO_LOGS",
+		90: "POLICY_NOT_FOUND",
+		91: "POLICY_RULE_CONFLICT",
+		92: "ENVIRONMENT_NOT_FOUND",
+		93: "ENVIRONMENT_ALREADY_EXISTS",
+		94: "COMPUTE_RESOURCE_NOT_FOUND",
+		95: "COMPUTE_RESOURCE_ALREADY_EXISTS",
 		50: "NODE_NOT_FOUND",
 		60: "USER_NOT_FOUND",
 		61: "USER_ALREADY_EXISTS",
@@ -205,44 +235,51 @@ var (
 		82: "INTERNAL_ERROR",
 	}
 	ErrorReason_value = map[string]int32{
-		"ERROR_REASON_UNSPECIFIED":   0,
-		"INVALID_FIELD":              1,
-		"IMMUTABLE_FIELD":            2,
-		"INVALID_PAGE_TOKEN":         3,
-		"INVALID_FILTER":             4,
-		"ETAG_MISMATCH":              10,
-		"INVALID_STATE_TRANSITION":   11,
-		"RESUME_TOKEN_EXPIRED":       12,
-		"PROJECT_NOT_FOUND":          20,
-		"PROJECT_ALREADY_EXISTS":     21,
-		"PROJECT_NOT_EMPTY":          22,
-		"DEPARTMENT_NOT_FOUND":       23,
-		"DEPARTMENT_ALREADY_EXISTS":  24,
-		"DEPARTMENT_NOT_EMPTY":       25,
-		"NODE_POOL_NOT_FOUND":        26,
-		"NODE_POOL_ALREADY_EXISTS":   27,
-		"NODE_POOL_IN_USE":           28,
-		"BUILT_IN_RESOURCE":          29,
-		"QUOTA_LIMIT_EXCEEDED":       30,
-		"OVER_SUBSCRIBED":            31,
-		"PRIORITY_NOT_FOUND":         32,
-		"WORKLOAD_NOT_FOUND":         40,
-		"WORKLOAD_ALREADY_EXISTS":    41,
-		"WORKLOAD_NOT_BOUND":         42,
-		"NODE_NOT_FOUND":             50,
-		"USER_NOT_FOUND":             60,
-		"USER_ALREADY_EXISTS":        61,
-		"APPLICATION_NOT_FOUND":      62,
-		"APPLICATION_ALREADY_EXISTS": 63,
-		"ACCESS_RULE_NOT_FOUND":      64,
-		"ACCESS_RULE_ALREADY_EXISTS": 65,
-		"ROLE_NOT_FOUND":             66,
-		"CREDENTIALS_MISSING":        70,
-		"CREDENTIALS_INVALID":        71,
-		"PERMISSION_DENIED":          72,
-		"NOT_LEADER":                 80,
-		"STORE_UNAVAILABLE":          81,
-		"INTERNAL_ERROR":             82,
+		"ERROR_REASON_UNSPECIFIED":        0,
+		"INVALID_FIELD":                   1,
+		"IMMUTABLE_FIELD":                 2,
+		"INVALID_PAGE_TOKEN":              3,
+		"INVALID_FILTER":                  4,
+		"ETAG_MISMATCH":                   10,
+		"INVALID_STATE_TRANSITION":        11,
+		"RESUME_TOKEN_EXPIRED":            12,
+		"PROJECT_NOT_FOUND":               20,
+		"PROJECT_ALREADY_EXISTS":          21,
+		"PROJECT_NOT_EMPTY":               22,
+		"DEPARTMENT_NOT_FOUND":            23,
+		"DEPARTMENT_ALREADY_EXISTS":       24,
+		"DEPARTMENT_NOT_EMPTY":            25,
+		"NODE_POOL_NOT_FOUND":             26,
+		"NODE_POOL_ALREADY_EXISTS":        27,
+		"NODE_POOL_IN_USE":                28,
+		"BUILT_IN_RESOURCE":               29,
+		"QUOTA_LIMIT_EXCEEDED":            30,
+		"OVER_SUBSCRIBED":                 31,
+		"PRIORITY_NOT_FOUND":              32,
+		"WORKLOAD_NOT_FOUND":              40,
+		"WORKLOAD_ALREADY_EXISTS":         41,
+		"WORKLOAD_NOT_BOUND":              42,
+		"WORKLOAD_NO_LOGS":                48,
+		"POLICY_NOT_FOUND":                90,
+		"POLICY_RULE_CONFLICT":            91,
+		"ENVIRONMENT_NOT_FOUND":           92,
+		"ENVIRONMENT_ALREADY_EXISTS":      93,
+		"COMPUTE_RESOURCE_NOT_FOUND":      94,
+		"COMPUTE_RESOURCE_ALREADY_EXISTS": 95,
+		"NODE_NOT_FOUND":                  50,
+		"USER_NOT_FOUND":                  60,
+		"USER_ALREADY_EXISTS":             61,
+		"APPLICATION_NOT_FOUND":           62,
+		"APPLICATION_ALREADY_EXISTS":      63,
+		"ACCESS_RULE_NOT_FOUND":           64,
+		"ACCESS_RULE_ALREADY_EXISTS":      65,
+		"ROLE_NOT_FOUND":                  66,
+		"CREDENTIALS_MISSING":             70,
+		"CREDENTIALS_INVALID":             71,
+		"PERMISSION_DENIED":               72,
+		"NOT_LEADER":                      80,
+		"STORE_UNAVAILABLE":               81,
+		"INTERNAL_ERROR":                  82,
 	}
 )
 
@@ -277,7 +314,7 @@ var File_runway_common_v1_error_reason_proto protoreflect.FileDescriptor
 
 const file_runway_common_v1_error_reason_proto_rawDesc = "" +
 	"\n" +
-	"#runway/common/v1/error_reason.proto\x12\x10runway.common.v1*\xae\a\n" +
+	"#runway/common/v1/error_reason.proto\x12\x10runway.common.v1*\xf4\b\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rINVALID_FIELD\x10\x01\x12\x13\n" +
@@ -303,7 +340,14 @@ const file_runway_common_v1_error_reason_proto_rawDesc = "" +
 	"\x12PRIORITY_NOT_FOUND\x10 \x12\x16\n" +
 	"\x12WORKLOAD_NOT_FOUND\x10(\x12\x1b\n" +
 	"\x17WORKLOAD_ALREADY_EXISTS\x10)\x12\x16\n" +
-	"\x12WORKLOAD_NOT_BOUND\x10*\x12\x12\n" +
+	"\x12WORKLOAD_NOT_BOUND\x10*\x12\x14\n" +
+	"\x10WORKLOAD_NO_LOGS\x100\x12\x14\n" +
+	"\x10POLICY_NOT_FOUND\x10Z\x12\x18\n" +
+	"\x14POLICY_RULE_CONFLICT\x10[\x12\x19\n" +
+	"\x15ENVIRONMENT_NOT_FOUND\x10\\\x12\x1e\n" +
+	"\x1aENVIRONMENT_ALREADY_EXISTS\x10]\x12\x1e\n" +
+	"\x1aCOMPUTE_RESOURCE_NOT_FOUND\x10^\x12#\n" +
+	"\x1fCOMPUTE_RESOURCE_ALREADY_EXISTS\x10_\x12\x12\n" +
 	"\x0eNODE_NOT_FOUND\x102\x12\x12\n" +
 	"\x0eUSER_NOT_FOUND\x10<\x12\x17\n" +
 	"\x13USER_ALREADY_EXISTS\x10=\x12\x19\n" +

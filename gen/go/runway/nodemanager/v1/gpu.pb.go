@@ -269,21 +269,32 @@ func (x *DeviceAllocation) GetGpuMemoryBytes() int64 {
 	return 0
 }
 
-// DeviceTimeSlicePlan is the compute-time schedule of one shared GPU: a round
-// of lease_duration, divided into one slot per pod on the device.
+// DeviceTimeSlicePlan is the compute-time schedule of one shared GPU. A plan
+// lasts plan_duration = lease_duration × 100 / precision_percent (defaults:
+// 250ms × 20 = 5s) and is split into leases, in each of which one pod has
+// the device alone. Each pod owns a run of consecutive leases (its slot):
+// its fraction of the plan, rounded to precision_percent. The agent runs the
+// plan over and over, stopping and continuing the pods' processes at lease
+// boundaries.
 type DeviceTimeSlicePlan struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The device's index on its node.
 	DeviceIndex int32 `protobuf:"varint,1,opt,name=device_index,json=deviceIndex,proto3" json:"device_index,omitempty"`
-	// The mode, from the node pool's settings (never OFF in a plan).
+	// The mode, from the node pool's settings (never OFF in a plan). STRICT:
+	// each pod runs in its own leases only, so leases nobody owns stay idle.
+	// FAIR: the leases of idle pods and the unowned ones are divided equally
+	// among the busy pods.
 	Mode v1.TimeSlicingMode `protobuf:"varint,2,opt,name=mode,proto3,enum=runway.quota.v1.TimeSlicingMode" json:"mode,omitempty"`
-	// Length of one round.
+	// Length of one lease.
 	LeaseDuration *durationpb.Duration `protobuf:"bytes,3,opt,name=lease_duration,json=leaseDuration,proto3" json:"lease_duration,omitempty"`
-	// Granularity of the slots, in percent of a round.
+	// The share of the plan one lease is, in percent: 100 / the number of
+	// leases in the plan.
 	PrecisionPercent int32 `protobuf:"varint,4,opt,name=precision_percent,json=precisionPercent,proto3" json:"precision_percent,omitempty"`
-	// The slots, ordered by offset. Their shares add up to at most 100; the
-	// rest of the round is idle (STRICT) or shared by the busy pods (FAIR).
-	Slots         []*TimeSlot `protobuf:"bytes,5,rep,name=slots,proto3" json:"slots,omitempty"`
+	// The slots, ordered by offset. Their shares add up to at most 100.
+	Slots []*TimeSlot `protobuf:"bytes,5,rep,name=slots,proto3" json:"slots,omitempty"`
+	// Output only. Length of the plan: lease_duration × 100 /
+	// precision_percent.
+	PlanDuration  *durationpb.Duration `protobuf:"bytes,6,opt,name=plan_duration,json=planDuration,proto3" json:"plan_duration,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -353,19 +364,26 @@ func (x *DeviceTimeSlicePlan) GetSlots() []*TimeSlot {
 	return nil
 }
 
-// TimeSlot is one pod's part of a device's round.
+func (x *DeviceTimeSlicePlan) GetPlanDuration() *durationpb.Duration {
+	if x != nil {
+		return x.PlanDuration
+	}
+	return nil
+}
+
+// TimeSlot is one pod's own leases in a device's plan.
 type TimeSlot struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The workload, `projects/{project}/workloads/{workload}`.
 	Workload string `protobuf:"bytes,1,opt,name=workload,proto3" json:"workload,omitempty"`
 	// The pod's index in the workload's gang.
 	PodIndex int32 `protobuf:"varint,2,opt,name=pod_index,json=podIndex,proto3" json:"pod_index,omitempty"`
-	// Guaranteed share of each round, in percent: the pod's fraction rounded to
-	// a multiple of precision_percent.
+	// Guaranteed share of each plan, in percent: the pod's fraction rounded to
+	// the nearest multiple of precision_percent (at least one lease).
 	SharePercent int32 `protobuf:"varint,3,opt,name=share_percent,json=sharePercent,proto3" json:"share_percent,omitempty"`
-	// Where the slot starts in the round.
+	// Where the slot starts in the plan.
 	Offset *durationpb.Duration `protobuf:"bytes,4,opt,name=offset,proto3" json:"offset,omitempty"`
-	// How long the slot lasts (share_percent of lease_duration).
+	// How long the slot lasts (its leases × lease_duration).
 	Duration      *durationpb.Duration `protobuf:"bytes,5,opt,name=duration,proto3" json:"duration,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -436,13 +454,12 @@ func (x *TimeSlot) GetDuration() *durationpb.Duration {
 	return nil
 }
 
-// TimeSlicePlan is every shared device's plan on one node. The node agent
-// fetches it (GetTimeSlicePlan) whenever allocations on its node change and
-// enforces it.
+// TimeSlicePlan is every shared device's plan on one node.
 //
 // Resource name: `nodes/{node}/timeSlicePlan` (a singleton child of the
-// node, AIP-156). Computed by the NodeManager from the node's allocations and
-// its pool's settings; no uid or create_time.
+// node, AIP-156). Computed by the node's agent from the pods it runs and its
+// pool's settings, which it enforces, and stored whenever it changes; no uid
+// or create_time.
 type TimeSlicePlan struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Identifier. `nodes/{node}/timeSlicePlan`.
@@ -450,7 +467,7 @@ type TimeSlicePlan struct {
 	// One plan per shared device, ordered by device index. Empty when no device
 	// is shared or the pool's time slicing is off.
 	Devices []*DeviceTimeSlicePlan `protobuf:"bytes,2,rep,name=devices,proto3" json:"devices,omitempty"`
-	// Grows each time the plan changes; the agent applies only newer plans.
+	// Grows each time the plan changes.
 	Revision int64 `protobuf:"varint,3,opt,name=revision,proto3" json:"revision,omitempty"`
 	// When the plan last changed.
 	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
@@ -543,13 +560,14 @@ const file_runway_nodemanager_v1_gpu_proto_rawDesc = "" +
 	"\bworkload\x18\x01 \x01(\tR\bworkload\x12\x1b\n" +
 	"\tpod_index\x18\x02 \x01(\x05R\bpodIndex\x12%\n" +
 	"\x0efraction_milli\x18\x03 \x01(\x05R\rfractionMilli\x12(\n" +
-	"\x10gpu_memory_bytes\x18\x04 \x01(\x03R\x0egpuMemoryBytes\"\x94\x02\n" +
+	"\x10gpu_memory_bytes\x18\x04 \x01(\x03R\x0egpuMemoryBytes\"\xd4\x02\n" +
 	"\x13DeviceTimeSlicePlan\x12!\n" +
 	"\fdevice_index\x18\x01 \x01(\x05R\vdeviceIndex\x124\n" +
 	"\x04mode\x18\x02 \x01(\x0e2 .runway.quota.v1.TimeSlicingModeR\x04mode\x12@\n" +
 	"\x0elease_duration\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\rleaseDuration\x12+\n" +
 	"\x11precision_percent\x18\x04 \x01(\x05R\x10precisionPercent\x125\n" +
-	"\x05slots\x18\x05 \x03(\v2\x1f.runway.nodemanager.v1.TimeSlotR\x05slots\"\xd2\x01\n" +
+	"\x05slots\x18\x05 \x03(\v2\x1f.runway.nodemanager.v1.TimeSlotR\x05slots\x12>\n" +
+	"\rplan_duration\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\fplanDuration\"\xd2\x01\n" +
 	"\bTimeSlot\x12\x1a\n" +
 	"\bworkload\x18\x01 \x01(\tR\bworkload\x12\x1b\n" +
 	"\tpod_index\x18\x02 \x01(\x05R\bpodIndex\x12#\n" +
@@ -601,15 +619,16 @@ var file_runway_nodemanager_v1_gpu_proto_depIdxs = []int32{
 	6,  // 3: runway.nodemanager.v1.DeviceTimeSlicePlan.mode:type_name -> runway.quota.v1.TimeSlicingMode
 	7,  // 4: runway.nodemanager.v1.DeviceTimeSlicePlan.lease_duration:type_name -> google.protobuf.Duration
 	4,  // 5: runway.nodemanager.v1.DeviceTimeSlicePlan.slots:type_name -> runway.nodemanager.v1.TimeSlot
-	7,  // 6: runway.nodemanager.v1.TimeSlot.offset:type_name -> google.protobuf.Duration
-	7,  // 7: runway.nodemanager.v1.TimeSlot.duration:type_name -> google.protobuf.Duration
-	3,  // 8: runway.nodemanager.v1.TimeSlicePlan.devices:type_name -> runway.nodemanager.v1.DeviceTimeSlicePlan
-	8,  // 9: runway.nodemanager.v1.TimeSlicePlan.update_time:type_name -> google.protobuf.Timestamp
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	7,  // 6: runway.nodemanager.v1.DeviceTimeSlicePlan.plan_duration:type_name -> google.protobuf.Duration
+	7,  // 7: runway.nodemanager.v1.TimeSlot.offset:type_name -> google.protobuf.Duration
+	7,  // 8: runway.nodemanager.v1.TimeSlot.duration:type_name -> google.protobuf.Duration
+	3,  // 9: runway.nodemanager.v1.TimeSlicePlan.devices:type_name -> runway.nodemanager.v1.DeviceTimeSlicePlan
+	8,  // 10: runway.nodemanager.v1.TimeSlicePlan.update_time:type_name -> google.protobuf.Timestamp
+	11, // [11:11] is the sub-list for method output_type
+	11, // [11:11] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_runway_nodemanager_v1_gpu_proto_init() }

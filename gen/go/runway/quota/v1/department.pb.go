@@ -51,9 +51,12 @@ type Department struct {
 	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
 	// A checksum of the stored resource, computed by the server; see
 	// NodePool.etag.
-	Etag          string `protobuf:"bytes,7,opt,name=etag,proto3" json:"etag,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Etag string `protobuf:"bytes,7,opt,name=etag,proto3" json:"etag,omitempty"`
+	// Optional. Scheduling rules per workload type for the department's
+	// projects (a project's own rules for a type win).
+	SchedulingRules []*SchedulingRules `protobuf:"bytes,8,rep,name=scheduling_rules,json=schedulingRules,proto3" json:"scheduling_rules,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Department) Reset() {
@@ -135,11 +138,18 @@ func (x *Department) GetEtag() string {
 	return ""
 }
 
+func (x *Department) GetSchedulingRules() []*SchedulingRules {
+	if x != nil {
+		return x.SchedulingRules
+	}
+	return nil
+}
+
 var File_runway_quota_v1_department_proto protoreflect.FileDescriptor
 
 const file_runway_quota_v1_department_proto_rawDesc = "" +
 	"\n" +
-	" runway/quota/v1/department.proto\x12\x0frunway.quota.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1brunway/quota/v1/quota.proto\"\xac\x02\n" +
+	" runway/quota/v1/department.proto\x12\x0frunway.quota.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1brunway/quota/v1/quota.proto\"\xf9\x02\n" +
 	"\n" +
 	"Department\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
@@ -150,7 +160,8 @@ const file_runway_quota_v1_department_proto_rawDesc = "" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12\x12\n" +
-	"\x04etag\x18\a \x01(\tR\x04etagB;Z9github.com/runwayhq/runway/gen/go/runway/quota/v1;quotav1b\x06proto3"
+	"\x04etag\x18\a \x01(\tR\x04etag\x12K\n" +
+	"\x10scheduling_rules\x18\b \x03(\v2 .runway.quota.v1.SchedulingRulesR\x0fschedulingRulesB;Z9github.com/runwayhq/runway/gen/go/runway/quota/v1;quotav1b\x06proto3"
 
 var (
 	file_runway_quota_v1_department_proto_rawDescOnce sync.Once
@@ -169,16 +180,18 @@ var file_runway_quota_v1_department_proto_goTypes = []any{
 	(*Department)(nil),            // 0: runway.quota.v1.Department
 	(*NodePoolQuota)(nil),         // 1: runway.quota.v1.NodePoolQuota
 	(*timestamppb.Timestamp)(nil), // 2: google.protobuf.Timestamp
+	(*SchedulingRules)(nil),       // 3: runway.quota.v1.SchedulingRules
 }
 var file_runway_quota_v1_department_proto_depIdxs = []int32{
 	1, // 0: runway.quota.v1.Department.node_pool_quotas:type_name -> runway.quota.v1.NodePoolQuota
 	2, // 1: runway.quota.v1.Department.create_time:type_name -> google.protobuf.Timestamp
 	2, // 2: runway.quota.v1.Department.update_time:type_name -> google.protobuf.Timestamp
-	3, // [3:3] is the sub-list for method output_type
-	3, // [3:3] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	3, // 3: runway.quota.v1.Department.scheduling_rules:type_name -> runway.quota.v1.SchedulingRules
+	4, // [4:4] is the sub-list for method output_type
+	4, // [4:4] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_runway_quota_v1_department_proto_init() }

@@ -88,12 +88,12 @@ const (
 	// No time slicing: workloads sharing a device compete for compute freely;
 	// only memory is partitioned.
 	TimeSlicingMode_TIME_SLICING_MODE_OFF TimeSlicingMode = 1
-	// Each workload gets exactly its fraction of every round, even when the
+	// Each workload gets exactly its fraction of every plan, even when the
 	// others on the device are idle. Predictable, may leave the GPU idle.
 	TimeSlicingMode_TIME_SLICING_MODE_STRICT TimeSlicingMode = 2
-	// Each workload is guaranteed its fraction of every round, and the time the
-	// others leave unused is shared among the busy ones in proportion to their
-	// fractions.
+	// Each workload gets at least its fraction of every plan: the leases of
+	// idle workloads, and those nobody owns, are divided equally among the
+	// busy ones.
 	TimeSlicingMode_TIME_SLICING_MODE_FAIR TimeSlicingMode = 3
 )
 
@@ -283,14 +283,16 @@ type TimeSlicing struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The sharing mode. Unspecified means TIME_SLICING_MODE_OFF.
 	Mode TimeSlicingMode `protobuf:"varint,1,opt,name=mode,proto3,enum=runway.quota.v1.TimeSlicingMode" json:"mode,omitempty"`
-	// Length of one time-slicing round on a device: each workload on the device
-	// gets its slot once per round, the slot being its share of this duration.
-	// Between 10ms and 10s; unset means 100ms. Ignored when mode is OFF.
+	// Length of one lease: the time one workload has the device alone. A plan
+	// lasts lease_duration / precision (250ms at 5% → 5s) and holds 100 /
+	// precision_percent leases. Between 10ms and 10s; unset means 250ms.
+	// Ignored when mode is OFF.
 	LeaseDuration *durationpb.Duration `protobuf:"bytes,2,opt,name=lease_duration,json=leaseDuration,proto3" json:"lease_duration,omitempty"`
-	// Granularity of the plan, in percent of a round: every slot is rounded to
-	// a multiple of it (a 0.33 fraction with precision 5 gets 35%, the rounding
-	// taken from idle time first). 1 to 50; unset (0) means 5. Ignored when mode
-	// is OFF.
+	// Granularity of the plan, in percent: the share of the plan one lease is.
+	// Every workload gets its fraction rounded to a multiple of it, at least
+	// one lease (a 0.33 fraction at 5% gets 35%). A divisor of 100 from 1 to
+	// 50 (1, 2, 4, 5, 10, 20, 25, 50); unset (0) means 5. Ignored when mode is
+	// OFF.
 	PrecisionPercent int32 `protobuf:"varint,3,opt,name=precision_percent,json=precisionPercent,proto3" json:"precision_percent,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache

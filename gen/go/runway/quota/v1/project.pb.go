@@ -56,9 +56,13 @@ type Project struct {
 	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
 	// A checksum of the stored resource, computed by the server; see
 	// NodePool.etag.
-	Etag          string `protobuf:"bytes,9,opt,name=etag,proto3" json:"etag,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Etag string `protobuf:"bytes,9,opt,name=etag,proto3" json:"etag,omitempty"`
+	// Optional. Scheduling rules per workload type (time limit, idle-GPU
+	// limit, node types); a project's entry for a type replaces the
+	// department's entry for that type.
+	SchedulingRules []*SchedulingRules `protobuf:"bytes,10,rep,name=scheduling_rules,json=schedulingRules,proto3" json:"scheduling_rules,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Project) Reset() {
@@ -154,11 +158,18 @@ func (x *Project) GetEtag() string {
 	return ""
 }
 
+func (x *Project) GetSchedulingRules() []*SchedulingRules {
+	if x != nil {
+		return x.SchedulingRules
+	}
+	return nil
+}
+
 var File_runway_quota_v1_project_proto protoreflect.FileDescriptor
 
 const file_runway_quota_v1_project_proto_rawDesc = "" +
 	"\n" +
-	"\x1drunway/quota/v1/project.proto\x12\x0frunway.quota.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1brunway/quota/v1/quota.proto\"\xf7\x02\n" +
+	"\x1drunway/quota/v1/project.proto\x12\x0frunway.quota.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1brunway/quota/v1/quota.proto\"\xc4\x03\n" +
 	"\aProject\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03uid\x18\x02 \x01(\tR\x03uid\x12 \n" +
@@ -172,7 +183,9 @@ const file_runway_quota_v1_project_proto_rawDesc = "" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12\x12\n" +
-	"\x04etag\x18\t \x01(\tR\x04etagB;Z9github.com/runwayhq/runway/gen/go/runway/quota/v1;quotav1b\x06proto3"
+	"\x04etag\x18\t \x01(\tR\x04etag\x12K\n" +
+	"\x10scheduling_rules\x18\n" +
+	" \x03(\v2 .runway.quota.v1.SchedulingRulesR\x0fschedulingRulesB;Z9github.com/runwayhq/runway/gen/go/runway/quota/v1;quotav1b\x06proto3"
 
 var (
 	file_runway_quota_v1_project_proto_rawDescOnce sync.Once
@@ -191,16 +204,18 @@ var file_runway_quota_v1_project_proto_goTypes = []any{
 	(*Project)(nil),               // 0: runway.quota.v1.Project
 	(*NodePoolQuota)(nil),         // 1: runway.quota.v1.NodePoolQuota
 	(*timestamppb.Timestamp)(nil), // 2: google.protobuf.Timestamp
+	(*SchedulingRules)(nil),       // 3: runway.quota.v1.SchedulingRules
 }
 var file_runway_quota_v1_project_proto_depIdxs = []int32{
 	1, // 0: runway.quota.v1.Project.node_pool_quotas:type_name -> runway.quota.v1.NodePoolQuota
 	2, // 1: runway.quota.v1.Project.create_time:type_name -> google.protobuf.Timestamp
 	2, // 2: runway.quota.v1.Project.update_time:type_name -> google.protobuf.Timestamp
-	3, // [3:3] is the sub-list for method output_type
-	3, // [3:3] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	3, // 3: runway.quota.v1.Project.scheduling_rules:type_name -> runway.quota.v1.SchedulingRules
+	4, // [4:4] is the sub-list for method output_type
+	4, // [4:4] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_runway_quota_v1_project_proto_init() }

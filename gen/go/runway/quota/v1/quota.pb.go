@@ -7,8 +7,10 @@
 package quotav1
 
 import (
+	v1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -335,11 +337,102 @@ func (x *MemoryQuota) GetOverQuotaEnabled() bool {
 	return false
 }
 
+// SchedulingRules limit the workloads of one type in a project or a
+// department. A project's entry for a type replaces its department's entry
+// for that type. They apply to workloads submitted after they are set (the
+// workload keeps a copy in Workload.limits).
+type SchedulingRules struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The workload type the rules are for; at most one entry per
+	// type.
+	WorkloadType v1.WorkloadType `protobuf:"varint,1,opt,name=workload_type,json=workloadType,proto3,enum=runway.workload.v1.WorkloadType" json:"workload_type,omitempty"`
+	// Optional. Stop a workload once its total RUNNING time reaches this
+	// (PENDING and preempted time do not count). Unset: no limit.
+	TimeLimit *durationpb.Duration `protobuf:"bytes,2,opt,name=time_limit,json=timeLimit,proto3" json:"time_limit,omitempty"`
+	// Optional. Stop a workload once its GPUs have been idle this long
+	// (WorkloadStatus.gpu_idle_time). Unset: no limit.
+	IdleGpuLimit *durationpb.Duration `protobuf:"bytes,3,opt,name=idle_gpu_limit,json=idleGpuLimit,proto3" json:"idle_gpu_limit,omitempty"`
+	// Optional. With idle_gpu_limit: preempt a preemptible workload back to
+	// PENDING instead of stopping it (non-preemptible ones are still stopped).
+	PreemptWhenIdle bool `protobuf:"varint,4,opt,name=preempt_when_idle,json=preemptWhenIdle,proto3" json:"preempt_when_idle,omitempty"`
+	// Optional. Submissions must set WorkloadSpec.node_type to one of these
+	// `run.ai/type` label values, and are then placed only on such nodes.
+	// Empty: any node type, or none.
+	NodeTypes     []string `protobuf:"bytes,5,rep,name=node_types,json=nodeTypes,proto3" json:"node_types,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SchedulingRules) Reset() {
+	*x = SchedulingRules{}
+	mi := &file_runway_quota_v1_quota_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SchedulingRules) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SchedulingRules) ProtoMessage() {}
+
+func (x *SchedulingRules) ProtoReflect() protoreflect.Message {
+	mi := &file_runway_quota_v1_quota_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SchedulingRules.ProtoReflect.Descriptor instead.
+func (*SchedulingRules) Descriptor() ([]byte, []int) {
+	return file_runway_quota_v1_quota_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *SchedulingRules) GetWorkloadType() v1.WorkloadType {
+	if x != nil {
+		return x.WorkloadType
+	}
+	return v1.WorkloadType(0)
+}
+
+func (x *SchedulingRules) GetTimeLimit() *durationpb.Duration {
+	if x != nil {
+		return x.TimeLimit
+	}
+	return nil
+}
+
+func (x *SchedulingRules) GetIdleGpuLimit() *durationpb.Duration {
+	if x != nil {
+		return x.IdleGpuLimit
+	}
+	return nil
+}
+
+func (x *SchedulingRules) GetPreemptWhenIdle() bool {
+	if x != nil {
+		return x.PreemptWhenIdle
+	}
+	return false
+}
+
+func (x *SchedulingRules) GetNodeTypes() []string {
+	if x != nil {
+		return x.NodeTypes
+	}
+	return nil
+}
+
 var File_runway_quota_v1_quota_proto protoreflect.FileDescriptor
 
 const file_runway_quota_v1_quota_proto_rawDesc = "" +
 	"\n" +
-	"\x1brunway/quota/v1/quota.proto\x12\x0frunway.quota.v1\"\xbc\x01\n" +
+	"\x1brunway/quota/v1/quota.proto\x12\x0frunway.quota.v1\x1a\x1egoogle/protobuf/duration.proto\x1a!runway/workload/v1/workload.proto\"\xbc\x01\n" +
 	"\rNodePoolQuota\x12\x1b\n" +
 	"\tnode_pool\x18\x01 \x01(\tR\bnodePool\x12+\n" +
 	"\x03gpu\x18\x02 \x01(\v2\x19.runway.quota.v1.GpuQuotaR\x03gpu\x12+\n" +
@@ -371,7 +464,15 @@ const file_runway_quota_v1_quota_proto_rawDesc = "" +
 	"\x16_deserved_memory_bytesB\x15\n" +
 	"\x13_limit_memory_bytesB\x14\n" +
 	"\x12_over_quota_weightB\x15\n" +
-	"\x13_over_quota_enabledB;Z9github.com/runwayhq/runway/gen/go/runway/quota/v1;quotav1b\x06proto3"
+	"\x13_over_quota_enabled\"\x9e\x02\n" +
+	"\x0fSchedulingRules\x12E\n" +
+	"\rworkload_type\x18\x01 \x01(\x0e2 .runway.workload.v1.WorkloadTypeR\fworkloadType\x128\n" +
+	"\n" +
+	"time_limit\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\ttimeLimit\x12?\n" +
+	"\x0eidle_gpu_limit\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\fidleGpuLimit\x12*\n" +
+	"\x11preempt_when_idle\x18\x04 \x01(\bR\x0fpreemptWhenIdle\x12\x1d\n" +
+	"\n" +
+	"node_types\x18\x05 \x03(\tR\tnodeTypesB;Z9github.com/runwayhq/runway/gen/go/runway/quota/v1;quotav1b\x06proto3"
 
 var (
 	file_runway_quota_v1_quota_proto_rawDescOnce sync.Once
@@ -385,22 +486,28 @@ func file_runway_quota_v1_quota_proto_rawDescGZIP() []byte {
 	return file_runway_quota_v1_quota_proto_rawDescData
 }
 
-var file_runway_quota_v1_quota_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_runway_quota_v1_quota_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_runway_quota_v1_quota_proto_goTypes = []any{
-	(*NodePoolQuota)(nil), // 0: runway.quota.v1.NodePoolQuota
-	(*GpuQuota)(nil),      // 1: runway.quota.v1.GpuQuota
-	(*CpuQuota)(nil),      // 2: runway.quota.v1.CpuQuota
-	(*MemoryQuota)(nil),   // 3: runway.quota.v1.MemoryQuota
+	(*NodePoolQuota)(nil),       // 0: runway.quota.v1.NodePoolQuota
+	(*GpuQuota)(nil),            // 1: runway.quota.v1.GpuQuota
+	(*CpuQuota)(nil),            // 2: runway.quota.v1.CpuQuota
+	(*MemoryQuota)(nil),         // 3: runway.quota.v1.MemoryQuota
+	(*SchedulingRules)(nil),     // 4: runway.quota.v1.SchedulingRules
+	(v1.WorkloadType)(0),        // 5: runway.workload.v1.WorkloadType
+	(*durationpb.Duration)(nil), // 6: google.protobuf.Duration
 }
 var file_runway_quota_v1_quota_proto_depIdxs = []int32{
 	1, // 0: runway.quota.v1.NodePoolQuota.gpu:type_name -> runway.quota.v1.GpuQuota
 	2, // 1: runway.quota.v1.NodePoolQuota.cpu:type_name -> runway.quota.v1.CpuQuota
 	3, // 2: runway.quota.v1.NodePoolQuota.memory:type_name -> runway.quota.v1.MemoryQuota
-	3, // [3:3] is the sub-list for method output_type
-	3, // [3:3] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	5, // 3: runway.quota.v1.SchedulingRules.workload_type:type_name -> runway.workload.v1.WorkloadType
+	6, // 4: runway.quota.v1.SchedulingRules.time_limit:type_name -> google.protobuf.Duration
+	6, // 5: runway.quota.v1.SchedulingRules.idle_gpu_limit:type_name -> google.protobuf.Duration
+	6, // [6:6] is the sub-list for method output_type
+	6, // [6:6] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_runway_quota_v1_quota_proto_init() }
@@ -417,7 +524,7 @@ func file_runway_quota_v1_quota_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_runway_quota_v1_quota_proto_rawDesc), len(file_runway_quota_v1_quota_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -334,6 +334,9 @@ const (
 	WorkloadEventType_WORKLOAD_EVENT_TYPE_RESUMED WorkloadEventType = 6
 	// The workload ended by itself; the phase says COMPLETED or FAILED.
 	WorkloadEventType_WORKLOAD_EVENT_TYPE_FINISHED WorkloadEventType = 7
+	// A scheduling rule (time limit, idle-GPU limit) stopped the workload, or
+	// preempted it back to PENDING.
+	WorkloadEventType_WORKLOAD_EVENT_TYPE_LIMIT_REACHED WorkloadEventType = 8
 )
 
 // Enum value maps for WorkloadEventType.
@@ -347,16 +350,18 @@ var (
 		5: "WORKLOAD_EVENT_TYPE_SUSPENDED",
 		6: "WORKLOAD_EVENT_TYPE_RESUMED",
 		7: "WORKLOAD_EVENT_TYPE_FINISHED",
+		8: "WORKLOAD_EVENT_TYPE_LIMIT_REACHED",
 	}
 	WorkloadEventType_value = map[string]int32{
-		"WORKLOAD_EVENT_TYPE_UNSPECIFIED": 0,
-		"WORKLOAD_EVENT_TYPE_SUBMITTED":   1,
-		"WORKLOAD_EVENT_TYPE_SCHEDULED":   2,
-		"WORKLOAD_EVENT_TYPE_STARTED":     3,
-		"WORKLOAD_EVENT_TYPE_PREEMPTED":   4,
-		"WORKLOAD_EVENT_TYPE_SUSPENDED":   5,
-		"WORKLOAD_EVENT_TYPE_RESUMED":     6,
-		"WORKLOAD_EVENT_TYPE_FINISHED":    7,
+		"WORKLOAD_EVENT_TYPE_UNSPECIFIED":   0,
+		"WORKLOAD_EVENT_TYPE_SUBMITTED":     1,
+		"WORKLOAD_EVENT_TYPE_SCHEDULED":     2,
+		"WORKLOAD_EVENT_TYPE_STARTED":       3,
+		"WORKLOAD_EVENT_TYPE_PREEMPTED":     4,
+		"WORKLOAD_EVENT_TYPE_SUSPENDED":     5,
+		"WORKLOAD_EVENT_TYPE_RESUMED":       6,
+		"WORKLOAD_EVENT_TYPE_FINISHED":      7,
+		"WORKLOAD_EVENT_TYPE_LIMIT_REACHED": 8,
 	}
 )
 
@@ -495,7 +500,11 @@ type Workload struct {
 	// A checksum of the stored resource, computed by the server; it changes
 	// with every status change too. Send it in Delete/Suspend/Resume requests to
 	// act only on the version that was read (AIP-154).
-	Etag          string `protobuf:"bytes,9,opt,name=etag,proto3" json:"etag,omitempty"`
+	Etag string `protobuf:"bytes,9,opt,name=etag,proto3" json:"etag,omitempty"`
+	// Output only. The scheduling rules (of its project, or else its
+	// department) in force when it was submitted; rules set later do not
+	// change it.
+	Limits        *WorkloadLimits `protobuf:"bytes,10,opt,name=limits,proto3" json:"limits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -593,6 +602,101 @@ func (x *Workload) GetEtag() string {
 	return ""
 }
 
+func (x *Workload) GetLimits() *WorkloadLimits {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+// WorkloadLimits are the scheduling rules a workload was submitted under.
+type WorkloadLimits struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// When set, the workload is stopped once its total RUNNING time (earlier
+	// runs plus the current one) reaches this; time spent PENDING does not
+	// count.
+	TimeLimit *durationpb.Duration `protobuf:"bytes,1,opt,name=time_limit,json=timeLimit,proto3" json:"time_limit,omitempty"`
+	// When set, the workload is stopped (or, with preempt_when_idle and a
+	// preemptible priority, preempted back to PENDING) once
+	// status.gpu_idle_time reaches this.
+	IdleGpuLimit *durationpb.Duration `protobuf:"bytes,2,opt,name=idle_gpu_limit,json=idleGpuLimit,proto3" json:"idle_gpu_limit,omitempty"`
+	// See idle_gpu_limit.
+	PreemptWhenIdle bool `protobuf:"varint,3,opt,name=preempt_when_idle,json=preemptWhenIdle,proto3" json:"preempt_when_idle,omitempty"`
+	// The node types (`run.ai/type` values) the workload had to choose from;
+	// empty when the rule lists none.
+	NodeTypes []string `protobuf:"bytes,4,rep,name=node_types,json=nodeTypes,proto3" json:"node_types,omitempty"`
+	// Where the rules come from: `projects/{project}` or
+	// `departments/{department}`.
+	Source        string `protobuf:"bytes,5,opt,name=source,proto3" json:"source,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkloadLimits) Reset() {
+	*x = WorkloadLimits{}
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkloadLimits) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkloadLimits) ProtoMessage() {}
+
+func (x *WorkloadLimits) ProtoReflect() protoreflect.Message {
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkloadLimits.ProtoReflect.Descriptor instead.
+func (*WorkloadLimits) Descriptor() ([]byte, []int) {
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *WorkloadLimits) GetTimeLimit() *durationpb.Duration {
+	if x != nil {
+		return x.TimeLimit
+	}
+	return nil
+}
+
+func (x *WorkloadLimits) GetIdleGpuLimit() *durationpb.Duration {
+	if x != nil {
+		return x.IdleGpuLimit
+	}
+	return nil
+}
+
+func (x *WorkloadLimits) GetPreemptWhenIdle() bool {
+	if x != nil {
+		return x.PreemptWhenIdle
+	}
+	return false
+}
+
+func (x *WorkloadLimits) GetNodeTypes() []string {
+	if x != nil {
+		return x.NodeTypes
+	}
+	return nil
+}
+
+func (x *WorkloadLimits) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
 // WorkloadSpec is what a workload runs and what each of its pods needs. The
 // resource fields are per pod.
 type WorkloadSpec struct {
@@ -645,7 +749,7 @@ type WorkloadSpec struct {
 
 func (x *WorkloadSpec) Reset() {
 	*x = WorkloadSpec{}
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[1]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -657,7 +761,7 @@ func (x *WorkloadSpec) String() string {
 func (*WorkloadSpec) ProtoMessage() {}
 
 func (x *WorkloadSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[1]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -670,7 +774,7 @@ func (x *WorkloadSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkloadSpec.ProtoReflect.Descriptor instead.
 func (*WorkloadSpec) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{1}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *WorkloadSpec) GetImage() string {
@@ -777,7 +881,7 @@ type EnvVar struct {
 
 func (x *EnvVar) Reset() {
 	*x = EnvVar{}
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[2]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -789,7 +893,7 @@ func (x *EnvVar) String() string {
 func (*EnvVar) ProtoMessage() {}
 
 func (x *EnvVar) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[2]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -802,7 +906,7 @@ func (x *EnvVar) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnvVar.ProtoReflect.Descriptor instead.
 func (*EnvVar) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{2}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *EnvVar) GetName() string {
@@ -837,7 +941,7 @@ type GpuRequest struct {
 
 func (x *GpuRequest) Reset() {
 	*x = GpuRequest{}
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[3]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -849,7 +953,7 @@ func (x *GpuRequest) String() string {
 func (*GpuRequest) ProtoMessage() {}
 
 func (x *GpuRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[3]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -862,7 +966,7 @@ func (x *GpuRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GpuRequest.ProtoReflect.Descriptor instead.
 func (*GpuRequest) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{3}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *GpuRequest) GetAmount() isGpuRequest_Amount {
@@ -972,14 +1076,26 @@ type WorkloadStatus struct {
 	// for each 30-second window with zero utilisation on every device of every
 	// pod add 30 s; any activity resets it to 0. Zero when nothing runs.
 	// Scheduling rules (idle-GPU limit) read it.
-	GpuIdleTime   *durationpb.Duration `protobuf:"bytes,15,opt,name=gpu_idle_time,json=gpuIdleTime,proto3" json:"gpu_idle_time,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	GpuIdleTime *durationpb.Duration `protobuf:"bytes,15,opt,name=gpu_idle_time,json=gpuIdleTime,proto3" json:"gpu_idle_time,omitempty"`
+	// Time spent RUNNING in earlier runs (each run ends when the workload is
+	// preempted, released or finishes); the current run, begun at start_time,
+	// is not included. The time limit counts this plus the current run.
+	RunningTime *durationpb.Duration `protobuf:"bytes,16,opt,name=running_time,json=runningTime,proto3" json:"running_time,omitempty"`
+	// Why the platform stopped the workload (a time or idle-GPU limit), as one
+	// sentence; empty when its owner stopped it or it was never stopped.
+	StopReason string `protobuf:"bytes,17,opt,name=stop_reason,json=stopReason,proto3" json:"stop_reason,omitempty"`
+	// True while the platform is taking the workload's pods away to preempt
+	// it (idle-GPU limit with preempt_when_idle): spec.suspended is set so
+	// that the scheduler releases its pods, and once they are released the
+	// workload returns to PENDING with suspended cleared.
+	RequeueOnRelease bool `protobuf:"varint,18,opt,name=requeue_on_release,json=requeueOnRelease,proto3" json:"requeue_on_release,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *WorkloadStatus) Reset() {
 	*x = WorkloadStatus{}
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[4]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -991,7 +1107,7 @@ func (x *WorkloadStatus) String() string {
 func (*WorkloadStatus) ProtoMessage() {}
 
 func (x *WorkloadStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[4]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1004,7 +1120,7 @@ func (x *WorkloadStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkloadStatus.ProtoReflect.Descriptor instead.
 func (*WorkloadStatus) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{4}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *WorkloadStatus) GetPhase() WorkloadPhase {
@@ -1112,6 +1228,27 @@ func (x *WorkloadStatus) GetGpuIdleTime() *durationpb.Duration {
 	return nil
 }
 
+func (x *WorkloadStatus) GetRunningTime() *durationpb.Duration {
+	if x != nil {
+		return x.RunningTime
+	}
+	return nil
+}
+
+func (x *WorkloadStatus) GetStopReason() string {
+	if x != nil {
+		return x.StopReason
+	}
+	return ""
+}
+
+func (x *WorkloadStatus) GetRequeueOnRelease() bool {
+	if x != nil {
+		return x.RequeueOnRelease
+	}
+	return false
+}
+
 // PodStatus is one placed pod of a workload.
 type PodStatus struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1139,7 +1276,7 @@ type PodStatus struct {
 
 func (x *PodStatus) Reset() {
 	*x = PodStatus{}
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[5]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1151,7 +1288,7 @@ func (x *PodStatus) String() string {
 func (*PodStatus) ProtoMessage() {}
 
 func (x *PodStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[5]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1164,7 +1301,7 @@ func (x *PodStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodStatus.ProtoReflect.Descriptor instead.
 func (*PodStatus) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{5}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *PodStatus) GetIndex() int32 {
@@ -1252,7 +1389,7 @@ type PendingReason struct {
 
 func (x *PendingReason) Reset() {
 	*x = PendingReason{}
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[6]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1264,7 +1401,7 @@ func (x *PendingReason) String() string {
 func (*PendingReason) ProtoMessage() {}
 
 func (x *PendingReason) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[6]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1277,7 +1414,7 @@ func (x *PendingReason) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingReason.ProtoReflect.Descriptor instead.
 func (*PendingReason) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{6}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *PendingReason) GetCheck() PendingCheck {
@@ -1355,7 +1492,7 @@ type WorkloadEvent struct {
 
 func (x *WorkloadEvent) Reset() {
 	*x = WorkloadEvent{}
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[7]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1367,7 +1504,7 @@ func (x *WorkloadEvent) String() string {
 func (*WorkloadEvent) ProtoMessage() {}
 
 func (x *WorkloadEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[7]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1380,7 +1517,7 @@ func (x *WorkloadEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkloadEvent.ProtoReflect.Descriptor instead.
 func (*WorkloadEvent) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{7}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *WorkloadEvent) GetType() WorkloadEventType {
@@ -1436,7 +1573,7 @@ var File_runway_workload_v1_workload_proto protoreflect.FileDescriptor
 
 const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\n" +
-	"!runway/workload/v1/workload.proto\x12\x12runway.workload.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a runway/common/v1/resources.proto\"\x80\x03\n" +
+	"!runway/workload/v1/workload.proto\x12\x12runway.workload.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a runway/common/v1/resources.proto\"\xbc\x03\n" +
 	"\bWorkload\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03uid\x18\x02 \x01(\tR\x03uid\x12\x18\n" +
@@ -1448,7 +1585,17 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12\x12\n" +
-	"\x04etag\x18\t \x01(\tR\x04etag\"\x97\x03\n" +
+	"\x04etag\x18\t \x01(\tR\x04etag\x12:\n" +
+	"\x06limits\x18\n" +
+	" \x01(\v2\".runway.workload.v1.WorkloadLimitsR\x06limits\"\xee\x01\n" +
+	"\x0eWorkloadLimits\x128\n" +
+	"\n" +
+	"time_limit\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\ttimeLimit\x12?\n" +
+	"\x0eidle_gpu_limit\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\fidleGpuLimit\x12*\n" +
+	"\x11preempt_when_idle\x18\x03 \x01(\bR\x0fpreemptWhenIdle\x12\x1d\n" +
+	"\n" +
+	"node_types\x18\x04 \x03(\tR\tnodeTypes\x12\x16\n" +
+	"\x06source\x18\x05 \x01(\tR\x06source\"\x97\x03\n" +
 	"\fWorkloadSpec\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12\x18\n" +
 	"\acommand\x18\x02 \x03(\tR\acommand\x12\x12\n" +
@@ -1473,7 +1620,7 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\adevices\x18\x01 \x01(\x05H\x00R\adevices\x12'\n" +
 	"\x0efraction_milli\x18\x02 \x01(\x05H\x00R\rfractionMilli\x12*\n" +
 	"\x10gpu_memory_bytes\x18\x03 \x01(\x03H\x00R\x0egpuMemoryBytesB\b\n" +
-	"\x06amount\"\xf4\x05\n" +
+	"\x06amount\"\x81\a\n" +
 	"\x0eWorkloadStatus\x127\n" +
 	"\x05phase\x18\x01 \x01(\x0e2!.runway.workload.v1.WorkloadPhaseR\x05phase\x12!\n" +
 	"\frunning_pods\x18\x02 \x01(\x05R\vrunningPods\x12%\n" +
@@ -1491,7 +1638,11 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\n" +
 	"start_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
 	"\bend_time\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12=\n" +
-	"\rgpu_idle_time\x18\x0f \x01(\v2\x19.google.protobuf.DurationR\vgpuIdleTime\"\xad\x02\n" +
+	"\rgpu_idle_time\x18\x0f \x01(\v2\x19.google.protobuf.DurationR\vgpuIdleTime\x12<\n" +
+	"\frunning_time\x18\x10 \x01(\v2\x19.google.protobuf.DurationR\vrunningTime\x12\x1f\n" +
+	"\vstop_reason\x18\x11 \x01(\tR\n" +
+	"stopReason\x12,\n" +
+	"\x12requeue_on_release\x18\x12 \x01(\bR\x10requeueOnRelease\"\xad\x02\n" +
 	"\tPodStatus\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12%\n" +
@@ -1548,7 +1699,7 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\x16PENDING_CHECK_CAPACITY\x10\x06\x12\x16\n" +
 	"\x12PENDING_CHECK_GANG\x10\a\x12\x19\n" +
 	"\x15PENDING_CHECK_RECLAIM\x10\b\x12\x19\n" +
-	"\x15PENDING_CHECK_PREEMPT\x10\t*\xa8\x02\n" +
+	"\x15PENDING_CHECK_PREEMPT\x10\t*\xcf\x02\n" +
 	"\x11WorkloadEventType\x12#\n" +
 	"\x1fWORKLOAD_EVENT_TYPE_UNSPECIFIED\x10\x00\x12!\n" +
 	"\x1dWORKLOAD_EVENT_TYPE_SUBMITTED\x10\x01\x12!\n" +
@@ -1557,7 +1708,8 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\x1dWORKLOAD_EVENT_TYPE_PREEMPTED\x10\x04\x12!\n" +
 	"\x1dWORKLOAD_EVENT_TYPE_SUSPENDED\x10\x05\x12\x1f\n" +
 	"\x1bWORKLOAD_EVENT_TYPE_RESUMED\x10\x06\x12 \n" +
-	"\x1cWORKLOAD_EVENT_TYPE_FINISHED\x10\a*\xec\x01\n" +
+	"\x1cWORKLOAD_EVENT_TYPE_FINISHED\x10\a\x12%\n" +
+	"!WORKLOAD_EVENT_TYPE_LIMIT_REACHED\x10\b*\xec\x01\n" +
 	"\x0eSchedulingRule\x12\x1f\n" +
 	"\x1bSCHEDULING_RULE_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18SCHEDULING_RULE_ALLOCATE\x10\x01\x12\x1b\n" +
@@ -1580,7 +1732,7 @@ func file_runway_workload_v1_workload_proto_rawDescGZIP() []byte {
 }
 
 var file_runway_workload_v1_workload_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_runway_workload_v1_workload_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_runway_workload_v1_workload_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_runway_workload_v1_workload_proto_goTypes = []any{
 	(WorkloadType)(0),             // 0: runway.workload.v1.WorkloadType
 	(WorkloadPhase)(0),            // 1: runway.workload.v1.WorkloadPhase
@@ -1589,45 +1741,50 @@ var file_runway_workload_v1_workload_proto_goTypes = []any{
 	(WorkloadEventType)(0),        // 4: runway.workload.v1.WorkloadEventType
 	(SchedulingRule)(0),           // 5: runway.workload.v1.SchedulingRule
 	(*Workload)(nil),              // 6: runway.workload.v1.Workload
-	(*WorkloadSpec)(nil),          // 7: runway.workload.v1.WorkloadSpec
-	(*EnvVar)(nil),                // 8: runway.workload.v1.EnvVar
-	(*GpuRequest)(nil),            // 9: runway.workload.v1.GpuRequest
-	(*WorkloadStatus)(nil),        // 10: runway.workload.v1.WorkloadStatus
-	(*PodStatus)(nil),             // 11: runway.workload.v1.PodStatus
-	(*PendingReason)(nil),         // 12: runway.workload.v1.PendingReason
-	(*WorkloadEvent)(nil),         // 13: runway.workload.v1.WorkloadEvent
-	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 15: google.protobuf.Duration
-	(*v1.ResourceQuantity)(nil),   // 16: runway.common.v1.ResourceQuantity
+	(*WorkloadLimits)(nil),        // 7: runway.workload.v1.WorkloadLimits
+	(*WorkloadSpec)(nil),          // 8: runway.workload.v1.WorkloadSpec
+	(*EnvVar)(nil),                // 9: runway.workload.v1.EnvVar
+	(*GpuRequest)(nil),            // 10: runway.workload.v1.GpuRequest
+	(*WorkloadStatus)(nil),        // 11: runway.workload.v1.WorkloadStatus
+	(*PodStatus)(nil),             // 12: runway.workload.v1.PodStatus
+	(*PendingReason)(nil),         // 13: runway.workload.v1.PendingReason
+	(*WorkloadEvent)(nil),         // 14: runway.workload.v1.WorkloadEvent
+	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 16: google.protobuf.Duration
+	(*v1.ResourceQuantity)(nil),   // 17: runway.common.v1.ResourceQuantity
 }
 var file_runway_workload_v1_workload_proto_depIdxs = []int32{
 	0,  // 0: runway.workload.v1.Workload.type:type_name -> runway.workload.v1.WorkloadType
-	7,  // 1: runway.workload.v1.Workload.spec:type_name -> runway.workload.v1.WorkloadSpec
-	10, // 2: runway.workload.v1.Workload.status:type_name -> runway.workload.v1.WorkloadStatus
-	14, // 3: runway.workload.v1.Workload.create_time:type_name -> google.protobuf.Timestamp
-	14, // 4: runway.workload.v1.Workload.update_time:type_name -> google.protobuf.Timestamp
-	8,  // 5: runway.workload.v1.WorkloadSpec.env:type_name -> runway.workload.v1.EnvVar
-	9,  // 6: runway.workload.v1.WorkloadSpec.gpu:type_name -> runway.workload.v1.GpuRequest
-	1,  // 7: runway.workload.v1.WorkloadStatus.phase:type_name -> runway.workload.v1.WorkloadPhase
-	11, // 8: runway.workload.v1.WorkloadStatus.pods:type_name -> runway.workload.v1.PodStatus
-	12, // 9: runway.workload.v1.WorkloadStatus.pending_reasons:type_name -> runway.workload.v1.PendingReason
-	13, // 10: runway.workload.v1.WorkloadStatus.events:type_name -> runway.workload.v1.WorkloadEvent
-	14, // 11: runway.workload.v1.WorkloadStatus.start_time:type_name -> google.protobuf.Timestamp
-	14, // 12: runway.workload.v1.WorkloadStatus.end_time:type_name -> google.protobuf.Timestamp
-	15, // 13: runway.workload.v1.WorkloadStatus.gpu_idle_time:type_name -> google.protobuf.Duration
-	2,  // 14: runway.workload.v1.PodStatus.state:type_name -> runway.workload.v1.PodState
-	15, // 15: runway.workload.v1.PodStatus.gpu_idle_time:type_name -> google.protobuf.Duration
-	3,  // 16: runway.workload.v1.PendingReason.check:type_name -> runway.workload.v1.PendingCheck
-	16, // 17: runway.workload.v1.PendingReason.requested:type_name -> runway.common.v1.ResourceQuantity
-	16, // 18: runway.workload.v1.PendingReason.available:type_name -> runway.common.v1.ResourceQuantity
-	4,  // 19: runway.workload.v1.WorkloadEvent.type:type_name -> runway.workload.v1.WorkloadEventType
-	14, // 20: runway.workload.v1.WorkloadEvent.time:type_name -> google.protobuf.Timestamp
-	5,  // 21: runway.workload.v1.WorkloadEvent.rule:type_name -> runway.workload.v1.SchedulingRule
-	22, // [22:22] is the sub-list for method output_type
-	22, // [22:22] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	8,  // 1: runway.workload.v1.Workload.spec:type_name -> runway.workload.v1.WorkloadSpec
+	11, // 2: runway.workload.v1.Workload.status:type_name -> runway.workload.v1.WorkloadStatus
+	15, // 3: runway.workload.v1.Workload.create_time:type_name -> google.protobuf.Timestamp
+	15, // 4: runway.workload.v1.Workload.update_time:type_name -> google.protobuf.Timestamp
+	7,  // 5: runway.workload.v1.Workload.limits:type_name -> runway.workload.v1.WorkloadLimits
+	16, // 6: runway.workload.v1.WorkloadLimits.time_limit:type_name -> google.protobuf.Duration
+	16, // 7: runway.workload.v1.WorkloadLimits.idle_gpu_limit:type_name -> google.protobuf.Duration
+	9,  // 8: runway.workload.v1.WorkloadSpec.env:type_name -> runway.workload.v1.EnvVar
+	10, // 9: runway.workload.v1.WorkloadSpec.gpu:type_name -> runway.workload.v1.GpuRequest
+	1,  // 10: runway.workload.v1.WorkloadStatus.phase:type_name -> runway.workload.v1.WorkloadPhase
+	12, // 11: runway.workload.v1.WorkloadStatus.pods:type_name -> runway.workload.v1.PodStatus
+	13, // 12: runway.workload.v1.WorkloadStatus.pending_reasons:type_name -> runway.workload.v1.PendingReason
+	14, // 13: runway.workload.v1.WorkloadStatus.events:type_name -> runway.workload.v1.WorkloadEvent
+	15, // 14: runway.workload.v1.WorkloadStatus.start_time:type_name -> google.protobuf.Timestamp
+	15, // 15: runway.workload.v1.WorkloadStatus.end_time:type_name -> google.protobuf.Timestamp
+	16, // 16: runway.workload.v1.WorkloadStatus.gpu_idle_time:type_name -> google.protobuf.Duration
+	16, // 17: runway.workload.v1.WorkloadStatus.running_time:type_name -> google.protobuf.Duration
+	2,  // 18: runway.workload.v1.PodStatus.state:type_name -> runway.workload.v1.PodState
+	16, // 19: runway.workload.v1.PodStatus.gpu_idle_time:type_name -> google.protobuf.Duration
+	3,  // 20: runway.workload.v1.PendingReason.check:type_name -> runway.workload.v1.PendingCheck
+	17, // 21: runway.workload.v1.PendingReason.requested:type_name -> runway.common.v1.ResourceQuantity
+	17, // 22: runway.workload.v1.PendingReason.available:type_name -> runway.common.v1.ResourceQuantity
+	4,  // 23: runway.workload.v1.WorkloadEvent.type:type_name -> runway.workload.v1.WorkloadEventType
+	15, // 24: runway.workload.v1.WorkloadEvent.time:type_name -> google.protobuf.Timestamp
+	5,  // 25: runway.workload.v1.WorkloadEvent.rule:type_name -> runway.workload.v1.SchedulingRule
+	26, // [26:26] is the sub-list for method output_type
+	26, // [26:26] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_runway_workload_v1_workload_proto_init() }
@@ -1635,7 +1792,7 @@ func file_runway_workload_v1_workload_proto_init() {
 	if File_runway_workload_v1_workload_proto != nil {
 		return
 	}
-	file_runway_workload_v1_workload_proto_msgTypes[3].OneofWrappers = []any{
+	file_runway_workload_v1_workload_proto_msgTypes[4].OneofWrappers = []any{
 		(*GpuRequest_Devices)(nil),
 		(*GpuRequest_FractionMilli)(nil),
 		(*GpuRequest_GpuMemoryBytes)(nil),
@@ -1646,7 +1803,7 @@ func file_runway_workload_v1_workload_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_runway_workload_v1_workload_proto_rawDesc), len(file_runway_workload_v1_workload_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   8,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

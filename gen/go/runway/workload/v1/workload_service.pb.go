@@ -86,6 +86,127 @@ func (WatchEventType) EnumDescriptor() ([]byte, []int) {
 	return file_runway_workload_v1_workload_service_proto_rawDescGZIP(), []int{0}
 }
 
+// Request for WorkloadService.ReadWorkloadLogs.
+type ReadWorkloadLogsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The workload, `projects/{project}/workloads/{workload}`.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Optional. The pod whose output to read; 0 is the first pod (the master
+	// of a distributed training).
+	PodIndex int32 `protobuf:"varint,2,opt,name=pod_index,json=podIndex,proto3" json:"pod_index,omitempty"`
+	// Optional. Keep streaming the output as the pod writes it, until the pod
+	// ends or the caller cancels. Only for a pod that is placed now.
+	Follow bool `protobuf:"varint,3,opt,name=follow,proto3" json:"follow,omitempty"`
+	// Optional. Start this many lines before the end; 0 sends everything.
+	TailLines     int32 `protobuf:"varint,4,opt,name=tail_lines,json=tailLines,proto3" json:"tail_lines,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadWorkloadLogsRequest) Reset() {
+	*x = ReadWorkloadLogsRequest{}
+	mi := &file_runway_workload_v1_workload_service_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadWorkloadLogsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadWorkloadLogsRequest) ProtoMessage() {}
+
+func (x *ReadWorkloadLogsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_runway_workload_v1_workload_service_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadWorkloadLogsRequest.ProtoReflect.Descriptor instead.
+func (*ReadWorkloadLogsRequest) Descriptor() ([]byte, []int) {
+	return file_runway_workload_v1_workload_service_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ReadWorkloadLogsRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ReadWorkloadLogsRequest) GetPodIndex() int32 {
+	if x != nil {
+		return x.PodIndex
+	}
+	return 0
+}
+
+func (x *ReadWorkloadLogsRequest) GetFollow() bool {
+	if x != nil {
+		return x.Follow
+	}
+	return false
+}
+
+func (x *ReadWorkloadLogsRequest) GetTailLines() int32 {
+	if x != nil {
+		return x.TailLines
+	}
+	return 0
+}
+
+// Response for WorkloadService.ReadWorkloadLogs: the next piece of output.
+type ReadWorkloadLogsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Raw bytes of output, in order; pieces do not respect line boundaries.
+	Data          []byte `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadWorkloadLogsResponse) Reset() {
+	*x = ReadWorkloadLogsResponse{}
+	mi := &file_runway_workload_v1_workload_service_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadWorkloadLogsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadWorkloadLogsResponse) ProtoMessage() {}
+
+func (x *ReadWorkloadLogsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_runway_workload_v1_workload_service_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadWorkloadLogsResponse.ProtoReflect.Descriptor instead.
+func (*ReadWorkloadLogsResponse) Descriptor() ([]byte, []int) {
+	return file_runway_workload_v1_workload_service_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ReadWorkloadLogsResponse) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
 // Request for WorkloadService.CreateWorkload.
 type CreateWorkloadRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -95,15 +216,25 @@ type CreateWorkloadRequest struct {
 	// characters of [a-z0-9-], starting with a letter.
 	WorkloadId string `protobuf:"bytes,2,opt,name=workload_id,json=workloadId,proto3" json:"workload_id,omitempty"`
 	// Required. The workload: `type` and `spec` are used; `name` and the
-	// output-only fields are ignored.
-	Workload      *Workload `protobuf:"bytes,3,opt,name=workload,proto3" json:"workload,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// output-only fields are ignored. The spec is completed, in this order, from
+	// the environment and compute resource named below (fields the spec leaves
+	// unset), then from the defaults of the project's effective policy; the
+	// result must pass the policy's rules (INVALID_FIELD naming the field, the
+	// rule and the policy) and the project's scheduling rules.
+	Workload *Workload `protobuf:"bytes,3,opt,name=workload,proto3" json:"workload,omitempty"`
+	// Optional. An Environment, by full name or by id (looked up in the
+	// project, then its department, then the account).
+	Environment string `protobuf:"bytes,4,opt,name=environment,proto3" json:"environment,omitempty"`
+	// Optional. A ComputeResource, by full name or by id, looked up the same
+	// way.
+	ComputeResource string `protobuf:"bytes,5,opt,name=compute_resource,json=computeResource,proto3" json:"compute_resource,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *CreateWorkloadRequest) Reset() {
 	*x = CreateWorkloadRequest{}
-	mi := &file_runway_workload_v1_workload_service_proto_msgTypes[0]
+	mi := &file_runway_workload_v1_workload_service_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -115,7 +246,7 @@ func (x *CreateWorkloadRequest) String() string {
 func (*CreateWorkloadRequest) ProtoMessage() {}
 
 func (x *CreateWorkloadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_workload_service_proto_msgTypes[0]
+	mi := &file_runway_workload_v1_workload_service_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -128,7 +259,7 @@ func (x *CreateWorkloadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateWorkloadRequest.ProtoReflect.Descriptor instead.
 func (*CreateWorkloadRequest) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_service_proto_rawDescGZIP(), []int{0}
+	return file_runway_workload_v1_workload_service_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *CreateWorkloadRequest) GetParent() string {
@@ -152,6 +283,20 @@ func (x *CreateWorkloadRequest) GetWorkload() *Workload {
 	return nil
 }
 
+func (x *CreateWorkloadRequest) GetEnvironment() string {
+	if x != nil {
+		return x.Environment
+	}
+	return ""
+}
+
+func (x *CreateWorkloadRequest) GetComputeResource() string {
+	if x != nil {
+		return x.ComputeResource
+	}
+	return ""
+}
+
 // Request for WorkloadService.GetWorkload.
 type GetWorkloadRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -163,7 +308,7 @@ type GetWorkloadRequest struct {
 
 func (x *GetWorkloadRequest) Reset() {
 	*x = GetWorkloadRequest{}
-	mi := &file_runway_workload_v1_workload_service_proto_msgTypes[1]
+	mi := &file_runway_workload_v1_workload_service_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -175,7 +320,7 @@ func (x *GetWorkloadRequest) String() string {
 func (*GetWorkloadRequest) ProtoMessage() {}
 
 func (x *GetWorkloadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_workload_service_proto_msgTypes[1]
+	mi := &file_runway_workload_v1_workload_service_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -188,7 +333,7 @@ func (x *GetWorkloadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetWorkloadRequest.ProtoReflect.Descriptor instead.
 func (*GetWorkloadRequest) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_service_proto_rawDescGZIP(), []int{1}
+	return file_runway_workload_v1_workload_service_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *GetWorkloadRequest) GetName() string {
@@ -222,7 +367,7 @@ type ListWorkloadsRequest struct {
 
 func (x *ListWorkloadsRequest) Reset() {
 	*x = ListWorkloadsRequest{}
-	mi := &file_runway_workload_v1_workload_service_proto_msgTypes[2]
+	mi := &file_runway_workload_v1_workload_service_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -234,7 +379,7 @@ func (x *ListWorkloadsRequest) String() string {
 func (*ListWorkloadsRequest) ProtoMessage() {}
 
 func (x *ListWorkloadsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_workload_service_proto_msgTypes[2]
+	mi := &file_runway_workload_v1_workload_service_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -247,7 +392,7 @@ func (x *ListWorkloadsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkloadsRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkloadsRequest) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_service_proto_rawDescGZIP(), []int{2}
+	return file_runway_workload_v1_workload_service_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ListWorkloadsRequest) GetParent() string {
@@ -291,7 +436,7 @@ type ListWorkloadsResponse struct {
 
 func (x *ListWorkloadsResponse) Reset() {
 	*x = ListWorkloadsResponse{}
-	mi := &file_runway_workload_v1_workload_service_proto_msgTypes[3]
+	mi := &file_runway_workload_v1_workload_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -303,7 +448,7 @@ func (x *ListWorkloadsResponse) String() string {
 func (*ListWorkloadsResponse) ProtoMessage() {}
 
 func (x *ListWorkloadsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_workload_service_proto_msgTypes[3]
+	mi := &file_runway_workload_v1_workload_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -316,7 +461,7 @@ func (x *ListWorkloadsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkloadsResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkloadsResponse) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_service_proto_rawDescGZIP(), []int{3}
+	return file_runway_workload_v1_workload_service_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ListWorkloadsResponse) GetWorkloads() []*Workload {
@@ -347,7 +492,7 @@ type DeleteWorkloadRequest struct {
 
 func (x *DeleteWorkloadRequest) Reset() {
 	*x = DeleteWorkloadRequest{}
-	mi := &file_runway_workload_v1_workload_service_proto_msgTypes[4]
+	mi := &file_runway_workload_v1_workload_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -359,7 +504,7 @@ func (x *DeleteWorkloadRequest) String() string {
 func (*DeleteWorkloadRequest) ProtoMessage() {}
 
 func (x *DeleteWorkloadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_workload_service_proto_msgTypes[4]
+	mi := &file_runway_workload_v1_workload_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -372,7 +517,7 @@ func (x *DeleteWorkloadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteWorkloadRequest.ProtoReflect.Descriptor instead.
 func (*DeleteWorkloadRequest) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_service_proto_rawDescGZIP(), []int{4}
+	return file_runway_workload_v1_workload_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *DeleteWorkloadRequest) GetName() string {
@@ -403,7 +548,7 @@ type SuspendWorkloadRequest struct {
 
 func (x *SuspendWorkloadRequest) Reset() {
 	*x = SuspendWorkloadRequest{}
-	mi := &file_runway_workload_v1_workload_service_proto_msgTypes[5]
+	mi := &file_runway_workload_v1_workload_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -415,7 +560,7 @@ func (x *SuspendWorkloadRequest) String() string {
 func (*SuspendWorkloadRequest) ProtoMessage() {}
 
 func (x *SuspendWorkloadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_workload_service_proto_msgTypes[5]
+	mi := &file_runway_workload_v1_workload_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -428,7 +573,7 @@ func (x *SuspendWorkloadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SuspendWorkloadRequest.ProtoReflect.Descriptor instead.
 func (*SuspendWorkloadRequest) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_service_proto_rawDescGZIP(), []int{5}
+	return file_runway_workload_v1_workload_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SuspendWorkloadRequest) GetName() string {
@@ -459,7 +604,7 @@ type ResumeWorkloadRequest struct {
 
 func (x *ResumeWorkloadRequest) Reset() {
 	*x = ResumeWorkloadRequest{}
-	mi := &file_runway_workload_v1_workload_service_proto_msgTypes[6]
+	mi := &file_runway_workload_v1_workload_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -471,7 +616,7 @@ func (x *ResumeWorkloadRequest) String() string {
 func (*ResumeWorkloadRequest) ProtoMessage() {}
 
 func (x *ResumeWorkloadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_workload_service_proto_msgTypes[6]
+	mi := &file_runway_workload_v1_workload_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -484,7 +629,7 @@ func (x *ResumeWorkloadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeWorkloadRequest.ProtoReflect.Descriptor instead.
 func (*ResumeWorkloadRequest) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_service_proto_rawDescGZIP(), []int{6}
+	return file_runway_workload_v1_workload_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ResumeWorkloadRequest) GetName() string {
@@ -521,7 +666,7 @@ type WatchWorkloadsRequest struct {
 
 func (x *WatchWorkloadsRequest) Reset() {
 	*x = WatchWorkloadsRequest{}
-	mi := &file_runway_workload_v1_workload_service_proto_msgTypes[7]
+	mi := &file_runway_workload_v1_workload_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -533,7 +678,7 @@ func (x *WatchWorkloadsRequest) String() string {
 func (*WatchWorkloadsRequest) ProtoMessage() {}
 
 func (x *WatchWorkloadsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_workload_service_proto_msgTypes[7]
+	mi := &file_runway_workload_v1_workload_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -546,7 +691,7 @@ func (x *WatchWorkloadsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchWorkloadsRequest.ProtoReflect.Descriptor instead.
 func (*WatchWorkloadsRequest) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_service_proto_rawDescGZIP(), []int{7}
+	return file_runway_workload_v1_workload_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *WatchWorkloadsRequest) GetParent() string {
@@ -587,7 +732,7 @@ type WatchWorkloadsResponse struct {
 
 func (x *WatchWorkloadsResponse) Reset() {
 	*x = WatchWorkloadsResponse{}
-	mi := &file_runway_workload_v1_workload_service_proto_msgTypes[8]
+	mi := &file_runway_workload_v1_workload_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -599,7 +744,7 @@ func (x *WatchWorkloadsResponse) String() string {
 func (*WatchWorkloadsResponse) ProtoMessage() {}
 
 func (x *WatchWorkloadsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_workload_service_proto_msgTypes[8]
+	mi := &file_runway_workload_v1_workload_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -612,7 +757,7 @@ func (x *WatchWorkloadsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchWorkloadsResponse.ProtoReflect.Descriptor instead.
 func (*WatchWorkloadsResponse) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_service_proto_rawDescGZIP(), []int{8}
+	return file_runway_workload_v1_workload_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *WatchWorkloadsResponse) GetType() WatchEventType {
@@ -640,12 +785,22 @@ var File_runway_workload_v1_workload_service_proto protoreflect.FileDescriptor
 
 const file_runway_workload_v1_workload_service_proto_rawDesc = "" +
 	"\n" +
-	")runway/workload/v1/workload_service.proto\x12\x12runway.workload.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1bgoogle/protobuf/empty.proto\x1a!runway/workload/v1/workload.proto\"\x8a\x01\n" +
+	")runway/workload/v1/workload_service.proto\x12\x12runway.workload.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1bgoogle/protobuf/empty.proto\x1a!runway/workload/v1/workload.proto\"\x81\x01\n" +
+	"\x17ReadWorkloadLogsRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
+	"\tpod_index\x18\x02 \x01(\x05R\bpodIndex\x12\x16\n" +
+	"\x06follow\x18\x03 \x01(\bR\x06follow\x12\x1d\n" +
+	"\n" +
+	"tail_lines\x18\x04 \x01(\x05R\ttailLines\".\n" +
+	"\x18ReadWorkloadLogsResponse\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\"\xd7\x01\n" +
 	"\x15CreateWorkloadRequest\x12\x16\n" +
 	"\x06parent\x18\x01 \x01(\tR\x06parent\x12\x1f\n" +
 	"\vworkload_id\x18\x02 \x01(\tR\n" +
 	"workloadId\x128\n" +
-	"\bworkload\x18\x03 \x01(\v2\x1c.runway.workload.v1.WorkloadR\bworkload\"(\n" +
+	"\bworkload\x18\x03 \x01(\v2\x1c.runway.workload.v1.WorkloadR\bworkload\x12 \n" +
+	"\venvironment\x18\x04 \x01(\tR\venvironment\x12)\n" +
+	"\x10compute_resource\x18\x05 \x01(\tR\x0fcomputeResource\"(\n" +
 	"\x12GetWorkloadRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\x82\x01\n" +
 	"\x14ListWorkloadsRequest\x12\x16\n" +
@@ -679,7 +834,7 @@ const file_runway_workload_v1_workload_service_proto_rawDesc = "" +
 	"\x16WATCH_EVENT_TYPE_ADDED\x10\x01\x12\x1d\n" +
 	"\x19WATCH_EVENT_TYPE_MODIFIED\x10\x02\x12\x1c\n" +
 	"\x18WATCH_EVENT_TYPE_DELETED\x10\x03\x12\x1b\n" +
-	"\x17WATCH_EVENT_TYPE_SYNCED\x10\x042\xf6\a\n" +
+	"\x17WATCH_EVENT_TYPE_SYNCED\x10\x042\x98\t\n" +
 	"\x0fWorkloadService\x12\x8e\x01\n" +
 	"\x0eCreateWorkload\x12).runway.workload.v1.CreateWorkloadRequest\x1a\x1c.runway.workload.v1.Workload\"3\x82\xd3\xe4\x93\x02-:\bworkload\"!/v1/{parent=projects/*}/workloads\x12~\n" +
 	"\vGetWorkload\x12&.runway.workload.v1.GetWorkloadRequest\x1a\x1c.runway.workload.v1.Workload\")\x82\xd3\xe4\x93\x02#\x12!/v1/{name=projects/*/workloads/*}\x12\x8f\x01\n" +
@@ -687,7 +842,8 @@ const file_runway_workload_v1_workload_service_proto_rawDesc = "" +
 	"\x0eDeleteWorkload\x12).runway.workload.v1.DeleteWorkloadRequest\x1a\x16.google.protobuf.Empty\")\x82\xd3\xe4\x93\x02#*!/v1/{name=projects/*/workloads/*}\x12\x91\x01\n" +
 	"\x0fSuspendWorkload\x12*.runway.workload.v1.SuspendWorkloadRequest\x1a\x1c.runway.workload.v1.Workload\"4\x82\xd3\xe4\x93\x02.:\x01*\")/v1/{name=projects/*/workloads/*}:suspend\x12\x8e\x01\n" +
 	"\x0eResumeWorkload\x12).runway.workload.v1.ResumeWorkloadRequest\x1a\x1c.runway.workload.v1.Workload\"3\x82\xd3\xe4\x93\x02-:\x01*\"(/v1/{name=projects/*/workloads/*}:resume\x12\x9a\x01\n" +
-	"\x0eWatchWorkloads\x12).runway.workload.v1.WatchWorkloadsRequest\x1a*.runway.workload.v1.WatchWorkloadsResponse\"/\x82\xd3\xe4\x93\x02)\x12'/v1/{parent=projects/*}/workloads:watch0\x01BAZ?github.com/runwayhq/runway/gen/go/runway/workload/v1;workloadv1b\x06proto3"
+	"\x0eWatchWorkloads\x12).runway.workload.v1.WatchWorkloadsRequest\x1a*.runway.workload.v1.WatchWorkloadsResponse\"/\x82\xd3\xe4\x93\x02)\x12'/v1/{parent=projects/*}/workloads:watch0\x01\x12\x9f\x01\n" +
+	"\x10ReadWorkloadLogs\x12+.runway.workload.v1.ReadWorkloadLogsRequest\x1a,.runway.workload.v1.ReadWorkloadLogsResponse\".\x82\xd3\xe4\x93\x02(\x12&/v1/{name=projects/*/workloads/*}:logs0\x01BAZ?github.com/runwayhq/runway/gen/go/runway/workload/v1;workloadv1b\x06proto3"
 
 var (
 	file_runway_workload_v1_workload_service_proto_rawDescOnce sync.Once
@@ -702,42 +858,46 @@ func file_runway_workload_v1_workload_service_proto_rawDescGZIP() []byte {
 }
 
 var file_runway_workload_v1_workload_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_runway_workload_v1_workload_service_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_runway_workload_v1_workload_service_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_runway_workload_v1_workload_service_proto_goTypes = []any{
-	(WatchEventType)(0),            // 0: runway.workload.v1.WatchEventType
-	(*CreateWorkloadRequest)(nil),  // 1: runway.workload.v1.CreateWorkloadRequest
-	(*GetWorkloadRequest)(nil),     // 2: runway.workload.v1.GetWorkloadRequest
-	(*ListWorkloadsRequest)(nil),   // 3: runway.workload.v1.ListWorkloadsRequest
-	(*ListWorkloadsResponse)(nil),  // 4: runway.workload.v1.ListWorkloadsResponse
-	(*DeleteWorkloadRequest)(nil),  // 5: runway.workload.v1.DeleteWorkloadRequest
-	(*SuspendWorkloadRequest)(nil), // 6: runway.workload.v1.SuspendWorkloadRequest
-	(*ResumeWorkloadRequest)(nil),  // 7: runway.workload.v1.ResumeWorkloadRequest
-	(*WatchWorkloadsRequest)(nil),  // 8: runway.workload.v1.WatchWorkloadsRequest
-	(*WatchWorkloadsResponse)(nil), // 9: runway.workload.v1.WatchWorkloadsResponse
-	(*Workload)(nil),               // 10: runway.workload.v1.Workload
-	(*emptypb.Empty)(nil),          // 11: google.protobuf.Empty
+	(WatchEventType)(0),              // 0: runway.workload.v1.WatchEventType
+	(*ReadWorkloadLogsRequest)(nil),  // 1: runway.workload.v1.ReadWorkloadLogsRequest
+	(*ReadWorkloadLogsResponse)(nil), // 2: runway.workload.v1.ReadWorkloadLogsResponse
+	(*CreateWorkloadRequest)(nil),    // 3: runway.workload.v1.CreateWorkloadRequest
+	(*GetWorkloadRequest)(nil),       // 4: runway.workload.v1.GetWorkloadRequest
+	(*ListWorkloadsRequest)(nil),     // 5: runway.workload.v1.ListWorkloadsRequest
+	(*ListWorkloadsResponse)(nil),    // 6: runway.workload.v1.ListWorkloadsResponse
+	(*DeleteWorkloadRequest)(nil),    // 7: runway.workload.v1.DeleteWorkloadRequest
+	(*SuspendWorkloadRequest)(nil),   // 8: runway.workload.v1.SuspendWorkloadRequest
+	(*ResumeWorkloadRequest)(nil),    // 9: runway.workload.v1.ResumeWorkloadRequest
+	(*WatchWorkloadsRequest)(nil),    // 10: runway.workload.v1.WatchWorkloadsRequest
+	(*WatchWorkloadsResponse)(nil),   // 11: runway.workload.v1.WatchWorkloadsResponse
+	(*Workload)(nil),                 // 12: runway.workload.v1.Workload
+	(*emptypb.Empty)(nil),            // 13: google.protobuf.Empty
 }
 var file_runway_workload_v1_workload_service_proto_depIdxs = []int32{
-	10, // 0: runway.workload.v1.CreateWorkloadRequest.workload:type_name -> runway.workload.v1.Workload
-	10, // 1: runway.workload.v1.ListWorkloadsResponse.workloads:type_name -> runway.workload.v1.Workload
+	12, // 0: runway.workload.v1.CreateWorkloadRequest.workload:type_name -> runway.workload.v1.Workload
+	12, // 1: runway.workload.v1.ListWorkloadsResponse.workloads:type_name -> runway.workload.v1.Workload
 	0,  // 2: runway.workload.v1.WatchWorkloadsResponse.type:type_name -> runway.workload.v1.WatchEventType
-	10, // 3: runway.workload.v1.WatchWorkloadsResponse.workload:type_name -> runway.workload.v1.Workload
-	1,  // 4: runway.workload.v1.WorkloadService.CreateWorkload:input_type -> runway.workload.v1.CreateWorkloadRequest
-	2,  // 5: runway.workload.v1.WorkloadService.GetWorkload:input_type -> runway.workload.v1.GetWorkloadRequest
-	3,  // 6: runway.workload.v1.WorkloadService.ListWorkloads:input_type -> runway.workload.v1.ListWorkloadsRequest
-	5,  // 7: runway.workload.v1.WorkloadService.DeleteWorkload:input_type -> runway.workload.v1.DeleteWorkloadRequest
-	6,  // 8: runway.workload.v1.WorkloadService.SuspendWorkload:input_type -> runway.workload.v1.SuspendWorkloadRequest
-	7,  // 9: runway.workload.v1.WorkloadService.ResumeWorkload:input_type -> runway.workload.v1.ResumeWorkloadRequest
-	8,  // 10: runway.workload.v1.WorkloadService.WatchWorkloads:input_type -> runway.workload.v1.WatchWorkloadsRequest
-	10, // 11: runway.workload.v1.WorkloadService.CreateWorkload:output_type -> runway.workload.v1.Workload
-	10, // 12: runway.workload.v1.WorkloadService.GetWorkload:output_type -> runway.workload.v1.Workload
-	4,  // 13: runway.workload.v1.WorkloadService.ListWorkloads:output_type -> runway.workload.v1.ListWorkloadsResponse
-	11, // 14: runway.workload.v1.WorkloadService.DeleteWorkload:output_type -> google.protobuf.Empty
-	10, // 15: runway.workload.v1.WorkloadService.SuspendWorkload:output_type -> runway.workload.v1.Workload
-	10, // 16: runway.workload.v1.WorkloadService.ResumeWorkload:output_type -> runway.workload.v1.Workload
-	9,  // 17: runway.workload.v1.WorkloadService.WatchWorkloads:output_type -> runway.workload.v1.WatchWorkloadsResponse
-	11, // [11:18] is the sub-list for method output_type
-	4,  // [4:11] is the sub-list for method input_type
+	12, // 3: runway.workload.v1.WatchWorkloadsResponse.workload:type_name -> runway.workload.v1.Workload
+	3,  // 4: runway.workload.v1.WorkloadService.CreateWorkload:input_type -> runway.workload.v1.CreateWorkloadRequest
+	4,  // 5: runway.workload.v1.WorkloadService.GetWorkload:input_type -> runway.workload.v1.GetWorkloadRequest
+	5,  // 6: runway.workload.v1.WorkloadService.ListWorkloads:input_type -> runway.workload.v1.ListWorkloadsRequest
+	7,  // 7: runway.workload.v1.WorkloadService.DeleteWorkload:input_type -> runway.workload.v1.DeleteWorkloadRequest
+	8,  // 8: runway.workload.v1.WorkloadService.SuspendWorkload:input_type -> runway.workload.v1.SuspendWorkloadRequest
+	9,  // 9: runway.workload.v1.WorkloadService.ResumeWorkload:input_type -> runway.workload.v1.ResumeWorkloadRequest
+	10, // 10: runway.workload.v1.WorkloadService.WatchWorkloads:input_type -> runway.workload.v1.WatchWorkloadsRequest
+	1,  // 11: runway.workload.v1.WorkloadService.ReadWorkloadLogs:input_type -> runway.workload.v1.ReadWorkloadLogsRequest
+	12, // 12: runway.workload.v1.WorkloadService.CreateWorkload:output_type -> runway.workload.v1.Workload
+	12, // 13: runway.workload.v1.WorkloadService.GetWorkload:output_type -> runway.workload.v1.Workload
+	6,  // 14: runway.workload.v1.WorkloadService.ListWorkloads:output_type -> runway.workload.v1.ListWorkloadsResponse
+	13, // 15: runway.workload.v1.WorkloadService.DeleteWorkload:output_type -> google.protobuf.Empty
+	12, // 16: runway.workload.v1.WorkloadService.SuspendWorkload:output_type -> runway.workload.v1.Workload
+	12, // 17: runway.workload.v1.WorkloadService.ResumeWorkload:output_type -> runway.workload.v1.Workload
+	11, // 18: runway.workload.v1.WorkloadService.WatchWorkloads:output_type -> runway.workload.v1.WatchWorkloadsResponse
+	2,  // 19: runway.workload.v1.WorkloadService.ReadWorkloadLogs:output_type -> runway.workload.v1.ReadWorkloadLogsResponse
+	12, // [12:20] is the sub-list for method output_type
+	4,  // [4:12] is the sub-list for method input_type
 	4,  // [4:4] is the sub-list for extension type_name
 	4,  // [4:4] is the sub-list for extension extendee
 	0,  // [0:4] is the sub-list for field type_name
@@ -755,7 +915,7 @@ func file_runway_workload_v1_workload_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_runway_workload_v1_workload_service_proto_rawDesc), len(file_runway_workload_v1_workload_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   9,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -366,6 +366,43 @@ func request_WorkloadService_WatchWorkloads_0(ctx context.Context, marshaler run
 	return stream, metadata, nil
 }
 
+var filter_WorkloadService_ReadWorkloadLogs_0 = &utilities.DoubleArray{Encoding: map[string]int{"name": 0}, Base: []int{1, 1, 0}, Check: []int{0, 1, 2}}
+
+func request_WorkloadService_ReadWorkloadLogs_0(ctx context.Context, marshaler runtime.Marshaler, client WorkloadServiceClient, req *http.Request, pathParams map[string]string) (WorkloadService_ReadWorkloadLogsClient, runtime.ServerMetadata, error) {
+	var (
+		protoReq ReadWorkloadLogsRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	val, ok := pathParams["name"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "name")
+	}
+	protoReq.Name, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "name", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_WorkloadService_ReadWorkloadLogs_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	stream, err := client.ReadWorkloadLogs(ctx, &protoReq)
+	if err != nil {
+		return nil, metadata, err
+	}
+	header, err := stream.Header()
+	if err != nil {
+		return nil, metadata, err
+	}
+	metadata.HeaderMD = header
+	return stream, metadata, nil
+}
+
 // RegisterWorkloadServiceHandlerServer registers the http handlers for service WorkloadService to "mux".
 // UnaryRPC     :call WorkloadServiceServer directly.
 // StreamingRPC :currently unsupported pending https://github.com/grpc/grpc-go/issues/906.
@@ -494,6 +531,13 @@ func RegisterWorkloadServiceHandlerServer(ctx context.Context, mux *runtime.Serv
 	})
 
 	mux.Handle(http.MethodGet, pattern_WorkloadService_WatchWorkloads_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		err := status.Error(codes.Unimplemented, "streaming calls are not yet supported in the in-process transport")
+		_, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+		return
+	})
+
+	mux.Handle(http.MethodGet, pattern_WorkloadService_ReadWorkloadLogs_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		err := status.Error(codes.Unimplemented, "streaming calls are not yet supported in the in-process transport")
 		_, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
 		runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
@@ -658,25 +702,44 @@ func RegisterWorkloadServiceHandlerClient(ctx context.Context, mux *runtime.Serv
 		}
 		forward_WorkloadService_WatchWorkloads_0(annotatedContext, mux, outboundMarshaler, w, req, func() (proto.Message, error) { return resp.Recv() }, mux.GetForwardResponseOptions()...)
 	})
+	mux.Handle(http.MethodGet, pattern_WorkloadService_ReadWorkloadLogs_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/runway.workload.v1.WorkloadService/ReadWorkloadLogs", runtime.WithHTTPPathPattern("/v1/{name=projects/*/workloads/*}:logs"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_WorkloadService_ReadWorkloadLogs_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_WorkloadService_ReadWorkloadLogs_0(annotatedContext, mux, outboundMarshaler, w, req, func() (proto.Message, error) { return resp.Recv() }, mux.GetForwardResponseOptions()...)
+	})
 	return nil
 }
 
 var (
-	pattern_WorkloadService_CreateWorkload_0  = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 2, 5, 2, 2, 3}, []string{"v1", "projects", "parent", "workloads"}, ""))
-	pattern_WorkloadService_GetWorkload_0     = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 2, 2, 1, 0, 4, 4, 5, 3}, []string{"v1", "projects", "workloads", "name"}, ""))
-	pattern_WorkloadService_ListWorkloads_0   = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 2, 5, 2, 2, 3}, []string{"v1", "projects", "parent", "workloads"}, ""))
-	pattern_WorkloadService_DeleteWorkload_0  = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 2, 2, 1, 0, 4, 4, 5, 3}, []string{"v1", "projects", "workloads", "name"}, ""))
-	pattern_WorkloadService_SuspendWorkload_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 2, 2, 1, 0, 4, 4, 5, 3}, []string{"v1", "projects", "workloads", "name"}, "suspend"))
-	pattern_WorkloadService_ResumeWorkload_0  = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 2, 2, 1, 0, 4, 4, 5, 3}, []string{"v1", "projects", "workloads", "name"}, "resume"))
-	pattern_WorkloadService_WatchWorkloads_0  = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 2, 5, 2, 2, 3}, []string{"v1", "projects", "parent", "workloads"}, "watch"))
+	pattern_WorkloadService_CreateWorkload_0   = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 2, 5, 2, 2, 3}, []string{"v1", "projects", "parent", "workloads"}, ""))
+	pattern_WorkloadService_GetWorkload_0      = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 2, 2, 1, 0, 4, 4, 5, 3}, []string{"v1", "projects", "workloads", "name"}, ""))
+	pattern_WorkloadService_ListWorkloads_0    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 2, 5, 2, 2, 3}, []string{"v1", "projects", "parent", "workloads"}, ""))
+	pattern_WorkloadService_DeleteWorkload_0   = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 2, 2, 1, 0, 4, 4, 5, 3}, []string{"v1", "projects", "workloads", "name"}, ""))
+	pattern_WorkloadService_SuspendWorkload_0  = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 2, 2, 1, 0, 4, 4, 5, 3}, []string{"v1", "projects", "workloads", "name"}, "suspend"))
+	pattern_WorkloadService_ResumeWorkload_0   = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 2, 2, 1, 0, 4, 4, 5, 3}, []string{"v1", "projects", "workloads", "name"}, "resume"))
+	pattern_WorkloadService_WatchWorkloads_0   = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 2, 5, 2, 2, 3}, []string{"v1", "projects", "parent", "workloads"}, "watch"))
+	pattern_WorkloadService_ReadWorkloadLogs_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 2, 2, 1, 0, 4, 4, 5, 3}, []string{"v1", "projects", "workloads", "name"}, "logs"))
 )
 
 var (
-	forward_WorkloadService_CreateWorkload_0  = runtime.ForwardResponseMessage
-	forward_WorkloadService_GetWorkload_0     = runtime.ForwardResponseMessage
-	forward_WorkloadService_ListWorkloads_0   = runtime.ForwardResponseMessage
-	forward_WorkloadService_DeleteWorkload_0  = runtime.ForwardResponseMessage
-	forward_WorkloadService_SuspendWorkload_0 = runtime.ForwardResponseMessage
-	forward_WorkloadService_ResumeWorkload_0  = runtime.ForwardResponseMessage
-	forward_WorkloadService_WatchWorkloads_0  = runtime.ForwardResponseStream
+	forward_WorkloadService_CreateWorkload_0   = runtime.ForwardResponseMessage
+	forward_WorkloadService_GetWorkload_0      = runtime.ForwardResponseMessage
+	forward_WorkloadService_ListWorkloads_0    = runtime.ForwardResponseMessage
+	forward_WorkloadService_DeleteWorkload_0   = runtime.ForwardResponseMessage
+	forward_WorkloadService_SuspendWorkload_0  = runtime.ForwardResponseMessage
+	forward_WorkloadService_ResumeWorkload_0   = runtime.ForwardResponseMessage
+	forward_WorkloadService_WatchWorkloads_0   = runtime.ForwardResponseStream
+	forward_WorkloadService_ReadWorkloadLogs_0 = runtime.ForwardResponseStream
 )

@@ -20,13 +20,14 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	WorkloadService_CreateWorkload_FullMethodName  = "/runway.workload.v1.WorkloadService/CreateWorkload"
-	WorkloadService_GetWorkload_FullMethodName     = "/runway.workload.v1.WorkloadService/GetWorkload"
-	WorkloadService_ListWorkloads_FullMethodName   = "/runway.workload.v1.WorkloadService/ListWorkloads"
-	WorkloadService_DeleteWorkload_FullMethodName  = "/runway.workload.v1.WorkloadService/DeleteWorkload"
-	WorkloadService_SuspendWorkload_FullMethodName = "/runway.workload.v1.WorkloadService/SuspendWorkload"
-	WorkloadService_ResumeWorkload_FullMethodName  = "/runway.workload.v1.WorkloadService/ResumeWorkload"
-	WorkloadService_WatchWorkloads_FullMethodName  = "/runway.workload.v1.WorkloadService/WatchWorkloads"
+	WorkloadService_CreateWorkload_FullMethodName   = "/runway.workload.v1.WorkloadService/CreateWorkload"
+	WorkloadService_GetWorkload_FullMethodName      = "/runway.workload.v1.WorkloadService/GetWorkload"
+	WorkloadService_ListWorkloads_FullMethodName    = "/runway.workload.v1.WorkloadService/ListWorkloads"
+	WorkloadService_DeleteWorkload_FullMethodName   = "/runway.workload.v1.WorkloadService/DeleteWorkload"
+	WorkloadService_SuspendWorkload_FullMethodName  = "/runway.workload.v1.WorkloadService/SuspendWorkload"
+	WorkloadService_ResumeWorkload_FullMethodName   = "/runway.workload.v1.WorkloadService/ResumeWorkload"
+	WorkloadService_WatchWorkloads_FullMethodName   = "/runway.workload.v1.WorkloadService/WatchWorkloads"
+	WorkloadService_ReadWorkloadLogs_FullMethodName = "/runway.workload.v1.WorkloadService/ReadWorkloadLogs"
 )
 
 // WorkloadServiceClient is the client API for WorkloadService service.
@@ -66,6 +67,12 @@ type WorkloadServiceClient interface {
 	// Over REST the stream is newline-delimited JSON, one
 	// {"result": WatchWorkloadsResponse} object per line.
 	WatchWorkloads(ctx context.Context, in *WatchWorkloadsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchWorkloadsResponse], error)
+	// Streams the output of a workload's pods, read from the agents of the
+	// nodes they ran on. Fails with WORKLOAD_NOT_FOUND for an unknown workload
+	// and FailedPrecondition (NO_LOGS) when no node has output of it (it never
+	// ran, or its nodes are gone). Over REST the stream is newline-delimited
+	// JSON, one {"result": ReadWorkloadLogsResponse} object per line.
+	ReadWorkloadLogs(ctx context.Context, in *ReadWorkloadLogsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ReadWorkloadLogsResponse], error)
 }
 
 type workloadServiceClient struct {
@@ -155,6 +162,25 @@ func (c *workloadServiceClient) WatchWorkloads(ctx context.Context, in *WatchWor
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type WorkloadService_WatchWorkloadsClient = grpc.ServerStreamingClient[WatchWorkloadsResponse]
 
+func (c *workloadServiceClient) ReadWorkloadLogs(ctx context.Context, in *ReadWorkloadLogsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ReadWorkloadLogsResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &WorkloadService_ServiceDesc.Streams[1], WorkloadService_ReadWorkloadLogs_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ReadWorkloadLogsRequest, ReadWorkloadLogsResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type WorkloadService_ReadWorkloadLogsClient = grpc.ServerStreamingClient[ReadWorkloadLogsResponse]
+
 // WorkloadServiceServer is the server API for WorkloadService service.
 // All implementations must embed UnimplementedWorkloadServiceServer
 // for forward compatibility.
@@ -192,6 +218,12 @@ type WorkloadServiceServer interface {
 	// Over REST the stream is newline-delimited JSON, one
 	// {"result": WatchWorkloadsResponse} object per line.
 	WatchWorkloads(*WatchWorkloadsRequest, grpc.ServerStreamingServer[WatchWorkloadsResponse]) error
+	// Streams the output of a workload's pods, read from the agents of the
+	// nodes they ran on. Fails with WORKLOAD_NOT_FOUND for an unknown workload
+	// and FailedPrecondition (NO_LOGS) when no node has output of it (it never
+	// ran, or its nodes are gone). Over REST the stream is newline-delimited
+	// JSON, one {"result": ReadWorkloadLogsResponse} object per line.
+	ReadWorkloadLogs(*ReadWorkloadLogsRequest, grpc.ServerStreamingServer[ReadWorkloadLogsResponse]) error
 	mustEmbedUnimplementedWorkloadServiceServer()
 }
 
@@ -222,6 +254,9 @@ func (UnimplementedWorkloadServiceServer) ResumeWorkload(context.Context, *Resum
 }
 func (UnimplementedWorkloadServiceServer) WatchWorkloads(*WatchWorkloadsRequest, grpc.ServerStreamingServer[WatchWorkloadsResponse]) error {
 	return status.Error(codes.Unimplemented, "method WatchWorkloads not implemented")
+}
+func (UnimplementedWorkloadServiceServer) ReadWorkloadLogs(*ReadWorkloadLogsRequest, grpc.ServerStreamingServer[ReadWorkloadLogsResponse]) error {
+	return status.Error(codes.Unimplemented, "method ReadWorkloadLogs not implemented")
 }
 func (UnimplementedWorkloadServiceServer) mustEmbedUnimplementedWorkloadServiceServer() {}
 func (UnimplementedWorkloadServiceServer) testEmbeddedByValue()                         {}
@@ -363,6 +398,17 @@ func _WorkloadService_WatchWorkloads_Handler(srv interface{}, stream grpc.Server
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type WorkloadService_WatchWorkloadsServer = grpc.ServerStreamingServer[WatchWorkloadsResponse]
 
+func _WorkloadService_ReadWorkloadLogs_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ReadWorkloadLogsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(WorkloadServiceServer).ReadWorkloadLogs(m, &grpc.GenericServerStream[ReadWorkloadLogsRequest, ReadWorkloadLogsResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type WorkloadService_ReadWorkloadLogsServer = grpc.ServerStreamingServer[ReadWorkloadLogsResponse]
+
 // WorkloadService_ServiceDesc is the grpc.ServiceDesc for WorkloadService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -399,6 +445,11 @@ var WorkloadService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "WatchWorkloads",
 			Handler:       _WorkloadService_WatchWorkloads_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "ReadWorkloadLogs",
+			Handler:       _WorkloadService_ReadWorkloadLogs_Handler,
 			ServerStreams: true,
 		},
 	},

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
+	"github.com/runwayhq/runway/pkg/sdk"
+)
+
+// submitFlags are the flags of `runway {training|workspace|inference} submit`.
+type submitFlags struct {
+	project, image, gpu, gpuMemory, cpu, memory, priority, nodeType string
+	pods                                                            int32
+	nodePools, env                                                  []string
+	environment, compute                                            string // assets: an -e value without "=", --compute
+}
+
+// submitCommands are the three workload kinds, each with its submit
+// command, as the runai CLI v2 has them.
+func submitCommands() []*cobra.Command {
+	return []*cobra.Command{
+		kindCommand("training", workloadv1.WorkloadType_WORKLOAD_TYPE_TRAINING, "workers",
+			"Training: batch work that runs to completion (preemptible by default)"),
+		kindCommand("workspace", workloadv1.WorkloadType_WORKLOAD_TYPE_WORKSPACE, "",
+			"Workspaces: interactive environments (not preemptible by default)"),
+		kindCommand("inference", workloadv1.WorkloadType_WORKLOAD_TYPE_INFERENCE, "replicas",
+			"Inference: serving that runs until deleted (highest priority, never preempted)"),
+	}
+}
+
+func kindCommand(kind string, typ workloadv1.WorkloadType, podsFlag, short string) *cobra.Command {
+	cmd := &cobra.Command{Use: kind, Short: short}
+	var f submitFlags
+	sub := &cobra.Command{
+		Use:   "submit NAME -p PROJECT -i IMAGE [flags] [-- COMMAND ARGS...]",
+		Short: "Submit a " + kind + " workload",
+		Long: `Submit a ` + kind + ` workload to a project. -g asks for whole GPUs (2) or a
+fraction of one (0.5); --gpu-memory asks for an amount of one GPU's memory
+instead. Everything after -- is the command its pods run.`,
+		Example: fmt.Sprintf(`  runway %[1]s submit a1 -p team-a -i runai.jfrog.io/demo/quickstart -g 1
+  runway %[1]s submit half -p team-a -i pytorch -g 0.5 --cpu 0.5 --memory 1G -- python train.py
+  runway %[1]s submit big -p team-a -i pytorch --gpu-memory 20G -e EPOCHS=3`, kind),
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name, command := args[0], args[1:]
+			if dash := cmd.ArgsLenAtDash(); dash == -1 && len(args) > 1 {
+				return usageError("unexpected arguments %q: put the command after --", strings.Join(args[1:], " "))
+			} else if dash > 1 {
+				return usageError("one workload name, got %q", strings.Join(args[:dash], " "))
+			}
+			spec, err := f.spec(command)
+			if err != nil {
+				return usageError("%v", err)
+			}
+			if f.image == "" && f.environment == "" {
+				return usageError("--image (-i) is required unless --environment names an environment")
+			}
+			return withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
+				w, err := c.SubmitWorkloadFrom(ctx, f.project, name, typ, spec, f.environment, f.compute)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s %q submitted to project %s\n", kindLabel(w.GetType()), sdk.ID(w.GetName()), f.project)
+				return nil
+			})
+		},
+	}
+	fl := sub.Flags()
+	projectFlag(sub, &f.project)
+	fl.StringVarP(&f.image, "image", "i", "", "the container image (required)")
+	fl.StringVarP(&f.gpu, "gpu", "g", "", "GPUs per pod: whole devices (1, 2) or a fraction of one (0.5)")
+	fl.StringVar(&f.gpuMemory, "gpu-memory", "", "GPU memory per pod on one device, such as 20G (instead of -g)")
+	fl.StringVar(&f.cpu, "cpu", "", "CPU cores per pod, such as 0.5")
+	fl.StringVar(&f.memory, "memory", "", "host memory per pod, such as 1G")
+	fl.StringVar(&f.priority, "priority", "", "priority class: inference, build, interactive-preemptible or train")
+	fl.StringSliceVar(&f.nodePools, "node-pool", nil, "node pools in order of preference (repeat or comma-separate)")
+	fl.StringVar(&f.nodeType, "node-type", "", "only nodes whose run.ai/type label has this value")
+	fl.StringArrayVarP(&f.env, "environment", "e", nil, "environment variable NAME=VALUE (repeat), or an environment asset NAME to start from")
+	fl.StringVar(&f.compute, "compute", "", "a compute resource to take the GPU, CPU and memory from")
+	if podsFlag != "" {
+		fl.Int32Var(&f.pods, podsFlag, 1, "number of pods, placed together (gang)")
+	}
+	_ = sub.MarkFlagRequired("project")
+	cmd.AddCommand(sub, workloadListCommand(kind, "type = "+strings.TrimPrefix(typ.String(), "WORKLOAD_TYPE_")))
+	return cmd
+}
+
+// spec builds the workload spec from the flags; errors name the flag.
+func (f *submitFlags) spec(command []string) (*workloadv1.WorkloadSpec, error) {
+	spec := &workloadv1.WorkloadSpec{Image: f.image, Command: command, Priority: f.priority,
+		NodeType: f.nodeType, Pods: f.pods}
+	for _, p := range f.nodePools {
+		spec.NodePools = append(spec.NodePools, sdk.NodePoolName(p))
+	}
+	var err error
+	switch {
+	case f.gpu != "" && f.gpuMemory != "":
+		return nil, fmt.Errorf("-g and --gpu-memory are exclusive: ask for GPUs or for GPU memory")
+	case f.gpu != "":
+		if spec.Gpu, err = parseGPU(f.gpu); err != nil {
+			return nil, err
+		}
+	case f.gpuMemory != "":
+		b, err := parseBytes(f.gpuMemory)
+		if err != nil {
+			return nil, fmt.Errorf("--gpu-memory: %w", err)
+		}
+		spec.Gpu = &workloadv1.GpuRequest{Amount: &workloadv1.GpuRequest_GpuMemoryBytes{GpuMemoryBytes: b}}
+	}
+	if f.cpu != "" {
+		if spec.MilliCpu, err = parseCPU(f.cpu); err != nil {
+			return nil, fmt.Errorf("--cpu: %w", err)
+		}
+	}
+	if f.memory != "" {
+		if spec.MemoryBytes, err = parseBytes(f.memory); err != nil {
+			return nil, fmt.Errorf("--memory: %w", err)
+		}
+	}
+	for _, e := range f.env {
+		k, v, ok := strings.Cut(e, "=")
+		if !ok && f.environment == "" {
+			f.environment = e // no "=": an environment asset
+			continue
+		}
+		if !ok || k == "" {
+			return nil, fmt.Errorf("-e %q: want NAME=VALUE, or one environment name", e)
+		}
+		spec.Env = append(spec.Env, &workloadv1.EnvVar{Name: k, Value: v})
+	}
+	return spec, nil
+}

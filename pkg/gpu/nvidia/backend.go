@@ -1,0 +1,157 @@
+//go:build cgo
+
+package nvidia
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/runwayhq/runway/pkg/gpu"
+	"github.com/runwayhq/runway/pkg/procstat"
+)
+
+// Backend reads devices through an NVML library. It is safe for
+// concurrent use.
+type Backend struct {
+	lib nvml.Interface
+
+	mu       sync.Mutex
+	lastSeen map[int]uint64 // per device, the newest process sample's timestamp
+}
+
+var _ gpu.Backend = (*Backend)(nil)
+
+// Load loads the system's NVML library and initialises it; close shuts it
+// down. It fails cleanly where the driver library is missing.
+func Load() (b gpu.Backend, close func(), err error) {
+	nb, err := New(nvml.New())
+	if err != nil {
+		return nil, nil, err
+	}
+	return nb, nb.Close, nil
+}
+
+// New initialises lib (the system library, or go-nvml's mock in tests).
+func New(lib nvml.Interface) (*Backend, error) {
+	if ret := lib.Init(); ret != nvml.SUCCESS {
+		return nil, fmt.Errorf("nvml: init: %w", ret)
+	}
+	return &Backend{lib: lib, lastSeen: map[int]uint64{}}, nil
+}
+
+// Close shuts NVML down.
+func (b *Backend) Close() { _ = b.lib.Shutdown() }
+
+// PodEnv is nil: NVML measures the processes themselves.
+func (b *Backend) PodEnv(string) []string { return nil }
+
+// Devices lists the GPUs NVML sees.
+func (b *Backend) Devices() ([]gpu.DeviceInfo, error) {
+	n, ret := b.lib.DeviceGetCount()
+	if ret != nvml.SUCCESS {
+		return nil, fmt.Errorf("nvml: device count: %w", ret)
+	}
+	out := make([]gpu.DeviceInfo, n)
+	for i := range out {
+		d, err := b.device(i)
+		if err != nil {
+			return nil, err
+		}
+		uuid, ret := d.GetUUID()
+		if ret != nvml.SUCCESS {
+			return nil, fmt.Errorf("nvml: GPU %d: uuid: %w", i, ret)
+		}
+		name, ret := d.GetName()
+		if ret != nvml.SUCCESS {
+			return nil, fmt.Errorf("nvml: GPU %d: name: %w", i, ret)
+		}
+		mem, ret := d.GetMemoryInfo()
+		if ret != nvml.SUCCESS {
+			return nil, fmt.Errorf("nvml: GPU %d: memory: %w", i, ret)
+		}
+		mig, _, ret := d.GetMigMode()
+		if ret != nvml.SUCCESS && !errors.Is(ret, nvml.ERROR_NOT_SUPPORTED) {
+			return nil, fmt.Errorf("nvml: GPU %d: MIG mode: %w", i, ret)
+		}
+		out[i] = gpu.DeviceInfo{Index: i, UUID: uuid, Model: name, MemoryBytes: int64(mem.Total),
+			MIG: ret == nvml.SUCCESS && mig == nvml.DEVICE_MIG_ENABLE}
+	}
+	return out, nil
+}
+
+func (b *Backend) device(i int) (nvml.Device, error) {
+	d, ret := b.lib.DeviceGetHandleByIndex(i)
+	if ret != nvml.SUCCESS {
+		return nil, fmt.Errorf("nvml: GPU %d: %w", i, ret)
+	}
+	return d, nil
+}
+
+// Sample reads the device's utilisation and memory and attributes its
+// processes to the pods by process group.
+func (b *Backend) Sample(index int, pods []gpu.Pod) (gpu.DeviceUsage, error) {
+	d, err := b.device(index)
+	if err != nil {
+		return gpu.DeviceUsage{}, err
+	}
+	util, ret := d.GetUtilizationRates()
+	if ret != nvml.SUCCESS {
+		return gpu.DeviceUsage{}, fmt.Errorf("nvml: GPU %d: utilization: %w", index, ret)
+	}
+	mem, ret := d.GetMemoryInfo()
+	if ret != nvml.SUCCESS {
+		return gpu.DeviceUsage{}, fmt.Errorf("nvml: GPU %d: memory: %w", index, ret)
+	}
+	procs, ret := d.GetComputeRunningProcesses()
+	if ret != nvml.SUCCESS {
+		return gpu.DeviceUsage{}, fmt.Errorf("nvml: GPU %d: processes: %w", index, ret)
+	}
+	u := gpu.DeviceUsage{Utilization: float64(util.Gpu) / 100, MemoryUsedBytes: int64(mem.Used),
+		Pods: make([]gpu.PodUsage, len(pods))}
+	byGroup := make(map[int]int, len(pods)) // pgid → index in pods
+	for i, p := range pods {
+		byGroup[p.PGID] = i
+	}
+	podOf := func(pid uint32) (int, bool) {
+		g, ok := procstat.Group(int(pid))
+		if !ok {
+			return 0, false
+		}
+		i, ok := byGroup[g]
+		return i, ok
+	}
+	present := make([]bool, len(pods))
+	for _, p := range procs {
+		if i, ok := podOf(p.Pid); ok {
+			u.Pods[i].MemoryBytes += int64(p.UsedGpuMemory)
+			present[i] = true
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	samples, ret := d.GetProcessUtilization(b.lastSeen[index])
+	switch {
+	case ret == nvml.SUCCESS:
+		sm := make([]uint32, len(pods)) // percent
+		for _, s := range samples {
+			b.lastSeen[index] = max(b.lastSeen[index], s.TimeStamp)
+			if i, ok := podOf(s.Pid); ok {
+				sm[i] += s.SmUtil
+			}
+		}
+		for i := range pods {
+			u.Pods[i].Utilization = float64(min(sm[i], 100)) / 100
+		}
+	case errors.Is(ret, nvml.ERROR_NOT_FOUND): // no sample since lastSeen: nobody computed
+	default:
+		for i := range pods {
+			if present[i] {
+				u.Pods[i].Utilization = u.Utilization
+			}
+		}
+	}
+	return u, nil
+}

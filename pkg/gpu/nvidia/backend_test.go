@@ -1,0 +1,151 @@
+//go:build cgo
+
+package nvidia_test
+
+import (
+	"os"
+	"os/exec"
+	"syscall"
+	"testing"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh100"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
+	"go.uber.org/goleak"
+
+	"github.com/runwayhq/runway/pkg/gpu"
+	"github.com/runwayhq/runway/pkg/gpu/nvidia"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestDevices_dgxh100(t *testing.T) {
+	b, err := nvidia.New(dgxh100.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	devs, err := b.Devices()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(devs) != 8 {
+		t.Fatalf("got %d devices, want 8", len(devs))
+	}
+	uuids := map[string]bool{}
+	for i, d := range devs {
+		if d.Index != i || d.Model != "NVIDIA H100 80GB HBM3" || d.MemoryBytes != 80<<30 || d.MIG || d.UUID == "" {
+			t.Errorf("device %d = %+v", i, d)
+		}
+		uuids[d.UUID] = true
+	}
+	if len(uuids) != 8 {
+		t.Errorf("UUIDs not distinct: %v", uuids)
+	}
+}
+
+func TestDevices_migEnabled(t *testing.T) {
+	lib := dgxh100.New()
+	if ret, _ := lib.Devices[3].SetMigMode(nvml.DEVICE_MIG_ENABLE); ret != nvml.SUCCESS {
+		t.Fatal(ret)
+	}
+	b, err := nvidia.New(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	devs, err := b.Devices()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, d := range devs {
+		if d.MIG != (i == 3) {
+			t.Errorf("device %d MIG = %v", i, d.MIG)
+		}
+	}
+}
+
+// group starts two sleeping processes in one new process group and
+// returns their pids (the first is the group's id).
+func group(t *testing.T) (leader, member int) {
+	t.Helper()
+	start := func(pgid int) int {
+		c := exec.Command("sleep", "60")
+		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: pgid}
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })
+		return c.Process.Pid
+	}
+	leader = start(0)
+	return leader, start(leader)
+}
+
+// Per-process memory and utilisation are attributed to the pod whose
+// process group holds the process; others' processes count only for the
+// device.
+func TestSample_perProcess(t *testing.T) {
+	lib := dgxh100.New()
+	d := lib.Devices[2].(*server.Device)
+	leader, member := group(t)
+	other := os.Getpid() // not in the pod's group
+	d.GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) {
+		return nvml.Utilization{Gpu: 70}, nvml.SUCCESS
+	}
+	d.MemoryInfo.Used = 20 << 30
+	d.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
+		return []nvml.ProcessInfo{
+			{Pid: uint32(leader), UsedGpuMemory: 10 << 30},
+			{Pid: uint32(member), UsedGpuMemory: 2 << 30},
+			{Pid: uint32(other), UsedGpuMemory: 5 << 30},
+		}, nvml.SUCCESS
+	}
+	var since []uint64
+	utilRet := nvml.SUCCESS
+	d.GetProcessUtilizationFunc = func(last uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
+		since = append(since, last)
+		if utilRet != nvml.SUCCESS {
+			return nil, utilRet
+		}
+		return []nvml.ProcessUtilizationSample{
+			{Pid: uint32(leader), TimeStamp: 1000, SmUtil: 40},
+			{Pid: uint32(member), TimeStamp: 1500, SmUtil: 20},
+			{Pid: uint32(other), TimeStamp: 1200, SmUtil: 30},
+		}, nvml.SUCCESS
+	}
+	b, err := nvidia.New(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	pods := []gpu.Pod{{PGID: leader}, {PGID: 1 << 30}}
+	u, err := b.Sample(2, pods)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.Utilization != 0.7 || u.MemoryUsedBytes != 20<<30 {
+		t.Errorf("device usage = %+v, want 70%% and 20 GiB", u)
+	}
+	if u.Pods[0].MemoryBytes != 12<<30 || u.Pods[0].Utilization != 0.6 {
+		t.Errorf("pod usage = %+v, want 12 GiB and 60%%", u.Pods[0])
+	}
+	if u.Pods[1] != (gpu.PodUsage{}) {
+		t.Errorf("absent pod usage = %+v, want none", u.Pods[1])
+	}
+
+	utilRet = nvml.ERROR_NOT_FOUND // no new samples: nobody computed
+	if u, err = b.Sample(2, pods); err != nil || u.Pods[0].Utilization != 0 || u.Pods[0].MemoryBytes != 12<<30 {
+		t.Errorf("no samples: usage = %+v, %v; want 0%% and 12 GiB", u.Pods[0], err)
+	}
+	if len(since) != 2 || since[0] != 0 || since[1] != 1500 {
+		t.Errorf("process samples asked since %v, want [0 1500]", since)
+	}
+	utilRet = nvml.ERROR_NOT_SUPPORTED // no per-process samples: the device's
+	if u, err = b.Sample(2, pods); err != nil || u.Pods[0].Utilization != 0.7 || u.Pods[1].Utilization != 0 {
+		t.Errorf("unsupported: usage = %+v, %v; want the device's 70%% for the pod on it", u.Pods, err)
+	}
+	if _, err := b.Sample(9, pods); err == nil {
+		t.Error("Sample of GPU 9 succeeded")
+	}
+}

@@ -1,0 +1,43 @@
+package procstat_test
+
+import (
+	"os/exec"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/runwayhq/runway/pkg/procstat"
+)
+
+// A busy group accumulates CPU time, a sleeping one none, and a group
+// whose members are gone is absent.
+func TestGroupCPU(t *testing.T) {
+	start := func(script string) *exec.Cmd {
+		c := exec.Command("sh", "-c", script)
+		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL); _ = c.Wait() })
+		return c
+	}
+	busy := start(`while :; do :; done`)
+	idle := start(`sleep 60`)
+	deadline := time.Now().Add(10 * time.Second)
+	for procstat.GroupCPU(busy.Process.Pid)[busy.Process.Pid] < 100*time.Millisecond {
+		if time.Now().After(deadline) {
+			t.Fatal("the busy group used less than 100 ms of CPU in 10 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	got := procstat.GroupCPU(busy.Process.Pid, idle.Process.Pid, 1<<30)
+	if got[idle.Process.Pid] != 0 {
+		t.Errorf("sleeping group used %v", got[idle.Process.Pid])
+	}
+	if _, ok := got[1<<30]; ok {
+		t.Error("a group without processes is present")
+	}
+	if g, ok := procstat.Group(busy.Process.Pid); !ok || g != busy.Process.Pid {
+		t.Errorf("Group(leader) = %d, %v", g, ok)
+	}
+}

@@ -1,0 +1,92 @@
+package sdk
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// Environment variables that FromEnvironment reads.
+const (
+	EnvServer = "RUNWAY_SERVER" // address of a Runway server, "host:port" or "https://host:port"
+	EnvToken  = "RUNWAY_TOKEN"  // bearer token sent with every call
+	EnvConfig = "RUNWAY_CONFIG" // path of the config file, instead of the default
+)
+
+// Config says where the server is and who is calling.
+type Config struct {
+	// Server is "host:port" (plaintext, as `runway dev` serves) or
+	// "https://host[:port]" (TLS with the system's roots).
+	Server string `json:"server,omitempty"`
+	// Token is sent as "authorization: Bearer TOKEN"; empty sends none.
+	Token string `json:"token,omitempty"`
+}
+
+// ConfigPath is the config file: $RUNWAY_CONFIG, or runway/config.json in
+// the user's config directory (~/.config on Linux).
+func ConfigPath() (string, error) {
+	if p := os.Getenv(EnvConfig); p != "" {
+		return p, nil
+	}
+	dir, err := os.UserConfigDir()
+	if err != nil {
+		return "", fmt.Errorf("find the config directory: %w", err)
+	}
+	return filepath.Join(dir, "runway", "config.json"), nil
+}
+
+// LoadConfig reads the config file; a missing file is an empty Config.
+func LoadConfig() (Config, error) {
+	var c Config
+	p, err := ConfigPath()
+	if err != nil {
+		return c, err
+	}
+	b, err := os.ReadFile(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return c, nil
+	}
+	if err != nil {
+		return c, fmt.Errorf("read %s: %w", p, err)
+	}
+	if err := json.Unmarshal(b, &c); err != nil {
+		return c, fmt.Errorf("read %s: %w", p, err)
+	}
+	return c, nil
+}
+
+// SaveConfig writes c to the config file, readable by the user only (it
+// holds a token).
+func SaveConfig(c Config) error {
+	p, err := ConfigPath()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return fmt.Errorf("save the config: %w", err)
+	}
+	b, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(p, append(b, '\n'), 0o600); err != nil {
+		return fmt.Errorf("save the config: %w", err)
+	}
+	return nil
+}
+
+// FromEnvironment is the config file overridden field by field by
+// RUNWAY_SERVER and RUNWAY_TOKEN. An unreadable config file is ignored
+// here; Dial reports a missing server.
+func FromEnvironment() Config {
+	c, _ := LoadConfig()
+	if s := os.Getenv(EnvServer); s != "" {
+		c.Server = s
+	}
+	if t := os.Getenv(EnvToken); t != "" {
+		c.Token = t
+	}
+	return c
+}

@@ -1,0 +1,142 @@
+package agent
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	commonv1 "github.com/runwayhq/runway/gen/go/runway/common/v1"
+	nodemanagerv1 "github.com/runwayhq/runway/gen/go/runway/nodemanager/v1"
+	"github.com/runwayhq/runway/pkg/apierr"
+	"github.com/runwayhq/runway/pkg/clusterproto"
+	"github.com/runwayhq/runway/pkg/runner/local"
+)
+
+// followPoll is how often a followed log is read again after its end.
+const followPoll = 200 * time.Millisecond
+
+// logChunk is the most output sent in one message.
+const logChunk = 32 << 10
+
+// logServer is the agent's NodeAgentService: pod output from the log files
+// the local runner keeps in each pod's directory (they stay after the pod
+// ends, so the output of finished and preempted pods can still be read).
+type logServer struct {
+	nodemanagerv1.UnimplementedNodeAgentServiceServer
+	dataDir string
+	running *runningPods
+}
+
+// runningPods is the set of pods (by runner id) whose process is alive:
+// a followed log ends when its pod does.
+type runningPods struct{ m sync.Map }
+
+func (r *runningPods) set(id string, alive bool) {
+	if alive {
+		r.m.Store(id, struct{}{})
+	} else {
+		r.m.Delete(id)
+	}
+}
+
+func (r *runningPods) has(id string) bool { _, ok := r.m.Load(id); return ok }
+
+// podID is the runner id of a pod: "project.workload.index".
+func podID(project, workload string, pod int) string {
+	return project + "." + workload + "." + strconv.Itoa(pod)
+}
+
+func (s *logServer) ReadPodLogs(req *nodemanagerv1.ReadPodLogsRequest, stream nodemanagerv1.NodeAgentService_ReadPodLogsServer) error {
+	project, workload, ok := clusterproto.ParseWorkloadName(req.GetWorkload())
+	if !ok {
+		return apierr.Invalid(apierr.FieldViolation{Field: "workload", Description: "must be projects/{project}/workloads/{workload}"})
+	}
+	if req.GetPodIndex() < 0 || req.GetTailLines() < 0 {
+		return apierr.Invalid(apierr.FieldViolation{Field: "pod_index", Description: "must not be negative"})
+	}
+	id := podID(project, workload, int(req.GetPodIndex()))
+	f, err := os.Open(filepath.Join(s.dataDir, id, local.LogName))
+	if errors.Is(err, os.ErrNotExist) {
+		return apierr.FailedPrecondition(commonv1.ErrorReason_WORKLOAD_NO_LOGS, req.GetWorkload(),
+			fmt.Sprintf("Pod %d of %s has no output on this node.", req.GetPodIndex(), req.GetWorkload()))
+	}
+	if err != nil {
+		return fmt.Errorf("open pod %s's log: %w", id, err)
+	}
+	defer f.Close()
+	if n := req.GetTailLines(); n > 0 {
+		off, err := tailOffset(f, int(n))
+		if err != nil {
+			return fmt.Errorf("read pod %s's log: %w", id, err)
+		}
+		if _, err := f.Seek(off, io.SeekStart); err != nil {
+			return fmt.Errorf("read pod %s's log: %w", id, err)
+		}
+	}
+	buf := make([]byte, logChunk)
+	for {
+		n, err := f.Read(buf)
+		if n > 0 {
+			if err := stream.Send(&nodemanagerv1.ReadPodLogsResponse{Data: bytes.Clone(buf[:n])}); err != nil {
+				return err
+			}
+			continue
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return fmt.Errorf("read pod %s's log: %w", id, err)
+		}
+		// At the end: done, unless following a pod that still runs (its
+		// last words are read on the next pass after it stops).
+		if !req.GetFollow() {
+			return nil
+		}
+		alive := s.running.has(id)
+		select {
+		case <-stream.Context().Done():
+			return nil
+		case <-time.After(followPoll):
+		}
+		if !alive {
+			if n, _ := f.Read(buf); n > 0 {
+				if err := stream.Send(&nodemanagerv1.ReadPodLogsResponse{Data: bytes.Clone(buf[:n])}); err != nil {
+					return err
+				}
+				continue
+			}
+			return nil
+		}
+	}
+}
+
+// tailOffset is where the last n lines of f begin (a final line without a
+// newline counts as a line).
+func tailOffset(f *os.File, n int) (int64, error) {
+	end, err := f.Seek(0, io.SeekEnd)
+	if err != nil {
+		return 0, err
+	}
+	buf := make([]byte, 64<<10)
+	pos, newlines := end, 0
+	for pos > 0 {
+		size := min(int64(len(buf)), pos)
+		pos -= size
+		if _, err := f.ReadAt(buf[:size], pos); err != nil {
+			return 0, err
+		}
+		for i := size - 1; i >= 0; i-- {
+			if buf[i] != '\n' || pos+i == end-1 {
+				continue
+			}
+			if newlines++; newlines == n {
+				return pos + i + 1, nil
+			}
+		}
+	}
+	return 0, nil
+}
