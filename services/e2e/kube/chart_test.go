@@ -38,7 +38,7 @@ func TestChartValidates(t *testing.T) {
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(cs.Discovery()))
 	for name, args := range map[string][]string{
-		"defaults": nil,
+		"defaults":                     nil,
 		"local runtime with the agent": {"--set", "agent.enabled=true", "--set", "scheduler.runtime=local"},
 	} {
 		out, err := exec.Command(helm, append([]string{"template", "rw", "../../../deploy/runway", "--namespace", ns}, args...)...).Output()

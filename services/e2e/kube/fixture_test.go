@@ -18,11 +18,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/runwayhq/runway/cmd/runway/server"
-	nodemanagerv1 "github.com/runwayhq/runway/gen/go/runway/nodemanager/v1"
 	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
-	schedulerv1 "github.com/runwayhq/runway/gen/go/runway/scheduler/v1"
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
 	"github.com/runwayhq/runway/pkg/etcdstore/etcdtest"
+	"github.com/runwayhq/runway/pkg/sdk"
 	"github.com/runwayhq/runway/services/nodemanager/kube"
 	"github.com/runwayhq/runway/services/scheduler"
 )
@@ -32,12 +31,9 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 // env is one test's Runway (server.RunDev with the Kubernetes runtime and
 // no node agents) on the shared apiserver, and clients of both.
 type env struct {
-	kube      kubernetes.Interface
-	ns        string // where Runway creates its pods
-	quota     quotav1.QuotaServiceClient
-	workload  workloadv1.WorkloadServiceClient
-	scheduler schedulerv1.SchedulerServiceClient
-	nodes     nodemanagerv1.NodeManagerServiceClient
+	kube kubernetes.Interface
+	ns   string      // where Runway creates its pods
+	rw   *sdk.Client // Runway, through the SDK
 }
 
 // newEnv makes the test's namespaces (prefix-pods, prefix-users) and
@@ -106,8 +102,7 @@ func (e *env) start(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	e.quota, e.workload = quotav1.NewQuotaServiceClient(conn), workloadv1.NewWorkloadServiceClient(conn)
-	e.scheduler, e.nodes = schedulerv1.NewSchedulerServiceClient(conn), nodemanagerv1.NewNodeManagerServiceClient(conn)
+	e.rw = sdk.NewClient(conn)
 }
 
 // node creates a Ready node with gpus nvidia.com/gpu and GPU feature
@@ -151,9 +146,9 @@ func (e *env) notReady(t *testing.T, name string) {
 func (e *env) project(t *testing.T, id string, gpus int64) {
 	t.Helper()
 	deserved := gpus * 1000
-	_, err := e.quota.CreateProject(t.Context(), &quotav1.CreateProjectRequest{ProjectId: id, Project: &quotav1.Project{
+	_, err := e.rw.CreateProject(t.Context(), id, &quotav1.Project{
 		NodePoolQuotas: []*quotav1.NodePoolQuota{{NodePool: "nodepools/default",
-			Gpu: &quotav1.GpuQuota{DeservedMilliGpus: &deserved}}}}})
+			Gpu: &quotav1.GpuQuota{DeservedMilliGpus: &deserved}}}})
 	if err != nil {
 		t.Fatalf("CreateProject(%s): %v", id, err)
 	}
@@ -162,12 +157,10 @@ func (e *env) project(t *testing.T, id string, gpus int64) {
 // training submits a training of pods pods with gpus GPUs each.
 func (e *env) training(t *testing.T, project, id string, pods, gpus int32) {
 	t.Helper()
-	_, err := e.workload.CreateWorkload(t.Context(), &workloadv1.CreateWorkloadRequest{
-		Parent: "projects/" + project, WorkloadId: id, Workload: &workloadv1.Workload{
-			Type: workloadv1.WorkloadType_WORKLOAD_TYPE_TRAINING,
-			Spec: &workloadv1.WorkloadSpec{Image: "busybox", Command: []string{"sleep", "3600"}, Pods: pods,
-				MilliCpu: 100, MemoryBytes: 100 << 20,
-				Gpu: &workloadv1.GpuRequest{Amount: &workloadv1.GpuRequest_Devices{Devices: gpus}}}}})
+	_, err := e.rw.SubmitWorkload(t.Context(), project, id, workloadv1.WorkloadType_WORKLOAD_TYPE_TRAINING,
+		&workloadv1.WorkloadSpec{Image: "busybox", Command: []string{"sleep", "3600"}, Pods: pods,
+			MilliCpu: 100, MemoryBytes: 100 << 20,
+			Gpu: &workloadv1.GpuRequest{Amount: &workloadv1.GpuRequest_Devices{Devices: gpus}}})
 	if err != nil {
 		t.Fatalf("CreateWorkload(%s/%s): %v", project, id, err)
 	}
@@ -175,7 +168,7 @@ func (e *env) training(t *testing.T, project, id string, pods, gpus int32) {
 
 func (e *env) get(t *testing.T, project, id string) *workloadv1.Workload {
 	t.Helper()
-	w, err := e.workload.GetWorkload(t.Context(), &workloadv1.GetWorkloadRequest{Name: "projects/" + project + "/workloads/" + id})
+	w, err := e.rw.GetWorkload(t.Context(), project, id)
 	if err != nil {
 		t.Fatalf("GetWorkload(%s/%s): %v", project, id, err)
 	}
@@ -246,4 +239,17 @@ func eventually(t *testing.T, what string, cond func() string) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// workloads lists the project's workloads.
+func (e *env) workloads(t *testing.T, project string) []*workloadv1.Workload {
+	t.Helper()
+	var out []*workloadv1.Workload
+	for w, err := range e.rw.Workloads(t.Context(), project, "") {
+		if err != nil {
+			t.Fatalf("list workloads of %s: %v", project, err)
+		}
+		out = append(out, w)
+	}
+	return out
 }

@@ -132,7 +132,7 @@ func TestGangAllOrNone(t *testing.T) {
 	e.bound(t, "hold", 1)
 	e.training(t, "team-g", "gang", 4, 1)
 	eventually(t, "the gang considered and waiting", func() string {
-		r, err := e.scheduler.ExplainWorkload(t.Context(), &schedulerv1.ExplainWorkloadRequest{Name: "projects/team-g/workloads/gang"})
+		r, err := e.rw.SchedulerService.ExplainWorkload(t.Context(), &schedulerv1.ExplainWorkloadRequest{Name: "projects/team-g/workloads/gang"})
 		if err != nil {
 			return err.Error()
 		}
@@ -145,7 +145,7 @@ func TestGangAllOrNone(t *testing.T) {
 		t.Fatalf("a gang that cannot fit has %d pods, want none", len(live)+len(deleting))
 	}
 
-	if _, err := e.workload.DeleteWorkload(t.Context(), &workloadv1.DeleteWorkloadRequest{Name: "projects/team-g/workloads/hold"}); err != nil {
+	if err := e.rw.DeleteWorkload(t.Context(), "team-g", "hold"); err != nil {
 		t.Fatal(err)
 	}
 	pods := e.bound(t, "gang", 4)
@@ -194,7 +194,7 @@ func TestNodeNotReady(t *testing.T) {
 		}
 		return ""
 	})
-	n, err := e.nodes.GetNode(t.Context(), &nodemanagerv1.GetNodeRequest{Name: "nodes/" + lost})
+	n, err := e.rw.GetNode(t.Context(), lost)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +219,7 @@ func TestUserPod(t *testing.T) {
 	e.project(t, "team-u", 2)
 
 	eventually(t, "the node registered with 1 free GPU", func() string {
-		n, err := e.nodes.GetNode(t.Context(), &nodemanagerv1.GetNodeRequest{Name: "nodes/user-node-1"})
+		n, err := e.rw.GetNode(t.Context(), "user-node-1")
 		if err != nil {
 			return err.Error()
 		}
@@ -243,7 +243,7 @@ func TestUserPod(t *testing.T) {
 		if p.Spec.NodeName != "user-node-1" || !scheduled(*p) {
 			return fmt.Sprintf("nodeName %q", p.Spec.NodeName)
 		}
-		q, err := e.scheduler.GetQueue(t.Context(), &schedulerv1.GetQueueRequest{Name: "projects/team-u/queue"})
+		q, err := e.rw.SchedulerService.GetQueue(t.Context(), &schedulerv1.GetQueueRequest{Name: "projects/team-u/queue"})
 		if err != nil {
 			return err.Error()
 		}
@@ -254,13 +254,9 @@ func TestUserPod(t *testing.T) {
 		}
 		return fmt.Sprintf("team-u's queue %v", q.GetNodePools())
 	})
-	ws, err := e.workload.ListWorkloads(t.Context(), &workloadv1.ListWorkloadsRequest{Parent: "projects/team-u"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(ws.GetWorkloads()) != 1 || ws.GetWorkloads()[0].GetStatus().GetPhase() != running ||
-		ws.GetWorkloads()[0].GetSpec().GetGpu().GetDevices() != 1 {
-		t.Fatalf("team-u's workloads: %v", ws.GetWorkloads())
+	if ws := e.workloads(t, "team-u"); len(ws) != 1 || ws[0].GetStatus().GetPhase() != running ||
+		ws[0].GetSpec().GetGpu().GetDevices() != 1 {
+		t.Fatalf("team-u's workloads: %v", ws)
 	}
 
 	zero := int64(0)
@@ -268,11 +264,7 @@ func TestUserPod(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the deleted pod's workload deleted", func() string {
-		ws, err := e.workload.ListWorkloads(t.Context(), &workloadv1.ListWorkloadsRequest{Parent: "projects/team-u"})
-		if err != nil {
-			return err.Error()
-		}
-		if n := len(ws.GetWorkloads()); n != 0 {
+		if n := len(e.workloads(t, "team-u")); n != 0 {
 			return fmt.Sprintf("%d workloads", n)
 		}
 		return ""
