@@ -26,13 +26,13 @@ $(BIN)/helm: testbin/helm/go.mod testbin/helm/go.sum
 	cd testbin/helm && GOWORK=off $(GO) build -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=v3.22.0" -o $(BIN)/helm helm.sh/helm/v3/cmd/helm
 
 .PHONY: test-bins kube-apiserver helm
-test-bins: $(BIN)/etcd $(BIN)/kube-apiserver ## build the test-only binaries (bin/etcd, bin/kube-apiserver)
+test-bins: $(BIN)/etcd $(BIN)/kube-apiserver $(BIN)/helm ## build the test-only binaries (bin/etcd, bin/kube-apiserver, bin/helm)
 kube-apiserver: $(BIN)/kube-apiserver ## build bin/kube-apiserver for the k8s tests
 helm: $(BIN)/helm ## build bin/helm for the chart checks
 
 # The Kubernetes tests alone: the runtime against a real kube-apiserver.
 .PHONY: test-k8s
-test-k8s: $(BIN)/kube-apiserver ## run the Kubernetes runtime tests (real kube-apiserver + etcd)
+test-k8s: $(BIN)/kube-apiserver $(BIN)/helm ## run the Kubernetes runtime tests (real kube-apiserver + etcd)
 	$(GO) test -count=1 ./services/nodemanager/kube/... ./services/e2e/kube/
 
 # The Helm chart: lint, and render with the defaults and with TLS to etcd.
