@@ -1,7 +1,17 @@
-# Test-only binaries: a standalone etcd for the multi-process end-to-end test
-# (services/e2e). They are built from their own tools module, testbin/, kept out
-# of go.work (GOWORK=off): etcd's go.mod has replace directives, so
-# `go install ...@version` cannot build it.
+# Test-only binaries, built from their own tools modules kept out of go.work
+# (GOWORK=off): etcd's and Kubernetes' go.mod have replace directives, so
+# `go install ...@version` cannot build them.
+#   testbin/       etcd (services/e2e) and kube-apiserver v1.37.2 (the k8s
+#                  tests, services/e2e/kube); its replace block pins every
+#                  Kubernetes staging module to v0.37.2 (../shared/TOOLCHAIN.md §4)
+#   testbin/helm/  helm v3, which lints and renders deploy/runway
+# Each binary is a file target on its module's go.mod/go.sum: built once
+# (kube-apiserver takes minutes cold), rebuilt only when a pin changes.
+
+KUBE_VERSION := v1.37.2
+KUBE_LDFLAGS := -s -w -X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION) \
+	-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37 \
+	-X k8s.io/client-go/pkg/version.gitVersion=$(KUBE_VERSION)
 
 $(BIN)/etcd: testbin/go.mod testbin/go.sum
 	cd testbin && GOWORK=off $(GO) build -o $(BIN)/etcd go.etcd.io/etcd/server/v3
@@ -9,7 +19,25 @@ $(BIN)/etcd: testbin/go.mod testbin/go.sum
 $(BIN)/etcdctl: testbin/go.mod testbin/go.sum
 	cd testbin && GOWORK=off $(GO) build -o $(BIN)/etcdctl go.etcd.io/etcd/etcdctl/v3
 
-.PHONY: test-bins
-test-bins: $(BIN)/etcd ## build the test-only binaries (bin/etcd for services/e2e)
+$(BIN)/kube-apiserver: testbin/go.mod testbin/go.sum
+	cd testbin && GOWORK=off $(GO) build -ldflags "$(KUBE_LDFLAGS)" -o $(BIN)/kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
 
-test: test-bins
+$(BIN)/helm: testbin/helm/go.mod testbin/helm/go.sum
+	cd testbin/helm && GOWORK=off $(GO) build -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=v3.22.0" -o $(BIN)/helm helm.sh/helm/v3/cmd/helm
+
+.PHONY: test-bins kube-apiserver helm
+test-bins: $(BIN)/etcd $(BIN)/kube-apiserver $(BIN)/helm ## build the test-only binaries (bin/etcd, bin/kube-apiserver, bin/helm)
+kube-apiserver: $(BIN)/kube-apiserver ## build bin/kube-apiserver for the k8s tests
+helm: $(BIN)/helm ## build bin/helm for the chart checks
+
+# The Kubernetes tests alone: the runtime against a real kube-apiserver.
+.PHONY: test-k8s
+test-k8s: $(BIN)/kube-apiserver $(BIN)/helm ## run the Kubernetes runtime tests (real kube-apiserver + etcd)
+	$(GO) test -count=1 ./services/nodemanager/kube/... ./services/e2e/kube/
+
+# The Helm chart: lint, and render with the defaults and with TLS to etcd.
+.PHONY: test-chart
+test-chart: $(BIN)/helm ## lint and render the Helm chart (deploy/runway)
+	./scripts/check-chart.sh $(BIN)/helm deploy/runway
+
+test: test-bins test-chart

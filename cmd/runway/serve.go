@@ -28,11 +28,19 @@ The identity service creates the administrator users/admin on its first
 start and prints its one-time password once. Every service checks the bearer
 token of each call against the access rules in etcd.
 
+With --runtime kubernetes the scheduler's leader is the Kubernetes cluster's
+scheduler for GPU pods: it registers the cluster's nodes, runs bound
+workloads as pods (schedulerName runway) bound through the Binding
+subresource, and schedules users' pods that name schedulerName runway and a
+runway.io/project label as workloads of that project (--workload-server).
+It uses --kubeconfig, or the in-cluster config when run in a pod.
+
 It runs until SIGINT or SIGTERM and then shuts down cleanly.`,
 		Example: `  runway serve identity --etcd-endpoints 127.0.0.1:2379 --listen 127.0.0.1:7074
   runway serve quota --etcd-endpoints 127.0.0.1:2379 --listen 127.0.0.1:7071
   runway serve workload --etcd-endpoints 127.0.0.1:2379 --listen 127.0.0.1:7072 --quota-server 127.0.0.1:7071
-  runway serve scheduler --etcd-endpoints 127.0.0.1:2379 --listen 127.0.0.1:7073`,
+  runway serve scheduler --etcd-endpoints 127.0.0.1:2379 --listen 127.0.0.1:7073
+  runway serve scheduler --etcd-endpoints etcd:2379 --runtime kubernetes --workload-server workload:7070`,
 		Args: cobra.MatchAll(cobra.ExactArgs(1), cobra.OnlyValidArgs),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			sso, err := oidc.config()
@@ -52,9 +60,16 @@ It runs until SIGINT or SIGTERM and then shuts down cleanly.`,
 	}
 	f := cmd.Flags()
 	f.StringSliceVar(&endpoints, "etcd-endpoints", nil, "etcd client endpoints, comma-separated (required)")
+	f.StringVar(&cfg.EtcdTLS.CAFile, "etcd-ca-file", "", "CA bundle that verifies etcd's certificate (TLS to etcd)")
+	f.StringVar(&cfg.EtcdTLS.CertFile, "etcd-cert-file", "", "client certificate for etcd")
+	f.StringVar(&cfg.EtcdTLS.KeyFile, "etcd-key-file", "", "client key for etcd")
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:7070", "gRPC and REST address")
 	f.StringVar(&cfg.QuotaServer, "quota-server", "", "the QuotaService's address (required by the workload service)")
 	f.StringVar(&cfg.Replica, "replica", "", "the scheduler replica's name in the election (default: the host name)")
+	f.StringVar(&cfg.Runtime, "runtime", server.RuntimeLocal, "where the scheduler's pods run: local (node agents) or kubernetes (pods, run by the leader)")
+	f.StringVar(&cfg.Kube.Kubeconfig, "kubeconfig", "", "kubeconfig of the cluster for --runtime kubernetes (default: the in-cluster config)")
+	f.StringVar(&cfg.Kube.Namespace, "namespace", "", "namespace of the workloads' pods for --runtime kubernetes (default runway)")
+	f.StringVar(&cfg.WorkloadServer, "workload-server", "", "the WorkloadService's address (required by --runtime kubernetes: users' pods become workloads there)")
 	f.StringVar(&openapi, "openapi", server.DefaultOpenAPIPath, "OpenAPI document to serve as /openapi.json")
 	oidc.add(f)
 	_ = cmd.MarkFlagRequired("etcd-endpoints")

@@ -161,11 +161,13 @@ var roles = []*Role{
 			Workloads: {a, n, n, n}, Users: {n, n, n, n}, Applications: {n, n, n, n}, AccessRules: {n, n, n, n},
 			Policies: {a, n, n, n}, Audit: {n, n, n, n}}},
 	// The control plane's services: they read what they check (the workload
-	// service reads projects) and node agents report on nodes.
+	// service reads projects), node agents report on nodes, and the
+	// Kubernetes runtime turns users' runway pods into workloads and deletes
+	// them with their pods.
 	{ID: ServiceRole, DisplayName: "Runway service", Description: "The control plane's own services calling each other; not grantable.",
 		Table: map[Entity][4]Grant{
 			Departments: {a, n, n, n}, Projects: {a, n, n, n}, NodePools: {a, n, n, n}, Nodes: {a, n, a, n},
-			Workloads: {a, n, n, n}}},
+			Workloads: {a, a, n, a}}},
 }
 
 var roleByID = func() map[string]*Role {

@@ -1,6 +1,8 @@
 package nodemanager
 
 import (
+	"crypto/rand"
+	"fmt"
 	"regexp"
 	"strings"
 
@@ -41,4 +43,13 @@ func ParseWorkload(name string) (project, workload string, ok bool) {
 		return "", "", false
 	}
 	return m[1], m[2], true
+}
+
+// NewUID is a random (version 4) UUID, a registration's Node.uid.
+func NewUID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
 }

@@ -84,6 +84,16 @@ func (s *Server) lead(ctx context.Context) error {
 		return err
 	}
 	s.written = written
+	if s.cfg.WhileLeading != nil {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if err := s.cfg.WhileLeading(cctx); err != nil && cctx.Err() == nil {
+				s.log.Error("scheduler: leader's runtime stopped", "replica", s.cfg.Replica, "err", err)
+			}
+		}()
+		defer func() { cancel(); <-done }()
+	}
 	s.schedule(cctx, fence{Key: el.Key(), Rev: el.Rev()})
 	return nil
 }

@@ -120,10 +120,14 @@ type replica struct {
 
 // startReplica runs a replica on its own etcd client; stop (also at
 // cleanup) cancels it and waits until it has closed its session.
-func startReplica(t testing.TB, cl *etcdtest.Cluster, name string) *replica {
+func startReplica(t testing.TB, cl *etcdtest.Cluster, name string, opts ...func(*Config)) *replica {
 	t.Helper()
-	s, err := New(Config{Replica: name, Interval: 200 * time.Millisecond, Debounce: 10 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, Deps{Client: cl.NewClient(t)})
+	cfg := Config{Replica: name, Interval: 200 * time.Millisecond, Debounce: 10 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	s, err := New(cfg, Deps{Client: cl.NewClient(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,6 +49,11 @@ type Config struct {
 	Clock func() time.Time
 	// Logger (default slog.Default()).
 	Logger *slog.Logger
+	// WhileLeading, when set, runs beside the cycle loop for as long as
+	// this replica leads, with a context that ends when leadership does: a
+	// runtime that must act once for the whole cluster (the Kubernetes
+	// runtime) runs there. Its error is logged; leadership goes on.
+	WhileLeading func(ctx context.Context) error
 }
 
 // Deps are the service's collaborators.

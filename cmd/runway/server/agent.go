@@ -33,6 +33,8 @@ type AgentConfig struct {
 	Node string
 	// EtcdEndpoints are the etcd client endpoints. Required.
 	EtcdEndpoints []string
+	// EtcdTLS, when set, connects to etcd over TLS.
+	EtcdTLS EtcdTLS
 	// GPUBackend is BackendAuto (when empty), BackendNVML or
 	// BackendSimulated.
 	GPUBackend string
@@ -72,7 +74,7 @@ func RunAgent(ctx context.Context, cfg AgentConfig) error {
 		return err
 	}
 	defer closeBackend()
-	cli, err := newEtcdClient(cfg.EtcdEndpoints)
+	cli, err := newEtcdClient(cfg.EtcdEndpoints, cfg.EtcdTLS)
 	if err != nil {
 		return err
 	}

@@ -55,6 +55,10 @@ type DevConfig struct {
 	// Identity configures the identity service (OIDC, bcrypt cost).
 	Identity identity.Config
 
+	// Kube, when set, runs the Kubernetes runtime on the scheduler (beside
+	// any Nodes agents).
+	Kube *KubeConfig
+
 	// For tests: extra embedded-etcd options (etcdtest.WithTestSpeedups),
 	// the scheduler's tuning and the agents' lease TTL and stop grace.
 	EtcdOptions []etcdtest.Option
@@ -144,6 +148,20 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr, token string)) 
 	defer loop.Close()
 	d := buildDeps{etcd: cli, quotaConn: loop, replica: "dev", logger: cfg.Logger, scheduler: cfg.Scheduler, examples: true,
 		guard: guard, identity: cfg.Identity}
+	if cfg.Kube != nil {
+		// Users' pods become workloads through the WorkloadService, called
+		// as the scheduler.
+		kconn, err := dialService(srv.Addr(), Scheduler, guard)
+		if err != nil {
+			_ = srv.Close()
+			return err
+		}
+		defer kconn.Close()
+		if d.scheduler.WhileLeading, err = kubeRuntime(*cfg.Kube, cli, kconn, cfg.Logger); err != nil {
+			_ = srv.Close()
+			return err
+		}
+	}
 	var runs []built
 	var ids *identity.Server
 	for _, name := range Services {

@@ -19,6 +19,8 @@ type ServeConfig struct {
 	Service string
 	// EtcdEndpoints are the etcd client endpoints. Required.
 	EtcdEndpoints []string
+	// EtcdTLS, when set, connects to etcd over TLS.
+	EtcdTLS EtcdTLS
 	// Listen is the gRPC+REST address, e.g. "0.0.0.0:7070". Required.
 	Listen string
 	// QuotaServer is the QuotaService's address; required by the workload
@@ -27,6 +29,14 @@ type ServeConfig struct {
 	// Replica names a scheduler replica in the election; the host name
 	// when empty.
 	Replica string
+	// Runtime is where the scheduler's bound pods run: RuntimeLocal (node
+	// agents; the default) or RuntimeKubernetes (Kube, run by the leader).
+	Runtime string
+	// Kube configures RuntimeKubernetes.
+	Kube KubeConfig
+	// WorkloadServer is the WorkloadService's address; RuntimeKubernetes
+	// creates the workloads of users' pods there.
+	WorkloadServer string
 	// OpenAPI is served as GET /openapi.json (LoadOpenAPI).
 	OpenAPI []byte
 	// Logger; slog.Default() when nil.
@@ -56,7 +66,7 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	if cfg.Service == Workload && cfg.QuotaServer == "" {
 		return errors.New("the workload service needs --quota-server (the QuotaService's address)")
 	}
-	cli, err := newEtcdClient(cfg.EtcdEndpoints)
+	cli, err := newEtcdClient(cfg.EtcdEndpoints, cfg.EtcdTLS)
 	if err != nil {
 		return err
 	}
@@ -73,6 +83,23 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 		}
 		defer conn.Close()
 		d.quotaConn = conn
+	}
+	switch {
+	case cfg.Runtime == RuntimeKubernetes && cfg.Service != Scheduler:
+		return errors.New("--runtime kubernetes is the scheduler's (it runs on the leader)")
+	case cfg.Runtime == RuntimeKubernetes && cfg.WorkloadServer == "":
+		return errors.New("--runtime kubernetes needs --workload-server (users' pods become workloads there)")
+	case cfg.Runtime == RuntimeKubernetes:
+		conn, err := dialService(cfg.WorkloadServer, Scheduler, guard)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		if d.scheduler.WhileLeading, err = kubeRuntime(cfg.Kube, cli, conn, cfg.Logger); err != nil {
+			return err
+		}
+	case cfg.Runtime != "" && cfg.Runtime != RuntimeLocal:
+		return fmt.Errorf("--runtime %q: want %s or %s", cfg.Runtime, RuntimeLocal, RuntimeKubernetes)
 	}
 	b, err := build(cfg.Service, d)
 	if err != nil {

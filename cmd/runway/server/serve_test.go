@@ -122,9 +122,22 @@ func TestServeRejects(t *testing.T) {
 		"unknown service":        {Service: "nope", EtcdEndpoints: []string{"127.0.0.1:1"}, Listen: "127.0.0.1:0"},
 		"workload without quota": {Service: server.Workload, EtcdEndpoints: []string{"127.0.0.1:1"}, Listen: "127.0.0.1:0"},
 		"no etcd endpoints":      {Service: server.Quota, Listen: "127.0.0.1:0"},
+		"unknown runtime": {Service: server.Scheduler, EtcdEndpoints: []string{"127.0.0.1:1"}, Listen: "127.0.0.1:0",
+			Runtime: "nomad"},
+		"kubernetes runtime off the scheduler": {Service: server.Quota, EtcdEndpoints: []string{"127.0.0.1:1"},
+			Listen: "127.0.0.1:0", Runtime: server.RuntimeKubernetes},
+		"kubernetes runtime without the workload service": {Service: server.Scheduler, EtcdEndpoints: []string{"127.0.0.1:1"},
+			Listen: "127.0.0.1:0", Runtime: server.RuntimeKubernetes, Kube: server.KubeConfig{Kubeconfig: "/dev/null"}},
+		"kubernetes runtime with a missing kubeconfig": {Service: server.Scheduler, EtcdEndpoints: []string{"127.0.0.1:1"},
+			Listen: "127.0.0.1:0", Runtime: server.RuntimeKubernetes, WorkloadServer: "127.0.0.1:1",
+			Kube: server.KubeConfig{Kubeconfig: "/nonexistent/kubeconfig"}},
+		"etcd TLS with a missing CA": {Service: server.Quota, EtcdEndpoints: []string{"127.0.0.1:1"}, Listen: "127.0.0.1:0",
+			EtcdTLS: server.EtcdTLS{CAFile: "/nonexistent/ca.crt"}},
 	} {
 		if err := server.Serve(t.Context(), cfg); err == nil {
 			t.Errorf("%s: Serve returned nil", name)
+		} else {
+			t.Logf("%s: %v", name, err)
 		}
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -151,12 +152,30 @@ func build(name string, d buildDeps) (built, error) {
 	return built{}, fmt.Errorf("unknown service %q (want one of %s)", name, strings.Join(Services, ", "))
 }
 
-// newEtcdClient connects to endpoints ("host:port" or URLs).
-func newEtcdClient(endpoints []string) (*clientv3.Client, error) {
+// EtcdTLS are the files of a TLS connection to etcd; all empty for
+// plaintext.
+type EtcdTLS struct {
+	// CAFile verifies etcd's certificate; CertFile and KeyFile are this
+	// client's (etcd's --client-cert-auth).
+	CAFile, CertFile, KeyFile string
+}
+
+// newEtcdClient connects to endpoints ("host:port" or URLs), over TLS when
+// tls names any file.
+func newEtcdClient(endpoints []string, tlsFiles ...EtcdTLS) (*clientv3.Client, error) {
 	if len(endpoints) == 0 {
 		return nil, errors.New("no etcd endpoints")
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	cfg := clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()}
+	if len(tlsFiles) == 1 && tlsFiles[0] != (EtcdTLS{}) {
+		f := tlsFiles[0]
+		tc, err := transport.TLSInfo{TrustedCAFile: f.CAFile, CertFile: f.CertFile, KeyFile: f.KeyFile}.ClientConfig()
+		if err != nil {
+			return nil, fmt.Errorf("etcd TLS: %w", err)
+		}
+		cfg.TLS = tc
+	}
+	cli, err := clientv3.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("etcd client for %s: %w", strings.Join(endpoints, ","), err)
 	}

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -245,7 +244,7 @@ func (cfg *Config) registerOnce(ctx context.Context, tmpl *nodemanagerv1.Node) e
 	}
 	n := proto.Clone(tmpl).(*nodemanagerv1.Node)
 	now := timestamppb.Now()
-	n.Uid, n.CreateTime, n.UpdateTime = newUID(), now, now
+	n.Uid, n.CreateTime, n.UpdateTime = nodemanager.NewUID(), now, now
 	n.ReadinessChangeTime, n.HeartbeatTime = now, now
 	if err := nodemanager.RegisterNode(ctx, cfg.Client, n, lease.ID); err != nil {
 		return err
@@ -257,14 +256,6 @@ func (cfg *Config) registerOnce(ctx context.Context, tmpl *nodemanagerv1.Node) e
 	for range alive { // the channel closes when the lease is lost or ctx is done
 	}
 	return errors.New("lease keep-alive ended")
-}
-
-func newUID() string {
-	b := make([]byte, 16)
-	_, _ = rand.Read(b)
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
 }
 
 // poolName is the pool's resource name, "" to let the node manager choose.

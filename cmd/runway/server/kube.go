@@ -1,0 +1,64 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
+	"github.com/runwayhq/runway/services/nodemanager/kube"
+)
+
+// Runtimes: where bound pods run.
+const (
+	// RuntimeLocal: node agents (`runway agent`) run them as processes.
+	RuntimeLocal = "local"
+	// RuntimeKubernetes: the scheduler leader runs them as Kubernetes pods
+	// (services/nodemanager/kube).
+	RuntimeKubernetes = "kubernetes"
+)
+
+// KubeConfig is the Kubernetes runtime of a scheduler.
+type KubeConfig struct {
+	// Kubeconfig is a kubeconfig file; empty means the in-cluster config
+	// (the scheduler runs in a pod).
+	Kubeconfig string
+	// Namespace of the workloads' pods (kube.DefaultNamespace when empty).
+	Namespace string
+	// DeleteGrace of evicted pods and LeaseTTL of the nodes' registration
+	// (the kube package's defaults when 0).
+	DeleteGrace, LeaseTTL time.Duration
+}
+
+// kubeRuntime returns the function the scheduler runs while it leads: the
+// Kubernetes runtime, creating users' pods' workloads through workloads.
+func kubeRuntime(k KubeConfig, etcd *clientv3.Client, workloads *grpc.ClientConn, log *slog.Logger) (func(context.Context) error, error) {
+	var rc *rest.Config
+	var err error
+	if k.Kubeconfig != "" {
+		rc, err = clientcmd.BuildConfigFromFlags("", k.Kubeconfig)
+	} else {
+		rc, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client config: %w", err)
+	}
+	if workloads == nil {
+		return nil, errors.New("the kubernetes runtime needs the workload service's address (--workload-server)")
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	cfg := kube.Config{Kube: cs, Etcd: etcd, Workloads: workloadv1.NewWorkloadServiceClient(workloads),
+		Namespace: k.Namespace, DeleteGrace: k.DeleteGrace, LeaseTTL: k.LeaseTTL, Logger: log}
+	return func(ctx context.Context) error { return kube.Run(ctx, cfg) }, nil
+}

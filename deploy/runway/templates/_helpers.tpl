@@ -1,0 +1,51 @@
+{{- define "runway.fullname" -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "runway.labels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{- define "runway.image" -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+
+{{- define "runway.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{ default (include "runway.fullname" .) .Values.serviceAccount.name }}
+{{- else -}}
+{{ required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- end -}}
+{{- end -}}
+
+{{/* The etcd flags every Runway process takes. */}}
+{{- define "runway.etcdArgs" -}}
+- --etcd-endpoints={{ required "etcd.endpoints is required" .Values.etcd.endpoints | join "," }}
+{{- if .Values.etcd.tls.enabled }}
+- --etcd-ca-file=/etc/runway/etcd/ca.crt
+- --etcd-cert-file=/etc/runway/etcd/tls.crt
+- --etcd-key-file=/etc/runway/etcd/tls.key
+{{- end }}
+{{- end -}}
+
+{{- define "runway.etcdVolumeMounts" -}}
+{{- if .Values.etcd.tls.enabled }}
+volumeMounts:
+  - name: etcd-tls
+    mountPath: /etc/runway/etcd
+    readOnly: true
+{{- end }}
+{{- end -}}
+
+{{- define "runway.etcdVolumes" -}}
+{{- if .Values.etcd.tls.enabled }}
+volumes:
+  - name: etcd-tls
+    secret:
+      secretName: {{ required "etcd.tls.secretName is required with etcd.tls.enabled" .Values.etcd.tls.secretName }}
+{{- end }}
+{{- end -}}

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Lints and renders the Helm chart, and checks what the renders must hold:
+# each service a Deployment, the scheduler with 2 replicas on the Kubernetes
+# runtime with the RBAC it needs, etcd TLS mounted, the agent DaemonSet on
+# GPU nodes when enabled, and a clear failure without etcd endpoints.
+# Usage: check-chart.sh HELM CHART_DIR
+set -euo pipefail
+helm=$1 chart=$2
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+fail() { echo "check-chart: $*" >&2; exit 1; }
+has() { grep -qF -- "$2" "$1" || fail "$(basename "$1"): missing: $2"; }
+
+"$helm" lint --strict "$chart" >"$out/lint" 2>&1 || { cat "$out/lint" >&2; fail "helm lint failed"; }
+"$helm" template rw "$chart" --namespace runway-system >"$out/default.yaml"
+"$helm" template rw "$chart" --set agent.enabled=true --set scheduler.runtime=local \
+  --set etcd.tls.enabled=false --set 'etcd.endpoints={http://etcd:2379}' >"$out/local.yaml"
+
+d=$out/default.yaml
+[ "$(grep -c '^kind: Deployment' "$d")" = 4 ] || fail "default: want 4 Deployments (quota, workload, nodemanager, scheduler)"
+grep -q '^kind: DaemonSet' "$d" && fail "default: the agent DaemonSet must be off with runtime kubernetes"
+for s in quota workload nodemanager scheduler; do has "$d" "name: rw-runway-$s"; done
+has "$d" "replicas: 2"
+has "$d" "- --runtime=kubernetes"
+has "$d" "- --workload-server=rw-runway-workload:7070"
+has "$d" "- --namespace=runway-workloads"
+has "$d" "- --replica=\$(POD_NAME)"
+has "$d" "- --quota-server=rw-runway-quota:7070"
+has "$d" "- --etcd-endpoints=https://etcd-0.etcd:2379,https://etcd-1.etcd:2379,https://etcd-2.etcd:2379"
+has "$d" "- --etcd-ca-file=/etc/runway/etcd/ca.crt"
+has "$d" "secretName: runway-etcd-client"
+has "$d" "resources: [pods/binding]"
+has "$d" "kind: ClusterRoleBinding"
+has "$d" "namespace: runway-system"
+
+l=$out/local.yaml
+has "$l" "kind: DaemonSet"
+has "$l" "nvidia.com/gpu.present: \"true\""
+has "$l" "- --node=\$(NODE_NAME)"
+has "$l" "- --runtime=local"
+has "$l" "- --etcd-endpoints=http://etcd:2379"
+grep -q -- '--etcd-ca-file' "$l" && fail "local: TLS flags rendered with etcd.tls.enabled=false"
+grep -q -- '--workload-server' "$l" && fail "local: --workload-server rendered with runtime local"
+
+if "$helm" template rw "$chart" --set 'etcd.endpoints=null' >"$out/none" 2>&1; then
+  fail "rendering without etcd.endpoints must fail"
+fi
+has "$out/none" "etcd.endpoints is required"
+echo "check-chart: $chart lints and renders (default: runtime kubernetes, TLS; local: agent DaemonSet)"

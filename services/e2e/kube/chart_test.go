@@ -1,0 +1,87 @@
+package kube_test
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/restmapper"
+)
+
+// TestChartValidates sends every object the Helm chart renders (defaults,
+// and the agent DaemonSet with the local runtime) to the API server as a
+// server-side dry run: the server's own validation accepts the manifests.
+func TestChartValidates(t *testing.T) {
+	cs := kubeClient(t)
+	helm, _ := filepath.Abs("../../../bin/helm")
+	if _, err := os.Stat(helm); err != nil {
+		t.Skipf("helm %s is missing (%v): run `make helm` to build it from its Go module", helm, err)
+	}
+	const ns = "chart-test"
+	if _, err := cs.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(apiserver)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(cs.Discovery()))
+	for name, args := range map[string][]string{
+		"defaults":                     nil,
+		"local runtime with the agent": {"--set", "agent.enabled=true", "--set", "scheduler.runtime=local"},
+	} {
+		out, err := exec.Command(helm, append([]string{"template", "rw", "../../../deploy/runway", "--namespace", ns}, args...)...).Output()
+		if err != nil {
+			t.Fatalf("%s: helm template: %v", name, err)
+		}
+		kinds := map[string]int{}
+		dec := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
+		for {
+			var obj unstructured.Unstructured
+			err := dec.Decode(&obj.Object)
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("%s: decode: %v", name, err)
+			}
+			if len(obj.Object) == 0 {
+				continue
+			}
+			gvk := obj.GroupVersionKind()
+			m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+			if err != nil {
+				t.Fatalf("%s: %s: %v", name, gvk, err)
+			}
+			r := dyn.Resource(m.Resource)
+			var ri dynamic.ResourceInterface = r
+			if m.Scope.Name() == "namespace" {
+				ri = r.Namespace(ns)
+			}
+			if _, err := ri.Create(t.Context(), &obj, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+				t.Errorf("%s: %s %s rejected: %v", name, gvk.Kind, obj.GetName(), err)
+			}
+			kinds[gvk.Kind]++
+		}
+		want := map[string]int{"Deployment": 4, "Service": 4, "ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1}
+		if args != nil {
+			want["DaemonSet"] = 1
+		}
+		for k, n := range want {
+			if kinds[k] != n {
+				t.Errorf("%s: rendered %d %s, want %d (all: %v)", name, kinds[k], k, n, kinds)
+			}
+		}
+	}
+}

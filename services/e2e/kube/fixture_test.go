@@ -1,0 +1,254 @@
+package kube_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/runwayhq/runway/cmd/runway/server"
+	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
+	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
+	"github.com/runwayhq/runway/pkg/etcdstore/etcdtest"
+	"github.com/runwayhq/runway/pkg/sdk"
+	"github.com/runwayhq/runway/services/nodemanager/kube"
+	"github.com/runwayhq/runway/services/scheduler"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// env is one test's Runway (server.RunDev with the Kubernetes runtime and
+// no node agents) on the shared apiserver, and clients of both.
+type env struct {
+	kube kubernetes.Interface
+	ns   string      // where Runway creates its pods
+	rw   *sdk.Client // Runway, through the SDK
+}
+
+// newEnv makes the test's namespaces (prefix-pods, prefix-users) and
+// deletes, at cleanup, every pod in them and every node named prefix-*.
+// Runway starts with start, so that a test can put objects in place first.
+func newEnv(t *testing.T, prefix string) *env {
+	t.Helper()
+	cs := kubeClient(t)
+	e := &env{kube: cs, ns: prefix + "-pods"}
+	for _, ns := range []string{e.ns, prefix + "-users"} {
+		if _, err := cs.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+			metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create namespace %s: %v", ns, err)
+		}
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		zero := int64(0)
+		for _, ns := range []string{e.ns, prefix + "-users"} {
+			_ = cs.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
+		}
+		nodes, _ := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		for _, n := range nodes.Items {
+			if strings.HasPrefix(n.Name, prefix+"-") {
+				_ = cs.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{})
+			}
+		}
+	})
+	return e
+}
+
+// start runs Runway until cleanup.
+func (e *env) start(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan [2]string, 1)
+	done := make(chan error, 1)
+	cfg := server.DevConfig{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Logger: quiet,
+		EtcdOptions: []etcdtest.Option{etcdtest.WithTestSpeedups(), etcdtest.WithLogger(zap.NewNop())},
+		Scheduler:   scheduler.Config{Interval: 100 * time.Millisecond, Debounce: 10 * time.Millisecond},
+		Kube:        &server.KubeConfig{Kubeconfig: kubeconfig, Namespace: e.ns, DeleteGrace: 30 * time.Second, LeaseTTL: 5 * time.Second}}
+	go func() { done <- server.RunDev(ctx, cfg, func(addr, token string) { ready <- [2]string{addr, token} }) }()
+	var at [2]string
+	select {
+	case at = <-ready:
+	case err := <-done:
+		cancel()
+		t.Fatalf("RunDev: %v", err)
+	case <-time.After(30 * time.Second):
+		cancel()
+		t.Fatal("RunDev not ready after 30s")
+	}
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("RunDev: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("RunDev did not stop within 30s of its context's end")
+		}
+	})
+	// The bootstrap administrator's token, as `runway dev` writes it.
+	c, err := sdk.Dial(t.Context(), sdk.Config{Server: at[0], Token: at[1]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	e.rw = c
+}
+
+// node creates a Ready node with gpus nvidia.com/gpu and GPU feature
+// discovery's labels, as the kubelet and the device plugin would report it.
+func (e *env) node(t *testing.T, name string, gpus int64) {
+	t.Helper()
+	n, err := e.kube.CoreV1().Nodes().Create(t.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name,
+		Labels: map[string]string{kube.LabelGPUProduct: "NVIDIA-H100-80GB-HBM3", kube.LabelGPUMemory: "81559"}}},
+		metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create node %s: %v", name, err)
+	}
+	res := corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse("16"), corev1.ResourceMemory: resource.MustParse("64Gi"),
+		corev1.ResourcePods: resource.MustParse("110"), kube.ResourceGPU: *resource.NewQuantity(gpus, resource.DecimalSI),
+	}
+	n.Status.Capacity, n.Status.Allocatable = res, res
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
+		LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
+	if _, err := e.kube.CoreV1().Nodes().UpdateStatus(t.Context(), n, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("node %s status: %v", name, err)
+	}
+}
+
+// notReady turns the node's Ready condition False, as the node lifecycle
+// controller does when its kubelet stops posting status.
+func (e *env) notReady(t *testing.T, name string) {
+	t.Helper()
+	n, err := e.kube.CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown,
+		Reason: "NodeStatusUnknown", Message: "Kubelet stopped posting node status.",
+		LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
+	if _, err := e.kube.CoreV1().Nodes().UpdateStatus(t.Context(), n, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("node %s status: %v", name, err)
+	}
+}
+
+func (e *env) project(t *testing.T, id string, gpus int64) {
+	t.Helper()
+	deserved := gpus * 1000
+	_, err := e.rw.CreateProject(t.Context(), id, &quotav1.Project{
+		NodePoolQuotas: []*quotav1.NodePoolQuota{{NodePool: "nodepools/default",
+			Gpu: &quotav1.GpuQuota{DeservedMilliGpus: &deserved}}}})
+	if err != nil {
+		t.Fatalf("CreateProject(%s): %v", id, err)
+	}
+}
+
+// training submits a training of pods pods with gpus GPUs each.
+func (e *env) training(t *testing.T, project, id string, pods, gpus int32) {
+	t.Helper()
+	_, err := e.rw.SubmitWorkload(t.Context(), project, id, workloadv1.WorkloadType_WORKLOAD_TYPE_TRAINING,
+		&workloadv1.WorkloadSpec{Image: "busybox", Command: []string{"sleep", "3600"}, Pods: pods,
+			MilliCpu: 100, MemoryBytes: 100 << 20,
+			Gpu: &workloadv1.GpuRequest{Amount: &workloadv1.GpuRequest_Devices{Devices: gpus}}})
+	if err != nil {
+		t.Fatalf("CreateWorkload(%s/%s): %v", project, id, err)
+	}
+}
+
+func (e *env) get(t *testing.T, project, id string) *workloadv1.Workload {
+	t.Helper()
+	w, err := e.rw.GetWorkload(t.Context(), project, id)
+	if err != nil {
+		t.Fatalf("GetWorkload(%s/%s): %v", project, id, err)
+	}
+	return w
+}
+
+// pods lists the workload's pods in the API server: live ones (not being
+// deleted) and those being deleted.
+func (e *env) pods(t *testing.T, workload string) (live, deleting []corev1.Pod) {
+	t.Helper()
+	l, err := e.kube.CoreV1().Pods(e.ns).List(t.Context(), metav1.ListOptions{LabelSelector: kube.LabelWorkload + "=" + workload})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range l.Items {
+		if p.DeletionTimestamp == nil {
+			live = append(live, p)
+		} else {
+			deleting = append(deleting, p)
+		}
+	}
+	return live, deleting
+}
+
+// bound waits until the workload has exactly n live pods, each bound to a
+// node (spec.nodeName and PodScheduled, set by the Binding subresource),
+// and returns them.
+func (e *env) bound(t *testing.T, workload string, n int) []corev1.Pod {
+	t.Helper()
+	var out []corev1.Pod
+	eventually(t, workload+"'s pods bound", func() string {
+		live, _ := e.pods(t, workload)
+		if len(live) != n {
+			return fmt.Sprintf("%d live pods, want %d", len(live), n)
+		}
+		for _, p := range live {
+			if p.Spec.NodeName == "" || !scheduled(p) {
+				return fmt.Sprintf("pod %s not bound (nodeName %q)", p.Name, p.Spec.NodeName)
+			}
+		}
+		out = live
+		return ""
+	})
+	return out
+}
+
+func scheduled(p corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+// eventually polls cond every 50 ms until it returns "" (met), failing
+// with its last answer after 30 s.
+func eventually(t *testing.T, what string, cond func() string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		why := cond()
+		if why == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s: %s", what, why)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// workloads lists the project's workloads.
+func (e *env) workloads(t *testing.T, project string) []*workloadv1.Workload {
+	t.Helper()
+	var out []*workloadv1.Workload
+	for w, err := range e.rw.Workloads(t.Context(), project, "") {
+		if err != nil {
+			t.Fatalf("list workloads of %s: %v", project, err)
+		}
+		out = append(out, w)
+	}
+	return out
+}

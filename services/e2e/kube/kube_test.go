@@ -1,0 +1,288 @@
+package kube_test
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	nodemanagerv1 "github.com/runwayhq/runway/gen/go/runway/nodemanager/v1"
+	schedulerv1 "github.com/runwayhq/runway/gen/go/runway/scheduler/v1"
+	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
+	"github.com/runwayhq/runway/services/nodemanager/kube"
+)
+
+const (
+	pending = workloadv1.WorkloadPhase_WORKLOAD_PHASE_PENDING
+	running = workloadv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING
+)
+
+func envVar(p corev1.Pod, name string) string {
+	for _, e := range p.Spec.Containers[0].Env {
+		if e.Name == name {
+			return e.Value
+		}
+	}
+	return ""
+}
+
+// TestQuickStart is the product's quick start on Kubernetes: two Node
+// objects with 2 GPUs each; team-a and team-b deserve 2 each. a1 (1 GPU),
+// a2 (2) and b1 (1) become pods bound to the nodes; b2 (1) reclaims
+// team-b's quota: a1's pod is deleted with a grace period, a1 is Pending
+// again, and b2's pod is bound. A pod's phase folds into its workload's
+// status through the run reports.
+func TestQuickStart(t *testing.T) {
+	e := newEnv(t, "qs")
+	e.node(t, "qs-node-1", 2)
+	e.node(t, "qs-node-2", 2)
+	e.start(t)
+	e.project(t, "team-a", 2)
+	e.project(t, "team-b", 2)
+
+	e.training(t, "team-a", "a1", 1, 1)
+	a1 := e.bound(t, "a1", 1)[0]
+	e.training(t, "team-a", "a2", 1, 2)
+	a2 := e.bound(t, "a2", 1)[0]
+	e.training(t, "team-b", "b1", 1, 1)
+	b1 := e.bound(t, "b1", 1)[0]
+
+	// What the pods say: scheduler, labels, requests, environment; and the
+	// nodes hold at most their 2 GPUs.
+	perNode := map[string]int64{}
+	for _, p := range []corev1.Pod{a1, a2, b1} {
+		if p.Spec.SchedulerName != kube.SchedulerName {
+			t.Errorf("pod %s schedulerName = %q", p.Name, p.Spec.SchedulerName)
+		}
+		if !slices.Contains([]string{"qs-node-1", "qs-node-2"}, p.Spec.NodeName) {
+			t.Errorf("pod %s bound to %q", p.Name, p.Spec.NodeName)
+		}
+		perNode[p.Spec.NodeName] += p.Spec.Containers[0].Resources.Limits.Name(kube.ResourceGPU, resource.DecimalSI).Value()
+	}
+	if perNode["qs-node-1"] != 2 || perNode["qs-node-2"] != 2 {
+		t.Errorf("GPUs requested per node = %v, want 2 on each", perNode)
+	}
+	if a2.Labels[kube.LabelProject] != "team-a" || envVar(a2, "RUNWAY_WORKLOAD") != "projects/team-a/workloads/a2" ||
+		a2.Spec.Containers[0].Image != "busybox" {
+		t.Errorf("a2's pod: labels %v, RUNWAY_WORKLOAD %q, image %q", a2.Labels, envVar(a2, "RUNWAY_WORKLOAD"), a2.Spec.Containers[0].Image)
+	}
+
+	// The kubelet would report Running: the run report reaches b1's status.
+	b1.Status.Phase = corev1.PodRunning
+	if _, err := e.kube.CoreV1().Pods(e.ns).UpdateStatus(t.Context(), &b1, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "b1's pod RUNNING in its status", func() string {
+		w := e.get(t, "team-b", "b1")
+		if ps := w.GetStatus().GetPods(); len(ps) != 1 || ps[0].GetState() != workloadv1.PodState_POD_STATE_RUNNING {
+			return fmt.Sprintf("pods %v", ps)
+		}
+		return ""
+	})
+
+	// b2 reclaims team-b's quota from a1.
+	e.training(t, "team-b", "b2", 1, 1)
+	b2 := e.bound(t, "b2", 1)[0]
+	eventually(t, "a1's pod deleted and a1 Pending", func() string {
+		live, deleting := e.pods(t, "a1")
+		if len(live) != 0 {
+			return fmt.Sprintf("%d live a1 pods", len(live))
+		}
+		if len(deleting) != 1 || deleting[0].UID != a1.UID || deleting[0].DeletionGracePeriodSeconds == nil ||
+			*deleting[0].DeletionGracePeriodSeconds != 30 {
+			return fmt.Sprintf("a1's pod %s not deleted with a 30 s grace period: %v", a1.Name, deleting)
+		}
+		w := e.get(t, "team-a", "a1")
+		if w.GetStatus().GetPhase() != pending || w.GetStatus().GetPreemptionCount() != 1 {
+			return fmt.Sprintf("a1 %v, preemptions %d", w.GetStatus().GetPhase(), w.GetStatus().GetPreemptionCount())
+		}
+		return ""
+	})
+	if b2.Spec.NodeName != a1.Spec.NodeName {
+		t.Errorf("b2 bound to %s, want a1's node %s", b2.Spec.NodeName, a1.Spec.NodeName)
+	}
+	for _, id := range []string{"a2", "b1", "b2"} {
+		project := "team-a"
+		if id[0] == 'b' {
+			project = "team-b"
+		}
+		if ph := e.get(t, project, id).GetStatus().GetPhase(); ph != running {
+			t.Errorf("%s is %v, want RUNNING", id, ph)
+		}
+	}
+	if live, _ := e.pods(t, "a2"); len(live) != 1 || live[0].UID != a2.UID {
+		t.Errorf("a2's pod was replaced: %v", live)
+	}
+}
+
+// TestGangAllOrNone: a 4-pod training binds all 4 pods or none. While 1 of
+// the 4 GPUs is held it gets no pod at all; once it is freed all 4 are
+// bound.
+func TestGangAllOrNone(t *testing.T) {
+	e := newEnv(t, "gang")
+	e.node(t, "gang-node-1", 2)
+	e.node(t, "gang-node-2", 2)
+	e.start(t)
+	e.project(t, "team-g", 4)
+
+	e.training(t, "team-g", "hold", 1, 1)
+	e.bound(t, "hold", 1)
+	e.training(t, "team-g", "gang", 4, 1)
+	eventually(t, "the gang considered and waiting", func() string {
+		r, err := e.rw.SchedulerService.ExplainWorkload(t.Context(), &schedulerv1.ExplainWorkloadRequest{Name: "projects/team-g/workloads/gang"})
+		if err != nil {
+			return err.Error()
+		}
+		if r.GetPhase() != pending || len(r.GetPendingReasons()) == 0 {
+			return fmt.Sprintf("phase %v, reasons %v", r.GetPhase(), r.GetPendingReasons())
+		}
+		return ""
+	})
+	if live, deleting := e.pods(t, "gang"); len(live)+len(deleting) != 0 {
+		t.Fatalf("a gang that cannot fit has %d pods, want none", len(live)+len(deleting))
+	}
+
+	if err := e.rw.DeleteWorkload(t.Context(), "team-g", "hold"); err != nil {
+		t.Fatal(err)
+	}
+	pods := e.bound(t, "gang", 4)
+	perNode := map[string]int{}
+	indexes := map[string]bool{}
+	for _, p := range pods {
+		perNode[p.Spec.NodeName]++
+		indexes[p.Labels[kube.LabelPodIndex]] = true
+	}
+	if perNode["gang-node-1"] != 2 || perNode["gang-node-2"] != 2 || len(indexes) != 4 {
+		t.Errorf("gang pods per node %v, indexes %v; want 2 per node, 4 distinct indexes", perNode, indexes)
+	}
+}
+
+// TestNodeNotReady: when a node's Ready condition turns Unknown, the
+// training's pods on it are deleted and created again on the other node.
+func TestNodeNotReady(t *testing.T) {
+	e := newEnv(t, "nr")
+	e.node(t, "nr-node-1", 2)
+	e.node(t, "nr-node-2", 2)
+	e.start(t)
+	e.project(t, "team-n", 4)
+
+	e.training(t, "team-n", "train", 2, 1)
+	before := e.bound(t, "train", 2)
+	lost := before[0].Spec.NodeName
+	other := "nr-node-1"
+	if lost == other {
+		other = "nr-node-2"
+	}
+	e.notReady(t, lost)
+	eventually(t, "the pods on the lost node replaced on "+other, func() string {
+		live, deleting := e.pods(t, "train")
+		if len(live) != 2 {
+			return fmt.Sprintf("%d live pods", len(live))
+		}
+		for _, p := range live {
+			if p.Spec.NodeName != other || !scheduled(p) {
+				return fmt.Sprintf("pod %s on %q", p.Name, p.Spec.NodeName)
+			}
+		}
+		for _, p := range before {
+			if p.Spec.NodeName == lost && !slices.ContainsFunc(deleting, func(d corev1.Pod) bool { return d.UID == p.UID }) {
+				return fmt.Sprintf("pod %s on the lost node not deleted", p.Name)
+			}
+		}
+		return ""
+	})
+	n, err := e.rw.GetNode(t.Context(), lost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.GetReadiness() != nodemanagerv1.Readiness_READINESS_NOT_READY {
+		t.Errorf("node %s readiness %v, want NOT_READY", lost, n.GetReadiness())
+	}
+}
+
+// TestUserPod: a pod a user creates with schedulerName runway and a project
+// label becomes a workload of that project, is bound, and counts in the
+// project's queue; deleting it deletes the workload. A pod another
+// scheduler placed holds its GPU: the node offers only the rest.
+func TestUserPod(t *testing.T) {
+	e := newEnv(t, "user")
+	users := "user-users"
+	e.node(t, "user-node-1", 2)
+	other := userPod("other", "user-node-1", "")
+	if _, err := e.kube.CoreV1().Pods(users).Create(t.Context(), other, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.start(t)
+	e.project(t, "team-u", 2)
+
+	eventually(t, "the node registered with 1 free GPU", func() string {
+		n, err := e.rw.GetNode(t.Context(), "user-node-1")
+		if err != nil {
+			return err.Error()
+		}
+		if n.GetAllocatable().GetMilliGpus() != 1000 || len(n.GetDevices()) != 1 || n.GetCapacity().GetMilliGpus() != 2000 ||
+			n.GetDevices()[0].GetModel() != "NVIDIA-H100-80GB-HBM3" || n.GetDevices()[0].GetMemoryBytes() != 81559<<20 {
+			return fmt.Sprintf("allocatable %v, capacity %v, devices %v", n.GetAllocatable(), n.GetCapacity(), n.GetDevices())
+		}
+		return ""
+	})
+
+	nb := userPod("notebook", "", "team-u")
+	nb, err := e.kube.CoreV1().Pods(users).Create(t.Context(), nb, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the user's pod bound and counted in team-u", func() string {
+		p, err := e.kube.CoreV1().Pods(users).Get(t.Context(), "notebook", metav1.GetOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		if p.Spec.NodeName != "user-node-1" || !scheduled(*p) {
+			return fmt.Sprintf("nodeName %q", p.Spec.NodeName)
+		}
+		q, err := e.rw.SchedulerService.GetQueue(t.Context(), &schedulerv1.GetQueueRequest{Name: "projects/team-u/queue"})
+		if err != nil {
+			return err.Error()
+		}
+		for _, np := range q.GetNodePools() {
+			if np.GetNodePool() == "nodepools/default" && np.GetAllocated().GetMilliGpus() == 1000 {
+				return ""
+			}
+		}
+		return fmt.Sprintf("team-u's queue %v", q.GetNodePools())
+	})
+	if ws := e.workloads(t, "team-u"); len(ws) != 1 || ws[0].GetStatus().GetPhase() != running ||
+		ws[0].GetSpec().GetGpu().GetDevices() != 1 {
+		t.Fatalf("team-u's workloads: %v", ws)
+	}
+
+	zero := int64(0)
+	if err := e.kube.CoreV1().Pods(users).Delete(t.Context(), "notebook", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the deleted pod's workload deleted", func() string {
+		if n := len(e.workloads(t, "team-u")); n != 0 {
+			return fmt.Sprintf("%d workloads", n)
+		}
+		return ""
+	})
+}
+
+// userPod is a 1-GPU pod: placed on node by another scheduler when node is
+// set, else asking Runway to schedule it in project.
+func userPod(name, node, project string) *corev1.Pod {
+	gpu := corev1.ResourceList{kube.ResourceGPU: resource.MustParse("1")}
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}},
+		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "main", Image: "jupyter",
+			Resources: corev1.ResourceRequirements{Requests: gpu, Limits: gpu}}}},
+	}
+	if project != "" {
+		p.Spec.SchedulerName = kube.SchedulerName
+		p.Labels[kube.LabelProject] = project
+	}
+	return p
+}

@@ -1,0 +1,25 @@
+// Package kube is the Kubernetes runtime: on a Kubernetes cluster it plays
+// the node agents' part for every Kubernetes node, so that Runway schedules
+// GPU pods there. It runs on the scheduler leader only (scheduler's
+// Config.WhileLeading), one for the whole cluster.
+//
+//	Node informer ─► nodemanager.RegisterNode under one lease (nodes/<n>):
+//	                 nvidia.com/gpu, gpu.product / gpu.memory labels, Ready,
+//	                 labels (pools, node types); other schedulers' pods on the
+//	                 node take their GPUs off what is offered
+//	list + watch bindings/ ─► a Pod per bound gang member (schedulerName
+//	                 runway, workload/project labels, requests, RUNWAY_* env),
+//	                 then the Binding subresource; a deleted binding (eviction,
+//	                 lost node) deletes the pod with a grace period
+//	Pod informer ─► pod phase ─► nodemanager.PutRun (runs/<n>/…), the same
+//	                 run reports an agent writes, which the workload status
+//	                 controller folds into the workload's status
+//	             ─► a pod created by a user with schedulerName runway and a
+//	                 project label becomes a one-pod workload of that project
+//	                 (WorkloadService.CreateWorkload); its binding binds that
+//	                 very pod, and deleting the pod deletes the workload
+//
+// Every change is a key on one work queue handled by one worker, so the
+// reconcilers need no locks; each reads the informers' caches and the
+// bindings map, so a missed event is repaired by the next one or a resync.
+package kube

@@ -1,0 +1,117 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strconv"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
+)
+
+// foreignWorkload is the workload name of a user's pod that asks Runway to
+// schedule it (schedulerName runway, a project label, not created by
+// Runway); "" for any other pod.
+func foreignWorkload(p *corev1.Pod) string {
+	project := p.Labels[LabelProject]
+	if p.Spec.SchedulerName != SchedulerName || project == "" || p.Labels[LabelWorkload] != "" {
+		return ""
+	}
+	return "projects/" + project + "/workloads/" + foreignWorkloadID(p.Name, string(p.UID))
+}
+
+// ensureForeign creates the workload of a user's pod that is not bound yet:
+// one pod, the pod's requests, type training unless the pod says otherwise
+// (label runway.io/workload-type: workspace|training|inference).
+func (r *runtime) ensureForeign(ctx context.Context, p *corev1.Pod) error {
+	name := foreignWorkload(p)
+	if r.created[name] || p.DeletionTimestamp != nil {
+		return nil
+	}
+	spec, err := foreignSpec(p)
+	if err != nil {
+		r.log.Warn("kubernetes runtime: pod cannot be scheduled", "pod", p.Namespace+"/"+p.Name, "err", err)
+		return nil
+	}
+	project := p.Labels[LabelProject]
+	typ := workloadv1.WorkloadType_WORKLOAD_TYPE_TRAINING
+	if t, ok := workloadv1.WorkloadType_value["WORKLOAD_TYPE_"+upper(p.Labels[LabelWorkloadType])]; ok && t != 0 {
+		typ = workloadv1.WorkloadType(t)
+	}
+	_, err = r.cfg.Workloads.CreateWorkload(ctx, &workloadv1.CreateWorkloadRequest{
+		Parent: "projects/" + project, WorkloadId: foreignWorkloadID(p.Name, string(p.UID)),
+		Workload: &workloadv1.Workload{Type: typ, Spec: spec},
+	})
+	switch status.Code(err) {
+	case codes.OK, codes.AlreadyExists:
+		r.created[name] = true
+		r.log.Info("kubernetes runtime: pod scheduled as a workload", "pod", p.Namespace+"/"+p.Name, "workload", name)
+		return nil
+	case codes.InvalidArgument, codes.NotFound, codes.FailedPrecondition, codes.PermissionDenied:
+		// The pod asks for something Runway refuses (no such project, a bad
+		// request): retrying does not help; it stays Pending.
+		r.log.Warn("kubernetes runtime: pod's workload refused", "pod", p.Namespace+"/"+p.Name, "err", err)
+		r.created[name] = true
+		return nil
+	}
+	return fmt.Errorf("create workload %s for pod %s/%s: %w", name, p.Namespace, p.Name, err)
+}
+
+// LabelWorkloadType on a user's pod names its workload type.
+const LabelWorkloadType = "runway.io/workload-type"
+
+func upper(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'a' && c <= 'z' {
+			b[i] = c - 'a' + 'A'
+		}
+	}
+	return string(b)
+}
+
+// foreignSpec is the workload spec of a user's pod: the sum of its
+// containers' requests (nvidia.com/gpu devices, or the gpu-fraction
+// annotation), the first container's image and command.
+func foreignSpec(p *corev1.Pod) (*workloadv1.WorkloadSpec, error) {
+	spec := &workloadv1.WorkloadSpec{Pods: 1}
+	var gpus int64
+	for _, c := range p.Spec.Containers {
+		spec.MilliCpu += c.Resources.Requests.Cpu().MilliValue()
+		spec.MemoryBytes += c.Resources.Requests.Memory().Value()
+		g := c.Resources.Requests.Name(ResourceGPU, resource.DecimalSI)
+		if g.IsZero() {
+			g = c.Resources.Limits.Name(ResourceGPU, resource.DecimalSI)
+		}
+		gpus += g.Value()
+	}
+	if len(p.Spec.Containers) > 0 {
+		c := p.Spec.Containers[0]
+		spec.Image, spec.Command, spec.Args = c.Image, c.Command, c.Args
+	}
+	if f := p.Annotations[AnnotationGPUFraction]; f != "" {
+		v, err := strconv.ParseFloat(f, 64)
+		if err != nil || v <= 0 || v >= 1 || gpus > 0 {
+			return nil, fmt.Errorf("annotation %s=%q: want a fraction between 0 and 1, and no %s request", AnnotationGPUFraction, f, ResourceGPU)
+		}
+		spec.Gpu = &workloadv1.GpuRequest{Amount: &workloadv1.GpuRequest_FractionMilli{FractionMilli: int32(math.Round(v * 1000))}}
+	} else if gpus > 0 {
+		spec.Gpu = &workloadv1.GpuRequest{Amount: &workloadv1.GpuRequest_Devices{Devices: int32(gpus)}}
+	}
+	return spec, nil
+}
+
+// deleteForeign deletes the workload of a user's pod that is gone.
+func (r *runtime) deleteForeign(ctx context.Context, name string) error {
+	_, err := r.cfg.Workloads.DeleteWorkload(ctx, &workloadv1.DeleteWorkloadRequest{Name: name})
+	if err != nil && status.Code(err) != codes.NotFound {
+		return fmt.Errorf("delete workload %s of a deleted pod: %w", name, err)
+	}
+	delete(r.created, name)
+	return nil
+}

@@ -1,0 +1,91 @@
+package kube
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strconv"
+	"strings"
+
+	"github.com/runwayhq/runway/services/nodemanager"
+)
+
+// Labels and annotations Runway puts on (or reads from) Kubernetes objects.
+const (
+	// SchedulerName is the spec.schedulerName of the pods Runway places.
+	SchedulerName = "runway"
+	// LabelProject names the pod's project; on a user's pod it asks Runway
+	// to schedule the pod as a workload of that project.
+	LabelProject = "runway.io/project"
+	// LabelWorkload names the workload id of a pod Runway created.
+	LabelWorkload = "runway.io/workload"
+	// LabelPodIndex is the pod's index in its workload's gang.
+	LabelPodIndex = "runway.io/pod-index"
+	// LabelNodePool on a Node names its pool outright (otherwise the pools'
+	// selectors choose).
+	LabelNodePool = "runway.io/node-pool"
+	// LabelGPUProduct and LabelGPUMemory are GPU feature discovery's labels
+	// (memory in MiB).
+	LabelGPUProduct = "nvidia.com/gpu.product"
+	LabelGPUMemory  = "nvidia.com/gpu.memory"
+	// ResourceGPU is the device plugin's resource.
+	ResourceGPU = "nvidia.com/gpu"
+	// AnnotationBinding is the key of the binding a pod runs (below
+	// bindings/), and AnnotationBindingRev its create revision: a pod whose
+	// binding is gone, or was created again, is deleted.
+	AnnotationBinding    = "runway.io/binding"
+	AnnotationBindingRev = "runway.io/binding-revision"
+	// AnnotationGPUFraction on a user's pod asks for a share of one GPU
+	// (0 < f < 1) instead of nvidia.com/gpu devices.
+	AnnotationGPUFraction = "gpu-fraction"
+)
+
+// nodeID is the Runway node id of a Kubernetes node: its name lower-cased
+// with every character outside [a-z0-9-] (a DNS name's dots) made '-', cut
+// to 63; "" when nothing usable is left.
+func nodeID(name string) string {
+	id := []byte(strings.ToLower(name))
+	for i, c := range id {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' {
+			id[i] = '-'
+		}
+	}
+	s := strings.Trim(string(id[:min(len(id), 63)]), "-")
+	if !nodemanager.ValidNodeID(s) {
+		return ""
+	}
+	return s
+}
+
+// podName is the name of the pod Runway creates for a binding. The
+// binding's create revision makes it unique: a gracefully deleted pod can
+// stay terminating for a while (until its kubelet confirms), and the pod
+// that replaces it (same workload and index, bound again) must not collide.
+func podName(b nodemanager.Binding, rev int64) string {
+	base := b.Workload + "-" + strconv.Itoa(b.Pod)
+	return trimName(base, 63-9) + "-" + shortHash(b.Node+"/"+strconv.FormatInt(rev, 10))
+}
+
+// foreignWorkloadID is the workload id of a user's pod: its name made an
+// id, with a hash of its uid (names are reused; uids are not).
+func foreignWorkloadID(name, uid string) string {
+	id := []byte(strings.ToLower(name))
+	for i, c := range id {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') {
+			id[i] = '-'
+		}
+	}
+	base := trimName(strings.Trim(string(id), "-"), 40)
+	if base == "" {
+		base = "pod"
+	}
+	return base + "-" + shortHash(uid)
+}
+
+func trimName(s string, n int) string {
+	return strings.TrimRight(s[:min(len(s), n)], "-")
+}
+
+func shortHash(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:4])
+}

@@ -1,0 +1,91 @@
+package kube
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+
+	nodemanagerv1 "github.com/runwayhq/runway/gen/go/runway/nodemanager/v1"
+	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
+	"github.com/runwayhq/runway/services/nodemanager"
+)
+
+func TestNodeID(t *testing.T) {
+	for name, want := range map[string]string{
+		"gpu-node-1":                   "gpu-node-1",
+		"ip-10-0-0-1.ec2.internal":     "ip-10-0-0-1-ec2-internal",
+		"Worker_A":                     "worker-a",
+		strings.Repeat("a", 70) + ".x": strings.Repeat("a", 63),
+		"...":                          "",
+	} {
+		if got := nodeID(name); got != want {
+			t.Errorf("nodeID(%q) = %q, want %q", name, got, want)
+		}
+	}
+}
+
+func TestPodNameUniquePerBinding(t *testing.T) {
+	b := nodemanager.Binding{Node: "node-1", Project: "team-a", Workload: strings.Repeat("w", 70), Pod: 3}
+	a, c := podName(b, 10), podName(b, 11)
+	if a == c {
+		t.Errorf("the pods of two bindings of one pod share the name %q", a)
+	}
+	if len(a) > 63 || strings.Contains(a, "--") {
+		t.Errorf("podName = %q: want at most 63 characters, no empty segment", a)
+	}
+}
+
+func TestForeignWorkloadID(t *testing.T) {
+	id := foreignWorkloadID("My_Notebook.0", "uid-1")
+	if !strings.HasPrefix(id, "my-notebook-0-") || id == foreignWorkloadID("My_Notebook.0", "uid-2") {
+		t.Errorf("foreignWorkloadID = %q: want the name made an id plus a hash of the uid", id)
+	}
+	if id := foreignWorkloadID("___", "u"); !strings.HasPrefix(id, "pod-") {
+		t.Errorf("foreignWorkloadID of a name with no usable character = %q, want pod-…", id)
+	}
+}
+
+func TestReadiness(t *testing.T) {
+	cond := func(s corev1.ConditionStatus) []corev1.NodeCondition {
+		return []corev1.NodeCondition{{Type: corev1.NodeReady, Status: s, Reason: "R"}}
+	}
+	for _, tc := range []struct {
+		name string
+		node corev1.Node
+		want nodemanagerv1.Readiness
+	}{
+		{"ready", corev1.Node{Status: corev1.NodeStatus{Conditions: cond(corev1.ConditionTrue)}}, nodemanagerv1.Readiness_READINESS_READY},
+		{"unknown", corev1.Node{Status: corev1.NodeStatus{Conditions: cond(corev1.ConditionUnknown)}}, nodemanagerv1.Readiness_READINESS_NOT_READY},
+		{"no condition", corev1.Node{}, nodemanagerv1.Readiness_READINESS_NOT_READY},
+		{"cordoned", corev1.Node{Spec: corev1.NodeSpec{Unschedulable: true}, Status: corev1.NodeStatus{Conditions: cond(corev1.ConditionTrue)}},
+			nodemanagerv1.Readiness_READINESS_NOT_READY},
+	} {
+		if got, _ := readiness(&tc.node); got != tc.want {
+			t.Errorf("%s: readiness = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestStateOf(t *testing.T) {
+	bound := func(ph corev1.PodPhase, cs ...corev1.ContainerStatus) *corev1.Pod {
+		return &corev1.Pod{Spec: corev1.PodSpec{NodeName: "n"}, Status: corev1.PodStatus{Phase: ph, ContainerStatuses: cs}}
+	}
+	oom := corev1.ContainerStatus{State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}}}
+	for _, tc := range []struct {
+		pod  *corev1.Pod
+		want workloadv1.PodState
+		code int32
+	}{
+		{&corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodRunning}}, workloadv1.PodState_POD_STATE_UNSPECIFIED, 0},
+		{bound(corev1.PodPending), workloadv1.PodState_POD_STATE_UNSPECIFIED, 0},
+		{bound(corev1.PodRunning), workloadv1.PodState_POD_STATE_RUNNING, 0},
+		{bound(corev1.PodSucceeded), workloadv1.PodState_POD_STATE_SUCCEEDED, 0},
+		{bound(corev1.PodFailed, oom), workloadv1.PodState_POD_STATE_FAILED, 137},
+	} {
+		got, code, msg := stateOf(tc.pod)
+		if got != tc.want || code != tc.code {
+			t.Errorf("stateOf(phase %s, node %q) = %v %d %q, want %v %d", tc.pod.Status.Phase, tc.pod.Spec.NodeName, got, code, msg, tc.want, tc.code)
+		}
+	}
+}

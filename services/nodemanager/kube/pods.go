@@ -1,0 +1,276 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	nodemanagerv1 "github.com/runwayhq/runway/gen/go/runway/nodemanager/v1"
+	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
+	"github.com/runwayhq/runway/pkg/etcdstore"
+	"github.com/runwayhq/runway/pkg/runner/local"
+	"github.com/runwayhq/runway/services/nodemanager"
+)
+
+var everything = labels.Everything()
+
+// syncBinding makes the pod of a binding exist and be bound to its node:
+// the user's pod the workload was made from, else a pod created from the
+// workload's spec. A deleted binding's pod is deleted (syncPod).
+func (r *runtime) syncBinding(ctx context.Context, key string) error {
+	b, ok := r.binding(key)
+	if !ok {
+		return r.syncPodsOf(ctx, key)
+	}
+	target, err := r.kubeNode(b.Node)
+	if err == errNoNode {
+		return nil // an agent's node, or one the runtime does not know (yet)
+	}
+	if err != nil {
+		return err
+	}
+	pod, err := r.podOf(b)
+	if err != nil {
+		return err
+	}
+	if pod == nil {
+		if pod, err = r.createPod(ctx, b); err != nil {
+			return err
+		}
+	}
+	if pod.DeletionTimestamp != nil || pod.Spec.NodeName != "" {
+		return r.syncPodsOf(ctx, key)
+	}
+	err = r.cfg.Kube.CoreV1().Pods(pod.Namespace).Bind(ctx, &corev1.Binding{
+		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID,
+			Annotations: bindingAnnotations(key, b.rev)},
+		Target: corev1.ObjectReference{Kind: "Node", Name: target},
+	}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsConflict(err) {
+		return fmt.Errorf("bind pod %s/%s to %s: %w", pod.Namespace, pod.Name, target, err)
+	}
+	return nil
+}
+
+func bindingAnnotations(key string, rev int64) map[string]string {
+	return map[string]string{AnnotationBinding: key, AnnotationBindingRev: strconv.FormatInt(rev, 10)}
+}
+
+// kubeNode is the Kubernetes node of a Runway node id.
+func (r *runtime) kubeNode(id string) (string, error) {
+	objs, err := r.nodeIdx.ByIndex(indexNodeID, id)
+	if err != nil {
+		return "", err
+	}
+	if len(objs) == 0 {
+		return "", errNoNode
+	}
+	return objs[0].(*corev1.Node).Name, nil
+}
+
+// podOf finds the binding's pod: a user's pod for its workload, or the
+// pod created for this very binding (nil when there is none yet).
+func (r *runtime) podOf(b binding) (*corev1.Pod, error) {
+	objs, err := r.podIdx.ByIndex(indexForeign, b.WorkloadName())
+	if err != nil {
+		return nil, err
+	}
+	if len(objs) > 0 {
+		return objs[0].(*corev1.Pod), nil
+	}
+	p, err := r.pods.Pods(r.cfg.Namespace).Get(podName(b.Binding, b.rev))
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return p, err
+}
+
+// syncPodsOf brings every pod that names the binding up to date.
+func (r *runtime) syncPodsOf(ctx context.Context, key string) error {
+	objs, err := r.podIdx.ByIndex(indexBinding, key)
+	if err != nil {
+		return err
+	}
+	for _, o := range objs {
+		p := o.(*corev1.Pod)
+		if err := r.syncPod(ctx, p.Namespace+"/"+p.Name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// createPod creates the pod of a binding from its workload's spec.
+func (r *runtime) createPod(ctx context.Context, b binding) (*corev1.Pod, error) {
+	c := etcdstore.NewCollection(r.cfg.Etcd, etcdstore.PrefixWorkloads, func() *workloadv1.Workload { return new(workloadv1.Workload) })
+	it, err := c.Get(ctx, b.Project+"/"+b.Workload)
+	if err != nil {
+		return nil, fmt.Errorf("read workload %s: %w", b.WorkloadName(), err)
+	}
+	pod := podSpec(r.cfg.Namespace, b, it.Msg.GetSpec())
+	created, err := r.cfg.Kube.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return r.cfg.Kube.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("create pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	return created, nil
+}
+
+// podSpec is the pod of one gang member. Whole GPUs are requested from the
+// device plugin (nvidia.com/gpu), so the kubelet hands out the devices; a
+// fraction or GPU-memory request shares a device, requests no
+// nvidia.com/gpu (that would hold a whole one) and gets the device and its
+// share in the same RUNWAY_* environment the local runner sets.
+func podSpec(namespace string, b binding, ws *workloadv1.WorkloadSpec) *corev1.Pod {
+	var env []corev1.EnvVar
+	for _, e := range ws.GetEnv() {
+		env = append(env, corev1.EnvVar{Name: e.GetName(), Value: e.GetValue()})
+	}
+	devs := make([]string, len(b.Devices))
+	for i, d := range b.Devices {
+		devs[i] = strconv.Itoa(d)
+	}
+	env = append(env,
+		corev1.EnvVar{Name: local.EnvWorkload, Value: b.WorkloadName()},
+		corev1.EnvVar{Name: local.EnvProject, Value: b.Project},
+		corev1.EnvVar{Name: local.EnvPodIndex, Value: strconv.Itoa(b.Pod)},
+		corev1.EnvVar{Name: local.EnvFractionMilli, Value: strconv.FormatInt(b.FractionMilli, 10)},
+		corev1.EnvVar{Name: local.EnvGPUMemoryLimit, Value: strconv.FormatInt(ws.GetGpu().GetGpuMemoryBytes(), 10)},
+	)
+	res := corev1.ResourceRequirements{Requests: corev1.ResourceList{}, Limits: corev1.ResourceList{}}
+	if ws.GetMilliCpu() > 0 {
+		res.Requests[corev1.ResourceCPU] = *resource.NewMilliQuantity(ws.GetMilliCpu(), resource.DecimalSI)
+	}
+	if ws.GetMemoryBytes() > 0 {
+		res.Requests[corev1.ResourceMemory] = *resource.NewQuantity(ws.GetMemoryBytes(), resource.BinarySI)
+	}
+	if n := ws.GetGpu().GetDevices(); n > 0 {
+		q := *resource.NewQuantity(int64(n), resource.DecimalSI)
+		res.Requests[ResourceGPU], res.Limits[ResourceGPU] = q, q
+	} else if len(devs) > 0 {
+		// The device plugin does not hand out shares: the pod names its
+		// device itself.
+		env = append(env, corev1.EnvVar{Name: "NVIDIA_VISIBLE_DEVICES", Value: strings.Join(devs, ",")},
+			corev1.EnvVar{Name: local.EnvVisibleDevices, Value: strings.Join(devs, ",")})
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: podName(b.Binding, b.rev), Namespace: namespace,
+			Labels: map[string]string{LabelProject: b.Project, LabelWorkload: b.Workload,
+				LabelPodIndex: strconv.Itoa(b.Pod)},
+			Annotations: bindingAnnotations(b.key, b.rev),
+		},
+		Spec: corev1.PodSpec{
+			SchedulerName: SchedulerName,
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{
+				Name: "main", Image: ws.GetImage(), Command: ws.GetCommand(), Args: ws.GetArgs(),
+				Env: env, Resources: res,
+			}},
+		},
+	}
+}
+
+// syncPod deletes a pod whose binding is gone (evicted, its node lost, its
+// workload deleted or suspended) or was made again, and reports the phase
+// of a pod whose binding stands.
+func (r *runtime) syncPod(ctx context.Context, key string) error {
+	ns, name, _ := strings.Cut(key, "/")
+	p, err := r.pods.Pods(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if foreignWorkload(p) != "" && p.Spec.NodeName == "" {
+		return r.ensureForeign(ctx, p)
+	}
+	bkey := p.Annotations[AnnotationBinding]
+	if bkey == "" {
+		return nil
+	}
+	b, ok := r.binding(bkey)
+	if !ok || strconv.FormatInt(b.rev, 10) != p.Annotations[AnnotationBindingRev] {
+		return r.deletePod(ctx, p)
+	}
+	return r.report(ctx, bkey, b, p)
+}
+
+func (r *runtime) deletePod(ctx context.Context, p *corev1.Pod) error {
+	if p.DeletionTimestamp != nil {
+		return nil
+	}
+	grace := int64(r.cfg.DeleteGrace.Seconds())
+	err := r.cfg.Kube.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{
+		GracePeriodSeconds: &grace, Preconditions: &metav1.Preconditions{UID: &p.UID}})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("delete pod %s/%s: %w", p.Namespace, p.Name, err)
+	}
+	r.log.Info("kubernetes runtime: pod deleted, its binding is gone", "pod", p.Namespace+"/"+p.Name,
+		"grace", r.cfg.DeleteGrace)
+	return nil
+}
+
+// report writes the pod's phase as the binding's run report, as an agent
+// does, when it changed.
+func (r *runtime) report(ctx context.Context, bkey string, b binding, p *corev1.Pod) error {
+	state, code, msg := stateOf(p)
+	seen := bkey + "@" + strconv.FormatInt(b.rev, 10)
+	if state == workloadv1.PodState_POD_STATE_UNSPECIFIED || r.reported[seen] == state {
+		return nil
+	}
+	if len(msg) > 1024 {
+		msg = msg[:1024]
+	}
+	err := nodemanager.PutRun(ctx, r.cfg.Etcd, &nodemanagerv1.ReportWorkloadStateRequest{
+		Node: nodemanager.NodeName(b.Node), Workload: b.WorkloadName(), PodIndex: int32(b.Pod),
+		State: state, ExitCode: code, Message: msg, ObserveTime: timestamppb.Now(),
+	})
+	if err != nil {
+		return fmt.Errorf("run report of %s: %w", bkey, err)
+	}
+	r.reported[seen] = state
+	return nil
+}
+
+// stateOf maps a bound pod's phase to a run report's state; UNSPECIFIED
+// when there is nothing to report yet (Pending: the binding already says
+// BOUND).
+func stateOf(p *corev1.Pod) (workloadv1.PodState, int32, string) {
+	if p.Spec.NodeName == "" {
+		return workloadv1.PodState_POD_STATE_UNSPECIFIED, 0, ""
+	}
+	switch p.Status.Phase {
+	case corev1.PodRunning:
+		return workloadv1.PodState_POD_STATE_RUNNING, 0, ""
+	case corev1.PodSucceeded:
+		return workloadv1.PodState_POD_STATE_SUCCEEDED, 0, ""
+	case corev1.PodFailed:
+		code, msg := int32(0), p.Status.Message
+		for _, cs := range p.Status.ContainerStatuses {
+			if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
+				code = t.ExitCode
+				if msg == "" {
+					msg = t.Reason + ": " + t.Message
+				}
+				break
+			}
+		}
+		if msg == "" {
+			msg = p.Status.Reason
+		}
+		return workloadv1.PodState_POD_STATE_FAILED, code, msg
+	}
+	return workloadv1.PodState_POD_STATE_UNSPECIFIED, 0, ""
+}

@@ -1,0 +1,364 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+
+	nodemanagerv1 "github.com/runwayhq/runway/gen/go/runway/nodemanager/v1"
+	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
+	"github.com/runwayhq/runway/pkg/etcdstore"
+	"github.com/runwayhq/runway/services/nodemanager"
+)
+
+// Defaults for zero Config fields.
+const (
+	DefaultNamespace   = "runway"
+	DefaultLeaseTTL    = 10 * time.Second
+	DefaultDeleteGrace = 30 * time.Second
+)
+
+// Config is one runtime.
+type Config struct {
+	// Kube is the Kubernetes client. Required.
+	Kube kubernetes.Interface
+	// Etcd is Runway's etcd. Required.
+	Etcd *clientv3.Client
+	// Workloads creates and deletes the workloads of users' pods. Required.
+	Workloads workloadv1.WorkloadServiceClient
+	// Namespace is where the pods of Runway's workloads are created
+	// (DefaultNamespace when empty); it must exist.
+	Namespace string
+	// LeaseTTL is the TTL of the lease the nodes are registered under: how
+	// long they stay after the runtime dies (DefaultLeaseTTL when 0).
+	LeaseTTL time.Duration
+	// DeleteGrace is the grace period of an evicted pod's deletion
+	// (DefaultDeleteGrace when 0).
+	DeleteGrace time.Duration
+	// Resync is the informers' resync period (none when 0).
+	Resync time.Duration
+	// Logger; slog.Default() when nil.
+	Logger *slog.Logger
+}
+
+func (cfg *Config) check() error {
+	switch {
+	case cfg.Kube == nil:
+		return errors.New("kube: Config.Kube is nil")
+	case cfg.Etcd == nil:
+		return errors.New("kube: Config.Etcd is nil")
+	case cfg.Workloads == nil:
+		return errors.New("kube: Config.Workloads is nil")
+	}
+	if cfg.Namespace == "" {
+		cfg.Namespace = DefaultNamespace
+	}
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = DefaultLeaseTTL
+	}
+	if cfg.DeleteGrace <= 0 {
+		cfg.DeleteGrace = DefaultDeleteGrace
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return nil
+}
+
+// Work queue keys: a kind letter, ':', the object's key.
+const (
+	kindNode     = "n" // Kubernetes node name
+	kindBinding  = "b" // binding key below PrefixBindings
+	kindPod      = "p" // namespace/name
+	kindForeign  = "f" // projects/{p}/workloads/{w} of a deleted user's pod
+	kindLease    = "l" // the registration lease was lost
+	indexNodeID  = "runwayNodeID"
+	indexBinding = "runwayBinding"
+	indexForeign = "runwayWorkload"
+)
+
+// binding is one binding the watch delivered, with its create revision.
+type binding struct {
+	nodemanager.Binding
+	key string // below PrefixBindings
+	rev int64
+}
+
+// runtime is one Run's state; only the worker goroutine touches the maps,
+// except bindings (under mu), which the watch goroutine keeps.
+type runtime struct {
+	cfg   Config
+	log   *slog.Logger
+	queue workqueue.TypedRateLimitingInterface[string]
+
+	nodes    corelisters.NodeLister
+	nodeIdx  cache.Indexer
+	pods     corelisters.PodLister
+	podIdx   cache.Indexer
+	mu       sync.Mutex
+	bindings map[string]binding // by key below PrefixBindings, written by the watch goroutine
+
+	lease      clientv3.LeaseID
+	registered map[string]*nodemanagerv1.Node // by node id: what was last written
+	reported   map[string]workloadv1.PodState // by binding key "@" create revision
+	created    map[string]bool                // users' pods' workloads created, by name
+}
+
+// Run registers the cluster's nodes and runs Runway's bindings as pods
+// until ctx ends. It returns ctx's error, or an error when it cannot start.
+func Run(ctx context.Context, cfg Config) error {
+	if err := cfg.check(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	r := &runtime{cfg: cfg, log: cfg.Logger.With("runtime", "kubernetes"),
+		queue:      workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
+		bindings:   map[string]binding{},
+		registered: map[string]*nodemanagerv1.Node{}, reported: map[string]workloadv1.PodState{},
+		created: map[string]bool{}}
+	defer r.queue.ShutDown()
+
+	f := informers.NewSharedInformerFactory(cfg.Kube, cfg.Resync)
+	nodeInf, podInf := f.Core().V1().Nodes(), f.Core().V1().Pods()
+	if err := nodeInf.Informer().AddIndexers(cache.Indexers{indexNodeID: func(obj any) ([]string, error) {
+		if id := nodeID(obj.(*corev1.Node).Name); id != "" {
+			return []string{id}, nil
+		}
+		return nil, nil
+	}}); err != nil {
+		return err
+	}
+	if err := podInf.Informer().AddIndexers(cache.Indexers{
+		indexBinding: func(obj any) ([]string, error) {
+			if k := obj.(*corev1.Pod).Annotations[AnnotationBinding]; k != "" {
+				return []string{k}, nil
+			}
+			return nil, nil
+		},
+		indexForeign: func(obj any) ([]string, error) {
+			if w := foreignWorkload(obj.(*corev1.Pod)); w != "" {
+				return []string{w}, nil
+			}
+			return nil, nil
+		},
+	}); err != nil {
+		return err
+	}
+	r.nodes, r.nodeIdx = nodeInf.Lister(), nodeInf.Informer().GetIndexer()
+	r.pods, r.podIdx = podInf.Lister(), podInf.Informer().GetIndexer()
+	if _, err := nodeInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { r.enqueueNode(obj) },
+		UpdateFunc: func(_, obj any) { r.enqueueNode(obj) },
+		DeleteFunc: func(obj any) { r.enqueueNode(obj) },
+	}); err != nil {
+		return err
+	}
+	if _, err := podInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { r.enqueuePod(obj, false) },
+		UpdateFunc: func(_, obj any) { r.enqueuePod(obj, false) },
+		DeleteFunc: func(obj any) { r.enqueuePod(obj, true) },
+	}); err != nil {
+		return err
+	}
+	f.Start(ctx.Done())
+	defer f.Shutdown()
+	for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return fmt.Errorf("kube: %v informer did not sync: %w", typ, ctx.Err())
+		}
+	}
+
+	lease, err := r.grant(ctx)
+	if err != nil {
+		return err
+	}
+	r.lease = lease
+	rev, err := r.listBindings(ctx)
+	if err != nil {
+		return err
+	}
+	go r.watchBindings(ctx, rev+1)
+	go r.keepAlive(ctx, lease)
+	r.log.Info("kubernetes runtime: started", "namespace", cfg.Namespace)
+	// Every object once: nodes registered, bindings run, stale pods deleted.
+	for _, n := range nodeInf.Informer().GetStore().ListKeys() {
+		r.queue.Add(kindNode + ":" + n)
+	}
+	for _, p := range podInf.Informer().GetStore().ListKeys() {
+		r.queue.Add(kindPod + ":" + p)
+	}
+	go func() {
+		<-ctx.Done()
+		r.queue.ShutDown()
+	}()
+	for r.next(ctx) {
+	}
+	return ctx.Err()
+}
+
+func (r *runtime) enqueueNode(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if n, ok := obj.(*corev1.Node); ok {
+		r.queue.Add(kindNode + ":" + n.Name)
+	}
+}
+
+// enqueuePod queues the pod, the node whose free GPUs it changes, its
+// binding (a deleted pod of a live binding is created again) and, for a
+// deleted user's pod, its workload.
+func (r *runtime) enqueuePod(obj any, deleted bool) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	r.queue.Add(kindPod + ":" + p.Namespace + "/" + p.Name)
+	if p.Spec.NodeName != "" && p.Spec.SchedulerName != SchedulerName {
+		r.queue.Add(kindNode + ":" + p.Spec.NodeName)
+	}
+	if k := p.Annotations[AnnotationBinding]; k != "" {
+		r.queue.Add(kindBinding + ":" + k)
+	}
+	if w := foreignWorkload(p); deleted && w != "" {
+		r.queue.Add(kindForeign + ":" + w)
+	}
+}
+
+// next handles one queue key; false once the queue is shut down.
+func (r *runtime) next(ctx context.Context) bool {
+	key, quit := r.queue.Get()
+	if quit {
+		return false
+	}
+	defer r.queue.Done(key)
+	kind, id, _ := strings.Cut(key, ":")
+	var err error
+	switch kind {
+	case kindNode:
+		err = r.syncNode(ctx, id)
+	case kindBinding:
+		err = r.syncBinding(ctx, id)
+	case kindPod:
+		err = r.syncPod(ctx, id)
+	case kindForeign:
+		err = r.deleteForeign(ctx, id)
+	case kindLease:
+		err = r.renewLease(ctx)
+	}
+	switch {
+	case err == nil:
+		r.queue.Forget(key)
+	case ctx.Err() != nil:
+	default:
+		r.log.Warn("kubernetes runtime: retrying", "key", key, "err", err)
+		r.queue.AddRateLimited(key)
+	}
+	return true
+}
+
+func (r *runtime) putBinding(key string, value []byte, rev int64) {
+	b, err := nodemanager.DecodeBinding(etcdstore.PrefixBindings+key, value)
+	if err != nil {
+		r.log.Error("kubernetes runtime: ignoring binding", "key", key, "err", err)
+		return
+	}
+	r.mu.Lock()
+	r.bindings[key] = binding{Binding: b, key: key, rev: rev}
+	r.mu.Unlock()
+	r.queue.Add(kindBinding + ":" + key)
+}
+
+func (r *runtime) deleteBinding(key string) {
+	r.mu.Lock()
+	delete(r.bindings, key)
+	r.mu.Unlock()
+	r.queue.Add(kindBinding + ":" + key)
+}
+
+// binding returns the binding at key.
+func (r *runtime) binding(key string) (binding, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b, ok := r.bindings[key]
+	return b, ok
+}
+
+// listBindings fills the map before the worker starts.
+func (r *runtime) listBindings(ctx context.Context) (int64, error) {
+	resp, err := r.cfg.Etcd.Get(ctx, etcdstore.PrefixBindings, clientv3.WithPrefix())
+	if err != nil {
+		return 0, fmt.Errorf("kube: list bindings: %w", err)
+	}
+	for _, kv := range resp.Kvs {
+		r.putBinding(strings.TrimPrefix(string(kv.Key), etcdstore.PrefixBindings), kv.Value, kv.CreateRevision)
+	}
+	return resp.Header.Revision, nil
+}
+
+// watchBindings keeps the bindings map from rev on; when the watch breaks
+// it lists again and applies the differences.
+func (r *runtime) watchBindings(ctx context.Context, rev int64) {
+	for ctx.Err() == nil {
+		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		for resp := range r.cfg.Etcd.Watch(wctx, etcdstore.PrefixBindings, clientv3.WithPrefix(), clientv3.WithRev(rev)) {
+			if resp.Err() != nil {
+				break
+			}
+			for _, ev := range resp.Events {
+				k := strings.TrimPrefix(string(ev.Kv.Key), etcdstore.PrefixBindings)
+				if ev.Type == clientv3.EventTypeDelete {
+					r.deleteBinding(k)
+				} else {
+					r.putBinding(k, ev.Kv.Value, ev.Kv.CreateRevision)
+				}
+			}
+			rev = resp.Header.Revision + 1
+		}
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		// A broken watch (compaction, lost etcd leader): list again.
+		resp, err := r.cfg.Etcd.Get(ctx, etcdstore.PrefixBindings, clientv3.WithPrefix())
+		if err != nil {
+			r.log.Warn("kubernetes runtime: list bindings", "err", err)
+			time.Sleep(500 * time.Millisecond)
+			continue
+		}
+		seen := map[string]bool{}
+		for _, kv := range resp.Kvs {
+			k := strings.TrimPrefix(string(kv.Key), etcdstore.PrefixBindings)
+			seen[k] = true
+			r.putBinding(k, kv.Value, kv.CreateRevision)
+		}
+		r.mu.Lock()
+		var gone []string
+		for k := range r.bindings {
+			if !seen[k] {
+				gone = append(gone, k)
+			}
+		}
+		r.mu.Unlock()
+		for _, k := range gone {
+			r.deleteBinding(k)
+		}
+		rev = resp.Header.Revision + 1
+	}
+}
