@@ -136,6 +136,45 @@ func (s *State) SetReady(n *Node, ready bool) []PodRef {
 	return lost
 }
 
+// Reshape gives a node new capacity, devices and labels (another scheduler
+// took or freed GPUs on it; it was relabelled); its pool does not change.
+// The node's pods are taken off first and returned: the caller puts back
+// those that still hold (a store's bindings), as after SetReady.
+func (s *State) Reshape(n *Node, spec NodeSpec) []PodRef {
+	lost := append([]PodRef(nil), n.Pods...)
+	for _, ref := range lost {
+		s.unplace(ref.Workload, ref.Pod)
+	}
+	n.Pool.unindexNode(n)
+	n.Labels = spec.Labels
+	n.Capacity = Resources{GPU: int64(spec.GPUs) * FullDevice, CPU: spec.CPU, Memory: spec.Memory}
+	n.Devices = n.Devices[:0]
+	for i := 0; i < spec.GPUs; i++ {
+		n.Devices = append(n.Devices, Device{Index: i, Memory: spec.GPUMemory})
+	}
+	n.Pool.indexNode(n)
+	n.Pool.recompute()
+	return lost
+}
+
+// SameShape reports whether spec describes n as it is (capacity, devices,
+// labels), so that Reshape would change nothing.
+func (n *Node) SameShape(spec NodeSpec) bool {
+	if n.Capacity != (Resources{GPU: int64(spec.GPUs) * FullDevice, CPU: spec.CPU, Memory: spec.Memory}) ||
+		len(n.Devices) != spec.GPUs || len(n.Labels) != len(spec.Labels) {
+		return false
+	}
+	if spec.GPUs > 0 && n.Devices[0].Memory != spec.GPUMemory {
+		return false
+	}
+	for k, v := range spec.Labels {
+		if n.Labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
 // AddDepartment declares a department with its quota per pool (pools not named
 // get DefaultQuota).
 func (s *State) AddDepartment(name string, quotas map[string]Quota) (*Queue, error) {

@@ -164,3 +164,37 @@ func TestQuotaEffectiveLimit(t *testing.T) {
 		})
 	}
 }
+
+// Reshape takes the node's pods off, gives it the new devices and capacity,
+// and the pool's totals and free index follow.
+func TestReshape(t *testing.T) {
+	s := newState(t)
+	a := submit(t, s, "a", 1000)
+	n1 := s.Node("n1")
+	s.Place(a, 0, n1, []int{1}, 1000)
+	spec := cluster.NodeSpec{Name: "n1", Pool: "default", GPUs: 2, GPUMemory: 80 << 30, CPU: 8000, Memory: 64 << 30}
+	if !n1.SameShape(spec) {
+		t.Fatal("SameShape is false for the node's own spec")
+	}
+	spec.GPUs, spec.Labels = 1, map[string]string{"run.ai/type": "dgx"}
+	if n1.SameShape(spec) {
+		t.Fatal("SameShape is true for one GPU less")
+	}
+	lost := s.Reshape(n1, spec)
+	if len(lost) != 1 || lost[0].Workload != a || a.PlacedPods() != 0 {
+		t.Fatalf("lost %v, a holds %d pods", lost, a.PlacedPods())
+	}
+	if len(n1.Devices) != 1 || n1.Capacity.GPU != 1000 || n1.Used.GPU != 0 || n1.Labels["run.ai/type"] != "dgx" {
+		t.Errorf("n1 after reshape: %d devices, capacity %v, used %v, labels %v", len(n1.Devices), n1.Capacity, n1.Used, n1.Labels)
+	}
+	if got := s.Pool("default").Total.GPU; got != 3000 {
+		t.Errorf("pool total: want 3000 milli-GPUs, got %d", got)
+	}
+	if got := s.Queue("p").Usage[0].Allocated.GPU; got != 0 {
+		t.Errorf("project allocation: want 0, got %d", got)
+	}
+	s.Place(a, 0, n1, []int{0}, 1000)
+	if got := s.Pool("default").Free().GPU; got != 2000 {
+		t.Errorf("pool free after placing on the reshaped node: want 2000, got %d", got)
+	}
+}

@@ -527,9 +527,11 @@ func (c *Cache) setQuotas(q *cluster.Queue, quotas map[string]cluster.Quota, bas
 	return true
 }
 
-// syncNode adds a node, or follows its readiness. State cannot remove a node
-// or change its capacity, so a deleted node becomes NotReady (its pods are
-// lost) and a capacity change needs a restart.
+// syncNode adds a node, follows its readiness and its shape (GPUs that
+// another scheduler takes or frees on a Kubernetes node, labels). State
+// cannot remove a node, so a deleted node becomes NotReady (its pods are
+// lost); a node that moves to another pool keeps its first pool until the
+// scheduler restarts.
 func (c *Cache) syncNode(id string) bool {
 	raw, ok := c.nodes[id]
 	n := c.state.Node(id)
@@ -545,16 +547,29 @@ func (c *Cache) syncNode(id string) bool {
 		c.markBindingsOn(id)
 		return err == nil
 	}
-	ready := ok && nodeReady(raw)
-	for _, ref := range c.state.SetReady(n, ready) {
-		if ref.Workload.PlacedPods() == 0 {
-			scheduling.Requeue(c.state, ref.Workload)
-		}
+	var lost []cluster.PodRef
+	if spec := nodeSpec(id, raw); ok && !n.SameShape(spec) {
+		// Its pods come back from their bindings below, as far as the new
+		// shape has their devices.
+		lost = c.state.Reshape(n, spec)
 	}
+	ready := ok && nodeReady(raw)
+	lost = append(lost, c.state.SetReady(n, ready)...)
 	if ready {
 		c.markBindingsOn(id)
 	}
+	for _, ref := range lost {
+		if ref.Workload.PlacedPods() == 0 && !(ready && c.hasBindingOn(id, ref)) {
+			scheduling.Requeue(c.state, ref.Workload)
+		}
+	}
 	return true
+}
+
+// hasBindingOn: the pod is still bound to node (its binding will put it back).
+func (c *Cache) hasBindingOn(node string, ref cluster.PodRef) bool {
+	_, ok := c.bindings[bindingID(node, ref.Workload.ID, ref.Pod)]
+	return ok
 }
 
 func (c *Cache) markBindingsOn(node string) {

@@ -3,6 +3,7 @@ package kube_test
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -285,4 +286,65 @@ func userPod(name, node, project string) *corev1.Pod {
 		p.Labels[kube.LabelProject] = project
 	}
 	return p
+}
+
+// TestLateForeignPod: GPUs another scheduler's pod takes after Runway has
+// seen the node are taken off what Runway places there, and given back when
+// that pod goes.
+func TestLateForeignPod(t *testing.T) {
+	e := newEnv(t, "late")
+	users := "late-users"
+	e.node(t, "late-node-1", 2)
+	e.start(t)
+	e.project(t, "team-l", 2)
+	eventually(t, "the node registered with 2 GPUs", func() string {
+		n, err := e.rw.GetNode(t.Context(), "late-node-1")
+		if err != nil {
+			return err.Error()
+		}
+		if len(n.GetDevices()) != 2 {
+			return fmt.Sprintf("devices %v", n.GetDevices())
+		}
+		return ""
+	})
+	if _, err := e.kube.CoreV1().Pods(users).Create(t.Context(), userPod("other", "late-node-1", ""), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the node offering 1 GPU", func() string {
+		n, err := e.rw.GetNode(t.Context(), "late-node-1")
+		if err != nil {
+			return err.Error()
+		}
+		if len(n.GetDevices()) != 1 {
+			return fmt.Sprintf("devices %v", n.GetDevices())
+		}
+		return ""
+	})
+	e.training(t, "team-l", "big", 1, 2)
+	eventually(t, "big waiting for capacity", func() string {
+		w, err := e.rw.GetWorkload(t.Context(), "team-l", "big")
+		if err != nil {
+			return err.Error()
+		}
+		for _, r := range w.GetStatus().GetPendingReasons() {
+			if strings.Contains(r.GetMessage(), "the largest free block is 1 GPU") {
+				return ""
+			}
+		}
+		return fmt.Sprintf("status %v", w.GetStatus())
+	})
+	if live, _ := e.pods(t, "big"); len(live) != 0 {
+		t.Fatalf("big has %d pods while the other scheduler holds a GPU", len(live))
+	}
+	zero := int64(0)
+	if err := e.kube.CoreV1().Pods(users).Delete(t.Context(), "other", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "big bound once the GPU is back", func() string {
+		live, _ := e.pods(t, "big")
+		if len(live) != 1 || live[0].Spec.NodeName != "late-node-1" {
+			return fmt.Sprintf("%d pods", len(live))
+		}
+		return ""
+	})
 }
