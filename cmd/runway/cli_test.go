@@ -174,6 +174,7 @@ team-b   default     default    2.00       unlimited  1       2.00       2.00
 			RunningPods        int
 			AllocatedMilliGpus string // int64 is a string in protojson
 			PreemptionCount    int
+			PendingReasons     []struct{ Check, NodePool, Message string }
 		}
 	}
 	if err := json.Unmarshal([]byte(d.ok(t, "workload", "list", "-A", "-o", "json")), &ws); err != nil {
@@ -196,6 +197,13 @@ team-b   default     default    2.00       unlimited  1       2.00       2.00
 		if phases[n] != p {
 			t.Errorf("%s phase %q, want %q", n, phases[n], p)
 		}
+	}
+	checks := map[string]string{}
+	for _, r := range ws[len(ws)-1].Status.PendingReasons {
+		checks[r.Check] = r.NodePool
+	}
+	if checks["PENDING_CHECK_CAPACITY"] != "nodepools/default" || checks["PENDING_CHECK_RECLAIM"] != "nodepools/default" {
+		t.Errorf("a1's pending reasons %+v; want CAPACITY and RECLAIM checks in nodepools/default", ws[len(ws)-1].Status.PendingReasons)
 	}
 	if ws[len(ws)-1].Status.PreemptionCount != 1 || ws[0].Status.AllocatedMilliGpus != "2000" {
 		t.Errorf("json: a1 preempted %d times (want 1), a2 holds %s milli-GPUs (want 2000)",

@@ -26,10 +26,27 @@ func ParseStrategy(s string) (Strategy, error) {
 	return Binpack, fmt.Errorf("unknown placement %q (want binpack or spread)", s)
 }
 
+// MissKind says why pods did not fit.
+type MissKind int
+
+// The kinds of misses.
+const (
+	NoReadyNode       MissKind = iota + 1 // the pool has no Ready node
+	NoNodeOfType                          // no Ready node of the workload's node type
+	NoRoom                                // no node has room for a pod
+	NotAllTogether                        // some of the k pods fit, not all at once
+)
+
+// Miss is why Place placed nothing: its kind and, for people, the numbers.
+type Miss struct {
+	Kind MissKind
+	Text string
+}
+
 // Place puts the next k unplaced pods of w on nodes of pool p, all or none,
 // and returns the pods it placed. On failure s is unchanged, the pods are nil
-// and the reason says what did not fit, with numbers.
-func Place(s *cluster.State, p *cluster.Pool, w *cluster.Workload, k int, st Strategy) ([]int, string) {
+// and the miss says what did not fit, with numbers.
+func Place(s *cluster.State, p *cluster.Pool, w *cluster.Workload, k int, st Strategy) ([]int, Miss) {
 	mark := s.Mark()
 	pods := make([]int, 0, k)
 	for pod := range w.Placed {
@@ -47,7 +64,7 @@ func Place(s *cluster.State, p *cluster.Pool, w *cluster.Workload, k int, st Str
 		s.Place(w, pod, n, devs, share)
 		pods = append(pods, pod)
 	}
-	return pods, ""
+	return pods, Miss{}
 }
 
 // choose finds the best node and devices for one pod of w, or nil.
@@ -181,17 +198,21 @@ func chooseCPUOnly(p *cluster.Pool, w *cluster.Workload, st Strategy) *cluster.N
 }
 
 // failure explains why pods of w do not fit in p, with numbers.
-func failure(p *cluster.Pool, w *cluster.Workload, k, placed int) string {
+func failure(p *cluster.Pool, w *cluster.Workload, k, placed int) Miss {
 	what := podNeed(w)
 	var fit string
+	room := NoRoom
 	if k > 1 {
 		fit = fmt.Sprintf("needs %d pods of %s; %d fit", k, what, placed)
+		if placed > 0 {
+			room = NotAllTogether
+		}
 	} else {
 		fit = "needs " + what
 	}
 	if w.NodeType == "" && w.Pod.GPU+w.Pod.GPUMemory > 0 && p.ReadyNodes() > 0 {
 		// The common case without a scan: the free index knows the largest block.
-		return fmt.Sprintf("%s; the largest free block is %s", fit, cluster.Quantity(cluster.GPU, p.MaxFree()))
+		return Miss{room, fmt.Sprintf("%s; the largest free block is %s", fit, cluster.Quantity(cluster.GPU, p.MaxFree()))}
 	}
 	ready, typed := 0, 0
 	var maxGPU, maxCPU int64
@@ -210,13 +231,13 @@ func failure(p *cluster.Pool, w *cluster.Workload, k, placed int) string {
 	}
 	switch {
 	case ready == 0:
-		return fmt.Sprintf("%s; node pool %s has no Ready node", fit, p.Name)
+		return Miss{NoReadyNode, fmt.Sprintf("%s; node pool %s has no Ready node", fit, p.Name)}
 	case typed == 0:
-		return fmt.Sprintf("%s; node pool %s has no Ready node of type %s", fit, p.Name, w.NodeType)
+		return Miss{NoNodeOfType, fmt.Sprintf("%s; node pool %s has no Ready node of type %s", fit, p.Name, w.NodeType)}
 	case w.Pod.GPU > 0 || w.Pod.GPUMemory > 0:
-		return fmt.Sprintf("%s; the largest free block is %s", fit, cluster.Quantity(cluster.GPU, maxGPU))
+		return Miss{room, fmt.Sprintf("%s; the largest free block is %s", fit, cluster.Quantity(cluster.GPU, maxGPU))}
 	default:
-		return fmt.Sprintf("%s; the most free on one node is %s", fit, cluster.Quantity(cluster.CPU, maxCPU))
+		return Miss{room, fmt.Sprintf("%s; the most free on one node is %s", fit, cluster.Quantity(cluster.CPU, maxCPU))}
 	}
 }
 

@@ -72,7 +72,7 @@ func TestPlace(t *testing.T) {
 			w := submit(t, s, "j", tc.req)
 			pods, why := placement.Place(s, s.Pool("default"), w, 1, tc.strategy)
 			if pods == nil {
-				t.Fatalf("not placed: %s", why)
+				t.Fatalf("not placed: %s", why.Text)
 			}
 			at := w.Placed[pods[0]]
 			if at.Node.Name != tc.wantNode || !slices.Equal(at.Devices, tc.wantDevices) {
@@ -89,8 +89,8 @@ func TestPlaceFailureSaysWhy(t *testing.T) {
 	if pods != nil {
 		t.Fatal("a 5-GPU pod was placed on 4-GPU nodes")
 	}
-	if want := "needs 5 GPUs on one node; the largest free block is 4 GPUs"; why != want {
-		t.Errorf("reason: want %q, got %q", want, why)
+	if want := (placement.Miss{Kind: placement.NoRoom, Text: "needs 5 GPUs on one node; the largest free block is 4 GPUs"}); why != want {
+		t.Errorf("reason: want %+v, got %+v", want, why)
 	}
 	gang, err := s.Submit(cluster.WorkloadSpec{ID: "gang", Name: "gang", Project: "p", Priority: cluster.PriorityTrain,
 		Pods: 3, MinPods: 3, Pod: cluster.PodRequest{GPU: 4000}})
@@ -98,8 +98,9 @@ func TestPlaceFailureSaysWhy(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := s.Pool("default").Free()
-	if pods, why := placement.Place(s, s.Pool("default"), gang, 3, placement.Binpack); pods != nil || !strings.Contains(why, "3 pods of 4 GPUs on one node; 1 fit") {
-		t.Errorf("gang of 3 × 4 GPUs with one idle node: want failure with the count, got pods %v, %q", pods, why)
+	if pods, why := placement.Place(s, s.Pool("default"), gang, 3, placement.Binpack); pods != nil ||
+		why.Kind != placement.NotAllTogether || !strings.Contains(why.Text, "3 pods of 4 GPUs on one node; 1 fit") {
+		t.Errorf("gang of 3 × 4 GPUs with one idle node: want failure with the count, got pods %v, %+v", pods, why)
 	}
 	if after := s.Pool("default").Free(); after != before || gang.PlacedPods() != 0 {
 		t.Errorf("a failed gang left pods behind: free %v → %v, %d pods placed", before, after, gang.PlacedPods())

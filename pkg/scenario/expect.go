@@ -60,7 +60,7 @@ func (r *runner) why(w *cluster.Workload) string {
 	r.cfg.Now = r.now
 	for _, wt := range scheduling.Cycle(r.s, r.cfg).Waiting {
 		if wt.Workload == w.ID {
-			return " (" + strings.Join(wt.Reasons, "; ") + ")"
+			return " (" + strings.Join(scheduling.Texts(wt.Reasons), "; ") + ")"
 		}
 	}
 	return ""

@@ -184,8 +184,8 @@ func pickProject(d *deptLine, p *cluster.Pool) int {
 
 // tryAllocate places w's next pods in p if allocate's checks pass.
 func (c *cycle) tryAllocate(w *cluster.Workload, p *cluster.Pool) bool {
-	if why := checkQuota(w, p, request(w, p)); why != "" {
-		c.because(w, p, why)
+	if r := checkQuota(w, p, request(w, p)); r.Check != 0 {
+		c.because(w, p, r)
 		return false
 	}
 	// Placing only ever takes room, so a shape that did not fit still does
@@ -195,8 +195,9 @@ func (c *cycle) tryAllocate(w *cluster.Workload, p *cluster.Pool) bool {
 		c.because(w, p, miss.why)
 		return false
 	}
-	pods, why := placement.Place(c.s, p, w, w.NextPods(), c.cfg.Placement)
+	pods, miss := placement.Place(c.s, p, w, w.NextPods(), c.cfg.Placement)
 	if pods == nil {
+		why := Reason{Check: missChecks[miss.Kind], Text: miss.Text}
 		c.noFit[key] = noFit{why: why, evictions: len(c.plan.Evictions)}
 		c.because(w, p, why)
 		return false
@@ -220,6 +221,14 @@ func shapeOf(w *cluster.Workload, p *cluster.Pool) shape {
 
 // noFit remembers a shape that did not fit, and when.
 type noFit struct {
-	why       string
+	why       Reason
 	evictions int
+}
+
+// missChecks are the checks placement's misses fail.
+var missChecks = map[placement.MissKind]Check{
+	placement.NoReadyNode:    CheckNodePool,
+	placement.NoNodeOfType:   CheckNodeType,
+	placement.NoRoom:         CheckCapacity,
+	placement.NotAllTogether: CheckGang,
 }

@@ -14,15 +14,15 @@ func request(w *cluster.Workload, p *cluster.Pool) cluster.Resources {
 
 // checkQuota runs allocate's checks for adding req of w in pool p: the project
 // and each ancestor stay within their limit, and a non-preemptible workload
-// keeps their non-preemptible allocation within deserved. It returns "" when
-// they pass, otherwise the first failure with its numbers.
-func checkQuota(w *cluster.Workload, p *cluster.Pool, req cluster.Resources) string {
+// keeps their non-preemptible allocation within deserved. It returns the
+// zero Reason when they pass, otherwise the first failure with its numbers.
+func checkQuota(w *cluster.Workload, p *cluster.Pool, req cluster.Resources) Reason {
 	return quotaChecks(w, p, req, true)
 }
 
 // quotaChecks runs the limit checks (at every level, or at the project's only
 // when ancestorLimits is false) and the non-preemptible checks at every level.
-func quotaChecks(w *cluster.Workload, p *cluster.Pool, req cluster.Resources, ancestorLimits bool) string {
+func quotaChecks(w *cluster.Workload, p *cluster.Pool, req cluster.Resources, ancestorLimits bool) Reason {
 	for q := w.Project; q != nil; q = q.Parent {
 		quota := q.Quotas[p.Index]
 		u := q.Usage[p.Index]
@@ -36,25 +36,34 @@ func quotaChecks(w *cluster.Workload, p *cluster.Pool, req cluster.Resources, an
 				if !quota.OverQuota && l == quota.Deserved.Get(r) {
 					what = "quota (over-quota is off)"
 				}
-				return fmt.Sprintf("%s %s would hold %s, above its %s of %s",
-					q.Kind, q.Name, cluster.Quantity(r, u.Allocated.Get(r)+need), what, cluster.FormatAmount(r, l))
+				return Reason{Check: CheckLimit, Queue: queueName(q), Text: fmt.Sprintf("%s %s would hold %s, above its %s of %s",
+					q.Kind, q.Name, cluster.Quantity(r, u.Allocated.Get(r)+need), what, cluster.FormatAmount(r, l))}
 			}
 			if w.Priority.Preemptible {
 				continue
 			}
 			if d := quota.Deserved.Get(r); d != cluster.Unlimited && u.NonPreemptible.Get(r)+need > d {
-				return fmt.Sprintf("non-preemptible workloads of %s %s would hold %s, above its deserved quota of %s",
-					q.Kind, q.Name, cluster.Quantity(r, u.NonPreemptible.Get(r)+need), cluster.FormatAmount(r, d))
+				return Reason{Check: CheckNonPreemptibleDeserved, Queue: queueName(q), Text: fmt.Sprintf(
+					"non-preemptible workloads of %s %s would hold %s, above its deserved quota of %s",
+					q.Kind, q.Name, cluster.Quantity(r, u.NonPreemptible.Get(r)+need), cluster.FormatAmount(r, d))}
 			}
 		}
 	}
-	return ""
+	return Reason{}
+}
+
+// queueName is a queue's resource name, "projects/{p}" or "departments/{d}".
+func queueName(q *cluster.Queue) string {
+	if q.Kind == cluster.Department {
+		return "departments/" + q.Name
+	}
+	return "projects/" + q.Name
 }
 
 // checkOwnQuota is the part of checkQuota that evicting other projects'
 // preemptible workloads cannot change: j's project's limit, and the
 // non-preemptible checks at every level. (A department's limit can be lifted
 // by victims of the department's other projects.)
-func checkOwnQuota(w *cluster.Workload, p *cluster.Pool, req cluster.Resources) string {
+func checkOwnQuota(w *cluster.Workload, p *cluster.Pool, req cluster.Resources) Reason {
 	return quotaChecks(w, p, req, false)
 }

@@ -13,7 +13,7 @@ type cycle struct {
 	cfg     Config
 	plan    Plan
 	touched map[*cluster.Workload]bool // gained pods this cycle: never a victim in it
-	reasons map[*cluster.Workload][]string
+	reasons map[*cluster.Workload][]Reason
 	noFit   map[shape]noFit
 	// noRoom remembers victim searches that found nothing, valid while the
 	// plan has not changed since.
@@ -28,7 +28,7 @@ func Cycle(s *cluster.State, cfg Config) Plan {
 		cfg.SearchBound = DefaultConfig().SearchBound
 	}
 	ComputeFairShares(s)
-	c := &cycle{s: s, cfg: cfg, touched: map[*cluster.Workload]bool{}, reasons: map[*cluster.Workload][]string{},
+	c := &cycle{s: s, cfg: cfg, touched: map[*cluster.Workload]bool{}, reasons: map[*cluster.Workload][]Reason{},
 		noFit: map[shape]noFit{}, noRoom: map[searchKey]noRoom{}}
 	mark := s.Mark()
 	c.gangTimeouts()
@@ -60,9 +60,10 @@ func (c *cycle) gangTimeouts() {
 	}
 }
 
-func (c *cycle) because(w *cluster.Workload, p *cluster.Pool, why string) {
+func (c *cycle) because(w *cluster.Workload, p *cluster.Pool, why Reason) {
+	why.Pool = p.Name
 	if len(w.Pools) > 1 {
-		why = "node pool " + p.Name + ": " + why
+		why.Text = "node pool " + p.Name + ": " + why.Text
 	}
 	c.reasons[w] = append(c.reasons[w], why)
 }
@@ -83,6 +84,10 @@ func (c *cycle) bind(w *cluster.Workload, pods []int) {
 // unit that is the whole workload is recorded with Pods nil.
 func (c *cycle) evict(u unit, rule Rule, forW *cluster.Workload, why string) {
 	whole := len(u.pods) == u.w.PlacedPods()
+	pool := ""
+	if n := u.w.Placed[u.pods[0]].Node; n != nil {
+		pool = n.Pool.Name
+	}
 	for _, pod := range u.pods {
 		c.s.Unplace(u.w, pod)
 	}
@@ -98,7 +103,8 @@ func (c *cycle) evict(u unit, rule Rule, forW *cluster.Workload, why string) {
 	if !whole {
 		what = fmt.Sprintf("%d pod(s) evicted", len(u.pods))
 	}
-	c.reasons[u.w] = append(c.reasons[u.w], fmt.Sprintf("%s (%s): %s", what, rule, why))
+	c.reasons[u.w] = append(c.reasons[u.w], Reason{Check: ruleChecks[rule], Pool: pool,
+		Text: fmt.Sprintf("%s (%s): %s", what, rule, why)})
 }
 
 // explain lists every workload still waiting with its reasons.

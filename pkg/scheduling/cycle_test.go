@@ -56,7 +56,7 @@ func outcomeOf(t *testing.T, plan scheduling.Plan) outcome {
 		if _, dup := o.waiting[w.Workload]; dup {
 			t.Errorf("workload %s is listed twice in Waiting", w.Workload)
 		}
-		o.waiting[w.Workload] = w.Reasons
+		o.waiting[w.Workload] = scheduling.Texts(w.Reasons)
 	}
 	return o
 }
@@ -628,5 +628,78 @@ func TestReclaimDoesNotThrash(t *testing.T) {
 		State()
 	if plans := RunUntilStable(s, scheduling.DefaultConfig()); !Stable(plans) {
 		t.Errorf("no stable state after %d cycles; the last two plans:\n%+v\n%+v", len(plans), plans[len(plans)-2], plans[len(plans)-1])
+	}
+}
+
+// Each reason names the check it failed, the pool it ran in and, for quota
+// checks, the queue: what clients branch on (PendingReason.check).
+func TestReasonChecks(t *testing.T) {
+	tests := map[string]struct {
+		cluster  *Cluster
+		phrase   string
+		check    scheduling.Check
+		queue    string
+		workload string // the waiting workload ("j" when empty)
+	}{
+		"limit": {
+			cluster: NewCluster().Node("n1", 4).Project("p", "", Deserved(1), Limit(2)).
+				Workload(W("r1").Project("p").GPU(2).On("n1"), W("j").Project("p").GPU(1)),
+			phrase: "above its limit", check: scheduling.CheckLimit, queue: "projects/p",
+		},
+		"non-preemptible beyond deserved": {
+			cluster: NewCluster().Node("n1", 4).Project("p", "", Deserved(1)).
+				Workload(W("b1").Project("p").GPU(1).Priority(build).On("n1"), W("j").Project("p").GPU(1).Priority(build)),
+			phrase: "above its deserved quota", check: scheduling.CheckNonPreemptibleDeserved, queue: "projects/p",
+		},
+		"node type": {
+			cluster: NewCluster().Node("n1", 4, Type("a100")).Project("p", "", Deserved(4)).
+				Workload(W("j").Project("p").GPU(1).NodeType("h100")),
+			phrase: "no Ready node of type h100", check: scheduling.CheckNodeType,
+		},
+		"capacity": {
+			cluster: NewCluster().Node("n1", 4).Node("n2", 4).Project("p", "", Deserved(8)).
+				Workload(W("r1").Project("p").GPU(2).On("n1"), W("r2").Project("p").GPU(2).On("n2"), W("j").Project("p").GPU(4)),
+			phrase: "the largest free block is 2", check: scheduling.CheckCapacity,
+		},
+		"gang": {
+			cluster: NewCluster().Node("n1", 4).Node("n2", 4).Project("p", "", Deserved(8)).
+				Workload(W("r1").Project("p").GPU(4).On("n1"), W("j").Project("p").GPU(4).Pods(2)),
+			phrase: "needs 2 pods of 4 GPUs on one node; 1 fit", check: scheduling.CheckGang,
+		},
+		"reclaim gate": {
+			cluster: NewCluster().Node("n1", 2).Project("a", "", Deserved(1)).Project("b", "", Deserved(1)).
+				Workload(W("a1").Project("a").GPU(1).On("n1"), W("b1").Project("b").GPU(1).On("n1"), W("j").Project("a").GPU(1).At(time.Second)),
+			phrase: "above its fair share", check: scheduling.CheckReclaim,
+		},
+		"evicted by reclaim": {
+			cluster: NewCluster().Node("n1", 2).Project("a", "", Deserved(2)).Project("b", "", Deserved(0)).
+				Workload(W("b1").Project("b").GPU(2).On("n1"), W("j").Project("a").GPU(2).At(time.Second)),
+			phrase: "evicted (reclaim)", check: scheduling.CheckReclaim, workload: "b1",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			plan := scheduling.Cycle(tc.cluster.State(), scheduling.DefaultConfig())
+			want := tc.workload
+			if want == "" {
+				want = "j"
+			}
+			for _, w := range plan.Waiting {
+				if w.Workload != want {
+					continue
+				}
+				for _, r := range w.Reasons {
+					if strings.Contains(r.Text, tc.phrase) {
+						if r.Check != tc.check || r.Pool != "default" || r.Queue != tc.queue {
+							t.Errorf("reason %q: check %d pool %q queue %q; want check %d pool default queue %q",
+								r.Text, r.Check, r.Pool, r.Queue, tc.check, tc.queue)
+						}
+						return
+					}
+				}
+				t.Fatalf("%s waits for %q, none containing %q", want, scheduling.Texts(w.Reasons), tc.phrase)
+			}
+			t.Fatalf("%s is not waiting; plan %+v", want, plan)
+		})
 	}
 }

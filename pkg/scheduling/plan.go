@@ -58,7 +58,47 @@ type Eviction struct {
 // Waiting is a workload left with pods to place, and why.
 type Waiting struct {
 	Workload string
-	Reasons  []string
+	Reasons  []Reason
+}
+
+// Check names the test a waiting workload failed (SCHEDULING.md §3, §5), so
+// that clients can branch on it; the text is for people.
+type Check int
+
+// The checks, in the order the API's PendingCheck lists them.
+const (
+	CheckLimit                  Check = iota + 1 // a queue would exceed its limit (or deserved, over-quota off)
+	CheckNonPreemptibleDeserved                  // non-preemptible work would exceed deserved
+	CheckNodePool                                // the pool has no Ready node
+	CheckNodeType                                // no Ready node of the requested type
+	CheckCapacity                                // no node has room for a pod
+	CheckGang                                    // single pods fit, not all of them at once (or evicted for its minimum)
+	CheckReclaim                                 // reclaim was not allowed, found no victims, or evicted it
+	CheckPreempt                                 // preemption found no victims, or evicted it
+)
+
+// Reason is one check a workload failed in a cycle.
+type Reason struct {
+	Check Check
+	// Pool is the node pool the check ran in.
+	Pool string
+	// Queue is the queue a quota check is about, "projects/{p}" or
+	// "departments/{d}"; empty otherwise.
+	Queue string
+	// Text says it with the numbers, for people.
+	Text string
+}
+
+// ruleChecks: an evicted workload waits because of the rule that evicted it.
+var ruleChecks = map[Rule]Check{RuleReclaim: CheckReclaim, RulePreempt: CheckPreempt, RuleGangMinimum: CheckGang}
+
+// Texts are the reasons' texts, in order.
+func Texts(rs []Reason) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.Text
+	}
+	return out
 }
 
 // Plan is a cycle's decisions, in the order they were taken.

@@ -397,7 +397,7 @@ func waitingProblems(s *cluster.State, plan scheduling.Plan) []string {
 	}
 	reasons := map[string][]string{}
 	for _, w := range plan.Waiting {
-		reasons[w.Workload] = w.Reasons
+		reasons[w.Workload] = scheduling.Texts(w.Reasons)
 		if x := s.Workload(w.Workload); x == nil || !x.Wants() {
 			out = append(out, fmt.Sprintf("%s is listed as waiting but has nothing to place", w.Workload))
 		}

@@ -28,7 +28,7 @@ type searchKey struct {
 
 // noRoom is a search that found nothing, and the plan's size then.
 type noRoom struct {
-	why     string
+	why     Reason // zero: nothing to say (no candidates at all)
 	version int
 }
 
@@ -38,7 +38,7 @@ func (c *cycle) version() int { return len(c.plan.Evictions) + len(c.plan.Bindin
 func (c *cycle) knownNoRoom(j *cluster.Workload, p *cluster.Pool, key searchKey) bool {
 	miss, ok := c.noRoom[key]
 	if ok && miss.version == c.version() {
-		if miss.why != "" {
+		if miss.why.Check != 0 {
 			c.because(j, p, miss.why)
 		}
 		return true
@@ -46,9 +46,9 @@ func (c *cycle) knownNoRoom(j *cluster.Workload, p *cluster.Pool, key searchKey)
 	return false
 }
 
-func (c *cycle) rememberNoRoom(j *cluster.Workload, p *cluster.Pool, key searchKey, why string) {
+func (c *cycle) rememberNoRoom(j *cluster.Workload, p *cluster.Pool, key searchKey, why Reason) {
 	c.noRoom[key] = noRoom{why: why, version: c.version()}
-	if why != "" {
+	if why.Check != 0 {
 		c.because(j, p, why)
 	}
 }
@@ -60,10 +60,10 @@ func (c *cycle) reclaim(j *cluster.Workload) bool {
 	q := j.Project
 	req := request(j, p)
 	if why := c.gate(j, p, req); why != "" {
-		c.because(j, p, why)
+		c.because(j, p, Reason{Check: CheckReclaim, Text: why})
 		return false
 	}
-	if why := checkOwnQuota(j, p, req); why != "" {
+	if checkOwnQuota(j, p, req).Check != 0 {
 		return false // victims of other projects cannot lift its own limits
 	}
 	key := searchKey{rule: RuleReclaim, project: q, shape: shapeOf(j, p), preemptible: j.Priority.Preemptible}
@@ -90,9 +90,9 @@ func (c *cycle) reclaim(j *cluster.Workload) bool {
 	sr.rules = func(set []int) bool { return c.reclaimRules(j, p, req, sr.units, set) }
 	set := sr.find()
 	if set == nil {
-		why := "reclaim: no set of victims both frees room for it and keeps every project's fair share"
+		why := Reason{Check: CheckReclaim, Text: "reclaim: no set of victims both frees room for it and keeps every project's fair share"}
 		if len(sr.units) == 0 {
-			why = "no other project holds more than its share of what it needs; nothing to reclaim"
+			why.Text = "no other project holds more than its share of what it needs; nothing to reclaim"
 		}
 		c.rememberNoRoom(j, p, key, why)
 		return false
@@ -134,9 +134,9 @@ func (c *cycle) preempt(j *cluster.Workload) {
 	})
 	set := sr.find()
 	if set == nil {
-		why := "preempt: evicting every lower-priority workload of its project would not make room"
+		why := Reason{Check: CheckPreempt, Text: "preempt: evicting every lower-priority workload of its project would not make room"}
 		if len(sr.units) == 0 {
-			why = ""
+			why = Reason{}
 		}
 		c.rememberNoRoom(j, p, key, why)
 		return

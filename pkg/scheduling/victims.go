@@ -88,7 +88,7 @@ func (sr *search) try(set []int, keep bool) room {
 			sr.c.s.Unplace(sr.units[i].w, pod)
 		}
 	}
-	ok := checkQuota(sr.j, sr.pool, request(sr.j, sr.pool)) == ""
+	ok := checkQuota(sr.j, sr.pool, request(sr.j, sr.pool)).Check == 0
 	if ok {
 		pods, _ := placement.Place(sr.c.s, sr.pool, sr.j, sr.j.NextPods(), sr.c.cfg.Placement)
 		ok = pods != nil
@@ -113,7 +113,7 @@ func (sr *search) find() []int {
 	// The per-node search looks for room on a node only: it is exact when j
 	// already passes allocate's checks (victims are needed for room, not to
 	// lift a limit) and more victims never help the rules.
-	if sr.j.NextPods() == 1 && !sr.exact && checkQuota(sr.j, sr.pool, request(sr.j, sr.pool)) == "" {
+	if sr.j.NextPods() == 1 && !sr.exact && checkQuota(sr.j, sr.pool, request(sr.j, sr.pool)).Check == 0 {
 		return sr.findForPod()
 	}
 	for sr.pull() {

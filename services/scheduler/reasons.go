@@ -49,14 +49,14 @@ func reasonsWrites(written map[string]string, waiting []scheduling.Waiting) ([]w
 	next := make(map[string]string, len(waiting))
 	var out []write
 	for _, w := range waiting {
-		joined := strings.Join(w.Reasons, "\n")
+		joined := strings.Join(scheduling.Texts(w.Reasons), "\n")
 		next[w.Workload] = joined
 		if old, ok := written[w.Workload]; ok && old == joined {
 			continue
 		}
 		st := &workloadv1.WorkloadStatus{}
 		for _, r := range w.Reasons {
-			st.PendingReasons = append(st.PendingReasons, &workloadv1.PendingReason{Message: r})
+			st.PendingReasons = append(st.PendingReasons, pendingReason(r))
 		}
 		out = append(out, write{key: etcdstore.PrefixReasons + w.Workload, msg: st})
 	}
@@ -71,4 +71,26 @@ func reasonsWrites(written map[string]string, waiting []scheduling.Waiting) ([]w
 		out = append(out, write{key: etcdstore.PrefixReasons + id})
 	}
 	return out, next
+}
+
+// pendingChecks are the API's names of the core's checks.
+var pendingChecks = map[scheduling.Check]workloadv1.PendingCheck{
+	scheduling.CheckLimit:                  workloadv1.PendingCheck_PENDING_CHECK_LIMIT,
+	scheduling.CheckNonPreemptibleDeserved: workloadv1.PendingCheck_PENDING_CHECK_NON_PREEMPTIBLE_DESERVED,
+	scheduling.CheckNodePool:               workloadv1.PendingCheck_PENDING_CHECK_NODE_POOL,
+	scheduling.CheckNodeType:               workloadv1.PendingCheck_PENDING_CHECK_NODE_TYPE,
+	scheduling.CheckCapacity:               workloadv1.PendingCheck_PENDING_CHECK_CAPACITY,
+	scheduling.CheckGang:                   workloadv1.PendingCheck_PENDING_CHECK_GANG,
+	scheduling.CheckReclaim:                workloadv1.PendingCheck_PENDING_CHECK_RECLAIM,
+	scheduling.CheckPreempt:                workloadv1.PendingCheck_PENDING_CHECK_PREEMPT,
+}
+
+// pendingReason is one reason as the API shows it: the check clients branch
+// on, where it ran, and the sentence for people.
+func pendingReason(r scheduling.Reason) *workloadv1.PendingReason {
+	out := &workloadv1.PendingReason{Check: pendingChecks[r.Check], Message: r.Text, Queue: r.Queue}
+	if r.Pool != "" {
+		out.NodePool = "nodepools/" + r.Pool
+	}
+	return out
 }

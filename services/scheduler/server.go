@@ -90,6 +90,7 @@ type decision struct {
 	outcome  schedulerv1.DecisionOutcome
 	rule     workloadv1.SchedulingRule
 	reasons  []string
+	pending  []scheduling.Reason // a NOT_PLACED decision's reasons, structured
 	pool     string
 	others   []string // victims of a placement, or who took an eviction's room
 	election int64
@@ -154,7 +155,7 @@ func (s *Server) recordCycle(plan scheduling.Plan, now time.Time) {
 	s.lastPlan = make(map[string]decision, len(plan.Waiting))
 	for _, w := range plan.Waiting {
 		s.lastPlan[w.Workload] = decision{at: now, outcome: schedulerv1.DecisionOutcome_DECISION_OUTCOME_NOT_PLACED,
-			reasons: w.Reasons, election: election}
+			reasons: scheduling.Texts(w.Reasons), pending: w.Reasons, election: election}
 	}
 	for _, e := range plan.Evictions {
 		d := decision{at: now, outcome: schedulerv1.DecisionOutcome_DECISION_OUTCOME_EVICTED, rule: ruleOf(e.Rule),
@@ -410,8 +411,8 @@ func (s *Server) ExplainWorkload(ctx context.Context, req *schedulerv1.ExplainWo
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if d, ok := s.lastPlan[wid]; ok {
-		for _, r := range d.reasons {
-			out.PendingReasons = append(out.PendingReasons, &workloadv1.PendingReason{Message: r})
+		for _, r := range d.pending {
+			out.PendingReasons = append(out.PendingReasons, pendingReason(r))
 		}
 		out.LastDecision = d.proto()
 	}
