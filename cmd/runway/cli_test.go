@@ -25,10 +25,10 @@ type devServer struct {
 	cmd   *exec.Cmd
 }
 
-func startDev(t *testing.T) *devServer {
+func startDev(t *testing.T, flags ...string) *devServer {
 	t.Helper()
-	cmd := exec.Command(binary, "dev", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0",
-		"--nodes", "2", "--gpus-per-node", "2", "--openapi", "../../gen/openapi/runway.swagger.json")
+	cmd := exec.Command(binary, append([]string{"dev", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0",
+		"--nodes", "2", "--gpus-per-node", "2", "--openapi", "../../gen/openapi/runway.swagger.json"}, flags...)...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -8,8 +8,12 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/runwayhq/runway/pkg/sdk"
+	"github.com/runwayhq/runway/services/identity/oidctest"
 )
 
 // session runs the CLI as one person: its own config file (where `runway
@@ -152,5 +156,43 @@ func TestCLI_IdentityAndAccess(t *testing.T) {
 		if strings.Contains(out, secret) {
 			t.Errorf("the audit log shows a secret")
 		}
+	}
+}
+
+// `runway login --sso`: the device flow at an OpenID provider started in
+// the test (the person approves once the CLI polls), then the ID token signs
+// in an SSO user whose group's access rule applies.
+func TestCLI_SSODeviceLogin(t *testing.T) {
+	p := oidctest.New(t)
+	d := startDev(t, "--oidc-issuer", p.URL, "--oidc-client-id", "runway")
+	d.ok(t, "project", "create", "team-a", "--gpu", "1")
+	d.ok(t, "access-rule", "create", "--subject", "group:ml-team", "--role", "viewer", "--scope", "project:team-a")
+
+	go func() {
+		for p.Polls() == 0 {
+			time.Sleep(50 * time.Millisecond)
+		}
+		p.Approve("runway", jwt.MapClaims{"sub": "bob-1", "email": "bob@example.com", "email_verified": true,
+			"groups": []string{"ml-team"}})
+	}()
+	bob := d.session(t, "")
+	r := bob.run(t, "", "login", "--sso", "--issuer", p.URL, "--sso-client-id", "runway")
+	if r.code != 0 || !strings.Contains(r.stderr, "enter the code "+oidctest.UserCode) || !strings.HasPrefix(r.stdout, "signed in as users/") {
+		t.Fatalf("login --sso: exit %d\nstdout %q\nstderr %q", r.code, r.stdout, r.stderr)
+	}
+	if p.Polls() < 2 {
+		t.Errorf("the CLI polled %d times; want it to wait through authorization_pending", p.Polls())
+	}
+	if out := bob.ok(t, "", "whoami"); !strings.Contains(out, "viewer") || !strings.Contains(out, "group:ml-team") {
+		t.Errorf("whoami after SSO:\n%s", out)
+	}
+	if out := bob.ok(t, "", "project", "list"); !strings.Contains(out, "team-a") {
+		t.Errorf("project list as the SSO viewer:\n%s", out)
+	}
+	if r := bob.run(t, "", "project", "create", "team-z", "--gpu", "1"); r.code != 1 || !strings.Contains(r.stderr, "[PERMISSION_DENIED]") {
+		t.Errorf("a viewer created a project: exit %d, %q", r.code, r.stderr)
+	}
+	if r := bob.run(t, "", "login", "--sso", "--issuer", p.URL); r.code != 2 {
+		t.Errorf("--sso without --sso-client-id: exit %d, %q", r.code, r.stderr)
 	}
 }

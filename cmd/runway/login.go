@@ -18,21 +18,29 @@ import (
 // where every other command finds it.
 
 func loginCommand() *cobra.Command {
-	var user, clientID string
-	var secretStdin bool
+	var user, clientID, issuer, ssoClientID string
+	var secretStdin, sso bool
 	cmd := &cobra.Command{
-		Use:   "login [--user EMAIL] [--client-id ID --client-secret-stdin]",
+		Use:   "login [--user EMAIL] [--client-id ID --client-secret-stdin] [--sso --issuer URL --sso-client-id ID]",
 		Short: "Sign in and keep the token in the config file",
 		Long: `Sign in as a user (the password is read from standard input; a temporary
 password asks for a new one on the next line) or as an application (the
-client secret is read from standard input). The token and the server are
-saved in the config file (` + "`runway logout`" + ` removes the token).`,
+client secret is read from standard input), or through single sign-on with
+--sso: the OAuth device flow of the OpenID Connect provider at --issuer (the
+one the server trusts, with Runway's --sso-client-id there) prints a code to
+enter at the provider's page, waits for it, and signs in with the ID token.
+The token and the server are saved in the config file (` + "`runway logout`" + `
+removes the token).`,
 		Example: `  runway login --user alice@example.com
-  printf '%s\n' "$SECRET" | runway login --client-id 5b0c... --client-secret-stdin`,
+  printf '%s\n' "$SECRET" | runway login --client-id 5b0c... --client-secret-stdin
+  runway login --sso --issuer https://login.example.com --sso-client-id runway`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if (user == "") == (clientID == "") {
-				return usageError("give --user or --client-id")
+			if n := btoi(user != "") + btoi(clientID != "") + btoi(sso); n != 1 {
+				return usageError("give one of --user, --client-id or --sso")
+			}
+			if sso && (issuer == "" || ssoClientID == "") {
+				return usageError("--sso needs --issuer and --sso-client-id")
 			}
 			if clientID != "" && !secretStdin {
 				return usageError("--client-id needs --client-secret-stdin")
@@ -51,7 +59,17 @@ saved in the config file (` + "`runway logout`" + ` removes the token).`,
 			ctx, cancel := context.WithTimeout(cmd.Context(), callTimeout)
 			defer cancel()
 			var r *identityv1.LoginResponse
-			if clientID != "" {
+			if sso {
+				// A person signs in at the provider: no call timeout.
+				idToken, err := deviceSignIn(cmd.Context(), issuer, ssoClientID, cmd.ErrOrStderr())
+				if err != nil {
+					return err
+				}
+				if r, err = c.IdentityService.Login(ctx, &identityv1.LoginRequest{Credentials: &identityv1.LoginRequest_Oidc{
+					Oidc: &identityv1.OidcCredentials{IdToken: idToken}}}); err != nil {
+					return err
+				}
+			} else if clientID != "" {
 				secret, err := readLine(in)
 				if err != nil {
 					return err
@@ -97,6 +115,9 @@ saved in the config file (` + "`runway logout`" + ` removes the token).`,
 	cmd.Flags().StringVar(&user, "user", "", "the user: id or email")
 	cmd.Flags().StringVar(&clientID, "client-id", "", "an application's client id")
 	cmd.Flags().BoolVar(&secretStdin, "client-secret-stdin", false, "read the application's client secret from standard input")
+	cmd.Flags().BoolVar(&sso, "sso", false, "sign in through the OpenID Connect provider (device flow)")
+	cmd.Flags().StringVar(&issuer, "issuer", "", "with --sso: the provider's issuer URL")
+	cmd.Flags().StringVar(&ssoClientID, "sso-client-id", "", "with --sso: Runway's client id at the provider")
 	return cmd
 }
 
