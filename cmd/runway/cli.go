@@ -23,11 +23,22 @@ import (
 // callTimeout bounds one command's unary calls; watches run until interrupted.
 const callTimeout = 30 * time.Second
 
-// connect dials the server the command is pointed at.
+// connect dials the server the command is pointed at, first refreshing a
+// signed-in token that is about to expire (and saving it).
 func connect(cmd *cobra.Command) (*sdk.Client, error) {
 	cfg := sdk.FromEnvironment()
-	if s, _ := cmd.Flags().GetString("server"); s != "" {
-		cfg.Server = s
+	if s, _ := cmd.Flags().GetString("server"); s != "" && s != cfg.Server {
+		cfg = sdk.Config{Server: s, Token: cfg.Token} // another server: the refresh token is not its
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), callTimeout)
+	defer cancel()
+	if fresh, changed, err := sdk.Refreshed(ctx, cfg); err != nil {
+		return nil, fmt.Errorf("refresh the sign-in (run runway login again): %s", errorLine(err))
+	} else if changed {
+		if err := sdk.SaveConfig(fresh); err != nil {
+			return nil, err
+		}
+		cfg = fresh
 	}
 	return sdk.Dial(cmd.Context(), cfg)
 }

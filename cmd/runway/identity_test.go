@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -192,7 +193,49 @@ func TestCLI_SSODeviceLogin(t *testing.T) {
 	if r := bob.run(t, "", "project", "create", "team-z", "--gpu", "1"); r.code != 1 || !strings.Contains(r.stderr, "[PERMISSION_DENIED]") {
 		t.Errorf("a viewer created a project: exit %d, %q", r.code, r.stderr)
 	}
+	// A token about to expire is traded for a new one with the refresh
+	// token the sign-in saved, before the command runs.
+	saved := readConfig(t, bob.config)
+	if saved.RefreshToken == "" || time.Until(saved.Expiry) < 30*time.Minute {
+		t.Fatalf("the sign-in saved no refresh token or a short expiry: %+v", saved)
+	}
+	saved.Expiry = time.Now().Add(-time.Second)
+	writeConfig(t, bob.config, saved)
+	bob.ok(t, "", "whoami")
+	// (The new token may equal the old one when both are signed in the same
+	// second; the expiry set in the past is what only a refresh replaces.)
+	if fresh := readConfig(t, bob.config); fresh.Token == "" || fresh.RefreshToken == "" || time.Until(fresh.Expiry) < 30*time.Minute {
+		t.Errorf("not refreshed: %+v", fresh)
+	}
+	bob.ok(t, "", "logout")
+	if c := readConfig(t, bob.config); c.Token != "" || c.RefreshToken != "" {
+		t.Errorf("logout left %+v", c)
+	}
 	if r := bob.run(t, "", "login", "--sso", "--issuer", p.URL); r.code != 2 {
 		t.Errorf("--sso without --sso-client-id: exit %d, %q", r.code, r.stderr)
+	}
+}
+
+func readConfig(t *testing.T, path string) sdk.Config {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c sdk.Config
+	if err := json.Unmarshal(b, &c); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func writeConfig(t *testing.T, path string, c sdk.Config) {
+	t.Helper()
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -103,8 +104,7 @@ removes the token).`,
 				}
 				fmt.Fprintln(cmd.ErrOrStderr())
 			}
-			cfg.Token = r.GetAccessToken()
-			if err := sdk.SaveConfig(sdk.Config{Server: cfg.Server, Token: cfg.Token}); err != nil {
+			if err := sdk.SaveConfig(sdk.SignedIn(cfg.Server, r)); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "signed in as %s until %s\n", r.GetPrincipal(),
@@ -141,7 +141,7 @@ func logoutCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			cfg.Token = ""
+			cfg.Token, cfg.RefreshToken, cfg.Expiry = "", "", time.Time{}
 			if err := sdk.SaveConfig(cfg); err != nil {
 				return err
 			}

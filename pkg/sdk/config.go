@@ -1,11 +1,15 @@
 package sdk
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
+
+	identityv1 "github.com/runwayhq/runway/gen/go/runway/identity/v1"
 )
 
 // Environment variables that FromEnvironment reads.
@@ -22,6 +26,10 @@ type Config struct {
 	Server string `json:"server,omitempty"`
 	// Token is sent as "authorization: Bearer TOKEN"; empty sends none.
 	Token string `json:"token,omitempty"`
+	// RefreshToken and Expiry come with a token from a sign-in: Refreshed
+	// trades the refresh token for a new token shortly before Expiry.
+	RefreshToken string    `json:"refreshToken,omitempty"`
+	Expiry       time.Time `json:"expiry,omitzero"`
 }
 
 // ConfigPath is the config file: $RUNWAY_CONFIG, or runway/config.json in
@@ -86,7 +94,38 @@ func FromEnvironment() Config {
 		c.Server = s
 	}
 	if t := os.Getenv(EnvToken); t != "" {
-		c.Token = t
+		// The file's refresh token belongs to the file's token.
+		c.Token, c.RefreshToken, c.Expiry = t, "", time.Time{}
 	}
 	return c
+}
+
+// refreshBefore is how long before its expiry a token is refreshed.
+const refreshBefore = time.Minute
+
+// Refreshed returns cfg with a new token when its token expires within a
+// minute and it has a refresh token (the LoginResponse's), and whether it
+// changed; save it then. A refresh the server refuses (the principal was
+// deleted, its password or secret changed) is an Unauthenticated error:
+// sign in again.
+func Refreshed(ctx context.Context, cfg Config) (Config, bool, error) {
+	if cfg.RefreshToken == "" || cfg.Expiry.IsZero() || time.Until(cfg.Expiry) > refreshBefore {
+		return cfg, false, nil
+	}
+	c, err := Dial(ctx, Config{Server: cfg.Server})
+	if err != nil {
+		return cfg, false, err
+	}
+	defer c.Close()
+	r, err := c.IdentityService.Login(ctx, &identityv1.LoginRequest{
+		Credentials: &identityv1.LoginRequest_RefreshToken{RefreshToken: cfg.RefreshToken}})
+	if err != nil {
+		return cfg, false, err
+	}
+	return SignedIn(cfg.Server, r), true, nil
+}
+
+// SignedIn is the config of a sign-in's response.
+func SignedIn(server string, r *identityv1.LoginResponse) Config {
+	return Config{Server: server, Token: r.GetAccessToken(), RefreshToken: r.GetRefreshToken(), Expiry: r.GetExpireTime().AsTime()}
 }

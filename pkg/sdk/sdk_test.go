@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+	"time"
 )
 
 // The config file holds the server and token; the environment wins field
@@ -90,5 +91,22 @@ func TestNames(t *testing.T) {
 	}
 	if got := ProjectOf("nodes/n1"); got != "" {
 		t.Errorf("ProjectOf(nodes/n1) = %q", got)
+	}
+}
+
+// A config without a refresh token, or with time left, is not refreshed (no
+// call is made: the server does not exist).
+func TestRefreshedOnlyNearExpiry(t *testing.T) {
+	for _, c := range []Config{
+		{Server: "127.0.0.1:1", Token: "t"},
+		{Server: "127.0.0.1:1", Token: "t", RefreshToken: "r", Expiry: time.Now().Add(time.Hour)},
+	} {
+		got, changed, err := Refreshed(t.Context(), c)
+		if err != nil || changed || got != c {
+			t.Errorf("Refreshed(%+v) = %+v, %v, %v; want it unchanged", c, got, changed, err)
+		}
+	}
+	if _, _, err := Refreshed(t.Context(), Config{Server: "127.0.0.1:1", Token: "t", RefreshToken: "r", Expiry: time.Now()}); err == nil {
+		t.Error("a refresh against no server succeeded")
 	}
 }
