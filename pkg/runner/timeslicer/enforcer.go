@@ -14,18 +14,34 @@ package timeslicer
 
 import (
 	"context"
+	"runtime"
 	"slices"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/runwayhq/runway/pkg/procstat"
 	"github.com/runwayhq/runway/pkg/timeslice"
 )
 
+// enforcerNice is the enforcer thread's nice value (the default is 0).
+const enforcerNice = -10
+
 // Run enforces plan on the process groups pgids (by slot ID; a slot
 // without a group is treated as idle) until ctx is done, then continues
 // every group. Leases are timed from Run's start.
 func Run(ctx context.Context, plan timeslice.Plan, pgids map[string]int) {
+	// A late wake-up lengthens a lease: on a loaded machine the enforcer
+	// must win the CPU at lease boundaries. Its goroutine keeps one thread
+	// and raises that thread's priority where the agent may (root,
+	// CAP_SYS_NICE); elsewhere it runs at the normal one.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	tid := unix.Gettid()
+	if unix.Setpriority(unix.PRIO_PROCESS, tid, enforcerNice) == nil {
+		defer func() { _ = unix.Setpriority(unix.PRIO_PROCESS, tid, 0) }() // runs before the unlock
+	}
 	groups := make([]int, len(plan.Slots))
 	for j, s := range plan.Slots {
 		groups[j] = pgids[s.ID]
