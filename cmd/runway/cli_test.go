@@ -174,7 +174,11 @@ team-b   default     default    2.00       unlimited  1       2.00       2.00
 			RunningPods        int
 			AllocatedMilliGpus string // int64 is a string in protojson
 			PreemptionCount    int
-			PendingReasons     []struct{ Check, NodePool, Message string }
+			PendingReasons     []struct {
+				Check, NodePool, Message string
+				NodeCount                int
+				Requested                struct{ MilliGpus string }
+			}
 		}
 	}
 	if err := json.Unmarshal([]byte(d.ok(t, "workload", "list", "-A", "-o", "json")), &ws); err != nil {
@@ -201,6 +205,9 @@ team-b   default     default    2.00       unlimited  1       2.00       2.00
 	checks := map[string]string{}
 	for _, r := range ws[len(ws)-1].Status.PendingReasons {
 		checks[r.Check] = r.NodePool
+		if r.Check == "PENDING_CHECK_CAPACITY" && (r.NodeCount != 2 || r.Requested.MilliGpus != "1000") {
+			t.Errorf("a1's capacity reason: %d nodes, %s milli-GPUs requested; want 2 and 1000", r.NodeCount, r.Requested.MilliGpus)
+		}
 	}
 	if checks["PENDING_CHECK_CAPACITY"] != "nodepools/default" || checks["PENDING_CHECK_RECLAIM"] != "nodepools/default" {
 		t.Errorf("a1's pending reasons %+v; want CAPACITY and RECLAIM checks in nodepools/default", ws[len(ws)-1].Status.PendingReasons)

@@ -31,16 +31,22 @@ type MissKind int
 
 // The kinds of misses.
 const (
-	NoReadyNode       MissKind = iota + 1 // the pool has no Ready node
-	NoNodeOfType                          // no Ready node of the workload's node type
-	NoRoom                                // no node has room for a pod
-	NotAllTogether                        // some of the k pods fit, not all at once
+	NoReadyNode    MissKind = iota + 1 // the pool has no Ready node
+	NoNodeOfType                       // no Ready node of the workload's node type
+	NoRoom                             // no node has room for a pod
+	NotAllTogether                     // some of the k pods fit, not all at once
 )
 
-// Miss is why Place placed nothing: its kind and, for people, the numbers.
+// Miss is why Place placed nothing: its kind, the numbers, and a sentence
+// with them for people.
 type Miss struct {
 	Kind MissKind
-	Text string
+	// Requested is what the k pods need together; Largest the most that is
+	// free on one node (GPU, or CPU for a CPU-only pod); Nodes the Ready
+	// nodes (of the workload's type) that could not take a pod.
+	Requested, Largest cluster.Resources
+	Nodes              int
+	Text               string
 }
 
 // Place puts the next k unplaced pods of w on nodes of pool p, all or none,
@@ -199,6 +205,8 @@ func chooseCPUOnly(p *cluster.Pool, w *cluster.Workload, st Strategy) *cluster.N
 
 // failure explains why pods of w do not fit in p, with numbers.
 func failure(p *cluster.Pool, w *cluster.Workload, k, placed int) Miss {
+	need := cluster.Resources{GPU: w.Pod.GPU, CPU: w.Pod.CPU, Memory: w.Pod.Memory}
+	need = cluster.Resources{GPU: need.GPU * int64(k), CPU: need.CPU * int64(k), Memory: need.Memory * int64(k)}
 	what := podNeed(w)
 	var fit string
 	room := NoRoom
@@ -212,7 +220,8 @@ func failure(p *cluster.Pool, w *cluster.Workload, k, placed int) Miss {
 	}
 	if w.NodeType == "" && w.Pod.GPU+w.Pod.GPUMemory > 0 && p.ReadyNodes() > 0 {
 		// The common case without a scan: the free index knows the largest block.
-		return Miss{room, fmt.Sprintf("%s; the largest free block is %s", fit, cluster.Quantity(cluster.GPU, p.MaxFree()))}
+		return Miss{Kind: room, Requested: need, Largest: cluster.Resources{GPU: p.MaxFree()}, Nodes: p.ReadyNodes(),
+			Text: fmt.Sprintf("%s; the largest free block is %s", fit, cluster.Quantity(cluster.GPU, p.MaxFree()))}
 	}
 	ready, typed := 0, 0
 	var maxGPU, maxCPU int64
@@ -229,16 +238,20 @@ func failure(p *cluster.Pool, w *cluster.Workload, k, placed int) Miss {
 		maxGPU = max(maxGPU, free.GPU)
 		maxCPU = max(maxCPU, free.CPU)
 	}
+	m := Miss{Requested: need, Nodes: typed}
 	switch {
 	case ready == 0:
-		return Miss{NoReadyNode, fmt.Sprintf("%s; node pool %s has no Ready node", fit, p.Name)}
+		m.Kind, m.Text = NoReadyNode, fmt.Sprintf("%s; node pool %s has no Ready node", fit, p.Name)
 	case typed == 0:
-		return Miss{NoNodeOfType, fmt.Sprintf("%s; node pool %s has no Ready node of type %s", fit, p.Name, w.NodeType)}
+		m.Kind, m.Nodes, m.Text = NoNodeOfType, ready, fmt.Sprintf("%s; node pool %s has no Ready node of type %s", fit, p.Name, w.NodeType)
 	case w.Pod.GPU > 0 || w.Pod.GPUMemory > 0:
-		return Miss{room, fmt.Sprintf("%s; the largest free block is %s", fit, cluster.Quantity(cluster.GPU, maxGPU))}
+		m.Kind, m.Largest = room, cluster.Resources{GPU: maxGPU}
+		m.Text = fmt.Sprintf("%s; the largest free block is %s", fit, cluster.Quantity(cluster.GPU, maxGPU))
 	default:
-		return Miss{room, fmt.Sprintf("%s; the most free on one node is %s", fit, cluster.Quantity(cluster.CPU, maxCPU))}
+		m.Kind, m.Largest = room, cluster.Resources{CPU: maxCPU}
+		m.Text = fmt.Sprintf("%s; the most free on one node is %s", fit, cluster.Quantity(cluster.CPU, maxCPU))
 	}
+	return m
 }
 
 func podNeed(w *cluster.Workload) string {

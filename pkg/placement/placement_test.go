@@ -89,7 +89,8 @@ func TestPlaceFailureSaysWhy(t *testing.T) {
 	if pods != nil {
 		t.Fatal("a 5-GPU pod was placed on 4-GPU nodes")
 	}
-	if want := (placement.Miss{Kind: placement.NoRoom, Text: "needs 5 GPUs on one node; the largest free block is 4 GPUs"}); why != want {
+	if want := (placement.Miss{Kind: placement.NoRoom, Requested: cluster.Resources{GPU: 5000}, Largest: cluster.Resources{GPU: 4000},
+		Nodes: 3, Text: "needs 5 GPUs on one node; the largest free block is 4 GPUs"}); why != want {
 		t.Errorf("reason: want %+v, got %+v", want, why)
 	}
 	gang, err := s.Submit(cluster.WorkloadSpec{ID: "gang", Name: "gang", Project: "p", Priority: cluster.PriorityTrain,

@@ -197,7 +197,7 @@ func (c *cycle) tryAllocate(w *cluster.Workload, p *cluster.Pool) bool {
 	}
 	pods, miss := placement.Place(c.s, p, w, w.NextPods(), c.cfg.Placement)
 	if pods == nil {
-		why := Reason{Check: missChecks[miss.Kind], Text: miss.Text}
+		why := Reason{Check: missChecks[miss.Kind], Requested: miss.Requested, Available: miss.Largest, Nodes: miss.Nodes, Text: miss.Text}
 		c.noFit[key] = noFit{why: why, evictions: len(c.plan.Evictions)}
 		c.because(w, p, why)
 		return false

@@ -36,20 +36,27 @@ func quotaChecks(w *cluster.Workload, p *cluster.Pool, req cluster.Resources, an
 				if !quota.OverQuota && l == quota.Deserved.Get(r) {
 					what = "quota (over-quota is off)"
 				}
-				return Reason{Check: CheckLimit, Queue: queueName(q), Text: fmt.Sprintf("%s %s would hold %s, above its %s of %s",
-					q.Kind, q.Name, cluster.Quantity(r, u.Allocated.Get(r)+need), what, cluster.FormatAmount(r, l))}
+				return Reason{Check: CheckLimit, Queue: queueName(q), Requested: req,
+					Available: underCap(r, l, u.Allocated.Get(r)), Text: fmt.Sprintf("%s %s would hold %s, above its %s of %s",
+						q.Kind, q.Name, cluster.Quantity(r, u.Allocated.Get(r)+need), what, cluster.FormatAmount(r, l))}
 			}
 			if w.Priority.Preemptible {
 				continue
 			}
 			if d := quota.Deserved.Get(r); d != cluster.Unlimited && u.NonPreemptible.Get(r)+need > d {
-				return Reason{Check: CheckNonPreemptibleDeserved, Queue: queueName(q), Text: fmt.Sprintf(
-					"non-preemptible workloads of %s %s would hold %s, above its deserved quota of %s",
-					q.Kind, q.Name, cluster.Quantity(r, u.NonPreemptible.Get(r)+need), cluster.FormatAmount(r, d))}
+				return Reason{Check: CheckNonPreemptibleDeserved, Queue: queueName(q), Requested: req,
+					Available: underCap(r, d, u.NonPreemptible.Get(r)), Text: fmt.Sprintf(
+						"non-preemptible workloads of %s %s would hold %s, above its deserved quota of %s",
+						q.Kind, q.Name, cluster.Quantity(r, u.NonPreemptible.Get(r)+need), cluster.FormatAmount(r, d))}
 			}
 		}
 	}
 	return Reason{}
+}
+
+// underCap is what is left of resource r under cap after held (never below 0).
+func underCap(r cluster.Resource, cap, held int64) cluster.Resources {
+	return cluster.Resources{}.Set(r, max(cap-held, 0))
 }
 
 // queueName is a queue's resource name, "projects/{p}" or "departments/{d}".

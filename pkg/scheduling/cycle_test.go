@@ -640,11 +640,15 @@ func TestReasonChecks(t *testing.T) {
 		check    scheduling.Check
 		queue    string
 		workload string // the waiting workload ("j" when empty)
+		// requested and available (milli-GPUs) and nodes, where the case
+		// gives them (requested 0: not checked)
+		requested, available int64
+		nodes                int
 	}{
 		"limit": {
 			cluster: NewCluster().Node("n1", 4).Project("p", "", Deserved(1), Limit(2)).
 				Workload(W("r1").Project("p").GPU(2).On("n1"), W("j").Project("p").GPU(1)),
-			phrase: "above its limit", check: scheduling.CheckLimit, queue: "projects/p",
+			phrase: "above its limit", check: scheduling.CheckLimit, queue: "projects/p", requested: 1000, available: 0,
 		},
 		"non-preemptible beyond deserved": {
 			cluster: NewCluster().Node("n1", 4).Project("p", "", Deserved(1)).
@@ -659,7 +663,7 @@ func TestReasonChecks(t *testing.T) {
 		"capacity": {
 			cluster: NewCluster().Node("n1", 4).Node("n2", 4).Project("p", "", Deserved(8)).
 				Workload(W("r1").Project("p").GPU(2).On("n1"), W("r2").Project("p").GPU(2).On("n2"), W("j").Project("p").GPU(4)),
-			phrase: "the largest free block is 2", check: scheduling.CheckCapacity,
+			phrase: "the largest free block is 2", check: scheduling.CheckCapacity, requested: 4000, available: 2000, nodes: 2,
 		},
 		"gang": {
 			cluster: NewCluster().Node("n1", 4).Node("n2", 4).Project("p", "", Deserved(8)).
@@ -669,7 +673,7 @@ func TestReasonChecks(t *testing.T) {
 		"reclaim gate": {
 			cluster: NewCluster().Node("n1", 2).Project("a", "", Deserved(1)).Project("b", "", Deserved(1)).
 				Workload(W("a1").Project("a").GPU(1).On("n1"), W("b1").Project("b").GPU(1).On("n1"), W("j").Project("a").GPU(1).At(time.Second)),
-			phrase: "above its fair share", check: scheduling.CheckReclaim,
+			phrase: "above its fair share", check: scheduling.CheckReclaim, queue: "projects/a", requested: 1000, available: 0,
 		},
 		"evicted by reclaim": {
 			cluster: NewCluster().Node("n1", 2).Project("a", "", Deserved(2)).Project("b", "", Deserved(0)).
@@ -693,6 +697,10 @@ func TestReasonChecks(t *testing.T) {
 						if r.Check != tc.check || r.Pool != "default" || r.Queue != tc.queue {
 							t.Errorf("reason %q: check %d pool %q queue %q; want check %d pool default queue %q",
 								r.Text, r.Check, r.Pool, r.Queue, tc.check, tc.queue)
+						}
+						if tc.requested > 0 && (r.Requested.GPU != tc.requested || r.Available.GPU != tc.available || r.Nodes != tc.nodes) {
+							t.Errorf("reason %q: requested %d, available %d milli-GPUs, %d nodes; want %d, %d, %d",
+								r.Text, r.Requested.GPU, r.Available.GPU, r.Nodes, tc.requested, tc.available, tc.nodes)
 						}
 						return
 					}

@@ -3,6 +3,8 @@ package scheduling
 import (
 	"time"
 
+	"github.com/runwayhq/runway/pkg/cluster"
+
 	"github.com/runwayhq/runway/pkg/placement"
 )
 
@@ -85,6 +87,12 @@ type Reason struct {
 	// Queue is the queue a quota check is about, "projects/{p}" or
 	// "departments/{d}"; empty otherwise.
 	Queue string
+	// Requested is what the check needed; Available what it allowed: the
+	// room under a cap for quota and reclaim checks, the largest free block
+	// on one node for capacity checks. Zero where the check has no amount.
+	Requested, Available cluster.Resources
+	// Nodes is how many nodes of the pool failed a node-level check.
+	Nodes int
 	// Text says it with the numbers, for people.
 	Text string
 }

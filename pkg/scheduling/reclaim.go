@@ -59,8 +59,8 @@ func (c *cycle) reclaim(j *cluster.Workload) bool {
 	p := c.homePool(j)
 	q := j.Project
 	req := request(j, p)
-	if why := c.gate(j, p, req); why != "" {
-		c.because(j, p, Reason{Check: CheckReclaim, Text: why})
+	if why := c.gate(j, p, req); why.Check != 0 {
+		c.because(j, p, why)
 		return false
 	}
 	if checkOwnQuota(j, p, req).Check != 0 {
@@ -178,16 +178,17 @@ func deservedText(d int64) string {
 
 // gate is the reclaim gate: the project stays within its fair share with j
 // added, in every resource.
-func (c *cycle) gate(j *cluster.Workload, p *cluster.Pool, req cluster.Resources) string {
+func (c *cycle) gate(j *cluster.Workload, p *cluster.Pool, req cluster.Resources) Reason {
 	q := j.Project
 	alloc, fs := q.Usage[p.Index].Allocated, q.FairShare[p.Index]
 	for r := cluster.Resource(0); r < cluster.NumResources; r++ {
 		if alloc.Get(r)+req.Get(r) > fs.Get(r) {
-			return fmt.Sprintf("project %s would hold %s with it, above its fair share of %s; it cannot reclaim",
-				q.Name, cluster.Quantity(r, alloc.Get(r)+req.Get(r)), cluster.FormatAmount(r, fs.Get(r)))
+			return Reason{Check: CheckReclaim, Queue: queueName(q), Requested: req, Available: underCap(r, fs.Get(r), alloc.Get(r)),
+				Text: fmt.Sprintf("project %s would hold %s with it, above its fair share of %s; it cannot reclaim",
+					q.Name, cluster.Quantity(r, alloc.Get(r)+req.Get(r)), cluster.FormatAmount(r, fs.Get(r)))}
 		}
 	}
-	return ""
+	return Reason{}
 }
 
 // feed returns a function that appends the next queue's candidate groups to

@@ -8,6 +8,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
+	"github.com/runwayhq/runway/pkg/cluster"
 	"github.com/runwayhq/runway/pkg/etcdstore"
 	"github.com/runwayhq/runway/pkg/scheduling"
 )
@@ -88,7 +89,13 @@ var pendingChecks = map[scheduling.Check]workloadv1.PendingCheck{
 // pendingReason is one reason as the API shows it: the check clients branch
 // on, where it ran, and the sentence for people.
 func pendingReason(r scheduling.Reason) *workloadv1.PendingReason {
-	out := &workloadv1.PendingReason{Check: pendingChecks[r.Check], Message: r.Text, Queue: r.Queue}
+	out := &workloadv1.PendingReason{Check: pendingChecks[r.Check], Message: r.Text, Queue: r.Queue, NodeCount: int32(r.Nodes)}
+	if r.Requested != (cluster.Resources{}) {
+		out.Requested = quantity(r.Requested)
+	}
+	if r.Requested != (cluster.Resources{}) || r.Available != (cluster.Resources{}) {
+		out.Available = quantity(r.Available)
+	}
 	if r.Pool != "" {
 		out.NodePool = "nodepools/" + r.Pool
 	}
