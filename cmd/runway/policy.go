@@ -33,6 +33,14 @@ func (s *scopeFlags) scope() (sdk.Scope, error) {
 	return sdk.Scope{Project: s.project, Department: s.department}, nil
 }
 
+// policyScope is the scope of the policy of workload type typ, both checked.
+func (s *scopeFlags) policyScope(typ string) (sdk.Scope, error) {
+	if err := checkType(typ); err != nil {
+		return sdk.Scope{}, err
+	}
+	return s.scope()
+}
+
 // typeFlag adds --type workspace|training|inference (required).
 func typeFlag(cmd *cobra.Command, p *string) {
 	cmd.Flags().StringVar(p, "type", "", "the workload type: workspace, training or inference (required)")
@@ -80,11 +88,8 @@ field's rule may be held by one scope of a branch only.`,
 		Example: "  runway policy set --type training --department research -f policy.yaml",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			scope, err := s.scope()
+			scope, err := s.policyScope(typ)
 			if err != nil {
-				return err
-			}
-			if err := checkType(typ); err != nil {
 				return err
 			}
 			p, err := readPolicy(cmd.InOrStdin(), file)
@@ -150,11 +155,8 @@ func policyGetCommand() *cobra.Command {
 		Example: "  runway policy get --type training --department research",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			scope, err := s.scope()
+			scope, err := s.policyScope(typ)
 			if err != nil {
-				return err
-			}
-			if err := checkType(typ); err != nil {
 				return err
 			}
 			if output == formatTable {
@@ -189,11 +191,8 @@ func policyDeleteCommand() *cobra.Command {
 		Example: "  runway policy delete --type training -p team-a",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			scope, err := s.scope()
+			scope, err := s.policyScope(typ)
 			if err != nil {
-				return err
-			}
-			if err := checkType(typ); err != nil {
 				return err
 			}
 			return withClient(cmd, func(ctx context.Context, c *sdk.Client) error {

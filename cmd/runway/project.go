@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
 	commonv1 "github.com/runwayhq/runway/gen/go/runway/common/v1"
@@ -146,12 +147,12 @@ func projectListCommand() *cobra.Command {
 	return cmd
 }
 
-// queuesByName reads every scheduler queue; an unreachable scheduler (it
-// runs on its own in a cluster) leaves the allocation columns empty rather
-// than failing the list.
+// queuesByName reads every scheduler queue. A scheduler that is not served
+// at this address or not reachable (it runs on its own in a cluster) leaves
+// the allocation columns "-" rather than failing the list of quotas.
 func queuesByName(ctx context.Context, c *sdk.Client) (map[string]*schedulerv1.Queue, error) {
 	qs, err := sdk.Collect(c.Queues(ctx, ""))
-	if err != nil && !sdk.IsNotFound(err) && sdk.Code(err).String() != "Unimplemented" {
+	if err != nil && sdk.Code(err) != codes.Unimplemented && sdk.Code(err) != codes.Unavailable {
 		return nil, err
 	}
 	m := map[string]*schedulerv1.Queue{}
