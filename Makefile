@@ -30,6 +30,12 @@ run: build ## start Runway on this machine (runway dev: 2 nodes x 2 GPUs)
 	$(BIN)/runway dev --data-dir $(CURDIR)/.cache/dev --nodes 2 --gpus-per-node 2
 
 .PHONY: test
+# The repository's scenarios/ are played always; the shared contract
+# (../shared/scenarios, beside the clone in CI) when it is there: each of its
+# files must have an identical copy in scenarios/. CONTRACT_SUBDIRS names the
+# contract's subfolders whose rules are built (next/ joins when its issue is done).
+CONTRACT         ?= ../shared/scenarios
+CONTRACT_SUBDIRS ?=
 # The time-slicing enforcement tests measure CPU-time ratios, so they run
 # alone, after the rest, not beside other packages' tests on the same CPUs.
 MEASURED = TestRun_strictRatio|TestRun_fairIdleLeasesGoToBusy
@@ -37,7 +43,7 @@ MEASURED = TestRun_strictRatio|TestRun_fairIdleLeasesGoToBusy
 test: build check ## run the whole test suite (checks, unit, property, scenarios)
 	$(GO) test -count=1 -skip '$(MEASURED)' $(PKGS)
 	$(GO) test -count=1 -run '$(MEASURED)' ./pkg/runner/timeslicer/
-	./scripts/check-scenarios.sh $(BIN)/runway ../shared/scenarios
+	./scripts/check-scenarios.sh $(BIN)/runway scenarios $(CONTRACT) $(CONTRACT_SUBDIRS)
 
 .PHONY: bench
 bench: ## run the benchmarks

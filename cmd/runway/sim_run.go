@@ -19,12 +19,12 @@ func simCommand() *cobra.Command {
 	sim.AddCommand(&cobra.Command{
 		Use:   "run FILE",
 		Short: "Play a scenario file and print the result as JSON",
-		Long: `Play a scenario (see shared/scenarios/FORMAT.md) through Runway's scheduler on a
+		Long: `Play a scenario (see scenarios/FORMAT.md) through Runway's scheduler on a
 virtual clock and print the result as JSON on stdout: the same bytes for the same file.
 
 Exit codes: 0 every expectation held; 1 an expectation failed (each one on stderr);
 2 the file is malformed (file, line and what is wrong on stderr).`,
-		Example: `  runway sim run ../shared/scenarios/seed-quickstart.yaml
+		Example: `  runway sim run scenarios/seed-quickstart.yaml
   runway sim run scenario.yaml | jq .metrics`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

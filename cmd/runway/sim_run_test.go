@@ -65,7 +65,7 @@ func writeScenario(t *testing.T, content string) string {
 // A passing scenario exits 0 with the result as JSON on stdout, nothing on
 // stderr, and the same bytes every time.
 func TestSimRunPasses(t *testing.T) {
-	path := "../../../shared/scenarios/seed-quickstart.yaml"
+	path := "../../scenarios/seed-quickstart.yaml"
 	code, stdout, stderr := runBinary(t, path)
 	if code != 0 || stderr != "" {
 		t.Fatalf("exit %d, stderr %q; want 0 and nothing", code, stderr)

@@ -1,6 +1,6 @@
 // Package scenario loads and plays scheduling scenarios: YAML files that
 // describe a cluster, an organisation (departments, projects, quotas) and a
-// timeline of actions, as specified in shared/scenarios/FORMAT.md.
+// timeline of actions, as specified in scenarios/FORMAT.md.
 //
 // Load turns a file into plain data (a Scenario) and rejects anything the
 // format does not allow, naming the file and line: a scenario that loads is

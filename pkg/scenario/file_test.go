@@ -36,16 +36,9 @@ func mustLoad(t *testing.T, content string) *Scenario {
 	return sc
 }
 
-// The public examples are the contract's own test suite: all must load.
-func TestLoadSharedScenarios(t *testing.T) {
-	paths, err := filepath.Glob("../../../shared/scenarios/*.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(paths) == 0 {
-		t.Fatal("no scenarios found in ../../../shared/scenarios")
-	}
-	for _, path := range paths {
+// The repository's scenarios (the contract's public examples among them) all load.
+func TestLoadRepoScenarios(t *testing.T) {
+	for _, path := range repoScenarios(t) {
 		t.Run(filepath.Base(path), func(t *testing.T) {
 			sc, err := Load(path)
 			if err != nil {

@@ -8,16 +8,18 @@ import (
 	"testing"
 )
 
-// sharedScenarios lists the public example scenarios: the contract's own
-// test suite.
-func sharedScenarios(t *testing.T) []string {
+// repoScenarios lists the repository's scenarios (scenarios/ at its root):
+// the public examples of the contract, copied in and kept equal to
+// ../shared/scenarios by scripts/check-scenarios.sh, and the project's own.
+func repoScenarios(t *testing.T) []string {
 	t.Helper()
-	paths, err := filepath.Glob("../../../shared/scenarios/*.yaml")
+	const dir = "../../scenarios"
+	paths, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(paths) == 0 {
-		t.Fatal("no scenarios found in ../../../shared/scenarios")
+		t.Fatalf("no scenarios found in %s", dir)
 	}
 	return paths
 }
@@ -31,9 +33,9 @@ func mustRun(t *testing.T, sc *Scenario) *Result {
 	return res
 }
 
-// Every public scenario passes: each of its expectations holds.
-func TestSharedScenariosPass(t *testing.T) {
-	for _, path := range sharedScenarios(t) {
+// Every scenario of the repository passes: each of its expectations holds.
+func TestScenariosPass(t *testing.T) {
+	for _, path := range repoScenarios(t) {
 		t.Run(filepath.Base(path), func(t *testing.T) {
 			sc, err := Load(path)
 			if err != nil {
@@ -57,7 +59,7 @@ func TestSharedScenariosPass(t *testing.T) {
 // The same file gives the same JSON, byte for byte: from one loaded
 // scenario run twice (Run must not change it) and from the file loaded again.
 func TestRunIsDeterministic(t *testing.T) {
-	for _, path := range sharedScenarios(t) {
+	for _, path := range repoScenarios(t) {
 		t.Run(filepath.Base(path), func(t *testing.T) {
 			sc, err := Load(path)
 			if err != nil {

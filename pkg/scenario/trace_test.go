@@ -25,7 +25,7 @@ func TestReadSharedTraces(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			jobs, err := ReadTrace(filepath.Join("../../../shared/traces", tc.file))
+			jobs, err := ReadTrace(filepath.Join("../../traces", tc.file))
 			if err != nil {
 				t.Fatal(err)
 			}
