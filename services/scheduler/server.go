@@ -364,9 +364,10 @@ func queueProto(st *cluster.State, q *cluster.Queue, now time.Time) *schedulerv1
 			Allocated:               quantity(u.Allocated),
 			AllocatedNonPreemptible: quantity(u.NonPreemptible),
 			Requested:               quantity(u.Requested()),
-			OverQuotaWeights:        &schedulerv1.OverQuotaWeights{Gpu: int32(qu.Weight), Cpu: int32(qu.Weight), Memory: int32(qu.Weight)},
-			RunningWorkloads:        running[p.Index],
-			PendingWorkloads:        pending[p.Index],
+			OverQuotaWeights: &schedulerv1.OverQuotaWeights{Gpu: int32(qu.Weight.Get(cluster.GPU)),
+				Cpu: int32(qu.Weight.Get(cluster.CPU)), Memory: int32(qu.Weight.Get(cluster.Memory))},
+			RunningWorkloads: running[p.Index],
+			PendingWorkloads: pending[p.Index],
 		})
 	}
 	return out
