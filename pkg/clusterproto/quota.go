@@ -5,6 +5,7 @@ import (
 
 	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
 	"github.com/runwayhq/runway/pkg/cluster"
+	"github.com/runwayhq/runway/pkg/fairshare"
 )
 
 // Conversions from the stored quota resources to the scheduler's model
@@ -128,4 +129,18 @@ func value[T int64 | int32 | bool](p *T, def T) T {
 		return def
 	}
 	return *p
+}
+
+// TimeBased converts a node pool's time_based_fair_share to the model's
+// setting: unset is off; an unset k is 1 (the Quota service stores it set).
+func TimeBased(np *quotav1.NodePool) fairshare.TimeBased {
+	tb := np.GetTimeBasedFairShare()
+	if tb == nil {
+		return fairshare.TimeBased{}
+	}
+	k := 1.0
+	if tb.K != nil {
+		k = tb.GetK()
+	}
+	return fairshare.TimeBased{HalfLife: tb.GetHalfLife().AsDuration(), K: k}
 }
