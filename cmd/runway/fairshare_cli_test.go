@@ -18,25 +18,31 @@ func TestCLI_TimeBasedFairShare(t *testing.T) {
 	pools := func() map[string]struct {
 		HalfLife string
 		K        float64
-	} { var ps []struct {
-		Name               string
-		TimeBasedFairShare *struct {
-			HalfLife string
-			K        float64
-		}
-	}; if err := json.Unmarshal([]byte(d.ok(t, "nodepool", "list", "-o", "json")), &ps); err != nil {
-		t.Fatal(err)
-	}; out := map[string]struct {
-		HalfLife string
-		K        float64
-	}{}; for _, p := range ps {
-		if p.TimeBasedFairShare != nil {
-			out[p.Name] = struct {
+	} {
+		var ps []struct {
+			Name               string
+			TimeBasedFairShare *struct {
 				HalfLife string
 				K        float64
-			}{p.TimeBasedFairShare.HalfLife, p.TimeBasedFairShare.K}
+			}
 		}
-	}; return out }
+		if err := json.Unmarshal([]byte(d.ok(t, "nodepool", "list", "-o", "json")), &ps); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]struct {
+			HalfLife string
+			K        float64
+		}{}
+		for _, p := range ps {
+			if p.TimeBasedFairShare != nil {
+				out[p.Name] = struct {
+					HalfLife string
+					K        float64
+				}{p.TimeBasedFairShare.HalfLife, p.TimeBasedFairShare.K}
+			}
+		}
+		return out
+	}
 	if got := pools()["nodepools/default"]; got.HalfLife != "3600s" || got.K != 0.5 {
 		t.Errorf("nodepools/default time-based fair share %+v, want half-life 3600s and k 0.5", got)
 	}
