@@ -15,30 +15,23 @@ func TestCLI_TimeBasedFairShare(t *testing.T) {
 	if out := d.ok(t, "nodepool", "update", "default", "--fairshare-half-life", "1h", "--fairshare-k", "0.5"); out != "node pool \"default\" updated\n" {
 		t.Errorf("update printed %q", out)
 	}
-	pools := func() map[string]struct {
+	// pools reads each pool's time_based_fair_share from the JSON list.
+	type setting struct {
 		HalfLife string
 		K        float64
-	} {
+	}
+	pools := func() map[string]setting {
 		var ps []struct {
 			Name               string
-			TimeBasedFairShare *struct {
-				HalfLife string
-				K        float64
-			}
+			TimeBasedFairShare *setting
 		}
 		if err := json.Unmarshal([]byte(d.ok(t, "nodepool", "list", "-o", "json")), &ps); err != nil {
 			t.Fatal(err)
 		}
-		out := map[string]struct {
-			HalfLife string
-			K        float64
-		}{}
+		out := map[string]setting{}
 		for _, p := range ps {
 			if p.TimeBasedFairShare != nil {
-				out[p.Name] = struct {
-					HalfLife string
-					K        float64
-				}{p.TimeBasedFairShare.HalfLife, p.TimeBasedFairShare.K}
+				out[p.Name] = *p.TimeBasedFairShare
 			}
 		}
 		return out
