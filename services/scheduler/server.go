@@ -88,6 +88,10 @@ type Server struct {
 	// usage is the leader's time-based fair-share bookkeeping (usage.go);
 	// only the leader's loop goroutine uses it.
 	usage *usageBook
+	// follower is the usage a replica that does not lead last read, at
+	// followerRead, for its queries (followerUsage); guarded by mu.
+	follower     *usageBook
+	followerRead time.Time
 }
 
 // decision is what one cycle said about one workload.
@@ -241,6 +245,7 @@ func (s *Server) GetQueue(ctx context.Context, req *schedulerv1.GetQueueRequest)
 	if !ok {
 		return nil, apierr.InvalidField("name", "must be projects/{project}/queue or departments/{department}/queue")
 	}
+	s.followerUsage(ctx)
 	c := s.cache
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -281,6 +286,7 @@ func (s *Server) ListQueues(ctx context.Context, req *schedulerv1.ListQueuesRequ
 		}
 		start = string(b)
 	}
+	s.followerUsage(ctx)
 	c := s.cache
 	c.mu.Lock()
 	defer c.mu.Unlock()

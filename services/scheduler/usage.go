@@ -64,9 +64,13 @@ func (b *usageBook) accrue(st *cluster.State, now time.Time) {
 }
 
 // restore sets each queue's usage from its record, accrued to now with what
-// the queue holds, in the pools that have time-based fair share.
+// the queue holds, in the pools that have time-based fair share; a queue
+// without a record there has none.
 func (b *usageBook) restore(st *cluster.State, now time.Time) {
 	for _, q := range allQueues(st) {
+		for i := range q.Decayed {
+			q.Decayed[i] = cluster.Decayed{}
+		}
 		rec, ok := b.written[queueName(q)]
 		if !ok {
 			continue
@@ -83,6 +87,38 @@ func (b *usageBook) restore(st *cluster.State, now time.Time) {
 				q.Decayed[p.Index][r] = fairshare.Accrue(v, float64(held.Get(res)), dt, p.TimeBased.HalfLife)
 			}
 		}
+	}
+}
+
+// followerUsage gives a replica that does not lead the usage the leader
+// last wrote (read at most once per UsageInterval), so that its GetQueue
+// and ListQueues show the leader's u, s and w' rather than none. A read
+// that fails keeps the last one. Called without the cache's lock.
+func (s *Server) followerUsage(ctx context.Context) {
+	now := s.cfg.Clock()
+	s.mu.Lock()
+	if s.leader != nil {
+		s.mu.Unlock()
+		return
+	}
+	due := s.followerRead.IsZero() || now.Sub(s.followerRead) >= s.cfg.UsageInterval
+	s.mu.Unlock()
+	if due {
+		if b, err := loadUsage(ctx, s.client); err == nil {
+			s.mu.Lock()
+			s.follower, s.followerRead = b, now
+			s.mu.Unlock()
+		}
+	}
+	c := s.cache
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// Checked again under the cache's lock: a replica that started leading
+	// meanwhile accrues its own usage, which a stale record must not replace.
+	if s.leader == nil && s.follower != nil && c.ready {
+		s.follower.restore(c.state, now)
 	}
 }
 
