@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"pgregory.net/rapid"
+
 	"github.com/runwayhq/runway/pkg/fairshare"
 )
 
@@ -106,6 +108,66 @@ func TestAccrue(t *testing.T) {
 		}
 		if got := fairshare.Accrue(42, 8, time.Second, 0); got != 42 {
 			t.Errorf("half-life 0: got %v", got)
+		}
+	})
+}
+
+// Properties of Adjust over random siblings: k = 0 changes no weight; usage
+// in proportion to the weights changes none; a weight of 0 stays 0; and
+// while no queue is clamped at 0 and only queues with weight used anything,
+// the adjusted weights add up to the configured ones (what one queue loses
+// the others gain).
+func TestAdjustProperties(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		n := rapid.IntRange(1, 8).Draw(t, "n")
+		weights := make([]float64, n)
+		usage := make([]float64, n)
+		proportional := make([]float64, n)
+		var sumW float64
+		for i := range n {
+			weights[i] = rapid.SampledFrom([]float64{0, 0.5, 1, 2, 3}).Draw(t, "weight")
+			usage[i] = rapid.Float64Range(0, 1e6).Draw(t, "usage")
+			proportional[i] = weights[i] * 1234.5
+			sumW += weights[i]
+		}
+		k := rapid.Float64Range(0, 10).Draw(t, "k")
+		for i, a := range fairshare.Adjust(0, weights, usage) {
+			if a.Weight != weights[i] {
+				t.Fatalf("k = 0: queue %d weight %v → %v", i, weights[i], a.Weight)
+			}
+		}
+		for i, a := range fairshare.Adjust(k, weights, proportional) {
+			if !near(a.Weight, weights[i]) {
+				t.Fatalf("usage in proportion to the weights: queue %d weight %v → %v", i, weights[i], a.Weight)
+			}
+		}
+		for i := range usage {
+			if weights[i] == 0 && rapid.Bool().Draw(t, "weightless queue used nothing") {
+				usage[i] = 0
+			}
+		}
+		adj := fairshare.Adjust(k, weights, usage)
+		var sum float64
+		clamped := false
+		for i, a := range adj {
+			if weights[i] == 0 && a.Weight != 0 {
+				t.Fatalf("queue %d of weight 0 got %v", i, a.Weight)
+			}
+			if weights[i] > 0 && a.Weight == 0 {
+				clamped = true
+			}
+			sum += a.Weight
+		}
+		var used, weightless float64
+		for i, u := range usage {
+			used += u
+			if weights[i] == 0 {
+				weightless += u
+			}
+		}
+		// (With nobody having used anything every weight grows by 1 + k.)
+		if want := sumW; used > 0 && weightless == 0 && !clamped && math.Abs(sum-want) > 1e-9*max(1, want) {
+			t.Fatalf("adjusted weights add up to %v, configured %v (k %v)", sum, want, k)
 		}
 	})
 }

@@ -5,10 +5,12 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"pgregory.net/rapid"
 
 	"github.com/runwayhq/runway/pkg/cluster"
 	"github.com/runwayhq/runway/pkg/fairshare"
 	"github.com/runwayhq/runway/pkg/scheduling"
+	"github.com/runwayhq/runway/pkg/scheduling/schedtest"
 	. "github.com/runwayhq/runway/pkg/scheduling/schedtest"
 )
 
@@ -195,4 +197,51 @@ func TestPerResourceWeights(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("fair shares (-want +got):\n%s", diff)
 	}
+}
+
+// TestPropertyTimeBased plays random clusters with time-based fair share on
+// in every pool (random half-life and k), usage accrued between cycles as
+// the clock moves, and checks what every cycle must still hold: fair shares,
+// plans, quotas. With k = 0 the plans are those without the setting.
+func TestPropertyTimeBased(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		spec := schedtest.RandomSpec(t)
+		tb := fairshare.TimeBased{
+			HalfLife: rapid.SampledFrom([]time.Duration{time.Minute, 10 * time.Minute, time.Hour}).Draw(t, "halfLife"),
+			K:        rapid.SampledFrom([]float64{0, 0.5, 1, 3}).Draw(t, "k"),
+		}
+		s, plain := spec.Build(nil), spec.Build(nil)
+		for _, p := range s.Pools {
+			p.TimeBased = tb
+		}
+		cfg := spec.Config
+		for i := range 12 {
+			cfg.Now = time.Duration(i) * 30 * time.Second
+			scheduling.AccrueUsage(s, 30*time.Second)
+			plan := scheduling.Cycle(s, cfg)
+			for _, p := range fairShareProblems(s) {
+				t.Errorf("cycle %d: %s", i, p)
+			}
+			for _, p := range planProblems(s, plan, cfg) {
+				t.Errorf("cycle %d: %s", i, p)
+			}
+			if tb.K == 0 {
+				if diff := cmp.Diff(scheduling.Cycle(plain, cfg), plan); diff != "" {
+					t.Fatalf("cycle %d: k = 0 changed the plan (-without +with):\n%s", i, diff)
+				}
+				if err := scheduling.Apply(plain, plan, cfg.Now); err != nil {
+					t.Fatalf("cycle %d: Apply without the setting: %v", i, err)
+				}
+			}
+			if err := scheduling.Apply(s, plan, cfg.Now); err != nil {
+				t.Fatalf("cycle %d: Apply: %v", i, err)
+			}
+			for _, p := range invariants(s) {
+				t.Errorf("after cycle %d: %s", i, p)
+			}
+			if t.Failed() {
+				t.FailNow()
+			}
+		}
+	})
 }
