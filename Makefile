@@ -35,7 +35,7 @@ run: build ## start Runway on this machine (runway dev: 2 nodes x 2 GPUs)
 # files must have an identical copy in scenarios/. CONTRACT_SUBDIRS names the
 # contract's subfolders whose rules are built (next/ joins when its issue is done).
 CONTRACT         ?= ../shared/scenarios
-CONTRACT_SUBDIRS ?=
+CONTRACT_SUBDIRS ?= next
 # The time-slicing enforcement tests measure CPU-time ratios, so they run
 # alone, after the rest, not beside other packages' tests on the same CPUs.
 MEASURED = TestRun_strictRatio|TestRun_fairIdleLeasesGoToBusy

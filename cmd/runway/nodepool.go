@@ -26,6 +26,8 @@ type nodePoolFlags struct {
 	lease       time.Duration
 	precision   string
 	description string
+	halfLife    time.Duration
+	k           float64
 }
 
 func (n *nodePoolFlags) add(cmd *cobra.Command) {
@@ -36,6 +38,8 @@ func (n *nodePoolFlags) add(cmd *cobra.Command) {
 	f.DurationVar(&n.lease, "lease", 0, "time-slicing lease, such as 250ms")
 	f.StringVar(&n.precision, "precision", "", "time-slicing precision, such as 5%")
 	f.StringVar(&n.description, "description", "", "free text")
+	f.DurationVar(&n.halfLife, "fairshare-half-life", 0, "time-based fair share: how fast past usage is forgotten, such as 1h (0 turns it off)")
+	f.Float64Var(&n.k, "fairshare-k", 1, "time-based fair share: how strongly past usage moves the over-quota weights (0-10)")
 }
 
 // pool builds the node pool and the update mask of the flags given.
@@ -89,6 +93,25 @@ func (n *nodePoolFlags) pool(cmd *cobra.Command, name string) (*quotav1.NodePool
 		}
 		p.TimeSlicing = ts
 	}
+	if changed("fairshare-half-life") || changed("fairshare-k") {
+		tb := &quotav1.TimeBasedFairShare{}
+		switch {
+		case changed("fairshare-half-life") && n.halfLife == 0:
+			if changed("fairshare-k") {
+				return nil, nil, usageError("--fairshare-k: --fairshare-half-life 0 turns time-based fair share off")
+			}
+			tb = nil
+			mask = append(mask, "time_based_fair_share")
+		case changed("fairshare-half-life"):
+			tb.HalfLife = durationpb.New(n.halfLife)
+			mask = append(mask, "time_based_fair_share.half_life")
+		}
+		if changed("fairshare-k") {
+			tb.K = &n.k
+			mask = append(mask, "time_based_fair_share.k")
+		}
+		p.TimeBasedFairShare = tb
+	}
 	return p, mask, nil
 }
 
@@ -96,10 +119,11 @@ func nodePoolCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "nodepool", Aliases: []string{"nodepools", "node-pool"}, Short: "Node pools: groups of nodes by label, with placement and GPU-sharing settings"}
 	var cf, uf nodePoolFlags
 	create := &cobra.Command{
-		Use:     "create NAME [--label K=V] [--placement binpack|spread] [--time-slicing off|strict|fair]",
-		Short:   "Create a node pool",
-		Example: "  runway nodepool create a100 --label gpu=a100 --placement spread",
-		Args:    cobra.ExactArgs(1),
+		Use:   "create NAME [--label K=V] [--placement binpack|spread] [--time-slicing off|strict|fair] [--fairshare-half-life 1h]",
+		Short: "Create a node pool",
+		Example: `  runway nodepool create a100 --label gpu=a100 --placement spread
+  runway nodepool create h100 --label gpu=h100 --fairshare-half-life 1h --fairshare-k 0.5`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, _, err := cf.pool(cmd, args[0])
 			if err != nil {
@@ -116,10 +140,12 @@ func nodePoolCommand() *cobra.Command {
 	}
 	cf.add(create)
 	update := &cobra.Command{
-		Use:   "update NAME [--time-slicing off|strict|fair] [--lease 250ms] [--precision 5%] [--placement P] [--label K=V]",
+		Use:   "update NAME [--time-slicing off|strict|fair] [--lease 250ms] [--precision 5%] [--placement P] [--label K=V] [--fairshare-half-life 1h] [--fairshare-k 0.5]",
 		Short: "Change a node pool's settings (only the flags given)",
 		Example: `  runway nodepool update default --time-slicing strict
-  runway nodepool update default --time-slicing fair --lease 250ms --precision 5%`,
+  runway nodepool update default --time-slicing fair --lease 250ms --precision 5%
+  runway nodepool update default --fairshare-half-life 1h --fairshare-k 0.5   # time-based fair share
+  runway nodepool update default --fairshare-half-life 0                      # turn it off`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, mask, err := uf.pool(cmd, args[0])
@@ -157,10 +183,11 @@ func nodePoolCommand() *cobra.Command {
 				if output != formatTable {
 					return printMessages(w, output, true, ps...)
 				}
-				t := newTable(w, "Node Pool", "Labels", "Placement", "Time Slicing")
+				t := newTable(w, "Node Pool", "Labels", "Placement", "Time Slicing", "Time-Based Fair Share")
 				for _, p := range ps {
 					t.row(sdk.ID(p.GetName()), orDefault(selector(p.GetNodeSelector()), "-"),
-						enumLabel(p.GetPlacementStrategy().String(), "PLACEMENT_STRATEGY_"), timeSlicing(p.GetTimeSlicing()))
+						enumLabel(p.GetPlacementStrategy().String(), "PLACEMENT_STRATEGY_"), timeSlicing(p.GetTimeSlicing()),
+						timeBased(p.GetTimeBasedFairShare()))
 				}
 				return t.flush()
 			})
@@ -200,4 +227,12 @@ func timeSlicing(ts *quotav1.TimeSlicing) string {
 		s += fmt.Sprintf(", precision %d%%", p)
 	}
 	return s
+}
+
+// timeBased prints a pool's time-based fair share: "off", "half-life 1h0m0s, k 0.5".
+func timeBased(tb *quotav1.TimeBasedFairShare) string {
+	if tb == nil {
+		return "off"
+	}
+	return fmt.Sprintf("half-life %s, k %s", tb.GetHalfLife().AsDuration(), strconv.FormatFloat(tb.GetK(), 'f', -1, 64))
 }

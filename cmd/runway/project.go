@@ -172,6 +172,9 @@ func queueRows(t *table, name, parent string, quotas []*quotav1.NodePoolQuota, q
 	seen := map[string]bool{}
 	row := func(pool string, np *quotav1.NodePoolQuota, s *schedulerv1.QueueNodePool) {
 		g := np.GetGpu()
+		if g == nil { // a pool the queue's quotas do not name
+			g = &quotav1.GpuQuota{}
+		}
 		deserved, limit, weight := "0.00", "-", "1"
 		if g.DeservedMilliGpus != nil {
 			deserved = gpuAmount(g.GetDeservedMilliGpus())
@@ -201,6 +204,31 @@ func queueRows(t *table, name, parent string, quotas []*quotav1.NodePoolQuota, q
 		row("nodepools/default", nil, nil)
 	}
 }
+
+// timeBasedRows explains the GPU over-quota weight in each node pool with
+// time-based fair share: the decayed usage, u, s and w' (SCHEDULING.md §2).
+// Nothing is printed where no pool has it.
+func timeBasedRows(w io.Writer, q *schedulerv1.Queue) error {
+	var t *table
+	for _, np := range q.GetNodePools() {
+		tb := np.GetTimeBasedFairShare()
+		if tb == nil {
+			continue
+		}
+		if t == nil {
+			fmt.Fprintln(w, "\nTime-based fair share (GPUs):")
+			t = newIndentedTable(w, "Node Pool", "Usage (GPU-hours, decayed)", "Usage Share (u)", "Weight Share (s)", "Adjusted Weight (w')")
+		}
+		t.row(sdk.ID(np.GetNodePool()), strconv.FormatFloat(tb.GetUsage().GetGpu()/3600, 'f', 2, 64),
+			share(tb.GetUsageShare().GetGpu()), share(tb.GetWeightShare().GetGpu()), share(tb.GetAdjustedWeight().GetGpu()))
+	}
+	if t == nil {
+		return nil
+	}
+	return t.flush()
+}
+
+func share(f float64) string { return strconv.FormatFloat(f, 'f', 2, 64) }
 
 func gpuAmount(m int64) string {
 	if m < 0 {
@@ -253,6 +281,9 @@ func projectDescribeCommand() *cobra.Command {
 				t := newIndentedTable(w, "Project", "Department", "Node Pool", "GPU Quota", "Limit", "Weight", "Allocated", "Fair Share")
 				queueRows(t, args[0], sdk.ID(p.GetDepartment()), p.GetNodePoolQuotas(), queues[p.GetName()+"/queue"])
 				if err := t.flush(); err != nil {
+					return err
+				}
+				if err := timeBasedRows(w, queues[p.GetName()+"/queue"]); err != nil {
 					return err
 				}
 				d, err := c.GetDepartment(ctx, sdk.ID(p.GetDepartment()))

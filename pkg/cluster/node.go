@@ -1,6 +1,10 @@
 package cluster
 
-import "github.com/google/btree"
+import (
+	"github.com/google/btree"
+
+	"github.com/runwayhq/runway/pkg/fairshare"
+)
 
 // FullDevice is a whole device in milli-GPUs.
 const FullDevice int64 = 1000
@@ -73,6 +77,8 @@ type Pool struct {
 	// MinDeviceMemory is the smallest device memory among Ready nodes: a pending
 	// GPU-memory request counts memory / this (SCHEDULING.md §1).
 	MinDeviceMemory int64
+	// TimeBased is the pool's time-based fair-share setting (off when zero).
+	TimeBased fairshare.TimeBased
 
 	byFree *btree.BTreeG[freeKey]
 }

@@ -1,5 +1,7 @@
 package cluster
 
+import "github.com/runwayhq/runway/pkg/fairshare"
+
 // QueueKind tells a department from a project.
 type QueueKind int
 
@@ -24,9 +26,19 @@ const DefaultDepartment = "default"
 type Quota struct {
 	Deserved  Resources
 	Limit     Resources
-	Weight    float64
+	Weight    Weights // over-quota weight per resource
 	OverQuota bool
 }
+
+// Weights are over-quota weights, one per resource: each divides what is
+// left of its own resource (SCHEDULING.md §2).
+type Weights [NumResources]float64
+
+// SameWeights is w for every resource.
+func SameWeights(w float64) Weights { return Weights{w, w, w} }
+
+// Get returns the weight for r.
+func (w Weights) Get(r Resource) float64 { return w[r] }
 
 // DefaultQuota is what a queue gets in a pool its spec does not mention: no
 // guaranteed GPUs, unlimited cpu and memory, weight 1, no limit, over-quota on.
@@ -34,7 +46,7 @@ func DefaultQuota() Quota {
 	return Quota{
 		Deserved:  Resources{GPU: 0, CPU: Unlimited, Memory: Unlimited},
 		Limit:     Resources{GPU: Unlimited, CPU: Unlimited, Memory: Unlimited},
-		Weight:    1,
+		Weight:    SameWeights(1),
 		OverQuota: true,
 	}
 }
@@ -58,6 +70,11 @@ func (q Quota) EffectiveLimit(r Resource) int64 {
 	return l
 }
 
+// Decayed is a queue's past usage in one pool, per resource: what it held,
+// integrated over time with each moment weighted by 0.5^(age / half-life)
+// (fairshare.Accrue), in milli-units (bytes for memory) times seconds.
+type Decayed [NumResources]float64
+
 // Usage is a queue's live accounting in one pool.
 type Usage struct {
 	Allocated      Resources // held by its placed pods
@@ -79,6 +96,12 @@ type Queue struct {
 	Quotas    []Quota     // per pool index
 	Usage     []Usage     // per pool index
 	FairShare []Resources // per pool index, set by the scheduler each cycle
+
+	// Time-based fair share, per pool index, in pools that have it on
+	// (Pool.TimeBased): the decayed usage the scheduler accrues from what
+	// the queue held, and the weights the last cycle derived from it.
+	Decayed  []Decayed
+	Adjusted [][NumResources]fairshare.Adjustment
 
 	// projects only
 	waiting map[*Workload]struct{}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/google/btree"
+
+	"github.com/runwayhq/runway/pkg/fairshare"
 )
 
 // State is the live model. It is not safe for concurrent use.
@@ -241,6 +243,8 @@ func (s *State) growQueue(q *Queue) {
 		q.Quotas = append(q.Quotas, def)
 		q.Usage = append(q.Usage, Usage{})
 		q.FairShare = append(q.FairShare, Resources{})
+		q.Decayed = append(q.Decayed, Decayed{})
+		q.Adjusted = append(q.Adjusted, [NumResources]fairshare.Adjustment{})
 	}
 }
 

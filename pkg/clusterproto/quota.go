@@ -5,6 +5,7 @@ import (
 
 	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
 	"github.com/runwayhq/runway/pkg/cluster"
+	"github.com/runwayhq/runway/pkg/fairshare"
 )
 
 // Conversions from the stored quota resources to the scheduler's model
@@ -52,16 +53,14 @@ func ClusterQuotas(qs []*quotav1.NodePoolQuota, base cluster.Quota) map[string]c
 // base's value (cluster.DefaultQuota() for projects and departments,
 // cluster.UnlimitedQuota() for departments/default).
 //
-// cluster.Quota has one over-quota weight and one over-quota switch for all
-// resources where the API has one per resource, so:
-//   - Weight is the GPU weight. The CPU and memory weights are stored and
-//     returned but not used by the scheduler's model yet.
-//   - A resource with over_quota_enabled false has its Limit lowered to its
-//     deserved quota (when that is finite): exactly what EffectiveLimit does
-//     for OverQuota false, but per resource. OverQuota is the GPU switch,
-//     unless turning it off would also cap a resource whose own switch is on
-//     (then it stays true and the lowered limits do the work). Either way
-//     EffectiveLimit(r) is what the API means, for every r.
+// The over-quota weights are per resource in both. cluster.Quota has one
+// over-quota switch for all resources where the API has one per resource, so
+// a resource with over_quota_enabled false has its Limit lowered to its
+// deserved quota (when that is finite): exactly what EffectiveLimit does for
+// OverQuota false, but per resource. OverQuota is the GPU switch, unless
+// turning it off would also cap a resource whose own switch is on (then it
+// stays true and the lowered limits do the work). Either way
+// EffectiveLimit(r) is what the API means, for every r.
 func ToClusterQuota(q *quotav1.NodePoolQuota, base cluster.Quota) cluster.Quota {
 	g, c, m := q.GetGpu(), q.GetCpu(), q.GetMemory()
 	if g == nil {
@@ -84,7 +83,11 @@ func ToClusterQuota(q *quotav1.NodePoolQuota, base cluster.Quota) cluster.Quota 
 			CPU:    value(c.LimitMilliCpu, base.Limit.CPU),
 			Memory: value(m.LimitMemoryBytes, base.Limit.Memory),
 		},
-		Weight: float64(value(g.OverQuotaWeight, int32(base.Weight))),
+		Weight: cluster.Weights{
+			float64(value(g.OverQuotaWeight, int32(base.Weight.Get(cluster.GPU)))),
+			float64(value(c.OverQuotaWeight, int32(base.Weight.Get(cluster.CPU)))),
+			float64(value(m.OverQuotaWeight, int32(base.Weight.Get(cluster.Memory)))),
+		},
 	}
 	enabled := [cluster.NumResources]bool{
 		value(g.OverQuotaEnabled, base.OverQuota),
@@ -126,4 +129,18 @@ func value[T int64 | int32 | bool](p *T, def T) T {
 		return def
 	}
 	return *p
+}
+
+// TimeBased converts a node pool's time_based_fair_share to the model's
+// setting: unset is off; an unset k is 1 (the Quota service stores it set).
+func TimeBased(np *quotav1.NodePool) fairshare.TimeBased {
+	tb := np.GetTimeBasedFairShare()
+	if tb == nil {
+		return fairshare.TimeBased{}
+	}
+	k := 1.0
+	if tb.K != nil {
+		k = tb.GetK()
+	}
+	return fairshare.TimeBased{HalfLife: tb.GetHalfLife().AsDuration(), K: k}
 }

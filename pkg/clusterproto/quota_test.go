@@ -30,18 +30,18 @@ func TestToClusterQuota(t *testing.T) {
 			cluster.UnlimitedQuota(),
 		},
 		{
-			"every field set",
+			"every field set, each resource with its own weight",
 			&quotav1.NodePoolQuota{
 				NodePool: "nodepools/dgx",
 				Gpu:      &quotav1.GpuQuota{DeservedMilliGpus: i64(2000), LimitMilliGpus: i64(4000), OverQuotaWeight: i32(3), OverQuotaEnabled: yes(true)},
-				Cpu:      &quotav1.CpuQuota{DeservedMilliCpu: i64(8000), LimitMilliCpu: i64(-1), OverQuotaWeight: i32(1), OverQuotaEnabled: yes(true)},
-				Memory:   &quotav1.MemoryQuota{DeservedMemoryBytes: i64(-1), LimitMemoryBytes: i64(1 << 30), OverQuotaWeight: i32(1), OverQuotaEnabled: yes(true)},
+				Cpu:      &quotav1.CpuQuota{DeservedMilliCpu: i64(8000), LimitMilliCpu: i64(-1), OverQuotaWeight: i32(2), OverQuotaEnabled: yes(true)},
+				Memory:   &quotav1.MemoryQuota{DeservedMemoryBytes: i64(-1), LimitMemoryBytes: i64(1 << 30), OverQuotaWeight: i32(5), OverQuotaEnabled: yes(true)},
 			},
 			cluster.DefaultQuota(),
 			cluster.Quota{
 				Deserved: cluster.Resources{GPU: 2000, CPU: 8000, Memory: -1},
 				Limit:    cluster.Resources{GPU: 4000, CPU: -1, Memory: 1 << 30},
-				Weight:   3, OverQuota: true,
+				Weight:   cluster.Weights{3, 2, 5}, OverQuota: true,
 			},
 		},
 		{
@@ -51,7 +51,7 @@ func TestToClusterQuota(t *testing.T) {
 			cluster.Quota{
 				Deserved: cluster.Resources{GPU: 2000, CPU: -1, Memory: -1},
 				Limit:    cluster.Resources{GPU: 2000, CPU: -1, Memory: -1},
-				Weight:   1, OverQuota: false,
+				Weight:   cluster.SameWeights(1), OverQuota: false,
 			},
 		},
 		{
@@ -64,7 +64,7 @@ func TestToClusterQuota(t *testing.T) {
 			cluster.Quota{
 				Deserved: cluster.Resources{GPU: 2000, CPU: 8000, Memory: -1},
 				Limit:    cluster.Resources{GPU: -1, CPU: 8000, Memory: -1},
-				Weight:   1, OverQuota: true,
+				Weight:   cluster.SameWeights(1), OverQuota: true,
 			},
 		},
 		{
@@ -77,7 +77,7 @@ func TestToClusterQuota(t *testing.T) {
 			cluster.Quota{
 				Deserved: cluster.Resources{GPU: 2000, CPU: 8000, Memory: -1},
 				Limit:    cluster.Resources{GPU: 2000, CPU: -1, Memory: -1},
-				Weight:   1, OverQuota: true,
+				Weight:   cluster.SameWeights(1), OverQuota: true,
 			},
 		},
 	} {

@@ -75,6 +75,10 @@ const (
 	// placed or gone; the Workload service folds them into
 	// status.pending_reasons.
 	PrefixReasons = Root + "reasons/" // {project}/{workload}
+	// PrefixUsage holds, per queue, its decayed usage for time-based fair
+	// share (a schedulerv1.QueueUsage), rewritten in place by the leader on
+	// its own cadence, fenced like a plan, so a new leader continues from it.
+	PrefixUsage = Root + "usage/" // {projects|departments}/{id}
 
 	// NodeManager service and its node agents.
 	PrefixNodes  = Root + "nodes/"  // {node}, kept alive with a lease
@@ -116,6 +120,7 @@ var prefixes = []PrefixInfo{
 	{PrefixReasons, OwnerScheduler, false, "pending reasons (WorkloadStatus.pending_reasons) by project/workload"},
 	{PrefixElectionScheduler, OwnerScheduler, false, "scheduler leader election candidates (concurrency.Election)"},
 	{PrefixQueues, OwnerScheduler, false, "queue status by node_pool/project"},
+	{PrefixUsage, OwnerScheduler, false, "decayed usage for time-based fair share (QueueUsage) by projects|departments/id"},
 	{PrefixNodes, OwnerNodeManager, false, "Node by id, leased"},
 	{PrefixLeases, OwnerNodeManager, false, "node lease ids by node"},
 	{PrefixRuns, OwnerNodeManager, false, "run reports by node/project.workload"},

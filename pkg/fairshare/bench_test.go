@@ -52,6 +52,10 @@ func BenchmarkDivide(b *testing.B) {
 	}
 }
 
+// BenchmarkDivideTree divides a pool among 50 departments, then each
+// department's share among its 200 projects; time-based=on first adjusts
+// every level's weights by usage (Adjust), as a pool with time-based fair
+// share does.
 func BenchmarkDivideTree(b *testing.B) {
 	r := rand.New(rand.NewPCG(3, 4))
 	const departments, projects = 50, 200
@@ -77,11 +81,45 @@ func BenchmarkDivideTree(b *testing.B) {
 		all = append(all, c...)
 	}
 	amount := total(all)
-	b.ReportAllocs()
-	for b.Loop() {
-		shares := fairshare.Divide(amount, G, depts)
-		for d, c := range children {
-			fairshare.Divide(shares[d], G, c)
+	// Past usage: anything up to a day of 20 GPUs, in milli-GPU-seconds.
+	usage := func(qs []fairshare.Queue) []float64 {
+		u := make([]float64, len(qs))
+		for i := range u {
+			u[i] = r.Float64() * 20 * G * 86400
 		}
+		return u
+	}
+	deptUsage, childUsage := usage(depts), make([][]float64, departments)
+	for d, c := range children {
+		childUsage[d] = usage(c)
+	}
+	divide := func(amount int64, qs []fairshare.Queue, u []float64, timeBased bool) []int64 {
+		if !timeBased {
+			return fairshare.Divide(amount, G, qs)
+		}
+		weights := make([]float64, len(qs))
+		for i, q := range qs {
+			weights[i] = q.Weight
+		}
+		in := append([]fairshare.Queue(nil), qs...)
+		for i, a := range fairshare.Adjust(0.5, weights, u) {
+			in[i].Weight = a.Weight
+		}
+		return fairshare.Divide(amount, G, in)
+	}
+	for _, timeBased := range []bool{false, true} {
+		name := "time-based=off"
+		if timeBased {
+			name = "time-based=on"
+		}
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				shares := divide(amount, depts, deptUsage, timeBased)
+				for d, c := range children {
+					divide(shares[d], c, childUsage[d], timeBased)
+				}
+			}
+		})
 	}
 }

@@ -63,7 +63,7 @@ func Divide(amount, unit int64, qs []Queue) []int64 {
 	st := make([]state, len(qs))
 	left := amount
 	for i, q := range qs {
-		st[i] = state{requestable: requestable(q), weight: weight(q.Weight)}
+		st[i] = state{requestable: requestable(q), weight: positive(q.Weight)}
 		d := q.Deserved
 		switch {
 		case d == Unlimited:
@@ -180,11 +180,11 @@ func requestable(q Queue) int64 {
 	return min(r, q.Limit)
 }
 
-// weight treats NaN, infinities and non-positive weights as 0 so that offers
-// stay finite.
-func weight(w float64) float64 {
-	if w > 0 && !math.IsInf(w, 1) {
-		return w
+// positive treats NaN, infinities and non-positive numbers (weights, usage)
+// as 0 so that offers stay finite.
+func positive(x float64) float64 {
+	if x > 0 && !math.IsInf(x, 1) {
+		return x
 	}
 	return 0
 }

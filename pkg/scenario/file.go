@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/runwayhq/runway/pkg/fairshare"
 )
 
 // Scenario is a loaded scenario file. Every list keeps the order of the file.
@@ -23,10 +25,13 @@ type Scenario struct {
 	Path, Name, Description string
 	Config                  Config
 	NodePools               []string // "default" first unless the file places it
-	Nodes                   []Node   // count expanded
-	Departments             []Department
-	Projects                []Project
-	Actions                 []Action
+	// TimeBased holds the pools that set timeBasedFairShare (SCHEDULING.md
+	// §2), by name; nil when none does.
+	TimeBased   map[string]fairshare.TimeBased
+	Nodes       []Node // count expanded
+	Departments []Department
+	Projects    []Project
+	Actions     []Action
 }
 
 // Config holds the scheduler settings of a scenario.
@@ -280,7 +285,7 @@ func (p *parser) scenario(root *yaml.Node) *Scenario {
 		sc.Description = p.scalar(n, "description")
 	}
 	sc.Config = p.config(f.get("config"))
-	sc.NodePools = p.nodePools(f.get("nodePools"))
+	sc.NodePools, sc.TimeBased = p.nodePools(f.get("nodePools"))
 	sc.Nodes = p.nodeList(f.get("nodes"))
 	sc.Departments = p.departmentList(f.get("departments"))
 	sc.Projects = p.projectList(f.get("projects"))
@@ -296,22 +301,34 @@ func (p *parser) config(n *yaml.Node) Config {
 	return c
 }
 
-func (p *parser) nodePools(n *yaml.Node) []string {
+func (p *parser) nodePools(n *yaml.Node) ([]string, map[string]fairshare.TimeBased) {
 	var pools []string
+	var timeBased map[string]fairshare.TimeBased
 	for i, item := range p.items(n, "nodePools") {
-		f := p.fields(item, fmt.Sprintf("nodePools[%d]", i), "name")
+		f := p.fields(item, fmt.Sprintf("nodePools[%d]", i), "name", "timeBasedFairShare")
 		name := p.required(f, "name")
 		if p.pools[name] {
 			p.fail(f.get("name"), "%s: duplicate node pool %q", f.what, name)
 		}
 		p.pools[name] = true
 		pools = append(pools, name)
+		if tb := f.get("timeBasedFairShare"); tb != nil {
+			g := p.fields(tb, f.what+": timeBasedFairShare", "halfLife", "k")
+			if timeBased == nil {
+				timeBased = map[string]fairshare.TimeBased{}
+			}
+			halfLife := p.optDuration(g, "halfLife", 0)
+			if halfLife == 0 {
+				p.fail(tb, "%s: halfLife is required", g.what)
+			}
+			timeBased[name] = fairshare.TimeBased{HalfLife: halfLife, K: p.optFloat(g, "k", 1, 0)}
+		}
 	}
 	if !p.pools["default"] { // always exists; first unless the file places it
 		p.pools["default"] = true
 		pools = append([]string{"default"}, pools...)
 	}
-	return pools
+	return pools, timeBased
 }
 
 var nodeFields = []string{"name", "pool", "gpus", "gpuMemoryGiB", "cpu", "memoryGiB", "labels", "count"}

@@ -11,6 +11,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
+
+	"github.com/runwayhq/runway/pkg/fairshare"
 )
 
 func TestMain(m *testing.M) {
@@ -96,9 +98,9 @@ func TestLoadEverything(t *testing.T) {
 description: every field set
 config: {placement: spread, cycle: 30s}
 nodePools:
-  - name: a100
+  - {name: a100, timeBasedFairShare: {halfLife: 1h, k: 0.5}}
   - name: default
-  - name: h100
+  - {name: h100, timeBasedFairShare: {halfLife: 30m}}
 nodes:
   - {name: big, pool: h100, gpus: 8, gpuMemoryGiB: 141, cpu: 128, memoryGiB: 2048, labels: {run.ai/type: dgx}}
 departments:
@@ -151,6 +153,10 @@ actions:
 		Path: path, Name: "all-fields", Description: "every field set",
 		Config:    Config{Placement: "spread", Cycle: 30 * time.Second},
 		NodePools: []string{"a100", "default", "h100"},
+		TimeBased: map[string]fairshare.TimeBased{
+			"a100": {HalfLife: time.Hour, K: 0.5},
+			"h100": {HalfLife: 30 * time.Minute, K: 1}, // k defaults to 1
+		},
 		Nodes: []Node{{Name: "big", Pool: "h100", GPUs: 8, GPUMemoryGiB: 141, CPU: 128, MemoryGiB: 2048,
 			Labels: map[string]string{"run.ai/type": "dgx"}, Line: 9}},
 		Departments: []Department{{Name: "research", Line: 11, Quota: []PoolQuota{
@@ -294,35 +300,39 @@ func TestLoadErrors(t *testing.T) {
 		line   int
 		phrase string
 	}{
-		"an empty file is rejected":            {"", 1, "empty file"},
-		"a YAML syntax error keeps its line":   {"name: t\nnodes: []\ndescription: a: b\n", 3, "YAML: mapping values are not allowed"},
-		"two YAML documents are rejected":      {"name: t\n---\nname: u\n", 3, "second YAML document"},
-		"the top level must be a mapping":      {"- a\n", 1, "top level: want a mapping"},
-		"an unknown top-level field is named":  {"name: t\nnodepools: []\n", 2, `unknown field "nodepools"`},
-		"a missing name is reported":           {"description: x\n", 1, "top level: name is required"},
-		"an upper-case name is rejected":       {"name: Big\n", 1, `name "Big": want lower-case`},
-		"a duplicate key is rejected":          {"name: t\nname: u\n", 2, `duplicate key "name"`},
-		"a merge key is rejected":              {"name: t\nconfig:\n  <<: {cycle: 2s}\n", 3, "merge keys"},
-		"an unknown placement is rejected":     {"name: t\nconfig: {placement: random}\n", 2, `"random" is not one of binpack, spread`},
-		"a zero cycle is rejected":             {"name: t\nconfig: {cycle: 0s}\n", 2, "config: cycle: must be more than 0"},
-		"a bad cycle is rejected":              {"name: t\nconfig: {cycle: soon}\n", 2, `config: cycle: invalid duration "soon"`},
-		"a duplicate node pool is rejected":    {"name: t\nnodePools:\n  - name: a\n  - name: a\n", 4, `nodePools[1]: duplicate node pool "a"`},
-		"a duplicate node name is rejected":    {"name: t\nnodes:\n  - name: node-1\n  - name: node-1\n", 4, `nodes[1]: duplicate node name "node-1"`},
-		"expanded node names collide":          {"name: t\nnodes:\n  - {name: n, count: 2}\n  - {name: n-2}\n", 4, `nodes[1]: duplicate node name "n-2"`},
-		"a node in an undeclared pool":         {"name: t\nnodes:\n  - {name: n, pool: h100}\n", 3, `nodes[0]: node pool "h100" is not declared`},
-		"a node with fractional gpus":          {"name: t\nnodes:\n  - {name: n, gpus: 1.5}\n", 3, "nodes[0]: gpus: want a whole number"},
-		"a node with negative gpus":            {"name: t\nnodes:\n  - {name: n, gpus: -1}\n", 3, "gpus: must be at least 0"},
-		"a node count of zero":                 {"name: t\nnodes:\n  - {name: n, count: 0}\n", 3, "count: must be at least 1"},
-		"a node with an unknown field":         {"name: t\nnodes:\n  - {name: n, gpu: 1}\n", 3, `nodes[0]: unknown field "gpu" (want one of name, pool, gpus,`},
-		"nodes must be a list":                 {"name: t\nnodes: {name: n}\n", 2, "nodes: want a list, got a mapping"},
-		"a duplicate department is rejected":   {"name: t\ndepartments:\n  - name: d\n  - name: d\n", 4, `departments[1]: duplicate department name "d"`},
-		"an undeclared department is rejected": {"name: t\nprojects:\n  - {name: p, department: d}\n", 3, `projects[0]: department "d" is not declared`},
-		"a duplicate project is rejected":      {"name: t\nprojects:\n  - name: p\n  - name: p\n", 4, `projects[1]: duplicate project name "p"`},
-		"a project named like a department":    {"name: t\ndepartments: [{name: d}]\nprojects: [{name: d}]\n", 3, `project name "d" is already a department's`},
-		"a quota in an undeclared pool":        {"name: t\nprojects:\n  - name: p\n    quota:\n      h100: {gpu: 1}\n", 5, `quota: node pool "h100" is not declared`},
-		"a quota with an unknown field":        {"name: t\nprojects:\n  - name: p\n    quota:\n      default: {gpus: 1}\n", 5, `projects[0]: quota: default: unknown field "gpus"`},
-		"a quota cpu below -1":                 {"name: t\nprojects:\n  - name: p\n    quota: {default: {cpu: -2}}\n", 4, "cpu: want -1 (unlimited)"},
-		"a non-boolean overQuota":              {"name: t\nprojects:\n  - name: p\n    quota: {default: {overQuota: maybe}}\n", 4, "overQuota: want true or false"},
+		"an empty file is rejected":               {"", 1, "empty file"},
+		"a YAML syntax error keeps its line":      {"name: t\nnodes: []\ndescription: a: b\n", 3, "YAML: mapping values are not allowed"},
+		"two YAML documents are rejected":         {"name: t\n---\nname: u\n", 3, "second YAML document"},
+		"the top level must be a mapping":         {"- a\n", 1, "top level: want a mapping"},
+		"an unknown top-level field is named":     {"name: t\nnodepools: []\n", 2, `unknown field "nodepools"`},
+		"a missing name is reported":              {"description: x\n", 1, "top level: name is required"},
+		"an upper-case name is rejected":          {"name: Big\n", 1, `name "Big": want lower-case`},
+		"a duplicate key is rejected":             {"name: t\nname: u\n", 2, `duplicate key "name"`},
+		"a merge key is rejected":                 {"name: t\nconfig:\n  <<: {cycle: 2s}\n", 3, "merge keys"},
+		"an unknown placement is rejected":        {"name: t\nconfig: {placement: random}\n", 2, `"random" is not one of binpack, spread`},
+		"a zero cycle is rejected":                {"name: t\nconfig: {cycle: 0s}\n", 2, "config: cycle: must be more than 0"},
+		"a bad cycle is rejected":                 {"name: t\nconfig: {cycle: soon}\n", 2, `config: cycle: invalid duration "soon"`},
+		"a duplicate node pool is rejected":       {"name: t\nnodePools:\n  - name: a\n  - name: a\n", 4, `nodePools[1]: duplicate node pool "a"`},
+		"time-based fair share needs a half-life": {"name: t\nnodePools:\n  - name: a\n    timeBasedFairShare: {k: 1}\n", 4, "nodePools[0]: timeBasedFairShare: halfLife is required"},
+		"a time-based k below 0 is rejected":      {"name: t\nnodePools:\n  - name: a\n    timeBasedFairShare: {halfLife: 1h, k: -1}\n", 4, "k: must be at least 0"},
+		"a zero half-life is rejected":            {"name: t\nnodePools:\n  - name: a\n    timeBasedFairShare: {halfLife: 0s}\n", 4, "halfLife: must be more than 0"},
+		"an unknown time-based field is rejected": {"name: t\nnodePools:\n  - name: a\n    timeBasedFairShare: {decay: 1h}\n", 4, `unknown field "decay"`},
+		"a duplicate node name is rejected":       {"name: t\nnodes:\n  - name: node-1\n  - name: node-1\n", 4, `nodes[1]: duplicate node name "node-1"`},
+		"expanded node names collide":             {"name: t\nnodes:\n  - {name: n, count: 2}\n  - {name: n-2}\n", 4, `nodes[1]: duplicate node name "n-2"`},
+		"a node in an undeclared pool":            {"name: t\nnodes:\n  - {name: n, pool: h100}\n", 3, `nodes[0]: node pool "h100" is not declared`},
+		"a node with fractional gpus":             {"name: t\nnodes:\n  - {name: n, gpus: 1.5}\n", 3, "nodes[0]: gpus: want a whole number"},
+		"a node with negative gpus":               {"name: t\nnodes:\n  - {name: n, gpus: -1}\n", 3, "gpus: must be at least 0"},
+		"a node count of zero":                    {"name: t\nnodes:\n  - {name: n, count: 0}\n", 3, "count: must be at least 1"},
+		"a node with an unknown field":            {"name: t\nnodes:\n  - {name: n, gpu: 1}\n", 3, `nodes[0]: unknown field "gpu" (want one of name, pool, gpus,`},
+		"nodes must be a list":                    {"name: t\nnodes: {name: n}\n", 2, "nodes: want a list, got a mapping"},
+		"a duplicate department is rejected":      {"name: t\ndepartments:\n  - name: d\n  - name: d\n", 4, `departments[1]: duplicate department name "d"`},
+		"an undeclared department is rejected":    {"name: t\nprojects:\n  - {name: p, department: d}\n", 3, `projects[0]: department "d" is not declared`},
+		"a duplicate project is rejected":         {"name: t\nprojects:\n  - name: p\n  - name: p\n", 4, `projects[1]: duplicate project name "p"`},
+		"a project named like a department":       {"name: t\ndepartments: [{name: d}]\nprojects: [{name: d}]\n", 3, `project name "d" is already a department's`},
+		"a quota in an undeclared pool":           {"name: t\nprojects:\n  - name: p\n    quota:\n      h100: {gpu: 1}\n", 5, `quota: node pool "h100" is not declared`},
+		"a quota with an unknown field":           {"name: t\nprojects:\n  - name: p\n    quota:\n      default: {gpus: 1}\n", 5, `projects[0]: quota: default: unknown field "gpus"`},
+		"a quota cpu below -1":                    {"name: t\nprojects:\n  - name: p\n    quota: {default: {cpu: -2}}\n", 4, "cpu: want -1 (unlimited)"},
+		"a non-boolean overQuota":                 {"name: t\nprojects:\n  - name: p\n    quota: {default: {overQuota: maybe}}\n", 4, "overQuota: want true or false"},
 
 		"an action with two keys":     {withActions("  - {run: 1, advance: 1s}"), 7, "actions[0]: want a mapping with a single key"},
 		"an action that is a string":  {withActions("  - run"), 7, `actions[0]: want a mapping with a single key, such as {run: 1}, got "run"`},

@@ -102,7 +102,7 @@ func Run(sc *Scenario, opts Options) (*Result, error) {
 
 func (r *runner) build() error {
 	for _, p := range r.sc.NodePools {
-		r.s.AddPool(p)
+		r.s.AddPool(p).TimeBased = r.sc.TimeBased[p]
 	}
 	for _, n := range r.sc.Nodes {
 		_, err := r.s.AddNode(cluster.NodeSpec{
@@ -148,7 +148,7 @@ func quota(q Quota) cluster.Quota {
 	return cluster.Quota{
 		Deserved:  cluster.Resources{GPU: cluster.MilliFromFloat(q.GPU), CPU: cpu, Memory: cluster.BytesFromGiB(q.MemoryGiB)},
 		Limit:     cluster.Resources{GPU: limit, CPU: cluster.Unlimited, Memory: cluster.Unlimited},
-		Weight:    q.OverQuotaWeight,
+		Weight:    cluster.SameWeights(q.OverQuotaWeight),
 		OverQuota: q.OverQuota,
 	}
 }
@@ -233,13 +233,15 @@ func (r *runner) run(n int) {
 
 // advance moves the clock by d, running a cycle after every `cycle`. Where a
 // cycle changed nothing and nothing happens before the next event, the clock
-// jumps to it: the same state would give the same empty plan.
+// jumps to it: the same state would give the same empty plan. Not while work
+// waits in a pool with time-based fair share: there the fair shares move with
+// the clock, and any cycle may place or reclaim.
 func (r *runner) advance(d time.Duration) {
 	end := r.now + d
 	changed := true
 	for r.now < end {
 		dt := r.cycle
-		if !changed {
+		if !changed && !r.waitsOnTime() {
 			if next, ok := r.nextEvent(); !ok || next > r.now {
 				k := time.Duration(1)
 				if ok {
@@ -277,10 +279,13 @@ func (r *runner) step() bool {
 	return !plan.Empty()
 }
 
-// tick moves the clock by dt: running workloads accumulate run time and those
-// that reach their duration complete; replay jobs due by then are submitted.
+// tick moves the clock by dt: queues accrue what they held as usage (pools
+// with time-based fair share), running workloads accumulate run time and
+// those that reach their duration complete; replay jobs due by then are
+// submitted.
 func (r *runner) tick(dt time.Duration) {
 	r.metrics.integrate(r.s, dt)
+	scheduling.AccrueUsage(r.s, dt)
 	r.now += dt
 	for _, w := range r.runningTimed() {
 		r.ran[w] += dt
@@ -296,6 +301,24 @@ func (r *runner) tick(dt time.Duration) {
 			panic("scenario: replay submit: " + err.Error())
 		}
 	}
+}
+
+// waitsOnTime reports whether a workload waits for a pool with time-based
+// fair share.
+func (r *runner) waitsOnTime() bool {
+	if len(r.sc.TimeBased) == 0 {
+		return false
+	}
+	for _, q := range r.s.Projects() {
+		for w := range q.Waiting() {
+			for _, p := range w.Pools {
+				if r.s.Pool(p).TimeBased.On() {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // runningTimed lists running workloads with a duration, in submission order.

@@ -8,18 +8,23 @@ import (
 	"testing"
 )
 
-// repoScenarios lists the repository's scenarios (scenarios/ at its root):
-// the public examples of the contract, copied in and kept equal to
-// ../shared/scenarios by scripts/check-scenarios.sh, and the project's own.
+// repoScenarios lists the repository's scenarios (scenarios/ at its root,
+// and scenarios/next/ whose rules are built): the public examples of the
+// contract, copied in and kept equal to ../shared/scenarios by
+// scripts/check-scenarios.sh, and the project's own.
 func repoScenarios(t *testing.T) []string {
 	t.Helper()
 	const dir = "../../scenarios"
-	paths, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(paths) == 0 {
-		t.Fatalf("no scenarios found in %s", dir)
+	var paths []string
+	for _, sub := range []string{"", "next"} {
+		found, err := filepath.Glob(filepath.Join(dir, sub, "*.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(found) == 0 {
+			t.Fatalf("no scenarios found in %s", filepath.Join(dir, sub))
+		}
+		paths = append(paths, found...)
 	}
 	return paths
 }

@@ -9,7 +9,8 @@
 //
 // The cycle, step by step (each a file):
 //
-//	fairshare.go  fair share per pool and resource down department → project
+//	fairshare.go  fair share per pool and resource down department → project,
+//	              and the decayed usage of time-based fair share (AccrueUsage)
 //	order.go      which queue goes next (the six sort rules) and the walk from the root
 //	checks.go     allocate's checks: limits and deserved for non-preemptible work
 //	allocate.go   the allocate pass, pool by pool in order of preference

@@ -327,3 +327,36 @@ func TestListProjects_pages(t *testing.T) {
 	_, err = e.client.ListProjects(ctx, &quotav1.ListProjectsRequest{PageToken: "bm90IGEgdG9rZW4"})
 	wantCode(t, err, codes.InvalidArgument, "INVALID_PAGE_TOKEN")
 }
+
+// Time-based fair share is off by default; setting the half-life turns it
+// on (k defaults to 1), k changes alone, and naming it empty turns it off.
+func TestNodePool_TimeBasedFairShare(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	if created := e.mustCreatePool(t, "dgx", map[string]string{"run.ai/type": "dgx"}); created.GetTimeBasedFairShare() != nil {
+		t.Fatalf("a new pool has time_based_fair_share %v, want unset (off)", created.GetTimeBasedFairShare())
+	}
+	update := func(np *quotav1.NodePool, paths ...string) *quotav1.NodePool {
+		t.Helper()
+		np.Name = "nodepools/dgx"
+		got, err := e.client.UpdateNodePool(ctx, &quotav1.UpdateNodePoolRequest{NodePool: np, UpdateMask: mask(paths...)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	on := update(&quotav1.NodePool{TimeBasedFairShare: &quotav1.TimeBasedFairShare{HalfLife: durationpb.New(time.Hour)}},
+		"time_based_fair_share.half_life")
+	want := &quotav1.TimeBasedFairShare{HalfLife: durationpb.New(time.Hour), K: f64(1)}
+	if diff := cmp.Diff(want, on.GetTimeBasedFairShare(), protocmp.Transform()); diff != "" {
+		t.Fatalf("time_based_fair_share after setting the half-life (-want +got):\n%s", diff)
+	}
+	k := update(&quotav1.NodePool{TimeBasedFairShare: &quotav1.TimeBasedFairShare{K: f64(0.5)}}, "time_based_fair_share.k")
+	want.K = f64(0.5)
+	if diff := cmp.Diff(want, k.GetTimeBasedFairShare(), protocmp.Transform()); diff != "" {
+		t.Fatalf("time_based_fair_share after setting k alone (-want +got):\n%s", diff)
+	}
+	if off := update(&quotav1.NodePool{}, "time_based_fair_share"); off.GetTimeBasedFairShare() != nil {
+		t.Fatalf("time_based_fair_share after a reset = %v, want unset (off)", off.GetTimeBasedFairShare())
+	}
+}

@@ -20,6 +20,7 @@ const (
 	defaultWeight       = 1
 	defaultLease        = timeslice.DefaultLease
 	defaultPrecisionPct = timeslice.DefaultPrecision
+	defaultFairShareK   = 1.0
 )
 
 // fillQuotas sets every unset field of qs to its default: GPUs deserved 0
@@ -67,7 +68,8 @@ func orDefault[T int64 | int32 | bool](p *T, def T) *T {
 }
 
 // fillNodePool sets a pool's unset fields: binpack, time slicing off with
-// 250 ms leases and 5% precision (a 5 s plan).
+// 250 ms leases and 5% precision (a 5 s plan), and k = 1 where time-based
+// fair share is on (it stays off, unset, by default).
 func fillNodePool(np *quotav1.NodePool) {
 	if np.PlacementStrategy == quotav1.PlacementStrategy_PLACEMENT_STRATEGY_UNSPECIFIED {
 		np.PlacementStrategy = quotav1.PlacementStrategy_PLACEMENT_STRATEGY_BINPACK
@@ -84,6 +86,10 @@ func fillNodePool(np *quotav1.NodePool) {
 	}
 	if ts.PrecisionPercent == 0 {
 		ts.PrecisionPercent = defaultPrecisionPct
+	}
+	if tb := np.TimeBasedFairShare; tb != nil && tb.K == nil {
+		k := defaultFairShareK
+		tb.K = &k
 	}
 }
 

@@ -239,9 +239,10 @@ func (e *env) unchangedBy(t *testing.T, request func() error) error {
 
 // Builders.
 
-func i64(v int64) *int64 { return &v }
-func i32(v int32) *int32 { return &v }
-func yes(v bool) *bool   { return &v }
+func i64(v int64) *int64     { return &v }
+func i32(v int32) *int32     { return &v }
+func f64(v float64) *float64 { return &v }
+func yes(v bool) *bool       { return &v }
 
 // gpus is a NodePoolQuota with only deserved GPUs set (whole GPUs).
 func gpus(pool string, deserved int64) *quotav1.NodePoolQuota {

@@ -2,6 +2,7 @@ package quota_test
 
 import (
 	"context"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -198,6 +199,26 @@ func TestInvalidInput(t *testing.T) {
 			"", "node_pool.time_slicing.precision_percent"},
 		{"an unknown time-slicing mode", pool(&quotav1.NodePool{NodeSelector: dgx, TimeSlicing: &quotav1.TimeSlicing{Mode: 9}}),
 			"", "node_pool.time_slicing.mode"},
+		{"time-based fair share without a half-life", pool(&quotav1.NodePool{NodeSelector: dgx, TimeBasedFairShare: &quotav1.TimeBasedFairShare{}}),
+			"", "node_pool.time_based_fair_share.half_life"},
+		{"a fair-share half-life of 10 seconds", pool(&quotav1.NodePool{NodeSelector: dgx,
+			TimeBasedFairShare: &quotav1.TimeBasedFairShare{HalfLife: durationpb.New(10 * time.Second)}}),
+			"", "node_pool.time_based_fair_share.half_life"},
+		{"a fair-share half-life of two years", pool(&quotav1.NodePool{NodeSelector: dgx,
+			TimeBasedFairShare: &quotav1.TimeBasedFairShare{HalfLife: durationpb.New(2 * 365 * 24 * time.Hour)}}),
+			"", "node_pool.time_based_fair_share.half_life"},
+		{"a negative fair-share k", pool(&quotav1.NodePool{NodeSelector: dgx,
+			TimeBasedFairShare: &quotav1.TimeBasedFairShare{HalfLife: durationpb.New(time.Hour), K: f64(-0.5)}}),
+			"", "node_pool.time_based_fair_share.k"},
+		{"a fair-share k that is not a number", pool(&quotav1.NodePool{NodeSelector: dgx,
+			TimeBasedFairShare: &quotav1.TimeBasedFairShare{HalfLife: durationpb.New(time.Hour), K: f64(math.NaN())}}),
+			"", "node_pool.time_based_fair_share.k"},
+		{"a fair-share k above 10", updatePool("nodepools/dgx",
+			&quotav1.NodePool{TimeBasedFairShare: &quotav1.TimeBasedFairShare{HalfLife: durationpb.New(time.Hour), K: f64(11)}}),
+			"", "node_pool.time_based_fair_share.k"},
+		{"a fair-share k without a half-life on a pool without it", updatePool("nodepools/dgx",
+			&quotav1.NodePool{TimeBasedFairShare: &quotav1.TimeBasedFairShare{K: f64(0.5)}}, "time_based_fair_share.k"),
+			"", "node_pool.time_based_fair_share.half_life"},
 		{"a selector on the built-in default node pool", updatePool("nodepools/default", &quotav1.NodePool{NodeSelector: dgx}),
 			"", "node_pool.node_selector"},
 		{"a node pool update that removes the selector", updatePool("nodepools/dgx", &quotav1.NodePool{}, "node_selector"),

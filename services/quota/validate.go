@@ -34,6 +34,12 @@ const (
 	maxLabelValue  = 63
 	minLeaseSlice  = 10 * time.Millisecond
 	maxLeaseSlice  = 10 * time.Second
+	// Time-based fair share: a half-life below a minute would follow single
+	// cycles; above a year nothing would ever be forgotten.
+	minHalfLife     = time.Minute
+	maxHalfLife     = 365 * 24 * time.Hour
+	maxHalfLifeText = "365 days"
+	maxFairShareK   = 10
 )
 
 // idPattern is a resource id: 1-63 characters of [a-z0-9-], starting with a
@@ -140,6 +146,16 @@ func (v *violations) checkNodePool(field string, np *quotav1.NodePool, id string
 	}
 	if p := ts.GetPrecisionPercent(); !timeslice.ValidPrecision(int(p)) {
 		v.add(field+".time_slicing.precision_percent", "must divide 100 into whole leases: 1, 2, 4, 5, 10, 20, 25 or 50 (0 means 5)")
+	}
+	if tb := np.GetTimeBasedFairShare(); tb != nil {
+		d := tb.GetHalfLife()
+		if d == nil || d.CheckValid() != nil || d.AsDuration() < minHalfLife || d.AsDuration() > maxHalfLife {
+			v.add(field+".time_based_fair_share.half_life", "must be between %s and %s (leave time_based_fair_share unset to turn it off)", minHalfLife, maxHalfLifeText)
+		}
+		// NaN fails both comparisons, so it is rejected too.
+		if k := tb.GetK(); !(k >= 0 && k <= maxFairShareK) {
+			v.add(field+".time_based_fair_share.k", "must be between 0 and %g", float64(maxFairShareK))
+		}
 	}
 }
 

@@ -36,14 +36,18 @@ type write struct {
 
 // writes is a plan turned into etcd operations: evictions first (binding
 // deletes and eviction events), then bindings, then the pending reasons
-// records that changed (reasons.go).
+// records that changed (reasons.go), then, when due, the usage records of
+// time-based fair share (usage.go).
 type writes struct {
 	evict   []write
 	bind    []write
 	reasons []write
+	usage   []write
 }
 
-func (w writes) empty() bool { return len(w.evict) == 0 && len(w.bind) == 0 && len(w.reasons) == 0 }
+func (w writes) empty() bool {
+	return len(w.evict) == 0 && len(w.bind) == 0 && len(w.reasons) == 0 && len(w.usage) == 0
+}
 
 // planWrites turns a plan into writes, reading the cache for the keys of
 // the bindings it deletes. Called with the cache locked, on the state the
@@ -164,7 +168,7 @@ func apply(ctx context.Context, client *clientv3.Client, f fence, w writes, maxO
 	if maxOps <= 0 {
 		maxOps = etcdstore.DefaultMaxOps
 	}
-	ops := append(append(append([]write(nil), w.evict...), w.bind...), w.reasons...)
+	ops := append(append(append(append([]write(nil), w.evict...), w.bind...), w.reasons...), w.usage...)
 	// Each write may carry a condition, and the fence is one more: a
 	// transaction holds maxOps-1 writes so both stay within maxOps.
 	chunk := max(1, maxOps-1)

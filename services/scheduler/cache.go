@@ -448,8 +448,8 @@ func (c *Cache) sync() {
 func (c *Cache) syncOne(k kind, id string) bool {
 	switch k {
 	case kindPool:
-		if _, ok := c.pools[id]; ok {
-			c.state.AddPool(id)
+		if np, ok := c.pools[id]; ok {
+			c.state.AddPool(id).TimeBased = clusterproto.TimeBased(np)
 		}
 		return true // a deleted pool stays in the model: State cannot remove one
 	case kindDepartment:

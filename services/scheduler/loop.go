@@ -7,6 +7,7 @@ import (
 
 	"go.etcd.io/etcd/client/v3/concurrency"
 
+	schedulerv1 "github.com/runwayhq/runway/gen/go/runway/scheduler/v1"
 	"github.com/runwayhq/runway/pkg/etcdstore"
 	"github.com/runwayhq/runway/pkg/scheduling"
 )
@@ -84,6 +85,12 @@ func (s *Server) lead(ctx context.Context) error {
 		return err
 	}
 	s.written = written
+	if s.usage, err = loadUsage(cctx, s.client); err != nil {
+		if cctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
 	if s.cfg.WhileLeading != nil {
 		done := make(chan struct{})
 		go func() {
@@ -133,13 +140,17 @@ func (s *Server) cycle(ctx context.Context, f fence) {
 	}
 	cfg := s.cfg.Scheduling
 	cfg.Now = since(now)
+	s.usage.accrue(c.state, now)
 	plan := scheduling.Cycle(c.state, cfg)
 	ws := c.planWrites(plan, now)
+	var usage map[string]*schedulerv1.QueueUsage
+	ws.usage, usage = s.usage.writes(c.state, now, s.cfg.UsageInterval)
 	c.mu.Unlock()
 	s.recordCycle(plan, now)
 	var written map[string]string
 	ws.reasons, written = reasonsWrites(s.written, plan.Waiting)
 	if ws.empty() {
+		s.usage.committed(usage, now)
 		return
 	}
 	_, err := apply(ctx, s.client, f, ws, s.cfg.MaxOps)
@@ -150,5 +161,6 @@ func (s *Server) cycle(ctx context.Context, f fence) {
 		return
 	}
 	s.written = written
+	s.usage.committed(usage, now)
 	c.WaitApplied(ctx, ws, 2*time.Second)
 }

@@ -49,6 +49,9 @@ type Config struct {
 	Clock func() time.Time
 	// Logger (default slog.Default()).
 	Logger *slog.Logger
+	// UsageInterval is how often the leader writes the queues' usage records
+	// of time-based fair share (default 30 s): what a new leader starts from.
+	UsageInterval time.Duration
 	// WhileLeading, when set, runs beside the cycle loop for as long as
 	// this replica leads, with a context that ends when leadership does: a
 	// runtime that must act once for the whole cluster (the Kubernetes
@@ -82,6 +85,13 @@ type Server struct {
 	// record last written under PrefixReasons; only the leader's loop
 	// goroutine reads and sets it (reasons.go).
 	written map[string]string
+	// usage is the leader's time-based fair-share bookkeeping (usage.go);
+	// only the leader's loop goroutine uses it.
+	usage *usageBook
+	// follower is the usage a replica that does not lead last read, at
+	// followerRead, for its queries (followerUsage); guarded by mu.
+	follower     *usageBook
+	followerRead time.Time
 }
 
 // decision is what one cycle said about one workload.
@@ -118,6 +128,9 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
+	}
+	if cfg.UsageInterval <= 0 {
+		cfg.UsageInterval = 30 * time.Second
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -232,6 +245,7 @@ func (s *Server) GetQueue(ctx context.Context, req *schedulerv1.GetQueueRequest)
 	if !ok {
 		return nil, apierr.InvalidField("name", "must be projects/{project}/queue or departments/{department}/queue")
 	}
+	s.followerUsage(ctx)
 	c := s.cache
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -272,6 +286,7 @@ func (s *Server) ListQueues(ctx context.Context, req *schedulerv1.ListQueuesRequ
 		}
 		start = string(b)
 	}
+	s.followerUsage(ctx)
 	c := s.cache
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -280,11 +295,7 @@ func (s *Server) ListQueues(ctx context.Context, req *schedulerv1.ListQueuesRequ
 	}
 	scheduling.ComputeFairShares(c.state)
 	now := s.cfg.Clock()
-	var all []*cluster.Queue
-	for _, d := range c.state.Departments {
-		all = append(all, d)
-		all = append(all, d.Children...)
-	}
+	all := allQueues(c.state)
 	out := &schedulerv1.ListQueuesResponse{}
 	started := start == ""
 	for _, q := range all {
@@ -364,12 +375,17 @@ func queueProto(st *cluster.State, q *cluster.Queue, now time.Time) *schedulerv1
 			Allocated:               quantity(u.Allocated),
 			AllocatedNonPreemptible: quantity(u.NonPreemptible),
 			Requested:               quantity(u.Requested()),
-			OverQuotaWeights:        &schedulerv1.OverQuotaWeights{Gpu: int32(qu.Weight), Cpu: int32(qu.Weight), Memory: int32(qu.Weight)},
+			OverQuotaWeights:        weightsProto(qu.Weight),
 			RunningWorkloads:        running[p.Index],
 			PendingWorkloads:        pending[p.Index],
+			TimeBasedFairShare:      timeBasedProto(q, p),
 		})
 	}
 	return out
+}
+
+func weightsProto(w cluster.Weights) *schedulerv1.OverQuotaWeights {
+	return &schedulerv1.OverQuotaWeights{Gpu: int32(w.Get(cluster.GPU)), Cpu: int32(w.Get(cluster.CPU)), Memory: int32(w.Get(cluster.Memory))}
 }
 
 func projectsOf(q *cluster.Queue) []*cluster.Queue {

@@ -123,9 +123,14 @@ func LimitCPU(cores float64) QuotaOption {
 	return func(q *quotas) { q.update(func(x *cluster.Quota) { x.Limit.CPU = milliOrUnlimited(cores) }) }
 }
 
-// Weight sets the over-quota weight.
+// Weight sets the over-quota weight of every resource.
 func Weight(w float64) QuotaOption {
-	return func(q *quotas) { q.update(func(x *cluster.Quota) { x.Weight = w }) }
+	return func(q *quotas) { q.update(func(x *cluster.Quota) { x.Weight = cluster.SameWeights(w) }) }
+}
+
+// WeightOf sets the over-quota weight of one resource.
+func WeightOf(r cluster.Resource, w float64) QuotaOption {
+	return func(q *quotas) { q.update(func(x *cluster.Quota) { x.Weight[r] = w }) }
 }
 
 // NoOverQuota turns over-quota off: the queue never holds more than deserved.

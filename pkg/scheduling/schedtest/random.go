@@ -130,7 +130,7 @@ func randomQuotas(t *rapid.T, pools []string, department bool) map[string]cluste
 				q.Limit.CPU = q.Deserved.CPU + 8000
 			}
 		}
-		q.Weight = rapid.SampledFrom([]float64{0, 1, 1, 2, 3}).Draw(t, "weight")
+		q.Weight = cluster.SameWeights(rapid.SampledFrom([]float64{0, 1, 1, 2, 3}).Draw(t, "weight"))
 		q.OverQuota = rapid.IntRange(1, 2*rare).Draw(t, "noOverQuota") != 1
 		out[p] = q
 	}

@@ -35,7 +35,7 @@ func TestBuilders(t *testing.T) {
 	if got := d.Quotas[1]; got.Deserved.GPU != cluster.Unlimited || got.Limit.GPU != 8000 {
 		t.Errorf("d in big: %+v, want deserved unlimited and limit 8 GPUs", got)
 	}
-	if got := p.Quotas[0]; got.Deserved.GPU != 1000 || got.Weight != 2 || got.OverQuota || p.Parent != d {
+	if got := p.Quotas[0]; got.Deserved.GPU != 1000 || got.Weight != cluster.SameWeights(2) || got.OverQuota || p.Parent != d {
 		t.Errorf("p: %+v under %s", got, p.Parent.Name)
 	}
 	if got := s.Queue("q").Parent.Name; got != cluster.DefaultDepartment {

@@ -178,9 +178,13 @@ type NodePool struct {
 	// updates (and in DeleteNodePoolRequest.etag) to change the resource only
 	// if nobody changed it since it was read (AIP-154); a mismatch fails with
 	// ABORTED / ETAG_MISMATCH.
-	Etag          string `protobuf:"bytes,9,opt,name=etag,proto3" json:"etag,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Etag string `protobuf:"bytes,9,opt,name=etag,proto3" json:"etag,omitempty"`
+	// Optional. Time-based fair share: queues that used much of the pool
+	// recently get less of what is left over quota (shared/SCHEDULING.md
+	// section 2). Unset means off.
+	TimeBasedFairShare *TimeBasedFairShare `protobuf:"bytes,10,opt,name=time_based_fair_share,json=timeBasedFairShare,proto3" json:"time_based_fair_share,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *NodePool) Reset() {
@@ -276,6 +280,79 @@ func (x *NodePool) GetEtag() string {
 	return ""
 }
 
+func (x *NodePool) GetTimeBasedFairShare() *TimeBasedFairShare {
+	if x != nil {
+		return x.TimeBasedFairShare
+	}
+	return nil
+}
+
+// TimeBasedFairShare lowers the over-quota weight of queues that used more
+// than their weight's share of a node pool recently, and raises it for those
+// that used less; deserved quotas are never touched. The scheduler keeps one
+// decayed usage number per queue and resource: what the queue held,
+// integrated over time, each moment weighted by 0.5 ^ (age / half_life).
+// Among sibling queues, with u = usage / the siblings' usage and s = weight /
+// the siblings' weight, the over-quota rounds use the weight
+// w * max(0, 1 + k * (s - u) / s). GetQueue shows u, s and that weight.
+type TimeBasedFairShare struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. How fast past usage is forgotten: what a queue held half_life
+	// ago counts half. Between 1 minute and 365 days.
+	HalfLife *durationpb.Duration `protobuf:"bytes,1,opt,name=half_life,json=halfLife,proto3" json:"half_life,omitempty"`
+	// Optional. How strongly usage moves the weights: with 1, a queue that used
+	// twice its share gets nothing over quota until its usage decays; 0 keeps
+	// the configured weights (usage is still recorded and shown). Between 0 and
+	// 10; unset means 1.
+	K             *float64 `protobuf:"fixed64,2,opt,name=k,proto3,oneof" json:"k,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TimeBasedFairShare) Reset() {
+	*x = TimeBasedFairShare{}
+	mi := &file_runway_quota_v1_node_pool_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TimeBasedFairShare) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TimeBasedFairShare) ProtoMessage() {}
+
+func (x *TimeBasedFairShare) ProtoReflect() protoreflect.Message {
+	mi := &file_runway_quota_v1_node_pool_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TimeBasedFairShare.ProtoReflect.Descriptor instead.
+func (*TimeBasedFairShare) Descriptor() ([]byte, []int) {
+	return file_runway_quota_v1_node_pool_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *TimeBasedFairShare) GetHalfLife() *durationpb.Duration {
+	if x != nil {
+		return x.HalfLife
+	}
+	return nil
+}
+
+func (x *TimeBasedFairShare) GetK() float64 {
+	if x != nil && x.K != nil {
+		return *x.K
+	}
+	return 0
+}
+
 // TimeSlicing configures how the compute time of one GPU is shared between
 // the fractional workloads placed on it. A fraction always holds its share of
 // the device memory; time slicing decides what happens to compute time.
@@ -300,7 +377,7 @@ type TimeSlicing struct {
 
 func (x *TimeSlicing) Reset() {
 	*x = TimeSlicing{}
-	mi := &file_runway_quota_v1_node_pool_proto_msgTypes[1]
+	mi := &file_runway_quota_v1_node_pool_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -312,7 +389,7 @@ func (x *TimeSlicing) String() string {
 func (*TimeSlicing) ProtoMessage() {}
 
 func (x *TimeSlicing) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_quota_v1_node_pool_proto_msgTypes[1]
+	mi := &file_runway_quota_v1_node_pool_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -325,7 +402,7 @@ func (x *TimeSlicing) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimeSlicing.ProtoReflect.Descriptor instead.
 func (*TimeSlicing) Descriptor() ([]byte, []int) {
-	return file_runway_quota_v1_node_pool_proto_rawDescGZIP(), []int{1}
+	return file_runway_quota_v1_node_pool_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *TimeSlicing) GetMode() TimeSlicingMode {
@@ -353,7 +430,7 @@ var File_runway_quota_v1_node_pool_proto protoreflect.FileDescriptor
 
 const file_runway_quota_v1_node_pool_proto_rawDesc = "" +
 	"\n" +
-	"\x1frunway/quota/v1/node_pool.proto\x12\x0frunway.quota.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x87\x04\n" +
+	"\x1frunway/quota/v1/node_pool.proto\x12\x0frunway.quota.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xdf\x04\n" +
 	"\bNodePool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03uid\x18\x02 \x01(\tR\x03uid\x12 \n" +
@@ -365,10 +442,16 @@ const file_runway_quota_v1_node_pool_proto_rawDesc = "" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12\x12\n" +
-	"\x04etag\x18\t \x01(\tR\x04etag\x1a?\n" +
+	"\x04etag\x18\t \x01(\tR\x04etag\x12V\n" +
+	"\x15time_based_fair_share\x18\n" +
+	" \x01(\v2#.runway.quota.v1.TimeBasedFairShareR\x12timeBasedFairShare\x1a?\n" +
 	"\x11NodeSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb2\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"e\n" +
+	"\x12TimeBasedFairShare\x126\n" +
+	"\thalf_life\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\bhalfLife\x12\x11\n" +
+	"\x01k\x18\x02 \x01(\x01H\x00R\x01k\x88\x01\x01B\x04\n" +
+	"\x02_k\"\xb2\x01\n" +
 	"\vTimeSlicing\x124\n" +
 	"\x04mode\x18\x01 \x01(\x0e2 .runway.quota.v1.TimeSlicingModeR\x04mode\x12@\n" +
 	"\x0elease_duration\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\rleaseDuration\x12+\n" +
@@ -396,29 +479,32 @@ func file_runway_quota_v1_node_pool_proto_rawDescGZIP() []byte {
 }
 
 var file_runway_quota_v1_node_pool_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_runway_quota_v1_node_pool_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_runway_quota_v1_node_pool_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_runway_quota_v1_node_pool_proto_goTypes = []any{
 	(PlacementStrategy)(0),        // 0: runway.quota.v1.PlacementStrategy
 	(TimeSlicingMode)(0),          // 1: runway.quota.v1.TimeSlicingMode
 	(*NodePool)(nil),              // 2: runway.quota.v1.NodePool
-	(*TimeSlicing)(nil),           // 3: runway.quota.v1.TimeSlicing
-	nil,                           // 4: runway.quota.v1.NodePool.NodeSelectorEntry
-	(*timestamppb.Timestamp)(nil), // 5: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 6: google.protobuf.Duration
+	(*TimeBasedFairShare)(nil),    // 3: runway.quota.v1.TimeBasedFairShare
+	(*TimeSlicing)(nil),           // 4: runway.quota.v1.TimeSlicing
+	nil,                           // 5: runway.quota.v1.NodePool.NodeSelectorEntry
+	(*timestamppb.Timestamp)(nil), // 6: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 7: google.protobuf.Duration
 }
 var file_runway_quota_v1_node_pool_proto_depIdxs = []int32{
-	4, // 0: runway.quota.v1.NodePool.node_selector:type_name -> runway.quota.v1.NodePool.NodeSelectorEntry
+	5, // 0: runway.quota.v1.NodePool.node_selector:type_name -> runway.quota.v1.NodePool.NodeSelectorEntry
 	0, // 1: runway.quota.v1.NodePool.placement_strategy:type_name -> runway.quota.v1.PlacementStrategy
-	3, // 2: runway.quota.v1.NodePool.time_slicing:type_name -> runway.quota.v1.TimeSlicing
-	5, // 3: runway.quota.v1.NodePool.create_time:type_name -> google.protobuf.Timestamp
-	5, // 4: runway.quota.v1.NodePool.update_time:type_name -> google.protobuf.Timestamp
-	1, // 5: runway.quota.v1.TimeSlicing.mode:type_name -> runway.quota.v1.TimeSlicingMode
-	6, // 6: runway.quota.v1.TimeSlicing.lease_duration:type_name -> google.protobuf.Duration
-	7, // [7:7] is the sub-list for method output_type
-	7, // [7:7] is the sub-list for method input_type
-	7, // [7:7] is the sub-list for extension type_name
-	7, // [7:7] is the sub-list for extension extendee
-	0, // [0:7] is the sub-list for field type_name
+	4, // 2: runway.quota.v1.NodePool.time_slicing:type_name -> runway.quota.v1.TimeSlicing
+	6, // 3: runway.quota.v1.NodePool.create_time:type_name -> google.protobuf.Timestamp
+	6, // 4: runway.quota.v1.NodePool.update_time:type_name -> google.protobuf.Timestamp
+	3, // 5: runway.quota.v1.NodePool.time_based_fair_share:type_name -> runway.quota.v1.TimeBasedFairShare
+	7, // 6: runway.quota.v1.TimeBasedFairShare.half_life:type_name -> google.protobuf.Duration
+	1, // 7: runway.quota.v1.TimeSlicing.mode:type_name -> runway.quota.v1.TimeSlicingMode
+	7, // 8: runway.quota.v1.TimeSlicing.lease_duration:type_name -> google.protobuf.Duration
+	9, // [9:9] is the sub-list for method output_type
+	9, // [9:9] is the sub-list for method input_type
+	9, // [9:9] is the sub-list for extension type_name
+	9, // [9:9] is the sub-list for extension extendee
+	0, // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_runway_quota_v1_node_pool_proto_init() }
@@ -426,13 +512,14 @@ func file_runway_quota_v1_node_pool_proto_init() {
 	if File_runway_quota_v1_node_pool_proto != nil {
 		return
 	}
+	file_runway_quota_v1_node_pool_proto_msgTypes[1].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_runway_quota_v1_node_pool_proto_rawDesc), len(file_runway_quota_v1_node_pool_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   3,
+			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

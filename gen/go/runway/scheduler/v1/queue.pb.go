@@ -209,8 +209,12 @@ type QueueNodePool struct {
 	RunningWorkloads int32 `protobuf:"varint,9,opt,name=running_workloads,json=runningWorkloads,proto3" json:"running_workloads,omitempty"`
 	// Workloads of this queue that are pending and name this node pool.
 	PendingWorkloads int32 `protobuf:"varint,10,opt,name=pending_workloads,json=pendingWorkloads,proto3" json:"pending_workloads,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Set only where the node pool has time-based fair share
+	// (runway.quota.v1.NodePool.time_based_fair_share): the usage behind this
+	// queue's over-quota weights at the last cycle.
+	TimeBasedFairShare *QueueTimeBasedFairShare `protobuf:"bytes,11,opt,name=time_based_fair_share,json=timeBasedFairShare,proto3" json:"time_based_fair_share,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *QueueNodePool) Reset() {
@@ -313,6 +317,158 @@ func (x *QueueNodePool) GetPendingWorkloads() int32 {
 	return 0
 }
 
+func (x *QueueNodePool) GetTimeBasedFairShare() *QueueTimeBasedFairShare {
+	if x != nil {
+		return x.TimeBasedFairShare
+	}
+	return nil
+}
+
+// QueueTimeBasedFairShare explains a queue's over-quota weights in a node pool
+// with time-based fair share (shared/SCHEDULING.md section 2), per resource,
+// among the queue and its siblings (for a department, the other departments;
+// for a project, the other projects of its department).
+type QueueTimeBasedFairShare struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Decayed usage: what the queue held, integrated over time with each
+	// moment weighted by 0.5 ^ (age / half_life). GPU-seconds, core-seconds
+	// and byte-seconds.
+	Usage *ResourceValues `protobuf:"bytes,1,opt,name=usage,proto3" json:"usage,omitempty"`
+	// u: this queue's usage / the siblings' total usage (0 when nobody used
+	// anything).
+	UsageShare *ResourceValues `protobuf:"bytes,2,opt,name=usage_share,json=usageShare,proto3" json:"usage_share,omitempty"`
+	// s: this queue's over-quota weight / the siblings' total weight.
+	WeightShare *ResourceValues `protobuf:"bytes,3,opt,name=weight_share,json=weightShare,proto3" json:"weight_share,omitempty"`
+	// w' = w * max(0, 1 + k * (s - u) / s): the weight the over-quota rounds
+	// used.
+	AdjustedWeight *ResourceValues `protobuf:"bytes,4,opt,name=adjusted_weight,json=adjustedWeight,proto3" json:"adjusted_weight,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *QueueTimeBasedFairShare) Reset() {
+	*x = QueueTimeBasedFairShare{}
+	mi := &file_runway_scheduler_v1_queue_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueTimeBasedFairShare) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueTimeBasedFairShare) ProtoMessage() {}
+
+func (x *QueueTimeBasedFairShare) ProtoReflect() protoreflect.Message {
+	mi := &file_runway_scheduler_v1_queue_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueTimeBasedFairShare.ProtoReflect.Descriptor instead.
+func (*QueueTimeBasedFairShare) Descriptor() ([]byte, []int) {
+	return file_runway_scheduler_v1_queue_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *QueueTimeBasedFairShare) GetUsage() *ResourceValues {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
+func (x *QueueTimeBasedFairShare) GetUsageShare() *ResourceValues {
+	if x != nil {
+		return x.UsageShare
+	}
+	return nil
+}
+
+func (x *QueueTimeBasedFairShare) GetWeightShare() *ResourceValues {
+	if x != nil {
+		return x.WeightShare
+	}
+	return nil
+}
+
+func (x *QueueTimeBasedFairShare) GetAdjustedWeight() *ResourceValues {
+	if x != nil {
+		return x.AdjustedWeight
+	}
+	return nil
+}
+
+// ResourceValues are real numbers, one per resource; each field that uses
+// them says what they measure.
+type ResourceValues struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// For GPUs.
+	Gpu float64 `protobuf:"fixed64,1,opt,name=gpu,proto3" json:"gpu,omitempty"`
+	// For CPU.
+	Cpu float64 `protobuf:"fixed64,2,opt,name=cpu,proto3" json:"cpu,omitempty"`
+	// For memory.
+	Memory        float64 `protobuf:"fixed64,3,opt,name=memory,proto3" json:"memory,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResourceValues) Reset() {
+	*x = ResourceValues{}
+	mi := &file_runway_scheduler_v1_queue_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResourceValues) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResourceValues) ProtoMessage() {}
+
+func (x *ResourceValues) ProtoReflect() protoreflect.Message {
+	mi := &file_runway_scheduler_v1_queue_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResourceValues.ProtoReflect.Descriptor instead.
+func (*ResourceValues) Descriptor() ([]byte, []int) {
+	return file_runway_scheduler_v1_queue_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ResourceValues) GetGpu() float64 {
+	if x != nil {
+		return x.Gpu
+	}
+	return 0
+}
+
+func (x *ResourceValues) GetCpu() float64 {
+	if x != nil {
+		return x.Cpu
+	}
+	return 0
+}
+
+func (x *ResourceValues) GetMemory() float64 {
+	if x != nil {
+		return x.Memory
+	}
+	return 0
+}
+
 // OverQuotaWeights are a queue's over-quota weights, one per resource.
 type OverQuotaWeights struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -328,7 +484,7 @@ type OverQuotaWeights struct {
 
 func (x *OverQuotaWeights) Reset() {
 	*x = OverQuotaWeights{}
-	mi := &file_runway_scheduler_v1_queue_proto_msgTypes[2]
+	mi := &file_runway_scheduler_v1_queue_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -340,7 +496,7 @@ func (x *OverQuotaWeights) String() string {
 func (*OverQuotaWeights) ProtoMessage() {}
 
 func (x *OverQuotaWeights) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_scheduler_v1_queue_proto_msgTypes[2]
+	mi := &file_runway_scheduler_v1_queue_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -353,7 +509,7 @@ func (x *OverQuotaWeights) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OverQuotaWeights.ProtoReflect.Descriptor instead.
 func (*OverQuotaWeights) Descriptor() ([]byte, []int) {
-	return file_runway_scheduler_v1_queue_proto_rawDescGZIP(), []int{2}
+	return file_runway_scheduler_v1_queue_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *OverQuotaWeights) GetGpu() int32 {
@@ -390,7 +546,7 @@ const file_runway_scheduler_v1_queue_proto_rawDesc = "" +
 	"node_pools\x18\x04 \x03(\v2\".runway.scheduler.v1.QueueNodePoolR\tnodePools\x12;\n" +
 	"\vupdate_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12\x12\n" +
-	"\x04etag\x18\x06 \x01(\tR\x04etag\"\xfc\x04\n" +
+	"\x04etag\x18\x06 \x01(\tR\x04etag\"\xdd\x05\n" +
 	"\rQueueNodePool\x12\x1b\n" +
 	"\tnode_pool\x18\x01 \x01(\tR\bnodePool\x12>\n" +
 	"\bdeserved\x18\x02 \x01(\v2\".runway.common.v1.ResourceQuantityR\bdeserved\x128\n" +
@@ -403,7 +559,18 @@ const file_runway_scheduler_v1_queue_proto_rawDesc = "" +
 	"\x12over_quota_weights\x18\b \x01(\v2%.runway.scheduler.v1.OverQuotaWeightsR\x10overQuotaWeights\x12+\n" +
 	"\x11running_workloads\x18\t \x01(\x05R\x10runningWorkloads\x12+\n" +
 	"\x11pending_workloads\x18\n" +
-	" \x01(\x05R\x10pendingWorkloads\"N\n" +
+	" \x01(\x05R\x10pendingWorkloads\x12_\n" +
+	"\x15time_based_fair_share\x18\v \x01(\v2,.runway.scheduler.v1.QueueTimeBasedFairShareR\x12timeBasedFairShare\"\xb0\x02\n" +
+	"\x17QueueTimeBasedFairShare\x129\n" +
+	"\x05usage\x18\x01 \x01(\v2#.runway.scheduler.v1.ResourceValuesR\x05usage\x12D\n" +
+	"\vusage_share\x18\x02 \x01(\v2#.runway.scheduler.v1.ResourceValuesR\n" +
+	"usageShare\x12F\n" +
+	"\fweight_share\x18\x03 \x01(\v2#.runway.scheduler.v1.ResourceValuesR\vweightShare\x12L\n" +
+	"\x0fadjusted_weight\x18\x04 \x01(\v2#.runway.scheduler.v1.ResourceValuesR\x0eadjustedWeight\"L\n" +
+	"\x0eResourceValues\x12\x10\n" +
+	"\x03gpu\x18\x01 \x01(\x01R\x03gpu\x12\x10\n" +
+	"\x03cpu\x18\x02 \x01(\x01R\x03cpu\x12\x16\n" +
+	"\x06memory\x18\x03 \x01(\x01R\x06memory\"N\n" +
 	"\x10OverQuotaWeights\x12\x10\n" +
 	"\x03gpu\x18\x01 \x01(\x05R\x03gpu\x12\x10\n" +
 	"\x03cpu\x18\x02 \x01(\x05R\x03cpu\x12\x16\n" +
@@ -426,31 +593,38 @@ func file_runway_scheduler_v1_queue_proto_rawDescGZIP() []byte {
 }
 
 var file_runway_scheduler_v1_queue_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_runway_scheduler_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_runway_scheduler_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_runway_scheduler_v1_queue_proto_goTypes = []any{
-	(QueueKind)(0),                // 0: runway.scheduler.v1.QueueKind
-	(*Queue)(nil),                 // 1: runway.scheduler.v1.Queue
-	(*QueueNodePool)(nil),         // 2: runway.scheduler.v1.QueueNodePool
-	(*OverQuotaWeights)(nil),      // 3: runway.scheduler.v1.OverQuotaWeights
-	(*timestamppb.Timestamp)(nil), // 4: google.protobuf.Timestamp
-	(*v1.ResourceQuantity)(nil),   // 5: runway.common.v1.ResourceQuantity
+	(QueueKind)(0),                  // 0: runway.scheduler.v1.QueueKind
+	(*Queue)(nil),                   // 1: runway.scheduler.v1.Queue
+	(*QueueNodePool)(nil),           // 2: runway.scheduler.v1.QueueNodePool
+	(*QueueTimeBasedFairShare)(nil), // 3: runway.scheduler.v1.QueueTimeBasedFairShare
+	(*ResourceValues)(nil),          // 4: runway.scheduler.v1.ResourceValues
+	(*OverQuotaWeights)(nil),        // 5: runway.scheduler.v1.OverQuotaWeights
+	(*timestamppb.Timestamp)(nil),   // 6: google.protobuf.Timestamp
+	(*v1.ResourceQuantity)(nil),     // 7: runway.common.v1.ResourceQuantity
 }
 var file_runway_scheduler_v1_queue_proto_depIdxs = []int32{
 	0,  // 0: runway.scheduler.v1.Queue.kind:type_name -> runway.scheduler.v1.QueueKind
 	2,  // 1: runway.scheduler.v1.Queue.node_pools:type_name -> runway.scheduler.v1.QueueNodePool
-	4,  // 2: runway.scheduler.v1.Queue.update_time:type_name -> google.protobuf.Timestamp
-	5,  // 3: runway.scheduler.v1.QueueNodePool.deserved:type_name -> runway.common.v1.ResourceQuantity
-	5,  // 4: runway.scheduler.v1.QueueNodePool.limit:type_name -> runway.common.v1.ResourceQuantity
-	5,  // 5: runway.scheduler.v1.QueueNodePool.fair_share:type_name -> runway.common.v1.ResourceQuantity
-	5,  // 6: runway.scheduler.v1.QueueNodePool.allocated:type_name -> runway.common.v1.ResourceQuantity
-	5,  // 7: runway.scheduler.v1.QueueNodePool.allocated_non_preemptible:type_name -> runway.common.v1.ResourceQuantity
-	5,  // 8: runway.scheduler.v1.QueueNodePool.requested:type_name -> runway.common.v1.ResourceQuantity
-	3,  // 9: runway.scheduler.v1.QueueNodePool.over_quota_weights:type_name -> runway.scheduler.v1.OverQuotaWeights
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	6,  // 2: runway.scheduler.v1.Queue.update_time:type_name -> google.protobuf.Timestamp
+	7,  // 3: runway.scheduler.v1.QueueNodePool.deserved:type_name -> runway.common.v1.ResourceQuantity
+	7,  // 4: runway.scheduler.v1.QueueNodePool.limit:type_name -> runway.common.v1.ResourceQuantity
+	7,  // 5: runway.scheduler.v1.QueueNodePool.fair_share:type_name -> runway.common.v1.ResourceQuantity
+	7,  // 6: runway.scheduler.v1.QueueNodePool.allocated:type_name -> runway.common.v1.ResourceQuantity
+	7,  // 7: runway.scheduler.v1.QueueNodePool.allocated_non_preemptible:type_name -> runway.common.v1.ResourceQuantity
+	7,  // 8: runway.scheduler.v1.QueueNodePool.requested:type_name -> runway.common.v1.ResourceQuantity
+	5,  // 9: runway.scheduler.v1.QueueNodePool.over_quota_weights:type_name -> runway.scheduler.v1.OverQuotaWeights
+	3,  // 10: runway.scheduler.v1.QueueNodePool.time_based_fair_share:type_name -> runway.scheduler.v1.QueueTimeBasedFairShare
+	4,  // 11: runway.scheduler.v1.QueueTimeBasedFairShare.usage:type_name -> runway.scheduler.v1.ResourceValues
+	4,  // 12: runway.scheduler.v1.QueueTimeBasedFairShare.usage_share:type_name -> runway.scheduler.v1.ResourceValues
+	4,  // 13: runway.scheduler.v1.QueueTimeBasedFairShare.weight_share:type_name -> runway.scheduler.v1.ResourceValues
+	4,  // 14: runway.scheduler.v1.QueueTimeBasedFairShare.adjusted_weight:type_name -> runway.scheduler.v1.ResourceValues
+	15, // [15:15] is the sub-list for method output_type
+	15, // [15:15] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_runway_scheduler_v1_queue_proto_init() }
@@ -464,7 +638,7 @@ func file_runway_scheduler_v1_queue_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_runway_scheduler_v1_queue_proto_rawDesc), len(file_runway_scheduler_v1_queue_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   3,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
