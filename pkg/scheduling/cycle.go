@@ -12,8 +12,18 @@ type cycle struct {
 	s       *cluster.State
 	cfg     Config
 	plan    Plan
-	touched map[*cluster.Workload]bool // gained pods this cycle: never a victim in it
+	touched map[*cluster.Workload]bool // gained pods this cycle
+	// boundAt finds a pod bound in this cycle in plan.Bindings: evicting it
+	// again in the same cycle drops the binding instead (see evict).
+	boundAt map[cluster.PodRef]int
+	// changes counts bindings and evictions (dropped bindings too): caches
+	// of failed searches stay valid while it does not move.
+	changes int
+	freed   int // evictions (dropped bindings too): placement only gets harder between them
 	reasons map[*cluster.Workload][]Reason
+	// evicted holds the reasons of this cycle's evictions, which every
+	// round's explanation keeps (see rounds).
+	evicted map[*cluster.Workload][]Reason
 	noFit   map[shape]noFit
 	// noRoom remembers victim searches that found nothing, valid while the
 	// plan has not changed since.
@@ -28,21 +38,14 @@ func Cycle(s *cluster.State, cfg Config) Plan {
 		cfg.SearchBound = DefaultConfig().SearchBound
 	}
 	ComputeFairShares(s)
-	c := &cycle{s: s, cfg: cfg, touched: map[*cluster.Workload]bool{}, reasons: map[*cluster.Workload][]Reason{},
+	c := &cycle{s: s, cfg: cfg, touched: map[*cluster.Workload]bool{}, boundAt: map[cluster.PodRef]int{},
+		reasons: map[*cluster.Workload][]Reason{}, evicted: map[*cluster.Workload][]Reason{},
 		noFit: map[shape]noFit{}, noRoom: map[searchKey]noRoom{}}
 	mark := s.Mark()
 	c.gangTimeouts()
-	unplaced := c.allocate()
-	var still []*cluster.Workload
-	for _, j := range unplaced {
-		if !c.reclaim(j) {
-			still = append(still, j)
-		}
-	}
-	for _, j := range still {
-		c.preempt(j)
-	}
+	c.rounds()
 	c.explain()
+	c.dropUnbound()
 	s.Rollback(mark)
 	s.StopLog()
 	return c.plan
@@ -70,9 +73,11 @@ func (c *cycle) because(w *cluster.Workload, p *cluster.Pool, why Reason) {
 
 func (c *cycle) bind(w *cluster.Workload, pods []int) {
 	c.touched[w] = true
+	c.changes++
 	delete(c.reasons, w)
 	for _, pod := range pods {
 		at := w.Placed[pod]
+		c.boundAt[cluster.PodRef{Workload: w, Pod: pod}] = len(c.plan.Bindings)
 		c.plan.Bindings = append(c.plan.Bindings, Binding{
 			Workload: w.ID, Pod: pod, Node: at.Node.Name,
 			Devices: append([]int(nil), at.Devices...), Share: at.Share,
@@ -81,30 +86,57 @@ func (c *cycle) bind(w *cluster.Workload, pods []int) {
 }
 
 // evict removes a unit's pods from the state and records the eviction. A
-// unit that is the whole workload is recorded with Pods nil.
+// unit that is the whole workload is recorded with Pods nil. Pods bound
+// earlier in this cycle are not evicted but lose their binding: the plan
+// never places a pod only to stop it, and a second cycle has nothing left
+// to take back from work that allocate placed ahead of its turn.
 func (c *cycle) evict(u unit, rule Rule, forW *cluster.Workload, why string) {
 	whole := len(u.pods) == u.w.PlacedPods()
 	pool := ""
 	if n := u.w.Placed[u.pods[0]].Node; n != nil {
 		pool = n.Pool.Name
 	}
+	var running []int // pods that ran before this cycle
 	for _, pod := range u.pods {
+		ref := cluster.PodRef{Workload: u.w, Pod: pod}
+		if i, ok := c.boundAt[ref]; ok {
+			c.plan.Bindings[i].Workload = "" // dropped by dropUnbound
+			delete(c.boundAt, ref)
+		} else {
+			running = append(running, pod)
+		}
 		c.s.Unplace(u.w, pod)
 	}
-	e := Eviction{Workload: u.w.ID, Rule: rule, Reason: why}
-	if !whole {
-		e.Pods = append([]int(nil), u.pods...)
+	c.changes++
+	c.freed++
+	what := "placed in this cycle, then its room was taken"
+	if len(running) > 0 {
+		e := Eviction{Workload: u.w.ID, Rule: rule, Reason: why}
+		if !whole {
+			e.Pods = running
+		}
+		if forW != nil {
+			e.For = forW.ID
+		}
+		c.plan.Evictions = append(c.plan.Evictions, e)
+		what = "evicted"
+		if !whole {
+			what = fmt.Sprintf("%d pod(s) evicted", len(running))
+		}
 	}
-	if forW != nil {
-		e.For = forW.ID
-	}
-	c.plan.Evictions = append(c.plan.Evictions, e)
-	what := "evicted"
-	if !whole {
-		what = fmt.Sprintf("%d pod(s) evicted", len(u.pods))
-	}
-	c.reasons[u.w] = append(c.reasons[u.w], Reason{Check: ruleChecks[rule], Pool: pool,
+	c.evicted[u.w] = append(c.evicted[u.w], Reason{Check: ruleChecks[rule], Pool: pool,
 		Text: fmt.Sprintf("%s (%s): %s", what, rule, why)})
+}
+
+// dropUnbound removes the bindings that a later eviction in the cycle undid.
+func (c *cycle) dropUnbound() {
+	kept := c.plan.Bindings[:0]
+	for _, b := range c.plan.Bindings {
+		if b.Workload != "" {
+			kept = append(kept, b)
+		}
+	}
+	c.plan.Bindings = kept
 }
 
 // explain lists every workload still waiting with its reasons.
@@ -121,7 +153,7 @@ func (c *cycle) explain() {
 			}
 			// Every path that leaves a workload waiting records why; the
 			// property tests fail on an empty list rather than a made-up one.
-			c.plan.Waiting = append(c.plan.Waiting, Waiting{Workload: w.ID, Reasons: c.reasons[w]})
+			c.plan.Waiting = append(c.plan.Waiting, Waiting{Workload: w.ID, Reasons: append(c.evicted[w], c.reasons[w]...)})
 		}
 	}
 }

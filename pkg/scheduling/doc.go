@@ -14,7 +14,8 @@
 //	checks.go     allocate's checks: limits and deserved for non-preemptible work
 //	allocate.go   the allocate pass, pool by pool in order of preference
 //	victims.go    units, groups, and the least-disruptive victim set search
-//	reclaim.go    the reclaim gate, per-victim rule and after rule
+//	reclaim.go    the reclaim gate, per-victim rule and after rule; preempt and its settling rule
+//	settle.go     the rounds that repeat the steps until the plan settles
 //	cycle.go      the cycle, the plan, and Apply
 //
 // Same state in, same plan out: every loop runs in declaration or name order;

@@ -32,7 +32,7 @@ type noRoom struct {
 	version int
 }
 
-func (c *cycle) version() int { return len(c.plan.Evictions) + len(c.plan.Bindings) }
+func (c *cycle) version() int { return c.changes }
 
 // knownNoRoom reports (and explains) a search already known to fail now.
 func (c *cycle) knownNoRoom(j *cluster.Workload, p *cluster.Pool, key searchKey) bool {
@@ -117,29 +117,42 @@ var lowestPreemptible = func() int {
 }()
 
 // preempt tries to make room for j by evicting lower-priority preemptible
-// workloads of its own project (SCHEDULING.md §3 "Preempt").
-func (c *cycle) preempt(j *cluster.Workload) {
+// workloads of its own project (SCHEDULING.md §3 "Preempt"). It reports
+// whether j was placed.
+func (c *cycle) preempt(j *cluster.Workload) bool {
 	if j.Priority.Value <= lowestPreemptible {
-		return // nothing preemptible ranks below it
+		return false // nothing preemptible ranks below it
 	}
 	p := c.homePool(j)
 	key := searchKey{rule: RulePreempt, project: j.Project, shape: shapeOf(j, p), priority: j.Priority.Value,
 		preemptible: j.Priority.Preemptible}
 	if c.knownNoRoom(j, p, key) {
-		return
+		return false
 	}
 	sr := &search{c: c, j: j, pool: p, budget: c.cfg.SearchBound}
 	sr.more = c.feed([]*cluster.Queue{j.Project}, p, func(w *cluster.Workload) bool {
 		return w.Priority.Value < j.Priority.Value
 	})
+	need, crossed, r := settleNeed(j, p, request(j, p))
+	if !need.IsZero() {
+		// The settling rule asks for victims that free at least need: more
+		// victims only help it, so every set is searched while there are few.
+		sr.rules = func(set []int) bool { return freedCovers(sr.units, set, need) }
+		sr.rulesNotMonotone, sr.rulesGrow, sr.exact = true, true, true
+	}
 	set := sr.find()
 	if set == nil {
 		why := Reason{Check: CheckPreempt, Text: "preempt: evicting every lower-priority workload of its project would not make room"}
-		if len(sr.units) == 0 {
+		switch {
+		case len(sr.units) == 0:
 			why = Reason{}
+		case crossed != nil:
+			why.Queue = queueName(crossed)
+			why.Text = fmt.Sprintf("preempt: it would take %s %s above max(deserved, fair share) of %s unless its victims free %s; none that make room do (plans must settle)",
+				crossed.Kind, crossed.Name, cluster.FormatAmount(r, ceiling(crossed, p, r)), cluster.Quantity(r, need.Get(r)))
 		}
 		c.rememberNoRoom(j, p, key, why)
-		return
+		return false
 	}
 	units := sr.units
 	for _, i := range set {
@@ -147,7 +160,43 @@ func (c *cycle) preempt(j *cluster.Workload) {
 		c.evict(u, RulePreempt, j, fmt.Sprintf("%s (priority %s) of project %s needed %s; %s has priority %s",
 			j.Name, j.Priority.Name, j.Project.Name, cluster.Quantity(cluster.GPU, request(j, p).GPU), u.w.Name, u.w.Priority.Name))
 	}
-	c.placeAfterEvictions(j, p)
+	return c.placeAfterEvictions(j, p)
+}
+
+// settleNeed is what preempt's victims must free, per resource, for the
+// settling rule (SCHEDULING.md §3 "Preempt"): j may not take its project, or
+// an ancestor, above max(deserved, fair share) in a resource where it was
+// within it. A queue with deserved unlimited is never above it. crossed and
+// r name the first queue and resource that asks for the most.
+func settleNeed(j *cluster.Workload, p *cluster.Pool, req cluster.Resources) (need cluster.Resources, crossed *cluster.Queue, r cluster.Resource) {
+	for q := j.Project; q != nil; q = q.Parent {
+		alloc := q.Usage[p.Index].Allocated
+		for res := cluster.Resource(0); res < cluster.NumResources; res++ {
+			if req.Get(res) == 0 || q.Quotas[p.Index].Deserved.Get(res) == cluster.Unlimited {
+				continue
+			}
+			c := ceiling(q, p, res)
+			if held := alloc.Get(res); held <= c && held+req.Get(res) > c && held+req.Get(res)-c > need.Get(res) {
+				need = need.Set(res, held+req.Get(res)-c)
+				crossed, r = q, res
+			}
+		}
+	}
+	return need, crossed, r
+}
+
+// freedCovers reports whether the set frees at least need in every resource.
+func freedCovers(units []unit, set []int, need cluster.Resources) bool {
+	var freed cluster.Resources
+	for _, i := range set {
+		freed = freed.Add(units[i].held)
+	}
+	for r := cluster.Resource(0); r < cluster.NumResources; r++ {
+		if freed.Get(r) < need.Get(r) {
+			return false
+		}
+	}
+	return true
 }
 
 func (c *cycle) placeAfterEvictions(j *cluster.Workload, p *cluster.Pool) bool {
@@ -214,7 +263,7 @@ func (c *cycle) feed(queues []*cluster.Queue, p *cluster.Pool, keep func(*cluste
 func (c *cycle) appendGroups(units []unit, groups []int, v *cluster.Queue, p *cluster.Pool, keep func(*cluster.Workload) bool) ([]unit, []int) {
 	var ws []*cluster.Workload
 	for w := range v.Running() {
-		if w.Priority.Preemptible && w.Pool() == p && !c.touched[w] && keep(w) {
+		if w.Priority.Preemptible && w.Pool() == p && keep(w) {
 			ws = append(ws, w)
 		}
 	}
@@ -256,8 +305,9 @@ func (c *cycle) victimQueueOK(q, v *cluster.Queue, p *cluster.Pool, req cluster.
 }
 
 // perVictim: B, holding allocB before losing the victim, holds more than
-// max(deserved, fair share) capped by limit in some resource; or A stays
-// within deserved with J added and B holds more than deserved in some resource.
+// max(deserved, fair share) capped by limit in some resource J asks for; or A
+// stays within deserved with J added and B holds more than deserved in some
+// resource J asks for.
 func perVictim(a, b *cluster.Queue, p *cluster.Pool, req, allocB cluster.Resources) bool {
 	aWithin := true
 	for r := cluster.Resource(0); r < cluster.NumResources; r++ {
@@ -267,6 +317,12 @@ func perVictim(a, b *cluster.Queue, p *cluster.Pool, req, allocB cluster.Resourc
 	}
 	quota := b.Quotas[p.Index]
 	for r := cluster.Resource(0); r < cluster.NumResources; r++ {
+		if req.Get(r) == 0 {
+			// Only a resource J asks for counts: B above its share of GPUs
+			// owes no CPU to a CPU-only J (and two projects would otherwise
+			// take CPU and GPUs from each other in turn, cycle after cycle).
+			continue
+		}
 		d := quota.Deserved.Get(r)
 		// With deserved and limit both unlimited, no queue is ever above them.
 		bounded := d != cluster.Unlimited || quota.EffectiveLimit(r) != cluster.Unlimited

@@ -59,7 +59,10 @@ type search struct {
 	// rulesNotMonotone: a set failing rules may have a superset passing them.
 	rulesNotMonotone bool
 	exact            bool // search every set, even for one pod
-	budget           int
+	// rulesGrow: the rules only get easier with more victims (preempt's
+	// settling rule), so greedy keeps them while it drops units.
+	rulesGrow bool
+	budget    int
 	// minGroup is the first group (0-based) a set must reach to be worth
 	// trying: fewer groups cannot make room.
 	minGroup int
@@ -463,11 +466,19 @@ func (sr *search) bestFirst(cand []int) ([]int, bool) {
 // and no unit can be dropped from it.
 func (sr *search) greedy(cand []int) []int {
 	rules := sr.rules
-	sr.rules = nil
-	defer func() { sr.rules = rules }()
+	if !sr.rulesGrow {
+		sr.rules = nil
+		defer func() { sr.rules = rules }()
+	}
 	set := sr.landing(cand)
 	if len(set) == 0 || sr.try(set, false) != roomMade {
-		return nil
+		if !sr.rulesGrow {
+			return nil
+		}
+		// Victims on other nodes may be needed to satisfy the rules.
+		if set = cand; sr.try(set, false) != roomMade {
+			return nil
+		}
 	}
 	order := append([]int(nil), set...)
 	sort.SliceStable(order, func(a, b int) bool { return sr.units[order[a]].held.GPU > sr.units[order[b]].held.GPU })
@@ -477,7 +488,7 @@ func (sr *search) greedy(cand []int) []int {
 			set = trial
 		}
 	}
-	if rules != nil && !rules(set) {
+	if !sr.rulesGrow && rules != nil && !rules(set) {
 		return nil
 	}
 	return set

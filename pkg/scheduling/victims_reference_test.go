@@ -357,15 +357,23 @@ func (o refOutcome) String() string {
 }
 
 // cycleOutcome runs the first Cycle and returns its evictions for j, and s
-// as Cycle left it (fair shares set).
+// as Cycle left it (fair shares set). Evictions for a workload that j's
+// victims displaced (the cycle's later rounds, see makeRoom) are theirs,
+// not j's, and are left out.
 func cycleOutcome(sp refSpec) (refOutcome, *cluster.State, error) {
 	s := sp.state()
 	plan := scheduling.Cycle(s, sp.config())
 	var o refOutcome
+	displaced := map[string]bool{}
 	for _, e := range plan.Evictions {
+		if e.For != "j" && displaced[e.For] {
+			displaced[e.Workload] = true
+			continue
+		}
 		if e.For != "j" {
 			return o, s, fmt.Errorf("eviction of %s for %q under %s; only j waits", e.Workload, e.For, e.Rule)
 		}
+		displaced[e.Workload] = true
 		if o.Rule != "" && o.Rule != e.Rule {
 			return o, s, fmt.Errorf("evictions for j under both %s and %s", o.Rule, e.Rule)
 		}
@@ -751,10 +759,27 @@ func refVictims(sp refSpec, s *cluster.State) refOutcome {
 	}
 	// Preempt: strictly lower priorities of j's own project.
 	units := refGroups(s, []*cluster.Queue{q}, func(w *cluster.Workload) bool { return w.Priority.Value < j.Priority.Value })
-	if set := refBest(units, func(set refSet) bool { return refMakesRoom(sp, set.units) }); set != nil {
+	if set := refBest(units, func(set refSet) bool { return refSettles(s, j, req, set) && refMakesRoom(sp, set.units) }); set != nil {
 		return outcome(scheduling.RulePreempt, set)
 	}
 	return refOutcome{why: why}
+}
+
+// refSettles is preempt's settling rule: with j placed and the set evicted,
+// neither j's project nor an ancestor ends above max(deserved, fair share)
+// where it was within it (never above it with deserved unlimited).
+func refSettles(s *cluster.State, j *cluster.Workload, req int64, set refSet) bool {
+	var freed int64
+	for _, u := range set.units {
+		freed += u.gpu
+	}
+	for q := j.Project; q != nil; q = q.Parent {
+		c := refCeiling(s, q, cluster.GPU)
+		if refDeserved(q) != cluster.Unlimited && refAlloc(q) <= c && refAlloc(q)-freed+req > c {
+			return false
+		}
+	}
+	return true
 }
 
 // refDiff compares Cycle with the reference on one instance.

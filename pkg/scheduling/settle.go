@@ -1,0 +1,41 @@
+package scheduling
+
+import (
+	"github.com/runwayhq/runway/pkg/cluster"
+)
+
+// maxRounds bounds the rounds of one cycle. The contract's reclaim rules
+// allow rare loops (a project within deserved takes a gang from one above
+// deserved, the room left over goes to the first project's other work, which
+// takes it above its fair share, and the second reclaims); the bound ends
+// them, and the next cycle goes on from where this one stopped.
+const maxRounds = 8
+
+// rounds runs allocate, reclaim and preempt (SCHEDULING.md §3), then again
+// while the plan keeps changing, on what the previous round left. A second
+// cycle on the state the plan produces would otherwise find what the first
+// left undone (a preempted workload that may reclaim, room that a later
+// eviction freed, an elastic workload that may grow into it, a reclaim
+// blocked by work placed ahead of its turn) and evict again; so plans
+// settle within one cycle. Each round explains afresh, keeping only the
+// evictions' reasons.
+func (c *cycle) rounds() {
+	for round := 0; round < maxRounds; round++ {
+		before := c.changes
+		if round > 0 {
+			c.reasons = map[*cluster.Workload][]Reason{}
+		}
+		var still []*cluster.Workload
+		for _, j := range c.allocate() {
+			if !c.reclaim(j) {
+				still = append(still, j)
+			}
+		}
+		for _, j := range still {
+			c.preempt(j)
+		}
+		if c.changes == before {
+			return
+		}
+	}
+}
