@@ -24,6 +24,11 @@ type cycle struct {
 	// evicted holds the reasons of this cycle's evictions, which every
 	// round's explanation keeps (see rounds).
 	evicted map[*cluster.Workload][]Reason
+	// placedFor are the workloads consolidation placed: nothing takes their
+	// room again in this cycle, which would leave its moves for nothing.
+	placedFor map[*cluster.Workload]bool
+	// movedBy finds a moved workload's eviction in plan.Evictions.
+	movedBy map[*cluster.Workload]int
 	noFit   map[shape]noFit
 	// noRoom remembers victim searches that found nothing, valid while the
 	// plan has not changed since.
@@ -40,10 +45,11 @@ func Cycle(s *cluster.State, cfg Config) Plan {
 	ComputeFairShares(s)
 	c := &cycle{s: s, cfg: cfg, touched: map[*cluster.Workload]bool{}, boundAt: map[cluster.PodRef]int{},
 		reasons: map[*cluster.Workload][]Reason{}, evicted: map[*cluster.Workload][]Reason{},
+		placedFor: map[*cluster.Workload]bool{}, movedBy: map[*cluster.Workload]int{},
 		noFit: map[shape]noFit{}, noRoom: map[searchKey]noRoom{}}
 	mark := s.Mark()
 	c.gangTimeouts()
-	c.rounds()
+	c.settle()
 	c.explain()
 	c.dropUnbound()
 	s.Rollback(mark)
@@ -110,6 +116,16 @@ func (c *cycle) evict(u unit, rule Rule, forW *cluster.Workload, why string) {
 	c.changes++
 	c.freed++
 	what := "placed in this cycle, then its room was taken"
+	if i, ok := c.movedBy[u.w]; ok && len(running) == 0 {
+		// Moved by consolidation, then taken: the move becomes this eviction.
+		delete(c.movedBy, u.w)
+		e := &c.plan.Evictions[i]
+		e.Rule, e.Reason, e.For = rule, why, ""
+		if forW != nil {
+			e.For = forW.ID
+		}
+		what = "evicted"
+	}
 	if len(running) > 0 {
 		e := Eviction{Workload: u.w.ID, Rule: rule, Reason: why}
 		if !whole {
@@ -126,6 +142,16 @@ func (c *cycle) evict(u unit, rule Rule, forW *cluster.Workload, why string) {
 	}
 	c.evicted[u.w] = append(c.evicted[u.w], Reason{Check: ruleChecks[rule], Pool: pool,
 		Text: fmt.Sprintf("%s (%s): %s", what, rule, why)})
+}
+
+// grew reports whether the plan binds a pod of w.
+func (c *cycle) grew(w *cluster.Workload) bool {
+	for pod := range w.Placed {
+		if _, ok := c.boundAt[cluster.PodRef{Workload: w, Pod: pod}]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // dropUnbound removes the bindings that a later eviction in the cycle undid.
@@ -148,7 +174,7 @@ func (c *cycle) explain() {
 		}
 		sortBySeq(ws)
 		for _, w := range ws {
-			if w.PlacedPods() >= w.MinPods && c.touched[w] {
+			if w.PlacedPods() >= w.MinPods && c.grew(w) {
 				continue // an elastic workload that grew: nothing to explain
 			}
 			// Every path that leaves a workload waiting records why; the
@@ -177,8 +203,8 @@ func Apply(s *cluster.State, plan Plan, now time.Duration) error {
 			}
 			s.Unplace(w, pod)
 		}
-		if w.PlacedPods() == 0 {
-			Requeue(s, w)
+		if w.PlacedPods() == 0 && e.Rule != RuleConsolidation {
+			Requeue(s, w) // a moved workload is bound again by the same plan
 		}
 	}
 	for _, b := range plan.Bindings {
@@ -195,6 +221,11 @@ func Apply(s *cluster.State, plan Plan, now time.Duration) error {
 			if w.FirstRunning < 0 {
 				w.FirstRunning = now
 			}
+		}
+	}
+	for _, e := range plan.Evictions {
+		if w := s.Workload(e.Workload); e.Rule == RuleConsolidation && w.PlacedPods() == 0 {
+			Requeue(s, w) // moved but not bound again (the plan lost it)
 		}
 	}
 	s.StampBelowMinimum(now)

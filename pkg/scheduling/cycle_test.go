@@ -379,11 +379,12 @@ func TestCycle(t *testing.T) {
 
 		// Placement failures, with the numbers.
 		"a 4-GPU pod does not fit two nodes with 2 free GPUs each": {
+			// Non-preemptible, r1 and r2 cannot move to consolidate the pool.
 			cluster: NewCluster().Node("n1", 4).Node("n2", 4).
 				Project("p", "", Deserved(8)).
 				Workload(
-					W("r1").Project("p").GPU(2).On("n1"),
-					W("r2").Project("p").GPU(2).On("n2"),
+					W("r1").Project("p").GPU(2).Priority(build).On("n1"),
+					W("r2").Project("p").GPU(2).Priority(build).On("n2"),
 					W("j").Project("p").GPU(4)),
 			wantWaiting: map[string]string{"j": "needs 4 GPUs on one node; the largest free block is 2"},
 		},
@@ -672,7 +673,8 @@ func TestReasonChecks(t *testing.T) {
 		},
 		"capacity": {
 			cluster: NewCluster().Node("n1", 4).Node("n2", 4).Project("p", "", Deserved(8)).
-				Workload(W("r1").Project("p").GPU(2).On("n1"), W("r2").Project("p").GPU(2).On("n2"), W("j").Project("p").GPU(4)),
+				Workload(W("r1").Project("p").GPU(2).Priority(build).On("n1"), W("r2").Project("p").GPU(2).Priority(build).On("n2"),
+					W("j").Project("p").GPU(4)),
 			phrase: "the largest free block is 2", check: scheduling.CheckCapacity, requested: 4000, available: 2000, nodes: 2,
 		},
 		"gang": {

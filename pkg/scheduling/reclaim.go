@@ -263,7 +263,7 @@ func (c *cycle) feed(queues []*cluster.Queue, p *cluster.Pool, keep func(*cluste
 func (c *cycle) appendGroups(units []unit, groups []int, v *cluster.Queue, p *cluster.Pool, keep func(*cluster.Workload) bool) ([]unit, []int) {
 	var ws []*cluster.Workload
 	for w := range v.Running() {
-		if w.Priority.Preemptible && w.Pool() == p && keep(w) {
+		if w.Priority.Preemptible && w.Pool() == p && !c.placedFor[w] && keep(w) {
 			ws = append(ws, w)
 		}
 	}

@@ -11,16 +11,36 @@ import (
 // them, and the next cycle goes on from where this one stopped.
 const maxRounds = 8
 
+// settle runs rounds of allocate, reclaim and preempt, then consolidates
+// what still waits, and when that moved anything, goes on with rounds on the
+// new state: a placement that consolidation made possible may open a
+// reclaim or an allocation, which the next cycle would otherwise do.
+func (c *cycle) settle() {
+	for budget := maxRounds; budget > 0; {
+		left, used := c.rounds(budget)
+		budget -= used
+		moved := false
+		for _, j := range left {
+			moved = c.consolidate(j) || moved
+		}
+		if !moved {
+			return
+		}
+	}
+}
+
 // rounds runs allocate, reclaim and preempt (SCHEDULING.md §3), then again
-// while the plan keeps changing, on what the previous round left. A second
-// cycle on the state the plan produces would otherwise find what the first
-// left undone (a preempted workload that may reclaim, room that a later
-// eviction freed, an elastic workload that may grow into it, a reclaim
-// blocked by work placed ahead of its turn) and evict again; so plans
-// settle within one cycle. Each round explains afresh, keeping only the
-// evictions' reasons.
-func (c *cycle) rounds() {
-	for round := 0; round < maxRounds; round++ {
+// while the plan keeps changing, on what the previous round left, and
+// returns the workloads still waiting after the last round, in allocate's
+// order, and how many rounds ran (at most most). A second cycle on the state the plan produces would otherwise find
+// what the first left undone (a preempted workload that may reclaim, room
+// that a later eviction freed, an elastic workload that may grow into it, a
+// reclaim blocked by work placed ahead of its turn) and evict again; so
+// plans settle within one cycle. Each round explains afresh, keeping only
+// the evictions' reasons.
+func (c *cycle) rounds(most int) (left []*cluster.Workload, ran int) {
+	for round := 0; round < most; round++ {
+		ran++
 		before := c.changes
 		if round > 0 {
 			c.reasons = map[*cluster.Workload][]Reason{}
@@ -31,11 +51,15 @@ func (c *cycle) rounds() {
 				still = append(still, j)
 			}
 		}
+		left = left[:0]
 		for _, j := range still {
-			c.preempt(j)
+			if !c.preempt(j) {
+				left = append(left, j)
+			}
 		}
 		if c.changes == before {
-			return
+			break
 		}
 	}
+	return left, ran
 }

@@ -366,6 +366,9 @@ func cycleOutcome(sp refSpec) (refOutcome, *cluster.State, error) {
 	var o refOutcome
 	displaced := map[string]bool{}
 	for _, e := range plan.Evictions {
+		if e.Rule == scheduling.RuleConsolidation {
+			continue // consolidation moves work when reclaim and preempt found nothing
+		}
 		if e.For != "j" && displaced[e.For] {
 			displaced[e.Workload] = true
 			continue
