@@ -29,7 +29,11 @@ type cycle struct {
 	placedFor map[*cluster.Workload]bool
 	// movedBy finds a moved workload's eviction in plan.Evictions.
 	movedBy map[*cluster.Workload]int
-	noFit   map[shape]noFit
+	// queueChanges counts the bindings and evictions of each project's
+	// workloads, for lists, its cache of victim candidates.
+	queueChanges map[*cluster.Queue]int
+	lists        map[poolQueue]candidateList
+	noFit        map[shape]noFit
 	// noRoom remembers victim searches that found nothing, valid while the
 	// plan has not changed since.
 	noRoom map[searchKey]noRoom
@@ -46,6 +50,7 @@ func Cycle(s *cluster.State, cfg Config) Plan {
 	c := &cycle{s: s, cfg: cfg, touched: map[*cluster.Workload]bool{}, boundAt: map[cluster.PodRef]int{},
 		reasons: map[*cluster.Workload][]Reason{}, evicted: map[*cluster.Workload][]Reason{},
 		placedFor: map[*cluster.Workload]bool{}, movedBy: map[*cluster.Workload]int{},
+		queueChanges: map[*cluster.Queue]int{}, lists: map[poolQueue]candidateList{},
 		noFit: map[shape]noFit{}, noRoom: map[searchKey]noRoom{}}
 	mark := s.Mark()
 	c.gangTimeouts()
@@ -80,6 +85,7 @@ func (c *cycle) because(w *cluster.Workload, p *cluster.Pool, why Reason) {
 func (c *cycle) bind(w *cluster.Workload, pods []int) {
 	c.touched[w] = true
 	c.changes++
+	c.queueChanges[w.Project]++
 	delete(c.reasons, w)
 	for _, pod := range pods {
 		at := w.Placed[pod]
@@ -115,6 +121,7 @@ func (c *cycle) evict(u unit, rule Rule, forW *cluster.Workload, why string) {
 	}
 	c.changes++
 	c.freed++
+	c.queueChanges[u.w.Project]++
 	what := "placed in this cycle, then its room was taken"
 	if i, ok := c.movedBy[u.w]; ok && len(running) == 0 {
 		// Moved by consolidation, then taken: the move becomes this eviction.

@@ -261,9 +261,38 @@ func (c *cycle) feed(queues []*cluster.Queue, p *cluster.Pool, keep func(*cluste
 
 // appendGroups adds v's candidate units, one group per priority, lowest first.
 func (c *cycle) appendGroups(units []unit, groups []int, v *cluster.Queue, p *cluster.Pool, keep func(*cluster.Workload) bool) ([]unit, []int) {
+	start, prio := len(units), 0
+	for _, w := range c.candidates(v, p) {
+		if !keep(w) {
+			continue
+		}
+		if len(units) > start && w.Priority.Value != prio {
+			groups = append(groups, len(units))
+		}
+		prio = w.Priority.Value
+		for _, u := range unitsOf(w) {
+			u.group = len(groups)
+			units = append(units, u)
+		}
+	}
+	if len(units) > start {
+		groups = append(groups, len(units))
+	}
+	return units, groups
+}
+
+// candidates lists v's running preemptible workloads in pool p that may be
+// victims, lowest priority first, then in submission order. The list is
+// kept for the cycle and built again only after a binding or an eviction in
+// v: a reclaim storm reads hundreds of queues for every workload.
+func (c *cycle) candidates(v *cluster.Queue, p *cluster.Pool) []*cluster.Workload {
+	key := poolQueue{v, p}
+	if got, ok := c.lists[key]; ok && got.version == c.queueChanges[v] {
+		return got.ws
+	}
 	var ws []*cluster.Workload
 	for w := range v.Running() {
-		if w.Priority.Preemptible && w.Pool() == p && !c.placedFor[w] && keep(w) {
+		if w.Priority.Preemptible && w.Pool() == p && !c.placedFor[w] {
 			ws = append(ws, w)
 		}
 	}
@@ -273,19 +302,20 @@ func (c *cycle) appendGroups(units []unit, groups []int, v *cluster.Queue, p *cl
 		}
 		return ws[a].Seq < ws[b].Seq
 	})
-	for i, w := range ws {
-		if i > 0 && w.Priority.Value != ws[i-1].Priority.Value {
-			groups = append(groups, len(units))
-		}
-		for _, u := range unitsOf(w) {
-			u.group = len(groups)
-			units = append(units, u)
-		}
-	}
-	if len(ws) > 0 {
-		groups = append(groups, len(units))
-	}
-	return units, groups
+	c.lists[key] = candidateList{ws: ws, version: c.queueChanges[v]}
+	return ws
+}
+
+// poolQueue keys per-queue caches of one pool.
+type poolQueue struct {
+	q *cluster.Queue
+	p *cluster.Pool
+}
+
+// candidateList is a queue's candidates and the queue's change count then.
+type candidateList struct {
+	ws      []*cluster.Workload
+	version int
 }
 
 // meeting returns the two queues where the branches of q and v meet: the
