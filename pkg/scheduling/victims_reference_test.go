@@ -816,6 +816,33 @@ func TestVictimsMatchReference(t *testing.T) {
 		counts[kind]++
 	})
 	t.Logf("instances by the reference's outcome: %v", counts)
+	// The draws must keep meeting every kind of instance, or the comparison
+	// says little: j placed without victims, the gate closed, no set found,
+	// and reclaim with victims (about a quarter each at 150 instances).
+	total, reclaims := 0, 0
+	for kind, n := range counts {
+		total += n
+		if strings.HasPrefix(kind, string(scheduling.RuleReclaim)+" of ") {
+			reclaims += n
+		}
+	}
+	for _, c := range []struct {
+		what string
+		n    int
+		min  float64
+	}{
+		{"reclaims with victims", reclaims, 0.10},
+		{"instances where no set makes room", counts["no set makes room"], 0.05},
+		{"instances where the reclaim gate fails", counts["the reclaim gate fails"], 0.05},
+		{"instances allocate places without victims", counts["allocate places j"], 0.05},
+	} {
+		if share := float64(c.n) / float64(total); share < c.min {
+			t.Errorf("%s: %d of %d instances (%.0f%%), want at least %.0f%%", c.what, c.n, total, 100*share, 100*c.min)
+		}
+	}
+	if counts["allocate places j"] > total/2 {
+		t.Errorf("allocate places j without victims in %d of %d instances: the draws miss the victim search", counts["allocate places j"], total)
+	}
 }
 
 // TestVictimsReferenceCases pins the reference to SCHEDULING.md's own
