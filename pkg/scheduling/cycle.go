@@ -24,8 +24,9 @@ type cycle struct {
 	// evicted holds the reasons of this cycle's evictions, which every
 	// round's explanation keeps (see rounds).
 	evicted map[*cluster.Workload][]Reason
-	// placedFor are the workloads consolidation placed: nothing takes their
-	// room again in this cycle, which would leave its moves for nothing.
+	// placedFor are the workloads that evictions or moves made room for in
+	// this cycle: nothing takes their room again in it, which would leave
+	// the evictions for nothing.
 	placedFor map[*cluster.Workload]bool
 	// movedBy finds a moved workload's eviction in plan.Evictions.
 	movedBy map[*cluster.Workload]int

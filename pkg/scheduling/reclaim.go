@@ -88,6 +88,22 @@ func (c *cycle) reclaim(j *cluster.Workload) bool {
 	sr.exact = sr.rulesNotMonotone && running <= exactGangUnits
 	sr.more = c.feed(queues, p, func(*cluster.Workload) bool { return true })
 	sr.rules = func(set []int) bool { return c.reclaimRules(j, p, req, sr.units, set) }
+	type alone struct {
+		project *cluster.Queue
+		held    cluster.Resources
+	}
+	dead := map[alone]bool{} // the rule reads only the unit's queues and what it holds
+	sr.deadAlone = func(i int) bool {
+		u := sr.units[i]
+		k := alone{u.w.Project, u.held}
+		d, ok := dead[k]
+		if !ok {
+			d = !c.afterRule(q, p, req, sr.units, []int{i})
+			dead[k] = d
+		}
+		return d
+	}
+	sr.helps = func(i int) bool { return sr.units[i].w.Project.Parent == q.Parent }
 	set := sr.find()
 	if set == nil {
 		why := Reason{Check: CheckReclaim, Text: "reclaim: no set of victims both frees room for it and keeps every project's fair share"}
@@ -200,6 +216,7 @@ func freedCovers(units []unit, set []int, need cluster.Resources) bool {
 }
 
 func (c *cycle) placeAfterEvictions(j *cluster.Workload, p *cluster.Pool) bool {
+	c.placedFor[j] = true // its victims would be evicted for nothing
 	if !c.tryAllocate(j, p) {
 		// The search proved this set makes room; reaching here is a bug.
 		panic(fmt.Sprintf("scheduling: victims chosen for %s did not make room", j.ID))
@@ -262,7 +279,8 @@ func (c *cycle) feed(queues []*cluster.Queue, p *cluster.Pool, keep func(*cluste
 // appendGroups adds v's candidate units, one group per priority, lowest first.
 func (c *cycle) appendGroups(units []unit, groups []int, v *cluster.Queue, p *cluster.Pool, keep func(*cluster.Workload) bool) ([]unit, []int) {
 	start, prio := len(units), 0
-	for _, w := range c.candidates(v, p) {
+	list := c.candidates(v, p)
+	for i, w := range list.ws {
 		if !keep(w) {
 			continue
 		}
@@ -270,7 +288,7 @@ func (c *cycle) appendGroups(units []unit, groups []int, v *cluster.Queue, p *cl
 			groups = append(groups, len(units))
 		}
 		prio = w.Priority.Value
-		for _, u := range unitsOf(w) {
+		for _, u := range list.units[i] {
 			u.group = len(groups)
 			units = append(units, u)
 		}
@@ -285,10 +303,10 @@ func (c *cycle) appendGroups(units []unit, groups []int, v *cluster.Queue, p *cl
 // victims, lowest priority first, then in submission order. The list is
 // kept for the cycle and built again only after a binding or an eviction in
 // v: a reclaim storm reads hundreds of queues for every workload.
-func (c *cycle) candidates(v *cluster.Queue, p *cluster.Pool) []*cluster.Workload {
+func (c *cycle) candidates(v *cluster.Queue, p *cluster.Pool) candidateList {
 	key := poolQueue{v, p}
 	if got, ok := c.lists[key]; ok && got.version == c.queueChanges[v] {
-		return got.ws
+		return got
 	}
 	var ws []*cluster.Workload
 	for w := range v.Running() {
@@ -302,8 +320,12 @@ func (c *cycle) candidates(v *cluster.Queue, p *cluster.Pool) []*cluster.Workloa
 		}
 		return ws[a].Seq < ws[b].Seq
 	})
-	c.lists[key] = candidateList{ws: ws, version: c.queueChanges[v]}
-	return ws
+	list := candidateList{ws: ws, units: make([][]unit, len(ws)), version: c.queueChanges[v]}
+	for i, w := range ws {
+		list.units[i] = unitsOf(w)
+	}
+	c.lists[key] = list
+	return list
 }
 
 // poolQueue keys per-queue caches of one pool.
@@ -312,9 +334,11 @@ type poolQueue struct {
 	p *cluster.Pool
 }
 
-// candidateList is a queue's candidates and the queue's change count then.
+// candidateList is a queue's candidates, their units, and the queue's
+// change count then.
 type candidateList struct {
 	ws      []*cluster.Workload
+	units   [][]unit
 	version int
 }
 

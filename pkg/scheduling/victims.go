@@ -62,7 +62,14 @@ type search struct {
 	// rulesGrow: the rules only get easier with more victims (preempt's
 	// settling rule), so greedy keeps them while it drops units.
 	rulesGrow bool
-	budget    int
+	// deadAlone, when set, reports a unit that fails the rules on its own in
+	// a way more victims cannot mend unless a unit that helps joins them
+	// (reclaim's after rule); findForPod then skips the sets it would try in
+	// vain: most of a reclaim storm's. helping counts the units pulled that
+	// help.
+	deadAlone, helps func(i int) bool
+	helping          int
+	budget           int
 	// minGroup is the first group (0-based) a set must reach to be worth
 	// trying: fewer groups cannot make room.
 	minGroup int
@@ -71,6 +78,26 @@ type search struct {
 
 // try evicts set, checks the rules and places j; keep leaves it all in place
 // when room is made, otherwise the state is rolled back.
+// vain reports whether every set of units holding one at index from or
+// later fails the rules: no unit of them helps, and each at from or later is
+// dead alone.
+func (sr *search) vain(units []int, from int) bool {
+	if sr.deadAlone == nil {
+		return false
+	}
+	for _, i := range units {
+		if sr.helps(i) {
+			return false
+		}
+	}
+	for _, i := range units {
+		if i >= from && !sr.deadAlone(i) {
+			return false
+		}
+	}
+	return true
+}
+
 func (sr *search) try(set []int, keep bool) room {
 	sr.budget--
 	if sr.rules != nil && !sr.rules(set) {
@@ -199,6 +226,14 @@ func (sr *search) findForPod() []int {
 					byNode[n] = append(byNode[n], i)
 				}
 			}
+			if sr.helping == 0 && sr.vain(span(start, sr.groups[g]), start) {
+				continue // every new set holds a unit of g, and nothing pulled helps
+			}
+			for i := start; i < sr.groups[g]; i++ {
+				if sr.helps != nil && sr.helps(i) {
+					sr.helping++
+				}
+			}
 			sort.Slice(touched, func(a, b int) bool { return touched[a].Name < touched[b].Name })
 			h := &setHeap{units: sr.units}
 			for _, n := range touched {
@@ -213,8 +248,11 @@ func (sr *search) findForPod() []int {
 						complete = false
 						continue
 					}
+					if sr.vain(space, start) {
+						continue
+					}
 					for _, set := range sr.minimalSets(n, space) {
-						if sr.units[set[len(set)-1]].group == g {
+						if sr.units[set[len(set)-1]].group == g && !sr.vain(set, 0) {
 							h.push(candidate{set: set})
 						}
 					}
@@ -524,6 +562,15 @@ func (sr *search) landing(cand []int) []int {
 				break
 			}
 		}
+	}
+	return out
+}
+
+// span is the indexes from to to (excluded).
+func span(from, to int) []int {
+	out := make([]int, 0, to-from)
+	for i := from; i < to; i++ {
+		out = append(out, i)
 	}
 	return out
 }
