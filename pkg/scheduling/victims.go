@@ -18,6 +18,9 @@ type unit struct {
 	pods  []int
 	held  cluster.Resources
 	group int // index of its victim group (G1 = 0)
+	// node is where a one-pod unit runs: read in place of w.Placed, which a
+	// reclaim storm's searches would fetch from all over memory.
+	node *cluster.Node
 }
 
 // unitsOf splits a running workload into units. Pods above the minimum go one
@@ -27,11 +30,15 @@ type unit struct {
 func unitsOf(w *cluster.Workload) []unit {
 	pods := placedPods(w)
 	if len(pods) <= w.MinPods {
-		return []unit{{w: w, pods: pods, held: w.Held()}}
+		u := unit{w: w, pods: pods, held: w.Held()}
+		if len(pods) == 1 {
+			u.node = w.Placed[pods[0]].Node
+		}
+		return []unit{u}
 	}
 	var out []unit
 	for i := len(pods) - 1; i >= w.MinPods; i-- {
-		out = append(out, unit{w: w, pods: []int{pods[i]}, held: w.Placed[pods[i]].Held})
+		out = append(out, unit{w: w, pods: []int{pods[i]}, held: w.Placed[pods[i]].Held, node: w.Placed[pods[i]].Node})
 	}
 	return out
 }
@@ -214,7 +221,15 @@ func (sr *search) findForPod() []int {
 			}
 			var touched []*cluster.Node
 			for i := start; i < sr.groups[g]; i++ {
-				u := sr.units[i]
+				u := &sr.units[i]
+				if u.node != nil {
+					l := byNode[u.node]
+					if len(l) == 0 || l[len(l)-1] < start {
+						touched = append(touched, u.node)
+					}
+					byNode[u.node] = append(l, i)
+					continue
+				}
 				for _, pod := range u.pods {
 					n := u.w.Placed[pod].Node
 					if l := byNode[n]; len(l) > 0 && l[len(l)-1] == i {
