@@ -35,7 +35,7 @@ func (c *cycle) consolidate(j *cluster.Workload) bool {
 	if miss, ok := c.noRoom[key]; ok && miss.version == c.version() {
 		return false
 	}
-	sr := &search{c: c, j: j, pool: p, budget: c.cfg.SearchBound, units: c.movable(p)}
+	sr := &search{c: c, j: j, pool: p, budget: c.cfg.SearchBound, units: c.movable(p, j)}
 	if set := sr.findMove(); set != nil {
 		c.move(j, p, sr.units, set)
 		return true
@@ -44,15 +44,16 @@ func (c *cycle) consolidate(j *cluster.Workload) bool {
 	return false
 }
 
-// movable lists the units that may move in pool p: running preemptible
-// workloads, whole or one pod above an elastic workload's minimum, not placed
-// or evicted in this cycle; in project, then submission order.
-func (c *cycle) movable(p *cluster.Pool) []unit {
+// movable lists the units that may move in pool p for j: running
+// preemptible workloads other than j, whole or one pod above an elastic
+// workload's minimum, not placed or evicted in this cycle; in project, then
+// submission order.
+func (c *cycle) movable(p *cluster.Pool, j *cluster.Workload) []unit {
 	var units []unit
 	for _, q := range c.s.Projects() {
 		var ws []*cluster.Workload
 		for w := range q.Running() {
-			if w.Priority.Preemptible && w.Pool() == p && !c.touched[w] && len(c.evicted[w]) == 0 {
+			if w != j && w.Priority.Preemptible && w.Pool() == p && !c.touched[w] && len(c.evicted[w]) == 0 {
 				ws = append(ws, w)
 			}
 		}
@@ -127,7 +128,9 @@ func (sr *search) moves(set []int, keep bool) bool {
 		}
 		u := sr.units[i]
 		pods, _ := placement.Place(s, sr.pool, u.w, len(u.pods), sr.c.cfg.Placement)
-		ok = pods != nil
+		// Allocations must not change: a GPU-memory pod holds more of a
+		// device with less memory.
+		ok = pods != nil && heldBy(u.w, pods) == u.held
 	}
 	if !ok || !keep {
 		s.Rollback(mark)
@@ -170,4 +173,13 @@ func (c *cycle) move(j *cluster.Workload, p *cluster.Pool, units []unit, set []i
 		}
 		c.bind(u.w, pods)
 	}
+}
+
+// heldBy is what the given pods of w hold.
+func heldBy(w *cluster.Workload, pods []int) cluster.Resources {
+	var r cluster.Resources
+	for _, pod := range pods {
+		r = r.Add(w.Placed[pod].Held)
+	}
+	return r
 }
