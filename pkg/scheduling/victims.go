@@ -85,6 +85,54 @@ type search struct {
 
 // try evicts set, checks the rules and places j; keep leaves it all in place
 // when room is made, otherwise the state is rolled back.
+// index adds units from..to (excluded) to byNode, each once per node it
+// runs on, and appends to touched the nodes where one of them is the first
+// unit at index start or later.
+func (sr *search) index(byNode map[*cluster.Node][]int, touched []*cluster.Node, from, to, start int) (map[*cluster.Node][]int, []*cluster.Node) {
+	for i := from; i < to; i++ {
+		u := &sr.units[i]
+		if u.node != nil {
+			l := byNode[u.node]
+			if len(l) == 0 || l[len(l)-1] < start {
+				touched = append(touched, u.node)
+			}
+			byNode[u.node] = append(l, i)
+			continue
+		}
+		for _, pod := range u.pods {
+			n := u.w.Placed[pod].Node
+			l := byNode[n]
+			if len(l) > 0 && l[len(l)-1] == i {
+				continue // another pod of the same unit
+			}
+			if len(l) == 0 || l[len(l)-1] < start {
+				touched = append(touched, n)
+			}
+			byNode[n] = append(l, i)
+		}
+	}
+	return byNode, touched
+}
+
+// vainGroup is vain for the units of one group (one queue's, so either all
+// help or none): every set holding one of them and no unit that helps fails.
+func (sr *search) vainGroup(from, to int) bool {
+	if sr.deadAlone == nil || sr.helps(from) {
+		return false
+	}
+	var held cluster.Resources
+	dead := false
+	for i := from; i < to; i++ {
+		if i == from || sr.units[i].held != held {
+			held, dead = sr.units[i].held, sr.deadAlone(i)
+		}
+		if !dead {
+			return false
+		}
+	}
+	return true
+}
+
 // vain reports whether every set of units holding one at index from or
 // later fails the rules: no unit of them helps, and each at from or later is
 // dead alone.
@@ -213,42 +261,33 @@ func (sr *search) greedyFrom(lo int) []int {
 func (sr *search) findForPod() []int {
 	byNode := map[*cluster.Node][]int{}
 	feasible, complete := false, true
+	var deferred []int // groups not indexed yet (see vainGroup)
 	for sr.pull() {
 		for g := sr.minGroupPulled(); g < len(sr.groups); g++ {
 			start := 0
 			if g > 0 {
 				start = sr.groups[g-1]
 			}
+			end := sr.groups[g]
+			if sr.helping == 0 && sr.vainGroup(start, end) {
+				// Every new set holds a unit of g, and nothing pulled helps:
+				// its units are indexed only once something does.
+				deferred = append(deferred, g)
+				continue
+			}
+			if sr.helps != nil && sr.helps(start) {
+				sr.helping += end - start // a group is one queue's
+			}
+			for _, d := range deferred {
+				from := 0
+				if d > 0 {
+					from = sr.groups[d-1]
+				}
+				byNode, _ = sr.index(byNode, nil, from, sr.groups[d], from)
+			}
+			deferred = nil
 			var touched []*cluster.Node
-			for i := start; i < sr.groups[g]; i++ {
-				u := &sr.units[i]
-				if u.node != nil {
-					l := byNode[u.node]
-					if len(l) == 0 || l[len(l)-1] < start {
-						touched = append(touched, u.node)
-					}
-					byNode[u.node] = append(l, i)
-					continue
-				}
-				for _, pod := range u.pods {
-					n := u.w.Placed[pod].Node
-					if l := byNode[n]; len(l) > 0 && l[len(l)-1] == i {
-						continue // another pod of the same unit
-					}
-					if len(byNode[n]) == 0 || byNode[n][len(byNode[n])-1] < start {
-						touched = append(touched, n)
-					}
-					byNode[n] = append(byNode[n], i)
-				}
-			}
-			if sr.helping == 0 && sr.vain(span(start, sr.groups[g]), start) {
-				continue // every new set holds a unit of g, and nothing pulled helps
-			}
-			for i := start; i < sr.groups[g]; i++ {
-				if sr.helps != nil && sr.helps(i) {
-					sr.helping++
-				}
-			}
+			byNode, touched = sr.index(byNode, touched, start, end, start)
 			sort.Slice(touched, func(a, b int) bool { return touched[a].Name < touched[b].Name })
 			h := &setHeap{units: sr.units}
 			for _, n := range touched {
@@ -577,15 +616,6 @@ func (sr *search) landing(cand []int) []int {
 				break
 			}
 		}
-	}
-	return out
-}
-
-// span is the indexes from to to (excluded).
-func span(from, to int) []int {
-	out := make([]int, 0, to-from)
-	for i := from; i < to; i++ {
-		out = append(out, i)
 	}
 	return out
 }
