@@ -74,8 +74,8 @@ const stableClusters = 3000
 // evictions (consolidation's moves aside); then the cluster is played until a plan changes nothing and
 // the end state is checked. The clusters come from a fixed sequence of
 // seeds, so every run checks the same thousands: the contract's own reclaim
-// rules allow rare loops that random exploration finds (see the report of
-// issue 19), and a run must not depend on the draw.
+// rules allow rare loops that random exploration finds (README "Loops the
+// contract allows"), and a run must not depend on the draw.
 //
 // One input does change: a workload placed in a later pool of its list
 // moves its request there, and the fair shares with it; then only the
