@@ -264,7 +264,8 @@ func (r *runner) step() bool {
 	r.cfg.Now = r.now
 	plan := scheduling.Cycle(r.s, r.cfg)
 	for _, e := range plan.Evictions {
-		if w := r.s.Workload(e.Workload); w != nil && (e.Pods == nil || len(e.Pods) == w.PlacedPods()) {
+		// A consolidation move is bound again in the same plan: not a preemption.
+		if w := r.s.Workload(e.Workload); w != nil && e.Rule != scheduling.RuleConsolidation && (e.Pods == nil || len(e.Pods) == w.PlacedPods()) {
 			r.metrics.preemptions++
 		}
 	}

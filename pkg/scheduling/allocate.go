@@ -25,7 +25,7 @@ type deptLine struct {
 // allocate runs the allocate pass (SCHEDULING.md §3): for each rank of pool
 // preference, pool by pool in declaration order, pick the next workload by
 // walking the queue tree and try to place it. It returns, in the order they
-// were tried, the workloads that hold fewer pods than their minimum after it.
+// were tried, the workloads still asking for pods after it.
 func (c *cycle) allocate() []*cluster.Workload {
 	var tried []*cluster.Workload
 	seen := map[*cluster.Workload]bool{}
@@ -51,9 +51,12 @@ func (c *cycle) allocate() []*cluster.Workload {
 		}
 		next = retry
 	}
+	// Reclaim and preempt serve what is left: workloads below their minimum
+	// and elastic ones whose next pod did not fit (SCHEDULING.md §3
+	// "Elastic workloads in reclaim and preempt").
 	var out []*cluster.Workload
 	for _, w := range tried {
-		if w.PlacedPods() < w.MinPods {
+		if w.Wants() {
 			out = append(out, w)
 		}
 	}
@@ -191,14 +194,14 @@ func (c *cycle) tryAllocate(w *cluster.Workload, p *cluster.Pool) bool {
 	// Placing only ever takes room, so a shape that did not fit still does
 	// not until something is evicted: skip the search, keep its reason.
 	key := shapeOf(w, p)
-	if miss, ok := c.noFit[key]; ok && miss.evictions == len(c.plan.Evictions) {
+	if miss, ok := c.noFit[key]; ok && miss.freed == c.freed {
 		c.because(w, p, miss.why)
 		return false
 	}
 	pods, miss := placement.Place(c.s, p, w, w.NextPods(), c.cfg.Placement)
 	if pods == nil {
 		why := Reason{Check: missChecks[miss.Kind], Requested: miss.Requested, Available: miss.Largest, Nodes: miss.Nodes, Text: miss.Text}
-		c.noFit[key] = noFit{why: why, evictions: len(c.plan.Evictions)}
+		c.noFit[key] = noFit{why: why, freed: c.freed}
 		c.because(w, p, why)
 		return false
 	}
@@ -221,8 +224,8 @@ func shapeOf(w *cluster.Workload, p *cluster.Pool) shape {
 
 // noFit remembers a shape that did not fit, and when.
 type noFit struct {
-	why       Reason
-	evictions int
+	why   Reason
+	freed int // cycle.freed then
 }
 
 // missChecks are the checks placement's misses fail.

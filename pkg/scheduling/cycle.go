@@ -12,9 +12,29 @@ type cycle struct {
 	s       *cluster.State
 	cfg     Config
 	plan    Plan
-	touched map[*cluster.Workload]bool // gained pods this cycle: never a victim in it
+	touched map[*cluster.Workload]bool // gained pods this cycle
+	// boundAt finds a pod bound in this cycle in plan.Bindings: evicting it
+	// again in the same cycle drops the binding instead (see evict).
+	boundAt map[cluster.PodRef]int
+	// changes counts bindings and evictions (dropped bindings too): caches
+	// of failed searches stay valid while it does not move.
+	changes int
+	freed   int // evictions (dropped bindings too): placement only gets harder between them
 	reasons map[*cluster.Workload][]Reason
-	noFit   map[shape]noFit
+	// evicted holds the reasons of this cycle's evictions, which every
+	// round's explanation keeps (see rounds).
+	evicted map[*cluster.Workload][]Reason
+	// placedFor are the workloads that evictions or moves made room for in
+	// this cycle: nothing takes their room again in it, which would leave
+	// the evictions for nothing.
+	placedFor map[*cluster.Workload]bool
+	// movedBy finds a moved workload's eviction in plan.Evictions.
+	movedBy map[*cluster.Workload]int
+	// queueChanges counts the bindings and evictions of each project's
+	// workloads, for lists, its cache of victim candidates.
+	queueChanges map[*cluster.Queue]int
+	lists        map[poolQueue]candidateList
+	noFit        map[shape]noFit
 	// noRoom remembers victim searches that found nothing, valid while the
 	// plan has not changed since.
 	noRoom map[searchKey]noRoom
@@ -28,21 +48,16 @@ func Cycle(s *cluster.State, cfg Config) Plan {
 		cfg.SearchBound = DefaultConfig().SearchBound
 	}
 	ComputeFairShares(s)
-	c := &cycle{s: s, cfg: cfg, touched: map[*cluster.Workload]bool{}, reasons: map[*cluster.Workload][]Reason{},
+	c := &cycle{s: s, cfg: cfg, touched: map[*cluster.Workload]bool{}, boundAt: map[cluster.PodRef]int{},
+		reasons: map[*cluster.Workload][]Reason{}, evicted: map[*cluster.Workload][]Reason{},
+		placedFor: map[*cluster.Workload]bool{}, movedBy: map[*cluster.Workload]int{},
+		queueChanges: map[*cluster.Queue]int{}, lists: map[poolQueue]candidateList{},
 		noFit: map[shape]noFit{}, noRoom: map[searchKey]noRoom{}}
 	mark := s.Mark()
 	c.gangTimeouts()
-	unplaced := c.allocate()
-	var still []*cluster.Workload
-	for _, j := range unplaced {
-		if !c.reclaim(j) {
-			still = append(still, j)
-		}
-	}
-	for _, j := range still {
-		c.preempt(j)
-	}
+	c.settle()
 	c.explain()
+	c.dropUnbound()
 	s.Rollback(mark)
 	s.StopLog()
 	return c.plan
@@ -70,9 +85,12 @@ func (c *cycle) because(w *cluster.Workload, p *cluster.Pool, why Reason) {
 
 func (c *cycle) bind(w *cluster.Workload, pods []int) {
 	c.touched[w] = true
+	c.changes++
+	c.queueChanges[w.Project]++
 	delete(c.reasons, w)
 	for _, pod := range pods {
 		at := w.Placed[pod]
+		c.boundAt[cluster.PodRef{Workload: w, Pod: pod}] = len(c.plan.Bindings)
 		c.plan.Bindings = append(c.plan.Bindings, Binding{
 			Workload: w.ID, Pod: pod, Node: at.Node.Name,
 			Devices: append([]int(nil), at.Devices...), Share: at.Share,
@@ -81,30 +99,78 @@ func (c *cycle) bind(w *cluster.Workload, pods []int) {
 }
 
 // evict removes a unit's pods from the state and records the eviction. A
-// unit that is the whole workload is recorded with Pods nil.
+// unit that is the whole workload is recorded with Pods nil. Pods bound
+// earlier in this cycle are not evicted but lose their binding: the plan
+// never places a pod only to stop it, and a second cycle has nothing left
+// to take back from work that allocate placed ahead of its turn.
 func (c *cycle) evict(u unit, rule Rule, forW *cluster.Workload, why string) {
 	whole := len(u.pods) == u.w.PlacedPods()
 	pool := ""
 	if n := u.w.Placed[u.pods[0]].Node; n != nil {
 		pool = n.Pool.Name
 	}
+	var running []int // pods that ran before this cycle
 	for _, pod := range u.pods {
+		ref := cluster.PodRef{Workload: u.w, Pod: pod}
+		if i, ok := c.boundAt[ref]; ok {
+			c.plan.Bindings[i].Workload = "" // dropped by dropUnbound
+			delete(c.boundAt, ref)
+		} else {
+			running = append(running, pod)
+		}
 		c.s.Unplace(u.w, pod)
 	}
-	e := Eviction{Workload: u.w.ID, Rule: rule, Reason: why}
-	if !whole {
-		e.Pods = append([]int(nil), u.pods...)
+	c.changes++
+	c.freed++
+	c.queueChanges[u.w.Project]++
+	what := "placed in this cycle, then its room was taken"
+	if i, ok := c.movedBy[u.w]; ok && len(running) == 0 {
+		// Moved by consolidation, then taken: the move becomes this eviction.
+		delete(c.movedBy, u.w)
+		e := &c.plan.Evictions[i]
+		e.Rule, e.Reason, e.For = rule, why, ""
+		if forW != nil {
+			e.For = forW.ID
+		}
+		what = "evicted"
 	}
-	if forW != nil {
-		e.For = forW.ID
+	if len(running) > 0 {
+		e := Eviction{Workload: u.w.ID, Rule: rule, Reason: why}
+		if !whole {
+			e.Pods = running
+		}
+		if forW != nil {
+			e.For = forW.ID
+		}
+		c.plan.Evictions = append(c.plan.Evictions, e)
+		what = "evicted"
+		if !whole {
+			what = fmt.Sprintf("%d pod(s) evicted", len(running))
+		}
 	}
-	c.plan.Evictions = append(c.plan.Evictions, e)
-	what := "evicted"
-	if !whole {
-		what = fmt.Sprintf("%d pod(s) evicted", len(u.pods))
-	}
-	c.reasons[u.w] = append(c.reasons[u.w], Reason{Check: ruleChecks[rule], Pool: pool,
+	c.evicted[u.w] = append(c.evicted[u.w], Reason{Check: ruleChecks[rule], Pool: pool,
 		Text: fmt.Sprintf("%s (%s): %s", what, rule, why)})
+}
+
+// grew reports whether the plan binds a pod of w.
+func (c *cycle) grew(w *cluster.Workload) bool {
+	for pod := range w.Placed {
+		if _, ok := c.boundAt[cluster.PodRef{Workload: w, Pod: pod}]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// dropUnbound removes the bindings that a later eviction in the cycle undid.
+func (c *cycle) dropUnbound() {
+	kept := c.plan.Bindings[:0]
+	for _, b := range c.plan.Bindings {
+		if b.Workload != "" {
+			kept = append(kept, b)
+		}
+	}
+	c.plan.Bindings = kept
 }
 
 // explain lists every workload still waiting with its reasons.
@@ -116,12 +182,12 @@ func (c *cycle) explain() {
 		}
 		sortBySeq(ws)
 		for _, w := range ws {
-			if w.PlacedPods() >= w.MinPods && c.touched[w] {
+			if w.PlacedPods() >= w.MinPods && c.grew(w) {
 				continue // an elastic workload that grew: nothing to explain
 			}
 			// Every path that leaves a workload waiting records why; the
 			// property tests fail on an empty list rather than a made-up one.
-			c.plan.Waiting = append(c.plan.Waiting, Waiting{Workload: w.ID, Reasons: c.reasons[w]})
+			c.plan.Waiting = append(c.plan.Waiting, Waiting{Workload: w.ID, Reasons: append(c.evicted[w], c.reasons[w]...)})
 		}
 	}
 }
@@ -145,8 +211,8 @@ func Apply(s *cluster.State, plan Plan, now time.Duration) error {
 			}
 			s.Unplace(w, pod)
 		}
-		if w.PlacedPods() == 0 {
-			Requeue(s, w)
+		if w.PlacedPods() == 0 && e.Rule != RuleConsolidation {
+			Requeue(s, w) // a moved workload is bound again by the same plan
 		}
 	}
 	for _, b := range plan.Bindings {
@@ -163,6 +229,11 @@ func Apply(s *cluster.State, plan Plan, now time.Duration) error {
 			if w.FirstRunning < 0 {
 				w.FirstRunning = now
 			}
+		}
+	}
+	for _, e := range plan.Evictions {
+		if w := s.Workload(e.Workload); e.Rule == RuleConsolidation && w.PlacedPods() == 0 {
+			Requeue(s, w) // moved but not bound again (the plan lost it)
 		}
 	}
 	s.StampBelowMinimum(now)

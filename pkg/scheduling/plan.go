@@ -34,6 +34,9 @@ const (
 	RuleReclaim     Rule = "reclaim"      // between projects, to give a project its fair share
 	RulePreempt     Rule = "preempt"      // inside a project, for higher priority
 	RuleGangMinimum Rule = "gang-minimum" // held fewer pods than its minimum too long
+	// RuleConsolidation moves a running workload inside its pool so that a
+	// pending one fits (the plan binds it again in the same cycle).
+	RuleConsolidation Rule = "consolidation"
 )
 
 // Binding puts one pod on a node.
@@ -98,7 +101,8 @@ type Reason struct {
 }
 
 // ruleChecks: an evicted workload waits because of the rule that evicted it.
-var ruleChecks = map[Rule]Check{RuleReclaim: CheckReclaim, RulePreempt: CheckPreempt, RuleGangMinimum: CheckGang}
+var ruleChecks = map[Rule]Check{RuleReclaim: CheckReclaim, RulePreempt: CheckPreempt, RuleGangMinimum: CheckGang,
+	RuleConsolidation: CheckCapacity}
 
 // Texts are the reasons' texts, in order.
 func Texts(rs []Reason) []string {

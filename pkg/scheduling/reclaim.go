@@ -32,7 +32,7 @@ type noRoom struct {
 	version int
 }
 
-func (c *cycle) version() int { return len(c.plan.Evictions) + len(c.plan.Bindings) }
+func (c *cycle) version() int { return c.changes }
 
 // knownNoRoom reports (and explains) a search already known to fail now.
 func (c *cycle) knownNoRoom(j *cluster.Workload, p *cluster.Pool, key searchKey) bool {
@@ -88,6 +88,22 @@ func (c *cycle) reclaim(j *cluster.Workload) bool {
 	sr.exact = sr.rulesNotMonotone && running <= exactGangUnits
 	sr.more = c.feed(queues, p, func(*cluster.Workload) bool { return true })
 	sr.rules = func(set []int) bool { return c.reclaimRules(j, p, req, sr.units, set) }
+	type alone struct {
+		project *cluster.Queue
+		held    cluster.Resources
+	}
+	dead := map[alone]bool{} // the rule reads only the unit's queues and what it holds
+	sr.deadAlone = func(i int) bool {
+		u := sr.units[i]
+		k := alone{u.w.Project, u.held}
+		d, ok := dead[k]
+		if !ok {
+			d = !c.afterRule(q, p, req, sr.units, []int{i})
+			dead[k] = d
+		}
+		return d
+	}
+	sr.helps = func(i int) bool { return sr.units[i].w.Project.Parent == q.Parent }
 	set := sr.find()
 	if set == nil {
 		why := Reason{Check: CheckReclaim, Text: "reclaim: no set of victims both frees room for it and keeps every project's fair share"}
@@ -117,29 +133,42 @@ var lowestPreemptible = func() int {
 }()
 
 // preempt tries to make room for j by evicting lower-priority preemptible
-// workloads of its own project (SCHEDULING.md §3 "Preempt").
-func (c *cycle) preempt(j *cluster.Workload) {
+// workloads of its own project (SCHEDULING.md §3 "Preempt"). It reports
+// whether j was placed.
+func (c *cycle) preempt(j *cluster.Workload) bool {
 	if j.Priority.Value <= lowestPreemptible {
-		return // nothing preemptible ranks below it
+		return false // nothing preemptible ranks below it
 	}
 	p := c.homePool(j)
 	key := searchKey{rule: RulePreempt, project: j.Project, shape: shapeOf(j, p), priority: j.Priority.Value,
 		preemptible: j.Priority.Preemptible}
 	if c.knownNoRoom(j, p, key) {
-		return
+		return false
 	}
 	sr := &search{c: c, j: j, pool: p, budget: c.cfg.SearchBound}
 	sr.more = c.feed([]*cluster.Queue{j.Project}, p, func(w *cluster.Workload) bool {
 		return w.Priority.Value < j.Priority.Value
 	})
+	need, crossed, r := settleNeed(j, p, request(j, p))
+	if !need.IsZero() {
+		// The settling rule asks for victims that free at least need: more
+		// victims only help it, so every set is searched while there are few.
+		sr.rules = func(set []int) bool { return freedCovers(sr.units, set, need) }
+		sr.rulesNotMonotone, sr.rulesGrow, sr.exact = true, true, true
+	}
 	set := sr.find()
 	if set == nil {
 		why := Reason{Check: CheckPreempt, Text: "preempt: evicting every lower-priority workload of its project would not make room"}
-		if len(sr.units) == 0 {
+		switch {
+		case len(sr.units) == 0:
 			why = Reason{}
+		case crossed != nil:
+			why.Queue = queueName(crossed)
+			why.Text = fmt.Sprintf("preempt: it would take %s %s above max(deserved, fair share) of %s unless its victims free %s; none that make room do (plans must settle)",
+				crossed.Kind, crossed.Name, cluster.FormatAmount(r, ceiling(crossed, p, r)), cluster.Quantity(r, need.Get(r)))
 		}
 		c.rememberNoRoom(j, p, key, why)
-		return
+		return false
 	}
 	units := sr.units
 	for _, i := range set {
@@ -147,10 +176,47 @@ func (c *cycle) preempt(j *cluster.Workload) {
 		c.evict(u, RulePreempt, j, fmt.Sprintf("%s (priority %s) of project %s needed %s; %s has priority %s",
 			j.Name, j.Priority.Name, j.Project.Name, cluster.Quantity(cluster.GPU, request(j, p).GPU), u.w.Name, u.w.Priority.Name))
 	}
-	c.placeAfterEvictions(j, p)
+	return c.placeAfterEvictions(j, p)
+}
+
+// settleNeed is what preempt's victims must free, per resource, for the
+// settling rule (SCHEDULING.md §3 "Preempt"): j may not take its project, or
+// an ancestor, above max(deserved, fair share) in a resource where it was
+// within it. A queue with deserved unlimited is never above it. crossed and
+// r name the first queue and resource that asks for the most.
+func settleNeed(j *cluster.Workload, p *cluster.Pool, req cluster.Resources) (need cluster.Resources, crossed *cluster.Queue, r cluster.Resource) {
+	for q := j.Project; q != nil; q = q.Parent {
+		alloc := q.Usage[p.Index].Allocated
+		for res := cluster.Resource(0); res < cluster.NumResources; res++ {
+			if req.Get(res) == 0 || q.Quotas[p.Index].Deserved.Get(res) == cluster.Unlimited {
+				continue
+			}
+			c := ceiling(q, p, res)
+			if held := alloc.Get(res); held <= c && held+req.Get(res) > c && held+req.Get(res)-c > need.Get(res) {
+				need = need.Set(res, held+req.Get(res)-c)
+				crossed, r = q, res
+			}
+		}
+	}
+	return need, crossed, r
+}
+
+// freedCovers reports whether the set frees at least need in every resource.
+func freedCovers(units []unit, set []int, need cluster.Resources) bool {
+	var freed cluster.Resources
+	for _, i := range set {
+		freed = freed.Add(units[i].held)
+	}
+	for r := cluster.Resource(0); r < cluster.NumResources; r++ {
+		if freed.Get(r) < need.Get(r) {
+			return false
+		}
+	}
+	return true
 }
 
 func (c *cycle) placeAfterEvictions(j *cluster.Workload, p *cluster.Pool) bool {
+	c.placedFor[j] = true // its victims would be evicted for nothing
 	if !c.tryAllocate(j, p) {
 		// The search proved this set makes room; reaching here is a bug.
 		panic(fmt.Sprintf("scheduling: victims chosen for %s did not make room", j.ID))
@@ -212,9 +278,39 @@ func (c *cycle) feed(queues []*cluster.Queue, p *cluster.Pool, keep func(*cluste
 
 // appendGroups adds v's candidate units, one group per priority, lowest first.
 func (c *cycle) appendGroups(units []unit, groups []int, v *cluster.Queue, p *cluster.Pool, keep func(*cluster.Workload) bool) ([]unit, []int) {
+	start, prio := len(units), 0
+	list := c.candidates(v, p)
+	for i, w := range list.ws {
+		if !keep(w) {
+			continue
+		}
+		if len(units) > start && w.Priority.Value != prio {
+			groups = append(groups, len(units))
+		}
+		prio = w.Priority.Value
+		for _, u := range list.units[i] {
+			u.group = len(groups)
+			units = append(units, u)
+		}
+	}
+	if len(units) > start {
+		groups = append(groups, len(units))
+	}
+	return units, groups
+}
+
+// candidates lists v's running preemptible workloads in pool p that may be
+// victims, lowest priority first, then in submission order. The list is
+// kept for the cycle and built again only after a binding or an eviction in
+// v: a reclaim storm reads hundreds of queues for every workload.
+func (c *cycle) candidates(v *cluster.Queue, p *cluster.Pool) candidateList {
+	key := poolQueue{v, p}
+	if got, ok := c.lists[key]; ok && got.version == c.queueChanges[v] {
+		return got
+	}
 	var ws []*cluster.Workload
 	for w := range v.Running() {
-		if w.Priority.Preemptible && w.Pool() == p && !c.touched[w] && keep(w) {
+		if w.Priority.Preemptible && w.Pool() == p && !c.placedFor[w] {
 			ws = append(ws, w)
 		}
 	}
@@ -224,19 +320,26 @@ func (c *cycle) appendGroups(units []unit, groups []int, v *cluster.Queue, p *cl
 		}
 		return ws[a].Seq < ws[b].Seq
 	})
+	list := candidateList{ws: ws, units: make([][]unit, len(ws)), version: c.queueChanges[v]}
 	for i, w := range ws {
-		if i > 0 && w.Priority.Value != ws[i-1].Priority.Value {
-			groups = append(groups, len(units))
-		}
-		for _, u := range unitsOf(w) {
-			u.group = len(groups)
-			units = append(units, u)
-		}
+		list.units[i] = unitsOf(w)
 	}
-	if len(ws) > 0 {
-		groups = append(groups, len(units))
-	}
-	return units, groups
+	c.lists[key] = list
+	return list
+}
+
+// poolQueue keys per-queue caches of one pool.
+type poolQueue struct {
+	q *cluster.Queue
+	p *cluster.Pool
+}
+
+// candidateList is a queue's candidates, their units, and the queue's
+// change count then.
+type candidateList struct {
+	ws      []*cluster.Workload
+	units   [][]unit
+	version int
 }
 
 // meeting returns the two queues where the branches of q and v meet: the
@@ -256,8 +359,9 @@ func (c *cycle) victimQueueOK(q, v *cluster.Queue, p *cluster.Pool, req cluster.
 }
 
 // perVictim: B, holding allocB before losing the victim, holds more than
-// max(deserved, fair share) capped by limit in some resource; or A stays
-// within deserved with J added and B holds more than deserved in some resource.
+// max(deserved, fair share) capped by limit in some resource J asks for; or A
+// stays within deserved with J added and B holds more than deserved in some
+// resource J asks for.
 func perVictim(a, b *cluster.Queue, p *cluster.Pool, req, allocB cluster.Resources) bool {
 	aWithin := true
 	for r := cluster.Resource(0); r < cluster.NumResources; r++ {
@@ -267,6 +371,12 @@ func perVictim(a, b *cluster.Queue, p *cluster.Pool, req, allocB cluster.Resourc
 	}
 	quota := b.Quotas[p.Index]
 	for r := cluster.Resource(0); r < cluster.NumResources; r++ {
+		if req.Get(r) == 0 {
+			// Only a resource J asks for counts: B above its share of GPUs
+			// owes no CPU to a CPU-only J (and two projects would otherwise
+			// take CPU and GPUs from each other in turn, cycle after cycle).
+			continue
+		}
 		d := quota.Deserved.Get(r)
 		// With deserved and limit both unlimited, no queue is ever above them.
 		bounded := d != cluster.Unlimited || quota.EffectiveLimit(r) != cluster.Unlimited

@@ -18,6 +18,9 @@ type unit struct {
 	pods  []int
 	held  cluster.Resources
 	group int // index of its victim group (G1 = 0)
+	// node is where a one-pod unit runs: read in place of w.Placed, which a
+	// reclaim storm's searches would fetch from all over memory.
+	node *cluster.Node
 }
 
 // unitsOf splits a running workload into units. Pods above the minimum go one
@@ -27,11 +30,15 @@ type unit struct {
 func unitsOf(w *cluster.Workload) []unit {
 	pods := placedPods(w)
 	if len(pods) <= w.MinPods {
-		return []unit{{w: w, pods: pods, held: w.Held()}}
+		u := unit{w: w, pods: pods, held: w.Held()}
+		if len(pods) == 1 {
+			u.node = w.Placed[pods[0]].Node
+		}
+		return []unit{u}
 	}
 	var out []unit
 	for i := len(pods) - 1; i >= w.MinPods; i-- {
-		out = append(out, unit{w: w, pods: []int{pods[i]}, held: w.Placed[pods[i]].Held})
+		out = append(out, unit{w: w, pods: []int{pods[i]}, held: w.Placed[pods[i]].Held, node: w.Placed[pods[i]].Node})
 	}
 	return out
 }
@@ -59,6 +66,16 @@ type search struct {
 	// rulesNotMonotone: a set failing rules may have a superset passing them.
 	rulesNotMonotone bool
 	exact            bool // search every set, even for one pod
+	// rulesGrow: the rules only get easier with more victims (preempt's
+	// settling rule), so greedy keeps them while it drops units.
+	rulesGrow bool
+	// deadAlone, when set, reports a unit that fails the rules on its own in
+	// a way more victims cannot mend unless a unit that helps joins them
+	// (reclaim's after rule); findForPod then skips the sets it would try in
+	// vain: most of a reclaim storm's. helping counts the units pulled that
+	// help.
+	deadAlone, helps func(i int) bool
+	helping          int
 	budget           int
 	// minGroup is the first group (0-based) a set must reach to be worth
 	// trying: fewer groups cannot make room.
@@ -68,6 +85,74 @@ type search struct {
 
 // try evicts set, checks the rules and places j; keep leaves it all in place
 // when room is made, otherwise the state is rolled back.
+// index adds units from..to (excluded) to byNode, each once per node it
+// runs on, and appends to touched the nodes where one of them is the first
+// unit at index start or later.
+func (sr *search) index(byNode map[*cluster.Node][]int, touched []*cluster.Node, from, to, start int) (map[*cluster.Node][]int, []*cluster.Node) {
+	for i := from; i < to; i++ {
+		u := &sr.units[i]
+		if u.node != nil {
+			l := byNode[u.node]
+			if len(l) == 0 || l[len(l)-1] < start {
+				touched = append(touched, u.node)
+			}
+			byNode[u.node] = append(l, i)
+			continue
+		}
+		for _, pod := range u.pods {
+			n := u.w.Placed[pod].Node
+			l := byNode[n]
+			if len(l) > 0 && l[len(l)-1] == i {
+				continue // another pod of the same unit
+			}
+			if len(l) == 0 || l[len(l)-1] < start {
+				touched = append(touched, n)
+			}
+			byNode[n] = append(l, i)
+		}
+	}
+	return byNode, touched
+}
+
+// vainGroup is vain for the units of one group (one queue's, so either all
+// help or none): every set holding one of them and no unit that helps fails.
+func (sr *search) vainGroup(from, to int) bool {
+	if sr.deadAlone == nil || sr.helps(from) {
+		return false
+	}
+	var held cluster.Resources
+	dead := false
+	for i := from; i < to; i++ {
+		if i == from || sr.units[i].held != held {
+			held, dead = sr.units[i].held, sr.deadAlone(i)
+		}
+		if !dead {
+			return false
+		}
+	}
+	return true
+}
+
+// vain reports whether every set of units holding one at index from or
+// later fails the rules: no unit of them helps, and each at from or later is
+// dead alone.
+func (sr *search) vain(units []int, from int) bool {
+	if sr.deadAlone == nil {
+		return false
+	}
+	for _, i := range units {
+		if sr.helps(i) {
+			return false
+		}
+	}
+	for _, i := range units {
+		if i >= from && !sr.deadAlone(i) {
+			return false
+		}
+	}
+	return true
+}
+
 func (sr *search) try(set []int, keep bool) room {
 	sr.budget--
 	if sr.rules != nil && !sr.rules(set) {
@@ -176,26 +261,33 @@ func (sr *search) greedyFrom(lo int) []int {
 func (sr *search) findForPod() []int {
 	byNode := map[*cluster.Node][]int{}
 	feasible, complete := false, true
+	var deferred []int // groups not indexed yet (see vainGroup)
 	for sr.pull() {
 		for g := sr.minGroupPulled(); g < len(sr.groups); g++ {
 			start := 0
 			if g > 0 {
 				start = sr.groups[g-1]
 			}
-			var touched []*cluster.Node
-			for i := start; i < sr.groups[g]; i++ {
-				u := sr.units[i]
-				for _, pod := range u.pods {
-					n := u.w.Placed[pod].Node
-					if l := byNode[n]; len(l) > 0 && l[len(l)-1] == i {
-						continue // another pod of the same unit
-					}
-					if len(byNode[n]) == 0 || byNode[n][len(byNode[n])-1] < start {
-						touched = append(touched, n)
-					}
-					byNode[n] = append(byNode[n], i)
-				}
+			end := sr.groups[g]
+			if sr.helping == 0 && sr.vainGroup(start, end) {
+				// Every new set holds a unit of g, and nothing pulled helps:
+				// its units are indexed only once something does.
+				deferred = append(deferred, g)
+				continue
 			}
+			if sr.helps != nil && sr.helps(start) {
+				sr.helping += end - start // a group is one queue's
+			}
+			for _, d := range deferred {
+				from := 0
+				if d > 0 {
+					from = sr.groups[d-1]
+				}
+				byNode, _ = sr.index(byNode, nil, from, sr.groups[d], from)
+			}
+			deferred = nil
+			var touched []*cluster.Node
+			byNode, touched = sr.index(byNode, touched, start, end, start)
 			sort.Slice(touched, func(a, b int) bool { return touched[a].Name < touched[b].Name })
 			h := &setHeap{units: sr.units}
 			for _, n := range touched {
@@ -210,8 +302,11 @@ func (sr *search) findForPod() []int {
 						complete = false
 						continue
 					}
+					if sr.vain(space, start) {
+						continue
+					}
 					for _, set := range sr.minimalSets(n, space) {
-						if sr.units[set[len(set)-1]].group == g {
+						if sr.units[set[len(set)-1]].group == g && !sr.vain(set, 0) {
 							h.push(candidate{set: set})
 						}
 					}
@@ -463,11 +558,19 @@ func (sr *search) bestFirst(cand []int) ([]int, bool) {
 // and no unit can be dropped from it.
 func (sr *search) greedy(cand []int) []int {
 	rules := sr.rules
-	sr.rules = nil
-	defer func() { sr.rules = rules }()
+	if !sr.rulesGrow {
+		sr.rules = nil
+		defer func() { sr.rules = rules }()
+	}
 	set := sr.landing(cand)
 	if len(set) == 0 || sr.try(set, false) != roomMade {
-		return nil
+		if !sr.rulesGrow {
+			return nil
+		}
+		// Victims on other nodes may be needed to satisfy the rules.
+		if set = cand; sr.try(set, false) != roomMade {
+			return nil
+		}
 	}
 	order := append([]int(nil), set...)
 	sort.SliceStable(order, func(a, b int) bool { return sr.units[order[a]].held.GPU > sr.units[order[b]].held.GPU })
@@ -477,7 +580,7 @@ func (sr *search) greedy(cand []int) []int {
 			set = trial
 		}
 	}
-	if rules != nil && !rules(set) {
+	if !sr.rulesGrow && rules != nil && !rules(set) {
 		return nil
 	}
 	return set

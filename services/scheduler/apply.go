@@ -206,6 +206,8 @@ func ruleOf(r scheduling.Rule) workloadv1.SchedulingRule {
 		return workloadv1.SchedulingRule_SCHEDULING_RULE_PREEMPT
 	case scheduling.RuleGangMinimum:
 		return workloadv1.SchedulingRule_SCHEDULING_RULE_GANG_MINIMUM
+	case scheduling.RuleConsolidation:
+		return workloadv1.SchedulingRule_SCHEDULING_RULE_CONSOLIDATION
 	}
 	return workloadv1.SchedulingRule_SCHEDULING_RULE_UNSPECIFIED
 }

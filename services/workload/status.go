@@ -90,7 +90,11 @@ func Fold(w *workloadv1.Workload, ev *workloadv1.WorkloadEvent) {
 		}
 	case workloadv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_PREEMPTED:
 		if ev.GetPods() == 0 || ev.GetPods() >= st.RunningPods {
-			st.PreemptionCount++
+			// A consolidation move is bound again by the same plan: the event
+			// shows it, the preemption count does not.
+			if ev.GetRule() != workloadv1.SchedulingRule_SCHEDULING_RULE_CONSOLIDATION {
+				st.PreemptionCount++
+			}
 			release(w, ev.GetTime().AsTime())
 		} else {
 			st.RunningPods -= ev.GetPods()

@@ -43,6 +43,12 @@ var waiting = []*workloadv1.PendingReason{{
 	Check: workloadv1.PendingCheck_PENDING_CHECK_NOT_YET_CONSIDERED, Message: "Waiting for the next scheduling cycle.",
 }}
 
+// moved marks an eviction as a consolidation move.
+func moved(ev *workloadv1.WorkloadEvent) *workloadv1.WorkloadEvent {
+	ev.Rule = workloadv1.SchedulingRule_SCHEDULING_RULE_CONSOLIDATION
+	return ev
+}
+
 func TestFold(t *testing.T) {
 	gang := &workloadv1.WorkloadSpec{Image: "x", Pods: 4, MinPods: 2}
 	for name, tc := range map[string]struct {
@@ -75,6 +81,13 @@ func TestFold(t *testing.T) {
 				event(submittedEv, 0, 0), event(scheduledEv, 1, 2, "nodes/n1"), event(preemptedEv, 2, 0)},
 			want: &workloadv1.WorkloadStatus{Phase: pending, RequestedPods: 4, PreemptionCount: 1, StartTime: at(1),
 				RunningTime: durationpb.New(time.Second)},
+		},
+		"a consolidation move is shown, bound again, and not counted as a preemption": {
+			spec: gang, suspendAt: -1, events: []*workloadv1.WorkloadEvent{
+				event(submittedEv, 0, 0), event(scheduledEv, 1, 2, "nodes/n1"),
+				moved(event(preemptedEv, 2, 0)), event(scheduledEv, 2, 2, "nodes/n2")},
+			want: &workloadv1.WorkloadStatus{Phase: running, RequestedPods: 4, RunningPods: 2, Nodes: []string{"nodes/n2"},
+				StartTime: at(2), RunningTime: durationpb.New(time.Second)},
 		},
 		"running time adds up the runs, not the time pending between them": {
 			spec: gang, suspendAt: -1, events: []*workloadv1.WorkloadEvent{

@@ -413,6 +413,9 @@ const (
 	SchedulingRule_SCHEDULING_RULE_NODE_DRAINED SchedulingRule = 5
 	// The workload held fewer than min_pods for 60 s and was evicted whole.
 	SchedulingRule_SCHEDULING_RULE_GANG_MINIMUM SchedulingRule = 6
+	// Moved inside its node pool (stopped and bound again on another node in
+	// the same plan) so that a pending workload fits; not a preemption.
+	SchedulingRule_SCHEDULING_RULE_CONSOLIDATION SchedulingRule = 7
 )
 
 // Enum value maps for SchedulingRule.
@@ -425,15 +428,17 @@ var (
 		4: "SCHEDULING_RULE_NODE_LOST",
 		5: "SCHEDULING_RULE_NODE_DRAINED",
 		6: "SCHEDULING_RULE_GANG_MINIMUM",
+		7: "SCHEDULING_RULE_CONSOLIDATION",
 	}
 	SchedulingRule_value = map[string]int32{
-		"SCHEDULING_RULE_UNSPECIFIED":  0,
-		"SCHEDULING_RULE_ALLOCATE":     1,
-		"SCHEDULING_RULE_RECLAIM":      2,
-		"SCHEDULING_RULE_PREEMPT":      3,
-		"SCHEDULING_RULE_NODE_LOST":    4,
-		"SCHEDULING_RULE_NODE_DRAINED": 5,
-		"SCHEDULING_RULE_GANG_MINIMUM": 6,
+		"SCHEDULING_RULE_UNSPECIFIED":   0,
+		"SCHEDULING_RULE_ALLOCATE":      1,
+		"SCHEDULING_RULE_RECLAIM":       2,
+		"SCHEDULING_RULE_PREEMPT":       3,
+		"SCHEDULING_RULE_NODE_LOST":     4,
+		"SCHEDULING_RULE_NODE_DRAINED":  5,
+		"SCHEDULING_RULE_GANG_MINIMUM":  6,
+		"SCHEDULING_RULE_CONSOLIDATION": 7,
 	}
 )
 
@@ -1721,7 +1726,7 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\x1dWORKLOAD_EVENT_TYPE_SUSPENDED\x10\x05\x12\x1f\n" +
 	"\x1bWORKLOAD_EVENT_TYPE_RESUMED\x10\x06\x12 \n" +
 	"\x1cWORKLOAD_EVENT_TYPE_FINISHED\x10\a\x12%\n" +
-	"!WORKLOAD_EVENT_TYPE_LIMIT_REACHED\x10\b*\xec\x01\n" +
+	"!WORKLOAD_EVENT_TYPE_LIMIT_REACHED\x10\b*\x8f\x02\n" +
 	"\x0eSchedulingRule\x12\x1f\n" +
 	"\x1bSCHEDULING_RULE_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18SCHEDULING_RULE_ALLOCATE\x10\x01\x12\x1b\n" +
@@ -1729,7 +1734,8 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\x17SCHEDULING_RULE_PREEMPT\x10\x03\x12\x1d\n" +
 	"\x19SCHEDULING_RULE_NODE_LOST\x10\x04\x12 \n" +
 	"\x1cSCHEDULING_RULE_NODE_DRAINED\x10\x05\x12 \n" +
-	"\x1cSCHEDULING_RULE_GANG_MINIMUM\x10\x06BAZ?github.com/runwayhq/runway/gen/go/runway/workload/v1;workloadv1b\x06proto3"
+	"\x1cSCHEDULING_RULE_GANG_MINIMUM\x10\x06\x12!\n" +
+	"\x1dSCHEDULING_RULE_CONSOLIDATION\x10\aBAZ?github.com/runwayhq/runway/gen/go/runway/workload/v1;workloadv1b\x06proto3"
 
 var (
 	file_runway_workload_v1_workload_proto_rawDescOnce sync.Once

@@ -1,0 +1,104 @@
+package scheduling_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/runwayhq/runway/pkg/scheduling"
+	. "github.com/runwayhq/runway/pkg/scheduling/schedtest"
+)
+
+// TestConsolidate: a pending workload that fits the pool's free resources in
+// total but no node gets room by moving running preemptible units, only when
+// every moved unit is placed again in the same plan; the fewest GPUs moved,
+// then the fewest workloads, then the newest (SCHEDULING.md §3
+// "Consolidate").
+func TestConsolidate(t *testing.T) {
+	runCycleCases(t, map[string]cycleCase{
+		"a fragmented pool: the fewest GPUs move": {
+			// n1 has 1 GPU free, n2 3: moving y (1 GPU) to n1 frees n2 for j;
+			// moving x1 and x2 (3 GPUs) to n2 would free n1.
+			cluster: NewCluster().Node("n1", 4).Node("n2", 4).
+				Project("p", "", Deserved(4)).
+				Project("q", "", Deserved(4)).
+				Workload(
+					W("x1").Project("p").GPU(1).On("n1"),
+					W("x2").Project("p").GPU(2).On("n1"),
+					W("y").Project("q").GPU(1).On("n2"),
+					W("j").Project("p").GPU(4).At(time.Minute)),
+			wantBound:   map[string][]string{"j": {"n2"}, "y": {"n1"}},
+			wantEvicted: []evicted{{"y", scheduling.RuleConsolidation, "j"}},
+		},
+		"equal moves: the fewest workloads, then the newest": {
+			// Freeing n1 moves a (2 GPUs, one workload); freeing n2 moves b1
+			// and b2 (2 GPUs, two); freeing n3 moves the newer c.
+			cluster: NewCluster().Node("n1", 4).Node("n2", 4).Node("n3", 4).Node("n4", 4).
+				Project("p", "", Deserved(16)).
+				Workload(
+					W("a").Project("p").GPU(2).On("n1"),
+					W("b1").Project("p").GPU(1).On("n2"),
+					W("b2").Project("p").GPU(1).On("n2"),
+					W("c").Project("p").GPU(2).On("n3").At(time.Second),
+					W("d").Project("p").GPU(2).On("n4"),
+					W("j").Project("p").GPU(4).At(time.Minute)),
+			wantBound:   map[string][]string{"j": {"n3"}, "c": {"n1"}},
+			wantEvicted: []evicted{{"c", scheduling.RuleConsolidation, "j"}},
+		},
+		"nothing moves when the moved work would not be placed again": {
+			// 2 GPUs free in total, one per node; a and b (3 GPUs each) fit
+			// nowhere else.
+			cluster: NewCluster().Node("n1", 4).Node("n2", 4).
+				Project("p", "", Deserved(8)).
+				Workload(
+					W("a").Project("p").GPU(3).On("n1"),
+					W("b").Project("p").GPU(3).On("n2"),
+					W("j").Project("p").GPU(2).At(time.Minute)),
+			wantWaiting: map[string]string{"j": "needs 2 GPUs on one node; the largest free block is 1"},
+		},
+		"nothing moves when the pool is full rather than fragmented": {
+			cluster: NewCluster().Node("n1", 2).Node("n2", 2).
+				Project("p", "", Deserved(4)).
+				Workload(
+					W("a").Project("p").GPU(1).On("n1"),
+					W("b").Project("p").GPU(2).On("n2"),
+					W("j").Project("p").GPU(2).At(time.Minute)),
+			wantWaiting: map[string]string{"j": "needs 2 GPUs on one node; the largest free block is 1"},
+		},
+		"non-preemptible work never moves, though moving it would cost less": {
+			// Moving y (1 GPU, build) would do; x1 and x2 (3 GPUs) move instead.
+			cluster: NewCluster().Node("n1", 4).Node("n2", 4).
+				Project("p", "", Deserved(4)).
+				Project("q", "", Deserved(4)).
+				Workload(
+					W("x1").Project("p").GPU(1).On("n1"),
+					W("x2").Project("p").GPU(2).On("n1"),
+					W("y").Project("q").GPU(1).Priority(build).On("n2"),
+					W("j").Project("p").GPU(4).At(time.Minute)),
+			wantBound: map[string][]string{"j": {"n1"}, "x1": {"n2"}, "x2": {"n2"}},
+			wantEvicted: []evicted{
+				{"x1", scheduling.RuleConsolidation, "j"},
+				{"x2", scheduling.RuleConsolidation, "j"},
+			},
+		},
+		"only non-preemptible work could move: j waits": {
+			cluster: NewCluster().Node("n1", 4).Node("n2", 4).
+				Project("p", "", Deserved(8)).
+				Workload(
+					W("x").Project("p").GPU(2).Priority(build).On("n1"),
+					W("y").Project("p").GPU(2).Priority(inference).On("n2"),
+					W("j").Project("p").GPU(4).At(time.Minute)),
+			wantWaiting: map[string]string{"j": "needs 4 GPUs on one node; the largest free block is 2"},
+		},
+		"one pod above an elastic workload's minimum moves alone": {
+			// e holds 2 pods (minimum 1), one per node; moving its second pod
+			// to n1 frees n2 for j.
+			cluster: NewCluster().Node("n1", 2).Node("n2", 2).
+				Project("p", "", Deserved(4)).
+				Workload(
+					W("e").Project("p").GPU(1).Pods(2).MinPods(1).On("n1", "n2"),
+					W("j").Project("p").GPU(2).At(time.Minute)),
+			wantBound:   map[string][]string{"j": {"n2"}, "e": {"n1"}},
+			wantEvicted: []evicted{{"e", scheduling.RuleConsolidation, "j"}},
+		},
+	})
+}
