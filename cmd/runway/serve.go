@@ -14,6 +14,7 @@ func serveCommand() *cobra.Command {
 		endpoints []string
 		openapi   string
 		oidc      oidcFlags
+		mf        metricsFlags
 	)
 	cmd := &cobra.Command{
 		Use:       "serve {" + strings.Join(server.Services, "|") + "}",
@@ -35,6 +36,10 @@ subresource, and schedules users' pods that name schedulerName runway and a
 runway.io/project label as workloads of that project (--workload-server).
 It uses --kubeconfig, or the in-cluster config when run in a pod.
 
+--metrics-listen serves the service's Prometheus metrics (gRPC calls, the
+scheduler's queues and decisions, sign-ins, audit) on an operations address
+of its own; one that is not loopback needs --metrics-token-file.
+
 It runs until SIGINT or SIGTERM and then shuts down cleanly.`,
 		Example: `  runway serve identity --etcd-endpoints 127.0.0.1:2379 --listen 127.0.0.1:7074
   runway serve quota --etcd-endpoints 127.0.0.1:2379 --listen 127.0.0.1:7071
@@ -53,6 +58,9 @@ It runs until SIGINT or SIGTERM and then shuts down cleanly.`,
 				return &exitError{code: 2, msg: err.Error()}
 			}
 			cfg.Service, cfg.EtcdEndpoints, cfg.OpenAPI, cfg.Out = args[0], endpoints, b, cmd.OutOrStdout()
+			if cfg.Metrics, err = mf.config(""); err != nil {
+				return err
+			}
 			ctx, stop := untilSignal(cmd.Context())
 			defer stop()
 			return server.Serve(ctx, cfg)
@@ -72,6 +80,7 @@ It runs until SIGINT or SIGTERM and then shuts down cleanly.`,
 	f.StringVar(&cfg.WorkloadServer, "workload-server", "", "the WorkloadService's address (required by --runtime kubernetes: users' pods become workloads there)")
 	f.StringVar(&openapi, "openapi", server.DefaultOpenAPIPath, "OpenAPI document to serve as /openapi.json")
 	oidc.add(f)
+	mf.add(f, "serve Prometheus metrics on ADDR/metrics, apart from the API (default: not served)")
 	_ = cmd.MarkFlagRequired("etcd-endpoints")
 	return cmd
 }

@@ -133,22 +133,34 @@ func (s *Server) cycle(ctx context.Context, f fence) {
 	}
 	cfg := s.cfg.Scheduling
 	cfg.Now = since(now)
+	start := time.Now()
 	plan := scheduling.Cycle(c.state, cfg)
 	ws := c.planWrites(plan, now)
 	c.mu.Unlock()
+	s.metrics.cycle.WithLabelValues(actionSchedule).Observe(time.Since(start).Seconds())
 	s.recordCycle(plan, now)
 	var written map[string]string
 	ws.reasons, written = reasonsWrites(s.written, plan.Waiting)
 	if ws.empty() {
 		return
 	}
+	start = time.Now()
 	_, err := apply(ctx, s.client, f, ws, s.cfg.MaxOps)
+	took := time.Since(start).Seconds()
+	s.metrics.apply.Observe(took)
+	s.metrics.cycle.WithLabelValues(actionApply).Observe(took)
 	if err != nil {
+		if errors.Is(err, etcdstore.ErrConflict) {
+			s.metrics.conflicts.Inc()
+		}
 		if !errors.Is(err, context.Canceled) {
 			s.log.Warn("scheduler: plan not applied", "replica", s.cfg.Replica, "err", err)
 		}
 		return
 	}
+	s.metrics.applied(plan)
 	s.written = written
+	start = time.Now()
 	c.WaitApplied(ctx, ws, 2*time.Second)
+	s.metrics.cycle.WithLabelValues(actionWait).Observe(time.Since(start).Seconds())
 }

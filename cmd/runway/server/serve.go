@@ -10,6 +10,7 @@ import (
 
 	"github.com/runwayhq/runway/pkg/auth"
 	"github.com/runwayhq/runway/pkg/grpcserver"
+	"github.com/runwayhq/runway/pkg/metrics"
 	"github.com/runwayhq/runway/services/identity"
 )
 
@@ -51,6 +52,8 @@ type ServeConfig struct {
 	// Ready, when set, is called with the listening address once the
 	// service is built and about to serve.
 	Ready func(addr string)
+	// Metrics is the operations listener (GET /metrics).
+	Metrics MetricsConfig
 }
 
 // Serve builds one service and serves it until ctx ends (the scheduler
@@ -75,9 +78,13 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	if err != nil {
 		return err
 	}
+	reg, err := metrics.NewRegistry()
+	if err != nil {
+		return err
+	}
 	d := buildDeps{etcd: cli, replica: cfg.Replica, logger: cfg.Logger, guard: guard, identity: cfg.Identity}
 	if cfg.QuotaServer != "" && cfg.Service == Workload {
-		conn, err := dialService(cfg.QuotaServer, Workload, guard)
+		conn, err := dialService(cfg.QuotaServer, Workload, guard, reg)
 		if err != nil {
 			return err
 		}
@@ -90,7 +97,7 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	case cfg.Runtime == RuntimeKubernetes && cfg.WorkloadServer == "":
 		return errors.New("--runtime kubernetes needs --workload-server (users' pods become workloads there)")
 	case cfg.Runtime == RuntimeKubernetes:
-		conn, err := dialService(cfg.WorkloadServer, Scheduler, guard)
+		conn, err := dialService(cfg.WorkloadServer, Scheduler, guard, reg)
 		if err != nil {
 			return err
 		}
@@ -116,15 +123,32 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 			fmt.Fprintln(cfg.Out, BootstrapLine(password))
 		}
 	}
-	srv, err := grpcserver.New(serverConfig(cfg.Listen, cfg.Logger, cfg.OpenAPI, guard))
+	if err := reg.RegisterAll(guard.Collectors()...); err != nil {
+		return err
+	}
+	if err := registerCollectors(reg, b); err != nil {
+		return err
+	}
+	ops, err := cfg.Metrics.listen(reg, cfg.Logger)
 	if err != nil {
 		return err
 	}
+	srv, err := grpcserver.New(serverConfig(cfg.Listen, cfg.Logger, cfg.OpenAPI, guard, reg))
+	if err != nil {
+		if ops != nil {
+			_ = ops.Close()
+		}
+		return err
+	}
 	srv.Register(b.svc.Register)
+	srv.Register(reg.InitializeServer)
 	srv.RegisterGateway(b.svc.RegisterGateway)
 	g := newGroup(ctx)
 	g.Go("guard", guard.Run)
 	g.Go("server", srv.Serve)
+	if ops != nil {
+		g.Go("operations listener", ops.Serve)
+	}
 	if b.run != nil {
 		g.Go(b.name, b.run)
 	}

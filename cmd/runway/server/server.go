@@ -34,6 +34,7 @@ import (
 	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
 	"github.com/runwayhq/runway/pkg/auth"
 	"github.com/runwayhq/runway/pkg/grpcserver"
+	"github.com/runwayhq/runway/pkg/metrics"
 	"github.com/runwayhq/runway/services/identity"
 	"github.com/runwayhq/runway/services/nodemanager"
 	"github.com/runwayhq/runway/services/quota"
@@ -184,14 +185,20 @@ func newEtcdClient(endpoints []string, tlsFiles ...EtcdTLS) (*clientv3.Client, e
 
 // dialService is a plaintext gRPC connection from the service named caller
 // to a Runway server, carrying a service token.
-func dialService(addr, caller string, guard *auth.Guard) (*grpc.ClientConn, error) {
-	return dialAs(addr, guard.ServiceCredentials(caller))
+// reg, when set, counts its calls.
+func dialService(addr, caller string, guard *auth.Guard, reg *metrics.Registry) (*grpc.ClientConn, error) {
+	var opts []grpc.DialOption
+	if reg != nil {
+		opts = reg.DialOptions()
+	}
+	return dialAs(addr, guard.ServiceCredentials(caller), opts...)
 }
 
 // dialAs is a plaintext gRPC connection to a Runway server sending creds.
-func dialAs(addr string, creds credentials.PerRPCCredentials) (*grpc.ClientConn, error) {
-	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithPerRPCCredentials(creds))
+func dialAs(addr string, creds credentials.PerRPCCredentials, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
+	opts = append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithPerRPCCredentials(creds)}, opts...)
+	conn, err := grpc.NewClient("passthrough:///"+addr, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", addr, err)
 	}
@@ -210,10 +217,12 @@ func newGuard(ctx context.Context, cli *clientv3.Client, logger *slog.Logger, cf
 	return g, nil
 }
 
-// serverConfig is the grpcserver config every composition uses.
-func serverConfig(listen string, logger *slog.Logger, openAPI []byte, g *auth.Guard) grpcserver.Config {
+// serverConfig is the grpcserver config every composition uses; reg
+// counts the calls (its series are served on the operations listener, not
+// here).
+func serverConfig(listen string, logger *slog.Logger, openAPI []byte, g *auth.Guard, reg *metrics.Registry) grpcserver.Config {
 	return grpcserver.Config{Listen: listen, Logger: logger, OpenAPI: openAPI, ShutdownTimeout: DefaultShutdownTimeout,
-		Auth: g.UnaryInterceptor, AuthStream: g.StreamInterceptor}
+		Auth: g.UnaryInterceptor, AuthStream: g.StreamInterceptor, ServerOptions: reg.ServerOptions()}
 }
 
 // group runs functions until the first returns or ctx ends, then cancels
