@@ -7,14 +7,16 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/runwayhq/runway/cmd/runway/server"
+	"github.com/runwayhq/runway/pkg/history"
 )
 
 func devCommand() *cobra.Command {
 	var (
-		cfg     server.DevConfig
-		openapi string
-		oidc    oidcFlags
-		mf      metricsFlags
+		cfg       server.DevConfig
+		openapi   string
+		oidc      oidcFlags
+		mf        metricsFlags
+		noHistory bool
 	)
 	cmd := &cobra.Command{
 		Use:   "dev",
@@ -41,6 +43,12 @@ bindings and evictions by rule, workloads, nodes and GPU devices, sign-ins,
 the audit log and the agents' GPU utilisation. "none" turns it off; an
 address that is not loopback needs --metrics-token-file.
 
+The same series are kept as history in DATA-DIR/tsdb (Prometheus's TSDB),
+gathered every --history-interval and kept for --history-retention, and
+answered with PromQL on the operations address in Prometheus's HTTP API
+(/api/v1/query, /api/v1/query_range, /api/v1/series, /api/v1/labels): add
+http://127.0.0.1:7071 to Grafana as a Prometheus data source.
+
 GET /openapi.json serves --openapi (by default gen/openapi/runway.swagger.json
 relative to the working directory, when that file exists).`,
 		Example: `  runway dev --data-dir /tmp/rwdev --nodes 2 --gpus-per-node 2
@@ -57,6 +65,7 @@ relative to the working directory, when that file exists).`,
 				return &exitError{code: 2, msg: err.Error()}
 			}
 			cfg.OpenAPI = b
+			cfg.History.Off = noHistory
 			if cfg.Metrics, err = mf.config(cfg.Listen); err != nil {
 				return &exitError{code: 2, msg: err.Error()}
 			}
@@ -84,6 +93,9 @@ relative to the working directory, when that file exists).`,
 	f.StringVar(&cfg.TimeSlicing, "time-slicing", "", "time-slicing mode of the default node pool: off, strict or fair (default: as stored)")
 	f.StringVar(&openapi, "openapi", server.DefaultOpenAPIPath, "OpenAPI document to serve as /openapi.json")
 	oidc.add(f)
+	f.BoolVar(&noHistory, "no-history", false, "keep no metrics history (DATA-DIR/tsdb)")
+	f.DurationVar(&cfg.History.Interval, "history-interval", history.DefaultInterval, "how often the metrics history gathers the series")
+	f.DurationVar(&cfg.History.Retention, "history-retention", history.DefaultRetention, "how long the metrics history keeps samples")
 	mf.add(f, `serve Prometheus metrics on ADDR/metrics, apart from the API (default: the --listen host, next port; "none": off)`)
 	_ = cmd.MarkFlagRequired("data-dir")
 	return cmd

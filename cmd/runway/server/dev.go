@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"time"
@@ -57,6 +58,9 @@ type DevConfig struct {
 	// Metrics is the operations listener (GET /metrics); `runway dev`
 	// puts it beside Listen (MetricsListenBeside).
 	Metrics MetricsConfig
+	// History is the embedded metrics history in DataDir/tsdb, queried on
+	// the operations listener.
+	History HistoryConfig
 
 	// Kube, when set, runs the Kubernetes runtime on the scheduler (beside
 	// any Nodes agents).
@@ -138,7 +142,16 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr, token string)) 
 	if err != nil {
 		return err
 	}
-	ops, err := cfg.Metrics.listen(reg, cfg.Logger)
+	hist, err := cfg.History.open(filepath.Join(cfg.DataDir, "tsdb"), cfg.Logger)
+	if err != nil {
+		return err
+	}
+	var routes map[string]http.Handler
+	if hist != nil {
+		defer hist.Close() // after the group: the collector and the API stop first
+		routes = hist.API()
+	}
+	ops, err := cfg.Metrics.listen(reg, cfg.Logger, routes)
 	if err != nil {
 		return err
 	}
@@ -212,6 +225,9 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr, token string)) 
 	g.Go("server", srv.Serve)
 	if ops != nil {
 		g.Go("operations listener", ops.Serve)
+	}
+	if hist != nil {
+		g.Go("history", func(ctx context.Context) error { return hist.Collect(ctx, reg, cfg.History.interval(), time.Now) })
 	}
 	for _, b := range runs {
 		g.Go(b.name, b.run)

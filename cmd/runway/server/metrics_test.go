@@ -202,8 +202,9 @@ func metricsLint(text string) ([]metrics.Problem, error) {
 
 // quickStart creates team-a and team-b (2 GPUs each), submits a1 (1), a2
 // (2) and b1 (1), waits until they run, then b2 (1), and waits until b2
-// runs and a1 is back to pending.
-func quickStart(t *testing.T, d *dev) {
+// runs and a1 is back to pending. between, when set, runs before b2 is
+// submitted.
+func quickStart(t *testing.T, d *dev, between ...func()) {
 	t.Helper()
 	d.project(t, "team-a", 2)
 	d.project(t, "team-b", 2)
@@ -219,6 +220,9 @@ func quickStart(t *testing.T, d *dev) {
 		}
 		return ""
 	})
+	for _, f := range between {
+		f()
+	}
 	d.training(t, "team-b", "b2", 1)
 	eventually(t, "b2 running, a1 reclaimed", func() string {
 		ph := d.phases(t, "team-a/a1", "team-b/b2")

@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/runwayhq/runway/pkg/history"
 	"github.com/runwayhq/runway/pkg/metrics"
 )
 
@@ -60,9 +63,9 @@ func (c MetricsConfig) token() (string, error) {
 	return line, nil
 }
 
-// listen binds the operations listener for reg, or returns nil when none
-// is configured.
-func (c MetricsConfig) listen(reg *metrics.Registry, log *slog.Logger) (*metrics.Ops, error) {
+// listen binds the operations listener for reg, with more routes (the
+// history's query API), or returns nil when none is configured.
+func (c MetricsConfig) listen(reg *metrics.Registry, log *slog.Logger, routes map[string]http.Handler) (*metrics.Ops, error) {
 	if c.Listen == "" {
 		return nil, nil
 	}
@@ -70,7 +73,7 @@ func (c MetricsConfig) listen(reg *metrics.Registry, log *slog.Logger) (*metrics
 	if err != nil {
 		return nil, err
 	}
-	ops, err := metrics.Listen(metrics.OpsConfig{Listen: c.Listen, Token: token, Gatherer: reg, Logger: log})
+	ops, err := metrics.Listen(metrics.OpsConfig{Listen: c.Listen, Token: token, Gatherer: reg, Logger: log, Routes: routes})
 	if err != nil {
 		return nil, err
 	}
@@ -95,4 +98,38 @@ func registerCollectors(reg *metrics.Registry, bs ...built) error {
 		}
 	}
 	return nil
+}
+
+// HistoryConfig is `runway dev`'s embedded metrics history
+// (DataDir/tsdb): its own registry gathered every Interval, kept for
+// Retention, queried with PromQL on the operations listener's /api/v1/.
+type HistoryConfig struct {
+	// Off turns the history off.
+	Off bool
+	// Interval between gatherings (history.DefaultInterval when 0).
+	Interval time.Duration
+	// Retention (history.DefaultRetention when 0).
+	Retention time.Duration
+}
+
+// open opens the history in dir, or returns nil when it is off.
+func (c HistoryConfig) open(dir string, log *slog.Logger) (*history.Store, error) {
+	if c.Off {
+		return nil, nil
+	}
+	if c.Interval < 0 {
+		return nil, errors.New("--history-interval must be positive")
+	}
+	if c.Retention < 0 {
+		return nil, errors.New("--history-retention must be positive")
+	}
+	return history.Open(history.Config{Dir: dir, Retention: c.Retention, Logger: log})
+}
+
+// interval is the collection interval.
+func (c HistoryConfig) interval() time.Duration {
+	if c.Interval == 0 {
+		return history.DefaultInterval
+	}
+	return c.Interval
 }

@@ -129,7 +129,7 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	if err := registerCollectors(reg, b); err != nil {
 		return err
 	}
-	ops, err := cfg.Metrics.listen(reg, cfg.Logger)
+	ops, err := cfg.Metrics.listen(reg, cfg.Logger, nil)
 	if err != nil {
 		return err
 	}
