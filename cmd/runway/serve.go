@@ -36,6 +36,11 @@ subresource, and schedules users' pods that name schedulerName runway and a
 runway.io/project label as workloads of that project (--workload-server).
 It uses --kubeconfig, or the in-cluster config when run in a pod.
 
+The metrics service answers over-time metrics and telemetry from the
+Prometheus-compatible server at --prometheus-url (which scrapes every
+service's --metrics-listen), with the same queries runway dev runs on its
+embedded history.
+
 --metrics-listen serves the service's Prometheus metrics (gRPC calls, the
 scheduler's queues and decisions, sign-ins, audit) on an operations address
 of its own; one that is not loopback needs --metrics-token-file.
@@ -80,6 +85,7 @@ It runs until SIGINT or SIGTERM and then shuts down cleanly.`,
 	f.StringVar(&cfg.WorkloadServer, "workload-server", "", "the WorkloadService's address (required by --runtime kubernetes: users' pods become workloads there)")
 	f.StringVar(&openapi, "openapi", server.DefaultOpenAPIPath, "OpenAPI document to serve as /openapi.json")
 	oidc.add(f)
+	f.StringVar(&cfg.PrometheusURL, "prometheus-url", "", "the Prometheus-compatible server the metrics service reads history from (required by it)")
 	mf.add(f, "serve Prometheus metrics on ADDR/metrics, apart from the API (default: not served)")
 	_ = cmd.MarkFlagRequired("etcd-endpoints")
 	return cmd

@@ -8,11 +8,13 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/storage"
@@ -58,6 +60,9 @@ type Store struct {
 	db     *tsdb.DB
 	engine *promql.Engine
 	log    *slog.Logger
+
+	mu   sync.Mutex               // one gathering at a time
+	last map[uint64]labels.Labels // the series of the last gathering
 }
 
 // Open opens (or creates) the TSDB in cfg.Dir, replaying its write-ahead
@@ -95,11 +100,16 @@ func Open(cfg Config) (*Store, error) {
 func (s *Store) Close() error { return s.db.Close() }
 
 // Append writes one gathering of families at t; it returns the number of
-// samples written.
+// samples written. A series of the previous gathering that is missing from
+// this one gets a staleness marker, as a Prometheus scrape does, so that a
+// pod that left stops counting at once rather than for the lookback.
 func (s *Store) Append(ctx context.Context, t time.Time, mfs []*dto.MetricFamily) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	app := s.db.Appender(ctx)
 	ts := t.UnixMilli()
 	n := 0
+	seen := make(map[uint64]labels.Labels, len(s.last))
 	var b labels.ScratchBuilder
 	add := func(name string, m *dto.Metric, v float64, extra ...string) error {
 		b.Reset()
@@ -111,9 +121,11 @@ func (s *Store) Append(ctx context.Context, t time.Time, mfs []*dto.MetricFamily
 			b.Add(extra[i], extra[i+1])
 		}
 		b.Sort()
-		if _, err := app.Append(0, b.Labels(), ts, v); err != nil {
+		ls := b.Labels()
+		if _, err := app.Append(0, ls, ts, v); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
+		seen[ls.Hash()] = ls
 		n++
 		return nil
 	}
@@ -139,6 +151,13 @@ func (s *Store) Append(ctx context.Context, t time.Time, mfs []*dto.MetricFamily
 				}
 			}
 		}
+		for h, ls := range s.last {
+			if _, ok := seen[h]; !ok {
+				if _, err := app.Append(0, ls, ts, math.Float64frombits(value.StaleNaN)); err != nil {
+					return fmt.Errorf("staleness marker: %w", err)
+				}
+			}
+		}
 		return nil
 	}()
 	if err != nil {
@@ -148,6 +167,7 @@ func (s *Store) Append(ctx context.Context, t time.Time, mfs []*dto.MetricFamily
 	if err := app.Commit(); err != nil {
 		return 0, fmt.Errorf("history: commit: %w", err)
 	}
+	s.last = seen
 	return n, nil
 }
 

@@ -235,3 +235,23 @@ func TestAPIAndRemote(t *testing.T) {
 		}
 	}
 }
+
+// A series that leaves the registry stops at once (a staleness marker), not
+// after the 5-minute lookback.
+func TestSeriesThatLeaveAreStale(t *testing.T) {
+	s := open(t, history.Config{Dir: t.TempDir()})
+	defer s.Close()
+	a := newAllocation(t)
+	a.gpus.WithLabelValues("team-a").Set(1)
+	a.gpus.WithLabelValues("team-b").Set(1)
+	s.CollectOnce(t.Context(), a.reg, t0)
+	a.gpus.DeleteLabelValues("team-a")
+	s.CollectOnce(t.Context(), a.reg, t0.Add(15*time.Second))
+	v, err := s.Instant(t.Context(), `count(runway_queue_allocated_gpus)`, t0.Add(16*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v) != 1 || v[0].Value != 1 {
+		t.Errorf("series counted after team-a left: %v, want 1", v)
+	}
+}

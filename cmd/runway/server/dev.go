@@ -189,7 +189,13 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr, token string)) 
 	}
 	var runs []built
 	var ids *identity.Server
+	if hist != nil {
+		d.history = hist
+	}
 	for _, name := range Services {
+		if name == Metrics && d.history == nil {
+			continue // no history, nothing to read
+		}
 		b, err := build(name, d)
 		if err != nil {
 			_ = srv.Close()

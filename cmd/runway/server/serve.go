@@ -10,6 +10,7 @@ import (
 
 	"github.com/runwayhq/runway/pkg/auth"
 	"github.com/runwayhq/runway/pkg/grpcserver"
+	"github.com/runwayhq/runway/pkg/history"
 	"github.com/runwayhq/runway/pkg/metrics"
 	"github.com/runwayhq/runway/services/identity"
 )
@@ -54,6 +55,9 @@ type ServeConfig struct {
 	Ready func(addr string)
 	// Metrics is the operations listener (GET /metrics).
 	Metrics MetricsConfig
+	// PrometheusURL is the Prometheus-compatible server the metrics
+	// service reads history from. Required by the metrics service.
+	PrometheusURL string
 }
 
 // Serve builds one service and serves it until ctx ends (the scheduler
@@ -83,6 +87,11 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 		return err
 	}
 	d := buildDeps{etcd: cli, replica: cfg.Replica, logger: cfg.Logger, guard: guard, identity: cfg.Identity}
+	if cfg.PrometheusURL != "" {
+		if d.history, err = history.NewRemote(cfg.PrometheusURL, nil); err != nil {
+			return err
+		}
+	}
 	if cfg.QuotaServer != "" && cfg.Service == Workload {
 		conn, err := dialService(cfg.QuotaServer, Workload, guard, reg)
 		if err != nil {

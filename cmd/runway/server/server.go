@@ -34,8 +34,10 @@ import (
 	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
 	"github.com/runwayhq/runway/pkg/auth"
 	"github.com/runwayhq/runway/pkg/grpcserver"
+	"github.com/runwayhq/runway/pkg/history"
 	"github.com/runwayhq/runway/pkg/metrics"
 	"github.com/runwayhq/runway/services/identity"
+	metricssvc "github.com/runwayhq/runway/services/metrics"
 	"github.com/runwayhq/runway/services/nodemanager"
 	"github.com/runwayhq/runway/services/quota"
 	"github.com/runwayhq/runway/services/scheduler"
@@ -49,10 +51,11 @@ const (
 	Scheduler   = "scheduler"
 	NodeManager = "nodemanager"
 	Identity    = "identity"
+	Metrics     = "metrics"
 )
 
 // Services lists the service names in the order they are built.
-var Services = []string{Identity, Quota, Workload, Scheduler, NodeManager}
+var Services = []string{Identity, Quota, Workload, Scheduler, NodeManager, Metrics}
 
 // DefaultOpenAPIPath is where the generated OpenAPI document lives in a
 // checkout; the commands read it from there (relative to the working
@@ -107,6 +110,7 @@ type buildDeps struct {
 	examples  bool             // the workload service creates the quick start's example assets
 	guard     *auth.Guard
 	identity  identity.Config
+	history   history.Source // where the metrics service reads
 }
 
 // build builds one service by name.
@@ -148,6 +152,12 @@ func build(name string, d buildDeps) (built, error) {
 		return built{name: name, svc: s, run: s.Run}, nil
 	case NodeManager:
 		s, err := nodemanager.New(nodemanager.Deps{Client: d.etcd, Logger: d.logger})
+		return built{name: name, svc: s}, err
+	case Metrics:
+		if d.history == nil {
+			return built{}, errors.New("the metrics service needs a metrics history (--prometheus-url)")
+		}
+		s, err := metricssvc.New(metricssvc.Deps{Source: d.history})
 		return built{name: name, svc: s}, err
 	}
 	return built{}, fmt.Errorf("unknown service %q (want one of %s)", name, strings.Join(Services, ", "))
