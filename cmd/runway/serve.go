@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/runwayhq/runway/cmd/runway/server"
+	"github.com/runwayhq/runway/pkg/history"
 )
 
 func serveCommand() *cobra.Command {
@@ -86,6 +87,8 @@ It runs until SIGINT or SIGTERM and then shuts down cleanly.`,
 	f.StringVar(&openapi, "openapi", server.DefaultOpenAPIPath, "OpenAPI document to serve as /openapi.json")
 	oidc.add(f)
 	f.StringVar(&cfg.PrometheusURL, "prometheus-url", "", "the Prometheus-compatible server the metrics service reads history from (required by it)")
+	f.DurationVar(&cfg.HistoryInterval, "history-interval", history.DefaultInterval, "that server's scrape interval: what a consumption report's sample stands for")
+	f.StringVar(&cfg.BlobDir, "blob-dir", "", "directory of the consumption reports' CSVs (required by the metrics service)")
 	mf.add(f, "serve Prometheus metrics on ADDR/metrics, apart from the API (default: not served)")
 	_ = cmd.MarkFlagRequired("etcd-endpoints")
 	return cmd

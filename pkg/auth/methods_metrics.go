@@ -33,3 +33,31 @@ func init() {
 		methods[name] = m
 	}
 }
+
+const reportSvc = "/runway.metrics.v1.ReportService/"
+
+// The ReportService's: a report over one project or department needs the
+// view permission there, one over every project on the account; the
+// others need projects' view somewhere, and the service shows a report to
+// its creator and to account-wide project viewers only.
+func init() {
+	somewhere := func(_ *Guard, r any) Target { return anywhere("reports") }
+	for name, m := range map[string]Method{
+		reportSvc + "CreateReport": {Perm: perm(Projects, View), Target: func(g *Guard, r any) Target {
+			rep := r.(*metricsv1.CreateReportRequest).GetReport()
+			switch {
+			case rep.GetProject() != "":
+				return g.ProjectTarget(rep.GetProject(), rep.GetProject())
+			case rep.GetDepartment() != "":
+				return departmentTarget(rep.GetDepartment())
+			}
+			return account("reports")
+		}},
+		reportSvc + "GetReport":      {Perm: perm(Projects, View), Target: somewhere},
+		reportSvc + "ListReports":    {Perm: perm(Projects, View), Target: somewhere},
+		reportSvc + "DownloadReport": {Perm: perm(Projects, View), Target: somewhere},
+		reportSvc + "DeleteReport":   {Perm: perm(Projects, View), Target: somewhere},
+	} {
+		methods[name] = m
+	}
+}

@@ -12,6 +12,7 @@ func TestPrefixes(t *testing.T) {
 	owners := map[etcdstore.Owner]bool{
 		etcdstore.OwnerRunway: true, etcdstore.OwnerQuota: true, etcdstore.OwnerWorkload: true,
 		etcdstore.OwnerScheduler: true, etcdstore.OwnerNodeManager: true, etcdstore.OwnerIdentity: true,
+		etcdstore.OwnerMetrics: true,
 	}
 	ps := etcdstore.Prefixes()
 	for i, p := range ps {
@@ -36,8 +37,8 @@ func TestPrefixes(t *testing.T) {
 			}
 		}
 	}
-	if len(ps) != 24 {
-		t.Errorf("%d entries, want 24; update this test and ARCHITECTURE.md together", len(ps))
+	if len(ps) != 25 {
+		t.Errorf("%d entries, want 25; update this test and ARCHITECTURE.md together", len(ps))
 	}
 }
 

@@ -152,7 +152,7 @@ func (s *Server) window(req windowed) (start, end time.Time, step time.Duration,
 	case n < 0:
 		return start, end, 0, apierr.InvalidField("step_seconds", "must not be negative")
 	case n == 0:
-		step = max(time.Second, (end.Sub(start)/defaultPoints).Truncate(time.Second))
+		step = max(time.Second, (end.Sub(start) / defaultPoints).Truncate(time.Second))
 	default:
 		step = time.Duration(n) * time.Second
 	}

@@ -86,7 +86,10 @@ func desc(name, help string, labels ...string) *prometheus.Desc {
 	return prometheus.NewDesc(name, help, labels, nil)
 }
 
-var queueLabels = []string{"node_pool", "queue", "kind", "department"}
+var (
+	queueLabels    = []string{"node_pool", "queue", "kind", "department"}
+	workloadLabels = []string{"project", "workload", "node_pool", "department"}
+)
 
 // queueDesc are one queue amount in GPUs, CPU cores and memory bytes.
 type queueDesc struct{ gpus, cpu, mem *prometheus.Desc }
@@ -111,10 +114,9 @@ var (
 		"node_pool", "queue", "check")
 	workloadsDesc = desc("runway_workloads", "Workloads the scheduler knows, by phase, type and project.",
 		"phase", "type", "project")
-	wlGPUs = desc("runway_workload_allocated_gpus", "GPUs a workload's placed pods hold.", "project", "workload", "node_pool")
-	wlCPU  = desc("runway_workload_allocated_cpu_cores", "CPU cores a workload's placed pods hold.", "project", "workload", "node_pool")
-	wlMem  = desc("runway_workload_allocated_memory_bytes", "Memory in bytes a workload's placed pods hold.",
-		"project", "workload", "node_pool")
+	wlGPUs      = desc("runway_workload_allocated_gpus", "GPUs a workload's placed pods hold.", workloadLabels...)
+	wlCPU       = desc("runway_workload_allocated_cpu_cores", "CPU cores a workload's placed pods hold.", workloadLabels...)
+	wlMem       = desc("runway_workload_allocated_memory_bytes", "Memory in bytes a workload's placed pods hold.", workloadLabels...)
 	nodesDesc   = desc("runway_nodes", "Nodes by node pool and readiness.", "node_pool", "ready")
 	devicesDesc = desc("runway_gpu_devices", "GPU devices by node pool and state (free, whole, shared, unhealthy).",
 		"node_pool", "state")
@@ -189,7 +191,11 @@ func (mc modelCollector) Collect(ch chan<- prometheus.Metric) {
 			continue
 		}
 		h := w.Held()
-		l := []string{w.Project.Name, w.Name, w.Pool().Name}
+		dept := ""
+		if w.Project.Parent != nil {
+			dept = w.Project.Parent.Name
+		}
+		l := []string{w.Project.Name, w.Name, w.Pool().Name, dept}
 		gauge(wlGPUs, milli(h.GPU), l...)
 		gauge(wlCPU, milli(h.CPU), l...)
 		gauge(wlMem, float64(h.Memory), l...)

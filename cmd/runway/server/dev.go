@@ -18,6 +18,7 @@ import (
 	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
 
 	"github.com/runwayhq/runway/pkg/auth"
+	"github.com/runwayhq/runway/pkg/blob"
 	"github.com/runwayhq/runway/pkg/etcdstore/etcdtest"
 	"github.com/runwayhq/runway/pkg/gpu/simulated"
 	"github.com/runwayhq/runway/pkg/gpumetrics"
@@ -190,7 +191,11 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr, token string)) 
 	var runs []built
 	var ids *identity.Server
 	if hist != nil {
-		d.history = hist
+		d.history, d.historyInterval = hist, cfg.History.interval()
+		if d.blobs, err = blob.NewDir(filepath.Join(cfg.DataDir, "blobs")); err != nil {
+			_ = srv.Close()
+			return err
+		}
 	}
 	for _, name := range Services {
 		if name == Metrics && d.history == nil {

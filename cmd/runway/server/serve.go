@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/runwayhq/runway/pkg/auth"
+	"github.com/runwayhq/runway/pkg/blob"
 	"github.com/runwayhq/runway/pkg/grpcserver"
 	"github.com/runwayhq/runway/pkg/history"
 	"github.com/runwayhq/runway/pkg/metrics"
@@ -56,8 +57,12 @@ type ServeConfig struct {
 	// Metrics is the operations listener (GET /metrics).
 	Metrics MetricsConfig
 	// PrometheusURL is the Prometheus-compatible server the metrics
-	// service reads history from. Required by the metrics service.
-	PrometheusURL string
+	// service reads history from, scraping every HistoryInterval (the unit
+	// reports integrate over). BlobDir keeps the reports' CSVs. Both
+	// required by the metrics service.
+	PrometheusURL   string
+	HistoryInterval time.Duration
+	BlobDir         string
 }
 
 // Serve builds one service and serves it until ctx ends (the scheduler
@@ -89,6 +94,12 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	d := buildDeps{etcd: cli, replica: cfg.Replica, logger: cfg.Logger, guard: guard, identity: cfg.Identity}
 	if cfg.PrometheusURL != "" {
 		if d.history, err = history.NewRemote(cfg.PrometheusURL, nil); err != nil {
+			return err
+		}
+		d.historyInterval = cfg.HistoryInterval
+	}
+	if cfg.BlobDir != "" {
+		if d.blobs, err = blob.NewDir(cfg.BlobDir); err != nil {
 			return err
 		}
 	}

@@ -33,6 +33,7 @@ import (
 
 	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
 	"github.com/runwayhq/runway/pkg/auth"
+	"github.com/runwayhq/runway/pkg/blob"
 	"github.com/runwayhq/runway/pkg/grpcserver"
 	"github.com/runwayhq/runway/pkg/history"
 	"github.com/runwayhq/runway/pkg/metrics"
@@ -111,6 +112,10 @@ type buildDeps struct {
 	guard     *auth.Guard
 	identity  identity.Config
 	history   history.Source // where the metrics service reads
+	// historyInterval is the history's sampling interval; blobs keeps the
+	// reports' CSVs.
+	historyInterval time.Duration
+	blobs           blob.Store
 }
 
 // build builds one service by name.
@@ -154,11 +159,20 @@ func build(name string, d buildDeps) (built, error) {
 		s, err := nodemanager.New(nodemanager.Deps{Client: d.etcd, Logger: d.logger})
 		return built{name: name, svc: s}, err
 	case Metrics:
-		if d.history == nil {
-			return built{}, errors.New("the metrics service needs a metrics history (--prometheus-url)")
+		if d.history == nil || d.blobs == nil {
+			return built{}, errors.New("the metrics service needs a metrics history (--prometheus-url) and a blob store (--blob-dir)")
 		}
-		s, err := metricssvc.New(metricssvc.Deps{Source: d.history})
-		return built{name: name, svc: s}, err
+		m, err := metricssvc.New(metricssvc.Deps{Source: d.history})
+		if err != nil {
+			return built{}, err
+		}
+		r, err := metricssvc.NewReports(metricssvc.ReportDeps{Client: d.etcd, Blobs: d.blobs, Source: d.history,
+			Guard: d.guard, Interval: d.historyInterval, Logger: d.logger})
+		if err != nil {
+			return built{}, err
+		}
+		s := metricssvc.Service{Metrics: m, Reports: r}
+		return built{name: name, svc: s, run: s.Run}, nil
 	}
 	return built{}, fmt.Errorf("unknown service %q (want one of %s)", name, strings.Join(Services, ", "))
 }
