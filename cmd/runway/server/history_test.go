@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -104,4 +106,53 @@ func TestDevHistory(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestDashboardQueries: every panel of the Helm chart's Grafana dashboard
+// is valid PromQL that finds series in runway dev's history after the quick
+// start (with $node_pool and $project set to All).
+func TestDashboardQueries(t *testing.T) {
+	b, err := os.ReadFile("../../../deploy/runway/dashboards/runway.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string
+			Targets []struct{ Expr string }
+		}
+	}
+	if err := json.Unmarshal(b, &dash); err != nil {
+		t.Fatalf("the dashboard is not JSON: %v", err)
+	}
+	if len(dash.Panels) < 10 {
+		t.Fatalf("%d panels", len(dash.Panels))
+	}
+	addrs := make(chan string, 1)
+	d := startDev(t, t.TempDir(), 2, 2, withMetrics(addrs), func(c *server.DevConfig) {
+		c.History = server.HistoryConfig{Interval: 50 * time.Millisecond}
+	})
+	maddr := <-addrs
+	quickStart(t, d)
+	time.Sleep(time.Second) // rates need two samples of every counter
+	for _, p := range dash.Panels {
+		for _, tg := range p.Targets {
+			q := strings.NewReplacer(`"$node_pool"`, `".*"`, `"$project"`, `".*"`).Replace(tg.Expr)
+			resp, err := plainHTTP.Get("http://" + maddr + "/api/v1/query?" + url.Values{"query": {q}}.Encode())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var body struct {
+				Status, Error string
+				Data          struct{ Result []any }
+			}
+			err = json.NewDecoder(resp.Body).Decode(&body)
+			resp.Body.Close()
+			if err != nil || body.Status != "success" {
+				t.Errorf("%s: %s: %v %s", p.Title, q, err, body.Error)
+			} else if len(body.Data.Result) == 0 {
+				t.Errorf("%s: %s finds nothing", p.Title, q)
+			}
+		}
+	}
 }
