@@ -34,7 +34,7 @@ const (
 	MaxPoints = 11000
 	// MaxSamples bounds the samples one query may hold in memory.
 	MaxSamples = 50_000_000
-	// QueryTimeout bounds one query's evaluation.
+	// QueryTimeout bounds one query's evaluation by default.
 	QueryTimeout = 30 * time.Second
 )
 
@@ -48,11 +48,14 @@ type Config struct {
 	// BlockDuration is the head's block length (tsdb's 2 h when 0; tests
 	// shorten it).
 	BlockDuration time.Duration
+	// QueryTimeout bounds one query's evaluation (QueryTimeout when 0);
+	// what computes reports in the background may allow more.
+	QueryTimeout time.Duration
 	// Logger; slog.Default() when nil.
 	Logger *slog.Logger
 }
 
-// selectors parses the match[] selectors of series and labels.
+// selectorParser parses the match[] selectors of series and labels.
 var selectorParser = parser.NewParser(parser.Options{})
 
 // Store is an open TSDB and its query engine.
@@ -80,6 +83,9 @@ func Open(cfg Config) (*Store, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.QueryTimeout <= 0 {
+		cfg.QueryTimeout = QueryTimeout
+	}
 	opts := tsdb.DefaultOptions()
 	opts.RetentionDuration = cfg.Retention.Milliseconds()
 	if cfg.BlockDuration > 0 {
@@ -91,7 +97,7 @@ func Open(cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("history: open %s: %w", cfg.Dir, err)
 	}
 	engine := promql.NewEngine(promql.EngineOpts{Logger: cfg.Logger.With("component", "promql"),
-		MaxSamples: MaxSamples, Timeout: QueryTimeout, LookbackDelta: 5 * time.Minute,
+		MaxSamples: MaxSamples, Timeout: cfg.QueryTimeout, LookbackDelta: 5 * time.Minute,
 		EnableAtModifier: true, EnableNegativeOffset: true})
 	return &Store{db: db, engine: engine, log: cfg.Logger}, nil
 }

@@ -20,7 +20,8 @@ import (
 type Row struct {
 	Segment, NodePool string
 	GPUHoursAllocated float64
-	// GPUHoursUsed is the allocation weighted by the pods' GPU utilisation.
+	// GPUHoursUsed is the allocation weighted by the pods' GPU utilisation
+	// (each workload's mean over the window).
 	GPUHoursUsed   float64
 	CPUCoreHours   float64
 	MemoryGiBHours float64
@@ -54,7 +55,6 @@ func Compute(ctx context.Context, src history.Source, r *metricsv1.Report, inter
 		filter = fmt.Sprintf(`department=%q`, strings.TrimPrefix(r.GetDepartment(), "departments/"))
 	}
 	w := model.Duration(end.Sub(start)).String()
-	step := model.Duration(interval).String()
 	hours := interval.Hours()
 	sel := func(name string) string { return name + "{" + filter + "}" }
 	queries := []struct {
@@ -64,8 +64,11 @@ func Compute(ctx context.Context, src history.Source, r *metricsv1.Report, inter
 	}{
 		{fmt.Sprintf(`sum by (%s) (sum_over_time(%s[%s]))`, by, sel("runway_workload_allocated_gpus"), w), hours,
 			func(r *Row, v float64) { r.GPUHoursAllocated = v }},
-		{fmt.Sprintf(`sum by (%s) (sum_over_time((%s * on (project, workload) group_left () avg by (project, workload) (runway_gpu_utilization{workload!=""}))[%s:%s]))`,
-			by, sel("runway_workload_allocated_gpus"), w, step), hours,
+		// A workload's GPU-hours times its pods' mean utilisation over the
+		// window (no subquery: a 30-day one over every workload is too slow).
+		{fmt.Sprintf(`sum by (%s) (sum_over_time(%s[%s]) * on (project, workload) group_left () `+
+			`avg by (project, workload) (avg_over_time(runway_gpu_utilization{workload!=""}[%s])))`,
+			by, sel("runway_workload_allocated_gpus"), w, w), hours,
 			func(r *Row, v float64) { r.GPUHoursUsed = v }},
 		{fmt.Sprintf(`sum by (%s) (sum_over_time(%s[%s]))`, by, sel("runway_workload_allocated_cpu_cores"), w), hours,
 			func(r *Row, v float64) { r.CPUCoreHours = v }},

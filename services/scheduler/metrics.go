@@ -138,17 +138,35 @@ func (modelCollector) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
+// sample is one series' value, read under the cache's lock; the metrics
+// are built from it after the lock is released, so a scrape holds up the
+// scheduling loop only for the reading.
+type sample struct {
+	desc   *prometheus.Desc
+	value  float64
+	labels []string
+}
+
 func (mc modelCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, s := range mc.read() {
+		ch <- prometheus.MustNewConstMetric(s.desc, prometheus.GaugeValue, s.value, s.labels...)
+	}
+}
+
+// read takes the model's values.
+func (mc modelCollector) read() []sample {
+	var out []sample
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+		out = append(out, sample{d, v, labels})
 	}
 	pending := mc.s.pendingByCheck()
 	c := mc.s.cache
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.ready {
-		return
+		return nil
 	}
+	out = make([]sample, 0, 16*len(c.state.Projects())+4*len(c.workloads))
 	st := c.state
 	scheduling.ComputeFairShares(st)
 	for _, d := range st.Departments {
@@ -201,6 +219,7 @@ func (mc modelCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(wlMem, float64(h.Memory), l...)
 	}
 	mc.collectNodes(gauge)
+	return out
 }
 
 // collectNodes reports nodes by readiness and devices by state; the

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/runwayhq/runway/cmd/runway/server"
@@ -113,9 +114,9 @@ func TestMetricsAPI(t *testing.T) {
 		if err != nil {
 			return err.Error()
 		}
-		want := `[node_pool:"nodepools/default" allocated_gpus:4 ready_nodes:2 running_workloads:3]`
-		if got := fmt.Sprint(tel.GetNodePools()); got != want {
-			return "pools " + got
+		want := &metricsv1.NodePoolTelemetry{NodePool: "nodepools/default", AllocatedGpus: 4, ReadyNodes: 2, RunningWorkloads: 3}
+		if ps := tel.GetNodePools(); len(ps) != 1 || !proto.Equal(ps[0], want) {
+			return fmt.Sprint("pools ", ps)
 		}
 		if len(tel.GetProjects()) != 2 {
 			return fmt.Sprint("projects ", tel.GetProjects())
