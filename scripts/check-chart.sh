@@ -2,7 +2,8 @@
 # Lints and renders the Helm chart, and checks what the renders must hold:
 # each service a Deployment, the scheduler with 2 replicas on the Kubernetes
 # runtime with the RBAC it needs, etcd TLS mounted, the agent DaemonSet on
-# GPU nodes when enabled, and a clear failure without etcd endpoints.
+# GPU nodes when enabled, the metrics port, scrape annotations, the Grafana
+# dashboard and the ServiceMonitor, and a clear failure without etcd endpoints.
 # Usage: check-chart.sh HELM CHART_DIR
 set -euo pipefail
 helm=$1 chart=$2
@@ -42,8 +43,24 @@ has "$l" "- --etcd-endpoints=http://etcd:2379"
 grep -q -- '--etcd-ca-file' "$l" && fail "local: TLS flags rendered with etcd.tls.enabled=false"
 grep -q -- '--workload-server' "$l" && fail "local: --workload-server rendered with runtime local"
 
+# Observability: every service's operations port behind the metrics token,
+# scrape annotations, the Grafana dashboard; the ServiceMonitor on request.
+[ "$(grep -c -- '- --metrics-listen=0.0.0.0:9464' "$d")" = 4 ] || fail "default: want --metrics-listen on the 4 services"
+has "$d" "- --metrics-token-file=/etc/runway/metrics/token"
+has "$d" "secretName: runway-metrics-token"
+has "$d" 'prometheus.io/scrape: "true"'
+has "$d" 'prometheus.io/port: "9464"'
+has "$d" "name: rw-runway-dashboard"
+has "$d" '"uid": "runway-overview"'
+grep -q '^kind: ServiceMonitor' "$d" && fail "default: the ServiceMonitor must be off unless asked for"
+"$helm" template rw "$chart" --set metrics.serviceMonitor.enabled=true >"$out/monitor.yaml"
+has "$out/monitor.yaml" "kind: ServiceMonitor"
+has "$out/monitor.yaml" "- port: metrics"
+"$helm" template rw "$chart" --set metrics.enabled=false --set metrics.grafanaDashboard.enabled=false >"$out/nometrics.yaml"
+grep -q -- '--metrics-listen' "$out/nometrics.yaml" && fail "metrics.enabled=false: --metrics-listen rendered"
+
 if "$helm" template rw "$chart" --set 'etcd.endpoints=null' >"$out/none" 2>&1; then
   fail "rendering without etcd.endpoints must fail"
 fi
 has "$out/none" "etcd.endpoints is required"
-echo "check-chart: $chart lints and renders (default: runtime kubernetes, TLS; local: agent DaemonSet)"
+echo "check-chart: $chart lints and renders (default: runtime kubernetes, TLS, metrics; local: agent DaemonSet)"

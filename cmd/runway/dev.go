@@ -7,13 +7,16 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/runwayhq/runway/cmd/runway/server"
+	"github.com/runwayhq/runway/pkg/history"
 )
 
 func devCommand() *cobra.Command {
 	var (
-		cfg     server.DevConfig
-		openapi string
-		oidc    oidcFlags
+		cfg       server.DevConfig
+		openapi   string
+		oidc      oidcFlags
+		mf        metricsFlags
+		noHistory bool
 	)
 	cmd := &cobra.Command{
 		Use:   "dev",
@@ -30,7 +33,21 @@ and writes the same lines to DATA-DIR/env. It runs until SIGINT or SIGTERM and t
 cleanly; starting again on the same DATA-DIR resumes where it stopped.
 
 --time-slicing sets the default node pool's time-slicing mode (off, strict or
-fair). GET /metrics serves the agents' GPU metrics (Prometheus).
+fair).
+
+GET /metrics on the operations address (--metrics-listen; by default the
+--listen host on the next port, 127.0.0.1:7071) serves every service's
+Prometheus metrics: gRPC calls, queues (deserved, fair share, allocated,
+requested, limit), pending workloads by check, cycle and plan-apply times,
+bindings and evictions by rule, workloads, nodes and GPU devices, sign-ins,
+the audit log and the agents' GPU utilisation. "none" turns it off; an
+address that is not loopback needs --metrics-token-file.
+
+The same series are kept as history in DATA-DIR/tsdb (Prometheus's TSDB),
+gathered every --history-interval and kept for --history-retention, and
+answered with PromQL on the operations address in Prometheus's HTTP API
+(/api/v1/query, /api/v1/query_range, /api/v1/series, /api/v1/labels): add
+http://127.0.0.1:7071 to Grafana as a Prometheus data source.
 
 GET /openapi.json serves --openapi (by default gen/openapi/runway.swagger.json
 relative to the working directory, when that file exists).`,
@@ -48,11 +65,20 @@ relative to the working directory, when that file exists).`,
 				return &exitError{code: 2, msg: err.Error()}
 			}
 			cfg.OpenAPI = b
+			cfg.History.Off = noHistory
+			if cfg.Metrics, err = mf.config(cfg.Listen); err != nil {
+				return &exitError{code: 2, msg: err.Error()}
+			}
+			var metricsAddr string
+			cfg.Metrics.Ready = func(addr string) { metricsAddr = addr }
 			ctx, stop := untilSignal(cmd.Context())
 			defer stop()
 			cfg.Out = cmd.OutOrStdout()
 			return server.RunDev(ctx, cfg, func(addr, token string) {
 				fmt.Fprint(cmd.OutOrStdout(), server.EnvLines(addr, token))
+				if metricsAddr != "" {
+					fmt.Fprintf(cmd.ErrOrStderr(), "Metrics: http://%s/metrics\n", metricsAddr)
+				}
 				fmt.Fprintf(cmd.ErrOrStderr(), "Runway is serving on %[1]s (gRPC, REST and /openapi.json). Point the CLI at it from another shell:\n"+
 					"  eval \"$(cat %[2]s)\"\n  runway project create team-a --gpu 2\n  runway training submit a1 -p team-a -i quickstart -g 1 -- sleep 600\n"+
 					"  runway workload list -A\n", addr, filepath.Join(cfg.DataDir, "env"))
@@ -67,6 +93,10 @@ relative to the working directory, when that file exists).`,
 	f.StringVar(&cfg.TimeSlicing, "time-slicing", "", "time-slicing mode of the default node pool: off, strict or fair (default: as stored)")
 	f.StringVar(&openapi, "openapi", server.DefaultOpenAPIPath, "OpenAPI document to serve as /openapi.json")
 	oidc.add(f)
+	f.BoolVar(&noHistory, "no-history", false, "keep no metrics history (DATA-DIR/tsdb)")
+	f.DurationVar(&cfg.History.Interval, "history-interval", history.DefaultInterval, "how often the metrics history gathers the series")
+	f.DurationVar(&cfg.History.Retention, "history-retention", history.DefaultRetention, "how long the metrics history keeps samples")
+	mf.add(f, `serve Prometheus metrics on ADDR/metrics, apart from the API (default: the --listen host, next port; "none": off)`)
 	_ = cmd.MarkFlagRequired("data-dir")
 	return cmd
 }

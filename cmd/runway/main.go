@@ -41,6 +41,7 @@ func rootCommand() *cobra.Command {
 	root.AddCommand(submitCommands()...)
 	root.AddCommand(workloadCommand(), projectCommand(), departmentCommand(), nodePoolCommand(), nodeCommand())
 	root.AddCommand(policyCommand(), environmentCommand(), computeResourceCommand())
+	root.AddCommand(topCommand(), reportCommand())
 	root.AddCommand(loginCommand(), logoutCommand(), whoamiCommand(), userCommand(), applicationCommand(),
 		accessRuleCommand(), roleCommand(), auditCommand())
 	return root

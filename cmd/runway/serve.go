@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/runwayhq/runway/cmd/runway/server"
+	"github.com/runwayhq/runway/pkg/history"
 )
 
 func serveCommand() *cobra.Command {
@@ -14,6 +15,7 @@ func serveCommand() *cobra.Command {
 		endpoints []string
 		openapi   string
 		oidc      oidcFlags
+		mf        metricsFlags
 	)
 	cmd := &cobra.Command{
 		Use:       "serve {" + strings.Join(server.Services, "|") + "}",
@@ -35,6 +37,15 @@ subresource, and schedules users' pods that name schedulerName runway and a
 runway.io/project label as workloads of that project (--workload-server).
 It uses --kubeconfig, or the in-cluster config when run in a pod.
 
+The metrics service answers over-time metrics and telemetry from the
+Prometheus-compatible server at --prometheus-url (which scrapes every
+service's --metrics-listen), with the same queries runway dev runs on its
+embedded history.
+
+--metrics-listen serves the service's Prometheus metrics (gRPC calls, the
+scheduler's queues and decisions, sign-ins, audit) on an operations address
+of its own; one that is not loopback needs --metrics-token-file.
+
 It runs until SIGINT or SIGTERM and then shuts down cleanly.`,
 		Example: `  runway serve identity --etcd-endpoints 127.0.0.1:2379 --listen 127.0.0.1:7074
   runway serve quota --etcd-endpoints 127.0.0.1:2379 --listen 127.0.0.1:7071
@@ -53,6 +64,9 @@ It runs until SIGINT or SIGTERM and then shuts down cleanly.`,
 				return &exitError{code: 2, msg: err.Error()}
 			}
 			cfg.Service, cfg.EtcdEndpoints, cfg.OpenAPI, cfg.Out = args[0], endpoints, b, cmd.OutOrStdout()
+			if cfg.Metrics, err = mf.config(""); err != nil {
+				return err
+			}
 			ctx, stop := untilSignal(cmd.Context())
 			defer stop()
 			return server.Serve(ctx, cfg)
@@ -72,6 +86,10 @@ It runs until SIGINT or SIGTERM and then shuts down cleanly.`,
 	f.StringVar(&cfg.WorkloadServer, "workload-server", "", "the WorkloadService's address (required by --runtime kubernetes: users' pods become workloads there)")
 	f.StringVar(&openapi, "openapi", server.DefaultOpenAPIPath, "OpenAPI document to serve as /openapi.json")
 	oidc.add(f)
+	f.StringVar(&cfg.PrometheusURL, "prometheus-url", "", "the Prometheus-compatible server the metrics service reads history from (required by it)")
+	f.DurationVar(&cfg.HistoryInterval, "history-interval", history.DefaultInterval, "that server's scrape interval: what a consumption report's sample stands for")
+	f.StringVar(&cfg.BlobDir, "blob-dir", "", "directory of the consumption reports' CSVs (required by the metrics service)")
+	mf.add(f, "serve Prometheus metrics on ADDR/metrics, apart from the API (default: not served)")
 	_ = cmd.MarkFlagRequired("etcd-endpoints")
 	return cmd
 }

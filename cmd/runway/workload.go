@@ -18,7 +18,7 @@ import (
 
 func workloadCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "workload", Aliases: []string{"workloads"}, Short: "List, describe and manage workloads of every kind"}
-	cmd.AddCommand(workloadListCommand("workload", ""), workloadDescribeCommand(), workloadLogsCommand(),
+	cmd.AddCommand(workloadListCommand("workload", ""), workloadDescribeCommand(), workloadLogsCommand(), workloadMetricsCommand(),
 		workloadActionCommand("delete", "Delete a workload: its pods are stopped and it is removed",
 			func(ctx context.Context, c *sdk.Client, p, w string) error { return c.DeleteWorkload(ctx, p, w) }, "deleted"),
 		workloadActionCommand("suspend", "Suspend a workload: it releases its GPUs and stays Stopped until resumed",

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
 
@@ -29,13 +30,19 @@ type recorder struct {
 
 	mu   sync.Mutex
 	last int64 // the last event id's time
+
+	written, dropped prometheus.Counter
 }
 
 // auditBatch is the most events written in one etcd transaction.
 const auditBatch = 64
 
 func newRecorder(c *clientv3.Client, log *slog.Logger, now func() time.Time, retention time.Duration) *recorder {
-	return &recorder{client: c, log: log, now: now, retention: retention, queue: make(chan *identityv1.AuditEvent, 4096)}
+	return &recorder{client: c, log: log, now: now, retention: retention, queue: make(chan *identityv1.AuditEvent, 4096),
+		written: prometheus.NewCounter(prometheus.CounterOpts{Name: "runway_audit_events_written_total",
+			Help: "Audit events written to etcd."}),
+		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "runway_audit_events_dropped_total",
+			Help: "Audit events lost: not encodable, or etcd refused them five times."})}
 }
 
 // eventID is a time-ordered event id: the time in hex nanoseconds (fixed
@@ -109,6 +116,7 @@ func (r *recorder) write(ctx context.Context, evs []*identityv1.AuditEvent) {
 	for _, ev := range evs {
 		b, err := proto.Marshal(ev)
 		if err != nil {
+			r.dropped.Inc()
 			continue
 		}
 		id := ev.GetName()[len("auditEvents/"):]
@@ -116,6 +124,7 @@ func (r *recorder) write(ctx context.Context, evs []*identityv1.AuditEvent) {
 	}
 	for attempt := 0; attempt < 5; attempt++ {
 		if _, err := r.client.Txn(ctx).Then(ops...).Commit(); err == nil {
+			r.written.Add(float64(len(ops)))
 			return
 		} else if ctx.Err() != nil {
 			break
@@ -124,7 +133,8 @@ func (r *recorder) write(ctx context.Context, evs []*identityv1.AuditEvent) {
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
-	r.log.Error("audit: events lost", "events", len(evs))
+	r.dropped.Add(float64(len(ops)))
+	r.log.Error("audit: events lost", "events", len(ops))
 }
 
 // expire deletes the events older than the retention: one range delete.
@@ -133,4 +143,9 @@ func (r *recorder) expire(ctx context.Context) {
 	if _, err := r.client.Delete(ctx, etcdstore.PrefixAudit, clientv3.WithRange(etcdstore.PrefixAudit+cutoff)); err != nil && ctx.Err() == nil {
 		r.log.Warn("audit: retention sweep failed", "err", err)
 	}
+}
+
+// Collectors are the audit log's counters, for the process's registry.
+func (g *Guard) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{g.audit.written, g.audit.dropped}
 }

@@ -23,6 +23,7 @@ const (
 	OwnerScheduler   Owner = "scheduler"
 	OwnerNodeManager Owner = "nodemanager"
 	OwnerIdentity    Owner = "identity"
+	OwnerMetrics     Owner = "metrics"
 )
 
 // Root is the prefix of every Runway key; v1 is the schema generation.
@@ -95,6 +96,10 @@ const (
 	PrefixAccessRules  = Root + "accessrules/"  // {access_rule}
 	PrefixSigningKeys  = Root + "signingkeys/"  // {key id}
 	PrefixAudit        = Root + "audit/"        // {time}-{request id}
+
+	// The metrics service's consumption reports (their CSVs are in the
+	// blob store).
+	PrefixReports = Root + "reports/" // {report}
 )
 
 // PrefixInfo describes one entry of the schema.
@@ -131,6 +136,7 @@ var prefixes = []PrefixInfo{
 	{PrefixAccessRules, OwnerIdentity, false, "AccessRule by id"},
 	{PrefixSigningKeys, OwnerIdentity, false, "token signing keys by key id"},
 	{PrefixAudit, OwnerIdentity, false, "audit records by time"},
+	{PrefixReports, OwnerMetrics, false, "consumption Report by id"},
 }
 
 // Prefixes lists every key and prefix of the schema, sorted by key, for

@@ -12,6 +12,7 @@ func TestPrefixes(t *testing.T) {
 	owners := map[etcdstore.Owner]bool{
 		etcdstore.OwnerRunway: true, etcdstore.OwnerQuota: true, etcdstore.OwnerWorkload: true,
 		etcdstore.OwnerScheduler: true, etcdstore.OwnerNodeManager: true, etcdstore.OwnerIdentity: true,
+		etcdstore.OwnerMetrics: true,
 	}
 	ps := etcdstore.Prefixes()
 	for i, p := range ps {

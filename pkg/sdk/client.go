@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	identityv1 "github.com/runwayhq/runway/gen/go/runway/identity/v1"
+	metricsv1 "github.com/runwayhq/runway/gen/go/runway/metrics/v1"
 	nodemanagerv1 "github.com/runwayhq/runway/gen/go/runway/nodemanager/v1"
 	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
 	schedulerv1 "github.com/runwayhq/runway/gen/go/runway/scheduler/v1"
@@ -30,6 +31,8 @@ type Client struct {
 	SchedulerService   schedulerv1.SchedulerServiceClient
 	NodeManagerService nodemanagerv1.NodeManagerServiceClient
 	IdentityService    identityv1.IdentityServiceClient
+	MetricsService     metricsv1.MetricsServiceClient
+	ReportService      metricsv1.ReportServiceClient
 }
 
 // Dial connects to cfg.Server. It does not wait for the server: the first
@@ -78,6 +81,8 @@ func newClient(conn *grpc.ClientConn) *Client {
 		SchedulerService:   schedulerv1.NewSchedulerServiceClient(conn),
 		NodeManagerService: nodemanagerv1.NewNodeManagerServiceClient(conn),
 		IdentityService:    identityv1.NewIdentityServiceClient(conn),
+		MetricsService:     metricsv1.NewMetricsServiceClient(conn),
+		ReportService:      metricsv1.NewReportServiceClient(conn),
 	}
 }
 

@@ -24,8 +24,8 @@ import (
 
 var errCredentials = apierr.Unauthenticated(commonv1.ErrorReason_CREDENTIALS_INVALID)
 
-// Login exchanges credentials for an access token and a refresh token.
-func (s *Server) Login(ctx context.Context, req *identityv1.LoginRequest) (*identityv1.LoginResponse, error) {
+// login exchanges credentials for an access token and a refresh token.
+func (s *Server) login(ctx context.Context, req *identityv1.LoginRequest) (*identityv1.LoginResponse, error) {
 	var (
 		sub auth.Subject
 		err error

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"golang.org/x/crypto/bcrypt"
 	"google.golang.org/grpc"
@@ -81,6 +82,7 @@ type Server struct {
 	throttle *throttle
 	oidcMu   sync.Mutex
 	oidc     *oidcVerifier // built at the first OIDC sign-in
+	signIns  *prometheus.CounterVec
 }
 
 // New returns the service.
@@ -109,6 +111,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		apps:     etcdstore.NewCollection(c, etcdstore.PrefixApplications, func() *identityv1.StoredApplication { return new(identityv1.StoredApplication) }),
 		rules:    etcdstore.NewCollection(c, etcdstore.PrefixAccessRules, func() *identityv1.AccessRule { return new(identityv1.AccessRule) }),
 		throttle: newThrottle(cfg.MaxFailures, cfg.FailureWindow, deps.Now),
+		signIns:  newSignIns(),
 	}, nil
 }
 

@@ -141,11 +141,13 @@ func (s *Server) cycle(ctx context.Context, f fence) {
 	cfg := s.cfg.Scheduling
 	cfg.Now = since(now)
 	s.usage.accrue(c.state, now)
+	start := time.Now()
 	plan := scheduling.Cycle(c.state, cfg)
 	ws := c.planWrites(plan, now)
 	var usage map[string]*schedulerv1.QueueUsage
 	ws.usage, usage = s.usage.writes(c.state, now, s.cfg.UsageInterval)
 	c.mu.Unlock()
+	s.metrics.cycle.WithLabelValues(actionSchedule).Observe(time.Since(start).Seconds())
 	s.recordCycle(plan, now)
 	var written map[string]string
 	ws.reasons, written = reasonsWrites(s.written, plan.Waiting)
@@ -153,14 +155,24 @@ func (s *Server) cycle(ctx context.Context, f fence) {
 		s.usage.committed(usage, now)
 		return
 	}
+	start = time.Now()
 	_, err := apply(ctx, s.client, f, ws, s.cfg.MaxOps)
+	took := time.Since(start).Seconds()
+	s.metrics.apply.Observe(took)
+	s.metrics.cycle.WithLabelValues(actionApply).Observe(took)
 	if err != nil {
+		if errors.Is(err, etcdstore.ErrConflict) {
+			s.metrics.conflicts.Inc()
+		}
 		if !errors.Is(err, context.Canceled) {
 			s.log.Warn("scheduler: plan not applied", "replica", s.cfg.Replica, "err", err)
 		}
 		return
 	}
+	s.metrics.applied(plan)
 	s.written = written
 	s.usage.committed(usage, now)
+	start = time.Now()
 	c.WaitApplied(ctx, ws, 2*time.Second)
+	s.metrics.cycle.WithLabelValues(actionWait).Observe(time.Since(start).Seconds())
 }

@@ -69,10 +69,11 @@ type Deps struct {
 type Server struct {
 	schedulerv1.UnimplementedSchedulerServiceServer
 
-	cfg    Config
-	client *clientv3.Client
-	cache  *Cache
-	log    *slog.Logger
+	cfg     Config
+	client  *clientv3.Client
+	cache   *Cache
+	log     *slog.Logger
+	metrics *metrics
 
 	mu         sync.Mutex
 	leader     *leadership
@@ -136,7 +137,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		cfg.Logger = slog.Default()
 	}
 	return &Server{cfg: cfg, client: deps.Client, log: cfg.Logger,
-		cache:    newCache(deps.Client, cfg.Clock, cfg.Logger),
+		cache: newCache(deps.Client, cfg.Clock, cfg.Logger), metrics: newMetrics(),
 		lastPlan: map[string]decision{}, lastEvents: map[string]decision{}}, nil
 }
 
@@ -153,6 +154,11 @@ func (s *Server) setLeader(l *leadership) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.leader = l
+	if l != nil {
+		s.metrics.leader.Set(1)
+	} else {
+		s.metrics.leader.Set(0)
+	}
 }
 
 // recordCycle keeps what ExplainWorkload reports: the last cycle's reasons

@@ -23,6 +23,7 @@ import (
 
 	"github.com/runwayhq/runway/cmd/runway/server"
 	identityv1 "github.com/runwayhq/runway/gen/go/runway/identity/v1"
+	metricsv1 "github.com/runwayhq/runway/gen/go/runway/metrics/v1"
 	nodemanagerv1 "github.com/runwayhq/runway/gen/go/runway/nodemanager/v1"
 	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
 	schedulerv1 "github.com/runwayhq/runway/gen/go/runway/scheduler/v1"
@@ -199,6 +200,8 @@ func matrixCalls() []call {
 		n  = "/runway.nodemanager.v1.NodeManagerService/"
 		id = "/runway.identity.v1.IdentityService/"
 		g  = "/runway.workload.v1.GovernanceService/"
+		m  = "/runway.metrics.v1.MetricsService/"
+		r  = "/runway.metrics.v1.ReportService/"
 	)
 	badMask := &fieldmaskpb.FieldMask{Paths: []string{"no_such_field"}}
 	// Policies and assets at a scope (scope is "" for the account): writes
@@ -244,6 +247,9 @@ func matrixCalls() []call {
 			call{w + "WatchWorkloads", inProject, p, false, &workloadv1.WatchWorkloadsRequest{Parent: proj}},
 			call{w + "ReadWorkloadLogs", inProject, p, false, &workloadv1.ReadWorkloadLogsRequest{Name: wl}},
 			call{s + "GetQueue", inProject, p, false, &schedulerv1.GetQueueRequest{Name: proj + "/queue"}},
+			call{m + "QueryProjectMetrics", inProject, p, false, &metricsv1.QueryProjectMetricsRequest{Name: proj}},
+			call{m + "QueryWorkloadMetrics", inProject, p, false, &metricsv1.QueryWorkloadMetricsRequest{Name: wl}},
+			call{r + "CreateReport", inProject, p, false, &metricsv1.CreateReportRequest{Report: &metricsv1.Report{Project: proj}}},
 			call{s + "ExplainWorkload", inProject, p, false, &schedulerv1.ExplainWorkloadRequest{Name: wl}},
 			call{id + "CreateAccessRule", inProject, p, false, &identityv1.CreateAccessRuleRequest{AccessRule: &identityv1.AccessRule{
 				Subject: &identityv1.Subject{Kind: identityv1.SubjectKind_SUBJECT_KIND_USER, Name: "users/nobody"},
@@ -256,6 +262,8 @@ func matrixCalls() []call {
 		dept := "departments/" + d
 		out = append(out,
 			call{q + "GetDepartment", inDepartment, d, false, &quotav1.GetDepartmentRequest{Name: dept}},
+			call{m + "QueryDepartmentMetrics", inDepartment, d, false, &metricsv1.QueryDepartmentMetricsRequest{Name: dept}},
+			call{r + "CreateReport", inDepartment, d, false, &metricsv1.CreateReportRequest{Report: &metricsv1.Report{Department: dept}}},
 			call{q + "UpdateDepartment", inDepartment, d, false, &quotav1.UpdateDepartmentRequest{Department: &quotav1.Department{Name: dept}, UpdateMask: badMask}},
 			call{q + "CreateProject", inDepartment, d, false, &quotav1.CreateProjectRequest{ProjectId: "BAD_ID", Project: &quotav1.Project{Department: dept}}},
 		)
@@ -296,6 +304,15 @@ func matrixCalls() []call {
 		call{id + "DeleteAccessRule", onAccount, "", false, &identityv1.DeleteAccessRuleRequest{Name: "accessRules/nope"}},
 		call{id + "ListAccessRules", listing, "", false, &identityv1.ListAccessRulesRequest{}},
 		call{id + "ListAuditEvents", onAccount, "", false, &identityv1.ListAuditEventsRequest{}},
+		call{m + "QueryNodePoolMetrics", anyScope, "", false, &metricsv1.QueryNodePoolMetricsRequest{Name: "nodepools/default"}},
+		call{m + "QueryNodeMetrics", anyScope, "", false, &metricsv1.QueryNodeMetricsRequest{Name: "nodes/node-1"}},
+		call{m + "QueryClusterMetrics", onAccount, "", false, &metricsv1.QueryClusterMetricsRequest{Name: "cluster"}},
+		call{m + "GetTelemetry", listing, "", false, &metricsv1.GetTelemetryRequest{Name: "telemetry"}},
+		call{r + "CreateReport", onAccount, "", false, &metricsv1.CreateReportRequest{Report: &metricsv1.Report{}}},
+		call{r + "GetReport", anyScope, "", false, &metricsv1.GetReportRequest{Name: "reports/nope"}},
+		call{r + "ListReports", listing, "", false, &metricsv1.ListReportsRequest{}},
+		call{r + "DownloadReport", anyScope, "", false, &metricsv1.DownloadReportRequest{Name: "reports/nope"}},
+		call{r + "DeleteReport", anyScope, "", false, &metricsv1.DeleteReportRequest{Name: "reports/nope"}},
 	)
 }
 
@@ -470,7 +487,8 @@ func TestEveryRPCDeclared(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"runway.identity.v1.IdentityService", "runway.quota.v1.QuotaService",
-		"runway.workload.v1.WorkloadService", "runway.scheduler.v1.SchedulerService", "runway.nodemanager.v1.NodeManagerService"} {
+		"runway.workload.v1.WorkloadService", "runway.scheduler.v1.SchedulerService", "runway.nodemanager.v1.NodeManagerService",
+		"runway.metrics.v1.MetricsService", "runway.metrics.v1.ReportService"} {
 		if !slices.Contains(services, want) {
 			t.Errorf("%s is not registered: %v", want, services)
 		}

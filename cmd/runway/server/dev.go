@@ -6,12 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
@@ -19,10 +18,12 @@ import (
 	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
 
 	"github.com/runwayhq/runway/pkg/auth"
+	"github.com/runwayhq/runway/pkg/blob"
 	"github.com/runwayhq/runway/pkg/etcdstore/etcdtest"
 	"github.com/runwayhq/runway/pkg/gpu/simulated"
 	"github.com/runwayhq/runway/pkg/gpumetrics"
 	"github.com/runwayhq/runway/pkg/grpcserver"
+	"github.com/runwayhq/runway/pkg/metrics"
 	"github.com/runwayhq/runway/services/identity"
 	"github.com/runwayhq/runway/services/nodemanager/agent"
 	"github.com/runwayhq/runway/services/scheduler"
@@ -54,6 +55,13 @@ type DevConfig struct {
 	Auth auth.Config
 	// Identity configures the identity service (OIDC, bcrypt cost).
 	Identity identity.Config
+
+	// Metrics is the operations listener (GET /metrics); `runway dev`
+	// puts it beside Listen (MetricsListenBeside).
+	Metrics MetricsConfig
+	// History is the embedded metrics history in DataDir/tsdb, queried on
+	// the operations listener.
+	History HistoryConfig
 
 	// Kube, when set, runs the Kubernetes runtime on the scheduler (beside
 	// any Nodes agents).
@@ -125,22 +133,40 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr, token string)) 
 	if err != nil {
 		return err
 	}
-	// The agents' GPU series, served on the server's own /metrics.
-	reg := prometheus.NewRegistry()
-	metrics, err := gpumetrics.NewMetrics(reg)
+	// Every service's series and the agents' GPU series, on the operations
+	// listener.
+	reg, err := metrics.NewRegistry()
 	if err != nil {
 		return err
 	}
-	scfg := serverConfig(cfg.Listen, cfg.Logger, cfg.OpenAPI, guard)
-	scfg.Metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
-	srv, err := grpcserver.New(scfg)
+	gpus, err := gpumetrics.NewMetrics(reg)
+	if err != nil {
+		return err
+	}
+	hist, err := cfg.History.open(filepath.Join(cfg.DataDir, "tsdb"), cfg.Logger)
+	if err != nil {
+		return err
+	}
+	var routes map[string]http.Handler
+	if hist != nil {
+		defer hist.Close() // after the group: the collector and the API stop first
+		routes = hist.API()
+	}
+	ops, err := cfg.Metrics.listen(reg, cfg.Logger, routes)
+	if err != nil {
+		return err
+	}
+	if ops != nil {
+		defer ops.Close() // a no-op once served; releases it on the error paths
+	}
+	srv, err := grpcserver.New(serverConfig(cfg.Listen, cfg.Logger, cfg.OpenAPI, guard, reg))
 	if err != nil {
 		return err
 	}
 	// The workload service asks the QuotaService about projects over a
 	// loopback connection to this same server (grpc.NewClient connects
 	// lazily, so the server need not serve yet).
-	loop, err := dialService(srv.Addr(), Workload, guard)
+	loop, err := dialService(srv.Addr(), Workload, guard, reg)
 	if err != nil {
 		_ = srv.Close()
 		return err
@@ -151,7 +177,7 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr, token string)) 
 	if cfg.Kube != nil {
 		// Users' pods become workloads through the WorkloadService, called
 		// as the scheduler.
-		kconn, err := dialService(srv.Addr(), Scheduler, guard)
+		kconn, err := dialService(srv.Addr(), Scheduler, guard, reg)
 		if err != nil {
 			_ = srv.Close()
 			return err
@@ -164,7 +190,17 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr, token string)) 
 	}
 	var runs []built
 	var ids *identity.Server
+	if hist != nil {
+		d.history, d.historyInterval = hist, cfg.History.interval()
+		if d.blobs, err = blob.NewDir(filepath.Join(cfg.DataDir, "blobs")); err != nil {
+			_ = srv.Close()
+			return err
+		}
+	}
 	for _, name := range Services {
+		if name == Metrics && d.history == nil {
+			continue // no history, nothing to read
+		}
 		b, err := build(name, d)
 		if err != nil {
 			_ = srv.Close()
@@ -172,12 +208,21 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr, token string)) 
 		}
 		srv.Register(b.svc.Register)
 		srv.RegisterGateway(b.svc.RegisterGateway)
+		if err := registerCollectors(reg, b); err != nil {
+			_ = srv.Close()
+			return err
+		}
 		if b.run != nil {
 			runs = append(runs, b)
 		}
 		if s, ok := b.svc.(*identity.Server); ok {
 			ids = s
 		}
+	}
+	srv.Register(reg.InitializeServer)
+	if err := reg.RegisterAll(guard.Collectors()...); err != nil {
+		_ = srv.Close()
+		return err
 	}
 	g := newGroup(ctx)
 	g.Go("guard", guard.Run) // first: the bootstrap waits for it to see the administrator
@@ -189,6 +234,12 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr, token string)) 
 		return err
 	}
 	g.Go("server", srv.Serve)
+	if ops != nil {
+		g.Go("operations listener", ops.Serve)
+	}
+	if hist != nil {
+		g.Go("history", func(ctx context.Context) error { return hist.Collect(ctx, reg, cfg.History.interval(), time.Now) })
+	}
 	for _, b := range runs {
 		g.Go(b.name, b.run)
 	}
@@ -203,7 +254,7 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr, token string)) 
 		acfg := agent.Config{Node: node, Client: cli, DataDir: dir, Listen: "127.0.0.1:0", LeaseTTL: cfg.LeaseTTL, StopGrace: cfg.StopGrace,
 			Auth: guard.UnaryInterceptor, AuthStream: guard.StreamInterceptor,
 			Backend: simulated.New(simulated.Config{Count: cfg.GPUsPerNode, Node: node}),
-			Metrics: metrics, Logger: cfg.Logger}
+			Metrics: gpus, Logger: cfg.Logger}
 		g.Go("agent "+node, func(ctx context.Context) error { return agent.Run(ctx, acfg) })
 	}
 	if mode != quotav1.TimeSlicingMode_TIME_SLICING_MODE_UNSPECIFIED {

@@ -15,9 +15,19 @@ import (
 // `runway dev --time-slicing fair`: the default pool is FAIR, two half-GPU
 // workloads the scheduler packs on one simulated GPU get a FAIR plan of 50%
 // each that GetTimeSlicePlan shows, and the agents' GPU series are on the
-// server's /metrics.
+// server's operations listener (/metrics), not on the API's.
 func TestDevTimeSlicingAndMetrics(t *testing.T) {
-	d := startDev(t, t.TempDir(), 1, 1, func(c *server.DevConfig) { c.TimeSlicing = "fair" })
+	addrs := make(chan string, 1)
+	d := startDev(t, t.TempDir(), 1, 1, func(c *server.DevConfig) { c.TimeSlicing = "fair" }, withMetrics(addrs))
+	maddr := <-addrs
+	resp, err := plainHTTP.Get("http://" + d.addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("GET /metrics on the API listener: %d, want 404", resp.StatusCode)
+	}
 	p, err := d.quota.GetNodePool(t.Context(), &quotav1.GetNodePoolRequest{Name: "nodepools/default"})
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +62,7 @@ func TestDevTimeSlicingAndMetrics(t *testing.T) {
 		return ""
 	})
 	eventually(t, "the GPU series on /metrics", func() string {
-		resp, err := http.Get("http://" + d.addr + "/metrics")
+		resp, err := plainHTTP.Get("http://" + maddr + "/metrics")
 		if err != nil {
 			return err.Error()
 		}

@@ -9,7 +9,10 @@ import (
 	"time"
 
 	"github.com/runwayhq/runway/pkg/auth"
+	"github.com/runwayhq/runway/pkg/blob"
 	"github.com/runwayhq/runway/pkg/grpcserver"
+	"github.com/runwayhq/runway/pkg/history"
+	"github.com/runwayhq/runway/pkg/metrics"
 	"github.com/runwayhq/runway/services/identity"
 )
 
@@ -51,6 +54,15 @@ type ServeConfig struct {
 	// Ready, when set, is called with the listening address once the
 	// service is built and about to serve.
 	Ready func(addr string)
+	// Metrics is the operations listener (GET /metrics).
+	Metrics MetricsConfig
+	// PrometheusURL is the Prometheus-compatible server the metrics
+	// service reads history from, scraping every HistoryInterval (the unit
+	// reports integrate over). BlobDir keeps the reports' CSVs. Both
+	// required by the metrics service.
+	PrometheusURL   string
+	HistoryInterval time.Duration
+	BlobDir         string
 }
 
 // Serve builds one service and serves it until ctx ends (the scheduler
@@ -75,9 +87,24 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	if err != nil {
 		return err
 	}
+	reg, err := metrics.NewRegistry()
+	if err != nil {
+		return err
+	}
 	d := buildDeps{etcd: cli, replica: cfg.Replica, logger: cfg.Logger, guard: guard, identity: cfg.Identity}
+	if cfg.PrometheusURL != "" {
+		if d.history, err = history.NewRemote(cfg.PrometheusURL, nil); err != nil {
+			return err
+		}
+		d.historyInterval = cfg.HistoryInterval
+	}
+	if cfg.BlobDir != "" {
+		if d.blobs, err = blob.NewDir(cfg.BlobDir); err != nil {
+			return err
+		}
+	}
 	if cfg.QuotaServer != "" && cfg.Service == Workload {
-		conn, err := dialService(cfg.QuotaServer, Workload, guard)
+		conn, err := dialService(cfg.QuotaServer, Workload, guard, reg)
 		if err != nil {
 			return err
 		}
@@ -90,7 +117,7 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	case cfg.Runtime == RuntimeKubernetes && cfg.WorkloadServer == "":
 		return errors.New("--runtime kubernetes needs --workload-server (users' pods become workloads there)")
 	case cfg.Runtime == RuntimeKubernetes:
-		conn, err := dialService(cfg.WorkloadServer, Scheduler, guard)
+		conn, err := dialService(cfg.WorkloadServer, Scheduler, guard, reg)
 		if err != nil {
 			return err
 		}
@@ -116,15 +143,32 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 			fmt.Fprintln(cfg.Out, BootstrapLine(password))
 		}
 	}
-	srv, err := grpcserver.New(serverConfig(cfg.Listen, cfg.Logger, cfg.OpenAPI, guard))
+	if err := reg.RegisterAll(guard.Collectors()...); err != nil {
+		return err
+	}
+	if err := registerCollectors(reg, b); err != nil {
+		return err
+	}
+	ops, err := cfg.Metrics.listen(reg, cfg.Logger, nil)
 	if err != nil {
 		return err
 	}
+	srv, err := grpcserver.New(serverConfig(cfg.Listen, cfg.Logger, cfg.OpenAPI, guard, reg))
+	if err != nil {
+		if ops != nil {
+			_ = ops.Close()
+		}
+		return err
+	}
 	srv.Register(b.svc.Register)
+	srv.Register(reg.InitializeServer)
 	srv.RegisterGateway(b.svc.RegisterGateway)
 	g := newGroup(ctx)
 	g.Go("guard", guard.Run)
 	g.Go("server", srv.Serve)
+	if ops != nil {
+		g.Go("operations listener", ops.Serve)
+	}
 	if b.run != nil {
 		g.Go(b.name, b.run)
 	}

@@ -33,8 +33,12 @@ import (
 
 	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
 	"github.com/runwayhq/runway/pkg/auth"
+	"github.com/runwayhq/runway/pkg/blob"
 	"github.com/runwayhq/runway/pkg/grpcserver"
+	"github.com/runwayhq/runway/pkg/history"
+	"github.com/runwayhq/runway/pkg/metrics"
 	"github.com/runwayhq/runway/services/identity"
+	metricssvc "github.com/runwayhq/runway/services/metrics"
 	"github.com/runwayhq/runway/services/nodemanager"
 	"github.com/runwayhq/runway/services/quota"
 	"github.com/runwayhq/runway/services/scheduler"
@@ -48,10 +52,11 @@ const (
 	Scheduler   = "scheduler"
 	NodeManager = "nodemanager"
 	Identity    = "identity"
+	Metrics     = "metrics"
 )
 
 // Services lists the service names in the order they are built.
-var Services = []string{Identity, Quota, Workload, Scheduler, NodeManager}
+var Services = []string{Identity, Quota, Workload, Scheduler, NodeManager, Metrics}
 
 // DefaultOpenAPIPath is where the generated OpenAPI document lives in a
 // checkout; the commands read it from there (relative to the working
@@ -106,6 +111,11 @@ type buildDeps struct {
 	examples  bool             // the workload service creates the quick start's example assets
 	guard     *auth.Guard
 	identity  identity.Config
+	history   history.Source // where the metrics service reads
+	// historyInterval is the history's sampling interval; blobs keeps the
+	// reports' CSVs.
+	historyInterval time.Duration
+	blobs           blob.Store
 }
 
 // build builds one service by name.
@@ -148,6 +158,21 @@ func build(name string, d buildDeps) (built, error) {
 	case NodeManager:
 		s, err := nodemanager.New(nodemanager.Deps{Client: d.etcd, Logger: d.logger})
 		return built{name: name, svc: s}, err
+	case Metrics:
+		if d.history == nil || d.blobs == nil {
+			return built{}, errors.New("the metrics service needs a metrics history (--prometheus-url) and a blob store (--blob-dir)")
+		}
+		m, err := metricssvc.New(metricssvc.Deps{Source: d.history})
+		if err != nil {
+			return built{}, err
+		}
+		r, err := metricssvc.NewReports(metricssvc.ReportDeps{Client: d.etcd, Blobs: d.blobs, Source: d.history,
+			Guard: d.guard, Interval: d.historyInterval, Logger: d.logger})
+		if err != nil {
+			return built{}, err
+		}
+		s := metricssvc.Service{Metrics: m, Reports: r}
+		return built{name: name, svc: s, run: s.Run}, nil
 	}
 	return built{}, fmt.Errorf("unknown service %q (want one of %s)", name, strings.Join(Services, ", "))
 }
@@ -184,14 +209,20 @@ func newEtcdClient(endpoints []string, tlsFiles ...EtcdTLS) (*clientv3.Client, e
 
 // dialService is a plaintext gRPC connection from the service named caller
 // to a Runway server, carrying a service token.
-func dialService(addr, caller string, guard *auth.Guard) (*grpc.ClientConn, error) {
-	return dialAs(addr, guard.ServiceCredentials(caller))
+// reg, when set, counts its calls.
+func dialService(addr, caller string, guard *auth.Guard, reg *metrics.Registry) (*grpc.ClientConn, error) {
+	var opts []grpc.DialOption
+	if reg != nil {
+		opts = reg.DialOptions()
+	}
+	return dialAs(addr, guard.ServiceCredentials(caller), opts...)
 }
 
 // dialAs is a plaintext gRPC connection to a Runway server sending creds.
-func dialAs(addr string, creds credentials.PerRPCCredentials) (*grpc.ClientConn, error) {
-	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithPerRPCCredentials(creds))
+func dialAs(addr string, creds credentials.PerRPCCredentials, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
+	opts = append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithPerRPCCredentials(creds)}, opts...)
+	conn, err := grpc.NewClient("passthrough:///"+addr, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", addr, err)
 	}
@@ -210,10 +241,12 @@ func newGuard(ctx context.Context, cli *clientv3.Client, logger *slog.Logger, cf
 	return g, nil
 }
 
-// serverConfig is the grpcserver config every composition uses.
-func serverConfig(listen string, logger *slog.Logger, openAPI []byte, g *auth.Guard) grpcserver.Config {
+// serverConfig is the grpcserver config every composition uses; reg
+// counts the calls (its series are served on the operations listener, not
+// here).
+func serverConfig(listen string, logger *slog.Logger, openAPI []byte, g *auth.Guard, reg *metrics.Registry) grpcserver.Config {
 	return grpcserver.Config{Listen: listen, Logger: logger, OpenAPI: openAPI, ShutdownTimeout: DefaultShutdownTimeout,
-		Auth: g.UnaryInterceptor, AuthStream: g.StreamInterceptor}
+		Auth: g.UnaryInterceptor, AuthStream: g.StreamInterceptor, ServerOptions: reg.ServerOptions()}
 }
 
 // group runs functions until the first returns or ctx ends, then cancels

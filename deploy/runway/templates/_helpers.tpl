@@ -32,20 +32,36 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end }}
 {{- end -}}
 
-{{- define "runway.etcdVolumeMounts" -}}
-{{- if .Values.etcd.tls.enabled }}
+{{/* The volumes every service mounts: etcd's client certificate, the
+metrics token. */}}
+{{- define "runway.volumeMounts" -}}
+{{- if or .Values.etcd.tls.enabled .Values.metrics.enabled }}
 volumeMounts:
+{{- if .Values.etcd.tls.enabled }}
   - name: etcd-tls
     mountPath: /etc/runway/etcd
     readOnly: true
 {{- end }}
+{{- if .Values.metrics.enabled }}
+  - name: metrics-token
+    mountPath: /etc/runway/metrics
+    readOnly: true
+{{- end }}
+{{- end }}
 {{- end -}}
 
-{{- define "runway.etcdVolumes" -}}
-{{- if .Values.etcd.tls.enabled }}
+{{- define "runway.volumes" -}}
+{{- if or .Values.etcd.tls.enabled .Values.metrics.enabled }}
 volumes:
+{{- if .Values.etcd.tls.enabled }}
   - name: etcd-tls
     secret:
       secretName: {{ required "etcd.tls.secretName is required with etcd.tls.enabled" .Values.etcd.tls.secretName }}
+{{- end }}
+{{- if .Values.metrics.enabled }}
+  - name: metrics-token
+    secret:
+      secretName: {{ required "metrics.tokenSecret is required with metrics.enabled" .Values.metrics.tokenSecret }}
+{{- end }}
 {{- end }}
 {{- end -}}

@@ -193,59 +193,70 @@ const (
 	// A bug. The message never contains store or stack details; the server log
 	// has them under the request id. Code INTERNAL. Metadata: "requestId".
 	ErrorReason_INTERNAL_ERROR ErrorReason = 82
+	// No consumption report has this name (or the caller may not see it).
+	// Code NOT_FOUND. Metadata: "report".
+	ErrorReason_REPORT_NOT_FOUND ErrorReason = 100
+	// A report with this id exists. Code ALREADY_EXISTS. Metadata: "report".
+	ErrorReason_REPORT_ALREADY_EXISTS ErrorReason = 101
+	// The report is not READY (still PENDING, or FAILED): nothing to
+	// download yet. Code FAILED_PRECONDITION. Metadata: "report".
+	ErrorReason_REPORT_NOT_READY ErrorReason = 102
 )
 
 // Enum value maps for ErrorReason.
 var (
 	ErrorReason_name = map[int32]string{
-		0:  "ERROR_REASON_UNSPECIFIED",
-		1:  "INVALID_FIELD",
-		2:  "IMMUTABLE_FIELD",
-		3:  "INVALID_PAGE_TOKEN",
-		4:  "INVALID_FILTER",
-		10: "ETAG_MISMATCH",
-		11: "INVALID_STATE_TRANSITION",
-		12: "RESUME_TOKEN_EXPIRED",
-		20: "PROJECT_NOT_FOUND",
-		21: "PROJECT_ALREADY_EXISTS",
-		22: "PROJECT_NOT_EMPTY",
-		23: "DEPARTMENT_NOT_FOUND",
-		24: "DEPARTMENT_ALREADY_EXISTS",
-		25: "DEPARTMENT_NOT_EMPTY",
-		26: "NODE_POOL_NOT_FOUND",
-		27: "NODE_POOL_ALREADY_EXISTS",
-		28: "NODE_POOL_IN_USE",
-		29: "BUILT_IN_RESOURCE",
-		30: "QUOTA_LIMIT_EXCEEDED",
-		31: "OVER_SUBSCRIBED",
-		32: "PRIORITY_NOT_FOUND",
-		40: "WORKLOAD_NOT_FOUND",
-		41: "WORKLOAD_ALREADY_EXISTS",
-		42: "WORKLOAD_NOT_BOUND",
-		48: "WORKLOAD_NO_LOGS",
-		90: "POLICY_NOT_FOUND",
-		91: "POLICY_RULE_CONFLICT",
-		92: "ENVIRONMENT_NOT_FOUND",
-		93: "ENVIRONMENT_ALREADY_EXISTS",
-		94: "COMPUTE_RESOURCE_NOT_FOUND",
-		95: "COMPUTE_RESOURCE_ALREADY_EXISTS",
-		50: "NODE_NOT_FOUND",
-		60: "USER_NOT_FOUND",
-		61: "USER_ALREADY_EXISTS",
-		62: "APPLICATION_NOT_FOUND",
-		63: "APPLICATION_ALREADY_EXISTS",
-		64: "ACCESS_RULE_NOT_FOUND",
-		65: "ACCESS_RULE_ALREADY_EXISTS",
-		66: "ROLE_NOT_FOUND",
-		67: "APPLICATION_LIMIT_EXCEEDED",
-		70: "CREDENTIALS_MISSING",
-		71: "CREDENTIALS_INVALID",
-		72: "PERMISSION_DENIED",
-		73: "PASSWORD_CHANGE_REQUIRED",
-		74: "TOO_MANY_SIGN_IN_ATTEMPTS",
-		80: "NOT_LEADER",
-		81: "STORE_UNAVAILABLE",
-		82: "INTERNAL_ERROR",
+		0:   "ERROR_REASON_UNSPECIFIED",
+		1:   "INVALID_FIELD",
+		2:   "IMMUTABLE_FIELD",
+		3:   "INVALID_PAGE_TOKEN",
+		4:   "INVALID_FILTER",
+		10:  "ETAG_MISMATCH",
+		11:  "INVALID_STATE_TRANSITION",
+		12:  "RESUME_TOKEN_EXPIRED",
+		20:  "PROJECT_NOT_FOUND",
+		21:  "PROJECT_ALREADY_EXISTS",
+		22:  "PROJECT_NOT_EMPTY",
+		23:  "DEPARTMENT_NOT_FOUND",
+		24:  "DEPARTMENT_ALREADY_EXISTS",
+		25:  "DEPARTMENT_NOT_EMPTY",
+		26:  "NODE_POOL_NOT_FOUND",
+		27:  "NODE_POOL_ALREADY_EXISTS",
+		28:  "NODE_POOL_IN_USE",
+		29:  "BUILT_IN_RESOURCE",
+		30:  "QUOTA_LIMIT_EXCEEDED",
+		31:  "OVER_SUBSCRIBED",
+		32:  "PRIORITY_NOT_FOUND",
+		40:  "WORKLOAD_NOT_FOUND",
+		41:  "WORKLOAD_ALREADY_EXISTS",
+		42:  "WORKLOAD_NOT_BOUND",
+		48:  "WORKLOAD_NO_LOGS",
+		90:  "POLICY_NOT_FOUND",
+		91:  "POLICY_RULE_CONFLICT",
+		92:  "ENVIRONMENT_NOT_FOUND",
+		93:  "ENVIRONMENT_ALREADY_EXISTS",
+		94:  "COMPUTE_RESOURCE_NOT_FOUND",
+		95:  "COMPUTE_RESOURCE_ALREADY_EXISTS",
+		50:  "NODE_NOT_FOUND",
+		60:  "USER_NOT_FOUND",
+		61:  "USER_ALREADY_EXISTS",
+		62:  "APPLICATION_NOT_FOUND",
+		63:  "APPLICATION_ALREADY_EXISTS",
+		64:  "ACCESS_RULE_NOT_FOUND",
+		65:  "ACCESS_RULE_ALREADY_EXISTS",
+		66:  "ROLE_NOT_FOUND",
+		67:  "APPLICATION_LIMIT_EXCEEDED",
+		70:  "CREDENTIALS_MISSING",
+		71:  "CREDENTIALS_INVALID",
+		72:  "PERMISSION_DENIED",
+		73:  "PASSWORD_CHANGE_REQUIRED",
+		74:  "TOO_MANY_SIGN_IN_ATTEMPTS",
+		80:  "NOT_LEADER",
+		81:  "STORE_UNAVAILABLE",
+		82:  "INTERNAL_ERROR",
+		100: "REPORT_NOT_FOUND",
+		101: "REPORT_ALREADY_EXISTS",
+		102: "REPORT_NOT_READY",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":        0,
@@ -296,6 +307,9 @@ var (
 		"NOT_LEADER":                      80,
 		"STORE_UNAVAILABLE":               81,
 		"INTERNAL_ERROR":                  82,
+		"REPORT_NOT_FOUND":                100,
+		"REPORT_ALREADY_EXISTS":           101,
+		"REPORT_NOT_READY":                102,
 	}
 )
 
@@ -330,7 +344,8 @@ var File_runway_common_v1_error_reason_proto protoreflect.FileDescriptor
 
 const file_runway_common_v1_error_reason_proto_rawDesc = "" +
 	"\n" +
-	"#runway/common/v1/error_reason.proto\x12\x10runway.common.v1*\xd1\t\n" +
+	"#runway/common/v1/error_reason.proto\x12\x10runway.common.v1*\x98\n" +
+	"\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rINVALID_FIELD\x10\x01\x12\x13\n" +
@@ -381,7 +396,10 @@ const file_runway_common_v1_error_reason_proto_rawDesc = "" +
 	"\n" +
 	"NOT_LEADER\x10P\x12\x15\n" +
 	"\x11STORE_UNAVAILABLE\x10Q\x12\x12\n" +
-	"\x0eINTERNAL_ERROR\x10RB=Z;github.com/runwayhq/runway/gen/go/runway/common/v1;commonv1b\x06proto3"
+	"\x0eINTERNAL_ERROR\x10R\x12\x14\n" +
+	"\x10REPORT_NOT_FOUND\x10d\x12\x19\n" +
+	"\x15REPORT_ALREADY_EXISTS\x10e\x12\x14\n" +
+	"\x10REPORT_NOT_READY\x10fB=Z;github.com/runwayhq/runway/gen/go/runway/common/v1;commonv1b\x06proto3"
 
 var (
 	file_runway_common_v1_error_reason_proto_rawDescOnce sync.Once

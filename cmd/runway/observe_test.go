@@ -1,0 +1,100 @@
+package main
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The quick start, then what it leaves seen from `runway top`, `runway
+// workload metrics` and `runway report`, from the built binary against a
+// runway dev that keeps its history every 100 ms.
+func TestCLI_TopMetricsReports(t *testing.T) {
+	d := startDev(t, "--history-interval", "100ms")
+	d.ok(t, "project", "create", "team-a", "--gpu", "2")
+	d.ok(t, "project", "create", "team-b", "--gpu", "2")
+	for _, w := range [][3]string{{"a1", "team-a", "1"}, {"a2", "team-a", "2"}, {"b1", "team-b", "1"}, {"b2", "team-b", "1"}} {
+		d.ok(t, "training", "submit", w[0], "-p", w[1], "-i", "img", "-g", w[2], "--cpu", "0.1", "--memory", "100M", "--", "sleep", "600")
+		if w[0] == "b1" {
+			d.eventually(t, "Workload  Type      Status   Project  Running/Req.Pods  GPU Alloc.\n"+
+				"a1        Training  Running  team-a   1/1               1.00\n"+
+				"a2        Training  Running  team-a   1/1               2.00\n"+
+				"b1        Training  Running  team-b   1/1               1.00\n", "workload", "list", "-A")
+		}
+	}
+	d.eventually(t, `Project  Node Pool  GPU Alloc.  GPU Quota  Running  Pending
+team-a   default    2.00        2.00       1        1
+team-b   default    2.00        2.00       2        0
+`, "top", "projects")
+	d.eventually(t, `Node Pool  GPU Alloc.  GPU Idle  Ready  Not Ready  Running
+default    4.00        0.00      2      0          3
+`, "top", "node-pools")
+	d.eventually(t, `Node    GPU Alloc.  GPU Used  GPUs  GPU Util.
+node-1  2.00        0.00      2.00  0%
+node-2  2.00        0.00      2.00  0%
+`, "top", "nodes")
+
+	// a2 has held 2 GPUs all along: its allocation series is flat at 2.
+	out := d.ok(t, "workload", "metrics", "a2", "-p", "team-a", "--since", "1m", "--type", "allocated-gpus")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "Metric") {
+		t.Fatalf("workload metrics printed\n%s", out)
+	}
+	f := strings.Fields(lines[1])
+	if len(f) != 6 || f[0] != "allocated-gpus" || f[1] != "-" || f[2] != "2.00" || f[3] != "2.00" || f[4] != "2.00" ||
+		strings.Trim(f[5], "_") != "" {
+		t.Errorf("allocated-gpus row %q, want last, min and max 2.00 and a flat sparkline", lines[1])
+	}
+	var m struct {
+		Name   string
+		Series []struct {
+			Type string
+			Pod  string
+		}
+	}
+	if err := json.Unmarshal([]byte(d.ok(t, "workload", "metrics", "a2", "-p", "team-a", "--since", "1m", "-o", "json")), &m); err != nil {
+		t.Fatal(err)
+	}
+	types := map[string]bool{}
+	for _, s := range m.Series {
+		types[s.Type+"/"+s.Pod] = true
+	}
+	if m.Name != "projects/team-a/workloads/a2" || !types["METRIC_TYPE_GPU_UTILIZATION/0"] || !types["METRIC_TYPE_ALLOCATED_GPUS/"] {
+		t.Errorf("workload metrics -o json: %+v", m)
+	}
+
+	// A report over the last minute, by department.
+	time.Sleep(500 * time.Millisecond)
+	if out := d.ok(t, "report", "create", "last-minute", "--since", "1m", "--segment-by", "department"); out != `report "last-minute" created (pending)`+"\n" {
+		t.Errorf("report create printed %q", out)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(d.ok(t, "report", "describe", "last-minute", "-o", "yaml"), "state: REPORT_STATE_READY") {
+		if time.Now().After(deadline) {
+			t.Fatalf("report not ready: %s", d.ok(t, "report", "describe", "last-minute"))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if list := d.ok(t, "report", "list"); !strings.Contains(list, "last-minute  Ready   Department") {
+		t.Errorf("report list\n%s", list)
+	}
+	recs, err := csv.NewReader(strings.NewReader(d.ok(t, "report", "download", "last-minute"))).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 2 || recs[0][0] != "segment" || recs[1][0] != "default" || recs[1][1] != "default" || recs[1][6] != "4" {
+		t.Errorf("CSV %v, want the default department's one row, with the 4 workloads that held GPUs", recs)
+	}
+	d.ok(t, "report", "delete", "last-minute")
+	if r := d.run(t, "report", "describe", "last-minute"); r.code == 0 || !strings.Contains(r.stderr, "REPORT_NOT_FOUND") {
+		t.Errorf("describe after delete: exit %d %q", r.code, r.stderr)
+	}
+	if r := d.run(t, "report", "create", "x", "--segment-by", "team"); r.code == 0 || !strings.Contains(r.stderr, "--segment-by") {
+		t.Errorf("a bad --segment-by: exit %d %q", r.code, r.stderr)
+	}
+	if r := d.run(t, "workload", "metrics", "a2", "-p", "team-a", "--type", "nonsense"); r.code == 0 || !strings.Contains(r.stderr, "--type") {
+		t.Errorf("a bad --type: exit %d %q", r.code, r.stderr)
+	}
+}

@@ -1,0 +1,137 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/runwayhq/runway/pkg/history"
+	"github.com/runwayhq/runway/pkg/metrics"
+)
+
+// MetricsListenBeside is the default operations address of a server on
+// listen: the same host on the next port (7071 beside 7070), or a free port
+// when listen asks for one (so that servers started on port 0 side by side
+// do not collide).
+func MetricsListenBeside(listen string) (string, error) {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "", fmt.Errorf("--listen %q: %w", listen, err)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 0 || p >= 65535 {
+		return "", fmt.Errorf("--listen %q: bad port", listen)
+	}
+	if p > 0 {
+		p++
+	}
+	return net.JoinHostPort(host, strconv.Itoa(p)), nil
+}
+
+// MetricsConfig is the operations listener (GET /metrics) of a server.
+type MetricsConfig struct {
+	// Listen is its address; none when empty. An address that is not
+	// loopback needs TokenFile.
+	Listen string
+	// TokenFile holds the bearer token scrapers must send; empty for none.
+	TokenFile string
+	// Ready, when set, is called with the bound address (tests use port 0).
+	Ready func(addr string)
+}
+
+// token reads TokenFile: its first line, which must not be empty.
+func (c MetricsConfig) token() (string, error) {
+	if c.TokenFile == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(c.TokenFile)
+	if err != nil {
+		return "", fmt.Errorf("--metrics-token-file: %w", err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	if line = strings.TrimSpace(line); line == "" {
+		return "", errors.New("--metrics-token-file: the file's first line is empty")
+	}
+	return line, nil
+}
+
+// listen binds the operations listener for reg, with more routes (the
+// history's query API), or returns nil when none is configured.
+func (c MetricsConfig) listen(reg *metrics.Registry, log *slog.Logger, routes map[string]http.Handler) (*metrics.Ops, error) {
+	if c.Listen == "" {
+		return nil, nil
+	}
+	token, err := c.token()
+	if err != nil {
+		return nil, err
+	}
+	ops, err := metrics.Listen(metrics.OpsConfig{Listen: c.Listen, Token: token, Gatherer: reg, Logger: log, Routes: routes})
+	if err != nil {
+		return nil, err
+	}
+	if c.Ready != nil {
+		c.Ready(ops.Addr())
+	}
+	return ops, nil
+}
+
+// collecting is a service with series of its own.
+type collecting interface {
+	Collectors() []prometheus.Collector
+}
+
+// registerCollectors registers the series of every service that has some.
+func registerCollectors(reg *metrics.Registry, bs ...built) error {
+	for _, b := range bs {
+		if c, ok := b.svc.(collecting); ok {
+			if err := reg.RegisterAll(c.Collectors()...); err != nil {
+				return fmt.Errorf("%s: %w", b.name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// HistoryConfig is `runway dev`'s embedded metrics history
+// (DataDir/tsdb): its own registry gathered every Interval, kept for
+// Retention, queried with PromQL on the operations listener's /api/v1/.
+type HistoryConfig struct {
+	// Off turns the history off.
+	Off bool
+	// Interval between gatherings (history.DefaultInterval when 0).
+	Interval time.Duration
+	// Retention (history.DefaultRetention when 0).
+	Retention time.Duration
+}
+
+// open opens the history in dir, or returns nil when it is off.
+func (c HistoryConfig) open(dir string, log *slog.Logger) (*history.Store, error) {
+	if c.Off {
+		return nil, nil
+	}
+	if c.Interval < 0 {
+		return nil, errors.New("--history-interval must be positive")
+	}
+	if c.Retention < 0 {
+		return nil, errors.New("--history-retention must be positive")
+	}
+	// Reports over long windows run for longer than an interactive query
+	// should (BenchmarkReport30Days: ~30 s for 10,000 workloads).
+	return history.Open(history.Config{Dir: dir, Retention: c.Retention, QueryTimeout: 2 * time.Minute, Logger: log})
+}
+
+// interval is the collection interval.
+func (c HistoryConfig) interval() time.Duration {
+	if c.Interval == 0 {
+		return history.DefaultInterval
+	}
+	return c.Interval
+}

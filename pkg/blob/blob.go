@@ -1,0 +1,108 @@
+// Package blob is the platform's blob store: named byte objects (the
+// consumption reports' CSVs). Dir keeps them in a directory (`runway dev`:
+// DATA-DIR/blobs); a cluster would use an S3-compatible store behind the
+// same interface.
+package blob
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+)
+
+// Store keeps objects by key.
+type Store interface {
+	// Put writes the object at key whole (a reader never sees half of it).
+	Put(ctx context.Context, key string, data []byte) error
+	// Get reads the object at key; ErrNotFound when there is none.
+	Get(ctx context.Context, key string) ([]byte, error)
+	// Delete removes the object at key; none is not an error.
+	Delete(ctx context.Context, key string) error
+}
+
+// ErrNotFound: no object at the key.
+var ErrNotFound = errors.New("blob: not found")
+
+// keyPattern is what keys may be: path segments of [a-z0-9._-], so a key
+// cannot leave the store's directory.
+var keyPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*(/[a-z0-9][a-z0-9._-]*)*$`)
+
+// Dir is a Store in a directory.
+type Dir struct{ root string }
+
+// NewDir keeps objects under root (created if missing).
+func NewDir(root string) (*Dir, error) {
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		return nil, fmt.Errorf("blob: %w", err)
+	}
+	return &Dir{root: root}, nil
+}
+
+func (d *Dir) path(key string) (string, error) {
+	if len(key) > 512 || !keyPattern.MatchString(key) {
+		return "", fmt.Errorf("blob: invalid key %q", key)
+	}
+	return filepath.Join(d.root, filepath.FromSlash(key)), nil
+}
+
+// Put writes to a temporary file, syncs it and renames it into place.
+func (d *Dir) Put(_ context.Context, key string, data []byte) error {
+	p, err := d.path(key)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return fmt.Errorf("blob: %w", err)
+	}
+	f, err := os.CreateTemp(filepath.Dir(p), ".put-*")
+	if err != nil {
+		return fmt.Errorf("blob: %w", err)
+	}
+	defer os.Remove(f.Name()) // a no-op once renamed
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("blob: write %s: %w", key, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("blob: sync %s: %w", key, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("blob: %w", err)
+	}
+	if err := os.Rename(f.Name(), p); err != nil {
+		return fmt.Errorf("blob: %w", err)
+	}
+	return nil
+}
+
+// Get reads the file at key.
+func (d *Dir) Get(_ context.Context, key string) ([]byte, error) {
+	p, err := d.path(key)
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("blob: %w", err)
+	}
+	return b, nil
+}
+
+// Delete removes the file at key.
+func (d *Dir) Delete(_ context.Context, key string) error {
+	p, err := d.path(key)
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("blob: %w", err)
+	}
+	return nil
+}

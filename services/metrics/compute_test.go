@@ -1,0 +1,140 @@
+package metrics_test
+
+import (
+	"bytes"
+	"encoding/csv"
+	"io"
+	"log/slog"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	metricsv1 "github.com/runwayhq/runway/gen/go/runway/metrics/v1"
+	"github.com/runwayhq/runway/pkg/history"
+	"github.com/runwayhq/runway/services/metrics"
+)
+
+var t0 = time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+
+const interval = 15 * time.Second
+
+// usage is a registry with the series reports read, like the scheduler's
+// and the agents'.
+type usage struct {
+	reg            *prometheus.Registry
+	gpus, cpu, mem *prometheus.GaugeVec
+	util           *prometheus.GaugeVec
+}
+
+func newUsage() usage {
+	wl := []string{"project", "workload", "node_pool", "department"}
+	u := usage{reg: prometheus.NewRegistry(),
+		gpus: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "runway_workload_allocated_gpus", Help: "h"}, wl),
+		cpu:  prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "runway_workload_allocated_cpu_cores", Help: "h"}, wl),
+		mem:  prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "runway_workload_allocated_memory_bytes", Help: "h"}, wl),
+		util: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "runway_gpu_utilization", Help: "h"},
+			[]string{"node", "device", "project", "workload", "pod"})}
+	u.reg.MustRegister(u.gpus, u.cpu, u.mem, u.util)
+	return u
+}
+
+// hold is one workload holding gpus (and 4 CPU cores, 16 GiB per GPU) at a
+// utilisation from start for d, in virtual time.
+type hold struct {
+	project, workload, department string
+	gpus, util                    float64
+	start, d                      time.Duration
+}
+
+// play writes the holds into a store at one gathering per interval, from
+// t0 for span.
+func play(t *testing.T, holds []hold, span time.Duration) *history.Store {
+	t.Helper()
+	s, err := history.Open(history.Config{Dir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	u := newUsage()
+	for at := time.Duration(0); at <= span; at += interval {
+		for _, h := range holds {
+			l := []string{h.project, h.workload, "default", h.department}
+			if at >= h.start && at < h.start+h.d {
+				u.gpus.WithLabelValues(l...).Set(h.gpus)
+				u.cpu.WithLabelValues(l...).Set(4 * h.gpus)
+				u.mem.WithLabelValues(l...).Set(16 * (1 << 30) * h.gpus)
+				u.util.WithLabelValues("node-1", "0", h.project, h.workload, "0").Set(h.util)
+			} else {
+				u.gpus.DeleteLabelValues(l...)
+				u.cpu.DeleteLabelValues(l...)
+				u.mem.DeleteLabelValues(l...)
+				u.util.DeleteLabelValues("node-1", "0", h.project, h.workload, "0")
+			}
+		}
+		s.CollectOnce(t.Context(), u.reg, t0.Add(at))
+	}
+	return s
+}
+
+// TestReportGPUHours: a1 holds 1 GPU for 2 h at 50 % and b1 2 GPUs for
+// 3 h at 100 %, in virtual time; the report's GPU-hours are the truth
+// within one collection interval per workload, segmented by project,
+// department and node pool, filtered by project; its CSV parses.
+func TestReportGPUHours(t *testing.T) {
+	holds := []hold{
+		{"team-a", "a1", "dept-a", 1, 0.5, 30 * time.Minute, 2 * time.Hour},
+		{"team-b", "b1", "dept-b", 2, 1, 90 * time.Minute, 3 * time.Hour},
+	}
+	s := play(t, holds, 5*time.Hour)
+	report := func(seg metricsv1.ReportSegment, project string) *metricsv1.Report {
+		return &metricsv1.Report{StartTime: timestamppb.New(t0), EndTime: timestamppb.New(t0.Add(5 * time.Hour)),
+			SegmentBy: seg, Project: project}
+	}
+	near := func(got, want, gpus float64) bool {
+		return math.Abs(got-want) <= gpus*interval.Hours()+1e-9
+	}
+	for _, tc := range []struct {
+		seg      metricsv1.ReportSegment
+		project  string
+		segments []string
+		alloc    []float64 // GPU-hours
+		used     []float64
+		gpus     []float64 // the tolerance: GPUs × one interval
+	}{
+		{metricsv1.ReportSegment_REPORT_SEGMENT_PROJECT, "", []string{"team-a", "team-b"}, []float64{2, 6}, []float64{1, 6}, []float64{1, 2}},
+		{metricsv1.ReportSegment_REPORT_SEGMENT_DEPARTMENT, "", []string{"dept-a", "dept-b"}, []float64{2, 6}, []float64{1, 6}, []float64{1, 2}},
+		{metricsv1.ReportSegment_REPORT_SEGMENT_NODE_POOL, "", []string{"default"}, []float64{8}, []float64{7}, []float64{3}},
+		{metricsv1.ReportSegment_REPORT_SEGMENT_PROJECT, "projects/team-b", []string{"team-b"}, []float64{6}, []float64{6}, []float64{2}},
+	} {
+		rows, err := metrics.Compute(t.Context(), s, report(tc.seg, tc.project), interval)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rows) != len(tc.segments) {
+			t.Fatalf("%v %s: rows %+v, want %v", tc.seg, tc.project, rows, tc.segments)
+		}
+		for i, r := range rows {
+			if r.Segment != tc.segments[i] || r.NodePool != "default" || !near(r.GPUHoursAllocated, tc.alloc[i], tc.gpus[i]) ||
+				!near(r.GPUHoursUsed, tc.used[i], tc.gpus[i]) || !near(r.CPUCoreHours, 4*tc.alloc[i], 4*tc.gpus[i]) ||
+				!near(r.MemoryGiBHours, 16*tc.alloc[i], 16*tc.gpus[i]) {
+				t.Errorf("%v %s: row %+v, want %s %v GPU-hours allocated, %v used", tc.seg, tc.project, r, tc.segments[i], tc.alloc[i], tc.used[i])
+			}
+		}
+		want := map[string]int{"team-a": 1, "team-b": 1, "dept-a": 1, "dept-b": 1, "default": 2}
+		for _, r := range rows {
+			if r.Workloads != want[r.Segment] {
+				t.Errorf("%s: %d workloads, want %d", r.Segment, r.Workloads, want[r.Segment])
+			}
+		}
+		recs, err := csv.NewReader(bytes.NewReader(metrics.CSV(rows))).ReadAll()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(recs) != len(rows)+1 || len(recs[0]) != 7 || recs[0][2] != "gpu_hours_allocated" || recs[1][0] != tc.segments[0] {
+			t.Errorf("CSV %v", recs)
+		}
+	}
+}
