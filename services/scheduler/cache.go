@@ -78,9 +78,10 @@ type update struct {
 // Every replica keeps a cache, leader or not: the queries read it, and a new
 // leader starts scheduling at once.
 type Cache struct {
-	client *clientv3.Client
-	clock  func() time.Time
-	log    *slog.Logger
+	client  *clientv3.Client
+	clock   func() time.Time
+	log     *slog.Logger
+	skipped *etcdstore.SkipLog // undecodable values left out of the model
 
 	mu          sync.Mutex
 	state       *cluster.State
@@ -93,6 +94,7 @@ type Cache struct {
 	bindings    map[string]binding              // by id below PrefixBindings
 	byPod       map[podKey]string               // binding id of each bound pod
 	submitted   map[string]*workloadv1.WorkloadSpec
+	held        map[string]*workloadv1.WorkloadSpec // set aside after an invariant failure, with the spec it had (contain.go)
 	dirty       [numKinds]map[string]bool
 	bindingRev  int64         // last revision applied from the bindings watch
 	applied     chan struct{} // closed (and replaced) whenever events are applied
@@ -101,10 +103,14 @@ type Cache struct {
 
 	lists     int    // how many times the cache listed (1 + rebuilds), for tests
 	afterList func() // test seam: runs between a list and its watch
+	// beforeApply is a test seam: it runs, without the lock, before each
+	// batch of watch events is applied (a test holds the model back).
+	beforeApply func([]update)
 }
 
-func newCache(client *clientv3.Client, clock func() time.Time, log *slog.Logger) *Cache {
-	c := &Cache{client: client, clock: clock, log: log, changed: make(chan struct{}, 1)}
+func newCache(client *clientv3.Client, clock func() time.Time, log *slog.Logger, m *metrics) *Cache {
+	c := &Cache{client: client, clock: clock, log: log, changed: make(chan struct{}, 1),
+		skipped: etcdstore.NewSkipLog(log, "scheduler cache", func(prefix string) { m.undecodable.WithLabelValues(prefix).Inc() })}
 	c.reset()
 	return c
 }
@@ -121,6 +127,9 @@ func (c *Cache) reset() {
 	c.bindings = map[string]binding{}
 	c.byPod = map[podKey]string{}
 	c.submitted = map[string]*workloadv1.WorkloadSpec{}
+	if c.held == nil { // kept across relists: the same state fails the same way
+		c.held = map[string]*workloadv1.WorkloadSpec{}
+	}
 	for k := range c.dirty {
 		c.dirty[k] = map[string]bool{}
 	}
@@ -197,6 +206,9 @@ func (c *Cache) runOnce(ctx context.Context) error {
 				break drain
 			}
 		}
+		if c.beforeApply != nil {
+			c.beforeApply(batch)
+		}
 		c.mu.Lock()
 		for _, u := range batch {
 			if u.err != nil {
@@ -229,12 +241,16 @@ func (c *Cache) WaitRevision(ctx context.Context, rev int64, timeout time.Durati
 	return c.waitFor(ctx, timeout, func() bool { return c.bindingRev >= rev })
 }
 
-// WaitApplied waits until the model reflects every binding write of ws
-// (puts present, deletes gone), or until timeout. Waiting for the
-// revision alone is not enough: the events of one transaction may be
-// applied in two batches, and a cycle between them would see half a gang.
-func (c *Cache) WaitApplied(ctx context.Context, ws writes, timeout time.Duration) bool {
-	return c.waitFor(ctx, timeout, func() bool { return c.reflects(ws) })
+// WaitApplied waits until the model has applied the bindings watch up to
+// revision rev (the plan's last binding transaction) and reflects every
+// binding write of ws (puts present, deletes gone), or until timeout.
+// Waiting for the revision alone is not enough: the events of one
+// transaction may be applied in two batches, and a cycle between them
+// would see half a gang.
+func (c *Cache) WaitApplied(ctx context.Context, ws writes, rev int64, timeout time.Duration) bool {
+	// Past rev, every event of rev has been applied; at rev, a later batch
+	// may still hold some of its events.
+	return c.waitFor(ctx, timeout, func() bool { return c.bindingRev > rev || (c.bindingRev == rev && c.reflects(ws)) })
 }
 
 // waitFor waits, woken by each applied batch of events, until done (read
@@ -259,9 +275,11 @@ func (c *Cache) waitFor(ctx context.Context, timeout time.Duration, done func() 
 	}
 }
 
+// reflects: every binding write of ws is in the model. A reset (relist)
+// since the writes counts too: a list is newer than any write it follows.
 func (c *Cache) reflects(ws writes) bool {
-	for _, group := range [][]write{ws.evict, ws.bind} {
-		for _, w := range group {
+	for _, g := range ws.groups {
+		for _, w := range g.ops {
 			id, ok := strings.CutPrefix(w.key, etcdstore.PrefixBindings)
 			if !ok {
 				continue
@@ -279,21 +297,24 @@ type listed struct {
 	revs    [numKinds]int64
 }
 
-func collections(client *clientv3.Client) (
+// collections are the watched collections; a value that does not decode
+// is left out of the model (skipped), not a reason to stop following etcd.
+func (c *Cache) collections() (
 	*etcdstore.Collection[*quotav1.NodePool], *etcdstore.Collection[*quotav1.Department],
 	*etcdstore.Collection[*quotav1.Project], *etcdstore.Collection[*nodemanagerv1.Node],
 	*etcdstore.Collection[*workloadv1.Workload], *etcdstore.Collection[*workloadv1.PodStatus],
 ) {
-	return etcdstore.NewCollection(client, etcdstore.PrefixNodePools, func() *quotav1.NodePool { return new(quotav1.NodePool) }),
-		etcdstore.NewCollection(client, etcdstore.PrefixDepartments, func() *quotav1.Department { return new(quotav1.Department) }),
-		etcdstore.NewCollection(client, etcdstore.PrefixProjects, func() *quotav1.Project { return new(quotav1.Project) }),
-		etcdstore.NewCollection(client, etcdstore.PrefixNodes, func() *nodemanagerv1.Node { return new(nodemanagerv1.Node) }),
-		etcdstore.NewCollection(client, etcdstore.PrefixWorkloads, func() *workloadv1.Workload { return new(workloadv1.Workload) }),
-		etcdstore.NewCollection(client, etcdstore.PrefixBindings, func() *workloadv1.PodStatus { return new(workloadv1.PodStatus) })
+	client, skip := c.client, c.skipped.Report
+	return etcdstore.NewCollection(client, etcdstore.PrefixNodePools, func() *quotav1.NodePool { return new(quotav1.NodePool) }).SkipUndecodable(skip),
+		etcdstore.NewCollection(client, etcdstore.PrefixDepartments, func() *quotav1.Department { return new(quotav1.Department) }).SkipUndecodable(skip),
+		etcdstore.NewCollection(client, etcdstore.PrefixProjects, func() *quotav1.Project { return new(quotav1.Project) }).SkipUndecodable(skip),
+		etcdstore.NewCollection(client, etcdstore.PrefixNodes, func() *nodemanagerv1.Node { return new(nodemanagerv1.Node) }).SkipUndecodable(skip),
+		etcdstore.NewCollection(client, etcdstore.PrefixWorkloads, func() *workloadv1.Workload { return new(workloadv1.Workload) }).SkipUndecodable(skip),
+		etcdstore.NewCollection(client, etcdstore.PrefixBindings, func() *workloadv1.PodStatus { return new(workloadv1.PodStatus) }).SkipUndecodable(skip)
 }
 
 func (c *Cache) list(ctx context.Context) (listed, error) {
-	pools, depts, projects, nodes, workloads, bindings := collections(c.client)
+	pools, depts, projects, nodes, workloads, bindings := c.collections()
 	var out listed
 	var err error
 	out.updates, out.revs[kindPool], err = listOf(ctx, pools, kindPool, out.updates, err)
@@ -320,7 +341,7 @@ func listOf[T proto.Message](ctx context.Context, coll *etcdstore.Collection[T],
 }
 
 func (c *Cache) watch(ctx context.Context, wg *sync.WaitGroup, ups chan<- update, revs [numKinds]int64) {
-	pools, depts, projects, nodes, workloads, bindings := collections(c.client)
+	pools, depts, projects, nodes, workloads, bindings := c.collections()
 	watchOf(ctx, wg, pools, kindPool, revs[kindPool]+1, ups)
 	watchOf(ctx, wg, depts, kindDepartment, revs[kindDepartment]+1, ups)
 	watchOf(ctx, wg, projects, kindProject, revs[kindProject]+1, ups)
@@ -629,6 +650,12 @@ func schedulable(w *workloadv1.Workload) bool {
 func (c *Cache) syncWorkload(id string) bool {
 	raw := c.workloads[id]
 	cur := c.state.Workload(id)
+	if spec, ok := c.held[id]; ok {
+		if schedulable(raw) && proto.Equal(spec, raw.GetSpec()) {
+			return true // still set aside
+		}
+		delete(c.held, id)
+	}
 	if !schedulable(raw) {
 		if cur != nil {
 			c.state.Remove(cur)

@@ -17,7 +17,8 @@ import (
 func TestCache_RebuildsAfterCompaction(t *testing.T) {
 	cl := etcdtest.New(t)
 	quickStart(t, cl)
-	c := newCache(cl.Client, time.Now, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	m, _ := newMetrics(nil)
+	c := newCache(cl.Client, time.Now, slog.New(slog.NewTextHandler(io.Discard, nil)), m)
 	var once sync.Once
 	c.afterList = func() {
 		once.Do(func() {

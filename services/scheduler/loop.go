@@ -8,7 +8,6 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/runwayhq/runway/pkg/etcdstore"
-	"github.com/runwayhq/runway/pkg/scheduling"
 )
 
 // leadership is what this replica knows while it leads.
@@ -122,18 +121,31 @@ func (s *Server) schedule(ctx context.Context, f fence) {
 
 // cycle runs scheduling.Cycle on the cache's state, writes the plan fenced
 // by f, and waits until the cache has seen the write, so the next cycle
-// starts from the state the plan made.
+// starts from the state the plan made. A model that has not caught up with
+// the last plan's writes is never planned on: the cycle is skipped (and
+// counted) until it has.
 func (s *Server) cycle(ctx context.Context, f fence) {
-	now := s.cfg.Clock()
 	c := s.cache
+	if s.behind != nil {
+		if !c.WaitApplied(ctx, s.behind.ws, s.behind.rev, s.cfg.ApplyWait) {
+			s.metrics.modelBehind.Inc()
+			s.log.Warn("scheduler: the model has not seen the last plan's writes; cycle skipped",
+				"replica", s.cfg.Replica, "revision", s.behind.rev)
+			return
+		}
+		s.behind = nil
+	}
+	now := s.cfg.Clock()
 	c.mu.Lock()
 	if !c.ready {
 		c.mu.Unlock()
 		return
 	}
-	cfg := s.cfg.Scheduling
-	cfg.Now = since(now)
-	plan := scheduling.Cycle(c.state, cfg)
+	plan, ok := s.runCycle(now)
+	if !ok {
+		c.mu.Unlock()
+		return
+	}
 	ws := c.planWrites(plan, now)
 	c.mu.Unlock()
 	s.recordCycle(plan, now)
@@ -142,13 +154,27 @@ func (s *Server) cycle(ctx context.Context, f fence) {
 	if ws.empty() {
 		return
 	}
-	_, err := apply(ctx, s.client, f, ws, s.cfg.MaxOps)
-	if err != nil {
-		if !errors.Is(err, context.Canceled) {
-			s.log.Warn("scheduler: plan not applied", "replica", s.cfg.Replica, "err", err)
-		}
-		return
+	res, err := apply(ctx, s.client, f, ws, s.cfg.MaxOps)
+	for wid, why := range res.dropped {
+		s.metrics.planDropped.Inc()
+		s.log.Error("scheduler: workload's plan not written", "replica", s.cfg.Replica, "workload", wid, "err", why)
 	}
-	s.written = written
-	c.WaitApplied(ctx, ws, 2*time.Second)
+	if err != nil && !errors.Is(err, context.Canceled) {
+		s.log.Warn("scheduler: plan not applied", "replica", s.cfg.Replica, "err", err)
+	}
+	if err == nil {
+		s.written = written
+	}
+	// What was committed must be in the model before the next plan. (A
+	// transaction whose reply was lost may have committed too; the next
+	// plan's create-if-absent conditions refuse to bind over it.)
+	if res.bindingRev > 0 && !c.WaitApplied(ctx, res.done, res.bindingRev, s.cfg.ApplyWait) {
+		s.behind = &behind{ws: res.done, rev: res.bindingRev}
+	}
+}
+
+// behind is a plan's writes the model has not shown yet.
+type behind struct {
+	ws  writes
+	rev int64
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -49,6 +50,14 @@ type Config struct {
 	Clock func() time.Time
 	// Logger (default slog.Default()).
 	Logger *slog.Logger
+	// ApplyWait bounds how long the leader waits, after a plan, for its
+	// model to show the plan's writes (default 2 s); a model that has not
+	// caught up by then is not planned on until it has.
+	ApplyWait time.Duration
+	// Registerer, when set, receives the replica's metrics.
+	Registerer prometheus.Registerer
+	// cycle is the scheduling core (scheduling.Cycle; tests replace it).
+	cycle func(*cluster.State, scheduling.Config) scheduling.Plan
 	// WhileLeading, when set, runs beside the cycle loop for as long as
 	// this replica leads, with a context that ends when leadership does: a
 	// runtime that must act once for the whole cluster (the Kubernetes
@@ -66,10 +75,11 @@ type Deps struct {
 type Server struct {
 	schedulerv1.UnimplementedSchedulerServiceServer
 
-	cfg    Config
-	client *clientv3.Client
-	cache  *Cache
-	log    *slog.Logger
+	cfg     Config
+	client  *clientv3.Client
+	cache   *Cache
+	log     *slog.Logger
+	metrics *metrics
 
 	mu         sync.Mutex
 	leader     *leadership
@@ -82,6 +92,11 @@ type Server struct {
 	// record last written under PrefixReasons; only the leader's loop
 	// goroutine reads and sets it (reasons.go).
 	written map[string]string
+	// behind is the last plan's committed writes while the model has not
+	// shown them (loop goroutine only); held is, by workload ID, why a
+	// workload is set aside after an invariant failure (loop goroutine).
+	behind *behind
+	held   map[string]string
 }
 
 // decision is what one cycle said about one workload.
@@ -122,9 +137,19 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Server{cfg: cfg, client: deps.Client, log: cfg.Logger,
-		cache:    newCache(deps.Client, cfg.Clock, cfg.Logger),
-		lastPlan: map[string]decision{}, lastEvents: map[string]decision{}}, nil
+	if cfg.ApplyWait <= 0 {
+		cfg.ApplyWait = 2 * time.Second
+	}
+	if cfg.cycle == nil {
+		cfg.cycle = scheduling.Cycle
+	}
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	return &Server{cfg: cfg, client: deps.Client, log: cfg.Logger, metrics: m,
+		cache:    newCache(deps.Client, cfg.Clock, cfg.Logger, m),
+		lastPlan: map[string]decision{}, lastEvents: map[string]decision{}, held: map[string]string{}}, nil
 }
 
 // Register adds the service to a gRPC server.

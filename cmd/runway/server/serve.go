@@ -51,6 +51,12 @@ type ServeConfig struct {
 	// Ready, when set, is called with the listening address once the
 	// service is built and about to serve.
 	Ready func(addr string)
+	// EtcdMaxTxnOps is the etcd cluster's --max-txn-ops (etcd's default
+	// 128 when 0): the scheduler writes each workload's plan in one
+	// transaction and leaves out (with an error) a workload whose writes
+	// exceed it. Run etcd with a higher --max-txn-ops (DevMaxTxnOps fits
+	// the largest gang) and give the same number here.
+	EtcdMaxTxnOps int
 }
 
 // Serve builds one service and serves it until ctx ends (the scheduler
@@ -76,6 +82,7 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 		return err
 	}
 	d := buildDeps{etcd: cli, replica: cfg.Replica, logger: cfg.Logger, guard: guard, identity: cfg.Identity}
+	d.scheduler.MaxOps = cfg.EtcdMaxTxnOps
 	if cfg.QuotaServer != "" && cfg.Service == Workload {
 		conn, err := dialService(cfg.QuotaServer, Workload, guard)
 		if err != nil {
