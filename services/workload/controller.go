@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -64,6 +65,11 @@ type Controller struct {
 	log    *slog.Logger
 	clock  Clock
 	every  time.Duration
+	reg    prometheus.Registerer
+	// skipped counts and logs (once) stored values that do not decode: a
+	// bad value is left alone, never a reason to stop reconciling others.
+	skipped     *etcdstore.SkipLog
+	undecodable *prometheus.CounterVec
 }
 
 // DefaultLimitCheckInterval is how often the controller checks the time
@@ -77,6 +83,11 @@ type ControllerOption func(*Controller)
 // (tests use a short one with a virtual clock).
 func WithLimitCheckInterval(d time.Duration) ControllerOption {
 	return func(c *Controller) { c.every = d }
+}
+
+// WithRegisterer registers the controller's metrics on reg.
+func WithRegisterer(reg prometheus.Registerer) ControllerOption {
+	return func(c *Controller) { c.reg = reg }
 }
 
 // NewController returns a controller over deps.Client (deps.Projects is
@@ -95,6 +106,15 @@ func NewController(deps Deps, opts ...ControllerOption) (*Controller, error) {
 	for _, o := range opts {
 		o(c)
 	}
+	c.undecodable = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "runway_workload_controller_undecodable_values_total",
+		Help: "Stored values the workload status controller skipped because they do not decode, by key prefix."}, []string{"prefix"})
+	if c.reg != nil {
+		if err := c.reg.Register(c.undecodable); err != nil {
+			return nil, err
+		}
+	}
+	c.skipped = etcdstore.NewSkipLog(c.log, "workload controller", func(prefix string) { c.undecodable.WithLabelValues(prefix).Inc() })
 	return c, nil
 }
 
@@ -229,7 +249,7 @@ func (c *Controller) watch(ctx context.Context, rev int64) error {
 // coll is an untyped view of a prefix for the watches (the value is not
 // decoded: only the key says which workload to look at).
 func (c *Controller) coll(prefix string) *etcdstore.Collection[proto.Message] {
-	return etcdstore.NewCollection(c.client, prefix, func() proto.Message { return new(emptypb.Empty) })
+	return etcdstore.NewCollection(c.client, prefix, func() proto.Message { return new(emptypb.Empty) }).SkipUndecodable(c.skipped.Report)
 }
 
 // snapshot is everything a reconcile reads, at one revision.
@@ -357,7 +377,8 @@ func (c *Controller) reconcileOne(ctx context.Context, snap *snapshot, id string
 	}
 	w := new(workloadv1.Workload)
 	if err := proto.Unmarshal(wkv.value, w); err != nil {
-		return fmt.Errorf("decode %s: %w", wkv.key, err)
+		c.skipped.Report(wkv.key, wkv.modRev, fmt.Errorf("decode %s: %w", wkv.key, err))
+		return nil
 	}
 	before := proto.Clone(w).(*workloadv1.Workload)
 	now := c.clock.Now()
@@ -365,8 +386,8 @@ func (c *Controller) reconcileOne(ctx context.Context, snap *snapshot, id string
 	for _, e := range evictions {
 		ev := new(workloadv1.WorkloadEvent)
 		if err := proto.Unmarshal(e.value, ev); err != nil {
-			c.log.Warn("workload controller: dropping undecodable eviction", "key", e.key, "err", err)
-			continue
+			c.skipped.Report(e.key, e.modRev, fmt.Errorf("decode %s: %w", e.key, err))
+			continue // deleted below with the others: it can never be folded
 		}
 		if ev.GetTime() == nil {
 			ev.Time = NewEvent(ev.GetType(), now, "").GetTime()
@@ -379,7 +400,7 @@ func (c *Controller) reconcileOne(ctx context.Context, snap *snapshot, id string
 	if r := snap.reasons[id]; r != nil {
 		st := new(workloadv1.WorkloadStatus)
 		if err := proto.Unmarshal(r.value, st); err != nil {
-			c.log.Warn("workload controller: ignoring undecodable pending reasons", "key", r.key, "err", err)
+			c.skipped.Report(r.key, r.modRev, fmt.Errorf("decode %s: %w", r.key, err))
 		} else {
 			FoldReasons(w, st.GetPendingReasons())
 		}
@@ -413,7 +434,7 @@ func (c *Controller) foldPods(w *workloadv1.Workload, snap *snapshot, id string,
 	for _, b := range snap.bindings[id] {
 		ps := new(workloadv1.PodStatus)
 		if err := proto.Unmarshal(b.value, ps); err != nil {
-			c.log.Warn("workload controller: ignoring undecodable binding", "key", b.key, "err", err)
+			c.skipped.Report(b.key, b.modRev, fmt.Errorf("decode %s: %w", b.key, err))
 			continue
 		}
 		ps.State = workloadv1.PodState_POD_STATE_BOUND

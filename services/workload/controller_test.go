@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -361,5 +363,39 @@ func TestController_GpuIdleTimeIsLeastOfPods(t *testing.T) {
 	})
 	if d := got.GetStatus().GetPods()[0].GetGpuIdleTime().AsDuration(); d != 90*time.Second {
 		t.Errorf("pod 0 idle %v, want 90s", d)
+	}
+}
+
+// TestController_SkipsUndecodable: a garbled workload, binding and run
+// report are skipped (counted); every other workload is still folded.
+func TestController_SkipsUndecodable(t *testing.T) {
+	e := start(t)
+	e.addProjects(t, "team-a")
+	w := e.create(t, "team-a", "train", training())
+	for _, key := range []string{etcdstore.PrefixWorkloads + "team-a/garbled", bindingKey("n1", "team-a", "garbled", 0)} {
+		if _, err := e.etcd.Client.Put(t.Context(), key, "\xff\xff"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg := prometheus.NewRegistry()
+	e.runControllerWith(t, &fixedClock{}, workload.WithRegisterer(reg))
+	if _, err := e.etcd.Client.Put(t.Context(), fmt.Sprintf("%sn1/team-a.train.0", etcdstore.PrefixRuns), "\xff"); err != nil {
+		t.Fatal(err)
+	}
+	e.bind(t, "n1", "team-a", "train", 0)
+	e.await(t, w.GetName(), "running despite the garbled values", phaseIs(workloadv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING))
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		n, err := testutil.GatherAndCount(reg, "runway_workload_controller_undecodable_values_total")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n >= 2 { // the workloads and runs prefixes (at least)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("undecodable values counted under %d prefixes, want the workloads' and the runs'", n)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

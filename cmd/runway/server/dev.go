@@ -167,7 +167,7 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr, token string)) 
 	if cfg.Scheduler.MaxOps == 0 {
 		cfg.Scheduler.MaxOps = DevMaxTxnOps
 	}
-	d := buildDeps{etcd: cli, quotaConn: loop, replica: "dev", logger: cfg.Logger, scheduler: cfg.Scheduler, examples: true,
+	d := buildDeps{etcd: cli, quotaConn: loop, replica: "dev", logger: cfg.Logger, scheduler: cfg.Scheduler, examples: true, metrics: reg,
 		guard: guard, identity: cfg.Identity}
 	if cfg.Kube != nil {
 		// Users' pods become workloads through the WorkloadService, called

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -106,6 +107,7 @@ type buildDeps struct {
 	examples  bool             // the workload service creates the quick start's example assets
 	guard     *auth.Guard
 	identity  identity.Config
+	metrics   prometheus.Registerer // where the services' metrics go (nil: nowhere)
 }
 
 // build builds one service by name.
@@ -132,7 +134,7 @@ func build(name string, d buildDeps) (built, error) {
 		// evictions and the agents' run reports into each workload's status;
 		// it runs beside the service (replicas' writes are conditional and
 		// idempotent).
-		c, err := workload.NewController(deps)
+		c, err := workload.NewController(deps, workload.WithRegisterer(d.metrics))
 		if err != nil {
 			return built{}, err
 		}
@@ -140,6 +142,9 @@ func build(name string, d buildDeps) (built, error) {
 	case Scheduler:
 		cfg := d.scheduler
 		cfg.Replica, cfg.Logger = d.replica, d.logger
+		if cfg.Registerer == nil {
+			cfg.Registerer = d.metrics
+		}
 		s, err := scheduler.New(cfg, scheduler.Deps{Client: d.etcd})
 		if err != nil {
 			return built{}, err
