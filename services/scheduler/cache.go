@@ -96,12 +96,18 @@ type Cache struct {
 	submitted   map[string]*workloadv1.WorkloadSpec
 	held        map[string]*workloadv1.WorkloadSpec // set aside after an invariant failure, with the spec it had (contain.go)
 	dirty       [numKinds]map[string]bool
-	bindingRev  int64         // last revision applied from the bindings watch
-	applied     chan struct{} // closed (and replaced) whenever events are applied
+	// rebuild is set by a change cluster.State cannot follow in place (a
+	// project moving to another department, a node to another pool, a
+	// deleted pool, queue or node): sync then builds a new state from the
+	// stored objects the cache holds, as a restart would, without reading
+	// etcd again.
+	rebuild    bool
+	bindingRev int64         // last revision applied from the bindings watch
+	applied    chan struct{} // closed (and replaced) whenever events are applied
 
 	changed chan struct{} // a non-blocking "something changed" for the loop
 
-	lists     int    // how many times the cache listed (1 + rebuilds), for tests
+	lists     int    // how many times the cache listed (1 + relists), for tests
 	afterList func() // test seam: runs between a list and its watch
 	// beforeApply is a test seam: it runs, without the lock, before each
 	// batch of watch events is applied (a test holds the model back).
@@ -463,7 +469,26 @@ func (c *Cache) sync() {
 			}
 		}
 	}
+	if c.rebuild {
+		c.rebuild = false
+		c.state = cluster.New()
+		c.submitted = map[string]*workloadv1.WorkloadSpec{}
+		markAll(c.dirty[kindPool], c.pools)
+		markAll(c.dirty[kindDepartment], c.departments)
+		markAll(c.dirty[kindProject], c.projects)
+		markAll(c.dirty[kindNode], c.nodes)
+		markAll(c.dirty[kindWorkload], c.workloads)
+		markAll(c.dirty[kindBinding], c.bindings)
+		c.sync()
+		return
+	}
 	c.state.StampBelowMinimum(since(c.clock()))
+}
+
+func markAll[T any](dirty map[string]bool, m map[string]T) {
+	for id := range m {
+		dirty[id] = true
+	}
 }
 
 func (c *Cache) syncOne(k kind, id string) bool {
@@ -471,8 +496,10 @@ func (c *Cache) syncOne(k kind, id string) bool {
 	case kindPool:
 		if _, ok := c.pools[id]; ok {
 			c.state.AddPool(id)
+		} else if c.state.Pool(id) != nil {
+			c.rebuild = true // State cannot remove a pool
 		}
-		return true // a deleted pool stays in the model: State cannot remove one
+		return true
 	case kindDepartment:
 		return c.syncDepartment(id)
 	case kindProject:
@@ -489,7 +516,10 @@ func (c *Cache) syncOne(k kind, id string) bool {
 func (c *Cache) syncDepartment(id string) bool {
 	d, ok := c.departments[id]
 	if !ok {
-		return true // State cannot remove a queue; its projects are gone first
+		if c.state.Queue(id) != nil {
+			c.rebuild = true // State cannot remove a queue
+		}
+		return true
 	}
 	_, quotas := clusterproto.DepartmentQueue(d)
 	if q := c.state.Queue(id); q != nil {
@@ -506,12 +536,16 @@ func (c *Cache) syncDepartment(id string) bool {
 func (c *Cache) syncProject(id string) bool {
 	p, ok := c.projects[id]
 	if !ok {
+		if c.state.Queue(id) != nil {
+			c.rebuild = true // State cannot remove a queue
+		}
 		return true
 	}
 	_, dept, quotas := clusterproto.ProjectQueue(p)
 	if q := c.state.Queue(id); q != nil {
 		if q.Parent != nil && q.Parent.Name != dept {
-			c.log.Warn("scheduler cache: moving a project between departments needs a restart", "project", id)
+			c.rebuild = true // State cannot move a queue
+			return true
 		}
 		return c.setQuotas(q, quotas, cluster.DefaultQuota())
 	}
@@ -550,9 +584,9 @@ func (c *Cache) setQuotas(q *cluster.Queue, quotas map[string]cluster.Quota, bas
 
 // syncNode adds a node, follows its readiness and its shape (GPUs that
 // another scheduler takes or frees on a Kubernetes node, labels). State
-// cannot remove a node, so a deleted node becomes NotReady (its pods are
-// lost); a node that moves to another pool keeps its first pool until the
-// scheduler restarts.
+// cannot remove a node or move it to another pool, so a deleted node, or
+// one that moves, rebuilds the state (its pods on a deleted node are lost,
+// and re-placed by the leader).
 func (c *Cache) syncNode(id string) bool {
 	raw, ok := c.nodes[id]
 	n := c.state.Node(id)
@@ -567,6 +601,10 @@ func (c *Cache) syncNode(id string) bool {
 		_, err := c.state.AddNode(spec)
 		c.markBindingsOn(id)
 		return err == nil
+	}
+	if !ok || nodeSpec(id, raw).Pool != n.Pool.Name {
+		c.rebuild = true
+		return true
 	}
 	var lost []cluster.PodRef
 	if spec := nodeSpec(id, raw); ok && !n.SameShape(spec) {
