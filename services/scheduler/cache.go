@@ -644,10 +644,7 @@ func (c *Cache) markBindingsOn(node string) {
 // GPUs the listed devices (else capacity / 1000), GPU memory the first
 // device's, CPU and memory the allocatable amounts (else capacity).
 func nodeSpec(id string, n *nodemanagerv1.Node) cluster.NodeSpec {
-	pool := clusterproto.ID(n.GetNodePool())
-	if pool == "" {
-		pool = "default"
-	}
+	pool := clusterproto.ID(clusterproto.NodePoolName(n.GetNodePool()))
 	res := n.GetAllocatable()
 	if res == nil {
 		res = n.GetCapacity()

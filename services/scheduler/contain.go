@@ -80,3 +80,30 @@ func (c *Cache) summary() string {
 	return fmt.Sprintf("%d pools, %d nodes, %d workloads, %d bindings, bindings revision %d",
 		len(c.state.Pools), len(c.nodes), len(c.state.Workloads()), len(c.bindings), c.bindingRev)
 }
+
+// poolsOf names, per workload of the plan, the node pool its decision
+// concerns: where it was bound, where it was evicted from, or the first
+// pool it waits for. Called with mu held, on the state the plan was
+// computed from.
+func (c *Cache) poolsOf(plan scheduling.Plan) map[string]string {
+	out := map[string]string{}
+	for _, b := range plan.Bindings {
+		if n := c.state.Node(b.Node); n != nil {
+			out[b.Workload] = "nodepools/" + n.Pool.Name
+		}
+	}
+	for _, e := range plan.Evictions {
+		if w := c.state.Workload(e.Workload); w != nil && w.Pool() != nil {
+			out[e.Workload] = "nodepools/" + w.Pool().Name
+		}
+	}
+	for _, w := range plan.Waiting {
+		switch {
+		case len(w.Reasons) > 0 && w.Reasons[0].Pool != "":
+			out[w.Workload] = "nodepools/" + w.Reasons[0].Pool
+		case c.state.Workload(w.Workload) != nil && len(c.state.Workload(w.Workload).Pools) > 0:
+			out[w.Workload] = "nodepools/" + c.state.Workload(w.Workload).Pools[0]
+		}
+	}
+	return out
+}

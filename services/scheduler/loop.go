@@ -66,7 +66,7 @@ func (s *Server) lead(ctx context.Context) error {
 		case <-cctx.Done():
 		}
 	}()
-	if err := el.Campaign(cctx, s.cfg.Replica); err != nil {
+	if err := el.Campaign(cctx, electionValue(s.cfg.Replica, s.Address())); err != nil {
 		if cctx.Err() != nil {
 			return nil
 		}
@@ -147,8 +147,9 @@ func (s *Server) cycle(ctx context.Context, f fence) {
 		return
 	}
 	ws := c.planWrites(plan, now)
+	pools := c.poolsOf(plan)
 	c.mu.Unlock()
-	s.recordCycle(plan, now)
+	s.recordCycle(plan, pools, now)
 	var written map[string]string
 	ws.reasons, written = reasonsWrites(s.written, plan.Waiting)
 	if ws.empty() {

@@ -82,6 +82,7 @@ type Server struct {
 	metrics *metrics
 
 	mu         sync.Mutex
+	address    string // where this replica serves gRPC (SetAddress), advertised in the election
 	leader     *leadership
 	lastCycle  time.Time
 	cycles     int64
@@ -106,8 +107,8 @@ type decision struct {
 	rule     workloadv1.SchedulingRule
 	reasons  []string
 	pending  []scheduling.Reason // a NOT_PLACED decision's reasons, structured
-	pool     string
-	others   []string // victims of a placement, or who took an eviction's room
+	pool     string              // `nodepools/{pool}` the decision concerns
+	others   []string            // victims of a placement, or who took an eviction's room
 	election int64
 }
 
@@ -161,6 +162,32 @@ func (s *Server) RegisterGateway(ctx context.Context, mux *runtime.ServeMux, con
 	return schedulerv1.RegisterSchedulerServiceHandler(ctx, mux, conn)
 }
 
+// SetAddress records the address this replica serves gRPC on, advertised
+// to the others through the election (Leader.address). Call it before Run;
+// a later call takes effect at the next campaign.
+func (s *Server) SetAddress(addr string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.address = addr
+}
+
+// Address is what SetAddress recorded.
+func (s *Server) Address() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.address
+}
+
+// electionValue is what a candidate writes to its election key: its
+// replica name, then its address after a newline (names and addresses
+// have none).
+func electionValue(replica, address string) string { return replica + "\n" + address }
+
+func parseElectionValue(v string) (replica, address string) {
+	replica, address, _ = strings.Cut(v, "\n")
+	return replica, address
+}
+
 func (s *Server) setLeader(l *leadership) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -169,7 +196,8 @@ func (s *Server) setLeader(l *leadership) {
 
 // recordCycle keeps what ExplainWorkload reports: the last cycle's reasons
 // for every waiting workload, and each workload's last placement or eviction.
-func (s *Server) recordCycle(plan scheduling.Plan, now time.Time) {
+// pools names the node pool each decision concerns (Cache.poolsOf).
+func (s *Server) recordCycle(plan scheduling.Plan, pools map[string]string, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var election int64
@@ -180,11 +208,11 @@ func (s *Server) recordCycle(plan scheduling.Plan, now time.Time) {
 	s.lastPlan = make(map[string]decision, len(plan.Waiting))
 	for _, w := range plan.Waiting {
 		s.lastPlan[w.Workload] = decision{at: now, outcome: schedulerv1.DecisionOutcome_DECISION_OUTCOME_NOT_PLACED,
-			reasons: scheduling.Texts(w.Reasons), pending: w.Reasons, election: election}
+			reasons: scheduling.Texts(w.Reasons), pending: w.Reasons, election: election, pool: pools[w.Workload]}
 	}
 	for _, e := range plan.Evictions {
 		d := decision{at: now, outcome: schedulerv1.DecisionOutcome_DECISION_OUTCOME_EVICTED, rule: ruleOf(e.Rule),
-			reasons: []string{e.Reason}, election: election}
+			reasons: []string{e.Reason}, election: election, pool: pools[e.Workload]}
 		if e.For != "" {
 			d.others = []string{workloadName(e.For)}
 		}
@@ -218,7 +246,7 @@ func (s *Server) recordCycle(plan scheduling.Plan, now time.Time) {
 		v := victims[id]
 		sort.Strings(v)
 		s.lastEvents[id] = decision{at: now, outcome: schedulerv1.DecisionOutcome_DECISION_OUTCOME_PLACED,
-			rule: rule, others: v, election: election,
+			rule: rule, others: v, election: election, pool: pools[id],
 			reasons: []string{"Placed " + plural(pods, "pod") + " on " + strings.Join(nodes, ", ") + "."}}
 	}
 }
@@ -236,7 +264,8 @@ func (s *Server) GetLeader(ctx context.Context, req *schedulerv1.GetLeaderReques
 		return nil, apierr.Unavailable(commonv1.ErrorReason_NOT_LEADER, time.Second)
 	}
 	kv := resp.Kvs[0]
-	out := &schedulerv1.Leader{Name: "leader", Replica: string(kv.Value), ElectionRevision: kv.CreateRevision,
+	replica, address := parseElectionValue(string(kv.Value))
+	out := &schedulerv1.Leader{Name: "leader", Replica: replica, Address: address, ElectionRevision: kv.CreateRevision,
 		Etag: etcdstore.FormatEtag(kv.ModRevision)}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -271,14 +300,15 @@ func (s *Server) GetQueue(ctx context.Context, req *schedulerv1.GetQueueRequest)
 		return nil, apierr.NotFound(apierr.Department, "departments/"+id)
 	}
 	scheduling.ComputeFairShares(c.state)
-	return queueProto(c.state, q, s.cfg.Clock()), nil
+	return c.queueProto(q, s.cfg.Clock()), nil
 }
 
-// ListQueues lists departments, then their projects, in creation order.
-// filter is not supported yet.
+// ListQueues lists departments, then their projects, in creation order,
+// those the filter keeps (queueFilter).
 func (s *Server) ListQueues(ctx context.Context, req *schedulerv1.ListQueuesRequest) (*schedulerv1.ListQueuesResponse, error) {
-	if req.GetFilter() != "" {
-		return nil, apierr.InvalidFilter(req.GetFilter(), "filters are not supported on queues yet")
+	keep, err := parseQueueFilter(req.GetFilter())
+	if err != nil {
+		return nil, err
 	}
 	size := int(req.GetPageSize())
 	switch {
@@ -320,11 +350,14 @@ func (s *Server) ListQueues(ctx context.Context, req *schedulerv1.ListQueuesRequ
 				continue
 			}
 		}
+		if !keep(q) {
+			continue
+		}
 		if len(out.Queues) == size {
 			out.NextPageToken = base64.RawURLEncoding.EncodeToString([]byte(name))
 			break
 		}
-		out.Queues = append(out.Queues, queueProto(c.state, q, now))
+		out.Queues = append(out.Queues, c.queueProto(q, now))
 	}
 	return out, nil
 }
@@ -353,48 +386,6 @@ func parseQueueName(name string) (cluster.QueueKind, string, bool) {
 		return cluster.Department, id, true
 	}
 	return 0, "", false
-}
-
-// queueProto reports q per node pool, with the fair shares last computed.
-func queueProto(st *cluster.State, q *cluster.Queue, now time.Time) *schedulerv1.Queue {
-	out := &schedulerv1.Queue{Name: queueName(q), UpdateTime: timestamppb.New(now)}
-	if q.Kind == cluster.Project {
-		out.Kind = schedulerv1.QueueKind_QUEUE_KIND_PROJECT
-		if q.Parent != nil {
-			out.ParentQueue = "departments/" + q.Parent.Name + "/queue"
-		}
-	} else {
-		out.Kind = schedulerv1.QueueKind_QUEUE_KIND_DEPARTMENT
-	}
-	running, pending := map[int]int32{}, map[int]int32{}
-	for _, p := range projectsOf(q) {
-		for w := range p.Running() {
-			if pool := w.Pool(); pool != nil {
-				running[pool.Index]++
-			}
-		}
-		for w := range p.Waiting() {
-			if w.PlacedPods() == 0 {
-				pending[st.Pool(w.Pools[0]).Index]++
-			}
-		}
-	}
-	for _, p := range st.Pools {
-		qu, u := q.Quotas[p.Index], q.Usage[p.Index]
-		out.NodePools = append(out.NodePools, &schedulerv1.QueueNodePool{
-			NodePool:                "nodepools/" + p.Name,
-			Deserved:                quantity(qu.Deserved),
-			Limit:                   quantity(qu.Limit),
-			FairShare:               quantity(q.FairShare[p.Index]),
-			Allocated:               quantity(u.Allocated),
-			AllocatedNonPreemptible: quantity(u.NonPreemptible),
-			Requested:               quantity(u.Requested()),
-			OverQuotaWeights:        &schedulerv1.OverQuotaWeights{Gpu: int32(qu.Weight), Cpu: int32(qu.Weight), Memory: int32(qu.Weight)},
-			RunningWorkloads:        running[p.Index],
-			PendingWorkloads:        pending[p.Index],
-		})
-	}
-	return out
 }
 
 func projectsOf(q *cluster.Queue) []*cluster.Queue {

@@ -28,8 +28,9 @@ import (
 //
 //   - bindings (`bindings/{node}/{project}.{workload}.{pod}`, the
 //     scheduler's): newly bound pods fold SCHEDULED (RUNNING once min pods
-//     are bound, as Fold defines); status.pods, nodes and the allocated
-//     milli-GPUs follow the bound set; a workload whose bindings are all
+//     are bound, as Fold defines); status.pods, nodes, node_pool (the
+//     nodes' pool, from `nodes/`) and the allocated GPUs, CPU and memory
+//     (the spec's per pod) follow the bound set; a workload whose bindings are all
 //     gone without an event is Released (STOPPED when suspended);
 //   - evictions (`evictions/{project}/{workload}/{unixnano}-{n}`, PREEMPTED
 //     events of the scheduler): folded as they are, and the eviction key is
@@ -260,6 +261,7 @@ type snapshot struct {
 	runs      map[string]*mvccKV // by binding id {node}/{project}.{workload}.{pod}
 	evictions map[string][]*mvccKV
 	reasons   map[string]*mvccKV // by project/workload
+	pools     map[string]string  // node pool (`nodepools/{pool}`) by node name `nodes/{node}`
 }
 
 type mvccKV struct {
@@ -315,7 +317,7 @@ func (c *Controller) reconcile(ctx context.Context, ids []string) (int64, error)
 // read takes the five prefixes in one transaction, so at one revision.
 func (c *Controller) read(ctx context.Context) (*snapshot, error) {
 	prefixes := []string{etcdstore.PrefixWorkloads, etcdstore.PrefixBindings, etcdstore.PrefixRuns, etcdstore.PrefixEvictions,
-		etcdstore.PrefixReasons}
+		etcdstore.PrefixReasons, etcdstore.PrefixNodes}
 	ops := make([]clientv3.Op, len(prefixes))
 	for i, p := range prefixes {
 		ops[i] = clientv3.OpGet(p, clientv3.WithPrefix())
@@ -329,7 +331,7 @@ func (c *Controller) read(ctx context.Context) (*snapshot, error) {
 	}
 	s := &snapshot{rev: resp.Header.Revision, workloads: map[string]*mvccKV{},
 		bindings: map[string][]*mvccKV{}, runs: map[string]*mvccKV{}, evictions: map[string][]*mvccKV{},
-		reasons: map[string]*mvccKV{}}
+		reasons: map[string]*mvccKV{}, pools: map[string]string{}}
 	for i, p := range prefixes {
 		for _, kv := range resp.Responses[i].GetResponseRange().GetKvs() {
 			m := &mvccKV{key: string(kv.Key), value: kv.Value, createRev: kv.CreateRevision, modRev: kv.ModRevision}
@@ -351,6 +353,13 @@ func (c *Controller) read(ctx context.Context) (*snapshot, error) {
 				if id := reasonsWorkload(rest); id != "" {
 					s.reasons[id] = m
 				}
+			case etcdstore.PrefixNodes:
+				n := new(nodemanagerv1.Node)
+				if err := proto.Unmarshal(kv.Value, n); err != nil {
+					c.skipped.Report(m.key, m.modRev, fmt.Errorf("decode %s: %w", m.key, err))
+					continue
+				}
+				s.pools["nodes/"+rest] = clusterproto.NodePoolName(n.GetNodePool())
 			}
 		}
 	}
@@ -456,7 +465,7 @@ func (c *Controller) foldPods(w *workloadv1.Workload, snap *snapshot, id string,
 	}
 	var fresh, stillNodes, freshNodes []string
 	var still int32
-	var gpus int64
+	var gpus, cpu, memory int64
 	var started []string
 	for _, p := range pods {
 		old, ok := prev[p.GetIndex()]
@@ -472,12 +481,19 @@ func (c *Controller) foldPods(w *workloadv1.Workload, snap *snapshot, id string,
 			started = append(started, strconv.Itoa(int(p.GetIndex())))
 		}
 		gpus += int64(p.GetFractionMilli()) * int64(max(len(p.GetDeviceIndexes()), 1))
+		cpu += w.GetSpec().GetMilliCpu()
+		memory += w.GetSpec().GetMemoryBytes()
 	}
 	slices.Sort(stillNodes)
 	st.Pods = pods
 	st.RunningPods = still
 	st.Nodes = slices.Compact(stillNodes)
-	st.AllocatedMilliGpus = gpus
+	st.AllocatedMilliGpus, st.AllocatedMilliCpu, st.AllocatedMemoryBytes = gpus, cpu, memory
+	// A workload is placed in one pool; a node deleted since keeps the
+	// pool last seen.
+	if pool, ok := snap.pools[pods[0].GetNode()]; ok {
+		st.NodePool = pool
+	}
 	st.GpuIdleTime = workloadIdle(pods)
 	if len(fresh) > 0 {
 		slices.Sort(freshNodes)

@@ -399,3 +399,36 @@ func TestController_SkipsUndecodable(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestController_FillsPlacement: status.node_pool is the bound nodes' pool
+// (as the node manager recorded it), and the allocated CPU and memory are
+// the spec's per bound pod; all are cleared when the pods go.
+func TestController_FillsPlacement(t *testing.T) {
+	e := start(t)
+	e.addProjects(t, "team-a")
+	spec := training()
+	spec.Spec.Pods, spec.Spec.MilliCpu, spec.Spec.MemoryBytes = 2, 1500, 2<<30
+	w := e.create(t, "team-a", "train", spec)
+	for _, n := range []string{"n1", "n2"} {
+		node := &nodemanagerv1.Node{Name: "nodes/" + n, NodePool: "nodepools/a100"}
+		if _, err := etcdstore.NewBatch(e.etcd.Client).Put(etcdstore.PrefixNodes+n, node).Commit(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.runController(t)
+	e.bind(t, "n1", "team-a", "train", 0)
+	e.bind(t, "n2", "team-a", "train", 1)
+	got := e.await(t, w.GetName(), "running", phaseIs(workloadv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING))
+	if st := got.GetStatus(); st.GetNodePool() != "nodepools/a100" || st.GetAllocatedMilliCpu() != 3000 || st.GetAllocatedMemoryBytes() != 4<<30 {
+		t.Errorf("node pool %q, CPU %d, memory %d; want nodepools/a100, 3000, 4 GiB", st.GetNodePool(), st.GetAllocatedMilliCpu(), st.GetAllocatedMemoryBytes())
+	}
+	for _, n := range []string{"n1", "n2"} {
+		if _, err := e.etcd.Client.Delete(t.Context(), bindingKey(n, "team-a", "train", int32(n[1]-'1'))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got = e.await(t, w.GetName(), "released", func(w *workloadv1.Workload) bool { return w.GetStatus().GetRunningPods() == 0 })
+	if st := got.GetStatus(); st.GetNodePool() != "" || st.GetAllocatedMilliCpu() != 0 || st.GetAllocatedMemoryBytes() != 0 {
+		t.Errorf("after release: node pool %q, CPU %d, memory %d; want none", st.GetNodePool(), st.GetAllocatedMilliCpu(), st.GetAllocatedMemoryBytes())
+	}
+}

@@ -193,6 +193,9 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr, token string)) 
 		}
 		srv.Register(b.svc.Register)
 		srv.RegisterGateway(b.svc.RegisterGateway)
+		if s, ok := b.svc.(*scheduler.Server); ok {
+			s.SetAddress(srv.Addr())
+		}
 		if b.run != nil {
 			runs = append(runs, b)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/runwayhq/runway/pkg/auth"
 	"github.com/runwayhq/runway/pkg/grpcserver"
 	"github.com/runwayhq/runway/services/identity"
+	"github.com/runwayhq/runway/services/scheduler"
 )
 
 // ServeConfig is one service on its own server (`runway serve <svc>`).
@@ -129,6 +130,9 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	}
 	srv.Register(b.svc.Register)
 	srv.RegisterGateway(b.svc.RegisterGateway)
+	if s, ok := b.svc.(*scheduler.Server); ok {
+		s.SetAddress(srv.Addr())
+	}
 	g := newGroup(ctx)
 	g.Go("guard", guard.Run)
 	g.Go("server", srv.Serve)
