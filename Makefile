@@ -39,9 +39,16 @@ CONTRACT_SUBDIRS ?=
 # The time-slicing enforcement tests measure CPU-time ratios, so they run
 # alone, after the rest, not beside other packages' tests on the same CPUs.
 MEASURED = TestRun_strictRatio|TestRun_fairIdleLeasesGoToBusy
+# The packages with concurrency run again under the race detector: the
+# store's watches and compactor, the scheduler's cache and loop, group
+# commit and the status controller, the node agent. (The time-slicing
+# enforcer's only tests are the CPU-time measurements above, which the
+# detector's overhead would distort.)
+RACE_PKGS = ./pkg/etcdstore/... ./services/scheduler/ ./services/workload/ ./services/nodemanager/...
 
 test: build check ## run the whole test suite (checks, unit, property, scenarios)
 	$(GO) test -count=1 -skip '$(MEASURED)' $(PKGS)
+	$(GO) test -count=1 -race $(RACE_PKGS)
 	$(GO) test -count=1 -run '$(MEASURED)' ./pkg/runner/timeslicer/
 	./scripts/check-scenarios.sh $(BIN)/runway scenarios $(CONTRACT) $(CONTRACT_SUBDIRS)
 
