@@ -45,31 +45,23 @@ func newChecker(c *cluster) *checker {
 func (k *checker) run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { k.watchBindings(ctx) })
-	wg.Go(func() {
-		tick := time.NewTicker(200 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-				k.sample(ctx)
-			}
-		}
-	})
-	wg.Go(func() {
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-				k.pollLeader(ctx)
-			}
-		}
-	})
+	wg.Go(func() { every(ctx, 200*time.Millisecond, k.sample) })
+	wg.Go(func() { every(ctx, 20*time.Millisecond, k.pollLeader) })
 	wg.Wait()
+}
+
+// every runs f every d until ctx ends.
+func every(ctx context.Context, d time.Duration, f func(context.Context)) {
+	tick := time.NewTicker(d)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			f(ctx)
+		}
+	}
 }
 
 // watchBindings counts binding creations per workload from the first
