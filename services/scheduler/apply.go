@@ -83,7 +83,7 @@ func (p *planBuilder) add(workloadID string, w write) {
 //     with the pod's key (PrefixPods) put if absent too: etcd itself then
 //     refuses a second binding of the same pod, whatever the model
 //     believed. A pod still bound elsewhere (its node was lost) has that
-//     binding deleted and its pod key replaced if unchanged since.
+//     binding and its pod key deleted; it is bound again next cycle.
 //   - An eviction deletes the pods' binding keys (each if unchanged) and
 //     their pod keys, and puts one PREEMPTED event under PrefixEvictions.
 //   - Orphans: bindings of workloads the model no longer holds (deleted,
@@ -98,7 +98,7 @@ func (c *Cache) planWrites(plan scheduling.Plan, now time.Time) writes {
 		pb.add(workloadID, write{key: key, msg: ev})
 	}
 	deleted := map[string]bool{}
-	podKeyDeleted := map[podKey]int64{} // pod keys deleted in this plan, with the revision they had
+	podsFreed := map[podKey]bool{}
 	del := func(bid string) {
 		b, ok := c.bindings[bid]
 		if !ok || deleted[bid] {
@@ -106,9 +106,11 @@ func (c *Cache) planWrites(plan scheduling.Plan, now time.Time) writes {
 		}
 		deleted[bid] = true
 		pb.add(b.Workload, write{key: etcdstore.PrefixBindings + bid, modRev: b.Revision, checked: true})
-		pk := podKey{b.Workload, b.Pod}
-		if _, twice := podKeyDeleted[pk]; !twice {
-			podKeyDeleted[pk] = b.Revision
+		// Unconditional: the binding delete beside it is conditional, and
+		// the pod key exists while a binding of the pod does.
+		if pk := (podKey{b.Workload, b.Pod}); !podsFreed[pk] {
+			podsFreed[pk] = true
+			pb.add(b.Workload, write{key: podKeyOf(b.Workload, b.Pod)})
 		}
 	}
 	for _, e := range plan.Evictions {
@@ -137,15 +139,14 @@ func (c *Cache) planWrites(plan scheduling.Plan, now time.Time) writes {
 		event(e.Workload, ev)
 	}
 	c.orphanWrites(del, event, now)
-	rebound := map[podKey]bool{}
 	for _, b := range plan.Bindings {
 		id := bindingID(b.Node, b.Workload, b.Pod)
-		pk := podKey{b.Workload, b.Pod}
-		if old, ok := c.byPod[pk]; ok && old != id {
+		if old, ok := c.byPod[podKey{b.Workload, b.Pod}]; ok {
+			// Still bound (elsewhere: its node was lost; or here, stale):
+			// that binding and its pod key go now, the pod is bound again
+			// next cycle, so a pod key is only ever created, never replaced.
 			del(old)
-		}
-		if deleted[id] {
-			continue // its stale copy is deleted in this plan; bound again next cycle
+			continue
 		}
 		ps := &workloadv1.PodStatus{Index: int32(b.Pod), Node: "nodes/" + b.Node, FractionMilli: int32(b.Share),
 			State: workloadv1.PodState_POD_STATE_BOUND}
@@ -153,31 +154,8 @@ func (c *Cache) planWrites(plan scheduling.Plan, now time.Time) writes {
 			ps.DeviceIndexes = append(ps.DeviceIndexes, int32(d))
 		}
 		pb.add(b.Workload, write{key: etcdstore.PrefixBindings + id, msg: ps, checked: true})
-		// The pod key is written in the binding's transaction, so its
-		// ModRevision is the binding's: a rebind replaces it only if it is
-		// still the deleted binding's.
-		oldRev := podKeyDeleted[pk]
-		rebound[pk] = true
 		pb.add(b.Workload, write{key: podKeyOf(b.Workload, b.Pod),
-			msg: &workloadv1.PodStatus{Index: int32(b.Pod), Node: "nodes/" + b.Node}, modRev: oldRev, checked: true})
-	}
-	// Pod keys of deleted bindings that are not bound again in this plan.
-	var gone []podKey
-	for pk := range podKeyDeleted {
-		if !rebound[pk] {
-			gone = append(gone, pk)
-		}
-	}
-	sort.Slice(gone, func(i, j int) bool {
-		if gone[i].workload != gone[j].workload {
-			return gone[i].workload < gone[j].workload
-		}
-		return gone[i].pod < gone[j].pod
-	})
-	for _, pk := range gone {
-		// Unconditional: the binding delete beside it is conditional, and
-		// the pod key exists exactly while one binding of the pod does.
-		pb.add(pk.workload, write{key: podKeyOf(pk.workload, pk.pod)})
+			msg: &workloadv1.PodStatus{Index: int32(b.Pod), Node: "nodes/" + b.Node}, checked: true})
 	}
 	return pb.out
 }
