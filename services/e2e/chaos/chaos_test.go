@@ -98,7 +98,10 @@ func TestChaos(t *testing.T) {
 	t.Logf("time to first binding after a kill: p50 %d ms p99 %d ms (%d kills with work waiting)",
 		firstBinding.p(50), firstBinding.p(99), len(firstBinding))
 	t.Logf("workloads: %d created, %d deleted, %d completed, %d failed, %d not final after the drain; %d create and %d delete calls failed",
-		len(ld.created), len(ld.deleted), r.completed, r.failed, unfinished, ld.createErrs, ld.deleteErrs)
+		len(ld.created), len(ld.deleted), r.completed, r.failed, len(unfinished), ld.createErrs, ld.deleteErrs)
+	for _, u := range unfinished {
+		t.Logf("not final: %s", u)
+	}
 	line := fmt.Sprintf("chaos: %d acked, %d lost, %d doubled, failover p50 %d ms p99 %d ms",
 		len(ld.created)+len(ld.deleted), r.lost, r.doubled, failover.p(50), failover.p(99))
 	fmt.Println(line)

@@ -237,21 +237,26 @@ func (k *checker) memberHealthy(p *proc) error {
 }
 
 // drain waits until every stored workload is final (or timeout) and
-// returns how many are not.
-func (k *checker) drain(t *testing.T, timeout time.Duration) int {
+// returns those that are not, each with its phase and last event.
+func (k *checker) drain(t *testing.T, timeout time.Duration) []string {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		ws, err := k.workloads(ctx)
 		cancel()
-		left := 0
-		for _, w := range ws {
-			if p := w.GetStatus().GetPhase(); p != workloadv1.WorkloadPhase_WORKLOAD_PHASE_COMPLETED && p != workloadv1.WorkloadPhase_WORKLOAD_PHASE_FAILED {
-				left++
+		var left []string
+		for name, w := range ws {
+			st := w.GetStatus()
+			if p := st.GetPhase(); p != workloadv1.WorkloadPhase_WORKLOAD_PHASE_COMPLETED && p != workloadv1.WorkloadPhase_WORKLOAD_PHASE_FAILED {
+				last := ""
+				if evs := st.GetEvents(); len(evs) > 0 {
+					last = evs[len(evs)-1].GetType().String() + ": " + evs[len(evs)-1].GetMessage()
+				}
+				left = append(left, fmt.Sprintf("%s %s (%d pods bound; last event %s)", name, p, len(st.GetPods()), last))
 			}
 		}
-		if err == nil && left == 0 || time.Now().After(deadline) {
+		if err == nil && len(left) == 0 || time.Now().After(deadline) {
 			return left
 		}
 		time.Sleep(500 * time.Millisecond)
