@@ -112,12 +112,12 @@ func (p *pods) watch(ctx context.Context, rev int64) error {
 	return errors.New("watch channel closed")
 }
 
-// put takes a binding (created at createRev). A pod is started once per
-// binding: when its run report is newer than the binding, an earlier run
-// of this agent (before a crash or a restart) started it, so it is not
-// started again; if that report says it was still running, its process
-// was lost with the agent and it is reported FAILED. An error (the report
-// could not be read) makes the caller list again.
+// put takes a binding (created at createRev). A pod that ended is not
+// started again for the same binding: when its run report is newer than
+// the binding and final, an earlier run of this agent (before a crash or
+// a restart) ran it to the end. A pod whose report says it was still
+// running lost its process with that agent, and is started again. An
+// error (the report could not be read) makes the caller list again.
 func (p *pods) put(ctx context.Context, key string, value []byte, createRev int64) error {
 	b, err := nodemanager.DecodeBinding(key, value)
 	if err != nil {
@@ -132,13 +132,12 @@ func (p *pods) put(ctx context.Context, key string, value []byte, createRev int6
 		return fmt.Errorf("read the run report of %s: %w", key, err)
 	}
 	if len(resp.Kvs) == 1 && resp.Kvs[0].ModRevision > createRev {
-		p.taken[key] = &pod{stop: make(chan struct{})} // kept, so that it is not started again
 		prev := new(nodemanagerv1.ReportWorkloadStateRequest)
-		if err := proto.Unmarshal(resp.Kvs[0].Value, prev); err == nil && !ended(prev.GetState()) {
-			p.report(ctx, b.WorkloadName(), b.Pod, workloadv1.PodState_POD_STATE_FAILED, 0,
-				"The node agent restarted while the pod ran; its process was lost.", 0)
+		if err := proto.Unmarshal(resp.Kvs[0].Value, prev); err == nil && ended(prev.GetState()) {
+			p.taken[key] = &pod{stop: make(chan struct{})} // kept, so that it is not started again
+			return nil
 		}
-		return nil
+		p.log.Info("starting again a pod whose process was lost with an earlier run of the agent", "binding", key)
 	}
 	p.apply(ctx, key, &b)
 	return nil
