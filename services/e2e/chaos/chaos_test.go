@@ -92,13 +92,13 @@ func TestChaos(t *testing.T) {
 	stopChecker()
 	<-checked
 
-	r := chk.final(t, ld, ledger)
+	r := chk.final(t, ld, ledger, kills)
 	failover, firstBinding := kills.stats()
 	t.Logf("kills: %s", kills.summary())
 	t.Logf("time to first binding after a kill: p50 %d ms p99 %d ms (%d kills with work waiting)",
 		firstBinding.p(50), firstBinding.p(99), len(firstBinding))
-	t.Logf("workloads: %d created, %d deleted, %d completed, %d failed, %d not final after the drain; %d create and %d delete calls failed",
-		len(ld.created), len(ld.deleted), r.completed, r.failed, len(unfinished), ld.createErrs, ld.deleteErrs)
+	t.Logf("workloads: %d created, %d deleted, %d completed, %d failed, %d not final after the drain; %d create and %d delete calls failed; %d pods started again after their agent was killed while they ran",
+		len(ld.created), len(ld.deleted), r.completed, r.failed, len(unfinished), ld.createErrs, ld.deleteErrs, r.reran)
 	for _, u := range unfinished {
 		t.Logf("not final: %s", u)
 	}
@@ -175,7 +175,9 @@ func (l *load) caller(ctx context.Context, n int) {
 				Parent: "projects/" + project, WorkloadId: id, Workload: &workloadv1.Workload{
 					Type: workloadv1.WorkloadType_WORKLOAD_TYPE_TRAINING,
 					Spec: &workloadv1.WorkloadSpec{Image: "busybox",
-						Command: []string{"sh", "-c", fmt.Sprintf("echo %s/%s >> %s; sleep %s", project, id, l.ledger, sleep)},
+						// The ledger line: the pod, where it ran (its
+						// directory is under its agent's) and when.
+						Command: []string{"sh", "-c", fmt.Sprintf(`echo "%s/%s $(pwd) $(date +%%s%%N)" >> %s; sleep %s`, project, id, l.ledger, sleep)},
 						Gpu:     &workloadv1.GpuRequest{Amount: &workloadv1.GpuRequest_Devices{Devices: 1}}}}})
 			cancel()
 			l.mu.Lock()
@@ -230,6 +232,16 @@ func (ks kills) stats() (failover, firstBinding millis) {
 		}
 	}
 	return failover, firstBinding
+}
+
+// agentKilledBetween: node's agent was killed after from and before to.
+func (ks kills) agentKilledBetween(node string, from, to time.Time) bool {
+	for _, k := range ks {
+		if k.target == node && k.at.After(from) && k.at.Before(to) {
+			return true
+		}
+	}
+	return false
 }
 
 func (ks kills) summary() string {

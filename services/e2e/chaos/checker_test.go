@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -267,12 +268,13 @@ func (k *checker) drain(t *testing.T, timeout time.Duration) []string {
 type result struct {
 	lost, doubled     int
 	completed, failed int
+	reran             int // pods started again after their agent was killed while they ran
 	problems          []string
 }
 
 // final checks the acknowledged writes, the samples, the ledger of runs
 // and each workload's phase against its history.
-func (k *checker) final(t *testing.T, ld *load, ledger string) result {
+func (k *checker) final(t *testing.T, ld *load, ledger string, ks kills) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -311,14 +313,13 @@ func (k *checker) final(t *testing.T, ld *load, ledger string) result {
 	if err != nil && !os.IsNotExist(err) {
 		t.Fatal(err)
 	}
-	ran := map[string]int{}
-	for line := range strings.Lines(string(b)) {
-		ran[strings.TrimSpace(line)]++
-	}
+	ran, reran := runsOf(string(b), ks)
 	for w, n := range ran {
-		if n > k.creations[w] {
-			r.doubled += n - k.creations[w]
-			r.problems = append(r.problems, fmt.Sprintf("%s ran %d times with %d bindings", w, n, k.creations[w]))
+		r.reran += reran[w]
+		if n-reran[w] > k.creations[w] {
+			r.doubled += n - reran[w] - k.creations[w]
+			r.problems = append(r.problems, fmt.Sprintf("%s ran %d times (%d again after its agent was killed) with %d bindings",
+				w, n, reran[w], k.creations[w]))
 		}
 	}
 	for name, w := range ws {
@@ -337,6 +338,36 @@ func (k *checker) final(t *testing.T, ld *load, ledger string) result {
 		}
 	}
 	return r
+}
+
+// runsOf reads the ledger: how many times each pod ran, and how many of
+// those were a run again on the same node after that node's agent was
+// killed while the pod ran (its process died with the agent, and the
+// restarted agent starts it again for the same binding).
+func runsOf(ledger string, ks kills) (ran, reran map[string]int) {
+	ran, reran = map[string]int{}, map[string]int{}
+	type run struct {
+		node string
+		at   time.Time
+	}
+	last := map[string]run{}
+	for line := range strings.Lines(ledger) {
+		f := strings.Fields(line)
+		if len(f) != 3 {
+			continue
+		}
+		w, dir := f[0], f[1]
+		var ns int64
+		fmt.Sscan(f[2], &ns)
+		node := filepath.Base(filepath.Dir(dir))
+		at := time.Unix(0, ns)
+		ran[w]++
+		if prev, ok := last[w]; ok && prev.node == node && ks.agentKilledBetween(node, prev.at, at) {
+			reran[w]++
+		}
+		last[w] = run{node, at}
+	}
+	return ran, reran
 }
 
 // historyDisagrees says how a workload's phase contradicts its events
