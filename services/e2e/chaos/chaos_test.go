@@ -201,7 +201,8 @@ func (l *load) caller(ctx context.Context, n int) {
 // kill is one SIGKILL of the driver.
 type kill struct {
 	target       string
-	at           time.Time
+	at           time.Time // when the kill was sent
+	dead         time.Time // when the process (and, for an agent, its pods) had died
 	leader       bool          // the scheduler leader was killed
 	failover     time.Duration // until another replica led (leader kills)
 	firstBinding time.Duration // until the next binding was created (-1: none while work waited)
@@ -234,10 +235,12 @@ func (ks kills) stats() (failover, firstBinding millis) {
 	return failover, firstBinding
 }
 
-// agentKilledBetween: node's agent was killed after from and before to.
+// agentKilledBetween: node's agent was killed between a run that began
+// at from and one that began at to: it was still alive at from (died
+// after it) and the kill was sent before to.
 func (ks kills) agentKilledBetween(node string, from, to time.Time) bool {
 	for _, k := range ks {
-		if k.target == node && k.at.After(from) && k.at.Before(to) {
+		if k.target == node && k.dead.After(from) && k.at.Before(to) {
 			return true
 		}
 	}
@@ -302,6 +305,7 @@ func drive(t *testing.T, ctx context.Context, c *cluster, chk *checker) kills {
 		waiting := chk.pending()
 		k.at = time.Now()
 		p.kill()
+		k.dead = time.Now()
 		time.Sleep(time.Duration(300+r.IntN(700)) * time.Millisecond)
 		p.start(t)
 		if k.leader {
