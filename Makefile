@@ -39,11 +39,27 @@ CONTRACT_SUBDIRS ?= next
 # The time-slicing enforcement tests measure CPU-time ratios, so they run
 # alone, after the rest, not beside other packages' tests on the same CPUs.
 MEASURED = TestRun_strictRatio|TestRun_fairIdleLeasesGoToBusy
+# The packages with concurrency run again under the race detector: the
+# store's watches and compactor, the scheduler's cache and loop, group
+# commit and the status controller, the node agent. (The time-slicing
+# enforcer's only tests are the CPU-time measurements above, which the
+# detector's overhead would distort.)
+RACE_PKGS = ./pkg/etcdstore/... ./services/scheduler/ ./services/workload/ ./services/nodemanager/...
 
-test: build check ## run the whole test suite (checks, unit, property, scenarios)
+test: build check $(BIN)/etcd ## run the whole test suite (checks, unit, property, scenarios, the short chaos run)
 	$(GO) test -count=1 -skip '$(MEASURED)' $(PKGS)
+	$(GO) test -count=1 -race $(RACE_PKGS)
 	$(GO) test -count=1 -run '$(MEASURED)' ./pkg/runner/timeslicer/
 	./scripts/check-scenarios.sh $(BIN)/runway scenarios $(CONTRACT) $(CONTRACT_SUBDIRS)
+
+# The chaos run (services/e2e/chaos): every service, a 3-member etcd, two
+# scheduler replicas and three agents as processes, SIGKILLed at random
+# under load; it prints "chaos: N acked, 0 lost, 0 doubled, failover ...".
+# `make test` runs its short form (40 s).
+CHAOS_DURATION ?= 5m
+.PHONY: chaos
+chaos: $(BIN)/etcd ## the chaos run for CHAOS_DURATION (default 5m)
+	CHAOS_DURATION=$(CHAOS_DURATION) $(GO) test -count=1 -run TestChaos -v -timeout 30m ./services/e2e/chaos/
 
 .PHONY: bench
 bench: ## run the benchmarks

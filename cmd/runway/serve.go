@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -77,6 +78,7 @@ It runs until SIGINT or SIGTERM and then shuts down cleanly.`,
 	f.StringVar(&cfg.EtcdTLS.CAFile, "etcd-ca-file", "", "CA bundle that verifies etcd's certificate (TLS to etcd)")
 	f.StringVar(&cfg.EtcdTLS.CertFile, "etcd-cert-file", "", "client certificate for etcd")
 	f.StringVar(&cfg.EtcdTLS.KeyFile, "etcd-key-file", "", "client key for etcd")
+	f.IntVar(&cfg.EtcdMaxTxnOps, "etcd-max-txn-ops", 0, "the etcd cluster's --max-txn-ops; the scheduler writes each workload's plan in one transaction of at most this many operations (default etcd's 128; run etcd with --max-txn-ops "+strconv.Itoa(server.DevMaxTxnOps)+" for gangs of every size)")
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:7070", "gRPC and REST address")
 	f.StringVar(&cfg.QuotaServer, "quota-server", "", "the QuotaService's address (required by the workload service)")
 	f.StringVar(&cfg.Replica, "replica", "", "the scheduler replica's name in the election (default: the host name)")

@@ -6,6 +6,15 @@ import quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
 // selector claims it.
 const DefaultPoolName = "nodepools/default"
 
+// NodePoolName is a node's recorded pool (Node.node_pool) as a resource
+// name: DefaultPoolName when the node records none.
+func NodePoolName(recorded string) string {
+	if recorded == "" {
+		return DefaultPoolName
+	}
+	return recorded
+}
+
 // PoolOf is the node pool a node with these labels belongs to: the oldest
 // pool (create_time, then name) whose non-empty selector all its labels
 // match, else nodepools/default (NodePool's comment in node_pool.proto).

@@ -30,6 +30,7 @@ type Collection[T proto.Message] struct {
 	client *clientv3.Client
 	prefix string
 	newFn  func() T
+	skip   func(key string, modRev int64, err error) // SkipUndecodable
 }
 
 // NewCollection returns the collection of T under prefix, which must end in
@@ -41,6 +42,18 @@ func NewCollection[T proto.Message](client *clientv3.Client, prefix string, newF
 		panic(fmt.Sprintf("etcdstore: collection prefix %q must end in /", prefix))
 	}
 	return &Collection[T]{client: client, prefix: prefix, newFn: newFn}
+}
+
+// SkipUndecodable returns a copy of the collection whose List, ListAll and
+// watches leave out values that do not decode as T, calling report with
+// the key, its ModRevision and the error for each (a watch skips the
+// event). Without it, such a value fails the call (or ends the watch): one
+// bad value would then stop every reader of the prefix. Get still fails on
+// it: one key asked for by name has no other answer.
+func (c *Collection[T]) SkipUndecodable(report func(key string, modRev int64, err error)) *Collection[T] {
+	cp := *c
+	cp.skip = report
+	return &cp
 }
 
 // Prefix returns the collection's key prefix.

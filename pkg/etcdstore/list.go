@@ -86,6 +86,10 @@ func (c *Collection[T]) List(ctx context.Context, prefixWithin string, pageSize 
 	for _, kv := range resp.Kvs {
 		it, err := c.decode(kv)
 		if err != nil {
+			if c.skip != nil {
+				c.skip(string(kv.Key), kv.ModRevision, err)
+				continue
+			}
 			return Page[T]{}, err
 		}
 		page.Items = append(page.Items, it)

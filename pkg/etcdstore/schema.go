@@ -59,6 +59,10 @@ const (
 
 	// Scheduler service.
 	PrefixBindings = Root + "bindings/" // {node}/{project}.{workload}.{pod}: a workloadv1.PodStatus
+	// PrefixPods holds one key per bound pod, written and deleted in the
+	// same transaction as its binding and created only if absent, so etcd
+	// refuses a second binding of a pod that is bound (on any node).
+	PrefixPods = Root + "pods/" // {project}/{workload}/{pod}: a workloadv1.PodStatus (index, node)
 	// PrefixElectionScheduler is handed to concurrency.NewElection, which
 	// appends "/<lease id>" per candidate; the leader's key and its
 	// CreateRevision fence every plan the scheduler writes (Batch.Fence).
@@ -121,6 +125,7 @@ var prefixes = []PrefixInfo{
 	{PrefixEnvironments, OwnerWorkload, false, "Environment by scope/id"},
 	{PrefixComputeResources, OwnerWorkload, false, "ComputeResource by scope/id"},
 	{PrefixBindings, OwnerScheduler, false, "pod binding (PodStatus) by node/project.workload.pod"},
+	{PrefixPods, OwnerScheduler, false, "one key per bound pod (PodStatus: index, node) by project/workload/pod"},
 	{PrefixEvictions, OwnerScheduler, false, "eviction events (WorkloadEvent) by project/workload/time-n"},
 	{PrefixReasons, OwnerScheduler, false, "pending reasons (WorkloadStatus.pending_reasons) by project/workload"},
 	{PrefixElectionScheduler, OwnerScheduler, false, "scheduler leader election candidates (concurrency.Election)"},

@@ -131,6 +131,11 @@ func (w *watcher[T]) stream(ctx context.Context) (delivered, done bool) {
 		}
 		for _, ev := range resp.Events {
 			e, err := w.event(ev)
+			if err != nil && w.c.skip != nil {
+				w.c.skip(string(ev.Kv.Key), ev.Kv.ModRevision, err)
+				w.next = ev.Kv.ModRevision + 1
+				continue
+			}
 			if err != nil {
 				w.fail(ctx, err)
 				return delivered, true
@@ -164,7 +169,14 @@ func (w *watcher[T]) event(ev *clientv3.Event) (WatchEvent[T], error) {
 	msg := w.c.newFn()
 	if ev.PrevKv != nil {
 		if err := proto.Unmarshal(ev.PrevKv.Value, msg); err != nil {
-			return WatchEvent[T]{}, fmt.Errorf("decode %s: %w", ev.PrevKv.Key, err)
+			err = fmt.Errorf("decode %s: %w", ev.PrevKv.Key, err)
+			if w.c.skip == nil {
+				return WatchEvent[T]{}, err
+			}
+			// The key is gone all the same: deliver the delete, without
+			// the value it had.
+			w.c.skip(string(ev.PrevKv.Key), ev.PrevKv.ModRevision, err)
+			msg = w.c.newFn()
 		}
 	}
 	id := strings.TrimPrefix(string(ev.Kv.Key), w.c.prefix)

@@ -219,7 +219,7 @@ func (c *cycle) placeAfterEvictions(j *cluster.Workload, p *cluster.Pool) bool {
 	c.placedFor[j] = true // its victims would be evicted for nothing
 	if !c.tryAllocate(j, p) {
 		// The search proved this set makes room; reaching here is a bug.
-		panic(fmt.Sprintf("scheduling: victims chosen for %s did not make room", j.ID))
+		panic(InvariantError{Workload: j.ID, What: "the victims chosen did not make room"})
 	}
 	return true
 }

@@ -2,8 +2,11 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -34,45 +37,84 @@ type write struct {
 	checked bool
 }
 
-// writes is a plan turned into etcd operations: evictions first (binding
-// deletes and eviction events), then bindings, then the pending reasons
-// records that changed (reasons.go), then, when due, the usage records of
-// time-based fair share (usage.go).
+// group is the writes of one workload: its binding deletes and eviction
+// events, its bindings and their pod keys. A group is the atomic unit of a
+// plan write: it is never split between transactions, so a gang is bound
+// (or evicted) whole or not at all.
+type group struct {
+	workload string // cluster ID
+	ops      []write
+}
+
+// writes is a plan turned into etcd operations: one group per workload, in
+// plan order (evicted workloads first, then orphans, then bindings), and
+// the pending reasons records that changed (reasons.go), and, when due,
+// the usage records of time-based fair share (usage.go).
 type writes struct {
-	evict   []write
-	bind    []write
+	groups  []group
 	reasons []write
 	usage   []write
 }
 
 func (w writes) empty() bool {
-	return len(w.evict) == 0 && len(w.bind) == 0 && len(w.reasons) == 0 && len(w.usage) == 0
+	return len(w.groups) == 0 && len(w.reasons) == 0 && len(w.usage) == 0
+}
+
+// planBuilder collects a plan's writes by workload.
+type planBuilder struct {
+	out   writes
+	index map[string]int // group of each workload
+}
+
+func (p *planBuilder) add(workloadID string, w write) {
+	if p.index == nil {
+		p.index = map[string]int{}
+	}
+	i, ok := p.index[workloadID]
+	if !ok {
+		i = len(p.out.groups)
+		p.index[workloadID] = i
+		p.out.groups = append(p.out.groups, group{workload: workloadID})
+	}
+	p.out.groups[i].ops = append(p.out.groups[i].ops, w)
 }
 
 // planWrites turns a plan into writes, reading the cache for the keys of
 // the bindings it deletes. Called with the cache locked, on the state the
 // plan was computed from (Cycle leaves it as it was).
 //
-//   - A binding is a put of {node}/{project}.{workload}.{pod} if absent; a
-//     pod still bound elsewhere (its node was lost) has that key deleted.
+//   - A binding is a put of {node}/{project}.{workload}.{pod} if absent,
+//     with the pod's key (PrefixPods) put if absent too: etcd itself then
+//     refuses a second binding of the same pod, whatever the model
+//     believed. A pod still bound elsewhere (its node was lost) has that
+//     binding and its pod key deleted; it is bound again next cycle.
 //   - An eviction deletes the pods' binding keys (each if unchanged) and
-//     puts one PREEMPTED event under PrefixEvictions.
+//     their pod keys, and puts one PREEMPTED event under PrefixEvictions.
 //   - Orphans: bindings of workloads the model no longer holds (deleted,
 //     finished, suspended) are deleted; those on lost nodes also get a
 //     NODE_LOST event.
 func (c *Cache) planWrites(plan scheduling.Plan, now time.Time) writes {
-	var out writes
+	var pb planBuilder
 	seq := 0
 	event := func(workloadID string, ev *workloadv1.WorkloadEvent) {
 		seq++
 		key := fmt.Sprintf("%s%s/%020d-%d", etcdstore.PrefixEvictions, workloadID, now.UnixNano(), seq)
-		out.evict = append(out.evict, write{key: key, msg: ev})
+		pb.add(workloadID, write{key: key, msg: ev})
 	}
 	deleted := map[string]bool{}
+	podsFreed := map[podKey]bool{}
 	del := func(bid string) {
-		if b, ok := c.bindings[bid]; ok && !deleted[bid] {
-			deleted[bid] = true
-			out.evict = append(out.evict, write{key: etcdstore.PrefixBindings + bid, modRev: b.Revision, checked: true})
+		b, ok := c.bindings[bid]
+		if !ok || deleted[bid] {
+			return
+		}
+		deleted[bid] = true
+		pb.add(b.Workload, write{key: etcdstore.PrefixBindings + bid, modRev: b.Revision, checked: true})
+		// Unconditional: the binding delete beside it is conditional, and
+		// the pod key exists while a binding of the pod does.
+		if pk := (podKey{b.Workload, b.Pod}); !podsFreed[pk] {
+			podsFreed[pk] = true
+			pb.add(b.Workload, write{key: podKeyOf(b.Workload, b.Pod)})
 		}
 	}
 	for _, e := range plan.Evictions {
@@ -103,20 +145,29 @@ func (c *Cache) planWrites(plan scheduling.Plan, now time.Time) writes {
 	c.orphanWrites(del, event, now)
 	for _, b := range plan.Bindings {
 		id := bindingID(b.Node, b.Workload, b.Pod)
-		if old, ok := c.byPod[podKey{b.Workload, b.Pod}]; ok && old != id {
+		if old, ok := c.byPod[podKey{b.Workload, b.Pod}]; ok {
+			// Still bound (elsewhere: its node was lost; or here, stale):
+			// that binding and its pod key go now, the pod is bound again
+			// next cycle, so a pod key is only ever created, never replaced.
 			del(old)
+			continue
 		}
 		ps := &workloadv1.PodStatus{Index: int32(b.Pod), Node: "nodes/" + b.Node, FractionMilli: int32(b.Share),
 			State: workloadv1.PodState_POD_STATE_BOUND}
 		for _, d := range b.Devices {
 			ps.DeviceIndexes = append(ps.DeviceIndexes, int32(d))
 		}
-		if deleted[id] {
-			continue // its stale copy is deleted in this plan; bound again next cycle
-		}
-		out.bind = append(out.bind, write{key: etcdstore.PrefixBindings + id, msg: ps, checked: true})
+		pb.add(b.Workload, write{key: etcdstore.PrefixBindings + id, msg: ps, checked: true})
+		pb.add(b.Workload, write{key: podKeyOf(b.Workload, b.Pod),
+			msg: &workloadv1.PodStatus{Index: int32(b.Pod), Node: "nodes/" + b.Node}, checked: true})
 	}
-	return out
+	return pb.out
+}
+
+// podKeyOf is the key that exists while pod pod of workload workloadID (a
+// cluster ID) is bound: PrefixPods + {project}/{workload}/{pod}.
+func podKeyOf(workloadID string, pod int) string {
+	return etcdstore.PrefixPods + workloadID + "/" + strconv.Itoa(pod)
 }
 
 // orphanWrites deletes bindings the model cannot use: their workload is gone
@@ -156,28 +207,74 @@ func (c *Cache) orphanWrites(del func(string), event func(string, *workloadv1.Wo
 	}
 }
 
-// apply commits a plan's writes fenced by f, in one transaction when it
-// has at most maxOps-1 writes (each write may carry a condition, and the
-// fence is one more). A bigger plan is cut into several transactions of
-// maxOps-1 writes, evictions before bindings, each fenced and atomic on its
-// own. A leader that loses its key between two of them leaves a prefix of
-// the plan written, which is safe: evictions without their bindings leave
-// room free, and the next leader plans from what is in etcd. It returns the
-// revision of the last transaction.
-func apply(ctx context.Context, client *clientv3.Client, f fence, w writes, maxOps int) (int64, error) {
+// errGroupTooLarge: one workload's writes do not fit in one transaction of
+// the configured MaxOps; raise etcd's --max-txn-ops (and Config.MaxOps).
+var errGroupTooLarge = errors.New("one workload's writes exceed the transaction limit")
+
+// applied is what apply wrote: the revision of the last transaction, and
+// of the last one that wrote a binding (the revision the model must reach
+// before the next cycle); dropped names the workloads whose writes were
+// not committed, with why.
+type applied struct {
+	rev, bindingRev int64
+	done            writes // the groups committed
+	dropped         map[string]error
+}
+
+// apply commits a plan's writes fenced by f. Whole workload groups are
+// packed into transactions of at most maxOps-1 writes (each write may carry
+// a condition, and the fence is one more), in plan order, evictions before
+// bindings; a group is never split. A group larger than one transaction is
+// not written (errGroupTooLarge, in dropped) and the rest goes on. A leader
+// deposed between two transactions leaves a prefix of whole groups
+// written, which is safe: evictions without their bindings leave room
+// free, and the next leader plans from what is in etcd. The first failed
+// transaction ends the apply with its error.
+func apply(ctx context.Context, client *clientv3.Client, f fence, w writes, maxOps int) (applied, error) {
 	if maxOps <= 0 {
 		maxOps = etcdstore.DefaultMaxOps
 	}
-	ops := append(append(append(append([]write(nil), w.evict...), w.bind...), w.reasons...), w.usage...)
-	// Each write may carry a condition, and the fence is one more: a
-	// transaction holds maxOps-1 writes so both stay within maxOps.
-	chunk := max(1, maxOps-1)
-	var rev int64
-	for start := 0; start < len(ops); start += chunk {
+	limit := max(1, maxOps-1)
+	out := applied{dropped: map[string]error{}}
+	type txn struct {
+		ops    []write
+		groups []group
+	}
+	var txns []txn
+	var cur txn
+	flush := func() {
+		if len(cur.ops) > 0 {
+			txns = append(txns, cur)
+			cur = txn{}
+		}
+	}
+	for _, g := range w.groups {
+		if len(g.ops) > limit {
+			out.dropped[g.workload] = fmt.Errorf("workload %s: %d writes, over %d per transaction: %w", g.workload, len(g.ops), limit, errGroupTooLarge)
+			continue
+		}
+		if len(cur.ops)+len(g.ops) > limit {
+			flush()
+		}
+		cur.ops = append(cur.ops, g.ops...)
+		cur.groups = append(cur.groups, g)
+	}
+	// reasons and usage are independent records: any split is fine
+	for _, r := range append(append([]write(nil), w.reasons...), w.usage...) {
+		if len(cur.ops) == limit {
+			flush()
+		}
+		cur.ops = append(cur.ops, r)
+	}
+	flush()
+	for i, t := range txns {
+		ops := t.ops
 		b := etcdstore.NewBatch(client)
 		b.MaxOps = maxOps
 		b.Fence(f.Key, f.Rev)
-		for _, op := range ops[start:min(start+chunk, len(ops))] {
+		binds := false
+		for _, op := range ops {
+			binds = binds || strings.HasPrefix(op.key, etcdstore.PrefixBindings)
 			switch {
 			case op.msg != nil && op.checked:
 				b.PutIf(op.key, op.msg, op.modRev)
@@ -191,11 +288,15 @@ func apply(ctx context.Context, client *clientv3.Client, f fence, w writes, maxO
 		}
 		r, err := b.Commit(ctx)
 		if err != nil {
-			return rev, fmt.Errorf("apply plan (writes %d-%d of %d): %w", start+1, min(start+chunk, len(ops)), len(ops), err)
+			return out, fmt.Errorf("apply plan (transaction %d of %d, %d writes): %w", i+1, len(txns), len(ops), err)
 		}
-		rev = r
+		out.rev = r
+		out.done.groups = append(out.done.groups, t.groups...)
+		if binds {
+			out.bindingRev = r
+		}
 	}
-	return rev, nil
+	return out, nil
 }
 
 func ruleOf(r scheduling.Rule) workloadv1.SchedulingRule {

@@ -78,9 +78,10 @@ type update struct {
 // Every replica keeps a cache, leader or not: the queries read it, and a new
 // leader starts scheduling at once.
 type Cache struct {
-	client *clientv3.Client
-	clock  func() time.Time
-	log    *slog.Logger
+	client  *clientv3.Client
+	clock   func() time.Time
+	log     *slog.Logger
+	skipped *etcdstore.SkipLog // undecodable values left out of the model
 
 	mu          sync.Mutex
 	state       *cluster.State
@@ -93,18 +94,29 @@ type Cache struct {
 	bindings    map[string]binding              // by id below PrefixBindings
 	byPod       map[podKey]string               // binding id of each bound pod
 	submitted   map[string]*workloadv1.WorkloadSpec
+	held        map[string]*workloadv1.WorkloadSpec // set aside after an invariant failure, with the spec it had (contain.go)
 	dirty       [numKinds]map[string]bool
-	bindingRev  int64         // last revision applied from the bindings watch
-	applied     chan struct{} // closed (and replaced) whenever events are applied
+	// rebuild is set by a change cluster.State cannot follow in place (a
+	// project moving to another department, a node to another pool, a
+	// deleted pool, queue or node): sync then builds a new state from the
+	// stored objects the cache holds, as a restart would, without reading
+	// etcd again.
+	rebuild    bool
+	bindingRev int64         // last revision applied from the bindings watch
+	applied    chan struct{} // closed (and replaced) whenever events are applied
 
 	changed chan struct{} // a non-blocking "something changed" for the loop
 
-	lists     int    // how many times the cache listed (1 + rebuilds), for tests
+	lists     int    // how many times the cache listed (1 + relists), for tests
 	afterList func() // test seam: runs between a list and its watch
+	// beforeApply is a test seam: it runs, without the lock, before each
+	// batch of watch events is applied (a test holds the model back).
+	beforeApply func([]update)
 }
 
-func newCache(client *clientv3.Client, clock func() time.Time, log *slog.Logger) *Cache {
-	c := &Cache{client: client, clock: clock, log: log, changed: make(chan struct{}, 1)}
+func newCache(client *clientv3.Client, clock func() time.Time, log *slog.Logger, m *metrics) *Cache {
+	c := &Cache{client: client, clock: clock, log: log, changed: make(chan struct{}, 1),
+		skipped: etcdstore.NewSkipLog(log, "scheduler cache", func(prefix string) { m.undecodable.WithLabelValues(prefix).Inc() })}
 	c.reset()
 	return c
 }
@@ -121,6 +133,9 @@ func (c *Cache) reset() {
 	c.bindings = map[string]binding{}
 	c.byPod = map[podKey]string{}
 	c.submitted = map[string]*workloadv1.WorkloadSpec{}
+	if c.held == nil { // kept across relists: the same state fails the same way
+		c.held = map[string]*workloadv1.WorkloadSpec{}
+	}
 	for k := range c.dirty {
 		c.dirty[k] = map[string]bool{}
 	}
@@ -197,6 +212,9 @@ func (c *Cache) runOnce(ctx context.Context) error {
 				break drain
 			}
 		}
+		if c.beforeApply != nil {
+			c.beforeApply(batch)
+		}
 		c.mu.Lock()
 		for _, u := range batch {
 			if u.err != nil {
@@ -223,77 +241,29 @@ func (c *Cache) notify() {
 	}
 }
 
-// WaitRevision waits until the bindings watch has applied revision rev
-// (for example the latest binding write read from etcd), or until timeout.
-func (c *Cache) WaitRevision(ctx context.Context, rev int64, timeout time.Duration) bool {
-	return c.waitFor(ctx, timeout, func() bool { return c.bindingRev >= rev })
-}
-
-// WaitApplied waits until the model reflects every binding write of ws
-// (puts present, deletes gone), or until timeout. Waiting for the
-// revision alone is not enough: the events of one transaction may be
-// applied in two batches, and a cycle between them would see half a gang.
-func (c *Cache) WaitApplied(ctx context.Context, ws writes, timeout time.Duration) bool {
-	return c.waitFor(ctx, timeout, func() bool { return c.reflects(ws) })
-}
-
-// waitFor waits, woken by each applied batch of events, until done (read
-// under the cache's lock) holds, ctx ends or timeout passes.
-func (c *Cache) waitFor(ctx context.Context, timeout time.Duration, done func() bool) bool {
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	for {
-		c.mu.Lock()
-		ok, ch := done(), c.applied
-		c.mu.Unlock()
-		if ok {
-			return true
-		}
-		select {
-		case <-ch:
-		case <-t.C:
-			return false
-		case <-ctx.Done():
-			return false
-		}
-	}
-}
-
-func (c *Cache) reflects(ws writes) bool {
-	for _, group := range [][]write{ws.evict, ws.bind} {
-		for _, w := range group {
-			id, ok := strings.CutPrefix(w.key, etcdstore.PrefixBindings)
-			if !ok {
-				continue
-			}
-			if _, present := c.bindings[id]; present != (w.msg != nil) {
-				return false
-			}
-		}
-	}
-	return true
-}
-
 type listed struct {
 	updates []update
 	revs    [numKinds]int64
 }
 
-func collections(client *clientv3.Client) (
+// collections are the watched collections; a value that does not decode
+// is left out of the model (skipped), not a reason to stop following etcd.
+func (c *Cache) collections() (
 	*etcdstore.Collection[*quotav1.NodePool], *etcdstore.Collection[*quotav1.Department],
 	*etcdstore.Collection[*quotav1.Project], *etcdstore.Collection[*nodemanagerv1.Node],
 	*etcdstore.Collection[*workloadv1.Workload], *etcdstore.Collection[*workloadv1.PodStatus],
 ) {
-	return etcdstore.NewCollection(client, etcdstore.PrefixNodePools, func() *quotav1.NodePool { return new(quotav1.NodePool) }),
-		etcdstore.NewCollection(client, etcdstore.PrefixDepartments, func() *quotav1.Department { return new(quotav1.Department) }),
-		etcdstore.NewCollection(client, etcdstore.PrefixProjects, func() *quotav1.Project { return new(quotav1.Project) }),
-		etcdstore.NewCollection(client, etcdstore.PrefixNodes, func() *nodemanagerv1.Node { return new(nodemanagerv1.Node) }),
-		etcdstore.NewCollection(client, etcdstore.PrefixWorkloads, func() *workloadv1.Workload { return new(workloadv1.Workload) }),
-		etcdstore.NewCollection(client, etcdstore.PrefixBindings, func() *workloadv1.PodStatus { return new(workloadv1.PodStatus) })
+	client, skip := c.client, c.skipped.Report
+	return etcdstore.NewCollection(client, etcdstore.PrefixNodePools, func() *quotav1.NodePool { return new(quotav1.NodePool) }).SkipUndecodable(skip),
+		etcdstore.NewCollection(client, etcdstore.PrefixDepartments, func() *quotav1.Department { return new(quotav1.Department) }).SkipUndecodable(skip),
+		etcdstore.NewCollection(client, etcdstore.PrefixProjects, func() *quotav1.Project { return new(quotav1.Project) }).SkipUndecodable(skip),
+		etcdstore.NewCollection(client, etcdstore.PrefixNodes, func() *nodemanagerv1.Node { return new(nodemanagerv1.Node) }).SkipUndecodable(skip),
+		etcdstore.NewCollection(client, etcdstore.PrefixWorkloads, func() *workloadv1.Workload { return new(workloadv1.Workload) }).SkipUndecodable(skip),
+		etcdstore.NewCollection(client, etcdstore.PrefixBindings, func() *workloadv1.PodStatus { return new(workloadv1.PodStatus) }).SkipUndecodable(skip)
 }
 
 func (c *Cache) list(ctx context.Context) (listed, error) {
-	pools, depts, projects, nodes, workloads, bindings := collections(c.client)
+	pools, depts, projects, nodes, workloads, bindings := c.collections()
 	var out listed
 	var err error
 	out.updates, out.revs[kindPool], err = listOf(ctx, pools, kindPool, out.updates, err)
@@ -320,7 +290,7 @@ func listOf[T proto.Message](ctx context.Context, coll *etcdstore.Collection[T],
 }
 
 func (c *Cache) watch(ctx context.Context, wg *sync.WaitGroup, ups chan<- update, revs [numKinds]int64) {
-	pools, depts, projects, nodes, workloads, bindings := collections(c.client)
+	pools, depts, projects, nodes, workloads, bindings := c.collections()
 	watchOf(ctx, wg, pools, kindPool, revs[kindPool]+1, ups)
 	watchOf(ctx, wg, depts, kindDepartment, revs[kindDepartment]+1, ups)
 	watchOf(ctx, wg, projects, kindProject, revs[kindProject]+1, ups)
@@ -442,7 +412,26 @@ func (c *Cache) sync() {
 			}
 		}
 	}
+	if c.rebuild {
+		c.rebuild = false
+		c.state = cluster.New()
+		c.submitted = map[string]*workloadv1.WorkloadSpec{}
+		markAll(c.dirty[kindPool], c.pools)
+		markAll(c.dirty[kindDepartment], c.departments)
+		markAll(c.dirty[kindProject], c.projects)
+		markAll(c.dirty[kindNode], c.nodes)
+		markAll(c.dirty[kindWorkload], c.workloads)
+		markAll(c.dirty[kindBinding], c.bindings)
+		c.sync()
+		return
+	}
 	c.state.StampBelowMinimum(since(c.clock()))
+}
+
+func markAll[T any](dirty map[string]bool, m map[string]T) {
+	for id := range m {
+		dirty[id] = true
+	}
 }
 
 func (c *Cache) syncOne(k kind, id string) bool {
@@ -450,8 +439,10 @@ func (c *Cache) syncOne(k kind, id string) bool {
 	case kindPool:
 		if np, ok := c.pools[id]; ok {
 			c.state.AddPool(id).TimeBased = clusterproto.TimeBased(np)
+		} else if c.state.Pool(id) != nil {
+			c.rebuild = true // State cannot remove a pool
 		}
-		return true // a deleted pool stays in the model: State cannot remove one
+		return true
 	case kindDepartment:
 		return c.syncDepartment(id)
 	case kindProject:
@@ -468,7 +459,10 @@ func (c *Cache) syncOne(k kind, id string) bool {
 func (c *Cache) syncDepartment(id string) bool {
 	d, ok := c.departments[id]
 	if !ok {
-		return true // State cannot remove a queue; its projects are gone first
+		if c.state.Queue(id) != nil {
+			c.rebuild = true // State cannot remove a queue
+		}
+		return true
 	}
 	_, quotas := clusterproto.DepartmentQueue(d)
 	if q := c.state.Queue(id); q != nil {
@@ -485,12 +479,16 @@ func (c *Cache) syncDepartment(id string) bool {
 func (c *Cache) syncProject(id string) bool {
 	p, ok := c.projects[id]
 	if !ok {
+		if c.state.Queue(id) != nil {
+			c.rebuild = true // State cannot remove a queue
+		}
 		return true
 	}
 	_, dept, quotas := clusterproto.ProjectQueue(p)
 	if q := c.state.Queue(id); q != nil {
 		if q.Parent != nil && q.Parent.Name != dept {
-			c.log.Warn("scheduler cache: moving a project between departments needs a restart", "project", id)
+			c.rebuild = true // State cannot move a queue
+			return true
 		}
 		return c.setQuotas(q, quotas, cluster.DefaultQuota())
 	}
@@ -529,9 +527,9 @@ func (c *Cache) setQuotas(q *cluster.Queue, quotas map[string]cluster.Quota, bas
 
 // syncNode adds a node, follows its readiness and its shape (GPUs that
 // another scheduler takes or frees on a Kubernetes node, labels). State
-// cannot remove a node, so a deleted node becomes NotReady (its pods are
-// lost); a node that moves to another pool keeps its first pool until the
-// scheduler restarts.
+// cannot remove a node or move it to another pool, so a deleted node, or
+// one that moves, rebuilds the state (its pods on a deleted node are lost,
+// and re-placed by the leader).
 func (c *Cache) syncNode(id string) bool {
 	raw, ok := c.nodes[id]
 	n := c.state.Node(id)
@@ -546,6 +544,10 @@ func (c *Cache) syncNode(id string) bool {
 		_, err := c.state.AddNode(spec)
 		c.markBindingsOn(id)
 		return err == nil
+	}
+	if !ok || nodeSpec(id, raw).Pool != n.Pool.Name {
+		c.rebuild = true
+		return true
 	}
 	var lost []cluster.PodRef
 	if spec := nodeSpec(id, raw); ok && !n.SameShape(spec) {
@@ -585,10 +587,7 @@ func (c *Cache) markBindingsOn(node string) {
 // GPUs the listed devices (else capacity / 1000), GPU memory the first
 // device's, CPU and memory the allocatable amounts (else capacity).
 func nodeSpec(id string, n *nodemanagerv1.Node) cluster.NodeSpec {
-	pool := clusterproto.ID(n.GetNodePool())
-	if pool == "" {
-		pool = "default"
-	}
+	pool := clusterproto.ID(clusterproto.NodePoolName(n.GetNodePool()))
 	res := n.GetAllocatable()
 	if res == nil {
 		res = n.GetCapacity()
@@ -629,6 +628,12 @@ func schedulable(w *workloadv1.Workload) bool {
 func (c *Cache) syncWorkload(id string) bool {
 	raw := c.workloads[id]
 	cur := c.state.Workload(id)
+	if spec, ok := c.held[id]; ok {
+		if schedulable(raw) && proto.Equal(spec, raw.GetSpec()) {
+			return true // still set aside
+		}
+		delete(c.held, id)
+	}
 	if !schedulable(raw) {
 		if cur != nil {
 			c.state.Remove(cur)

@@ -4,10 +4,17 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
+
+	nodemanagerv1 "github.com/runwayhq/runway/gen/go/runway/nodemanager/v1"
+	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
+	"github.com/runwayhq/runway/pkg/etcdstore"
 	"github.com/runwayhq/runway/pkg/etcdstore/etcdtest"
 )
 
@@ -17,7 +24,8 @@ import (
 func TestCache_RebuildsAfterCompaction(t *testing.T) {
 	cl := etcdtest.New(t)
 	quickStart(t, cl)
-	c := newCache(cl.Client, time.Now, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	m := newMetrics()
+	c := newCache(cl.Client, time.Now, slog.New(slog.NewTextHandler(io.Discard, nil)), m)
 	var once sync.Once
 	c.afterList = func() {
 		once.Do(func() {
@@ -55,5 +63,76 @@ func TestCache_RebuildsAfterCompaction(t *testing.T) {
 	}
 	if n := c.state.Node("node-1"); n == nil || !n.Ready || len(n.Devices) != 2 {
 		t.Errorf("node-1 after the rebuild: %+v", n)
+	}
+}
+
+// TestCache_FollowsMoves: a project moving to another department, a node
+// moving to another pool, and deleted pools, departments and projects are
+// in the model at once, with the workloads' placements kept.
+func TestCache_FollowsMoves(t *testing.T) {
+	cl := etcdtest.New(t)
+	quickStart(t, cl)
+	put(t, cl.Client, etcdstore.PrefixNodePools+"default", &quotav1.NodePool{Name: "nodepools/default"})
+	put(t, cl.Client, etcdstore.PrefixNodePools+"p2", &quotav1.NodePool{Name: "nodepools/p2"})
+	put(t, cl.Client, etcdstore.PrefixDepartments+"d2", &quotav1.Department{Name: "departments/d2"})
+	r := startReplica(t, cl, "r1")
+	training(t, cl.Client, "team-a", "a1", 1, 0)
+	waitFor(t, 3*time.Second, "a1 bound", func() bool { return slices.Contains(bound(t, cl.Client), "team-a/a1") })
+	model := func(what string, ok func(c *Cache) bool) {
+		t.Helper()
+		waitFor(t, 3*time.Second, what, func() bool {
+			r.cache.mu.Lock()
+			defer r.cache.mu.Unlock()
+			return ok(r.cache)
+		})
+	}
+	model("a1 placed in the model", func(c *Cache) bool { w := c.state.Workload("team-a/a1"); return w != nil && w.PlacedPods() == 1 })
+
+	p := &quotav1.Project{}
+	get(t, cl.Client, etcdstore.PrefixProjects+"team-a", p)
+	p.Department = "departments/d2"
+	put(t, cl.Client, etcdstore.PrefixProjects+"team-a", p)
+	model("team-a under d2, a1 still placed", func(c *Cache) bool {
+		q, w := c.state.Queue("team-a"), c.state.Workload("team-a/a1")
+		return q != nil && q.Parent != nil && q.Parent.Name == "d2" && w != nil && w.PlacedPods() == 1
+	})
+
+	n := &nodemanagerv1.Node{}
+	get(t, cl.Client, etcdstore.PrefixNodes+"node-2", n)
+	n.NodePool = "nodepools/p2"
+	put(t, cl.Client, etcdstore.PrefixNodes+"node-2", n)
+	model("node-2 in p2", func(c *Cache) bool { n := c.state.Node("node-2"); return n != nil && n.Pool.Name == "p2" })
+
+	n.NodePool = "nodepools/default"
+	put(t, cl.Client, etcdstore.PrefixNodes+"node-2", n)
+	if _, err := cl.Client.Delete(t.Context(), etcdstore.PrefixNodePools+"p2"); err != nil {
+		t.Fatal(err)
+	}
+	model("p2 gone", func(c *Cache) bool { return c.state.Pool("p2") == nil && c.state.Node("node-2").Pool.Name == "default" })
+
+	p.Department = "departments/default"
+	put(t, cl.Client, etcdstore.PrefixProjects+"team-a", p)
+	if _, err := cl.Client.Delete(t.Context(), etcdstore.PrefixDepartments+"d2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Client.Delete(t.Context(), etcdstore.PrefixProjects+"team-b"); err != nil {
+		t.Fatal(err)
+	}
+	model("d2 and team-b gone", func(c *Cache) bool { return c.state.Queue("d2") == nil && c.state.Queue("team-b") == nil })
+	model("a1 still placed on its node", func(c *Cache) bool { w := c.state.Workload("team-a/a1"); return w != nil && w.PlacedPods() == 1 })
+	if got := bound(t, cl.Client); !slices.Equal(got, []string{"team-a/a1"}) {
+		t.Errorf("bindings %v after the moves, want a1's only", got)
+	}
+}
+
+// get reads key into msg.
+func get(t *testing.T, cli *clientv3.Client, key string, msg proto.Message) {
+	t.Helper()
+	resp, err := cli.Get(t.Context(), key)
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("get %s: %v", key, err)
+	}
+	if err := proto.Unmarshal(resp.Kvs[0].Value, msg); err != nil {
+		t.Fatal(err)
 	}
 }

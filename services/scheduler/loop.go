@@ -9,7 +9,6 @@ import (
 
 	schedulerv1 "github.com/runwayhq/runway/gen/go/runway/scheduler/v1"
 	"github.com/runwayhq/runway/pkg/etcdstore"
-	"github.com/runwayhq/runway/pkg/scheduling"
 )
 
 // leadership is what this replica knows while it leads.
@@ -68,7 +67,7 @@ func (s *Server) lead(ctx context.Context) error {
 		case <-cctx.Done():
 		}
 	}()
-	if err := el.Campaign(cctx, s.cfg.Replica); err != nil {
+	if err := el.Campaign(cctx, electionValue(s.cfg.Replica, s.Address())); err != nil {
 		if cctx.Err() != nil {
 			return nil
 		}
@@ -129,26 +128,40 @@ func (s *Server) schedule(ctx context.Context, f fence) {
 
 // cycle runs scheduling.Cycle on the cache's state, writes the plan fenced
 // by f, and waits until the cache has seen the write, so the next cycle
-// starts from the state the plan made.
+// starts from the state the plan made. A model that has not caught up with
+// the last plan's writes is never planned on: the cycle is skipped (and
+// counted) until it has.
 func (s *Server) cycle(ctx context.Context, f fence) {
-	now := s.cfg.Clock()
 	c := s.cache
+	if s.behind != nil {
+		if !c.WaitApplied(ctx, s.behind.ws, s.behind.rev, s.cfg.ApplyWait) {
+			s.metrics.modelBehind.Inc()
+			s.log.Warn("scheduler: the model has not seen the last plan's writes; cycle skipped",
+				"replica", s.cfg.Replica, "revision", s.behind.rev)
+			return
+		}
+		s.behind = nil
+	}
+	now := s.cfg.Clock()
 	c.mu.Lock()
 	if !c.ready {
 		c.mu.Unlock()
 		return
 	}
-	cfg := s.cfg.Scheduling
-	cfg.Now = since(now)
 	s.usage.accrue(c.state, now)
 	start := time.Now()
-	plan := scheduling.Cycle(c.state, cfg)
+	plan, ok := s.runCycle(now)
+	if !ok {
+		c.mu.Unlock()
+		return
+	}
 	ws := c.planWrites(plan, now)
 	var usage map[string]*schedulerv1.QueueUsage
 	ws.usage, usage = s.usage.writes(c.state, now, s.cfg.UsageInterval)
+	pools := c.poolsOf(plan)
 	c.mu.Unlock()
 	s.metrics.cycle.WithLabelValues(actionSchedule).Observe(time.Since(start).Seconds())
-	s.recordCycle(plan, now)
+	s.recordCycle(plan, pools, now)
 	var written map[string]string
 	ws.reasons, written = reasonsWrites(s.written, plan.Waiting)
 	if ws.empty() {
@@ -156,23 +169,37 @@ func (s *Server) cycle(ctx context.Context, f fence) {
 		return
 	}
 	start = time.Now()
-	_, err := apply(ctx, s.client, f, ws, s.cfg.MaxOps)
+	res, err := apply(ctx, s.client, f, ws, s.cfg.MaxOps)
 	took := time.Since(start).Seconds()
 	s.metrics.apply.Observe(took)
 	s.metrics.cycle.WithLabelValues(actionApply).Observe(took)
-	if err != nil {
-		if errors.Is(err, etcdstore.ErrConflict) {
-			s.metrics.conflicts.Inc()
-		}
-		if !errors.Is(err, context.Canceled) {
-			s.log.Warn("scheduler: plan not applied", "replica", s.cfg.Replica, "err", err)
-		}
-		return
+	for wid, why := range res.dropped {
+		s.metrics.planDropped.Inc()
+		s.log.Error("scheduler: workload's plan not written", "replica", s.cfg.Replica, "workload", wid, "err", why)
 	}
-	s.metrics.applied(plan)
-	s.written = written
-	s.usage.committed(usage, now)
+	if errors.Is(err, etcdstore.ErrConflict) {
+		s.metrics.conflicts.Inc()
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		s.log.Warn("scheduler: plan not applied", "replica", s.cfg.Replica, "err", err)
+	}
+	if err == nil {
+		s.metrics.applied(plan)
+		s.written = written
+		s.usage.committed(usage, now)
+	}
+	// What was committed must be in the model before the next plan. (A
+	// transaction whose reply was lost may have committed too; the next
+	// plan's create-if-absent conditions refuse to bind over it.)
 	start = time.Now()
-	c.WaitApplied(ctx, ws, 2*time.Second)
+	if res.bindingRev > 0 && !c.WaitApplied(ctx, res.done, res.bindingRev, s.cfg.ApplyWait) {
+		s.behind = &behind{ws: res.done, rev: res.bindingRev}
+	}
 	s.metrics.cycle.WithLabelValues(actionWait).Observe(time.Since(start).Seconds())
+}
+
+// behind is a plan's writes the model has not shown yet.
+type behind struct {
+	ws  writes
+	rev int64
 }

@@ -21,6 +21,12 @@ type metrics struct {
 	bindings  *prometheus.CounterVec
 	evictions *prometheus.CounterVec
 	leader    prometheus.Gauge
+
+	// What went wrong and was contained.
+	invariantFailures prometheus.Counter
+	planDropped       prometheus.Counter
+	modelBehind       prometheus.Counter
+	undecodable       *prometheus.CounterVec
 }
 
 // Cycle phases, the action label of runway_scheduler_cycle_duration_seconds:
@@ -48,6 +54,18 @@ func newMetrics() *metrics {
 			Help: "Workload evictions in applied plans, by rule (reclaim, preempt, gang-minimum)."}, []string{"rule"}),
 		leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "runway_scheduler_leader",
 			Help: "1 while this replica leads the scheduler election, else 0."}),
+		invariantFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "runway_scheduler_invariant_failures_total",
+			Help: "Cycles whose plan was dropped because an invariant of the scheduling core failed."}),
+		planDropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "runway_scheduler_workload_plans_dropped_total",
+			Help: "Workloads whose writes were left out of a plan because they exceed one transaction."}),
+		modelBehind: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "runway_scheduler_cycles_skipped_total",
+			Help: "Cycles skipped because the model had not yet seen the last plan's writes."}),
+		undecodable: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "runway_scheduler_undecodable_values_total",
+			Help: "Stored values the scheduler's model skipped because they do not decode, by key prefix."}, []string{"prefix"}),
 	}
 }
 
@@ -78,7 +96,8 @@ func (s *Server) Collectors() []prometheus.Collector {
 	for _, r := range []scheduling.Rule{scheduling.RuleReclaim, scheduling.RulePreempt, scheduling.RuleGangMinimum} {
 		m.evictions.WithLabelValues(string(r))
 	}
-	return []prometheus.Collector{m.cycle, m.apply, m.conflicts, m.bindings, m.evictions, m.leader, modelCollector{s}}
+	return []prometheus.Collector{m.cycle, m.apply, m.conflicts, m.bindings, m.evictions, m.leader,
+		m.invariantFailures, m.planDropped, m.modelBehind, m.undecodable, modelCollector{s}}
 }
 
 // desc builds a descriptor of the model's series.

@@ -25,7 +25,8 @@ import (
 func benchServer(b *testing.B, nodes, workloads int) *Server {
 	b.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	s := &Server{cfg: Config{Clock: time.Now}, log: log, metrics: newMetrics(), cache: newCache(nil, time.Now, log),
+	m := newMetrics()
+	s := &Server{cfg: Config{Clock: time.Now}, log: log, metrics: m, cache: newCache(nil, time.Now, log, m),
 		lastPlan: map[string]decision{}, lastEvents: map[string]decision{}}
 	c := s.cache
 	st := c.state

@@ -167,7 +167,8 @@ func TestFailover(t *testing.T) {
 
 	// The deposed leader's plan cannot commit.
 	key := etcdstore.PrefixBindings + bindingID("node-2", "team-b/stale", 0)
-	_, err = apply(t.Context(), cl.Client, old, writes{bind: []write{{key: key, msg: &workloadv1.PodStatus{Node: "nodes/node-2"}, checked: true}}}, 0)
+	_, err = apply(t.Context(), cl.Client, old, writes{groups: []group{{workload: "team-b/stale",
+		ops: []write{{key: key, msg: &workloadv1.PodStatus{Node: "nodes/node-2"}, checked: true}}}}}, 0)
 	if !errors.Is(err, etcdstore.ErrConflict) {
 		t.Fatalf("apply with the old fence: %v, want ErrConflict", err)
 	}
@@ -280,10 +281,64 @@ func TestNodeLostAndDeletedWorkload(t *testing.T) {
 	waitFor(t, 2*time.Second, "team-a at 0/0 after the delete", func() bool { return gpus(t, r.Server)["projects/team-a/queue"] == "0/0" })
 }
 
-// TestApply_Split: a plan over MaxOps is written in several fenced
-// transactions, evictions first.
-func TestApply_Split(t *testing.T) {
+// TestApply_WorkloadWhole: a plan is packed into transactions of whole
+// workloads, never splitting one; a workload whose writes exceed one
+// transaction is left out (errGroupTooLarge) and the others are written.
+func TestApply_WorkloadWhole(t *testing.T) {
 	cl := etcdtest.New(t)
+	f := testFence(t, cl)
+	gang := func(wid string, pods int) group {
+		g := group{workload: wid}
+		for i := range pods {
+			g.ops = append(g.ops, write{key: etcdstore.PrefixBindings + bindingID("n", wid, i), msg: &workloadv1.PodStatus{Index: int32(i)}, checked: true})
+		}
+		return g
+	}
+	// maxOps 5: 4 writes per transaction. a (2) and b (2) fit together, c
+	// (3) needs its own, d (5) fits in none.
+	w := writes{groups: []group{gang("p/a", 2), gang("p/b", 2), gang("p/c", 3), gang("p/d", 5)}}
+	res, err := apply(t.Context(), cl.Client, f, w, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(res.dropped["p/d"], errGroupTooLarge) || len(res.dropped) != 1 {
+		t.Fatalf("dropped %v, want only p/d (too large)", res.dropped)
+	}
+	got, err := cl.Client.Get(t.Context(), etcdstore.PrefixBindings, clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	revs := map[string]map[int64]bool{}
+	for _, kv := range got.Kvs {
+		b, err := parseBinding(string(kv.Key)[len(etcdstore.PrefixBindings):], &workloadv1.PodStatus{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if revs[b.Workload] == nil {
+			revs[b.Workload] = map[int64]bool{}
+		}
+		revs[b.Workload][kv.ModRevision] = true
+	}
+	if len(got.Kvs) != 7 || len(revs) != 3 || revs["p/d"] != nil {
+		t.Fatalf("%d bindings of %d workloads (%v), want the 7 of a, b and c", len(got.Kvs), len(revs), revs)
+	}
+	for wid, r := range revs {
+		if len(r) != 1 {
+			t.Errorf("workload %s written in %d transactions, want one", wid, len(r))
+		}
+	}
+	if res.rev != f.Rev+2 || res.bindingRev != res.rev {
+		t.Errorf("apply at revision %d (bindings %d) after the fence at %d, want 2 transactions", res.rev, res.bindingRev, f.Rev)
+	}
+	// Written again, every create-if-absent condition fails: nothing moves.
+	if _, err := apply(t.Context(), cl.Client, f, w, 5); !errors.Is(err, etcdstore.ErrConflict) {
+		t.Fatalf("second apply: %v, want ErrConflict", err)
+	}
+}
+
+// testFence puts an election-like key and returns it as a fence.
+func testFence(t *testing.T, cl *etcdtest.Cluster) fence {
+	t.Helper()
 	resp, err := cl.Client.Grant(t.Context(), 10)
 	if err != nil {
 		t.Fatal(err)
@@ -293,23 +348,7 @@ func TestApply_Split(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := fence{Key: key, Rev: pr.Header.Revision}
-	var w writes
-	for i := range 5 {
-		w.bind = append(w.bind, write{key: etcdstore.PrefixBindings + bindingID("n", "p/w", i), msg: &workloadv1.PodStatus{Index: int32(i)}, checked: true})
-	}
-	rev, err := apply(t.Context(), cl.Client, f, w, 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := cl.Client.Get(t.Context(), etcdstore.PrefixBindings, clientv3.WithPrefix())
-	if err != nil || len(got.Kvs) != 5 || got.Header.Revision != rev || rev != pr.Header.Revision+3 {
-		t.Fatalf("%d keys at revision %d after apply at %d (fence %d), want 5 in 3 transactions", len(got.Kvs), got.Header.Revision, rev, f.Rev)
-	}
-	// Written again, every create-if-absent condition fails: nothing moves.
-	if _, err := apply(t.Context(), cl.Client, f, w, 3); !errors.Is(err, etcdstore.ErrConflict) {
-		t.Fatalf("second apply: %v, want ErrConflict", err)
-	}
+	return fence{Key: key, Rev: pr.Header.Revision}
 }
 
 // bindingsRevision is the ModRevision of the latest binding write.

@@ -52,6 +52,12 @@ type Config struct {
 	// UsageInterval is how often the leader writes the queues' usage records
 	// of time-based fair share (default 30 s): what a new leader starts from.
 	UsageInterval time.Duration
+	// ApplyWait bounds how long the leader waits, after a plan, for its
+	// model to show the plan's writes (default 2 s); a model that has not
+	// caught up by then is not planned on until it has.
+	ApplyWait time.Duration
+	// cycle is the scheduling core (scheduling.Cycle; tests replace it).
+	cycle func(*cluster.State, scheduling.Config) scheduling.Plan
 	// WhileLeading, when set, runs beside the cycle loop for as long as
 	// this replica leads, with a context that ends when leadership does: a
 	// runtime that must act once for the whole cluster (the Kubernetes
@@ -76,6 +82,7 @@ type Server struct {
 	metrics *metrics
 
 	mu         sync.Mutex
+	address    string // where this replica serves gRPC (SetAddress), advertised in the election
 	leader     *leadership
 	lastCycle  time.Time
 	cycles     int64
@@ -93,6 +100,11 @@ type Server struct {
 	// followerRead, for its queries (followerUsage); guarded by mu.
 	follower     *usageBook
 	followerRead time.Time
+	// behind is the last plan's committed writes while the model has not
+	// shown them (loop goroutine only); held is, by workload ID, why a
+	// workload is set aside after an invariant failure (loop goroutine).
+	behind *behind
+	held   map[string]string
 }
 
 // decision is what one cycle said about one workload.
@@ -102,8 +114,8 @@ type decision struct {
 	rule     workloadv1.SchedulingRule
 	reasons  []string
 	pending  []scheduling.Reason // a NOT_PLACED decision's reasons, structured
-	pool     string
-	others   []string // victims of a placement, or who took an eviction's room
+	pool     string              // `nodepools/{pool}` the decision concerns
+	others   []string            // victims of a placement, or who took an eviction's room
 	election int64
 }
 
@@ -136,9 +148,16 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Server{cfg: cfg, client: deps.Client, log: cfg.Logger,
-		cache: newCache(deps.Client, cfg.Clock, cfg.Logger), metrics: newMetrics(),
-		lastPlan: map[string]decision{}, lastEvents: map[string]decision{}}, nil
+	if cfg.ApplyWait <= 0 {
+		cfg.ApplyWait = 2 * time.Second
+	}
+	if cfg.cycle == nil {
+		cfg.cycle = scheduling.Cycle
+	}
+	m := newMetrics()
+	return &Server{cfg: cfg, client: deps.Client, log: cfg.Logger, metrics: m,
+		cache:    newCache(deps.Client, cfg.Clock, cfg.Logger, m),
+		lastPlan: map[string]decision{}, lastEvents: map[string]decision{}, held: map[string]string{}}, nil
 }
 
 // Register adds the service to a gRPC server.
@@ -148,6 +167,32 @@ func (s *Server) Register(g *grpc.Server) { schedulerv1.RegisterSchedulerService
 // its signature is grpcserver.GatewayFunc.
 func (s *Server) RegisterGateway(ctx context.Context, mux *runtime.ServeMux, conn *grpc.ClientConn) error {
 	return schedulerv1.RegisterSchedulerServiceHandler(ctx, mux, conn)
+}
+
+// SetAddress records the address this replica serves gRPC on, advertised
+// to the others through the election (Leader.address). Call it before Run;
+// a later call takes effect at the next campaign.
+func (s *Server) SetAddress(addr string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.address = addr
+}
+
+// Address is what SetAddress recorded.
+func (s *Server) Address() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.address
+}
+
+// electionValue is what a candidate writes to its election key: its
+// replica name, then its address after a newline (names and addresses
+// have none).
+func electionValue(replica, address string) string { return replica + "\n" + address }
+
+func parseElectionValue(v string) (replica, address string) {
+	replica, address, _ = strings.Cut(v, "\n")
+	return replica, address
 }
 
 func (s *Server) setLeader(l *leadership) {
@@ -163,7 +208,8 @@ func (s *Server) setLeader(l *leadership) {
 
 // recordCycle keeps what ExplainWorkload reports: the last cycle's reasons
 // for every waiting workload, and each workload's last placement or eviction.
-func (s *Server) recordCycle(plan scheduling.Plan, now time.Time) {
+// pools names the node pool each decision concerns (Cache.poolsOf).
+func (s *Server) recordCycle(plan scheduling.Plan, pools map[string]string, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var election int64
@@ -174,11 +220,11 @@ func (s *Server) recordCycle(plan scheduling.Plan, now time.Time) {
 	s.lastPlan = make(map[string]decision, len(plan.Waiting))
 	for _, w := range plan.Waiting {
 		s.lastPlan[w.Workload] = decision{at: now, outcome: schedulerv1.DecisionOutcome_DECISION_OUTCOME_NOT_PLACED,
-			reasons: scheduling.Texts(w.Reasons), pending: w.Reasons, election: election}
+			reasons: scheduling.Texts(w.Reasons), pending: w.Reasons, election: election, pool: pools[w.Workload]}
 	}
 	for _, e := range plan.Evictions {
 		d := decision{at: now, outcome: schedulerv1.DecisionOutcome_DECISION_OUTCOME_EVICTED, rule: ruleOf(e.Rule),
-			reasons: []string{e.Reason}, election: election}
+			reasons: []string{e.Reason}, election: election, pool: pools[e.Workload]}
 		if e.For != "" {
 			d.others = []string{workloadName(e.For)}
 		}
@@ -212,7 +258,7 @@ func (s *Server) recordCycle(plan scheduling.Plan, now time.Time) {
 		v := victims[id]
 		sort.Strings(v)
 		s.lastEvents[id] = decision{at: now, outcome: schedulerv1.DecisionOutcome_DECISION_OUTCOME_PLACED,
-			rule: rule, others: v, election: election,
+			rule: rule, others: v, election: election, pool: pools[id],
 			reasons: []string{"Placed " + plural(pods, "pod") + " on " + strings.Join(nodes, ", ") + "."}}
 	}
 }
@@ -230,7 +276,8 @@ func (s *Server) GetLeader(ctx context.Context, req *schedulerv1.GetLeaderReques
 		return nil, apierr.Unavailable(commonv1.ErrorReason_NOT_LEADER, time.Second)
 	}
 	kv := resp.Kvs[0]
-	out := &schedulerv1.Leader{Name: "leader", Replica: string(kv.Value), ElectionRevision: kv.CreateRevision,
+	replica, address := parseElectionValue(string(kv.Value))
+	out := &schedulerv1.Leader{Name: "leader", Replica: replica, Address: address, ElectionRevision: kv.CreateRevision,
 		Etag: etcdstore.FormatEtag(kv.ModRevision)}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -266,14 +313,15 @@ func (s *Server) GetQueue(ctx context.Context, req *schedulerv1.GetQueueRequest)
 		return nil, apierr.NotFound(apierr.Department, "departments/"+id)
 	}
 	scheduling.ComputeFairShares(c.state)
-	return queueProto(c.state, q, s.cfg.Clock()), nil
+	return c.queueProto(q, s.cfg.Clock()), nil
 }
 
-// ListQueues lists departments, then their projects, in creation order.
-// filter is not supported yet.
+// ListQueues lists departments, then their projects, in creation order,
+// those the filter keeps (queueFilter).
 func (s *Server) ListQueues(ctx context.Context, req *schedulerv1.ListQueuesRequest) (*schedulerv1.ListQueuesResponse, error) {
-	if req.GetFilter() != "" {
-		return nil, apierr.InvalidFilter(req.GetFilter(), "filters are not supported on queues yet")
+	keep, err := parseQueueFilter(req.GetFilter())
+	if err != nil {
+		return nil, err
 	}
 	size := int(req.GetPageSize())
 	switch {
@@ -312,11 +360,14 @@ func (s *Server) ListQueues(ctx context.Context, req *schedulerv1.ListQueuesRequ
 				continue
 			}
 		}
+		if !keep(q) {
+			continue
+		}
 		if len(out.Queues) == size {
 			out.NextPageToken = base64.RawURLEncoding.EncodeToString([]byte(name))
 			break
 		}
-		out.Queues = append(out.Queues, queueProto(c.state, q, now))
+		out.Queues = append(out.Queues, c.queueProto(q, now))
 	}
 	return out, nil
 }
@@ -345,49 +396,6 @@ func parseQueueName(name string) (cluster.QueueKind, string, bool) {
 		return cluster.Department, id, true
 	}
 	return 0, "", false
-}
-
-// queueProto reports q per node pool, with the fair shares last computed.
-func queueProto(st *cluster.State, q *cluster.Queue, now time.Time) *schedulerv1.Queue {
-	out := &schedulerv1.Queue{Name: queueName(q), UpdateTime: timestamppb.New(now)}
-	if q.Kind == cluster.Project {
-		out.Kind = schedulerv1.QueueKind_QUEUE_KIND_PROJECT
-		if q.Parent != nil {
-			out.ParentQueue = "departments/" + q.Parent.Name + "/queue"
-		}
-	} else {
-		out.Kind = schedulerv1.QueueKind_QUEUE_KIND_DEPARTMENT
-	}
-	running, pending := map[int]int32{}, map[int]int32{}
-	for _, p := range projectsOf(q) {
-		for w := range p.Running() {
-			if pool := w.Pool(); pool != nil {
-				running[pool.Index]++
-			}
-		}
-		for w := range p.Waiting() {
-			if w.PlacedPods() == 0 {
-				pending[st.Pool(w.Pools[0]).Index]++
-			}
-		}
-	}
-	for _, p := range st.Pools {
-		qu, u := q.Quotas[p.Index], q.Usage[p.Index]
-		out.NodePools = append(out.NodePools, &schedulerv1.QueueNodePool{
-			NodePool:                "nodepools/" + p.Name,
-			Deserved:                quantity(qu.Deserved),
-			Limit:                   quantity(qu.Limit),
-			FairShare:               quantity(q.FairShare[p.Index]),
-			Allocated:               quantity(u.Allocated),
-			AllocatedNonPreemptible: quantity(u.NonPreemptible),
-			Requested:               quantity(u.Requested()),
-			OverQuotaWeights:        weightsProto(qu.Weight),
-			RunningWorkloads:        running[p.Index],
-			PendingWorkloads:        pending[p.Index],
-			TimeBasedFairShare:      timeBasedProto(q, p),
-		})
-	}
-	return out
 }
 
 func weightsProto(w cluster.Weights) *schedulerv1.OverQuotaWeights {

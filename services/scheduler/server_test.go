@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
@@ -13,8 +14,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 
+	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
 	schedulerv1 "github.com/runwayhq/runway/gen/go/runway/scheduler/v1"
 	"github.com/runwayhq/runway/pkg/apierr"
+	"github.com/runwayhq/runway/pkg/etcdstore"
 	"github.com/runwayhq/runway/pkg/etcdstore/etcdtest"
 	"github.com/runwayhq/runway/pkg/grpcserver"
 )
@@ -130,4 +133,87 @@ func TestQueries(t *testing.T) {
 	if err := json.NewDecoder(resp.Body).Decode(&leader); err != nil || resp.StatusCode != http.StatusOK || leader.Replica != "r1" || !leader.IsSelf {
 		t.Errorf("GET /v1/leader: %d %+v %v", resp.StatusCode, leader, err)
 	}
+}
+
+// TestQueries_FilledFields: the leader's address, a decision's node pool,
+// the configured per-resource over-quota weights and ListQueues' filter.
+func TestQueries_FilledFields(t *testing.T) {
+	cl := etcdtest.New(t)
+	quickStart(t, cl)
+	five, three, two := int32(5), int32(3), int32(2)
+	put(t, cl.Client, etcdstore.PrefixProjects+"team-w", &quotav1.Project{Name: "projects/team-w", Department: "departments/default",
+		NodePoolQuotas: []*quotav1.NodePoolQuota{{NodePool: "nodepools/default", Gpu: &quotav1.GpuQuota{OverQuotaWeight: &five},
+			Cpu: &quotav1.CpuQuota{OverQuotaWeight: &three}, Memory: &quotav1.MemoryQuota{OverQuotaWeight: &two}}}})
+	s, err := New(Config{Replica: "r1", Interval: 200 * time.Millisecond, Debounce: 10 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, Deps{Client: cl.NewClient(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.SetAddress("127.0.0.1:7073")
+	r := &replica{Server: s}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = s.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	waitFor(t, 3*time.Second, "a leader", r.leading)
+
+	l, err := s.GetLeader(t.Context(), &schedulerv1.GetLeaderRequest{Name: "leader"})
+	if err != nil || l.GetReplica() != "r1" || l.GetAddress() != "127.0.0.1:7073" {
+		t.Fatalf("GetLeader: %v, %v; want r1 at 127.0.0.1:7073", l, err)
+	}
+
+	training(t, cl.Client, "team-a", "a1", 1, 0)
+	training(t, cl.Client, "team-a", "huge", 8, 1)
+	for _, id := range []string{"a1", "huge"} {
+		waitFor(t, 3*time.Second, id+"'s decision", func() bool {
+			ex, err := s.ExplainWorkload(t.Context(), &schedulerv1.ExplainWorkloadRequest{Name: "projects/team-a/workloads/" + id})
+			return err == nil && ex.GetLastDecision().GetOutcome() != schedulerv1.DecisionOutcome_DECISION_OUTCOME_NOT_CONSIDERED &&
+				ex.GetLastDecision().GetNodePool() == "nodepools/default"
+		})
+	}
+
+	q, err := s.GetQueue(t.Context(), &schedulerv1.GetQueueRequest{Name: "projects/team-w/queue"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := q.GetNodePools()[0].GetOverQuotaWeights(); w.GetGpu() != 5 || w.GetCpu() != 3 || w.GetMemory() != 2 {
+		t.Errorf("team-w's weights %v, want gpu 5 cpu 3 memory 2", w)
+	}
+	if w := mustQueue(t, s, "projects/team-a/queue").GetNodePools()[0].GetOverQuotaWeights(); w.GetGpu() != 1 || w.GetCpu() != 1 || w.GetMemory() != 1 {
+		t.Errorf("team-a's weights %v, want 1 each (unset)", w)
+	}
+
+	for filter, want := range map[string][]string{
+		"kind = PROJECT":    {"projects/team-a/queue", "projects/team-b/queue", "projects/team-w/queue"},
+		"kind = DEPARTMENT": {"departments/default/queue"},
+		`parent_queue = "departments/default/queue" AND kind = QUEUE_KIND_PROJECT`: {"projects/team-a/queue", "projects/team-b/queue", "projects/team-w/queue"},
+		`parent_queue = "departments/nope/queue"`:                                  nil,
+	} {
+		resp, err := s.ListQueues(t.Context(), &schedulerv1.ListQueuesRequest{Filter: filter})
+		if err != nil {
+			t.Fatalf("ListQueues(%q): %v", filter, err)
+		}
+		var got []string
+		for _, q := range resp.GetQueues() {
+			got = append(got, q.GetName())
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("ListQueues(%q) = %v, want %v", filter, got, want)
+		}
+	}
+	for _, bad := range []string{"kind = TEAM", "name = x", "kind != PROJECT"} {
+		_, err := s.ListQueues(t.Context(), &schedulerv1.ListQueuesRequest{Filter: bad})
+		if apierr.Code(err) != codes.InvalidArgument || apierr.Reason(err) != "INVALID_FILTER" {
+			t.Errorf("ListQueues(%q): %v, want INVALID_FILTER", bad, err)
+		}
+	}
+}
+
+func mustQueue(t *testing.T, s *Server, name string) *schedulerv1.Queue {
+	t.Helper()
+	q, err := s.GetQueue(t.Context(), &schedulerv1.GetQueueRequest{Name: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
 }

@@ -11,10 +11,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
-	"google.golang.org/protobuf/types/known/emptypb"
 
 	nodemanagerv1 "github.com/runwayhq/runway/gen/go/runway/nodemanager/v1"
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
@@ -27,8 +27,9 @@ import (
 //
 //   - bindings (`bindings/{node}/{project}.{workload}.{pod}`, the
 //     scheduler's): newly bound pods fold SCHEDULED (RUNNING once min pods
-//     are bound, as Fold defines); status.pods, nodes and the allocated
-//     milli-GPUs follow the bound set; a workload whose bindings are all
+//     are bound, as Fold defines); status.pods, nodes, node_pool (the
+//     nodes' pool, from `nodes/`) and the allocated GPUs, CPU and memory
+//     (the spec's per pod) follow the bound set; a workload whose bindings are all
 //     gone without an event is Released (STOPPED when suspended);
 //   - evictions (`evictions/{project}/{workload}/{unixnano}-{n}`, PREEMPTED
 //     events of the scheduler): folded as they are, and the eviction key is
@@ -45,25 +46,38 @@ import (
 //     is newer than its pod's binding (ModRevision > the binding's
 //     CreateRevision), so a report of an earlier placement is ignored.
 //
-// The watches only say which workloads changed; each reconcile reads the
-// workloads, bindings, runs, evictions and reasons in one etcd transaction (one
-// revision), so the streams can never be seen out of step, and it
-// compares the result with the stored status, so re-running it (a restart,
-// a retried conflict) adds no event. Writes are conditional on the workload
-// key's revision and retried on conflict.
+// The controller keeps a model of those prefixes (and nodes/, for the
+// pools) fed by one watch over the key range that holds them all, so the
+// model is always etcd as of one revision: the streams can never be seen
+// out of step (model.go). Each change marks the workloads it concerns, and
+// only those are reconciled, from the model, with no read of etcd: the
+// work is proportional to what changed. A reconcile compares the result
+// with the stored status, so re-running it (a restart, a retried
+// conflict) adds no event. Writes are conditional on the workload key's
+// revision; a conflict waits for the watch to bring the newer value.
+//
+// Run reports are collected once they no longer count (their binding is
+// gone, or newer than them), in the transaction of the workload they
+// belong to, so runs/ does not grow with every pod ever run.
 //
 // Scheduling limits (Workload.limits) are enforced here too: a RUNNING
 // workload whose running time or GPU idle time reaches its limit gets
 // spec.suspended set, stop_reason and a LIMIT_REACHED event, so that the
 // scheduler releases its pods as for any suspension; with preempt_when_idle
 // and a preemptible priority it is marked requeue_on_release and returns to
-// PENDING once released. Time passes without any watch event, so every
-// workload is also reconciled every LimitCheckInterval.
+// PENDING once released. Time passes without any watch event, so the
+// running workloads that have limits (and only those) are also reconciled
+// every LimitCheckInterval.
 type Controller struct {
 	client *clientv3.Client
 	log    *slog.Logger
 	clock  Clock
 	every  time.Duration
+	reg    prometheus.Registerer
+	// skipped counts and logs (once) stored values that do not decode: a
+	// bad value is left alone, never a reason to stop reconciling others.
+	skipped     *etcdstore.SkipLog
+	undecodable *prometheus.CounterVec
 }
 
 // DefaultLimitCheckInterval is how often the controller checks the time
@@ -77,6 +91,11 @@ type ControllerOption func(*Controller)
 // (tests use a short one with a virtual clock).
 func WithLimitCheckInterval(d time.Duration) ControllerOption {
 	return func(c *Controller) { c.every = d }
+}
+
+// WithRegisterer registers the controller's metrics on reg.
+func WithRegisterer(reg prometheus.Registerer) ControllerOption {
+	return func(c *Controller) { c.reg = reg }
 }
 
 // NewController returns a controller over deps.Client (deps.Projects is
@@ -95,261 +114,37 @@ func NewController(deps Deps, opts ...ControllerOption) (*Controller, error) {
 	for _, o := range opts {
 		o(c)
 	}
+	c.undecodable = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "runway_workload_controller_undecodable_values_total",
+		Help: "Stored values the workload status controller skipped because they do not decode, by key prefix."}, []string{"prefix"})
+	if c.reg != nil {
+		if err := c.reg.Register(c.undecodable); err != nil {
+			return nil, err
+		}
+	}
+	c.skipped = etcdstore.NewSkipLog(c.log, "workload controller", func(prefix string) { c.undecodable.WithLabelValues(prefix).Inc() })
 	return c, nil
 }
 
-// controllerRetry is the pause before a failed reconcile is retried.
-const controllerRetry = 200 * time.Millisecond
-
-// Run lists, reconciles every workload, then watches the bindings, runs, reasons and
-// evictions prefixes from the list revision + 1, reconciling the workloads
-// they name. A compacted watch relists. It returns nil when ctx ends, or the
-// error of a watch that cannot go on (the etcd client was closed).
-func (c *Controller) Run(ctx context.Context) error {
-	for {
-		rev, err := c.reconcile(ctx, nil)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			if c.client.Ctx().Err() != nil { // closed client: retrying cannot help
-				return err
-			}
-			c.log.Warn("workload controller: initial reconcile failed; retrying", "err", err)
-			if !sleep(ctx, controllerRetry) {
-				return nil
-			}
-			continue
-		}
-		err = c.watch(ctx, rev+1)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if !errors.Is(err, etcdstore.ErrCompacted) {
-			return err
-		}
-		c.log.Info("workload controller: watch compacted; relisting", "err", err)
-	}
-}
-
-type trigger struct {
-	id  string // project/workload, "" for an unparsable key
-	err error
-}
-
-// watch follows the four prefixes from rev until one fails.
-func (c *Controller) watch(ctx context.Context, rev int64) error {
-	wctx, cancel := context.WithCancel(ctx)
-	merged := make(chan trigger)
-	done := make(chan struct{}, 4)
-	forward := func(ch <-chan etcdstore.WatchEvent[proto.Message], parse func(string) string) {
-		defer func() { done <- struct{}{} }()
-		for ev := range ch {
-			t := trigger{err: ev.Err}
-			if ev.Err == nil {
-				t.id = parse(ev.Item.ID)
-			}
-			select {
-			case merged <- t:
-			case <-wctx.Done():
-			}
-		}
-	}
-	go forward(c.coll(etcdstore.PrefixBindings).Watch(wctx, rev), podWorkload)
-	go forward(c.coll(etcdstore.PrefixRuns).Watch(wctx, rev), podWorkload)
-	go forward(c.coll(etcdstore.PrefixEvictions).Watch(wctx, rev), evictionWorkload)
-	go forward(c.coll(etcdstore.PrefixReasons).Watch(wctx, rev), reasonsWorkload)
-	defer func() {
-		cancel()
-		for range 4 {
-			<-done
-		}
-	}()
-
-	tick := time.NewTicker(c.every)
-	defer tick.Stop()
-	dirty := map[string]bool{}
-	var retry <-chan time.Time
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-tick.C:
-			if _, err := c.reconcile(ctx, nil); err != nil {
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				c.log.Warn("workload controller: limit check failed; retrying at the next tick", "err", err)
-			}
-			continue
-		case t := <-merged:
-			if t.err != nil {
-				return t.err
-			}
-			if t.id != "" {
-				dirty[t.id] = true
-			}
-			// Take whatever else is ready, so a burst is one reconcile.
-		drain:
-			for {
-				select {
-				case t := <-merged:
-					if t.err != nil {
-						return t.err
-					}
-					if t.id != "" {
-						dirty[t.id] = true
-					}
-				default:
-					break drain
-				}
-			}
-		case <-retry:
-			retry = nil
-		}
-		if len(dirty) == 0 || retry != nil {
-			continue
-		}
-		ids := make([]string, 0, len(dirty))
-		for id := range dirty {
-			ids = append(ids, id)
-		}
-		if _, err := c.reconcile(ctx, ids); err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			c.log.Warn("workload controller: reconcile failed; retrying", "err", err)
-			retry = time.After(controllerRetry)
-			continue
-		}
-		clear(dirty)
-	}
-}
-
-// coll is an untyped view of a prefix for the watches (the value is not
-// decoded: only the key says which workload to look at).
-func (c *Controller) coll(prefix string) *etcdstore.Collection[proto.Message] {
-	return etcdstore.NewCollection(c.client, prefix, func() proto.Message { return new(emptypb.Empty) })
-}
-
-// snapshot is everything a reconcile reads, at one revision.
-type snapshot struct {
-	rev       int64
-	workloads map[string]*mvccKV // by project/workload
-	bindings  map[string][]*mvccKV
-	runs      map[string]*mvccKV // by binding id {node}/{project}.{workload}.{pod}
-	evictions map[string][]*mvccKV
-	reasons   map[string]*mvccKV // by project/workload
-}
-
-type mvccKV struct {
-	key       string
-	value     []byte
-	createRev int64
-	modRev    int64
-}
-
-// reconcile reconciles the workloads ids (every stored workload when ids is
-// nil), retrying each whose key changed under it, and returns the
-// revision it read at first.
-func (c *Controller) reconcile(ctx context.Context, ids []string) (int64, error) {
-	first := int64(0)
-	for attempt := 0; ; attempt++ {
-		snap, err := c.read(ctx)
-		if err != nil {
-			return 0, err
-		}
-		if first == 0 {
-			first = snap.rev
-		}
-		if ids == nil {
-			for id := range snap.workloads {
-				ids = append(ids, id)
-			}
-			for id := range snap.evictions {
-				ids = append(ids, id)
-			}
-			slices.Sort(ids)
-			ids = slices.Compact(ids)
-		}
-		var conflicted []string
-		for _, id := range ids {
-			err := c.reconcileOne(ctx, snap, id)
-			switch {
-			case errors.Is(err, etcdstore.ErrConflict):
-				conflicted = append(conflicted, id)
-			case err != nil:
-				return 0, err
-			}
-		}
-		if len(conflicted) == 0 {
-			return first, nil
-		}
-		if attempt >= DefaultUpdateRetries {
-			return 0, fmt.Errorf("reconcile %v: still conflicting after %d attempts: %w", conflicted, attempt+1, etcdstore.ErrConflict)
-		}
-		ids = conflicted
-	}
-}
-
-// read takes the five prefixes in one transaction, so at one revision.
-func (c *Controller) read(ctx context.Context) (*snapshot, error) {
-	prefixes := []string{etcdstore.PrefixWorkloads, etcdstore.PrefixBindings, etcdstore.PrefixRuns, etcdstore.PrefixEvictions,
-		etcdstore.PrefixReasons}
-	ops := make([]clientv3.Op, len(prefixes))
-	for i, p := range prefixes {
-		ops[i] = clientv3.OpGet(p, clientv3.WithPrefix())
-	}
-	resp, err := c.client.Txn(ctx).Then(ops...).Commit()
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, fmt.Errorf("read workload status sources: %w: %w", etcdstore.ErrUnavailable, err)
-	}
-	s := &snapshot{rev: resp.Header.Revision, workloads: map[string]*mvccKV{},
-		bindings: map[string][]*mvccKV{}, runs: map[string]*mvccKV{}, evictions: map[string][]*mvccKV{},
-		reasons: map[string]*mvccKV{}}
-	for i, p := range prefixes {
-		for _, kv := range resp.Responses[i].GetResponseRange().GetKvs() {
-			m := &mvccKV{key: string(kv.Key), value: kv.Value, createRev: kv.CreateRevision, modRev: kv.ModRevision}
-			rest := strings.TrimPrefix(m.key, p)
-			switch p {
-			case etcdstore.PrefixWorkloads:
-				s.workloads[rest] = m
-			case etcdstore.PrefixBindings:
-				if id := podWorkload(rest); id != "" {
-					s.bindings[id] = append(s.bindings[id], m)
-				}
-			case etcdstore.PrefixRuns:
-				s.runs[rest] = m
-			case etcdstore.PrefixEvictions:
-				if id := evictionWorkload(rest); id != "" {
-					s.evictions[id] = append(s.evictions[id], m)
-				}
-			case etcdstore.PrefixReasons:
-				if id := reasonsWorkload(rest); id != "" {
-					s.reasons[id] = m
-				}
-			}
-		}
-	}
-	return s, nil
-}
-
-// reconcileOne folds the snapshot into workload id and writes it if it
-// changed, with its consumed eviction keys deleted in the same transaction.
-func (c *Controller) reconcileOne(ctx context.Context, snap *snapshot, id string) error {
+// reconcileOne folds the model into workload id and writes it if it
+// changed, with its consumed eviction keys and its stale run reports
+// deleted in the same transaction.
+func (c *Controller) reconcileOne(ctx context.Context, snap *model, id string) error {
 	wkv := snap.workloads[id]
-	evictions := snap.evictions[id] // in key order: by time, then sequence
+	evictions := snap.evictionsOf(id) // in key order: by time, then sequence
 	if wkv == nil {
-		if len(evictions) == 0 {
+		stale := snap.staleRuns(id)
+		if len(evictions) == 0 && len(stale) == 0 {
 			return nil
 		}
-		// The workload is gone: its evictions have nothing to fold into.
+		// The workload is gone: its evictions and run reports have nothing
+		// to fold into.
 		b := etcdstore.NewBatch(c.client)
 		for _, e := range evictions {
 			b.DeleteIf(e.key, e.modRev)
+		}
+		for _, r := range stale {
+			b.DeleteIf(r.key, r.modRev)
 		}
 		b.Check(etcdstore.PrefixWorkloads+id, 0)
 		_, err := b.Commit(ctx)
@@ -357,7 +152,8 @@ func (c *Controller) reconcileOne(ctx context.Context, snap *snapshot, id string
 	}
 	w := new(workloadv1.Workload)
 	if err := proto.Unmarshal(wkv.value, w); err != nil {
-		return fmt.Errorf("decode %s: %w", wkv.key, err)
+		c.skipped.Report(wkv.key, wkv.modRev, fmt.Errorf("decode %s: %w", wkv.key, err))
+		return nil
 	}
 	before := proto.Clone(w).(*workloadv1.Workload)
 	now := c.clock.Now()
@@ -365,8 +161,8 @@ func (c *Controller) reconcileOne(ctx context.Context, snap *snapshot, id string
 	for _, e := range evictions {
 		ev := new(workloadv1.WorkloadEvent)
 		if err := proto.Unmarshal(e.value, ev); err != nil {
-			c.log.Warn("workload controller: dropping undecodable eviction", "key", e.key, "err", err)
-			continue
+			c.skipped.Report(e.key, e.modRev, fmt.Errorf("decode %s: %w", e.key, err))
+			continue // deleted below with the others: it can never be folded
 		}
 		if ev.GetTime() == nil {
 			ev.Time = NewEvent(ev.GetType(), now, "").GetTime()
@@ -379,19 +175,29 @@ func (c *Controller) reconcileOne(ctx context.Context, snap *snapshot, id string
 	if r := snap.reasons[id]; r != nil {
 		st := new(workloadv1.WorkloadStatus)
 		if err := proto.Unmarshal(r.value, st); err != nil {
-			c.log.Warn("workload controller: ignoring undecodable pending reasons", "key", r.key, "err", err)
+			c.skipped.Report(r.key, r.modRev, fmt.Errorf("decode %s: %w", r.key, err))
 		} else {
 			FoldReasons(w, st.GetPendingReasons())
 		}
 	}
 	EnforceLimits(w, now)
 
-	if proto.Equal(before, w) && len(evictions) == 0 {
+	stale := snap.staleRuns(id)
+	changed := !proto.Equal(before, w)
+	if !changed && len(evictions) == 0 && len(stale) == 0 {
 		return nil
 	}
-	b := etcdstore.NewBatch(c.client).PutIf(wkv.key, forWrite(w), wkv.modRev)
+	b := etcdstore.NewBatch(c.client)
+	if changed {
+		b.PutIf(wkv.key, forWrite(w), wkv.modRev)
+	} else {
+		b.Check(wkv.key, wkv.modRev)
+	}
 	for _, e := range evictions {
 		b.DeleteIf(e.key, e.modRev)
+	}
+	for _, r := range stale {
+		b.DeleteIf(r.key, r.modRev)
 	}
 	_, err := b.Commit(ctx)
 	return err
@@ -400,7 +206,7 @@ func (c *Controller) reconcileOne(ctx context.Context, snap *snapshot, id string
 // foldPods compares the bound pods and their run reports with status.pods
 // and folds what changed: SCHEDULED for new pods, STARTED for pods newly
 // running, FINISHED when every pod has ended, Released when all are gone.
-func (c *Controller) foldPods(w *workloadv1.Workload, snap *snapshot, id string, now time.Time) {
+func (c *Controller) foldPods(w *workloadv1.Workload, snap *model, id string, now time.Time) {
 	if w.Status == nil {
 		w.Status = &workloadv1.WorkloadStatus{}
 	}
@@ -410,16 +216,18 @@ func (c *Controller) foldPods(w *workloadv1.Workload, snap *snapshot, id string,
 		prev[p.GetIndex()] = p
 	}
 	var pods []*workloadv1.PodStatus
-	for _, b := range snap.bindings[id] {
+	for _, b := range snap.bindingsOf(id) {
 		ps := new(workloadv1.PodStatus)
 		if err := proto.Unmarshal(b.value, ps); err != nil {
-			c.log.Warn("workload controller: ignoring undecodable binding", "key", b.key, "err", err)
+			c.skipped.Report(b.key, b.modRev, fmt.Errorf("decode %s: %w", b.key, err))
 			continue
 		}
 		ps.State = workloadv1.PodState_POD_STATE_BOUND
-		if r := snap.runs[strings.TrimPrefix(b.key, etcdstore.PrefixBindings)]; r != nil && r.modRev > b.createRev {
+		if r := snap.runOf(id, b); r != nil {
 			rep := new(nodemanagerv1.ReportWorkloadStateRequest)
-			if err := proto.Unmarshal(r.value, rep); err == nil {
+			if err := proto.Unmarshal(r.value, rep); err != nil {
+				c.skipped.Report(r.key, r.modRev, fmt.Errorf("decode %s: %w", r.key, err))
+			} else {
 				applyReport(ps, rep)
 			}
 		}
@@ -435,7 +243,7 @@ func (c *Controller) foldPods(w *workloadv1.Workload, snap *snapshot, id string,
 	}
 	var fresh, stillNodes, freshNodes []string
 	var still int32
-	var gpus int64
+	var gpus, cpu, memory int64
 	var started []string
 	for _, p := range pods {
 		old, ok := prev[p.GetIndex()]
@@ -451,12 +259,19 @@ func (c *Controller) foldPods(w *workloadv1.Workload, snap *snapshot, id string,
 			started = append(started, strconv.Itoa(int(p.GetIndex())))
 		}
 		gpus += int64(p.GetFractionMilli()) * int64(max(len(p.GetDeviceIndexes()), 1))
+		cpu += w.GetSpec().GetMilliCpu()
+		memory += w.GetSpec().GetMemoryBytes()
 	}
 	slices.Sort(stillNodes)
 	st.Pods = pods
 	st.RunningPods = still
 	st.Nodes = slices.Compact(stillNodes)
-	st.AllocatedMilliGpus = gpus
+	st.AllocatedMilliGpus, st.AllocatedMilliCpu, st.AllocatedMemoryBytes = gpus, cpu, memory
+	// A workload is placed in one pool; a node deleted since keeps the
+	// pool last seen.
+	if pool, ok := snap.pools[pods[0].GetNode()]; ok {
+		st.NodePool = pool
+	}
 	st.GpuIdleTime = workloadIdle(pods)
 	if len(fresh) > 0 {
 		slices.Sort(freshNodes)

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -361,5 +363,186 @@ func TestController_GpuIdleTimeIsLeastOfPods(t *testing.T) {
 	})
 	if d := got.GetStatus().GetPods()[0].GetGpuIdleTime().AsDuration(); d != 90*time.Second {
 		t.Errorf("pod 0 idle %v, want 90s", d)
+	}
+}
+
+// TestController_SkipsUndecodable: a garbled workload, binding and run
+// report are skipped (counted); every other workload is still folded.
+func TestController_SkipsUndecodable(t *testing.T) {
+	e := start(t)
+	e.addProjects(t, "team-a")
+	w := e.create(t, "team-a", "train", training())
+	for _, key := range []string{etcdstore.PrefixWorkloads + "team-a/garbled", bindingKey("n1", "team-a", "garbled", 0)} {
+		if _, err := e.etcd.Client.Put(t.Context(), key, "\xff\xff"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg := prometheus.NewRegistry()
+	e.runControllerWith(t, &fixedClock{}, workload.WithRegisterer(reg))
+	e.bind(t, "n1", "team-a", "train", 0)
+	e.await(t, w.GetName(), "running despite the garbled values", phaseIs(workloadv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING))
+	// A garbled report of the bound pod (newer than its binding: it counts).
+	if _, err := e.etcd.Client.Put(t.Context(), fmt.Sprintf("%sn1/team-a.train.0", etcdstore.PrefixRuns), "\xff"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		n, err := testutil.GatherAndCount(reg, "runway_workload_controller_undecodable_values_total")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n >= 2 { // the workloads and runs prefixes (at least)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("undecodable values counted under %d prefixes, want the workloads' and the runs'", n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestController_FillsPlacement: status.node_pool is the bound nodes' pool
+// (as the node manager recorded it), and the allocated CPU and memory are
+// the spec's per bound pod; all are cleared when the pods go.
+func TestController_FillsPlacement(t *testing.T) {
+	e := start(t)
+	e.addProjects(t, "team-a")
+	spec := training()
+	spec.Spec.Pods, spec.Spec.MilliCpu, spec.Spec.MemoryBytes = 2, 1500, 2<<30
+	w := e.create(t, "team-a", "train", spec)
+	for _, n := range []string{"n1", "n2"} {
+		node := &nodemanagerv1.Node{Name: "nodes/" + n, NodePool: "nodepools/a100"}
+		if _, err := etcdstore.NewBatch(e.etcd.Client).Put(etcdstore.PrefixNodes+n, node).Commit(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.runController(t)
+	e.bind(t, "n1", "team-a", "train", 0)
+	e.bind(t, "n2", "team-a", "train", 1)
+	got := e.await(t, w.GetName(), "running", phaseIs(workloadv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING))
+	if st := got.GetStatus(); st.GetNodePool() != "nodepools/a100" || st.GetAllocatedMilliCpu() != 3000 || st.GetAllocatedMemoryBytes() != 4<<30 {
+		t.Errorf("node pool %q, CPU %d, memory %d; want nodepools/a100, 3000, 4 GiB", st.GetNodePool(), st.GetAllocatedMilliCpu(), st.GetAllocatedMemoryBytes())
+	}
+	for _, n := range []string{"n1", "n2"} {
+		if _, err := e.etcd.Client.Delete(t.Context(), bindingKey(n, "team-a", "train", int32(n[1]-'1'))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got = e.await(t, w.GetName(), "released", func(w *workloadv1.Workload) bool { return w.GetStatus().GetRunningPods() == 0 })
+	if st := got.GetStatus(); st.GetNodePool() != "" || st.GetAllocatedMilliCpu() != 0 || st.GetAllocatedMemoryBytes() != 0 {
+		t.Errorf("after release: node pool %q, CPU %d, memory %d; want none", st.GetNodePool(), st.GetAllocatedMilliCpu(), st.GetAllocatedMemoryBytes())
+	}
+}
+
+// etcdRanges is how many range reads the embedded etcd (in this process)
+// has served, from its own counter.
+func etcdRanges(t *testing.T) float64 {
+	t.Helper()
+	mfs, err := prometheus.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "etcd_mvcc_range_total" {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatal("etcd_mvcc_range_total not found")
+	return 0
+}
+
+// TestController_WorkFollowsChanges: a burst of bindings is folded from the
+// watch-fed model without listing etcd, and the limits sweep reads nothing
+// (none of these running workloads has limits).
+func TestController_WorkFollowsChanges(t *testing.T) {
+	e := start(t)
+	e.addProjects(t, "team-a")
+	const n = 30
+	for i := range n {
+		e.create(t, "team-a", fmt.Sprintf("w%02d", i), training())
+	}
+	e.runControllerWith(t, &fixedClock{}, workload.WithLimitCheckInterval(10*time.Millisecond))
+	// Wait for the controller's first pass (its load) through a watch, which
+	// reads nothing.
+	time.Sleep(200 * time.Millisecond)
+	before := etcdRanges(t)
+	running := e.etcd.Client.Watch(t.Context(), etcdstore.PrefixWorkloads, clientv3.WithPrefix())
+	b := etcdstore.NewBatch(e.etcd.Client)
+	for i := range n {
+		id := fmt.Sprintf("w%02d", i)
+		b.Put(bindingKey("n1", "team-a", id, 0), &workloadv1.PodStatus{Index: 0, Node: "nodes/n1", FractionMilli: 1000,
+			DeviceIndexes: []int32{int32(i % 8)}, State: workloadv1.PodState_POD_STATE_BOUND})
+	}
+	if _, err := b.Commit(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	timeout := time.After(10 * time.Second)
+	for len(seen) < n {
+		select {
+		case resp := <-running:
+			for _, ev := range resp.Events {
+				seen[string(ev.Kv.Key)] = true
+			}
+		case <-timeout:
+			t.Fatalf("%d of %d workloads folded", len(seen), n)
+		}
+	}
+	time.Sleep(100 * time.Millisecond) // ten limit sweeps
+	// etcd counts the comparison of each conditional write as a range:
+	// one per workload written, and nothing else (no listing per burst or
+	// per sweep).
+	if d := etcdRanges(t) - before; d > n {
+		t.Errorf("%v range reads to fold a burst of %d bindings and sweep limits, want at most %d (one per write's condition)", d, n, n)
+	}
+}
+
+// TestController_CollectsRuns: a run report that no longer counts (its
+// binding is gone) is deleted once folded; so are a deleted workload's.
+func TestController_CollectsRuns(t *testing.T) {
+	e := start(t)
+	e.addProjects(t, "team-a")
+	w := e.create(t, "team-a", "job", training())
+	e.runController(t)
+	e.bind(t, "n1", "team-a", "job", 0)
+	e.report(t, "n1", "team-a", "job", 0, workloadv1.PodState_POD_STATE_SUCCEEDED, 0)
+	e.await(t, w.GetName(), "completed", phaseIs(workloadv1.WorkloadPhase_WORKLOAD_PHASE_COMPLETED))
+	runs := func() int64 {
+		resp, err := e.etcd.Client.Get(t.Context(), etcdstore.PrefixRuns, clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Count
+	}
+	if n := runs(); n != 1 {
+		t.Fatalf("%d run reports while the pod is bound, want 1", n)
+	}
+	// The scheduler releases a finished workload's pods.
+	if _, err := e.etcd.Client.Delete(t.Context(), bindingKey("n1", "team-a", "job", 0)); err != nil {
+		t.Fatal(err)
+	}
+	waitCount(t, "the finished pod's report collected", runs)
+	got, err := e.client.GetWorkload(t.Context(), &workloadv1.GetWorkloadRequest{Name: w.GetName()})
+	if err != nil || got.GetStatus().GetPhase() != workloadv1.WorkloadPhase_WORKLOAD_PHASE_COMPLETED {
+		t.Fatalf("after the collection: %v, %v; want still COMPLETED", got.GetStatus().GetPhase(), err)
+	}
+
+	// A deleted workload's late report goes too.
+	w2 := e.create(t, "team-a", "gone", training())
+	if _, err := e.client.DeleteWorkload(t.Context(), &workloadv1.DeleteWorkloadRequest{Name: w2.GetName()}); err != nil {
+		t.Fatal(err)
+	}
+	e.report(t, "n2", "team-a", "gone", 0, workloadv1.PodState_POD_STATE_STOPPED, 0)
+	waitCount(t, "the deleted workload's report collected", runs)
+}
+
+func waitCount(t *testing.T, what string, count func() int64) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for count() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s: %d left", what, count())
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

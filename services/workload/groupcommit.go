@@ -2,6 +2,8 @@ package workload
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -19,14 +21,17 @@ import (
 // find no commit in flight becomes the committer; it commits batches while
 // creates are queued and hands each waiter its own result.
 //
-// A batch is one Txn: If every key's CreateRevision is 0, Then put every
+// A batch is one Txn: If every key's CreateRevision is 0 and every
+// project's CreateRevision is the one its create read, Then put every
 // value. Its keys are distinct (a second create of a key already queued
 // waits for the next batch, where it sees the first one's outcome). When
-// the Txn fails — a key exists, or etcd did not answer — nobody is told
-// anything from it: every create of the batch is done again alone, with
-// its caller's context, by Collection.Create (create-if-absent), so each
-// gets exactly the answer a lone create gets (AlreadyExists only for the
-// keys that exist) and one bad key never fails the others.
+// the Txn fails — a key exists, a project is gone, or etcd did not answer
+// (the batch may then have committed) — nobody is told anything from it:
+// every create of the batch is done again alone, with its caller's
+// context (createAlone), so each gets exactly the answer a lone create
+// gets: its own stored workload if its create had committed (same uid),
+// AlreadyExists only for a key another create holds, NotFound for a
+// project that is gone, Unavailable when etcd does not answer.
 
 // groupMaxBytes bounds the values of one batch, well below etcd's default
 // request size limit (1.5 MiB).
@@ -41,6 +46,9 @@ type createReq struct {
 	key string
 	val string
 	msg *workloadv1.Workload
+	// project is the project's key and the CreateRevision its create read:
+	// the create commits only while that project exists.
+	project projectRef
 	// done is closed once rev or fallback is set.
 	done chan struct{}
 	// lead is closed (and promoted set, under groupCommitter.mu) when this
@@ -59,16 +67,27 @@ type groupCommitter struct {
 	mu       sync.Mutex
 	queue    []*createReq
 	flushing bool
+
+	// lostReply is a test seam: when it returns true for a committed
+	// batch, the batch is answered as if etcd's reply had been lost.
+	lostReply func() bool
+}
+
+// projectRef is a project's key and its CreateRevision (which changes only
+// when the project is deleted and created again).
+type projectRef struct {
+	key string
+	rev int64
 }
 
 // create queues one create and returns the stored copy's revision, or
 // fallback = true when the caller must create alone.
-func (g *groupCommitter) create(ctx context.Context, id string, msg *workloadv1.Workload) (rev int64, fallback bool, err error) {
+func (g *groupCommitter) create(ctx context.Context, id string, msg *workloadv1.Workload, project projectRef) (rev int64, fallback bool, err error) {
 	b, err := (proto.MarshalOptions{Deterministic: true}).Marshal(msg)
 	if err != nil || len(b) > groupMaxBytes/2 {
 		return 0, true, nil // let Collection.Create report it
 	}
-	r := &createReq{id: id, key: g.prefix + id, val: string(b), msg: msg,
+	r := &createReq{id: id, key: g.prefix + id, val: string(b), msg: msg, project: project,
 		done: make(chan struct{}), lead: make(chan struct{})}
 	g.mu.Lock()
 	g.queue = append(g.queue, r)
@@ -129,17 +148,24 @@ func (g *groupCommitter) flush(ctx context.Context, own *createReq) {
 	}
 }
 
-// take splits the queue into the next batch (distinct keys, at most maxOps,
-// at most groupMaxBytes) and what stays queued, in arrival order.
+// take splits the queue into the next batch (distinct keys, at most maxOps
+// conditions counting each distinct project once, at most groupMaxBytes)
+// and what stays queued, in arrival order.
 func (g *groupCommitter) take() (batch, rest []*createReq) {
 	seen := map[string]bool{}
+	projects := map[projectRef]bool{}
 	size := 0
 	for _, r := range g.queue {
-		if seen[r.key] || len(batch) == g.maxOps || size+len(r.val) > groupMaxBytes {
+		conds := len(batch) + len(projects) + 1
+		if !projects[r.project] {
+			conds++
+		}
+		if seen[r.key] || conds > g.maxOps || size+len(r.val) > groupMaxBytes {
 			rest = append(rest, r)
 			continue
 		}
 		seen[r.key] = true
+		projects[r.project] = true
 		size += len(r.val)
 		batch = append(batch, r)
 	}
@@ -149,14 +175,19 @@ func (g *groupCommitter) take() (batch, rest []*createReq) {
 func (g *groupCommitter) commit(ctx context.Context, batch []*createReq) {
 	ctx, cancel := context.WithTimeout(ctx, groupTimeout)
 	defer cancel()
-	cmps := make([]clientv3.Cmp, len(batch))
+	var cmps []clientv3.Cmp
 	puts := make([]clientv3.Op, len(batch))
+	projects := map[projectRef]bool{}
 	for i, r := range batch {
-		cmps[i] = clientv3.Compare(clientv3.CreateRevision(r.key), "=", 0)
+		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(r.key), "=", 0))
+		if !projects[r.project] {
+			projects[r.project] = true
+			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(r.project.key), "=", r.project.rev))
+		}
 		puts[i] = clientv3.OpPut(r.key, r.val)
 	}
 	resp, err := g.client.Txn(ctx).If(cmps...).Then(puts...).Commit()
-	ok := err == nil && resp.Succeeded
+	ok := err == nil && resp.Succeeded && (g.lostReply == nil || !g.lostReply())
 	for _, r := range batch {
 		if ok {
 			r.rev = resp.Header.Revision
@@ -167,14 +198,52 @@ func (g *groupCommitter) commit(ctx context.Context, batch []*createReq) {
 	}
 }
 
+// errProjectGone: the project a create was checked against was deleted
+// (or deleted and created again) before the create committed.
+var errProjectGone = errors.New("the project was deleted")
+
+// createAlone creates one workload with the same conditions as a batch,
+// and answers as a lone create: when the key is taken by this very create
+// (a batch committed it and its reply was lost), the stored copy.
+func (g *groupCommitter) createAlone(ctx context.Context, r *createReq) (etcdstore.Item[*workloadv1.Workload], error) {
+	resp, err := g.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(r.key), "=", 0),
+			clientv3.Compare(clientv3.CreateRevision(r.project.key), "=", r.project.rev)).
+		Then(clientv3.OpPut(r.key, r.val)).
+		Else(clientv3.OpGet(r.key)).
+		Commit()
+	if err != nil {
+		if ctx.Err() != nil {
+			return etcdstore.Item[*workloadv1.Workload]{}, ctx.Err()
+		}
+		return etcdstore.Item[*workloadv1.Workload]{}, fmt.Errorf("create %s: %w: %w", r.key, etcdstore.ErrUnavailable, err)
+	}
+	if resp.Succeeded {
+		return etcdstore.Item[*workloadv1.Workload]{ID: r.id, Msg: r.msg, Etag: etcdstore.FormatEtag(resp.Header.Revision), Revision: resp.Header.Revision}, nil
+	}
+	kvs := resp.Responses[0].GetResponseRange().GetKvs()
+	if len(kvs) == 0 {
+		return etcdstore.Item[*workloadv1.Workload]{}, fmt.Errorf("create %s: %w", r.key, errProjectGone)
+	}
+	stored := new(workloadv1.Workload)
+	if err := proto.Unmarshal(kvs[0].Value, stored); err == nil && r.msg.GetUid() != "" && stored.GetUid() == r.msg.GetUid() {
+		return etcdstore.Item[*workloadv1.Workload]{ID: r.id, Msg: stored, Etag: etcdstore.FormatEtag(kvs[0].ModRevision), Revision: kvs[0].ModRevision}, nil
+	}
+	return etcdstore.Item[*workloadv1.Workload]{}, fmt.Errorf("create %s: %w", r.key, etcdstore.ErrAlreadyExists)
+}
+
 // groupCreate is store.create through the group committer.
-func (s *store) groupCreate(ctx context.Context, id string, w *workloadv1.Workload) (etcdstore.Item[*workloadv1.Workload], error) {
-	rev, fallback, err := s.group.create(ctx, id, w)
+func (s *store) groupCreate(ctx context.Context, id string, w *workloadv1.Workload, project projectRef) (etcdstore.Item[*workloadv1.Workload], error) {
+	rev, fallback, err := s.group.create(ctx, id, w, project)
 	switch {
 	case err != nil:
 		return etcdstore.Item[*workloadv1.Workload]{}, err
 	case fallback:
-		return s.coll.Create(ctx, id, w)
+		b, err := (proto.MarshalOptions{Deterministic: true}).Marshal(w)
+		if err != nil {
+			return etcdstore.Item[*workloadv1.Workload]{}, fmt.Errorf("create %s: encode: %w", id, err)
+		}
+		return s.group.createAlone(ctx, &createReq{id: id, key: s.group.prefix + id, val: string(b), msg: w, project: project})
 	}
 	return etcdstore.Item[*workloadv1.Workload]{ID: id, Msg: w, Etag: etcdstore.FormatEtag(rev), Revision: rev}, nil
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
@@ -18,7 +19,17 @@ import (
 )
 
 func gcWorkload(id string) *workloadv1.Workload {
-	return &workloadv1.Workload{Name: WorkloadName("team-a", id), Type: workloadv1.WorkloadType_WORKLOAD_TYPE_TRAINING}
+	return &workloadv1.Workload{Name: WorkloadName("team-a", id), Uid: newUID(), Type: workloadv1.WorkloadType_WORKLOAD_TYPE_TRAINING}
+}
+
+// gcStore is a store on c with the project team-a, as the quota service
+// writes it.
+func gcStore(t testing.TB, c *etcdtest.Cluster) *store {
+	t.Helper()
+	if _, err := c.Client.Put(context.Background(), etcdstore.PrefixProjects+"team-a", ""); err != nil {
+		t.Fatal(err)
+	}
+	return newStore(c.Client)
 }
 
 // TestGroupCommit_oneBatch holds the committer's role while creates queue
@@ -29,7 +40,7 @@ func gcWorkload(id string) *workloadv1.Workload {
 // ErrAlreadyExists, and each caller gets its own answer and etag.
 func TestGroupCommit_oneBatch(t *testing.T) {
 	c := etcdtest.New(t)
-	s := newStore(c.Client)
+	s := gcStore(t, c)
 	ctx := context.Background()
 	if _, err := s.create(ctx, "team-a", "old", gcWorkload("old")); err != nil {
 		t.Fatal(err)
@@ -101,7 +112,7 @@ func TestGroupCommit_oneBatch(t *testing.T) {
 // successful creates returned, with their etags.
 func TestGroupCommit_concurrent(t *testing.T) {
 	c := etcdtest.New(t)
-	s := newStore(c.Client)
+	s := gcStore(t, c)
 	ctx := context.Background()
 	if _, err := s.create(ctx, "team-a", "old", gcWorkload("old")); err != nil {
 		t.Fatal(err)
@@ -155,6 +166,99 @@ func TestGroupCommit_concurrent(t *testing.T) {
 	}
 }
 
+// TestGroupCommit_lostReply: a batch commits but its reply is lost; the
+// caller gets its own stored workload (same uid), not AlreadyExists.
+func TestGroupCommit_lostReply(t *testing.T) {
+	c := etcdtest.New(t)
+	s := gcStore(t, c)
+	var lost atomic.Bool
+	lost.Store(true)
+	s.group.lostReply = func() bool { return lost.Swap(false) }
+	w := gcWorkload("a")
+	got, err := s.create(t.Context(), "team-a", "a", w)
+	if err != nil {
+		t.Fatalf("create whose batch reply was lost: %v, want the stored workload", err)
+	}
+	if lost.Load() {
+		t.Fatal("the batch was not committed through the committer")
+	}
+	stored, err := s.get(t.Context(), "team-a", "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.GetUid() != w.GetUid() || stored.GetUid() != w.GetUid() || got.GetEtag() != stored.GetEtag() {
+		t.Errorf("returned uid %s etag %s, stored uid %s etag %s, want uid %s", got.GetUid(), got.GetEtag(), stored.GetUid(), stored.GetEtag(), w.GetUid())
+	}
+	// Another caller's create of the same name still gets AlreadyExists.
+	if _, err := s.create(t.Context(), "team-a", "a", gcWorkload("a")); !errors.Is(err, etcdstore.ErrAlreadyExists) {
+		t.Errorf("second create of a: %v, want ErrAlreadyExists", err)
+	}
+}
+
+// TestCreate_projectDeletedMeanwhile: a create queued while its project is
+// deleted is not written (no orphan), in a batch or alone.
+func TestCreate_projectDeletedMeanwhile(t *testing.T) {
+	c := etcdtest.New(t)
+	s := gcStore(t, c)
+	ctx := t.Context()
+	s.group.mu.Lock()
+	s.group.flushing = true // hold the batch until the project is gone
+	s.group.mu.Unlock()
+	errs := make(chan error, 2)
+	for _, id := range []string{"a", "b"} {
+		go func() {
+			_, err := s.create(ctx, "team-a", id, gcWorkload(id))
+			errs <- err
+		}()
+	}
+	waitQueued(t, s, 2)
+	before, err := c.Client.Get(ctx, etcdstore.PrefixProjects+"team-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Client.Delete(ctx, etcdstore.PrefixProjects+"team-a"); err != nil {
+		t.Fatal(err)
+	}
+	s.group.mu.Lock()
+	next := s.group.queue[0]
+	next.promoted = true
+	close(next.lead)
+	s.group.mu.Unlock()
+	for range 2 {
+		if err := <-errs; !errors.Is(err, errProjectGone) {
+			t.Errorf("create in a deleted project: %v, want errProjectGone", err)
+		}
+	}
+	resp, err := c.Client.Get(ctx, etcdstore.PrefixWorkloads, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil || resp.Count != 0 {
+		t.Fatalf("%d workloads stored (%v), want none", resp.Count, err)
+	}
+	// Created again, the project is a new one: a create read against the
+	// old one still fails.
+	if _, err := c.Client.Put(ctx, etcdstore.PrefixProjects+"team-a", ""); err != nil {
+		t.Fatal(err)
+	}
+	old := projectRef{key: etcdstore.PrefixProjects + "team-a", rev: before.Kvs[0].CreateRevision}
+	if _, err := s.groupCreate(ctx, "team-a/c", gcWorkload("c"), old); !errors.Is(err, errProjectGone) {
+		t.Errorf("create checked against the deleted incarnation: %v, want errProjectGone", err)
+	}
+}
+
+func waitQueued(t *testing.T, s *store, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		s.group.mu.Lock()
+		got := len(s.group.queue)
+		s.group.mu.Unlock()
+		if got == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d creates queued", got, n)
+		}
+	}
+}
+
 // BenchmarkStoreCreate compares one Txn per create (Collection.Create) with
 // the group committer, from 32 concurrent callers, on an embedded etcd with
 // fsync on (etcd's production setting, as in `runway dev`).
@@ -162,7 +266,7 @@ func BenchmarkStoreCreate(b *testing.B) {
 	for _, mode := range []string{"single", "group"} {
 		b.Run(mode, func(b *testing.B) {
 			c := etcdtest.New(b, etcdtest.WithConfig(func(cfg *embed.Config) { cfg.UnsafeNoFsync = false }))
-			s := newStore(c.Client)
+			s := gcStore(b, c)
 			var next atomic.Int64
 			b.SetParallelism((32 + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
 			b.ResetTimer()

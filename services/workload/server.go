@@ -155,6 +155,9 @@ func (s *Server) CreateWorkload(ctx context.Context, req *workloadv1.CreateWorkl
 		w.Creator = c.Principal // what "own workloads" in pkg/auth's role table compares
 	}
 	out, err := s.store.create(ctx, project, req.GetWorkloadId(), w)
+	if errors.Is(err, errProjectGone) {
+		return nil, apierr.NotFound(apierr.Project, req.GetParent()).WithCause(err)
+	}
 	if err != nil {
 		return nil, apiError(err, w.GetName())
 	}

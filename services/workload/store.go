@@ -58,8 +58,24 @@ func (s *store) get(ctx context.Context, project, id string) (*workloadv1.Worklo
 // and returns the stored copy with its etag. w itself is not changed.
 // Concurrent creates are committed together (groupcommit.go), with the
 // same answers as one create at a time.
+//
+// The project is read from the quota service's prefix first, and the
+// create commits only while that project still exists (its
+// CreateRevision), so a project deleted meanwhile leaves no orphan
+// (errProjectGone).
 func (s *store) create(ctx context.Context, project, id string, w *workloadv1.Workload) (*workloadv1.Workload, error) {
-	it, err := s.groupCreate(ctx, clusterproto.ClusterID(project, id), forWrite(w))
+	key := etcdstore.PrefixProjects + project
+	resp, err := s.client.Get(ctx, key, clientv3.WithKeysOnly())
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("read project %s: %w: %w", key, etcdstore.ErrUnavailable, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, fmt.Errorf("create in %s: %w", key, errProjectGone)
+	}
+	it, err := s.groupCreate(ctx, clusterproto.ClusterID(project, id), forWrite(w), projectRef{key: key, rev: resp.Kvs[0].CreateRevision})
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/runwayhq/runway/pkg/auth"
 	"github.com/runwayhq/runway/pkg/blob"
+	"github.com/runwayhq/runway/pkg/etcdstore"
 	"github.com/runwayhq/runway/pkg/etcdstore/etcdtest"
 	"github.com/runwayhq/runway/pkg/gpu/simulated"
 	"github.com/runwayhq/runway/pkg/gpumetrics"
@@ -75,6 +77,22 @@ type DevConfig struct {
 	StopGrace   time.Duration
 }
 
+// DevMaxTxnOps is the embedded etcd's --max-txn-ops: the scheduler writes
+// each workload's plan in one transaction, and the largest (a gang of
+// workload.MaxPods pods re-placed from lost nodes: a binding delete, a
+// binding put and a pod key per pod, and an event) fits in it.
+const DevMaxTxnOps = 4096
+
+// DevCompaction bounds the embedded etcd's history (etcdstore.Compactor):
+// every minute, everything but the last 100,000 revisions goes. A watch or
+// page token further behind gets ErrCompacted and relists, which every
+// reader here does. External clusters: see pkg/etcdstore/README.md
+// ("Compaction").
+var DevCompaction = etcdstore.Compactor{Every: time.Minute, Keep: 100_000}
+
+// devEtcd is what `runway dev` changes in the embedded etcd's defaults.
+func devEtcd(c *embed.Config) { c.MaxTxnOps = DevMaxTxnOps }
+
 // EnvLines are the lines `runway dev` prints and writes to DataDir/env: the
 // server's address and a token of the bootstrap administrator.
 func EnvLines(addr, token string) string {
@@ -113,7 +131,7 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr, token string)) 
 	}
 	// etcd's own log is silenced: it reports a clean stop as errors. A
 	// failure to start still comes back from StartEmbedded.
-	opts := append([]etcdtest.Option{etcdtest.WithLogger(zap.NewNop())}, cfg.EtcdOptions...)
+	opts := append([]etcdtest.Option{etcdtest.WithLogger(zap.NewNop()), etcdtest.WithConfig(devEtcd)}, cfg.EtcdOptions...)
 	e, err := etcdtest.StartEmbedded(etcdDir, "http://127.0.0.1:0", opts...)
 	if err != nil {
 		return err
@@ -172,7 +190,10 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr, token string)) 
 		return err
 	}
 	defer loop.Close()
-	d := buildDeps{etcd: cli, quotaConn: loop, replica: "dev", logger: cfg.Logger, scheduler: cfg.Scheduler, examples: true,
+	if cfg.Scheduler.MaxOps == 0 {
+		cfg.Scheduler.MaxOps = DevMaxTxnOps
+	}
+	d := buildDeps{etcd: cli, quotaConn: loop, replica: "dev", logger: cfg.Logger, scheduler: cfg.Scheduler, examples: true, metrics: reg,
 		guard: guard, identity: cfg.Identity}
 	if cfg.Kube != nil {
 		// Users' pods become workloads through the WorkloadService, called
@@ -212,6 +233,9 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr, token string)) 
 			_ = srv.Close()
 			return err
 		}
+		if s, ok := b.svc.(*scheduler.Server); ok {
+			s.SetAddress(srv.Addr())
+		}
 		if b.run != nil {
 			runs = append(runs, b)
 		}
@@ -240,6 +264,9 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr, token string)) 
 	if hist != nil {
 		g.Go("history", func(ctx context.Context) error { return hist.Collect(ctx, reg, cfg.History.interval(), time.Now) })
 	}
+	compactor := DevCompaction
+	compactor.Client, compactor.Logger = cli, cfg.Logger
+	g.Go("etcd compaction", compactor.Run)
 	for _, b := range runs {
 		g.Go(b.name, b.run)
 	}

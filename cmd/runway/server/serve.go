@@ -14,6 +14,7 @@ import (
 	"github.com/runwayhq/runway/pkg/history"
 	"github.com/runwayhq/runway/pkg/metrics"
 	"github.com/runwayhq/runway/services/identity"
+	"github.com/runwayhq/runway/services/scheduler"
 )
 
 // ServeConfig is one service on its own server (`runway serve <svc>`).
@@ -63,6 +64,12 @@ type ServeConfig struct {
 	PrometheusURL   string
 	HistoryInterval time.Duration
 	BlobDir         string
+	// EtcdMaxTxnOps is the etcd cluster's --max-txn-ops (etcd's default
+	// 128 when 0): the scheduler writes each workload's plan in one
+	// transaction and leaves out (with an error) a workload whose writes
+	// exceed it. Run etcd with a higher --max-txn-ops (DevMaxTxnOps fits
+	// the largest gang) and give the same number here.
+	EtcdMaxTxnOps int
 }
 
 // Serve builds one service and serves it until ctx ends (the scheduler
@@ -91,7 +98,7 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	if err != nil {
 		return err
 	}
-	d := buildDeps{etcd: cli, replica: cfg.Replica, logger: cfg.Logger, guard: guard, identity: cfg.Identity}
+	d := buildDeps{etcd: cli, replica: cfg.Replica, logger: cfg.Logger, guard: guard, identity: cfg.Identity, metrics: reg}
 	if cfg.PrometheusURL != "" {
 		if d.history, err = history.NewRemote(cfg.PrometheusURL, nil); err != nil {
 			return err
@@ -103,6 +110,7 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 			return err
 		}
 	}
+	d.scheduler.MaxOps = cfg.EtcdMaxTxnOps
 	if cfg.QuotaServer != "" && cfg.Service == Workload {
 		conn, err := dialService(cfg.QuotaServer, Workload, guard, reg)
 		if err != nil {
@@ -163,6 +171,9 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	srv.Register(b.svc.Register)
 	srv.Register(reg.InitializeServer)
 	srv.RegisterGateway(b.svc.RegisterGateway)
+	if s, ok := b.svc.(*scheduler.Server); ok {
+		s.SetAddress(srv.Addr())
+	}
 	g := newGroup(ctx)
 	g.Go("guard", guard.Run)
 	g.Go("server", srv.Serve)

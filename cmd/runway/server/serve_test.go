@@ -117,27 +117,39 @@ func TestServeSeparately(t *testing.T) {
 	}
 }
 
+// TestServeRejects: each misconfiguration is refused by its own check, with
+// a working etcd so that no case fails on the store first; the error names
+// what is wrong.
 func TestServeRejects(t *testing.T) {
-	for name, cfg := range map[string]server.ServeConfig{
-		"unknown service":        {Service: "nope", EtcdEndpoints: []string{"127.0.0.1:1"}, Listen: "127.0.0.1:0"},
-		"workload without quota": {Service: server.Workload, EtcdEndpoints: []string{"127.0.0.1:1"}, Listen: "127.0.0.1:0"},
-		"no etcd endpoints":      {Service: server.Quota, Listen: "127.0.0.1:0"},
-		"unknown runtime": {Service: server.Scheduler, EtcdEndpoints: []string{"127.0.0.1:1"}, Listen: "127.0.0.1:0",
-			Runtime: "nomad"},
-		"kubernetes runtime off the scheduler": {Service: server.Quota, EtcdEndpoints: []string{"127.0.0.1:1"},
-			Listen: "127.0.0.1:0", Runtime: server.RuntimeKubernetes},
-		"kubernetes runtime without the workload service": {Service: server.Scheduler, EtcdEndpoints: []string{"127.0.0.1:1"},
-			Listen: "127.0.0.1:0", Runtime: server.RuntimeKubernetes, Kube: server.KubeConfig{Kubeconfig: "/dev/null"}},
-		"kubernetes runtime with a missing kubeconfig": {Service: server.Scheduler, EtcdEndpoints: []string{"127.0.0.1:1"},
-			Listen: "127.0.0.1:0", Runtime: server.RuntimeKubernetes, WorkloadServer: "127.0.0.1:1",
-			Kube: server.KubeConfig{Kubeconfig: "/nonexistent/kubeconfig"}},
-		"etcd TLS with a missing CA": {Service: server.Quota, EtcdEndpoints: []string{"127.0.0.1:1"}, Listen: "127.0.0.1:0",
-			EtcdTLS: server.EtcdTLS{CAFile: "/nonexistent/ca.crt"}},
+	cl := etcdtest.New(t)
+	etcd := []string{cl.Endpoint}
+	for _, tc := range []struct {
+		name string
+		cfg  server.ServeConfig
+		want string
+	}{
+		{"unknown service", server.ServeConfig{Service: "nope", EtcdEndpoints: etcd}, `unknown service "nope"`},
+		{"workload without quota", server.ServeConfig{Service: server.Workload, EtcdEndpoints: etcd}, "needs --quota-server"},
+		{"no etcd endpoints", server.ServeConfig{Service: server.Quota}, "no etcd endpoints"},
+		{"unknown runtime", server.ServeConfig{Service: server.Scheduler, EtcdEndpoints: etcd, Runtime: "nomad"}, `--runtime "nomad"`},
+		{"kubernetes runtime off the scheduler", server.ServeConfig{Service: server.Quota, EtcdEndpoints: etcd,
+			Runtime: server.RuntimeKubernetes}, "--runtime kubernetes is the scheduler's"},
+		{"kubernetes runtime without the workload service", server.ServeConfig{Service: server.Scheduler, EtcdEndpoints: etcd,
+			Runtime: server.RuntimeKubernetes, Kube: server.KubeConfig{Kubeconfig: "/dev/null"}}, "needs --workload-server"},
+		{"kubernetes runtime with a missing kubeconfig", server.ServeConfig{Service: server.Scheduler, EtcdEndpoints: etcd,
+			Runtime: server.RuntimeKubernetes, WorkloadServer: "127.0.0.1:1",
+			Kube: server.KubeConfig{Kubeconfig: "/nonexistent/kubeconfig"}}, "/nonexistent/kubeconfig"},
+		{"etcd TLS with a missing CA", server.ServeConfig{Service: server.Quota, EtcdEndpoints: etcd,
+			EtcdTLS: server.EtcdTLS{CAFile: "/nonexistent/ca.crt"}}, "etcd TLS"},
 	} {
-		if err := server.Serve(t.Context(), cfg); err == nil {
-			t.Errorf("%s: Serve returned nil", name)
-		} else {
-			t.Logf("%s: %v", name, err)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			tc.cfg.Listen, tc.cfg.Logger = "127.0.0.1:0", quiet
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+			defer cancel()
+			err := server.Serve(ctx, tc.cfg)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Serve = %v, want an error saying %q", err, tc.want)
+			}
+		})
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -116,6 +117,7 @@ type buildDeps struct {
 	// reports' CSVs.
 	historyInterval time.Duration
 	blobs           blob.Store
+	metrics   prometheus.Registerer // where the services' metrics go (nil: nowhere)
 }
 
 // build builds one service by name.
@@ -142,7 +144,7 @@ func build(name string, d buildDeps) (built, error) {
 		// evictions and the agents' run reports into each workload's status;
 		// it runs beside the service (replicas' writes are conditional and
 		// idempotent).
-		c, err := workload.NewController(deps)
+		c, err := workload.NewController(deps, workload.WithRegisterer(d.metrics))
 		if err != nil {
 			return built{}, err
 		}

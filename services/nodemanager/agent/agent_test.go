@@ -172,3 +172,40 @@ func alive(pid int) bool {
 	i := strings.LastIndexByte(s, ')')
 	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }
+
+// TestRun_restartStartsNoPodTwice: an agent started again (after a crash
+// or a restart) does not run again the pod of a binding that it ran to
+// the end; a pod whose last report says it was running (its process lost
+// with the agent) is started again.
+func TestRun_restartStartsNoPodTwice(t *testing.T) {
+	f := newFixture(t)
+	ledger := filepath.Join(t.TempDir(), "ran")
+	f.workload(t, "once", "sh", "-c", "echo once >> "+ledger)
+	f.workload(t, "lost", "sh", "-c", "echo lost >> "+ledger)
+	f.bind(t, "once")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- agent.Run(ctx, agent.Config{Node: "node-1", Client: f.etcd.Client, DataDir: f.dataDir,
+			Backend: simulated.New(simulated.Config{Count: 4}), LeaseTTL: time.Second, StopGrace: time.Second,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	}()
+	f.waitRun(t, "once", workloadv1.PodState_POD_STATE_SUCCEEDED)
+	cancel()
+	<-done
+
+	// "lost" was running when its agent died: bound, then reported RUNNING.
+	f.bindShare(t, "lost", 2, 1000)
+	if err := nodemanager.PutRun(context.Background(), f.etcd.Client, &nodemanagerv1.ReportWorkloadStateRequest{
+		Node: "nodes/node-1", Workload: "projects/team-a/workloads/lost", PodIndex: 0,
+		State: workloadv1.PodState_POD_STATE_RUNNING}); err != nil {
+		t.Fatal(err)
+	}
+	f.run(t)
+	f.waitRun(t, "lost", workloadv1.PodState_POD_STATE_SUCCEEDED)
+	time.Sleep(300 * time.Millisecond) // time to (wrongly) start "once" again
+	if b, err := os.ReadFile(ledger); err != nil || string(b) != "once\nlost\n" {
+		t.Errorf("pods ran %q (%v), want once, then lost again", b, err)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -80,7 +81,9 @@ func (p *pods) resync(ctx context.Context) (int64, error) {
 	seen := map[string]bool{}
 	for _, kv := range resp.Kvs {
 		seen[string(kv.Key)] = true
-		p.put(ctx, string(kv.Key), kv.Value)
+		if err := p.put(ctx, string(kv.Key), kv.Value, kv.CreateRevision); err != nil {
+			return 0, err
+		}
 	}
 	for key := range p.taken {
 		if !seen[key] {
@@ -101,21 +104,49 @@ func (p *pods) watch(ctx context.Context, rev int64) error {
 		for _, ev := range resp.Events {
 			if ev.Type == clientv3.EventTypeDelete {
 				p.apply(ctx, string(ev.Kv.Key), nil)
-			} else {
-				p.put(ctx, string(ev.Kv.Key), ev.Kv.Value)
+			} else if err := p.put(ctx, string(ev.Kv.Key), ev.Kv.Value, ev.Kv.CreateRevision); err != nil {
+				return err
 			}
 		}
 	}
 	return errors.New("watch channel closed")
 }
 
-func (p *pods) put(ctx context.Context, key string, value []byte) {
+// put takes a binding (created at createRev). A pod that ended is not
+// started again for the same binding: when its run report is newer than
+// the binding and final, an earlier run of this agent (before a crash or
+// a restart) ran it to the end. A pod whose report says it was still
+// running lost its process with that agent, and is started again. An
+// error (the report could not be read) makes the caller list again.
+func (p *pods) put(ctx context.Context, key string, value []byte, createRev int64) error {
 	b, err := nodemanager.DecodeBinding(key, value)
 	if err != nil {
 		p.log.Error("ignoring binding", "key", key, "err", err)
-		return
+		return nil
+	}
+	if _, taken := p.taken[key]; taken {
+		return nil
+	}
+	resp, err := p.cfg.Client.Get(ctx, nodemanager.RunKey(p.cfg.Node, b.Project, b.Workload, b.Pod))
+	if err != nil {
+		return fmt.Errorf("read the run report of %s: %w", key, err)
+	}
+	if len(resp.Kvs) == 1 && resp.Kvs[0].ModRevision > createRev {
+		prev := new(nodemanagerv1.ReportWorkloadStateRequest)
+		if err := proto.Unmarshal(resp.Kvs[0].Value, prev); err == nil && ended(prev.GetState()) {
+			p.taken[key] = &pod{stop: make(chan struct{})} // kept, so that it is not started again
+			return nil
+		}
+		p.log.Info("starting again a pod whose process was lost with an earlier run of the agent", "binding", key)
 	}
 	p.apply(ctx, key, &b)
+	return nil
+}
+
+// ended: a final state of a run report.
+func ended(s workloadv1.PodState) bool {
+	return s == workloadv1.PodState_POD_STATE_SUCCEEDED || s == workloadv1.PodState_POD_STATE_FAILED ||
+		s == workloadv1.PodState_POD_STATE_STOPPED
 }
 
 // apply starts the pod of a new binding, or stops the pod of a deleted

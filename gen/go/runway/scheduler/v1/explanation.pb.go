@@ -7,7 +7,6 @@
 package schedulerv1
 
 import (
-	v11 "github.com/runwayhq/runway/gen/go/runway/common/v1"
 	v1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
@@ -188,168 +187,11 @@ func (x *Decision) GetMessage() string {
 	return ""
 }
 
-// NodePoolAttempt is how the last cycle tried one node pool for the workload:
-// how many nodes each filter removed, as counted reasons.
-type NodePoolAttempt struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The node pool, `nodepools/{node_pool}`.
-	NodePool string `protobuf:"bytes,1,opt,name=node_pool,json=nodePool,proto3" json:"node_pool,omitempty"`
-	// Nodes in the pool.
-	NodesTotal int32 `protobuf:"varint,2,opt,name=nodes_total,json=nodesTotal,proto3" json:"nodes_total,omitempty"`
-	// Nodes that passed every filter for one pod.
-	NodesFeasible int32 `protobuf:"varint,3,opt,name=nodes_feasible,json=nodesFeasible,proto3" json:"nodes_feasible,omitempty"`
-	// Nodes removed, per failed check, in the order the checks run.
-	Filtered []*FilterCount `protobuf:"bytes,4,rep,name=filtered,proto3" json:"filtered,omitempty"`
-	// The largest free amount on a single feasible-by-label node, per resource.
-	LargestFreeBlock *v11.ResourceQuantity `protobuf:"bytes,5,opt,name=largest_free_block,json=largestFreeBlock,proto3" json:"largest_free_block,omitempty"`
-	// The queue checks (limit, deserved, fair share) that failed in this pool.
-	Reasons       []*v1.PendingReason `protobuf:"bytes,6,rep,name=reasons,proto3" json:"reasons,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *NodePoolAttempt) Reset() {
-	*x = NodePoolAttempt{}
-	mi := &file_runway_scheduler_v1_explanation_proto_msgTypes[1]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *NodePoolAttempt) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*NodePoolAttempt) ProtoMessage() {}
-
-func (x *NodePoolAttempt) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_scheduler_v1_explanation_proto_msgTypes[1]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use NodePoolAttempt.ProtoReflect.Descriptor instead.
-func (*NodePoolAttempt) Descriptor() ([]byte, []int) {
-	return file_runway_scheduler_v1_explanation_proto_rawDescGZIP(), []int{1}
-}
-
-func (x *NodePoolAttempt) GetNodePool() string {
-	if x != nil {
-		return x.NodePool
-	}
-	return ""
-}
-
-func (x *NodePoolAttempt) GetNodesTotal() int32 {
-	if x != nil {
-		return x.NodesTotal
-	}
-	return 0
-}
-
-func (x *NodePoolAttempt) GetNodesFeasible() int32 {
-	if x != nil {
-		return x.NodesFeasible
-	}
-	return 0
-}
-
-func (x *NodePoolAttempt) GetFiltered() []*FilterCount {
-	if x != nil {
-		return x.Filtered
-	}
-	return nil
-}
-
-func (x *NodePoolAttempt) GetLargestFreeBlock() *v11.ResourceQuantity {
-	if x != nil {
-		return x.LargestFreeBlock
-	}
-	return nil
-}
-
-func (x *NodePoolAttempt) GetReasons() []*v1.PendingReason {
-	if x != nil {
-		return x.Reasons
-	}
-	return nil
-}
-
-// FilterCount is how many nodes one node-level check removed.
-type FilterCount struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The check (NODE_TYPE, CAPACITY, ...), or NODE_POOL for nodes that are not
-	// Ready or are drained.
-	Check v1.PendingCheck `protobuf:"varint,1,opt,name=check,proto3,enum=runway.workload.v1.PendingCheck" json:"check,omitempty"`
-	// Nodes it removed.
-	Nodes int32 `protobuf:"varint,2,opt,name=nodes,proto3" json:"nodes,omitempty"`
-	// What was short, for example "GPU: needs 4, largest free 2".
-	Message       string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *FilterCount) Reset() {
-	*x = FilterCount{}
-	mi := &file_runway_scheduler_v1_explanation_proto_msgTypes[2]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *FilterCount) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*FilterCount) ProtoMessage() {}
-
-func (x *FilterCount) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_scheduler_v1_explanation_proto_msgTypes[2]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use FilterCount.ProtoReflect.Descriptor instead.
-func (*FilterCount) Descriptor() ([]byte, []int) {
-	return file_runway_scheduler_v1_explanation_proto_rawDescGZIP(), []int{2}
-}
-
-func (x *FilterCount) GetCheck() v1.PendingCheck {
-	if x != nil {
-		return x.Check
-	}
-	return v1.PendingCheck(0)
-}
-
-func (x *FilterCount) GetNodes() int32 {
-	if x != nil {
-		return x.Nodes
-	}
-	return 0
-}
-
-func (x *FilterCount) GetMessage() string {
-	if x != nil {
-		return x.Message
-	}
-	return ""
-}
-
 var File_runway_scheduler_v1_explanation_proto protoreflect.FileDescriptor
 
 const file_runway_scheduler_v1_explanation_proto_rawDesc = "" +
 	"\n" +
-	"%runway/scheduler/v1/explanation.proto\x12\x13runway.scheduler.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a runway/common/v1/resources.proto\x1a!runway/workload/v1/workload.proto\"\xb4\x02\n" +
+	"%runway/scheduler/v1/explanation.proto\x12\x13runway.scheduler.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a!runway/workload/v1/workload.proto\"\xb4\x02\n" +
 	"\bDecision\x12.\n" +
 	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12+\n" +
 	"\x11election_revision\x18\x02 \x01(\x03R\x10electionRevision\x12>\n" +
@@ -357,19 +199,7 @@ const file_runway_scheduler_v1_explanation_proto_rawDesc = "" +
 	"\x04rule\x18\x04 \x01(\x0e2\".runway.workload.v1.SchedulingRuleR\x04rule\x12\x1b\n" +
 	"\tnode_pool\x18\x05 \x01(\tR\bnodePool\x12\x1c\n" +
 	"\tworkloads\x18\x06 \x03(\tR\tworkloads\x12\x18\n" +
-	"\amessage\x18\a \x01(\tR\amessage\"\xc3\x02\n" +
-	"\x0fNodePoolAttempt\x12\x1b\n" +
-	"\tnode_pool\x18\x01 \x01(\tR\bnodePool\x12\x1f\n" +
-	"\vnodes_total\x18\x02 \x01(\x05R\n" +
-	"nodesTotal\x12%\n" +
-	"\x0enodes_feasible\x18\x03 \x01(\x05R\rnodesFeasible\x12<\n" +
-	"\bfiltered\x18\x04 \x03(\v2 .runway.scheduler.v1.FilterCountR\bfiltered\x12P\n" +
-	"\x12largest_free_block\x18\x05 \x01(\v2\".runway.common.v1.ResourceQuantityR\x10largestFreeBlock\x12;\n" +
-	"\areasons\x18\x06 \x03(\v2!.runway.workload.v1.PendingReasonR\areasons\"u\n" +
-	"\vFilterCount\x126\n" +
-	"\x05check\x18\x01 \x01(\x0e2 .runway.workload.v1.PendingCheckR\x05check\x12\x14\n" +
-	"\x05nodes\x18\x02 \x01(\x05R\x05nodes\x12\x18\n" +
-	"\amessage\x18\x03 \x01(\tR\amessage*\xb4\x01\n" +
+	"\amessage\x18\a \x01(\tR\amessage*\xb4\x01\n" +
 	"\x0fDecisionOutcome\x12 \n" +
 	"\x1cDECISION_OUTCOME_UNSPECIFIED\x10\x00\x12#\n" +
 	"\x1fDECISION_OUTCOME_NOT_CONSIDERED\x10\x01\x12\x1b\n" +
@@ -390,31 +220,22 @@ func file_runway_scheduler_v1_explanation_proto_rawDescGZIP() []byte {
 }
 
 var file_runway_scheduler_v1_explanation_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_runway_scheduler_v1_explanation_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_runway_scheduler_v1_explanation_proto_msgTypes = make([]protoimpl.MessageInfo, 1)
 var file_runway_scheduler_v1_explanation_proto_goTypes = []any{
 	(DecisionOutcome)(0),          // 0: runway.scheduler.v1.DecisionOutcome
 	(*Decision)(nil),              // 1: runway.scheduler.v1.Decision
-	(*NodePoolAttempt)(nil),       // 2: runway.scheduler.v1.NodePoolAttempt
-	(*FilterCount)(nil),           // 3: runway.scheduler.v1.FilterCount
-	(*timestamppb.Timestamp)(nil), // 4: google.protobuf.Timestamp
-	(v1.SchedulingRule)(0),        // 5: runway.workload.v1.SchedulingRule
-	(*v11.ResourceQuantity)(nil),  // 6: runway.common.v1.ResourceQuantity
-	(*v1.PendingReason)(nil),      // 7: runway.workload.v1.PendingReason
-	(v1.PendingCheck)(0),          // 8: runway.workload.v1.PendingCheck
+	(*timestamppb.Timestamp)(nil), // 2: google.protobuf.Timestamp
+	(v1.SchedulingRule)(0),        // 3: runway.workload.v1.SchedulingRule
 }
 var file_runway_scheduler_v1_explanation_proto_depIdxs = []int32{
-	4, // 0: runway.scheduler.v1.Decision.time:type_name -> google.protobuf.Timestamp
+	2, // 0: runway.scheduler.v1.Decision.time:type_name -> google.protobuf.Timestamp
 	0, // 1: runway.scheduler.v1.Decision.outcome:type_name -> runway.scheduler.v1.DecisionOutcome
-	5, // 2: runway.scheduler.v1.Decision.rule:type_name -> runway.workload.v1.SchedulingRule
-	3, // 3: runway.scheduler.v1.NodePoolAttempt.filtered:type_name -> runway.scheduler.v1.FilterCount
-	6, // 4: runway.scheduler.v1.NodePoolAttempt.largest_free_block:type_name -> runway.common.v1.ResourceQuantity
-	7, // 5: runway.scheduler.v1.NodePoolAttempt.reasons:type_name -> runway.workload.v1.PendingReason
-	8, // 6: runway.scheduler.v1.FilterCount.check:type_name -> runway.workload.v1.PendingCheck
-	7, // [7:7] is the sub-list for method output_type
-	7, // [7:7] is the sub-list for method input_type
-	7, // [7:7] is the sub-list for extension type_name
-	7, // [7:7] is the sub-list for extension extendee
-	0, // [0:7] is the sub-list for field type_name
+	3, // 2: runway.scheduler.v1.Decision.rule:type_name -> runway.workload.v1.SchedulingRule
+	3, // [3:3] is the sub-list for method output_type
+	3, // [3:3] is the sub-list for method input_type
+	3, // [3:3] is the sub-list for extension type_name
+	3, // [3:3] is the sub-list for extension extendee
+	0, // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_runway_scheduler_v1_explanation_proto_init() }
@@ -428,7 +249,7 @@ func file_runway_scheduler_v1_explanation_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_runway_scheduler_v1_explanation_proto_rawDesc), len(file_runway_scheduler_v1_explanation_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   3,
+			NumMessages:   1,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -246,9 +246,6 @@ type ExplainWorkloadResponse struct {
 	Phase v1.WorkloadPhase `protobuf:"varint,2,opt,name=phase,proto3,enum=runway.workload.v1.WorkloadPhase" json:"phase,omitempty"`
 	// Why it is not (fully) placed, from the last cycle; empty when it is.
 	PendingReasons []*v1.PendingReason `protobuf:"bytes,3,rep,name=pending_reasons,json=pendingReasons,proto3" json:"pending_reasons,omitempty"`
-	// How the last cycle tried each node pool, in the workload's order of
-	// preference.
-	NodePoolAttempts []*NodePoolAttempt `protobuf:"bytes,4,rep,name=node_pool_attempts,json=nodePoolAttempts,proto3" json:"node_pool_attempts,omitempty"`
 	// The last decision about the workload.
 	LastDecision  *Decision `protobuf:"bytes,5,opt,name=last_decision,json=lastDecision,proto3" json:"last_decision,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -302,13 +299,6 @@ func (x *ExplainWorkloadResponse) GetPhase() v1.WorkloadPhase {
 func (x *ExplainWorkloadResponse) GetPendingReasons() []*v1.PendingReason {
 	if x != nil {
 		return x.PendingReasons
-	}
-	return nil
-}
-
-func (x *ExplainWorkloadResponse) GetNodePoolAttempts() []*NodePoolAttempt {
-	if x != nil {
-		return x.NodePoolAttempts
 	}
 	return nil
 }
@@ -382,13 +372,12 @@ const file_runway_scheduler_v1_scheduler_service_proto_rawDesc = "" +
 	"\x06queues\x18\x01 \x03(\v2\x1a.runway.scheduler.v1.QueueR\x06queues\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\",\n" +
 	"\x16ExplainWorkloadRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\xca\x02\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x90\x02\n" +
 	"\x17ExplainWorkloadResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x127\n" +
 	"\x05phase\x18\x02 \x01(\x0e2!.runway.workload.v1.WorkloadPhaseR\x05phase\x12J\n" +
-	"\x0fpending_reasons\x18\x03 \x03(\v2!.runway.workload.v1.PendingReasonR\x0ependingReasons\x12R\n" +
-	"\x12node_pool_attempts\x18\x04 \x03(\v2$.runway.scheduler.v1.NodePoolAttemptR\x10nodePoolAttempts\x12B\n" +
-	"\rlast_decision\x18\x05 \x01(\v2\x1d.runway.scheduler.v1.DecisionR\flastDecision\"&\n" +
+	"\x0fpending_reasons\x18\x03 \x03(\v2!.runway.workload.v1.PendingReasonR\x0ependingReasons\x12B\n" +
+	"\rlast_decision\x18\x05 \x01(\v2\x1d.runway.scheduler.v1.DecisionR\flastDecisionJ\x04\b\x04\x10\x05R\x12node_pool_attempts\"&\n" +
 	"\x10GetLeaderRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name2\xa9\x04\n" +
 	"\x10SchedulerService\x12\x93\x01\n" +
@@ -422,29 +411,27 @@ var file_runway_scheduler_v1_scheduler_service_proto_goTypes = []any{
 	(*Queue)(nil),                   // 6: runway.scheduler.v1.Queue
 	(v1.WorkloadPhase)(0),           // 7: runway.workload.v1.WorkloadPhase
 	(*v1.PendingReason)(nil),        // 8: runway.workload.v1.PendingReason
-	(*NodePoolAttempt)(nil),         // 9: runway.scheduler.v1.NodePoolAttempt
-	(*Decision)(nil),                // 10: runway.scheduler.v1.Decision
-	(*Leader)(nil),                  // 11: runway.scheduler.v1.Leader
+	(*Decision)(nil),                // 9: runway.scheduler.v1.Decision
+	(*Leader)(nil),                  // 10: runway.scheduler.v1.Leader
 }
 var file_runway_scheduler_v1_scheduler_service_proto_depIdxs = []int32{
 	6,  // 0: runway.scheduler.v1.ListQueuesResponse.queues:type_name -> runway.scheduler.v1.Queue
 	7,  // 1: runway.scheduler.v1.ExplainWorkloadResponse.phase:type_name -> runway.workload.v1.WorkloadPhase
 	8,  // 2: runway.scheduler.v1.ExplainWorkloadResponse.pending_reasons:type_name -> runway.workload.v1.PendingReason
-	9,  // 3: runway.scheduler.v1.ExplainWorkloadResponse.node_pool_attempts:type_name -> runway.scheduler.v1.NodePoolAttempt
-	10, // 4: runway.scheduler.v1.ExplainWorkloadResponse.last_decision:type_name -> runway.scheduler.v1.Decision
-	0,  // 5: runway.scheduler.v1.SchedulerService.GetQueue:input_type -> runway.scheduler.v1.GetQueueRequest
-	1,  // 6: runway.scheduler.v1.SchedulerService.ListQueues:input_type -> runway.scheduler.v1.ListQueuesRequest
-	3,  // 7: runway.scheduler.v1.SchedulerService.ExplainWorkload:input_type -> runway.scheduler.v1.ExplainWorkloadRequest
-	5,  // 8: runway.scheduler.v1.SchedulerService.GetLeader:input_type -> runway.scheduler.v1.GetLeaderRequest
-	6,  // 9: runway.scheduler.v1.SchedulerService.GetQueue:output_type -> runway.scheduler.v1.Queue
-	2,  // 10: runway.scheduler.v1.SchedulerService.ListQueues:output_type -> runway.scheduler.v1.ListQueuesResponse
-	4,  // 11: runway.scheduler.v1.SchedulerService.ExplainWorkload:output_type -> runway.scheduler.v1.ExplainWorkloadResponse
-	11, // 12: runway.scheduler.v1.SchedulerService.GetLeader:output_type -> runway.scheduler.v1.Leader
-	9,  // [9:13] is the sub-list for method output_type
-	5,  // [5:9] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	9,  // 3: runway.scheduler.v1.ExplainWorkloadResponse.last_decision:type_name -> runway.scheduler.v1.Decision
+	0,  // 4: runway.scheduler.v1.SchedulerService.GetQueue:input_type -> runway.scheduler.v1.GetQueueRequest
+	1,  // 5: runway.scheduler.v1.SchedulerService.ListQueues:input_type -> runway.scheduler.v1.ListQueuesRequest
+	3,  // 6: runway.scheduler.v1.SchedulerService.ExplainWorkload:input_type -> runway.scheduler.v1.ExplainWorkloadRequest
+	5,  // 7: runway.scheduler.v1.SchedulerService.GetLeader:input_type -> runway.scheduler.v1.GetLeaderRequest
+	6,  // 8: runway.scheduler.v1.SchedulerService.GetQueue:output_type -> runway.scheduler.v1.Queue
+	2,  // 9: runway.scheduler.v1.SchedulerService.ListQueues:output_type -> runway.scheduler.v1.ListQueuesResponse
+	4,  // 10: runway.scheduler.v1.SchedulerService.ExplainWorkload:output_type -> runway.scheduler.v1.ExplainWorkloadResponse
+	10, // 11: runway.scheduler.v1.SchedulerService.GetLeader:output_type -> runway.scheduler.v1.Leader
+	8,  // [8:12] is the sub-list for method output_type
+	4,  // [4:8] is the sub-list for method input_type
+	4,  // [4:4] is the sub-list for extension type_name
+	4,  // [4:4] is the sub-list for extension extendee
+	0,  // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_runway_scheduler_v1_scheduler_service_proto_init() }
