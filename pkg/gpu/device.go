@@ -1,5 +1,7 @@
 package gpu
 
+import "time"
+
 // DeviceInfo is one GPU as its backend discovered it.
 type DeviceInfo struct {
 	// Index is the device's index on its node (the NVML index), from 0; it
@@ -16,13 +18,21 @@ type DeviceInfo struct {
 	MIG bool
 }
 
-// Pod is a process group the agent runs on a device, as Sample sees it.
+// Pod is a pod the agent runs on a device, as Sample sees it. The agent
+// reads every pod's processes once per sample (pkg/runner/local), so a
+// backend never walks /proc itself.
 type Pod struct {
-	// PGID is the pod's process group: every process of the pod is in it.
-	PGID int
+	// Key names the pod across samples (its utilisation is a difference).
+	Key string
 	// Dir is the pod's working directory (the simulator reads the memory
 	// the pod declares there).
 	Dir string
+	// CPU is the CPU time the pod's processes have used so far (the
+	// simulator's utilisation).
+	CPU time.Duration
+	// Owns reports whether a process is one of the pod's (NVML lists
+	// processes by pid); nil owns none.
+	Owns func(pid int) bool
 }
 
 // PodUsage is one pod's use of one device.

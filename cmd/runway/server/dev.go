@@ -23,6 +23,7 @@ import (
 	"github.com/runwayhq/runway/pkg/gpu/simulated"
 	"github.com/runwayhq/runway/pkg/gpumetrics"
 	"github.com/runwayhq/runway/pkg/grpcserver"
+	"github.com/runwayhq/runway/pkg/runner/local"
 	"github.com/runwayhq/runway/services/identity"
 	"github.com/runwayhq/runway/services/nodemanager/agent"
 	"github.com/runwayhq/runway/services/scheduler"
@@ -201,7 +202,8 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr, token string)) 
 			return err
 		}
 		acfg := agent.Config{Node: node, Client: cli, DataDir: dir, Listen: "127.0.0.1:0", LeaseTTL: cfg.LeaseTTL, StopGrace: cfg.StopGrace,
-			Auth: guard.UnaryInterceptor, AuthStream: guard.StreamInterceptor,
+			PodUIDs: local.DefaultUIDs,
+			Auth:    guard.UnaryInterceptor, AuthStream: guard.StreamInterceptor,
 			Backend: simulated.New(simulated.Config{Count: cfg.GPUsPerNode, Node: node}),
 			Metrics: metrics, Logger: cfg.Logger}
 		g.Go("agent "+node, func(ctx context.Context) error { return agent.Run(ctx, acfg) })

@@ -10,7 +10,6 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/runwayhq/runway/pkg/gpu"
-	"github.com/runwayhq/runway/pkg/procstat"
 )
 
 // Backend reads devices through an NVML library. It is safe for
@@ -91,7 +90,7 @@ func (b *Backend) device(i int) (nvml.Device, error) {
 }
 
 // Sample reads the device's utilisation and memory and attributes its
-// processes to the pods by process group.
+// processes to the pods (by cgroup, or by the pods' tracked processes).
 func (b *Backend) Sample(index int, pods []gpu.Pod) (gpu.DeviceUsage, error) {
 	d, err := b.device(index)
 	if err != nil {
@@ -111,17 +110,13 @@ func (b *Backend) Sample(index int, pods []gpu.Pod) (gpu.DeviceUsage, error) {
 	}
 	u := gpu.DeviceUsage{Utilization: float64(util.Gpu) / 100, MemoryUsedBytes: int64(mem.Used),
 		Pods: make([]gpu.PodUsage, len(pods))}
-	byGroup := make(map[int]int, len(pods)) // pgid → index in pods
-	for i, p := range pods {
-		byGroup[p.PGID] = i
-	}
 	podOf := func(pid uint32) (int, bool) {
-		g, ok := procstat.Group(int(pid))
-		if !ok {
-			return 0, false
+		for i, p := range pods {
+			if p.Owns != nil && p.Owns(int(pid)) {
+				return i, true
+			}
 		}
-		i, ok := byGroup[g]
-		return i, ok
+		return 0, false
 	}
 	present := make([]bool, len(pods))
 	for _, p := range procs {

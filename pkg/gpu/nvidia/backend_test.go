@@ -15,6 +15,7 @@ import (
 
 	"github.com/runwayhq/runway/pkg/gpu"
 	"github.com/runwayhq/runway/pkg/gpu/nvidia"
+	"github.com/runwayhq/runway/pkg/procstat"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -82,8 +83,8 @@ func group(t *testing.T) (leader, member int) {
 	return leader, start(leader)
 }
 
-// Per-process memory and utilisation are attributed to the pod whose
-// process group holds the process; others' processes count only for the
+// Per-process memory and utilisation are attributed to the pod that owns
+// the process; others' processes count only for the
 // device.
 func TestSample_perProcess(t *testing.T) {
 	lib := dgxh100.New()
@@ -119,7 +120,9 @@ func TestSample_perProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	pods := []gpu.Pod{{PGID: leader}, {PGID: 1 << 30}}
+	// The pod owns the processes of its group (the runner's answer).
+	owns := func(pid int) bool { g, ok := procstat.Group(pid); return ok && g == leader }
+	pods := []gpu.Pod{{Key: "a", Owns: owns}, {Key: "b", Owns: func(int) bool { return false }}}
 	u, err := b.Sample(2, pods)
 	if err != nil {
 		t.Fatal(err)

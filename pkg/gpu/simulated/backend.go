@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/runwayhq/runway/pkg/gpu"
-	"github.com/runwayhq/runway/pkg/procstat"
 )
 
 // Defaults used when a Config field is zero.
@@ -49,7 +48,10 @@ type Backend struct {
 	last map[cpuKey]cpuSample // previous sample per device and group
 }
 
-type cpuKey struct{ index, pgid int }
+type cpuKey struct {
+	index int
+	pod   string
+}
 
 type cpuSample struct {
 	cpu time.Duration
@@ -94,25 +96,20 @@ func (b *Backend) Sample(index int, pods []gpu.Pod) (gpu.DeviceUsage, error) {
 	if index < 0 || index >= len(b.devices) {
 		return gpu.DeviceUsage{}, fmt.Errorf("simulated GPU %d: no such device (%d devices)", index, len(b.devices))
 	}
-	pgids := make([]int, len(pods))
-	for i, p := range pods {
-		pgids[i] = p.PGID
-	}
 	now := time.Now()
-	cpu := procstat.GroupCPU(pgids...)
 	u := gpu.DeviceUsage{Pods: make([]gpu.PodUsage, len(pods))}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	keep := map[cpuKey]bool{}
 	for i, p := range pods {
-		k := cpuKey{index, p.PGID}
+		k := cpuKey{index, p.Key}
 		keep[k] = true
 		pu := &u.Pods[i]
 		pu.MemoryBytes = declared(p.Dir)
 		if prev, ok := b.last[k]; ok && now.After(prev.at) {
-			pu.Utilization = min(max(float64(cpu[p.PGID]-prev.cpu)/float64(now.Sub(prev.at)), 0), 1)
+			pu.Utilization = min(max(float64(p.CPU-prev.cpu)/float64(now.Sub(prev.at)), 0), 1)
 		}
-		b.last[k] = cpuSample{cpu: cpu[p.PGID], at: now}
+		b.last[k] = cpuSample{cpu: p.CPU, at: now}
 		u.MemoryUsedBytes += pu.MemoryBytes
 		u.Utilization += pu.Utilization
 	}

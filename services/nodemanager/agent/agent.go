@@ -44,8 +44,20 @@ type Config struct {
 	Backend gpu.Backend
 	// Client is the etcd client. Required.
 	Client *clientv3.Client
-	// DataDir holds the pods' directories and logs. Required.
+	// DataDir is the agent's own: the pods' logs and records, never
+	// readable by pods. Required.
 	DataDir string
+	// WorkDir holds the pods' working directories, outside DataDir;
+	// empty is pkg/runner/local's default (under os.TempDir()).
+	WorkDir string
+	// User is the account pods run as when the agent is root and PodUIDs
+	// is zero (local.DefaultUser when empty); PodUIDs, when set, gives
+	// each running pod a uid of its own instead.
+	User    string
+	PodUIDs local.UIDRange
+	// Cgroup is the cgroup v2 directory of the pods' cgroups: empty
+	// detects one, "none" follows pods by session (pkg/runner/local).
+	Cgroup string
 	// LeaseTTL is the node lease's TTL: how long a dead agent's node
 	// stays registered. DefaultLeaseTTL when 0; etcd rounds up to 1 s.
 	LeaseTTL time.Duration
@@ -62,6 +74,9 @@ type Config struct {
 	// IdleWindow is the window of GPU idle time: gpumetrics.Window (30 s)
 	// when 0; only tests shorten it.
 	IdleWindow time.Duration
+	// CollectInterval is how often finished pods whose workload is gone
+	// are removed from the node; DefaultCollectInterval when 0.
+	CollectInterval time.Duration
 	// Metrics receives the GPU series; none are exported when nil.
 	Metrics *gpumetrics.Metrics
 	// MPSPipeDir is the pipe directory of an MPS control daemon; when set,
@@ -91,10 +106,13 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	r, err := local.New(local.Config{DataDir: cfg.DataDir, StopGrace: cfg.StopGrace})
+	r, err := local.New(local.Config{DataDir: cfg.DataDir, WorkDir: cfg.WorkDir, User: cfg.User, UIDs: cfg.PodUIDs,
+		Cgroup: cfg.Cgroup, StopGrace: cfg.StopGrace})
 	if err != nil {
 		return err
 	}
+	defer r.Close()
+	cfg.Logger.Info("node agent: pods run as local processes", "node", cfg.Node, "tracking", r.Tracking(), "workDir", r.WorkDir())
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	running := &runningPods{}
@@ -106,7 +124,7 @@ func Run(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("agent: %w", err)
 		}
 		srv.Register(func(g *grpc.Server) {
-			nodemanagerv1.RegisterNodeAgentServiceServer(g, &logServer{dataDir: cfg.DataDir, running: running})
+			nodemanagerv1.RegisterNodeAgentServiceServer(g, &logServer{client: cfg.Client, runner: r, running: running})
 		})
 		node.AgentAddress = srv.Addr()
 		go func() { served <- srv.Serve(ctx) }()
@@ -116,13 +134,25 @@ func Run(ctx context.Context, cfg Config) error {
 	registered := make(chan error, 1)
 	go func() { registered <- cfg.keepRegistered(ctx, node) }()
 	log := cfg.Logger.With("node", cfg.Node)
-	g := newGPUManager(cfg, devices, log)
+	g := newGPUManager(cfg, devices, r, log)
 	sampled := make(chan struct{})
 	go func() { defer close(sampled); g.run(ctx) }()
-	p := &pods{cfg: cfg, runner: r, gpus: g, log: log, running: running}
+	collected := make(chan struct{})
+	go func() {
+		defer close(collected)
+		(&collector{cfg: cfg, runner: r, dir: cfg.DataDir}).run(ctx)
+	}()
+	rp := newReporter(cfg.Client, log)
+	rctx, stopReports := context.WithCancel(context.WithoutCancel(ctx))
+	reported := make(chan struct{})
+	go func() { defer close(reported); rp.run(rctx) }()
+	p := &pods{cfg: cfg, runner: r, gpus: g, log: log, running: running, reporter: rp}
 	err = p.run(ctx)
 	cancel()
 	<-sampled
+	<-collected
+	stopReports() // after the pods' last reports: it tries them once more
+	<-reported
 	if rerr := <-registered; err == nil {
 		err = rerr
 	}
@@ -151,6 +181,9 @@ func (cfg *Config) check() error {
 	}
 	if cfg.SampleInterval <= 0 {
 		cfg.SampleInterval = DefaultSampleInterval
+	}
+	if cfg.CollectInterval <= 0 {
+		cfg.CollectInterval = DefaultCollectInterval
 	}
 	return nil
 }
