@@ -64,6 +64,7 @@ relative to the working directory, when that file exists).`,
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:7070", "gRPC and REST address of all the services")
 	f.IntVar(&cfg.Nodes, "nodes", 1, "number of in-process node agents")
 	f.IntVar(&cfg.GPUsPerNode, "gpus-per-node", 8, "simulated GPUs per node")
+	f.DurationVar(&cfg.Scheduler.NodeLostGrace, "node-lost-grace", server.DefaultNodeLostGrace, "how long a node whose agent's lease expired keeps its pods before they are lost (NODE_LOST)")
 	f.StringVar(&cfg.TimeSlicing, "time-slicing", "", "time-slicing mode of the default node pool: off, strict or fair (default: as stored)")
 	f.StringVar(&openapi, "openapi", server.DefaultOpenAPIPath, "OpenAPI document to serve as /openapi.json")
 	oidc.add(f)

@@ -129,7 +129,7 @@ func RegisterNode(ctx context.Context, client *clientv3.Client, n *nodemanagerv1
 		switch {
 		case err == nil:
 			drainRev = d.Revision
-			n.Drained, n.DrainReason = true, d.Msg.GetReason()
+			n.Drained, n.DrainReason, n.DrainEvicts = true, d.Msg.GetReason(), d.Msg.GetEvictWorkloads()
 		case !errors.Is(err, etcdstore.ErrNotFound):
 			return err
 		}

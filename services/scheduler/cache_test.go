@@ -17,7 +17,7 @@ import (
 func TestCache_RebuildsAfterCompaction(t *testing.T) {
 	cl := etcdtest.New(t)
 	quickStart(t, cl)
-	c := newCache(cl.Client, time.Now, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	c := newCache(cl.Client, time.Now, slog.New(slog.NewTextHandler(io.Discard, nil)), 0)
 	var once sync.Once
 	c.afterList = func() {
 		once.Do(func() {

@@ -131,6 +131,7 @@ func (s *Server) cycle(ctx context.Context, f fence) {
 		c.mu.Unlock()
 		return
 	}
+	c.expireMissing(now)
 	cfg := s.cfg.Scheduling
 	cfg.Now = since(now)
 	plan := scheduling.Cycle(c.state, cfg)

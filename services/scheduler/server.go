@@ -45,6 +45,11 @@ type Config struct {
 	MaxOps int
 	// Scheduling tunes every cycle (default scheduling.DefaultConfig()).
 	Scheduling scheduling.Config
+	// NodeLostGrace is how long a node whose agent's lease expired keeps
+	// its pods (cordoned) before they are lost (NODE_LOST): an agent that
+	// comes back within it finds them still bound. Default
+	// DefaultNodeLostGrace; negative is none.
+	NodeLostGrace time.Duration
 	// Clock is the time source (default time.Now).
 	Clock func() time.Time
 	// Logger (default slog.Default()).
@@ -55,6 +60,9 @@ type Config struct {
 	// runtime) runs there. Its error is logged; leadership goes on.
 	WhileLeading func(ctx context.Context) error
 }
+
+// DefaultNodeLostGrace is Config.NodeLostGrace when 0.
+const DefaultNodeLostGrace = 30 * time.Second
 
 // Deps are the service's collaborators.
 type Deps struct {
@@ -119,11 +127,14 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
+	if cfg.NodeLostGrace == 0 {
+		cfg.NodeLostGrace = DefaultNodeLostGrace
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	return &Server{cfg: cfg, client: deps.Client, log: cfg.Logger,
-		cache:    newCache(deps.Client, cfg.Clock, cfg.Logger),
+		cache:    newCache(deps.Client, cfg.Clock, cfg.Logger, max(cfg.NodeLostGrace, 0)),
 		lastPlan: map[string]decision{}, lastEvents: map[string]decision{}}, nil
 }
 

@@ -20,6 +20,7 @@ import (
 
 	"github.com/runwayhq/runway/pkg/auth"
 	"github.com/runwayhq/runway/pkg/etcdstore/etcdtest"
+	"github.com/runwayhq/runway/pkg/gpu"
 	"github.com/runwayhq/runway/pkg/gpu/simulated"
 	"github.com/runwayhq/runway/pkg/gpumetrics"
 	"github.com/runwayhq/runway/pkg/grpcserver"
@@ -66,6 +67,10 @@ type DevConfig struct {
 	Scheduler   scheduler.Config
 	LeaseTTL    time.Duration
 	StopGrace   time.Duration
+	// Backend, when set, makes each agent's GPU backend (tests keep the
+	// simulated backends to inject faults); GPUsPerNode simulated GPUs
+	// when nil.
+	Backend func(node string) gpu.Backend
 }
 
 // EnvLines are the lines `runway dev` prints and writes to DataDir/env: the
@@ -201,11 +206,14 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr, token string)) 
 			_ = g.Wait()
 			return err
 		}
+		var backend gpu.Backend = simulated.New(simulated.Config{Count: cfg.GPUsPerNode, Node: node})
+		if cfg.Backend != nil {
+			backend = cfg.Backend(node)
+		}
 		acfg := agent.Config{Node: node, Client: cli, DataDir: dir, Listen: "127.0.0.1:0", LeaseTTL: cfg.LeaseTTL, StopGrace: cfg.StopGrace,
 			PodUIDs: local.DefaultUIDs,
 			Auth:    guard.UnaryInterceptor, AuthStream: guard.StreamInterceptor,
-			Backend: simulated.New(simulated.Config{Count: cfg.GPUsPerNode, Node: node}),
-			Metrics: metrics, Logger: cfg.Logger}
+			Backend: backend, Metrics: metrics, Logger: cfg.Logger}
 		g.Go("agent "+node, func(ctx context.Context) error { return agent.Run(ctx, acfg) })
 	}
 	if mode != quotav1.TimeSlicingMode_TIME_SLICING_MODE_UNSPECIFIED {

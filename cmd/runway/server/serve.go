@@ -11,6 +11,7 @@ import (
 	"github.com/runwayhq/runway/pkg/auth"
 	"github.com/runwayhq/runway/pkg/grpcserver"
 	"github.com/runwayhq/runway/services/identity"
+	"github.com/runwayhq/runway/services/scheduler"
 )
 
 // ServeConfig is one service on its own server (`runway serve <svc>`).
@@ -29,6 +30,9 @@ type ServeConfig struct {
 	// Replica names a scheduler replica in the election; the host name
 	// when empty.
 	Replica string
+	// NodeLostGrace is the scheduler's scheduler.Config.NodeLostGrace
+	// (DefaultNodeLostGrace when 0).
+	NodeLostGrace time.Duration
 	// Runtime is where the scheduler's bound pods run: RuntimeLocal (node
 	// agents; the default) or RuntimeKubernetes (Kube, run by the leader).
 	Runtime string
@@ -53,6 +57,10 @@ type ServeConfig struct {
 	Ready func(addr string)
 }
 
+// DefaultNodeLostGrace is the scheduler's default grace for a node whose
+// agent's lease expired.
+const DefaultNodeLostGrace = scheduler.DefaultNodeLostGrace
+
 // Serve builds one service and serves it until ctx ends (the scheduler
 // also runs its replica loop), then shuts down and returns nil; it returns
 // an error if the service cannot be built or stops on its own.
@@ -75,7 +83,8 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	if err != nil {
 		return err
 	}
-	d := buildDeps{etcd: cli, replica: cfg.Replica, logger: cfg.Logger, guard: guard, identity: cfg.Identity}
+	d := buildDeps{etcd: cli, replica: cfg.Replica, logger: cfg.Logger, guard: guard, identity: cfg.Identity,
+		scheduler: scheduler.Config{NodeLostGrace: cfg.NodeLostGrace}}
 	if cfg.QuotaServer != "" && cfg.Service == Workload {
 		conn, err := dialService(cfg.QuotaServer, Workload, guard)
 		if err != nil {

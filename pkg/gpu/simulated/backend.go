@@ -44,8 +44,10 @@ type Config struct {
 type Backend struct {
 	devices []gpu.DeviceInfo
 
+	gpu.Faults // injected (InjectXID)
+
 	mu   sync.Mutex
-	last map[cpuKey]cpuSample // previous sample per device and group
+	last map[cpuKey]cpuSample // previous sample per device and pod
 }
 
 type cpuKey struct {
@@ -58,7 +60,22 @@ type cpuSample struct {
 	at  time.Time
 }
 
-var _ gpu.Backend = (*Backend)(nil)
+var (
+	_ gpu.Backend = (*Backend)(nil)
+	_ gpu.Health  = (*Backend)(nil)
+)
+
+// InjectXID makes device index raise xid, as a driver would: an XID that
+// marks a device unhealthy does so from now on (Unhealthy). It reports
+// whether the device is now unhealthy.
+func (b *Backend) InjectXID(index int, xid uint64) bool {
+	why, fault := gpu.XIDFault(xid)
+	if !fault || index < 0 || index >= len(b.devices) {
+		return false
+	}
+	b.Mark(index, why)
+	return true
+}
 
 // New returns a backend with cfg.Count devices.
 func New(cfg Config) *Backend {

@@ -106,3 +106,18 @@ func TestBackend_Sample(t *testing.T) {
 }
 
 func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
+
+// An injected device XID makes the device unhealthy; an application's own
+// XID (13: illegal address) does not.
+func TestBackend_InjectXID(t *testing.T) {
+	b := simulated.New(simulated.Config{Count: 2})
+	if b.InjectXID(0, 13) || b.Unhealthy() != nil {
+		t.Fatalf("XID 13 marked a device unhealthy: %v", b.Unhealthy())
+	}
+	if !b.InjectXID(1, 79) {
+		t.Fatal("XID 79 left the device healthy")
+	}
+	if got := b.Unhealthy(); len(got) != 1 || got[1] != "XID 79: GPU has fallen off the bus" {
+		t.Errorf("Unhealthy() = %v, want device 1 with XID 79", got)
+	}
+}

@@ -131,10 +131,21 @@ func Run(ctx context.Context, cfg Config) error {
 	} else {
 		served <- nil
 	}
+	health := make(chan map[int]string, 1)
 	registered := make(chan error, 1)
-	go func() { registered <- cfg.keepRegistered(ctx, node) }()
+	go func() { registered <- cfg.keepRegistered(ctx, node, health) }()
 	log := cfg.Logger.With("node", cfg.Node)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		if w, ok := cfg.Backend.(interface{ WatchHealth(context.Context) error }); ok {
+			if err := w.WatchHealth(ctx); err != nil {
+				log.Warn("GPU health not watched", "err", err)
+			}
+		}
+	}()
 	g := newGPUManager(cfg, devices, r, log)
+	g.health = health
 	sampled := make(chan struct{})
 	go func() { defer close(sampled); g.run(ctx) }()
 	collected := make(chan struct{})
@@ -151,6 +162,7 @@ func Run(ctx context.Context, cfg Config) error {
 	cancel()
 	<-sampled
 	<-collected
+	<-watched
 	stopReports() // after the pods' last reports: it tries them once more
 	<-reported
 	if rerr := <-registered; err == nil {
@@ -248,12 +260,14 @@ func machineMemory() int64 {
 
 // keepRegistered registers the node under a fresh lease and keeps the
 // lease alive; when the lease is lost (expired during a partition, or
-// revoked) it registers again with a new uid, as the proto says.
-func (cfg *Config) keepRegistered(ctx context.Context, node *nodemanagerv1.Node) error {
+// revoked) it registers again with a new uid, as the proto says. The
+// devices' health (unhealthy devices by index, from health) is written
+// into the node key as it changes.
+func (cfg *Config) keepRegistered(ctx context.Context, node *nodemanagerv1.Node, health <-chan map[int]string) error {
 	log := cfg.Logger.With("node", cfg.Node)
 	backoff := 100 * time.Millisecond
 	for {
-		err := cfg.registerOnce(ctx, node)
+		err := cfg.registerOnce(ctx, node, health)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -269,7 +283,7 @@ func (cfg *Config) keepRegistered(ctx context.Context, node *nodemanagerv1.Node)
 	}
 }
 
-func (cfg *Config) registerOnce(ctx context.Context, tmpl *nodemanagerv1.Node) error {
+func (cfg *Config) registerOnce(ctx context.Context, tmpl *nodemanagerv1.Node, health <-chan map[int]string) error {
 	ttl := int64((cfg.LeaseTTL + time.Second - 1) / time.Second)
 	lease, err := cfg.Client.Grant(ctx, ttl)
 	if err != nil {
@@ -286,9 +300,35 @@ func (cfg *Config) registerOnce(ctx context.Context, tmpl *nodemanagerv1.Node) e
 	if err != nil {
 		return err
 	}
-	for range alive { // the channel closes when the lease is lost or ctx is done
+	for {
+		select {
+		case _, ok := <-alive:
+			if !ok { // the lease is lost or ctx is done
+				return errors.New("lease keep-alive ended")
+			}
+		case bad := <-health:
+			setHealth(tmpl, bad)
+			setHealth(n, bad)
+			n.UpdateTime = timestamppb.Now()
+			if err := nodemanager.RegisterNode(ctx, cfg.Client, n, lease.ID); err != nil {
+				return fmt.Errorf("update the devices' health: %w", err)
+			}
+			cfg.Logger.Warn("GPU health changed", "node", cfg.Node, "unhealthy", bad)
+		}
 	}
-	return errors.New("lease keep-alive ended")
+}
+
+// setHealth marks the node's devices healthy but those in bad (by index,
+// with why), and says so in the readiness message.
+func setHealth(n *nodemanagerv1.Node, bad map[int]string) {
+	for _, d := range n.GetDevices() {
+		why, sick := bad[int(d.GetIndex())]
+		d.Healthy, d.HealthMessage = !sick, why
+	}
+	n.ReadinessMessage = fmt.Sprintf("%d GPU(s) found.", len(n.GetDevices()))
+	if len(bad) > 0 {
+		n.ReadinessMessage += fmt.Sprintf(" %d unhealthy.", len(bad))
+	}
 }
 
 // poolName is the pool's resource name, "" to let the node manager choose.

@@ -51,7 +51,11 @@ type gpuManager struct {
 	mu   sync.Mutex
 	pods map[string]*gpuPod
 
+	// health gets the unhealthy devices whenever they change.
+	health chan map[int]string
+
 	// The sampling loop's own state.
+	unhealthy map[int]string // as last sent
 	enforcers map[int]*enforcer
 	plans     map[int]timeslice.Plan // the published ones, by device
 	series    map[gpumetrics.Series]bool
@@ -125,8 +129,30 @@ func (g *gpuManager) run(ctx context.Context) {
 		pods := slices.Collect(maps.Values(g.pods))
 		g.mu.Unlock()
 		slices.SortFunc(pods, func(a, b *gpuPod) int { return strings.Compare(a.id, b.id) })
+		g.checkHealth()
 		g.sample(pods)
 		g.slice(ctx, pods)
+	}
+}
+
+// checkHealth sends the backend's unhealthy devices to the registration
+// when they changed (the latest replaces one not yet taken).
+func (g *gpuManager) checkHealth() {
+	h, ok := g.cfg.Backend.(gpu.Health)
+	if !ok || g.health == nil {
+		return
+	}
+	bad := h.Unhealthy()
+	if maps.Equal(bad, g.unhealthy) {
+		return
+	}
+	g.unhealthy = bad
+	for {
+		select {
+		case g.health <- bad:
+			return
+		case <-g.health: // drop the stale one
+		}
 	}
 }
 
