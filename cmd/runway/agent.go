@@ -58,6 +58,7 @@ with its lease.`,
 	f.StringVar(&cfg.PodUIDs, "pod-uids", fmt.Sprintf("%d-%d", local.DefaultUIDs.First, local.DefaultUIDs.Last),
 		"when root, each running pod gets a uid and gid of its own from FIRST-LAST (empty: all run as --run-as-user)")
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:0", "the agent's address for pod output (runway workload logs); in a cluster, one the workload service can reach")
+	f.StringVar(&cfg.AdvertiseAddress, "advertise-address", "", "HOST or HOST:PORT the workload service reaches the agent at (default: --listen's address; the host name when it listens on every interface)")
 	_ = cmd.MarkFlagRequired("node")
 	_ = cmd.MarkFlagRequired("etcd-endpoints")
 	_ = cmd.MarkFlagRequired("data-dir")

@@ -57,6 +57,9 @@ type AgentConfig struct {
 	// Listen is the agent's own address (pod output for the workload
 	// service); it must be reachable from the control plane.
 	Listen string
+	// AdvertiseAddress is what the node registers as its agent's address
+	// (agent.Config.AdvertiseAddress).
+	AdvertiseAddress string
 	// MetricsListen is the address of the Prometheus /metrics endpoint; none
 	// when empty.
 	MetricsListen string
@@ -91,7 +94,7 @@ func RunAgent(ctx context.Context, cfg AgentConfig) error {
 	}
 	defer cli.Close()
 	acfg := agent.Config{Node: cfg.Node, Pool: cfg.Pool, Labels: cfg.Labels, Client: cli, DataDir: cfg.DataDir, Listen: cfg.Listen,
-		WorkDir: cfg.WorkDir, User: cfg.RunAsUser, PodUIDs: uids,
+		WorkDir: cfg.WorkDir, User: cfg.RunAsUser, PodUIDs: uids, AdvertiseAddress: cfg.AdvertiseAddress,
 		Backend: backend, MPSPipeDir: cfg.MPSPipeDir, Logger: cfg.Logger}
 	if cfg.MetricsListen != "" {
 		reg := prometheus.NewRegistry()

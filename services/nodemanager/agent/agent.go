@@ -83,10 +83,14 @@ type Config struct {
 	// pods get MPS memory and thread limits instead of being ended by the
 	// agent for going over their memory slice.
 	MPSPipeDir string
-	// Listen is the address of the agent's NodeAgentService (pod output),
-	// registered as the node's agent_address: it must be reachable from the
-	// workload service. Empty serves nothing.
+	// Listen is the address of the agent's NodeAgentService (pod output).
+	// Empty serves nothing.
 	Listen string
+	// AdvertiseAddress is the node's agent_address, where the workload
+	// service reaches the agent: a host or host:port (the listener's port
+	// when missing). Empty: the listener's address, with the host name for
+	// a listener on every interface.
+	AdvertiseAddress string
 	// Auth and AuthStream check the callers of the NodeAgentService
 	// (pkg/auth's guard); nil serves it to anyone.
 	Auth       grpc.UnaryServerInterceptor
@@ -126,7 +130,10 @@ func Run(ctx context.Context, cfg Config) error {
 		srv.Register(func(g *grpc.Server) {
 			nodemanagerv1.RegisterNodeAgentServiceServer(g, &logServer{client: cfg.Client, runner: r, running: running})
 		})
-		node.AgentAddress = srv.Addr()
+		if node.AgentAddress, err = advertised(cfg.AdvertiseAddress, srv.Addr()); err != nil {
+			_ = srv.Close()
+			return fmt.Errorf("agent: %w", err)
+		}
 		go func() { served <- srv.Serve(ctx) }()
 	} else {
 		served <- nil
