@@ -2,13 +2,8 @@ package agent_test
 
 import (
 	"context"
-	"errors"
-	"io"
-	"net"
 	"os"
 	"path/filepath"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -19,6 +14,7 @@ import (
 	nodemanagerv1 "github.com/runwayhq/runway/gen/go/runway/nodemanager/v1"
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
 	"github.com/runwayhq/runway/pkg/etcdstore"
+	"github.com/runwayhq/runway/pkg/netcut"
 	"github.com/runwayhq/runway/services/nodemanager"
 	"github.com/runwayhq/runway/services/nodemanager/agent"
 )
@@ -47,8 +43,12 @@ func TestRun_restartKeepsFinalState(t *testing.T) {
 // stored once etcd is back.
 func TestRun_reportRetriedUntilStored(t *testing.T) {
 	f := newFixture(t)
-	px := newProxy(t, f.etcd.Endpoint)
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{px.addr}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	px, err := netcut.New(f.etcd.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(px.Close)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{px.Addr}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestRun_reportRetriedUntilStored(t *testing.T) {
 	f.run(t, func(c *agent.Config) { c.Client = cli })
 	f.waitRun(t, "short", workloadv1.PodState_POD_STATE_RUNNING)
 
-	px.cut()
+	px.Cut()
 	if err := os.WriteFile(filepath.Join(f.podDir("short"), "go"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -76,87 +76,10 @@ func TestRun_reportRetriedUntilStored(t *testing.T) {
 	if len(resp.Kvs) != 1 || proto.Unmarshal(resp.Kvs[0].Value, got) != nil || got.GetState() != workloadv1.PodState_POD_STATE_RUNNING {
 		t.Fatalf("while cut off, the stored report is %v, want the RUNNING one", got)
 	}
-	px.restore(t)
+	if err := px.Restore(); err != nil {
+		t.Fatal(err)
+	}
 	f.waitRun(t, "short", workloadv1.PodState_POD_STATE_SUCCEEDED)
-}
-
-// proxy forwards TCP connections to an address until cut.
-type proxy struct {
-	addr, target string
-	mu           sync.Mutex
-	ln           net.Listener
-	conns        []net.Conn
-	wg           sync.WaitGroup
-}
-
-func newProxy(t *testing.T, target string) *proxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &proxy{addr: ln.Addr().String(), target: target}
-	p.serve(ln)
-	t.Cleanup(func() { p.cut(); p.wg.Wait() })
-	return p
-}
-
-func (p *proxy) serve(ln net.Listener) {
-	p.mu.Lock()
-	p.ln = ln
-	p.mu.Unlock()
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", p.target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c, up)
-			p.mu.Unlock()
-			p.wg.Add(2)
-			go func() { defer p.wg.Done(); _, _ = io.Copy(up, c); up.Close() }()
-			go func() { defer p.wg.Done(); _, _ = io.Copy(c, up); c.Close() }()
-		}
-	}()
-}
-
-// cut closes the listener and every connection.
-func (p *proxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.ln != nil {
-		p.ln.Close()
-		p.ln = nil
-	}
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
-}
-
-// restore listens on the same address again.
-func (p *proxy) restore(t *testing.T) {
-	t.Helper()
-	var ln net.Listener
-	var err error
-	for range 50 {
-		if ln, err = net.Listen("tcp", p.addr); err == nil || !errors.Is(err, syscall.EADDRINUSE) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.serve(ln)
 }
 
 // A finished pod's record, log, working directory and run report are
