@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -308,7 +309,10 @@ func (r *Runner) Start(spec Spec) (*Process, error) {
 		defer syscall.Close(fd)
 		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
 	}
-	if err := cmd.Start(); err != nil {
+	forks <- struct{}{}
+	err = cmd.Start()
+	<-forks
+	if err != nil {
 		if cg != "" {
 			_ = os.Remove(cg)
 		}
@@ -331,6 +335,13 @@ func (r *Runner) Start(spec Spec) (*Process, error) {
 	go p.wait()
 	return p, nil
 }
+
+// forks bounds the pod starts in flight in this process (every runner of
+// it: `runway dev` runs many agents): each start holds an OS thread
+// blocked in vfork until the child has exec'd, and thousands of bindings
+// arriving at once would otherwise make as many threads compete for the
+// CPUs the children need. Measured in BenchmarkSubmitEndToEnd/agents=16.
+var forks = make(chan struct{}, runtime.NumCPU())
 
 // lookPath finds a command on the pod's PATH.
 func lookPath(name string) (string, error) {
