@@ -9,8 +9,8 @@ import (
 
 // BenchmarkStart is the wall time of starting one pod, with a cgroup per
 // pod and with session tracking (stopping them is off the clock). Most of
-// it is the wait for the child's exec, during which Go holds
-// syscall.ForkLock: one process starts its pods one at a time.
+// it is the wait for the child's exec, with the starting thread held in
+// vfork.
 func BenchmarkStart(b *testing.B) {
 	for _, mode := range []string{"", "none"} {
 		name := "cgroup"
