@@ -49,9 +49,13 @@ func waitLogs(t *testing.T, s *session, workload, project, marker string) string
 // no token, no etcd or server address, no other tenant's file.
 func TestCLI_PodIsolation(t *testing.T) {
 	d := startDev(t)
-	etcd := regexp.MustCompile(`etcd=(127\.0\.0\.1:\d+)`).FindStringSubmatch(d.logs.String())
-	if etcd == nil {
-		t.Fatalf("runway dev logged no etcd address:\n%s", d.logs.String())
+	// The ready record (with etcd's address) is on stderr, copied apart
+	// from the stdout lines startDev waited for.
+	var etcd []string
+	for deadline := time.Now().Add(10 * time.Second); etcd == nil; time.Sleep(20 * time.Millisecond) {
+		if etcd = regexp.MustCompile(`etcd=(127\.0\.0\.1:\d+)`).FindStringSubmatch(d.logs.String()); etcd == nil && time.Now().After(deadline) {
+			t.Fatalf("runway dev logged no etcd address:\n%s", d.logs.String())
+		}
 	}
 	admin := d.session(t, d.token)
 	admin.ok(t, "", "project", "create", "team-a", "--gpu", "1")
