@@ -35,11 +35,19 @@ func TestDrain(t *testing.T) {
 	cl := etcdtest.New(t)
 	node(t, cl.Client, "node-1", 2)
 	project(t, cl.Client, "team-a", 4)
-	startReplica(t, cl, "r1")
+	r := startReplica(t, cl, "r1")
 	training(t, cl.Client, "team-a", "a1", 1, 0)
 	waitFor(t, 3*time.Second, "a1 bound", func() bool { return len(bound(t, cl.Client)) == 1 })
 
 	setNode(t, cl, "node-1", func(n *nodemanagerv1.Node) { n.Drained = true })
+	// The watches of nodes and workloads are apart: a2 must not reach the
+	// model before the drain does.
+	waitFor(t, 3*time.Second, "node-1 cordoned in the model", func() bool {
+		r.cache.mu.Lock()
+		defer r.cache.mu.Unlock()
+		n := r.cache.state.Node("node-1")
+		return n != nil && n.Cordoned
+	})
 	training(t, cl.Client, "team-a", "a2", 1, 1)
 	time.Sleep(time.Second) // five cycles
 	if got := bound(t, cl.Client); len(got) != 1 || got[0] != "team-a/a1" {
