@@ -90,10 +90,9 @@ func New(cfg Config) (*Runner, error) {
 		return nil, fmt.Errorf("local runner: %w", err)
 	}
 	cfg.DataDir = data
-	sum := sha256.Sum256([]byte(data))
-	name := hex.EncodeToString(sum[:6])
+	name := runnerName(data)
 	if cfg.WorkDir == "" {
-		cfg.WorkDir = filepath.Join(os.TempDir(), "runway-pods", name)
+		cfg.WorkDir = DefaultWorkDir(data)
 		if err := privateDir(filepath.Dir(cfg.WorkDir), 0o711); err != nil {
 			return nil, fmt.Errorf("local runner: work directory: %w", err)
 		}
@@ -129,6 +128,22 @@ func New(cfg Config) (*Runner, error) {
 	}
 	r.reapOrphans()
 	return r, nil
+}
+
+// runnerName names a runner's own directories (its default work
+// directory, its cgroup) after its absolute data directory.
+func runnerName(dataDir string) string {
+	sum := sha256.Sum256([]byte(dataDir))
+	return hex.EncodeToString(sum[:6])
+}
+
+// DefaultWorkDir is Config.WorkDir when it is empty, for the data
+// directory dataDir: os.TempDir()/runway-pods/<hash of its absolute path>.
+func DefaultWorkDir(dataDir string) string {
+	if abs, err := filepath.Abs(dataDir); err == nil {
+		dataDir = abs
+	}
+	return filepath.Join(os.TempDir(), "runway-pods", runnerName(dataDir))
 }
 
 // Tracking says how the runner follows pods' processes: "cgroup DIR" or
