@@ -53,6 +53,7 @@ relative to the working directory, when that file exists).`,
 			cfg.Out = cmd.OutOrStdout()
 			return server.RunDev(ctx, cfg, func(addr, token string) {
 				fmt.Fprint(cmd.OutOrStdout(), server.EnvLines(addr, token))
+				fmt.Fprintln(cmd.ErrOrStderr(), "Workloads run as host processes (no container runtime): each as its own unprivileged user when root, with a clean environment, in a cgroup of its own where the machine allows.")
 				fmt.Fprintf(cmd.ErrOrStderr(), "Runway is serving on %[1]s (gRPC, REST and /openapi.json). Point the CLI at it from another shell:\n"+
 					"  eval \"$(cat %[2]s)\"\n  runway project create team-a --gpu 2\n  runway training submit a1 -p team-a -i quickstart -g 1 -- sleep 600\n"+
 					"  runway workload list -A\n", addr, filepath.Join(cfg.DataDir, "env"))
