@@ -1,9 +1,12 @@
 package main
 
 import (
+	"fmt"
+
 	"github.com/spf13/cobra"
 
 	"github.com/runwayhq/runway/cmd/runway/server"
+	"github.com/runwayhq/runway/pkg/runner/local"
 )
 
 func agentCommand() *cobra.Command {
@@ -19,6 +22,12 @@ either. It holds each pod to its GPU memory slice, enforces its node pool's
 time-slicing plan, and reports each pod's GPU idle time. With --metrics-listen
 it serves Prometheus metrics on ADDR/metrics: runway_gpu_utilization,
 runway_gpu_memory_used_bytes, runway_gpu_idle_seconds_per_workload.
+
+Pods run as host processes, isolated as services/nodemanager/README.md says:
+as root, each as an unprivileged uid of its own (--pod-uids), with only the
+RUNWAY_* variables, the workload's env and a minimal PATH/HOME, in a working
+directory under --work-dir, every descendant followed by a cgroup of its own
+where cgroup v2 is writable (else by session).
 
 It runs until SIGINT or SIGTERM; it stops its pods then, and the node expires
 with its lease.`,
@@ -43,8 +52,13 @@ with its lease.`,
 	f.StringVar(&cfg.MPSPipeDir, "mps-pipe-dir", "", "pipe directory of an MPS control daemon: pods get MPS memory and thread limits")
 	f.StringVar(&cfg.Pool, "pool", "", "node pool id (default: the pool whose node selector matches --label, else default)")
 	f.StringToStringVar(&cfg.Labels, "label", nil, "node label K=V (repeatable): run.ai/type=dgx, or what a pool's node selector matches")
-	f.StringVar(&cfg.DataDir, "data-dir", "", "directory for the pods' directories and logs (required)")
+	f.StringVar(&cfg.DataDir, "data-dir", "", "the agent's own directory: pod logs and records, never readable by pods (required)")
+	f.StringVar(&cfg.WorkDir, "work-dir", "", "directory of the pods' working directories, outside --data-dir (default $TMPDIR/runway-pods/HASH)")
+	f.StringVar(&cfg.RunAsUser, "run-as-user", local.DefaultUser, "when root and --pod-uids is empty, pods run as this unprivileged user")
+	f.StringVar(&cfg.PodUIDs, "pod-uids", fmt.Sprintf("%d-%d", local.DefaultUIDs.First, local.DefaultUIDs.Last),
+		"when root, each running pod gets a uid and gid of its own from FIRST-LAST (empty: all run as --run-as-user)")
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:0", "the agent's address for pod output (runway workload logs); in a cluster, one the workload service can reach")
+	f.StringVar(&cfg.AdvertiseAddress, "advertise-address", "", "HOST or HOST:PORT the workload service reaches the agent at (default: --listen's address; the host name when it listens on every interface)")
 	_ = cmd.MarkFlagRequired("node")
 	_ = cmd.MarkFlagRequired("etcd-endpoints")
 	_ = cmd.MarkFlagRequired("data-dir")

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -20,25 +21,46 @@ import (
 // devServer is `runway dev` started from the built binary: a real process
 // with an embedded etcd and two simulated nodes of two GPUs each.
 type devServer struct {
-	addr  string
-	token string // the bootstrap administrator's, from the RUNWAY_TOKEN line
-	cmd   *exec.Cmd
+	addr    string
+	token   string // the bootstrap administrator's, from the RUNWAY_TOKEN line
+	dataDir string
+	cmd     *exec.Cmd
+	logs    *syncBuffer // its stderr
+}
+
+// syncBuffer is a bytes.Buffer safe for the writer and a reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func startDev(t *testing.T, flags ...string) *devServer {
 	t.Helper()
-	cmd := exec.Command(binary, append([]string{"dev", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0",
+	dataDir := t.TempDir()
+	cmd := exec.Command(binary, append([]string{"dev", "--data-dir", dataDir, "--listen", "127.0.0.1:0",
 		"--nodes", "2", "--gpus-per-node", "2", "--openapi", "../../gen/openapi/runway.swagger.json"}, flags...)...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs bytes.Buffer
-	cmd.Stderr = &logs
+	logs := &syncBuffer{}
+	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	d := &devServer{cmd: cmd}
+	d := &devServer{cmd: cmd, dataDir: dataDir, logs: logs}
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		done := make(chan error, 1)

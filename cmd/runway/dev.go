@@ -79,6 +79,7 @@ relative to the working directory, when that file exists).`,
 				if metricsAddr != "" {
 					fmt.Fprintf(cmd.ErrOrStderr(), "Metrics: http://%s/metrics\n", metricsAddr)
 				}
+				fmt.Fprintln(cmd.ErrOrStderr(), "Workloads run as host processes (no container runtime): each as its own unprivileged user when root, with a clean environment, in a cgroup of its own where the machine allows.")
 				fmt.Fprintf(cmd.ErrOrStderr(), "Runway is serving on %[1]s (gRPC, REST and /openapi.json). Point the CLI at it from another shell:\n"+
 					"  eval \"$(cat %[2]s)\"\n  runway project create team-a --gpu 2\n  runway training submit a1 -p team-a -i quickstart -g 1 -- sleep 600\n"+
 					"  runway workload list -A\n", addr, filepath.Join(cfg.DataDir, "env"))
@@ -90,6 +91,7 @@ relative to the working directory, when that file exists).`,
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:7070", "gRPC and REST address of all the services")
 	f.IntVar(&cfg.Nodes, "nodes", 1, "number of in-process node agents")
 	f.IntVar(&cfg.GPUsPerNode, "gpus-per-node", 8, "simulated GPUs per node")
+	f.DurationVar(&cfg.Scheduler.NodeLostGrace, "node-lost-grace", server.DefaultNodeLostGrace, "how long a node whose agent's lease expired keeps its pods before they are lost (NODE_LOST)")
 	f.StringVar(&cfg.TimeSlicing, "time-slicing", "", "time-slicing mode of the default node pool: off, strict or fair (default: as stored)")
 	f.StringVar(&openapi, "openapi", server.DefaultOpenAPIPath, "OpenAPI document to serve as /openapi.json")
 	oidc.add(f)

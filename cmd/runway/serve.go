@@ -82,6 +82,7 @@ It runs until SIGINT or SIGTERM and then shuts down cleanly.`,
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:7070", "gRPC and REST address")
 	f.StringVar(&cfg.QuotaServer, "quota-server", "", "the QuotaService's address (required by the workload service)")
 	f.StringVar(&cfg.Replica, "replica", "", "the scheduler replica's name in the election (default: the host name)")
+	f.DurationVar(&cfg.NodeLostGrace, "node-lost-grace", server.DefaultNodeLostGrace, "scheduler: how long a node whose agent's lease expired keeps its pods before they are lost (NODE_LOST)")
 	f.StringVar(&cfg.Runtime, "runtime", server.RuntimeLocal, "where the scheduler's pods run: local (node agents) or kubernetes (pods, run by the leader)")
 	f.StringVar(&cfg.Kube.Kubeconfig, "kubeconfig", "", "kubeconfig of the cluster for --runtime kubernetes (default: the in-cluster config)")
 	f.StringVar(&cfg.Kube.Namespace, "namespace", "", "namespace of the workloads' pods for --runtime kubernetes (default runway)")

@@ -16,21 +16,32 @@ type Device struct {
 	Used   int64 // milli-GPUs held
 	Whole  bool  // held whole by one pod; fractions may not join it
 	Shared int   // pods holding a fraction of it
+	// Unhealthy says why the device may not be used (an XID error); ""
+	// when healthy. Nothing new is placed on an unhealthy device.
+	Unhealthy string
 }
 
-// Free is what is left of the device in milli-GPUs.
-func (d *Device) Free() int64 { return FullDevice - d.Used }
+// Free is what is left of the device in milli-GPUs (none when unhealthy).
+func (d *Device) Free() int64 {
+	if d.Unhealthy != "" {
+		return 0
+	}
+	return FullDevice - d.Used
+}
 
-// Idle reports whether nothing holds the device.
-func (d *Device) Idle() bool { return d.Used == 0 }
+// Idle reports whether nothing holds the device and it may take a pod.
+func (d *Device) Idle() bool { return d.Used == 0 && d.Unhealthy == "" }
 
 // Node is a machine of one pool.
 type Node struct {
-	Name     string
-	Pool     *Pool
-	Labels   map[string]string
-	Ready    bool
-	Capacity Resources // GPU = devices × 1000
+	Name   string
+	Pool   *Pool
+	Labels map[string]string
+	Ready  bool
+	// Cordoned: the node keeps its pods but takes nothing new (drained
+	// without eviction, or its agent lost within the grace period).
+	Cordoned bool
+	Capacity Resources // GPU = healthy devices × 1000
 	Used     Resources
 	Devices  []Device
 	// Pods lists what runs here, in placement order.
@@ -79,6 +90,8 @@ type Pool struct {
 	MinDeviceMemory int64
 	// TimeBased is the pool's time-based fair-share setting (off when zero).
 	TimeBased fairshare.TimeBased
+	// Unhealthy counts the unhealthy devices of Ready nodes.
+	Unhealthy int
 
 	byFree *btree.BTreeG[freeKey]
 }
@@ -134,7 +147,7 @@ func (p *Pool) DescendFree(min int64, fn func(*Node) bool) {
 	}
 }
 
-// ReadyNodes counts the pool's Ready nodes.
+// ReadyNodes counts the pool's Ready nodes that take new pods.
 func (p *Pool) ReadyNodes() int { return p.byFree.Len() }
 
 // MaxFree is the most free milli-GPUs on one Ready node of the pool.
@@ -147,13 +160,13 @@ func (p *Pool) MaxFree() int64 {
 }
 
 func (p *Pool) indexNode(n *Node) {
-	if n.Ready {
+	if n.Ready && !n.Cordoned {
 		p.byFree.ReplaceOrInsert(freeKey{free: n.Capacity.GPU - n.Used.GPU, rank: n.rank, node: n})
 	}
 }
 
 func (p *Pool) unindexNode(n *Node) {
-	if n.Ready {
+	if n.Ready && !n.Cordoned {
 		p.byFree.Delete(freeKey{free: n.Capacity.GPU - n.Used.GPU, rank: n.rank})
 	}
 }
@@ -165,6 +178,7 @@ func (p *Pool) recompute() {
 	p.Total = Resources{}
 	p.Used = Resources{}
 	p.MinDeviceMemory = 0
+	p.Unhealthy = 0
 	for _, n := range p.Nodes {
 		if !n.Ready {
 			continue
@@ -172,6 +186,9 @@ func (p *Pool) recompute() {
 		p.Total = p.Total.Add(n.Capacity)
 		p.Used = p.Used.Add(n.Used)
 		for _, d := range n.Devices {
+			if d.Unhealthy != "" {
+				p.Unhealthy++
+			}
 			if p.MinDeviceMemory == 0 || d.Memory < p.MinDeviceMemory {
 				p.MinDeviceMemory = d.Memory
 			}

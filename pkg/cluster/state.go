@@ -77,6 +77,30 @@ type NodeSpec struct {
 	Memory    int64 // bytes
 	Labels    map[string]string
 	NotReady  bool
+	// Cordoned: Ready, keeps its pods, takes nothing new.
+	Cordoned bool
+	// Unhealthy devices by index, with why; they are not counted in the
+	// node's capacity and take no pod.
+	Unhealthy map[int]string
+}
+
+// capacity is the node's resources: its healthy devices, CPU and memory.
+func (spec NodeSpec) capacity() Resources {
+	gpus := spec.GPUs
+	for i := range spec.Unhealthy {
+		if i >= 0 && i < spec.GPUs {
+			gpus--
+		}
+	}
+	return Resources{GPU: int64(gpus) * FullDevice, CPU: spec.CPU, Memory: spec.Memory}
+}
+
+// devices are the node's devices as spec describes them.
+func (spec NodeSpec) devices(into []Device) []Device {
+	for i := 0; i < spec.GPUs; i++ {
+		into = append(into, Device{Index: i, Memory: spec.GPUMemory, Unhealthy: spec.Unhealthy[i]})
+	}
+	return into
 }
 
 // AddNode adds a Ready node (unless spec.NotReady).
@@ -93,11 +117,10 @@ func (s *State) AddNode(spec NodeSpec) (*Node, error) {
 		Pool:     p,
 		Labels:   spec.Labels,
 		Ready:    !spec.NotReady,
-		Capacity: Resources{GPU: int64(spec.GPUs) * FullDevice, CPU: spec.CPU, Memory: spec.Memory},
+		Cordoned: spec.Cordoned,
+		Capacity: spec.capacity(),
 	}
-	for i := 0; i < spec.GPUs; i++ {
-		n.Devices = append(n.Devices, Device{Index: i, Memory: spec.GPUMemory})
-	}
+	n.Devices = spec.devices(nil)
 	// Keep Pool.Nodes in name order; ranks follow.
 	i := sort.Search(len(p.Nodes), func(i int) bool { return p.Nodes[i].Name >= n.Name })
 	for _, m := range p.Nodes {
@@ -138,6 +161,17 @@ func (s *State) SetReady(n *Node, ready bool) []PodRef {
 	return lost
 }
 
+// SetCordoned lets a Ready node take new pods (false) or not (true); its
+// pods stay either way.
+func (s *State) SetCordoned(n *Node, cordoned bool) {
+	if n.Cordoned == cordoned {
+		return
+	}
+	n.Pool.unindexNode(n)
+	n.Cordoned = cordoned
+	n.Pool.indexNode(n)
+}
+
 // Reshape gives a node new capacity, devices and labels (another scheduler
 // took or freed GPUs on it; it was relabelled); its pool does not change.
 // The node's pods are taken off first and returned: the caller puts back
@@ -149,11 +183,8 @@ func (s *State) Reshape(n *Node, spec NodeSpec) []PodRef {
 	}
 	n.Pool.unindexNode(n)
 	n.Labels = spec.Labels
-	n.Capacity = Resources{GPU: int64(spec.GPUs) * FullDevice, CPU: spec.CPU, Memory: spec.Memory}
-	n.Devices = n.Devices[:0]
-	for i := 0; i < spec.GPUs; i++ {
-		n.Devices = append(n.Devices, Device{Index: i, Memory: spec.GPUMemory})
-	}
+	n.Capacity = spec.capacity()
+	n.Devices = spec.devices(n.Devices[:0])
 	n.Pool.indexNode(n)
 	n.Pool.recompute()
 	return lost
@@ -162,9 +193,13 @@ func (s *State) Reshape(n *Node, spec NodeSpec) []PodRef {
 // SameShape reports whether spec describes n as it is (capacity, devices,
 // labels), so that Reshape would change nothing.
 func (n *Node) SameShape(spec NodeSpec) bool {
-	if n.Capacity != (Resources{GPU: int64(spec.GPUs) * FullDevice, CPU: spec.CPU, Memory: spec.Memory}) ||
-		len(n.Devices) != spec.GPUs || len(n.Labels) != len(spec.Labels) {
+	if n.Capacity != spec.capacity() || len(n.Devices) != spec.GPUs || len(n.Labels) != len(spec.Labels) {
 		return false
+	}
+	for i := range n.Devices {
+		if n.Devices[i].Unhealthy != spec.Unhealthy[i] {
+			return false
+		}
 	}
 	if spec.GPUs > 0 && n.Devices[0].Memory != spec.GPUMemory {
 		return false

@@ -2,6 +2,7 @@ package placement
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/runwayhq/runway/pkg/cluster"
 )
@@ -188,7 +189,7 @@ func pickDevice(n *cluster.Node, req cluster.PodRequest, st Strategy, sharedOnly
 func chooseCPUOnly(p *cluster.Pool, w *cluster.Workload, st Strategy) *cluster.Node {
 	var best *cluster.Node
 	for _, n := range p.Nodes {
-		if !n.Ready || !fitsHost(n, w) {
+		if !n.Ready || n.Cordoned || !fitsHost(n, w) {
 			continue
 		}
 		if best == nil {
@@ -203,8 +204,33 @@ func chooseCPUOnly(p *cluster.Pool, w *cluster.Workload, st Strategy) *cluster.N
 	return best
 }
 
-// failure explains why pods of w do not fit in p, with numbers.
+// failure explains why pods of w do not fit in p, with numbers, and names
+// the pool's unhealthy devices when a GPU pod misses.
 func failure(p *cluster.Pool, w *cluster.Workload, k, placed int) Miss {
+	m := miss(p, w, k, placed)
+	if p.Unhealthy > 0 && w.Pod.GPU+w.Pod.GPUMemory > 0 {
+		m.Text += "; " + unhealthy(p)
+	}
+	return m
+}
+
+// unhealthy names the pool's unhealthy devices (the first three).
+func unhealthy(p *cluster.Pool) string {
+	var names []string
+	for _, n := range p.Nodes {
+		for _, d := range n.Devices {
+			if n.Ready && d.Unhealthy != "" && len(names) < 3 {
+				names = append(names, fmt.Sprintf("%s GPU %d (%s)", n.Name, d.Index, d.Unhealthy))
+			}
+		}
+	}
+	if p.Unhealthy > len(names) {
+		names = append(names, fmt.Sprintf("%d more", p.Unhealthy-len(names)))
+	}
+	return "unhealthy, not offered: " + strings.Join(names, ", ")
+}
+
+func miss(p *cluster.Pool, w *cluster.Workload, k, placed int) Miss {
 	need := cluster.Resources{GPU: w.Pod.GPU, CPU: w.Pod.CPU, Memory: w.Pod.Memory}
 	need = cluster.Resources{GPU: need.GPU * int64(k), CPU: need.CPU * int64(k), Memory: need.Memory * int64(k)}
 	what := podNeed(w)
@@ -226,7 +252,7 @@ func failure(p *cluster.Pool, w *cluster.Workload, k, placed int) Miss {
 	ready, typed := 0, 0
 	var maxGPU, maxCPU int64
 	for _, n := range p.Nodes {
-		if !n.Ready {
+		if !n.Ready || n.Cordoned {
 			continue
 		}
 		ready++

@@ -107,3 +107,49 @@ func TestPlaceFailureSaysWhy(t *testing.T) {
 		t.Errorf("a failed gang left pods behind: free %v → %v, %d pods placed", before, after, gang.PlacedPods())
 	}
 }
+
+// An unhealthy device takes no pod, whole or fraction, and a pod that no
+// longer fits says which device is out; a cordoned node keeps its pods
+// and takes nothing new.
+func TestPlace_unhealthyAndCordoned(t *testing.T) {
+	s := cluster.New()
+	for _, n := range []string{"n-a", "n-b"} {
+		if _, err := s.AddNode(cluster.NodeSpec{Name: n, Pool: "default", GPUs: 2, GPUMemory: 80 << 30, CPU: 64000, Memory: 1 << 40,
+			Unhealthy: map[int]string{0: "XID 79: GPU has fallen off the bus"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.AddProject("p", "", nil); err != nil {
+		t.Fatal(err)
+	}
+	p := s.Pool("default")
+	if p.Total.GPU != 2000 || p.Unhealthy != 2 {
+		t.Fatalf("pool total %d, unhealthy %d: want 2 healthy GPUs and 2 unhealthy", p.Total.GPU, p.Unhealthy)
+	}
+	for i, req := range []cluster.PodRequest{{GPU: 1000}, {GPU: 500}} {
+		w := submit(t, s, []string{"whole", "half"}[i], req)
+		pods, m := placement.Place(s, p, w, 1, placement.Binpack)
+		if len(pods) != 1 || slices.Contains(w.Placed[0].Devices, 0) {
+			t.Fatalf("%v: placed %v on devices %v (%s), want device 1", req, pods, w.Placed[0].Devices, m.Text)
+		}
+	}
+	w := submit(t, s, "two", cluster.PodRequest{GPU: 2000})
+	if _, m := placement.Place(s, p, w, 1, placement.Binpack); !strings.Contains(m.Text, "n-a GPU 0 (XID 79: GPU has fallen off the bus)") {
+		t.Errorf("miss = %q, want it to name the unhealthy device", m.Text)
+	}
+
+	held := s.Node("n-a").Pods
+	s.SetCordoned(s.Node("n-a"), true)
+	s.SetCordoned(s.Node("n-b"), true)
+	if !slices.Equal(s.Node("n-a").Pods, held) || len(held) == 0 {
+		t.Errorf("a cordoned node lost its pods: %v, had %v", s.Node("n-a").Pods, held)
+	}
+	cpu := submit(t, s, "cpu", cluster.PodRequest{CPU: 1000})
+	if pods, m := placement.Place(s, p, cpu, 1, placement.Binpack); len(pods) != 0 || !strings.Contains(m.Text, "no Ready node") {
+		t.Errorf("placed on cordoned nodes: %v (%q)", pods, m.Text)
+	}
+	s.SetCordoned(s.Node("n-b"), false)
+	if pods, _ := placement.Place(s, p, cpu, 1, placement.Binpack); len(pods) != 1 || cpu.Placed[0].Node.Name != "n-b" {
+		t.Errorf("uncordoned n-b takes no pod")
+	}
+}

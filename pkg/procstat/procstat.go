@@ -1,7 +1,7 @@
-// Package procstat reads the CPU time of process groups from /proc. It is
-// how Runway measures a local pod's activity without a GPU: the simulated
-// GPU backend derives utilisation from it, and the time-slicing enforcer
-// tells busy sharers from idle ones.
+// Package procstat reads processes from /proc: CPU time, parent, process
+// group and session. It is how Runway measures a local pod's activity
+// without a GPU and how the local runner follows a pod's processes where
+// it has no cgroup: one walk of /proc (Snapshot) serves every pod.
 package procstat
 
 import (
@@ -15,27 +15,57 @@ import (
 // second on every Linux build Runway runs on.
 const tick = 10 * time.Millisecond
 
-// GroupCPU returns the CPU time (user and system, including the reaped
-// children of each member) used so far by the live members of each process
-// group in pgids. Groups without a live member are absent. It scans /proc
-// once whatever the number of groups.
+// Proc is one live (not zombie) process.
+type Proc struct {
+	PID, PPID, PGID, SID int
+	// Start is the start time in clock ticks since boot: with PID, it
+	// names a process across pid reuse.
+	Start uint64
+	// CPU is the user and system time of the process and its reaped
+	// children.
+	CPU time.Duration
+}
+
+// Snapshot reads every live process in one walk of /proc.
+func Snapshot() map[int]Proc {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	out := make(map[int]Proc, len(ents))
+	for _, e := range ents {
+		if c := e.Name()[0]; c < '0' || c > '9' {
+			continue
+		}
+		if p, ok := Read(e.Name()); ok {
+			out[p.PID] = p
+		}
+	}
+	return out
+}
+
+// Read reads one process by its pid (decimal); false when it is gone or a
+// zombie.
+func Read(pid string) (Proc, bool) {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return Proc{}, false
+	}
+	return parse(string(b))
+}
+
+// GroupCPU returns the CPU time used so far by the live members of each
+// process group in pgids. Groups without a live member are absent. It
+// scans /proc once whatever the number of groups.
 func GroupCPU(pgids ...int) map[int]time.Duration {
 	want := make(map[int]bool, len(pgids))
 	for _, g := range pgids {
 		want[g] = true
 	}
 	out := make(map[int]time.Duration, len(pgids))
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return out
-	}
-	for _, e := range ents {
-		if c := e.Name()[0]; c < '0' || c > '9' {
-			continue
-		}
-		st, ok := readStat("/proc/" + e.Name() + "/stat")
-		if ok && want[st.pgrp] {
-			out[st.pgrp] += st.cpu
+	for _, p := range Snapshot() {
+		if want[p.PGID] {
+			out[p.PGID] += p.CPU
 		}
 	}
 	return out
@@ -43,43 +73,41 @@ func GroupCPU(pgids ...int) map[int]time.Duration {
 
 // Group returns the process group of pid, and false when pid is gone.
 func Group(pid int) (int, bool) {
-	st, ok := readStat("/proc/" + strconv.Itoa(pid) + "/stat")
-	return st.pgrp, ok
+	p, ok := Read(strconv.Itoa(pid))
+	return p.PGID, ok
 }
 
-type stat struct {
-	pgrp int
-	cpu  time.Duration
-}
-
-// readStat parses the fields Runway needs from a /proc/<pid>/stat file;
-// they follow the ")" closing the command name, which may hold spaces.
-func readStat(path string) (stat, bool) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return stat{}, false
-	}
-	s := string(b)
+// parse reads the fields Runway needs from a /proc/<pid>/stat line; they
+// follow the ")" closing the command name, which may hold spaces.
+func parse(s string) (Proc, bool) {
+	pid, err := strconv.Atoi(strings.TrimSpace(s[:max(strings.IndexByte(s, '('), 0)]))
 	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return stat{}, false
+	if err != nil || i < 0 {
+		return Proc{}, false
 	}
-	// Fields from 3 (state) on: pgrp is field 5, utime..cstime 14..17.
+	// Fields from 3 (state) on: ppid 4, pgrp 5, session 6, utime..cstime
+	// 14..17, starttime 22.
 	f := strings.Fields(s[i+1:])
-	if len(f) < 15 || f[0] == "Z" {
-		return stat{}, false
+	if len(f) < 20 || f[0] == "Z" {
+		return Proc{}, false
 	}
-	pgrp, err := strconv.Atoi(f[2])
-	if err != nil {
-		return stat{}, false
+	var n [3]int
+	for j := range 3 {
+		if n[j], err = strconv.Atoi(f[1+j]); err != nil {
+			return Proc{}, false
+		}
 	}
 	var ticks int64
 	for _, x := range f[11:15] {
-		n, err := strconv.ParseInt(x, 10, 64)
+		v, err := strconv.ParseInt(x, 10, 64)
 		if err != nil {
-			return stat{}, false
+			return Proc{}, false
 		}
-		ticks += n
+		ticks += v
 	}
-	return stat{pgrp: pgrp, cpu: time.Duration(ticks) * tick}, true
+	start, err := strconv.ParseUint(f[19], 10, 64)
+	if err != nil {
+		return Proc{}, false
+	}
+	return Proc{PID: pid, PPID: n[0], PGID: n[1], SID: n[2], Start: start, CPU: time.Duration(ticks) * tick}, true
 }

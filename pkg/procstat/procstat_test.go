@@ -41,3 +41,18 @@ func TestGroupCPU(t *testing.T) {
 		t.Errorf("Group(leader) = %d, %v", g, ok)
 	}
 }
+
+// Snapshot sees a process with its parent, group and session.
+func TestSnapshot(t *testing.T) {
+	c := exec.Command("sleep", "60")
+	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })
+	pid := c.Process.Pid
+	p, ok := procstat.Snapshot()[pid]
+	if !ok || p.PPID != syscall.Getpid() || p.PGID != pid || p.SID != pid || p.Start == 0 {
+		t.Errorf("Snapshot()[%d] = %+v, %v; want its parent %d, group and session %d", pid, p, ok, syscall.Getpid(), pid)
+	}
+}

@@ -30,6 +30,7 @@ import (
 	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
 	schedulerv1 "github.com/runwayhq/runway/gen/go/runway/scheduler/v1"
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
+	"github.com/runwayhq/runway/pkg/runner/local"
 )
 
 // runwayBin is the runway binary built by TestMain into a temporary
@@ -247,9 +248,10 @@ func serving(t *testing.T, p *proc, conn *grpc.ClientConn) {
 	})
 }
 
-// leftovers lists the processes whose working directory is under dir (the
-// agents run their pods there), as "pid cmdline".
-func leftovers(dir string) []string {
+// leftovers lists the processes whose working directory is under one of
+// dirs (the agents' work directories, where they run their pods), as "pid
+// cmdline", and kills them.
+func leftovers(dirs ...string) []string {
 	var out []string
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
@@ -258,7 +260,9 @@ func leftovers(dir string) []string {
 			continue
 		}
 		cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd"))
-		if err != nil || !strings.HasPrefix(cwd, dir+string(filepath.Separator)) && cwd != dir {
+		if err != nil || !slices.ContainsFunc(dirs, func(dir string) bool {
+			return strings.HasPrefix(cwd, dir+string(filepath.Separator)) || cwd == dir
+		}) {
 			continue
 		}
 		cl, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
@@ -282,8 +286,9 @@ func TestQuickStartMultiProcess(t *testing.T) {
 
 	// Checked last (t.Cleanup is LIFO): every agent has stopped by then.
 	t.Cleanup(func() {
-		if left := leftovers(agentsDir); len(left) > 0 {
-			t.Errorf("processes left running under the agents' data dir (killed now): %v", left)
+		work := []string{local.DefaultWorkDir(filepath.Join(agentsDir, "node-1")), local.DefaultWorkDir(filepath.Join(agentsDir, "node-2"))}
+		if left := leftovers(work...); len(left) > 0 {
+			t.Errorf("processes left running in the agents' work directories (killed now): %v", left)
 		}
 	})
 

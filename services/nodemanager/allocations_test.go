@@ -19,7 +19,7 @@ func TestNode_allocationsFromBindings(t *testing.T) {
 	e.registered(t, "node-1")
 	ctx := t.Context()
 	workload := func(id string, spec *workloadv1.WorkloadSpec) {
-		b, _ := proto.Marshal(&workloadv1.Workload{Name: "projects/team-a/workloads/" + id, Spec: spec})
+		b, _ := proto.Marshal(&workloadv1.Workload{Name: "projects/team-a/workloads/" + id, Uid: "uid-" + id, Spec: spec})
 		if _, err := e.etcd.Client.Put(ctx, etcdstore.PrefixWorkloads+"team-a/"+id, string(b)); err != nil {
 			t.Fatal(err)
 		}

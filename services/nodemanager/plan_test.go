@@ -41,7 +41,7 @@ func TestTimeSlicePlan_fromPoolSettings(t *testing.T) {
 		id    string
 		milli int32
 	}{{"small", 250}, {"large", 750}} {
-		if _, err := workloads.Create(ctx, "team-a/"+w.id, &workloadv1.Workload{Name: "projects/team-a/workloads/" + w.id,
+		if _, err := workloads.Create(ctx, "team-a/"+w.id, &workloadv1.Workload{Name: "projects/team-a/workloads/" + w.id, Uid: "uid-" + w.id,
 			Spec: &workloadv1.WorkloadSpec{Command: []string{"sh", "-c", "while :; do :; done"}}}); err != nil {
 			t.Fatal(err)
 		}
@@ -74,7 +74,7 @@ func TestTimeSlicePlan_fromPoolSettings(t *testing.T) {
 		workload         string
 		share            int32
 		offset, duration time.Duration
-	}{ // ordered by pod id: team-a.large.0 before team-a.small.0
+	}{ // ordered by pod id: uid-large.0 before uid-small.0
 		{"projects/team-a/workloads/large", 75, 0, 750 * time.Millisecond},
 		{"projects/team-a/workloads/small", 25, 750 * time.Millisecond, 250 * time.Millisecond},
 	}
@@ -102,13 +102,26 @@ func TestTimeSlicePlan_fromPoolSettings(t *testing.T) {
 		t.Errorf("GetNode device 0 = %v, want unused", n.GetDevices()[0])
 	}
 
-	// Enforced: the small pod is seen stopped (outside its leases).
-	pgid, err := os.ReadFile(filepath.Join(dataDir, "team-a.small.0", "pgid"))
+	// Enforced: the small pod is seen stopped (outside its leases): its
+	// cgroup frozen, or its process stopped where it has no cgroup.
+	rec, err := os.ReadFile(filepath.Join(dataDir, "uid-small.0", "pid"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	pid, _, _ := strings.Cut(string(rec), " ")
 	stopped := func() bool {
-		b, err := os.ReadFile("/proc/" + strings.TrimSpace(string(pgid)) + "/stat")
+		if cg, err := os.ReadFile("/proc/" + pid + "/cgroup"); err == nil {
+			for line := range strings.Lines(string(cg)) {
+				if rel, ok := strings.CutPrefix(strings.TrimSpace(line), "0::"); ok && rel != "/" {
+					for _, mnt := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
+						if ev, err := os.ReadFile(mnt + rel + "/cgroup.events"); err == nil {
+							return strings.Contains(string(ev), "frozen 1")
+						}
+					}
+				}
+			}
+		}
+		b, err := os.ReadFile("/proc/" + pid + "/stat")
 		s := string(b)
 		i := strings.LastIndexByte(s, ')')
 		return err == nil && i > 0 && i+2 < len(s) && s[i+2] == 'T'

@@ -85,6 +85,9 @@ func (s *Server) GetNode(ctx context.Context, req *nodemanagerv1.GetNodeRequest)
 	if err := fillPlans(ctx, s.store.client, []*nodemanagerv1.Node{n}); err != nil {
 		return nil, err
 	}
+	if err := fillHeartbeats(ctx, s.store.client, s.clock.Now(), []*nodemanagerv1.Node{n}); err != nil {
+		return nil, storeError(err, req.GetName())
+	}
 	return n, nil
 }
 
@@ -122,20 +125,24 @@ func (s *Server) ListNodes(ctx context.Context, req *nodemanagerv1.ListNodesRequ
 			if err := fillPlans(ctx, s.store.client, resp.Nodes); err != nil {
 				return nil, err
 			}
+			if err := fillHeartbeats(ctx, s.store.client, s.clock.Now(), resp.Nodes); err != nil {
+				return nil, storeError(err, "")
+			}
 			return resp, nil
 		}
 	}
 }
 
 // DrainNode marks the node drained, in its drain key and its node key at
-// once. Idempotent: draining a drained node updates the reason.
-// evict_workloads is stored with the drain for the scheduler, which owns
-// evictions.
+// once. Idempotent: draining a drained node updates the reason and
+// eviction. With evict_workloads the node key says drain_evicts, and the
+// scheduler (which owns bindings) sends its pods back to pending under
+// NODE_DRAINED; without it they run to their end.
 func (s *Server) DrainNode(ctx context.Context, req *nodemanagerv1.DrainNodeRequest) (*nodemanagerv1.Node, error) {
 	drain := proto.Clone(req).(*nodemanagerv1.DrainNodeRequest)
 	drain.Etag = ""
 	return s.setDrain(ctx, req.GetName(), req.GetEtag(), func(n *nodemanagerv1.Node) *nodemanagerv1.DrainNodeRequest {
-		n.Drained, n.DrainReason = true, req.GetReason()
+		n.Drained, n.DrainReason, n.DrainEvicts = true, req.GetReason(), req.GetEvictWorkloads()
 		return drain
 	})
 }
@@ -143,7 +150,7 @@ func (s *Server) DrainNode(ctx context.Context, req *nodemanagerv1.DrainNodeRequ
 // UndrainNode clears the drain. Idempotent.
 func (s *Server) UndrainNode(ctx context.Context, req *nodemanagerv1.UndrainNodeRequest) (*nodemanagerv1.Node, error) {
 	return s.setDrain(ctx, req.GetName(), req.GetEtag(), func(n *nodemanagerv1.Node) *nodemanagerv1.DrainNodeRequest {
-		n.Drained, n.DrainReason = false, ""
+		n.Drained, n.DrainReason, n.DrainEvicts = false, "", false
 		return nil
 	})
 }

@@ -200,3 +200,26 @@ func TestGetTimeSlicePlan(t *testing.T) {
 	_, err = e.client.GetTimeSlicePlan(ctx, &nodemanagerv1.GetTimeSlicePlanRequest{Name: "nodes/node-1"})
 	wantError(t, err, codes.InvalidArgument, "INVALID_FIELD")
 }
+
+// The heartbeat time follows the lease's renewals: it moves while the
+// agent keeps its lease alive, though nothing rewrites the node key.
+func TestNode_heartbeatFollowsLease(t *testing.T) {
+	e := start(t)
+	e.startAgent(t, "node-1", nil)
+	first := e.registered(t, "node-1")
+	time.Sleep(2500 * time.Millisecond) // a few renewals of the 1 s lease
+	n, err := e.client.GetNode(t.Context(), &nodemanagerv1.GetNodeRequest{Name: "nodes/node-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.GetUid() != first.GetUid() {
+		t.Fatalf("the node registered again (uid %s, was %s)", n.GetUid(), first.GetUid())
+	}
+	if d := n.GetHeartbeatTime().AsTime().Sub(n.GetCreateTime().AsTime()); d < 1500*time.Millisecond {
+		t.Errorf("heartbeat %v after registration, want at least 1.5 s later", d)
+	}
+	list, err := e.client.ListNodes(t.Context(), &nodemanagerv1.ListNodesRequest{})
+	if err != nil || len(list.GetNodes()) != 1 || list.GetNodes()[0].GetHeartbeatTime().AsTime().Before(n.GetHeartbeatTime().AsTime().Add(-time.Second)) {
+		t.Errorf("ListNodes heartbeat %v, GetNode's %v (%v)", list.GetNodes(), n.GetHeartbeatTime(), err)
+	}
+}

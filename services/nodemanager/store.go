@@ -129,7 +129,7 @@ func RegisterNode(ctx context.Context, client *clientv3.Client, n *nodemanagerv1
 		switch {
 		case err == nil:
 			drainRev = d.Revision
-			n.Drained, n.DrainReason = true, d.Msg.GetReason()
+			n.Drained, n.DrainReason, n.DrainEvicts = true, d.Msg.GetReason(), d.Msg.GetEvictWorkloads()
 		case !errors.Is(err, etcdstore.ErrNotFound):
 			return err
 		}
@@ -225,4 +225,84 @@ func nodePool(ctx context.Context, client *clientv3.Client, n *nodemanagerv1.Nod
 		msgs[i] = it.Msg
 	}
 	return clusterproto.PoolOf(n.GetLabels(), msgs), nil
+}
+
+// maxBatch bounds the operations of one Txn (etcd's default limit is 128).
+const maxBatch = 64
+
+// PutRuns stores many run reports (by run key) with PutRun's newer-wins
+// rule in two round trips per maxBatch reports: one read of them all, one
+// Txn fenced on what was read. It returns the keys not stored (all of a
+// batch whose read or Txn failed; a batch that lost a race is retried one
+// report at a time).
+func PutRuns(ctx context.Context, client *clientv3.Client, reqs map[string]*nodemanagerv1.ReportWorkloadStateRequest) (map[string]bool, error) {
+	keys := make([]string, 0, len(reqs))
+	for k := range reqs {
+		keys = append(keys, k)
+	}
+	failed := map[string]bool{}
+	var errs []error
+	s := newStore(client)
+	for len(keys) > 0 {
+		n := min(len(keys), maxBatch)
+		batch := keys[:n]
+		keys = keys[n:]
+		if err := s.putRunBatch(ctx, batch, reqs); err != nil {
+			if !errors.Is(err, errConflict) {
+				for _, k := range batch {
+					failed[k] = true
+				}
+				errs = append(errs, err)
+				continue
+			}
+			for _, k := range batch {
+				if _, err := s.putRun(ctx, k, reqs[k]); err != nil {
+					failed[k] = true
+					errs = append(errs, err)
+				}
+			}
+		}
+	}
+	return failed, errors.Join(errs...)
+}
+
+func (s *store) putRunBatch(ctx context.Context, keys []string, reqs map[string]*nodemanagerv1.ReportWorkloadStateRequest) error {
+	gets := make([]clientv3.Op, len(keys))
+	for i, k := range keys {
+		gets[i] = clientv3.OpGet(k)
+	}
+	read, err := s.client.Txn(ctx).Then(gets...).Commit()
+	if err != nil {
+		return fmt.Errorf("read run reports: %w", err)
+	}
+	var cmps []clientv3.Cmp
+	var puts []clientv3.Op
+	for i, k := range keys {
+		var rev int64
+		if kvs := read.Responses[i].GetResponseRange().GetKvs(); len(kvs) == 1 {
+			old := new(nodemanagerv1.ReportWorkloadStateRequest)
+			if err := proto.Unmarshal(kvs[0].Value, old); err == nil &&
+				old.GetObserveTime().AsTime().After(reqs[k].GetObserveTime().AsTime()) {
+				continue // a later report is stored: this one is done
+			}
+			rev = kvs[0].ModRevision
+		}
+		val, err := marshal.Marshal(reqs[k])
+		if err != nil {
+			return err
+		}
+		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(k), "=", rev))
+		puts = append(puts, clientv3.OpPut(k, string(val)))
+	}
+	if len(puts) == 0 {
+		return nil
+	}
+	resp, err := s.client.Txn(ctx).If(cmps...).Then(puts...).Commit()
+	if err != nil {
+		return fmt.Errorf("store run reports: %w", err)
+	}
+	if !resp.Succeeded {
+		return errConflict
+	}
+	return nil
 }

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -107,15 +108,21 @@ type Cache struct {
 
 	changed chan struct{} // a non-blocking "something changed" for the loop
 
-	lists     int    // how many times the cache listed (1 + relists), for tests
+	// missing are the nodes whose key went (their agent's lease expired)
+	// and when: for lostGrace they keep their pods, cordoned; then they
+	// are lost (NODE_LOST).
+	missing   map[string]time.Time
+	lostGrace time.Duration
+
+	lists     int    // how many times the cache listed (1 + relists and rebuilds), for tests
 	afterList func() // test seam: runs between a list and its watch
 	// beforeApply is a test seam: it runs, without the lock, before each
 	// batch of watch events is applied (a test holds the model back).
 	beforeApply func([]update)
 }
 
-func newCache(client *clientv3.Client, clock func() time.Time, log *slog.Logger, m *metrics) *Cache {
-	c := &Cache{client: client, clock: clock, log: log, changed: make(chan struct{}, 1),
+func newCache(client *clientv3.Client, clock func() time.Time, log *slog.Logger, m *metrics, lostGrace time.Duration) *Cache {
+	c := &Cache{client: client, clock: clock, log: log, changed: make(chan struct{}, 1), lostGrace: lostGrace, missing: map[string]time.Time{},
 		skipped: etcdstore.NewSkipLog(log, "scheduler cache", func(prefix string) { m.undecodable.WithLabelValues(prefix).Inc() })}
 	c.reset()
 	return c
@@ -335,7 +342,14 @@ func (c *Cache) record(u update) {
 	case kindProject:
 		setOrDelete(c.projects, u)
 	case kindNode:
+		_, had := c.nodes[u.id]
 		setOrDelete(c.nodes, u)
+		switch {
+		case !u.removed:
+			delete(c.missing, u.id)
+		case had && c.lostGrace > 0:
+			c.missing[u.id] = c.clock()
+		}
 	case kindWorkload:
 		setOrDelete(c.workloads, u)
 	case kindBinding:
@@ -555,7 +569,9 @@ func (c *Cache) syncNode(id string) bool {
 		// shape has their devices.
 		lost = c.state.Reshape(n, spec)
 	}
-	ready := ok && nodeReady(raw)
+	_, inGrace := c.missing[id]
+	ready := (ok && nodeReady(raw)) || (!ok && inGrace && n.Ready)
+	c.state.SetCordoned(n, ready && (!ok || cordoned(raw)))
 	lost = append(lost, c.state.SetReady(n, ready)...)
 	if ready {
 		c.markBindingsOn(id)
@@ -599,16 +615,46 @@ func nodeSpec(id string, n *nodemanagerv1.Node) cluster.NodeSpec {
 	} else {
 		gpus = int(n.GetCapacity().GetMilliGpus() / cluster.FullDevice)
 	}
+	var unhealthy map[int]string
+	for i, d := range n.GetDevices() {
+		if !d.GetHealthy() {
+			if unhealthy == nil {
+				unhealthy = map[int]string{}
+			}
+			unhealthy[i] = cmp.Or(d.GetHealthMessage(), "unhealthy")
+		}
+	}
 	return cluster.NodeSpec{
 		Name: id, Pool: pool, GPUs: gpus, GPUMemory: mem,
 		CPU: res.GetMilliCpu(), Memory: res.GetMemoryBytes(),
-		Labels: n.GetLabels(), NotReady: !nodeReady(n),
+		Labels: n.GetLabels(), NotReady: !nodeReady(n), Cordoned: cordoned(n), Unhealthy: unhealthy,
 	}
 }
 
-// nodeReady: Ready and not drained.
+// nodeReady: Ready and not drained with eviction (its pods are then lost,
+// NODE_DRAINED).
 func nodeReady(n *nodemanagerv1.Node) bool {
-	return n.GetReadiness() == nodemanagerv1.Readiness_READINESS_READY && !n.GetDrained()
+	return n.GetReadiness() == nodemanagerv1.Readiness_READINESS_READY && !(n.GetDrained() && n.GetDrainEvicts())
+}
+
+// cordoned: drained without eviction, the node keeps its pods and takes
+// nothing new.
+func cordoned(n *nodemanagerv1.Node) bool { return n.GetDrained() && !n.GetDrainEvicts() }
+
+// expireMissing loses the nodes missing for longer than the grace period.
+// Called with mu held, before a cycle.
+func (c *Cache) expireMissing(now time.Time) {
+	expired := false
+	for id, since := range c.missing {
+		if now.Sub(since) >= c.lostGrace {
+			delete(c.missing, id)
+			c.dirty[kindNode][id] = true
+			expired = true
+		}
+	}
+	if expired {
+		c.sync()
+	}
 }
 
 // schedulable reports whether the scheduler should hold a workload in its

@@ -25,7 +25,7 @@ func TestCache_RebuildsAfterCompaction(t *testing.T) {
 	cl := etcdtest.New(t)
 	quickStart(t, cl)
 	m := newMetrics()
-	c := newCache(cl.Client, time.Now, slog.New(slog.NewTextHandler(io.Discard, nil)), m)
+	c := newCache(cl.Client, time.Now, slog.New(slog.NewTextHandler(io.Discard, nil)), m, 0)
 	var once sync.Once
 	c.afterList = func() {
 		once.Do(func() {

@@ -31,7 +31,7 @@ func TestPodKey_RefusesSecondBinding(t *testing.T) {
 	first := bindingKeys(t, cl.Client)
 
 	// A stale model: the same cluster without the binding.
-	stale := newCache(cl.Client, time.Now, r.log, r.metrics)
+	stale := newCache(cl.Client, time.Now, r.log, r.metrics, 0)
 	stale.mu.Lock()
 	r.cache.mu.Lock()
 	stale.state = cluster.New()

@@ -26,7 +26,7 @@ func benchServer(b *testing.B, nodes, workloads int) *Server {
 	b.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	m := newMetrics()
-	s := &Server{cfg: Config{Clock: time.Now}, log: log, metrics: m, cache: newCache(nil, time.Now, log, m),
+	s := &Server{cfg: Config{Clock: time.Now}, log: log, metrics: m, cache: newCache(nil, time.Now, log, m, 0),
 		lastPlan: map[string]decision{}, lastEvents: map[string]decision{}}
 	c := s.cache
 	st := c.state

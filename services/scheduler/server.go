@@ -45,6 +45,11 @@ type Config struct {
 	MaxOps int
 	// Scheduling tunes every cycle (default scheduling.DefaultConfig()).
 	Scheduling scheduling.Config
+	// NodeLostGrace is how long a node whose agent's lease expired keeps
+	// its pods (cordoned) before they are lost (NODE_LOST): an agent that
+	// comes back within it finds them still bound. Default
+	// DefaultNodeLostGrace; negative is none.
+	NodeLostGrace time.Duration
 	// Clock is the time source (default time.Now).
 	Clock func() time.Time
 	// Logger (default slog.Default()).
@@ -64,6 +69,9 @@ type Config struct {
 	// runtime) runs there. Its error is logged; leadership goes on.
 	WhileLeading func(ctx context.Context) error
 }
+
+// DefaultNodeLostGrace is Config.NodeLostGrace when 0.
+const DefaultNodeLostGrace = 30 * time.Second
 
 // Deps are the service's collaborators.
 type Deps struct {
@@ -145,6 +153,9 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if cfg.UsageInterval <= 0 {
 		cfg.UsageInterval = 30 * time.Second
 	}
+	if cfg.NodeLostGrace == 0 {
+		cfg.NodeLostGrace = DefaultNodeLostGrace
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -156,7 +167,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	}
 	m := newMetrics()
 	return &Server{cfg: cfg, client: deps.Client, log: cfg.Logger, metrics: m,
-		cache:    newCache(deps.Client, cfg.Clock, cfg.Logger, m),
+		cache:    newCache(deps.Client, cfg.Clock, cfg.Logger, m, max(cfg.NodeLostGrace, 0)),
 		lastPlan: map[string]decision{}, lastEvents: map[string]decision{}, held: map[string]string{}}, nil
 }
 

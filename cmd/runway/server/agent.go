@@ -17,6 +17,7 @@ import (
 	"github.com/runwayhq/runway/pkg/gpu/nvidia"
 	"github.com/runwayhq/runway/pkg/gpu/simulated"
 	"github.com/runwayhq/runway/pkg/gpumetrics"
+	"github.com/runwayhq/runway/pkg/runner/local"
 	"github.com/runwayhq/runway/services/nodemanager/agent"
 )
 
@@ -45,11 +46,20 @@ type AgentConfig struct {
 	Pool string
 	// Labels are the node's labels (run.ai/type for node types, pool selectors).
 	Labels map[string]string
-	// DataDir holds the pods' directories and logs. Required.
+	// DataDir holds the agent's records and the pods' logs. Required.
 	DataDir string
+	// WorkDir holds the pods' working directories (agent.Config.WorkDir).
+	WorkDir string
+	// RunAsUser and PodUIDs are who pods run as when the agent is root
+	// (agent.Config.User, PodUIDs).
+	RunAsUser string
+	PodUIDs   string
 	// Listen is the agent's own address (pod output for the workload
 	// service); it must be reachable from the control plane.
 	Listen string
+	// AdvertiseAddress is what the node registers as its agent's address
+	// (agent.Config.AdvertiseAddress).
+	AdvertiseAddress string
 	// MetricsListen is the address of the Prometheus /metrics endpoint; none
 	// when empty.
 	MetricsListen string
@@ -69,6 +79,10 @@ func RunAgent(ctx context.Context, cfg AgentConfig) error {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	uids, err := local.ParseUIDRange(cfg.PodUIDs)
+	if err != nil {
+		return fmt.Errorf("--pod-uids: %w", err)
+	}
 	backend, closeBackend, err := openBackend(cfg)
 	if err != nil {
 		return err
@@ -80,6 +94,7 @@ func RunAgent(ctx context.Context, cfg AgentConfig) error {
 	}
 	defer cli.Close()
 	acfg := agent.Config{Node: cfg.Node, Pool: cfg.Pool, Labels: cfg.Labels, Client: cli, DataDir: cfg.DataDir, Listen: cfg.Listen,
+		WorkDir: cfg.WorkDir, User: cfg.RunAsUser, PodUIDs: uids, AdvertiseAddress: cfg.AdvertiseAddress,
 		Backend: backend, MPSPipeDir: cfg.MPSPipeDir, Logger: cfg.Logger}
 	if cfg.MetricsListen != "" {
 		reg := prometheus.NewRegistry()

@@ -22,10 +22,12 @@ import (
 	"github.com/runwayhq/runway/pkg/blob"
 	"github.com/runwayhq/runway/pkg/etcdstore"
 	"github.com/runwayhq/runway/pkg/etcdstore/etcdtest"
+	"github.com/runwayhq/runway/pkg/gpu"
 	"github.com/runwayhq/runway/pkg/gpu/simulated"
 	"github.com/runwayhq/runway/pkg/gpumetrics"
 	"github.com/runwayhq/runway/pkg/grpcserver"
 	"github.com/runwayhq/runway/pkg/metrics"
+	"github.com/runwayhq/runway/pkg/runner/local"
 	"github.com/runwayhq/runway/services/identity"
 	"github.com/runwayhq/runway/services/nodemanager/agent"
 	"github.com/runwayhq/runway/services/scheduler"
@@ -75,6 +77,10 @@ type DevConfig struct {
 	Scheduler   scheduler.Config
 	LeaseTTL    time.Duration
 	StopGrace   time.Duration
+	// Backend, when set, makes each agent's GPU backend (tests keep the
+	// simulated backends to inject faults); GPUsPerNode simulated GPUs
+	// when nil.
+	Backend func(node string) gpu.Backend
 }
 
 // DevMaxTxnOps is the embedded etcd's --max-txn-ops: the scheduler writes
@@ -278,10 +284,14 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr, token string)) 
 			_ = g.Wait()
 			return err
 		}
+		var backend gpu.Backend = simulated.New(simulated.Config{Count: cfg.GPUsPerNode, Node: node})
+		if cfg.Backend != nil {
+			backend = cfg.Backend(node)
+		}
 		acfg := agent.Config{Node: node, Client: cli, DataDir: dir, Listen: "127.0.0.1:0", LeaseTTL: cfg.LeaseTTL, StopGrace: cfg.StopGrace,
-			Auth: guard.UnaryInterceptor, AuthStream: guard.StreamInterceptor,
-			Backend: simulated.New(simulated.Config{Count: cfg.GPUsPerNode, Node: node}),
-			Metrics: gpus, Logger: cfg.Logger}
+			PodUIDs: local.DefaultUIDs,
+			Auth:    guard.UnaryInterceptor, AuthStream: guard.StreamInterceptor,
+			Backend: backend, Metrics: gpus, Logger: cfg.Logger}
 		g.Go("agent "+node, func(ctx context.Context) error { return agent.Run(ctx, acfg) })
 	}
 	if mode != quotav1.TimeSlicingMode_TIME_SLICING_MODE_UNSPECIFIED {

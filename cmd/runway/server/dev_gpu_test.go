@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -10,6 +11,8 @@ import (
 	nodemanagerv1 "github.com/runwayhq/runway/gen/go/runway/nodemanager/v1"
 	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
+	"github.com/runwayhq/runway/pkg/gpu"
+	"github.com/runwayhq/runway/pkg/gpu/simulated"
 )
 
 // `runway dev --time-slicing fair`: the default pool is FAIR, two half-GPU
@@ -76,6 +79,72 @@ func TestDevTimeSlicingAndMetrics(t *testing.T) {
 			if !strings.Contains(string(b), want) {
 				return "no " + want
 			}
+		}
+		return ""
+	})
+}
+
+// An XID injected into a simulated GPU makes the device unhealthy in its
+// node (GetNode), the scheduler places nothing on it, and a workload that
+// needs it waits with a reason that names it.
+func TestDevUnhealthyDevice(t *testing.T) {
+	var sim *simulated.Backend
+	d := startDev(t, t.TempDir(), 1, 2, func(c *server.DevConfig) {
+		c.Backend = func(node string) gpu.Backend {
+			sim = simulated.New(simulated.Config{Count: 2, Node: node})
+			return sim
+		}
+	})
+	d.project(t, "team-a", 2)
+	if !sim.InjectXID(1, 79) {
+		t.Fatal("XID 79 not injected")
+	}
+	eventually(t, "GPU 1 of node-1 unhealthy", func() string {
+		n, err := d.nodes.GetNode(t.Context(), &nodemanagerv1.GetNodeRequest{Name: "nodes/node-1"})
+		if err != nil {
+			return err.Error()
+		}
+		if dev := n.GetDevices()[1]; dev.GetHealthy() || dev.GetHealthMessage() != "XID 79: GPU has fallen off the bus" || !n.GetDevices()[0].GetHealthy() {
+			return n.String()
+		}
+		return ""
+	})
+	_, err := d.workload.CreateWorkload(t.Context(), &workloadv1.CreateWorkloadRequest{
+		Parent: "projects/team-a", WorkloadId: "two", Workload: &workloadv1.Workload{
+			Type: workloadv1.WorkloadType_WORKLOAD_TYPE_TRAINING,
+			Spec: &workloadv1.WorkloadSpec{Image: "busybox", Command: []string{"sleep", "30"},
+				Gpu: &workloadv1.GpuRequest{Amount: &workloadv1.GpuRequest_Devices{Devices: 2}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the two-GPU workload's reason names the unhealthy device", func() string {
+		w, err := d.workload.GetWorkload(t.Context(), &workloadv1.GetWorkloadRequest{Name: "projects/team-a/workloads/two"})
+		if err != nil {
+			return err.Error()
+		}
+		for _, r := range w.GetStatus().GetPendingReasons() {
+			if strings.Contains(r.GetMessage(), "node-1 GPU 1 (XID 79: GPU has fallen off the bus)") {
+				return ""
+			}
+		}
+		return fmt.Sprintf("phase %v, pending reasons %v", w.GetStatus().GetPhase(), w.GetStatus().GetPendingReasons())
+	})
+	// One GPU still fits, on the healthy device.
+	_, err = d.workload.CreateWorkload(t.Context(), &workloadv1.CreateWorkloadRequest{
+		Parent: "projects/team-a", WorkloadId: "one", Workload: &workloadv1.Workload{
+			Type: workloadv1.WorkloadType_WORKLOAD_TYPE_TRAINING,
+			Spec: &workloadv1.WorkloadSpec{Image: "busybox", Command: []string{"sleep", "30"},
+				Gpu: &workloadv1.GpuRequest{Amount: &workloadv1.GpuRequest_Devices{Devices: 1}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the one-GPU workload on GPU 0", func() string {
+		w, err := d.workload.GetWorkload(t.Context(), &workloadv1.GetWorkloadRequest{Name: "projects/team-a/workloads/one"})
+		if err != nil {
+			return err.Error()
+		}
+		if p := w.GetStatus().GetPods(); len(p) != 1 || len(p[0].GetDeviceIndexes()) != 1 || p[0].GetDeviceIndexes()[0] != 0 {
+			return fmt.Sprintf("pods %v", p)
 		}
 		return ""
 	})

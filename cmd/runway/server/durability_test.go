@@ -21,6 +21,7 @@ import (
 	schedulerv1 "github.com/runwayhq/runway/gen/go/runway/scheduler/v1"
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
 	"github.com/runwayhq/runway/pkg/auth"
+	"github.com/runwayhq/runway/pkg/runner/local"
 )
 
 // buildRunway builds ./cmd/runway into a temporary directory.
@@ -103,9 +104,16 @@ func (p *devProc) kill() {
 	})
 }
 
-// podProcs lists the processes whose working directory is under dir (the
-// agents start each pod in its directory, in its own process group).
+// podProcs lists the pod processes of the agents under dir, by the pod
+// directory they work in ("node-N/{workload uid}.{pod}"): each agent
+// starts its pods in its runner's work directory (local.DefaultWorkDir of
+// dir/nodes/node-N).
 func podProcs(dir string) map[int]string {
+	work := map[string]string{} // work directory → node
+	nodes, _ := filepath.Glob(filepath.Join(dir, "nodes", "*"))
+	for _, n := range nodes {
+		work[local.DefaultWorkDir(n)+string(filepath.Separator)] = filepath.Base(n)
+	}
 	out := map[int]string{}
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
@@ -114,8 +122,13 @@ func podProcs(dir string) map[int]string {
 			continue
 		}
 		cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd"))
-		if err == nil && strings.HasPrefix(cwd, dir+string(filepath.Separator)) {
-			out[pid] = strings.TrimPrefix(cwd, dir)
+		if err != nil {
+			continue
+		}
+		for w, node := range work {
+			if pod, ok := strings.CutPrefix(cwd, w); ok {
+				out[pid] = node + "/" + pod
+			}
 		}
 	}
 	return out

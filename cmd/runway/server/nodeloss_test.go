@@ -118,7 +118,7 @@ func startDevWithoutNodes(t *testing.T) (*dev, *clientv3.Client, string, *grpc.C
 	done := make(chan error, 1)
 	cfg := server.DevConfig{DataDir: dir, Listen: "127.0.0.1:0", Nodes: 0, Logger: slog.New(h),
 		EtcdOptions: []etcdtest.Option{etcdtest.WithTestSpeedups(), etcdtest.WithLogger(zap.NewNop())},
-		Scheduler:   scheduler.Config{Interval: 100 * time.Millisecond, Debounce: 10 * time.Millisecond}}
+		Scheduler:   scheduler.Config{Interval: 100 * time.Millisecond, Debounce: 10 * time.Millisecond, NodeLostGrace: 500 * time.Millisecond}}
 	go func() { done <- server.RunDev(ctx, cfg, func(addr, token string) { ready <- [2]string{addr, token} }) }()
 	var addr, token string
 	select {

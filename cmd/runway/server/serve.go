@@ -33,6 +33,9 @@ type ServeConfig struct {
 	// Replica names a scheduler replica in the election; the host name
 	// when empty.
 	Replica string
+	// NodeLostGrace is the scheduler's scheduler.Config.NodeLostGrace
+	// (DefaultNodeLostGrace when 0).
+	NodeLostGrace time.Duration
 	// Runtime is where the scheduler's bound pods run: RuntimeLocal (node
 	// agents; the default) or RuntimeKubernetes (Kube, run by the leader).
 	Runtime string
@@ -72,6 +75,10 @@ type ServeConfig struct {
 	EtcdMaxTxnOps int
 }
 
+// DefaultNodeLostGrace is the scheduler's default grace for a node whose
+// agent's lease expired.
+const DefaultNodeLostGrace = scheduler.DefaultNodeLostGrace
+
 // Serve builds one service and serves it until ctx ends (the scheduler
 // also runs its replica loop), then shuts down and returns nil; it returns
 // an error if the service cannot be built or stops on its own.
@@ -98,7 +105,8 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	if err != nil {
 		return err
 	}
-	d := buildDeps{etcd: cli, replica: cfg.Replica, logger: cfg.Logger, guard: guard, identity: cfg.Identity, metrics: reg}
+	d := buildDeps{etcd: cli, replica: cfg.Replica, logger: cfg.Logger, guard: guard, identity: cfg.Identity, metrics: reg,
+		scheduler: scheduler.Config{NodeLostGrace: cfg.NodeLostGrace}}
 	if cfg.PrometheusURL != "" {
 		if d.history, err = history.NewRemote(cfg.PrometheusURL, nil); err != nil {
 			return err

@@ -117,7 +117,7 @@ type buildDeps struct {
 	// reports' CSVs.
 	historyInterval time.Duration
 	blobs           blob.Store
-	metrics   prometheus.Registerer // where the services' metrics go (nil: nowhere)
+	metrics         prometheus.Registerer // where the services' metrics go (nil: nowhere)
 }
 
 // build builds one service by name.

@@ -3,6 +3,7 @@
 package nvidia
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -10,7 +11,6 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/runwayhq/runway/pkg/gpu"
-	"github.com/runwayhq/runway/pkg/procstat"
 )
 
 // Backend reads devices through an NVML library. It is safe for
@@ -18,11 +18,63 @@ import (
 type Backend struct {
 	lib nvml.Interface
 
+	gpu.Faults // what WatchHealth saw
+
 	mu       sync.Mutex
 	lastSeen map[int]uint64 // per device, the newest process sample's timestamp
 }
 
-var _ gpu.Backend = (*Backend)(nil)
+var (
+	_ gpu.Backend = (*Backend)(nil)
+	_ gpu.Health  = (*Backend)(nil)
+)
+
+// healthWait is how long one wait for NVML events lasts (ms): how soon
+// WatchHealth sees its context end.
+const healthWait = 1000
+
+// WatchHealth follows the devices' critical XID events (go-nvml's event
+// set) until ctx is done: a device that raises an XID other than an
+// application's own (gpu.XIDFault) is unhealthy from then on. It returns
+// an error when NVML cannot give events at all.
+func (b *Backend) WatchHealth(ctx context.Context) error {
+	set, ret := b.lib.EventSetCreate()
+	if ret != nvml.SUCCESS {
+		return fmt.Errorf("nvml: event set: %w", ret)
+	}
+	defer set.Free()
+	n, ret := b.lib.DeviceGetCount()
+	if ret != nvml.SUCCESS {
+		return fmt.Errorf("nvml: device count: %w", ret)
+	}
+	byUUID := map[string]int{}
+	for i := range n {
+		d, err := b.device(i)
+		if err != nil {
+			return err
+		}
+		if uuid, ret := d.GetUUID(); ret == nvml.SUCCESS {
+			byUUID[uuid] = i
+		}
+		// A device that cannot report XIDs (NOT_SUPPORTED) is watched no
+		// further; the others still are.
+		_ = d.RegisterEvents(nvml.EventTypeXidCriticalError, set)
+	}
+	for ctx.Err() == nil {
+		e, ret := set.Wait(healthWait)
+		if ret != nvml.SUCCESS || e.EventType != nvml.EventTypeXidCriticalError || e.Device == nil {
+			continue // a timeout, or an event of no concern
+		}
+		why, fault := gpu.XIDFault(e.EventData)
+		uuid, uret := e.Device.GetUUID()
+		i, known := byUUID[uuid]
+		if !fault || uret != nvml.SUCCESS || !known {
+			continue
+		}
+		b.Mark(i, why)
+	}
+	return nil
+}
 
 // Load loads the system's NVML library and initialises it; close shuts it
 // down. It fails cleanly where the driver library is missing.
@@ -91,7 +143,7 @@ func (b *Backend) device(i int) (nvml.Device, error) {
 }
 
 // Sample reads the device's utilisation and memory and attributes its
-// processes to the pods by process group.
+// processes to the pods (by cgroup, or by the pods' tracked processes).
 func (b *Backend) Sample(index int, pods []gpu.Pod) (gpu.DeviceUsage, error) {
 	d, err := b.device(index)
 	if err != nil {
@@ -111,17 +163,13 @@ func (b *Backend) Sample(index int, pods []gpu.Pod) (gpu.DeviceUsage, error) {
 	}
 	u := gpu.DeviceUsage{Utilization: float64(util.Gpu) / 100, MemoryUsedBytes: int64(mem.Used),
 		Pods: make([]gpu.PodUsage, len(pods))}
-	byGroup := make(map[int]int, len(pods)) // pgid → index in pods
-	for i, p := range pods {
-		byGroup[p.PGID] = i
-	}
 	podOf := func(pid uint32) (int, bool) {
-		g, ok := procstat.Group(int(pid))
-		if !ok {
-			return 0, false
+		for i, p := range pods {
+			if p.Owns != nil && p.Owns(int(pid)) {
+				return i, true
+			}
 		}
-		i, ok := byGroup[g]
-		return i, ok
+		return 0, false
 	}
 	present := make([]bool, len(pods))
 	for _, p := range procs {

@@ -3,18 +3,22 @@
 package nvidia_test
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh100"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 	"go.uber.org/goleak"
 
 	"github.com/runwayhq/runway/pkg/gpu"
 	"github.com/runwayhq/runway/pkg/gpu/nvidia"
+	"github.com/runwayhq/runway/pkg/procstat"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -82,8 +86,8 @@ func group(t *testing.T) (leader, member int) {
 	return leader, start(leader)
 }
 
-// Per-process memory and utilisation are attributed to the pod whose
-// process group holds the process; others' processes count only for the
+// Per-process memory and utilisation are attributed to the pod that owns
+// the process; others' processes count only for the
 // device.
 func TestSample_perProcess(t *testing.T) {
 	lib := dgxh100.New()
@@ -119,7 +123,9 @@ func TestSample_perProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	pods := []gpu.Pod{{PGID: leader}, {PGID: 1 << 30}}
+	// The pod owns the processes of its group (the runner's answer).
+	owns := func(pid int) bool { g, ok := procstat.Group(pid); return ok && g == leader }
+	pods := []gpu.Pod{{Key: "a", Owns: owns}, {Key: "b", Owns: func(int) bool { return false }}}
 	u, err := b.Sample(2, pods)
 	if err != nil {
 		t.Fatal(err)
@@ -147,5 +153,58 @@ func TestSample_perProcess(t *testing.T) {
 	}
 	if _, err := b.Sample(9, pods); err == nil {
 		t.Error("Sample of GPU 9 succeeded")
+	}
+}
+
+// WatchHealth: an XID event of the event set marks its device unhealthy
+// (found by UUID); an application XID does not.
+func TestWatchHealth_xid(t *testing.T) {
+	lib := dgxh100.New()
+	events := make(chan nvml.EventData, 2)
+	var registered int
+	lib.EventSetCreateFunc = func() (nvml.EventSet, nvml.Return) {
+		return &mock.EventSet{
+			FreeFunc: func() nvml.Return { return nvml.SUCCESS },
+			WaitFunc: func(ms uint32) (nvml.EventData, nvml.Return) {
+				select {
+				case e := <-events:
+					return e, nvml.SUCCESS
+				case <-time.After(time.Duration(ms) * time.Millisecond):
+					return nvml.EventData{}, nvml.ERROR_TIMEOUT
+				}
+			},
+		}, nvml.SUCCESS
+	}
+	for _, d := range lib.Devices {
+		d.(*server.Device).RegisterEventsFunc = func(types uint64, _ nvml.EventSet) nvml.Return {
+			if types&nvml.EventTypeXidCriticalError != 0 {
+				registered++
+			}
+			return nvml.SUCCESS
+		}
+	}
+	b, err := nvidia.New(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.WatchHealth(ctx) }()
+	events <- nvml.EventData{Device: lib.Devices[5], EventType: nvml.EventTypeXidCriticalError, EventData: 13}
+	events <- nvml.EventData{Device: lib.Devices[2], EventType: nvml.EventTypeXidCriticalError, EventData: 48}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(b.Unhealthy()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := b.Unhealthy(); len(got) != 1 || got[2] != "XID 48: double-bit ECC error" {
+		t.Errorf("Unhealthy() = %v, want GPU 2 with XID 48 only", got)
+	}
+	if registered != 8 {
+		t.Errorf("registered XID events on %d devices, want 8", registered)
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/runwayhq/runway/pkg/gpu"
-	"github.com/runwayhq/runway/pkg/procstat"
 )
 
 // Defaults used when a Config field is zero.
@@ -45,18 +44,38 @@ type Config struct {
 type Backend struct {
 	devices []gpu.DeviceInfo
 
+	gpu.Faults // injected (InjectXID)
+
 	mu   sync.Mutex
-	last map[cpuKey]cpuSample // previous sample per device and group
+	last map[cpuKey]cpuSample // previous sample per device and pod
 }
 
-type cpuKey struct{ index, pgid int }
+type cpuKey struct {
+	index int
+	pod   string
+}
 
 type cpuSample struct {
 	cpu time.Duration
 	at  time.Time
 }
 
-var _ gpu.Backend = (*Backend)(nil)
+var (
+	_ gpu.Backend = (*Backend)(nil)
+	_ gpu.Health  = (*Backend)(nil)
+)
+
+// InjectXID makes device index raise xid, as a driver would: an XID that
+// marks a device unhealthy does so from now on (Unhealthy). It reports
+// whether the device is now unhealthy.
+func (b *Backend) InjectXID(index int, xid uint64) bool {
+	why, fault := gpu.XIDFault(xid)
+	if !fault || index < 0 || index >= len(b.devices) {
+		return false
+	}
+	b.Mark(index, why)
+	return true
+}
 
 // New returns a backend with cfg.Count devices.
 func New(cfg Config) *Backend {
@@ -94,25 +113,20 @@ func (b *Backend) Sample(index int, pods []gpu.Pod) (gpu.DeviceUsage, error) {
 	if index < 0 || index >= len(b.devices) {
 		return gpu.DeviceUsage{}, fmt.Errorf("simulated GPU %d: no such device (%d devices)", index, len(b.devices))
 	}
-	pgids := make([]int, len(pods))
-	for i, p := range pods {
-		pgids[i] = p.PGID
-	}
 	now := time.Now()
-	cpu := procstat.GroupCPU(pgids...)
 	u := gpu.DeviceUsage{Pods: make([]gpu.PodUsage, len(pods))}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	keep := map[cpuKey]bool{}
 	for i, p := range pods {
-		k := cpuKey{index, p.PGID}
+		k := cpuKey{index, p.Key}
 		keep[k] = true
 		pu := &u.Pods[i]
 		pu.MemoryBytes = declared(p.Dir)
 		if prev, ok := b.last[k]; ok && now.After(prev.at) {
-			pu.Utilization = min(max(float64(cpu[p.PGID]-prev.cpu)/float64(now.Sub(prev.at)), 0), 1)
+			pu.Utilization = min(max(float64(p.CPU-prev.cpu)/float64(now.Sub(prev.at)), 0), 1)
 		}
-		b.last[k] = cpuSample{cpu: cpu[p.PGID], at: now}
+		b.last[k] = cpuSample{cpu: p.CPU, at: now}
 		u.MemoryUsedBytes += pu.MemoryBytes
 		u.Utilization += pu.Utilization
 	}

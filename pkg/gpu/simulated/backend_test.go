@@ -12,6 +12,7 @@ import (
 
 	"github.com/runwayhq/runway/pkg/gpu"
 	"github.com/runwayhq/runway/pkg/gpu/simulated"
+	"github.com/runwayhq/runway/pkg/procstat"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -48,7 +49,7 @@ func TestBackend_defaults(t *testing.T) {
 }
 
 // Sample: memory is what the pod declares in its file, utilisation follows
-// its process group's CPU time: a busy loop near 100%, a sleeper 0.
+// its CPU time (the agent's reading): a busy loop near 100%, a sleeper 0.
 func TestBackend_Sample(t *testing.T) {
 	b := simulated.New(simulated.Config{Count: 1})
 	start := func(script string) gpu.Pod {
@@ -61,17 +62,24 @@ func TestBackend_Sample(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL); _ = c.Wait() })
-		return gpu.Pod{PGID: c.Process.Pid, Dir: dir}
+		return gpu.Pod{Key: strconv.Itoa(c.Process.Pid), Dir: dir}
 	}
+	cpu := func(p gpu.Pod) time.Duration { return procstat.GroupCPU(atoi(p.Key))[atoi(p.Key)] }
 	busy := start(`echo 1073741824 > "$RUNWAY_GPU_MEMORY_FILE"; while :; do :; done`)
 	idle := start(`exec sleep 60`)
 	pods := []gpu.Pod{busy, idle}
 	// The sleeper's shell uses a little CPU before it becomes sleep.
 	for comm := ""; comm != "sleep\n"; time.Sleep(10 * time.Millisecond) {
-		b, _ := os.ReadFile("/proc/" + strconv.Itoa(idle.PGID) + "/comm")
+		b, _ := os.ReadFile("/proc/" + idle.Key + "/comm")
 		comm = string(b)
 	}
-	if _, err := b.Sample(0, pods); err != nil {
+	sample := func() (gpu.DeviceUsage, error) {
+		for i := range pods {
+			pods[i].CPU = cpu(pods[i])
+		}
+		return b.Sample(0, pods)
+	}
+	if _, err := sample(); err != nil {
 		t.Fatal(err)
 	}
 	var u gpu.DeviceUsage
@@ -82,7 +90,7 @@ func TestBackend_Sample(t *testing.T) {
 		}
 		time.Sleep(500 * time.Millisecond)
 		var err error
-		if u, err = b.Sample(0, pods); err != nil {
+		if u, err = sample(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -94,5 +102,22 @@ func TestBackend_Sample(t *testing.T) {
 	}
 	if _, err := b.Sample(1, pods); err == nil {
 		t.Error("Sample of a missing device succeeded")
+	}
+}
+
+func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
+
+// An injected device XID makes the device unhealthy; an application's own
+// XID (13: illegal address) does not.
+func TestBackend_InjectXID(t *testing.T) {
+	b := simulated.New(simulated.Config{Count: 2})
+	if b.InjectXID(0, 13) || b.Unhealthy() != nil {
+		t.Fatalf("XID 13 marked a device unhealthy: %v", b.Unhealthy())
+	}
+	if !b.InjectXID(1, 79) {
+		t.Fatal("XID 79 left the device healthy")
+	}
+	if got := b.Unhealthy(); len(got) != 1 || got[1] != "XID 79: GPU has fallen off the bus" {
+		t.Errorf("Unhealthy() = %v, want device 1 with XID 79", got)
 	}
 }

@@ -1,11 +1,13 @@
-// Package local runs a workload pod's command as a local process in its own
-// process group, with the pod's GPUs in CUDA_VISIBLE_DEVICES and the RUNWAY_*
-// variables in its environment, its stdout and stderr in a log file under
-// the data directory, and reports its exit code. Stop ends the whole group:
-// SIGTERM, then SIGKILL after a grace period, so that children the command
-// started (a shell's background jobs, data-loader workers) do not outlive
-// the pod.
+// Package local runs a workload pod's command as a local process, isolated
+// as far as a host process can be: as root, under an unprivileged uid of
+// its own (or Config.User's), with an environment of only PATH, HOME,
+// TMPDIR, the workload's variables and RUNWAY_* (none of the agent's), in
+// a working directory outside the runner's data directory. Every
+// descendant is followed (group.go: a cgroup v2 directory per pod, else
+// its session and parents), so Stop, Kill, Freeze and CPU reach processes
+// that left the process group, and a pod ends with its first process.
 //
-//	<DataDir>/<Spec.ID>/          the pod's working directory
-//	<DataDir>/<Spec.ID>/output.log stdout and stderr, appended across restarts
+//	<DataDir>/<Spec.ID>/output.log  stdout and stderr, appended across restarts (0600)
+//	<DataDir>/<Spec.ID>/pid         "pid start-time" while it runs
+//	<WorkDir>/<Spec.ID>/            the pod's working directory (the pod's, 0700)
 package local

@@ -2,23 +2,31 @@ package local
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/runwayhq/runway/pkg/procstat"
 )
 
 // DefaultStopGrace is Config.StopGrace when it is 0.
 const DefaultStopGrace = 10 * time.Second
 
-// LogName is the name of a pod's log file in its directory.
+// LogName is the name of a pod's log file in its record directory.
 const LogName = "output.log"
+
+// drainTimeout bounds the wait for a killed pod's last processes.
+const drainTimeout = 10 * time.Second
 
 // Environment variables every pod gets.
 const (
@@ -30,10 +38,30 @@ const (
 	EnvGPUMemoryLimit = "RUNWAY_GPU_MEMORY_LIMIT_BYTES"
 )
 
+// podPath is the PATH every pod gets; nothing else of the agent's
+// environment reaches it.
+const podPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
 // Config is the runner's setup.
 type Config struct {
-	// DataDir holds one directory per pod. Required.
+	// DataDir is the runner's own: one record directory per pod (its log,
+	// its process record), never readable by pods (mode 0700). Required.
 	DataDir string
+	// WorkDir holds the pods' working directories, each owned by its pod
+	// (0700) in a directory pods may cross but not list (0711). It must
+	// not be inside DataDir. Empty: os.TempDir()/runway-pods/<hash of
+	// DataDir>.
+	WorkDir string
+	// User is the account pods run as when the runner is root and UIDs is
+	// zero; DefaultUser when empty.
+	User string
+	// UIDs, when set, gives each running pod (as root) a uid and gid of
+	// its own from the range instead of User's: pods then cannot read
+	// each other's files, /proc entries or signal each other.
+	UIDs UIDRange
+	// Cgroup is the cgroup v2 directory under which each pod gets its
+	// own; empty detects one, "none" follows pods by session instead.
+	Cgroup string
 	// StopGrace is how long Stop waits after SIGTERM before SIGKILL;
 	// DefaultStopGrace when 0.
 	StopGrace time.Duration
@@ -41,13 +69,15 @@ type Config struct {
 
 // Runner starts pods as local processes. It is safe for concurrent use.
 type Runner struct {
-	cfg Config
+	cfg     Config
+	cgMount string // the cgroup v2 mount holding cfg.Cgroup
+	ids     *identities
 }
 
-// New returns a runner; the data directory is created on first Start. Pods
-// left running by an earlier runner on the same directory (an agent killed
-// with kill -9 cannot stop them) are killed first, so a restarted agent never
-// runs a second copy of a pod next to the first.
+// New returns a runner. Pods left running by an earlier runner on the same
+// directories (an agent killed with kill -9 cannot stop them) are killed
+// first, so a restarted agent never runs a second copy of a pod next to
+// the first.
 func New(cfg Config) (*Runner, error) {
 	if cfg.DataDir == "" {
 		return nil, errors.New("local runner: Config.DataDir is empty")
@@ -55,45 +85,152 @@ func New(cfg Config) (*Runner, error) {
 	if cfg.StopGrace <= 0 {
 		cfg.StopGrace = DefaultStopGrace
 	}
-	reapOrphans(cfg.DataDir)
-	return &Runner{cfg: cfg}, nil
+	data, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("local runner: %w", err)
+	}
+	cfg.DataDir = data
+	name := runnerName(data)
+	if cfg.WorkDir == "" {
+		cfg.WorkDir = DefaultWorkDir(data)
+		if err := privateDir(filepath.Dir(cfg.WorkDir), 0o711); err != nil {
+			return nil, fmt.Errorf("local runner: work directory: %w", err)
+		}
+	}
+	if cfg.WorkDir, err = filepath.Abs(cfg.WorkDir); err != nil {
+		return nil, fmt.Errorf("local runner: %w", err)
+	}
+	if cfg.WorkDir == data || strings.HasPrefix(cfg.WorkDir, data+string(filepath.Separator)) {
+		return nil, fmt.Errorf("local runner: the work directory %s is inside the data directory %s", cfg.WorkDir, data)
+	}
+	if err := privateDir(data, 0o700); err != nil {
+		return nil, fmt.Errorf("local runner: data directory: %w", err)
+	}
+	if err := privateDir(cfg.WorkDir, 0o711); err != nil {
+		return nil, fmt.Errorf("local runner: work directory: %w", err)
+	}
+	r := &Runner{cfg: cfg}
+	if r.ids, err = newIdentities(cfg.User, cfg.UIDs); err != nil {
+		return nil, err
+	}
+	switch cfg.Cgroup {
+	case "":
+		r.cfg.Cgroup = detectCgroup(name)
+	case "none":
+		r.cfg.Cgroup = ""
+	default:
+		if err := os.MkdirAll(cfg.Cgroup, 0o755); err != nil {
+			return nil, fmt.Errorf("local runner: cgroup: %w", err)
+		}
+	}
+	if r.cfg.Cgroup != "" {
+		r.cgMount = cgroupMount(r.cfg.Cgroup)
+	}
+	r.reapOrphans()
+	return r, nil
 }
 
-// PgidName is the file in a pod's directory holding its process group id
-// while it runs.
-const PgidName = "pgid"
+// runnerName names a runner's own directories (its default work
+// directory, its cgroup) after its absolute data directory.
+func runnerName(dataDir string) string {
+	sum := sha256.Sum256([]byte(dataDir))
+	return hex.EncodeToString(sum[:6])
+}
 
-// reapOrphans kills the process groups recorded in the pods' pgid files. A
-// group is killed only when its leader still works in that pod's directory,
-// so a reused process id of an unrelated program is left alone.
-func reapOrphans(dataDir string) {
-	files, _ := filepath.Glob(filepath.Join(dataDir, "*", PgidName))
+// DefaultWorkDir is Config.WorkDir when it is empty, for the data
+// directory dataDir: os.TempDir()/runway-pods/<hash of its absolute path>.
+func DefaultWorkDir(dataDir string) string {
+	if abs, err := filepath.Abs(dataDir); err == nil {
+		dataDir = abs
+	}
+	return filepath.Join(os.TempDir(), "runway-pods", runnerName(dataDir))
+}
+
+// Tracking says how the runner follows pods' processes: "cgroup DIR" or
+// "session".
+func (r *Runner) Tracking() string {
+	if r.cfg.Cgroup != "" {
+		return "cgroup " + r.cfg.Cgroup
+	}
+	return "session"
+}
+
+// WorkDir is the directory of the pods' working directories.
+func (r *Runner) WorkDir() string { return r.cfg.WorkDir }
+
+// cgroupMount is the root of the cgroup v2 mount holding dir: the last
+// ancestor whose parent is not a cgroup.
+func cgroupMount(dir string) string {
+	d := dir
+	for {
+		parent := filepath.Dir(d)
+		if parent == d {
+			return d
+		}
+		if _, err := os.Stat(filepath.Join(parent, "cgroup.procs")); err != nil {
+			return d
+		}
+		d = parent
+	}
+}
+
+// Close removes the runner's cgroup directory once no pod is left in it.
+func (r *Runner) Close() {
+	if r.cfg.Cgroup != "" {
+		_ = os.Remove(r.cfg.Cgroup)
+	}
+}
+
+// PidName is the file in a pod's record directory naming its leader ("pid
+// start-time") while it runs.
+const PidName = "pid"
+
+// reapOrphans kills what earlier runners left: every pod cgroup, and in
+// session mode each recorded session whose leader is still the recorded
+// process (a reused pid of an unrelated program is left alone).
+func (r *Runner) reapOrphans() {
+	if r.cfg.Cgroup != "" {
+		ents, _ := os.ReadDir(r.cfg.Cgroup)
+		for _, e := range ents {
+			if e.IsDir() {
+				m := newMembers(0, filepath.Join(r.cfg.Cgroup, e.Name()), r.cgMount)
+				_ = m.killAll(drainTimeout)
+			}
+		}
+	}
+	files, _ := filepath.Glob(filepath.Join(r.cfg.DataDir, "*", PidName))
+	var snap map[int]procstat.Proc
 	for _, f := range files {
 		b, err := os.ReadFile(f)
+		_ = os.Remove(f)
+		var pid int
+		var start uint64
 		if err != nil {
 			continue
 		}
-		pgid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-		if err != nil || pgid <= 1 {
+		if _, err := fmt.Sscan(string(b), &pid, &start); err != nil || pid <= 1 {
 			continue
 		}
-		cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pgid))
-		if err == nil && filepath.Clean(cwd) == filepath.Dir(f) {
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		if snap == nil {
+			snap = procstat.Snapshot()
 		}
-		_ = os.Remove(f)
+		if p, ok := snap[pid]; ok && p.Start == start {
+			m := newMembers(pid, "", "")
+			m.refresh(snap)
+			_ = m.killAll(drainTimeout)
+		}
 	}
 }
 
 // Spec is one pod to run.
 type Spec struct {
-	// ID names the pod's directory; unique per pod on the node, made of
-	// [A-Za-z0-9._-] (for example "team-a.train-1.0").
+	// ID names the pod's directories; unique per pod on the node, made of
+	// [A-Za-z0-9._-] (the agent uses "{workload uid}.{pod}").
 	ID string
 	// Command is the program and its arguments. Required.
 	Command []string
-	// Env is extra KEY=VALUE pairs (the workload's env); they come after the
-	// agent's own environment and before the RUNWAY_* variables, which win.
+	// Env is the workload's KEY=VALUE pairs; the RUNWAY_* variables win
+	// over them.
 	Env []string
 	// Workload is projects/{project}/workloads/{workload}; Project its id.
 	Workload, Project string
@@ -108,52 +245,142 @@ type Spec struct {
 	GPUMemoryBytes int64
 }
 
-// Start starts the pod's command in its own process group and returns at
-// once; watch Process.Done for its end.
+// RecordDir is the runner's directory of pod id (its log).
+func (r *Runner) RecordDir(id string) string { return filepath.Join(r.cfg.DataDir, id) }
+
+// PodDir is the working directory of pod id.
+func (r *Runner) PodDir(id string) string { return filepath.Join(r.cfg.WorkDir, id) }
+
+// Remove deletes a finished pod's directories and log.
+func (r *Runner) Remove(id string) error {
+	if !validID(id) {
+		return fmt.Errorf("remove pod: invalid id %q", id)
+	}
+	return errors.Join(os.RemoveAll(r.RecordDir(id)), os.RemoveAll(r.PodDir(id)))
+}
+
+func validID(id string) bool {
+	return id != "" && !strings.ContainsAny(id, "/\\") && id != "." && id != ".."
+}
+
+// Start starts the pod's command and returns at once; watch Process.Done
+// for its end.
 func (r *Runner) Start(spec Spec) (*Process, error) {
 	if len(spec.Command) == 0 {
 		return nil, fmt.Errorf("start pod %q: empty command", spec.ID)
 	}
-	if spec.ID == "" || strings.ContainsAny(spec.ID, "/\\") || spec.ID == "." || spec.ID == ".." {
+	if !validID(spec.ID) {
 		return nil, fmt.Errorf("start pod: invalid id %q", spec.ID)
 	}
-	dir := filepath.Join(r.cfg.DataDir, spec.ID)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	rec, work := r.RecordDir(spec.ID), r.PodDir(spec.ID)
+	if err := os.MkdirAll(rec, 0o700); err != nil {
 		return nil, fmt.Errorf("start pod %q: %w", spec.ID, err)
 	}
-	logPath := filepath.Join(dir, LogName)
-	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	cred, uid, err := r.ids.take(spec.ID)
+	if err != nil {
+		return nil, fmt.Errorf("start pod %q: %w", spec.ID, err)
+	}
+	started := false
+	defer func() {
+		if !started {
+			r.ids.put(uid)
+		}
+	}()
+	if err := os.MkdirAll(work, 0o700); err != nil {
+		return nil, fmt.Errorf("start pod %q: %w", spec.ID, err)
+	}
+	if cred != nil {
+		if err := os.Chown(work, int(cred.Uid), int(cred.Gid)); err != nil {
+			return nil, fmt.Errorf("start pod %q: %w", spec.ID, err)
+		}
+	}
+	logPath := filepath.Join(rec, LogName)
+	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("start pod %q: %w", spec.ID, err)
 	}
 	defer log.Close() // the child has its own descriptor
 
 	cmd := exec.Command(spec.Command[0], spec.Command[1:]...)
-	cmd.Dir = dir
-	cmd.Env = environ(spec)
-	cmd.Stdout, cmd.Stderr = log, log // *os.File: Wait does not wait on children's copies
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	cmd.Dir = work
+	cmd.Env = environ(spec, work)
+	if p, err := lookPath(spec.Command[0]); err == nil {
+		cmd.Path, cmd.Err = p, nil // found on the pod's PATH, not the agent's
+	} else {
 		return nil, fmt.Errorf("start pod %q: %w", spec.ID, err)
 	}
-	p := &Process{cmd: cmd, pgid: cmd.Process.Pid, grace: r.cfg.StopGrace, logPath: logPath, dir: dir,
-		done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = log, log // *os.File: Wait does not wait on children's copies
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: cred}
+	cg := ""
+	if r.cfg.Cgroup != "" {
+		cg = filepath.Join(r.cfg.Cgroup, spec.ID)
+		if err := os.Mkdir(cg, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			return nil, fmt.Errorf("start pod %q: cgroup: %w", spec.ID, err)
+		}
+		fd, err := syscall.Open(cg, syscall.O_DIRECTORY|syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, fmt.Errorf("start pod %q: cgroup: %w", spec.ID, err)
+		}
+		defer syscall.Close(fd)
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
+	}
+	forks <- struct{}{}
+	err = cmd.Start()
+	<-forks
+	if err != nil {
+		if cg != "" {
+			_ = os.Remove(cg)
+		}
+		return nil, fmt.Errorf("start pod %q: %w", spec.ID, err)
+	}
+	started = true
+	pid := cmd.Process.Pid
+	p := &Process{cmd: cmd, pid: pid, grace: r.cfg.StopGrace, logPath: logPath, dir: work, rec: rec,
+		members: newMembers(pid, cg, r.cgMount), done: make(chan struct{}),
+		release: func() { r.ids.put(uid); disown(work) }}
 	// Recorded so that a runner started after this one dies can find it.
-	if err := os.WriteFile(filepath.Join(dir, PgidName), []byte(strconv.Itoa(p.pgid)), 0o644); err != nil {
-		_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
+	st, _ := procstat.Read(strconv.Itoa(pid))
+	if err := os.WriteFile(filepath.Join(rec, PidName), fmt.Appendf(nil, "%d %d", pid, st.Start), 0o600); err != nil {
+		p.members.signal(syscall.SIGKILL)
 		_ = cmd.Wait()
-		return nil, fmt.Errorf("start pod %q: record its process group: %w", spec.ID, err)
+		_ = p.members.killAll(drainTimeout)
+		p.release()
+		return nil, fmt.Errorf("start pod %q: record its process: %w", spec.ID, err)
 	}
 	go p.wait()
 	return p, nil
 }
 
-func environ(spec Spec) []string {
+// forks bounds the pod starts in flight in this process (every runner of
+// it: `runway dev` runs many agents): each start holds an OS thread
+// blocked in vfork until the child has exec'd, and thousands of bindings
+// arriving at once would otherwise make as many threads compete for the
+// CPUs the children need. Measured in BenchmarkSubmitEndToEnd/agents=16.
+var forks = make(chan struct{}, runtime.NumCPU())
+
+// lookPath finds a command on the pod's PATH.
+func lookPath(name string) (string, error) {
+	if strings.Contains(name, "/") {
+		return name, nil
+	}
+	for _, dir := range filepath.SplitList(podPath) {
+		p := filepath.Join(dir, name)
+		if st, err := os.Stat(p); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%q not found in %s", name, podPath)
+}
+
+// environ is the pod's whole environment: a minimal PATH and HOME, the
+// workload's variables, then Runway's.
+func environ(spec Spec, work string) []string {
 	devs := make([]string, len(spec.Devices))
 	for i, d := range spec.Devices {
 		devs[i] = strconv.Itoa(d)
 	}
-	env := append(os.Environ(), spec.Env...)
+	env := []string{"PATH=" + podPath, "HOME=" + work, "TMPDIR=" + work}
+	env = append(env, spec.Env...)
 	return append(env,
 		EnvVisibleDevices+"="+strings.Join(devs, ","),
 		EnvWorkload+"="+spec.Workload,
@@ -164,13 +391,30 @@ func environ(spec Spec) []string {
 	)
 }
 
+// CPU is the CPU time each of ps has used, in one walk of /proc at most
+// (none when every pod has a cgroup).
+func (r *Runner) CPU(ps ...*Process) []time.Duration {
+	var snap map[int]procstat.Proc
+	out := make([]time.Duration, len(ps))
+	for i, p := range ps {
+		if p.members.cgroup == "" && snap == nil {
+			snap = procstat.Snapshot()
+		}
+		out[i] = p.members.cpu(snap)
+	}
+	return out
+}
+
 // Process is one started pod.
 type Process struct {
 	cmd     *exec.Cmd
-	pgid    int
+	pid     int
 	grace   time.Duration
 	logPath string
 	dir     string
+	rec     string
+	members *members
+	release func()
 	done    chan struct{}
 
 	mu       sync.Mutex
@@ -189,9 +433,13 @@ type Exit struct {
 	Stopped bool
 }
 
+// wait waits for the leader, then ends what is left of the pod: a pod
+// ends with its first process, as a container does.
 func (p *Process) wait() {
 	_ = p.cmd.Wait() // the exit status is in ProcessState
-	_ = os.Remove(filepath.Join(p.dir, PgidName))
+	_ = p.members.killAll(drainTimeout)
+	_ = os.Remove(filepath.Join(p.rec, PidName))
+	p.release()
 	ex := Exit{Code: p.cmd.ProcessState.ExitCode()}
 	if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		ex = Exit{Code: 128 + int(ws.Signal()), Signaled: true}
@@ -203,8 +451,8 @@ func (p *Process) wait() {
 	close(p.done)
 }
 
-// Pid is the process id, which is also its process group id.
-func (p *Process) Pid() int { return p.pgid }
+// Pid is the leader's process id (also its session and group id).
+func (p *Process) Pid() int { return p.pid }
 
 // Dir is the pod's working directory.
 func (p *Process) Dir() string { return p.dir }
@@ -212,7 +460,7 @@ func (p *Process) Dir() string { return p.dir }
 // LogPath is the file holding the pod's stdout and stderr.
 func (p *Process) LogPath() string { return p.logPath }
 
-// Done is closed when the process has exited.
+// Done is closed when the pod's last process has exited.
 func (p *Process) Done() <-chan struct{} { return p.done }
 
 // Exit is how the process ended; valid once Done is closed.
@@ -222,19 +470,33 @@ func (p *Process) Exit() Exit {
 	return p.exit
 }
 
-// Stop ends the process group: SIGTERM, then SIGKILL once the grace period
-// has passed or ctx is done, whichever is first. The group is SIGKILLed
-// even when the leader exits within the grace period, so that children
-// which ignore SIGTERM do not survive. It returns when the leader has
+// Pids lists the pod's live processes.
+func (p *Process) Pids() []int { return p.members.list() }
+
+// Owns reports whether pid is one of the pod's processes (how NVML's
+// processes are attributed to pods).
+func (p *Process) Owns(pid int) bool { return p.members.owns(pid) }
+
+// Freeze stops every process of the pod (true) or continues them (false):
+// the time-slicing enforcer's lever.
+func (p *Process) Freeze(on bool) { p.members.freeze(on) }
+
+// CPU is the pod's CPU time so far (for one pod; Runner.CPU for many).
+func (p *Process) CPU() time.Duration { return p.members.cpu(procstat.Snapshot()) }
+
+// Stop ends the pod: SIGTERM to every process, then SIGKILL once the grace
+// period has passed or ctx is done, whichever is first. What is left when
+// the leader exits is killed too. It returns when the last process has
 // exited; calling it again, or after the process ended, is harmless.
 func (p *Process) Stop(ctx context.Context) {
 	p.mu.Lock()
 	p.stopping = true
 	p.mu.Unlock()
-	_ = syscall.Kill(-p.pgid, syscall.SIGTERM)
-	// A group stopped by a time-slicing plan handles SIGTERM only once
+	// A pod frozen by a time-slicing plan handles SIGTERM only once
 	// continued.
-	_ = syscall.Kill(-p.pgid, syscall.SIGCONT)
+	p.members.freeze(false)
+	p.members.signal(syscall.SIGTERM)
+	p.members.signal(syscall.SIGCONT)
 	t := time.NewTimer(p.grace)
 	defer t.Stop()
 	select {
@@ -242,15 +504,15 @@ func (p *Process) Stop(ctx context.Context) {
 	case <-t.C:
 	case <-ctx.Done():
 	}
-	_ = syscall.Kill(-p.pgid, syscall.SIGKILL) // ESRCH once the group is empty
+	p.members.signal(syscall.SIGKILL)
 	<-p.done
 }
 
-// Kill ends the process group at once with SIGKILL, without Stop's grace,
-// and returns when the leader has exited. It is how the node agent ends a
-// pod over its GPU memory slice: the pod must not keep the memory through
-// a grace period.
+// Kill ends every process of the pod at once with SIGKILL, without Stop's
+// grace, and returns when they have exited. It is how the node agent ends
+// a pod over its GPU memory slice: the pod must not keep the memory
+// through a grace period.
 func (p *Process) Kill() {
-	_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
+	p.members.signal(syscall.SIGKILL)
 	<-p.done
 }

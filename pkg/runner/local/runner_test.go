@@ -19,7 +19,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func newRunner(t *testing.T, grace time.Duration) *local.Runner {
 	t.Helper()
-	r, err := local.New(local.Config{DataDir: t.TempDir(), StopGrace: grace})
+	r, err := local.New(local.Config{DataDir: t.TempDir(), StopGrace: grace, UIDs: local.DefaultUIDs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,5 +211,116 @@ func TestProcess_stopWhileStopped(t *testing.T) {
 	p.Stop(ctx)
 	if ex := p.Exit(); ex.Code != 128+int(syscall.SIGTERM) {
 		t.Errorf("exit = %+v, want SIGTERM's (not SIGKILL after the grace)", ex)
+	}
+}
+
+// The pod's environment is only PATH, HOME, TMPDIR, the workload's and
+// Runway's variables: nothing of the agent's (its etcd address, tokens).
+func TestRunner_environmentIsThePods(t *testing.T) {
+	t.Setenv("RUNWAY_TOKEN", "secret-token")
+	t.Setenv("AGENT_ONLY", "x")
+	r := newRunner(t, time.Second)
+	p, err := r.Start(local.Spec{ID: "p", Command: []string{"sh", "-c", "env | sort > env.txt"}, Env: []string{"EXTRA=y"}, Project: "team-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, p)
+	b, err := os.ReadFile(filepath.Join(p.Dir(), "env.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for line := range strings.Lines(string(b)) {
+		name, _, _ := strings.Cut(line, "=")
+		if name != "PWD" && name != "SHLVL" && name != "_" { // the shell's own
+			names = append(names, name)
+		}
+	}
+	want := []string{"CUDA_VISIBLE_DEVICES", "EXTRA", "HOME", "PATH", "RUNWAY_GPU_FRACTION_MILLI", "RUNWAY_GPU_MEMORY_LIMIT_BYTES",
+		"RUNWAY_POD_INDEX", "RUNWAY_PROJECT", "RUNWAY_WORKLOAD", "TMPDIR"}
+	if strings.Join(names, " ") != strings.Join(want, " ") {
+		t.Errorf("pod environment = %v, want exactly %v", names, want)
+	}
+	if strings.HasPrefix(p.Dir(), r.RecordDir("p")) || strings.HasPrefix(r.RecordDir("p"), p.Dir()) {
+		t.Errorf("working directory %s and record directory %s overlap", p.Dir(), r.RecordDir("p"))
+	}
+}
+
+// As root, pods run as an unprivileged uid of their own, cannot read the
+// runner's data directory nor another pod's directory, and the finished
+// pod's directory goes back to root.
+func TestRunner_podsRunAsTheirOwnUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("this test runs as root (make test does): it checks the credentials pods get")
+	}
+	r := newRunner(t, time.Second)
+	other, err := r.Start(local.Spec{ID: "other", Command: []string{"sh", "-c", "echo private > secret; exec sleep 60"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Stop(context.Background()) })
+	eventually(t, "the other pod's file", func() bool { _, err := os.Stat(filepath.Join(other.Dir(), "secret")); return err == nil })
+	p, err := r.Start(local.Spec{ID: "p", Command: []string{"sh", "-c",
+		`id -u > uid; cat "$OTHER/secret" > stolen 2>&1; ls "$DATA" > listed 2>&1; cat /proc/1/environ > env1 2>&1; true`},
+		Env: []string{"OTHER=" + other.Dir(), "DATA=" + r.RecordDir("other")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, p)
+	read := func(name string) string {
+		b, _ := os.ReadFile(filepath.Join(p.Dir(), name))
+		return strings.TrimSpace(string(b))
+	}
+	uid, _ := strconv.Atoi(read("uid"))
+	if uid < int(local.DefaultUIDs.First) || uid > int(local.DefaultUIDs.Last) {
+		t.Errorf("pod ran as uid %d, want one of %d-%d", uid, local.DefaultUIDs.First, local.DefaultUIDs.Last)
+	}
+	for _, f := range []string{"stolen", "listed", "env1"} {
+		if got := read(f); !strings.Contains(got, "Permission denied") {
+			t.Errorf("%s: %q, want Permission denied", f, got)
+		}
+	}
+	st, err := os.Stat(p.Dir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sys := st.Sys().(*syscall.Stat_t); sys.Uid != 0 || st.Mode().Perm() != 0o700 {
+		t.Errorf("finished pod's directory: uid %d mode %v, want root's 0700", sys.Uid, st.Mode().Perm())
+	}
+}
+
+// A process that double-forks into a session of its own dies with its
+// pod, on Stop and when the pod's first process exits.
+func TestProcess_StopKillsEscapedProcesses(t *testing.T) {
+	for _, mode := range []string{"", "none"} {
+		r, err := local.New(local.Config{DataDir: t.TempDir(), StopGrace: time.Second, Cgroup: mode, UIDs: local.DefaultUIDs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mode == "" && !strings.HasPrefix(r.Tracking(), "cgroup") {
+			t.Fatalf("no writable cgroup v2 hierarchy here (tracking %q)", r.Tracking())
+		}
+		// Session mode sees the escapee only while its parent lives: the
+		// intermediate shell waits here.
+		script := `(setsid sh -c 'sleep 300 & echo $! > child.tmp; mv child.tmp child; wait' &); exec sleep 300`
+		if mode == "none" {
+			script = `setsid sh -c 'sleep 300 & echo $! > child.tmp; mv child.tmp child; wait' & sleep 300`
+		}
+		p, child := startWithChild(t, r, script)
+		if mode == "none" {
+			time.Sleep(100 * time.Millisecond)
+			r.CPU(p) // one walk: the session's processes are seen
+		}
+		p.Stop(context.Background())
+		eventually(t, r.Tracking()+": the escaped child to die", func() bool { return !alive(child) })
+
+		p, child = startWithChild(t, r, `(setsid sh -c 'sleep 300 & echo $! > child.tmp; mv child.tmp child; wait' &); sleep 0.5`)
+		if mode == "" {
+			waitDone(t, p)
+			if alive(child) {
+				t.Errorf("%s: the escaped child outlived its pod", r.Tracking())
+			}
+		}
+		r.Close()
 	}
 }

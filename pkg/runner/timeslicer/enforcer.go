@@ -1,9 +1,10 @@
 // Package timeslicer enforces a device's time-slicing plan
-// (pkg/timeslice) on local process groups: at each lease boundary it stops
-// (SIGSTOP) the groups that must not run and continues (SIGCONT) the one
-// that may, so that a plan holds on any machine, GPU or not.
+// (pkg/timeslice) on local pods: at each lease boundary it freezes the
+// pods that must not run and thaws the one that may (the pod's cgroup
+// freezer, or SIGSTOP/SIGCONT to each of its processes where it has no
+// cgroup), so that a plan holds on any machine, GPU or not.
 //
-// Busy or idle is judged once per plan from CPU time (pkg/procstat): a
+// Busy or idle is judged once per plan from the pod's CPU time: a
 // group that used less than 1% of the time it was allowed to run is idle.
 // The judgement of a plan is made during the first lease of the next, so it
 // shapes the plan after that. In strict mode it changes nothing. In fair
@@ -16,22 +17,30 @@ import (
 	"context"
 	"runtime"
 	"slices"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/runwayhq/runway/pkg/procstat"
 	"github.com/runwayhq/runway/pkg/timeslice"
 )
+
+// Group is one pod as the enforcer drives it (pkg/runner/local's Process).
+type Group interface {
+	// Freeze stops (true) or continues (false) every process of the pod.
+	Freeze(on bool)
+	// CPU is the CPU time the pod has used so far.
+	CPU() time.Duration
+	// Done is closed once the pod has ended.
+	Done() <-chan struct{}
+}
 
 // enforcerNice is the enforcer thread's nice value (the default is 0).
 const enforcerNice = -10
 
-// Run enforces plan on the process groups pgids (by slot ID; a slot
-// without a group is treated as idle) until ctx is done, then continues
-// every group. Leases are timed from Run's start.
-func Run(ctx context.Context, plan timeslice.Plan, pgids map[string]int) {
+// Run enforces plan on pods (by slot ID; a slot without a pod is treated
+// as idle) until ctx is done, then continues every pod. Leases are timed
+// from Run's start.
+func Run(ctx context.Context, plan timeslice.Plan, pods map[string]Group) {
 	// A late wake-up lengthens a lease: on a loaded machine the enforcer
 	// must win the CPU at lease boundaries. Its goroutine keeps one thread
 	// and raises that thread's priority where the agent may (root,
@@ -42,9 +51,9 @@ func Run(ctx context.Context, plan timeslice.Plan, pgids map[string]int) {
 	if unix.Setpriority(unix.PRIO_PROCESS, tid, enforcerNice) == nil {
 		defer func() { _ = unix.Setpriority(unix.PRIO_PROCESS, tid, 0) }() // runs before the unlock
 	}
-	groups := make([]int, len(plan.Slots))
+	groups := make([]Group, len(plan.Slots))
 	for j, s := range plan.Slots {
-		groups[j] = pgids[s.ID]
+		groups[j] = pods[s.ID]
 	}
 	running := make([]bool, len(groups)) // what the last signal left each group
 	for j := range running {
@@ -52,14 +61,14 @@ func Run(ctx context.Context, plan timeslice.Plan, pgids map[string]int) {
 	}
 	set := func(want []bool) {
 		for j, g := range groups { // stop before continuing: never two at once
-			if g > 0 && running[j] && !want[j] {
-				_ = syscall.Kill(-g, syscall.SIGSTOP)
+			if g != nil && running[j] && !want[j] {
+				g.Freeze(true)
 				running[j] = false
 			}
 		}
 		for j, g := range groups {
-			if g > 0 && !running[j] && want[j] {
-				_ = syscall.Kill(-g, syscall.SIGCONT)
+			if g != nil && !running[j] && want[j] {
+				g.Freeze(false)
 				running[j] = true
 			}
 		}
@@ -74,13 +83,13 @@ func Run(ctx context.Context, plan timeslice.Plan, pgids map[string]int) {
 
 	busy := make([]bool, len(groups))
 	for j := range busy {
-		busy[j] = groups[j] > 0
+		busy[j] = groups[j] != nil
 	}
 	start := time.Now()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	<-timer.C
-	before := procstat.GroupCPU(groups...)
+	before := cpuOf(groups)
 	var ranBefore []time.Duration // per group, in the previous plan
 	for round := 0; ; round++ {
 		planBusy := slices.Clone(busy)
@@ -97,11 +106,10 @@ func Run(ctx context.Context, plan timeslice.Plan, pgids map[string]int) {
 			if i == 0 && ranBefore != nil {
 				// Judge the previous plan only now that this lease has
 				// begun: a /proc scan at the boundary would shorten it.
-				now := procstat.GroupCPU(groups...)
+				now := cpuOf(groups)
 				for j, g := range groups {
 					if ranBefore[j] > 0 {
-						used, alive := now[g]
-						busy[j] = alive && (used-before[g])*100 >= ranBefore[j]
+						busy[j] = alive(g) && (now[j]-before[j])*100 >= ranBefore[j]
 					}
 				}
 				before = now
@@ -115,5 +123,28 @@ func Run(ctx context.Context, plan timeslice.Plan, pgids map[string]int) {
 			}
 		}
 		ranBefore = ranFor
+	}
+}
+
+// cpuOf is each pod's CPU time so far (0 for a missing one).
+func cpuOf(groups []Group) []time.Duration {
+	out := make([]time.Duration, len(groups))
+	for j, g := range groups {
+		if g != nil {
+			out[j] = g.CPU()
+		}
+	}
+	return out
+}
+
+func alive(g Group) bool {
+	if g == nil {
+		return false
+	}
+	select {
+	case <-g.Done():
+		return false
+	default:
+		return true
 	}
 }

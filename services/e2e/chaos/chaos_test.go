@@ -201,8 +201,8 @@ func (l *load) caller(ctx context.Context, n int) {
 // kill is one SIGKILL of the driver.
 type kill struct {
 	target       string
-	at           time.Time // when the kill was sent
-	dead         time.Time // when the process (and, for an agent, its pods) had died
+	at           time.Time     // when the kill was sent
+	dead         time.Time     // when the process (and, for an agent, its pods) had died
 	leader       bool          // the scheduler leader was killed
 	failover     time.Duration // until another replica led (leader kills)
 	firstBinding time.Duration // until the next binding was created (-1: none while work waited)

@@ -48,7 +48,7 @@ func New(t testing.TB) *Provider {
 	mux.HandleFunc("GET /.well-known/openid-configuration", func(w http.ResponseWriter, _ *http.Request) {
 		_ = json.NewEncoder(w).Encode(map[string]any{"issuer": p.URL, "jwks_uri": p.URL + "/jwks",
 			"authorization_endpoint": p.URL + "/auth", "token_endpoint": p.URL + "/token",
-			"device_authorization_endpoint": p.URL + "/device",
+			"device_authorization_endpoint":         p.URL + "/device",
 			"id_token_signing_alg_values_supported": []string{"RS256"}})
 	})
 	mux.HandleFunc("GET /jwks", func(w http.ResponseWriter, _ *http.Request) {

@@ -44,8 +44,20 @@ type Config struct {
 	Backend gpu.Backend
 	// Client is the etcd client. Required.
 	Client *clientv3.Client
-	// DataDir holds the pods' directories and logs. Required.
+	// DataDir is the agent's own: the pods' logs and records, never
+	// readable by pods. Required.
 	DataDir string
+	// WorkDir holds the pods' working directories, outside DataDir;
+	// empty is pkg/runner/local's default (under os.TempDir()).
+	WorkDir string
+	// User is the account pods run as when the agent is root and PodUIDs
+	// is zero (local.DefaultUser when empty); PodUIDs, when set, gives
+	// each running pod a uid of its own instead.
+	User    string
+	PodUIDs local.UIDRange
+	// Cgroup is the cgroup v2 directory of the pods' cgroups: empty
+	// detects one, "none" follows pods by session (pkg/runner/local).
+	Cgroup string
 	// LeaseTTL is the node lease's TTL: how long a dead agent's node
 	// stays registered. DefaultLeaseTTL when 0; etcd rounds up to 1 s.
 	LeaseTTL time.Duration
@@ -62,16 +74,23 @@ type Config struct {
 	// IdleWindow is the window of GPU idle time: gpumetrics.Window (30 s)
 	// when 0; only tests shorten it.
 	IdleWindow time.Duration
+	// CollectInterval is how often finished pods whose workload is gone
+	// are removed from the node; DefaultCollectInterval when 0.
+	CollectInterval time.Duration
 	// Metrics receives the GPU series; none are exported when nil.
 	Metrics *gpumetrics.Metrics
 	// MPSPipeDir is the pipe directory of an MPS control daemon; when set,
 	// pods get MPS memory and thread limits instead of being ended by the
 	// agent for going over their memory slice.
 	MPSPipeDir string
-	// Listen is the address of the agent's NodeAgentService (pod output),
-	// registered as the node's agent_address: it must be reachable from the
-	// workload service. Empty serves nothing.
+	// Listen is the address of the agent's NodeAgentService (pod output).
+	// Empty serves nothing.
 	Listen string
+	// AdvertiseAddress is the node's agent_address, where the workload
+	// service reaches the agent: a host or host:port (the listener's port
+	// when missing). Empty: the listener's address, with the host name for
+	// a listener on every interface.
+	AdvertiseAddress string
 	// Auth and AuthStream check the callers of the NodeAgentService
 	// (pkg/auth's guard); nil serves it to anyone.
 	Auth       grpc.UnaryServerInterceptor
@@ -91,10 +110,13 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	r, err := local.New(local.Config{DataDir: cfg.DataDir, StopGrace: cfg.StopGrace})
+	r, err := local.New(local.Config{DataDir: cfg.DataDir, WorkDir: cfg.WorkDir, User: cfg.User, UIDs: cfg.PodUIDs,
+		Cgroup: cfg.Cgroup, StopGrace: cfg.StopGrace})
 	if err != nil {
 		return err
 	}
+	defer r.Close()
+	cfg.Logger.Info("node agent: pods run as local processes", "node", cfg.Node, "tracking", r.Tracking(), "workDir", r.WorkDir())
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	running := &runningPods{}
@@ -106,23 +128,50 @@ func Run(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("agent: %w", err)
 		}
 		srv.Register(func(g *grpc.Server) {
-			nodemanagerv1.RegisterNodeAgentServiceServer(g, &logServer{dataDir: cfg.DataDir, running: running})
+			nodemanagerv1.RegisterNodeAgentServiceServer(g, &logServer{client: cfg.Client, runner: r, running: running})
 		})
-		node.AgentAddress = srv.Addr()
+		if node.AgentAddress, err = advertised(cfg.AdvertiseAddress, srv.Addr()); err != nil {
+			_ = srv.Close()
+			return fmt.Errorf("agent: %w", err)
+		}
 		go func() { served <- srv.Serve(ctx) }()
 	} else {
 		served <- nil
 	}
+	health := make(chan map[int]string, 1)
 	registered := make(chan error, 1)
-	go func() { registered <- cfg.keepRegistered(ctx, node) }()
+	go func() { registered <- cfg.keepRegistered(ctx, node, health) }()
 	log := cfg.Logger.With("node", cfg.Node)
-	g := newGPUManager(cfg, devices, log)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		if w, ok := cfg.Backend.(interface{ WatchHealth(context.Context) error }); ok {
+			if err := w.WatchHealth(ctx); err != nil {
+				log.Warn("GPU health not watched", "err", err)
+			}
+		}
+	}()
+	g := newGPUManager(cfg, devices, r, log)
+	g.health = health
 	sampled := make(chan struct{})
 	go func() { defer close(sampled); g.run(ctx) }()
-	p := &pods{cfg: cfg, runner: r, gpus: g, log: log, running: running}
+	collected := make(chan struct{})
+	go func() {
+		defer close(collected)
+		(&collector{cfg: cfg, runner: r, dir: cfg.DataDir}).run(ctx)
+	}()
+	rp := newReporter(cfg.Client, log)
+	rctx, stopReports := context.WithCancel(context.WithoutCancel(ctx))
+	reported := make(chan struct{})
+	go func() { defer close(reported); rp.run(rctx) }()
+	p := &pods{cfg: cfg, runner: r, gpus: g, log: log, running: running, reporter: rp}
 	err = p.run(ctx)
 	cancel()
 	<-sampled
+	<-collected
+	<-watched
+	stopReports() // after the pods' last reports: it tries them once more
+	<-reported
 	if rerr := <-registered; err == nil {
 		err = rerr
 	}
@@ -151,6 +200,9 @@ func (cfg *Config) check() error {
 	}
 	if cfg.SampleInterval <= 0 {
 		cfg.SampleInterval = DefaultSampleInterval
+	}
+	if cfg.CollectInterval <= 0 {
+		cfg.CollectInterval = DefaultCollectInterval
 	}
 	return nil
 }
@@ -215,12 +267,14 @@ func machineMemory() int64 {
 
 // keepRegistered registers the node under a fresh lease and keeps the
 // lease alive; when the lease is lost (expired during a partition, or
-// revoked) it registers again with a new uid, as the proto says.
-func (cfg *Config) keepRegistered(ctx context.Context, node *nodemanagerv1.Node) error {
+// revoked) it registers again with a new uid, as the proto says. The
+// devices' health (unhealthy devices by index, from health) is written
+// into the node key as it changes.
+func (cfg *Config) keepRegistered(ctx context.Context, node *nodemanagerv1.Node, health <-chan map[int]string) error {
 	log := cfg.Logger.With("node", cfg.Node)
 	backoff := 100 * time.Millisecond
 	for {
-		err := cfg.registerOnce(ctx, node)
+		err := cfg.registerOnce(ctx, node, health)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -236,7 +290,7 @@ func (cfg *Config) keepRegistered(ctx context.Context, node *nodemanagerv1.Node)
 	}
 }
 
-func (cfg *Config) registerOnce(ctx context.Context, tmpl *nodemanagerv1.Node) error {
+func (cfg *Config) registerOnce(ctx context.Context, tmpl *nodemanagerv1.Node, health <-chan map[int]string) error {
 	ttl := int64((cfg.LeaseTTL + time.Second - 1) / time.Second)
 	lease, err := cfg.Client.Grant(ctx, ttl)
 	if err != nil {
@@ -253,9 +307,35 @@ func (cfg *Config) registerOnce(ctx context.Context, tmpl *nodemanagerv1.Node) e
 	if err != nil {
 		return err
 	}
-	for range alive { // the channel closes when the lease is lost or ctx is done
+	for {
+		select {
+		case _, ok := <-alive:
+			if !ok { // the lease is lost or ctx is done
+				return errors.New("lease keep-alive ended")
+			}
+		case bad := <-health:
+			setHealth(tmpl, bad)
+			setHealth(n, bad)
+			n.UpdateTime = timestamppb.Now()
+			if err := nodemanager.RegisterNode(ctx, cfg.Client, n, lease.ID); err != nil {
+				return fmt.Errorf("update the devices' health: %w", err)
+			}
+			cfg.Logger.Warn("GPU health changed", "node", cfg.Node, "unhealthy", bad)
+		}
 	}
-	return errors.New("lease keep-alive ended")
+}
+
+// setHealth marks the node's devices healthy but those in bad (by index,
+// with why), and says so in the readiness message.
+func setHealth(n *nodemanagerv1.Node, bad map[int]string) {
+	for _, d := range n.GetDevices() {
+		why, sick := bad[int(d.GetIndex())]
+		d.Healthy, d.HealthMessage = !sick, why
+	}
+	n.ReadinessMessage = fmt.Sprintf("%d GPU(s) found.", len(n.GetDevices()))
+	if len(bad) > 0 {
+		n.ReadinessMessage += fmt.Sprintf(" %d unhealthy.", len(bad))
+	}
 }
 
 // poolName is the pool's resource name, "" to let the node manager choose.

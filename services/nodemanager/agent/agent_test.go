@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -29,21 +30,37 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 type fixture struct {
 	etcd    *etcdtest.Cluster
 	dataDir string
+	workDir string // outside dataDir, crossable by the pods' user
 }
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	return &fixture{etcd: etcdtest.New(t), dataDir: t.TempDir()}
+	work, err := os.MkdirTemp("", "runway-agent-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(work) })
+	if err := os.Chmod(work, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{etcd: etcdtest.New(t), dataDir: t.TempDir(), workDir: filepath.Join(work, "pods")}
 }
+
+// podDir is the working directory of pod 0 of workload id.
+func (f *fixture) podDir(id string) string { return filepath.Join(f.workDir, "uid-"+id+".0") }
 
 // run starts the agent of node-1 until the test ends; opts adjust its
 // configuration.
-func (f *fixture) run(t *testing.T, opts ...func(*agent.Config)) {
+func (f *fixture) run(t *testing.T, opts ...func(*agent.Config)) { t.Helper(); f.start(t, opts...) }
+
+// start starts the agent of node-1 and returns what stops it (also called
+// when the test ends).
+func (f *fixture) start(t *testing.T, opts ...func(*agent.Config)) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	cfg := agent.Config{
-		Node: "node-1", Client: f.etcd.Client, DataDir: f.dataDir,
+		Node: "node-1", Client: f.etcd.Client, DataDir: f.dataDir, WorkDir: f.workDir,
 		Backend:  simulated.New(simulated.Config{Count: 4}),
 		LeaseTTL: time.Second, StopGrace: time.Second,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -52,17 +69,17 @@ func (f *fixture) run(t *testing.T, opts ...func(*agent.Config)) {
 		o(&cfg)
 	}
 	go func() { done <- agent.Run(ctx, cfg) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return stop
 }
 
 // workload writes a workload key as the workload service would.
 func (f *fixture) workload(t *testing.T, id string, command ...string) {
 	t.Helper()
 	c := etcdstore.NewCollection(f.etcd.Client, etcdstore.PrefixWorkloads, func() *workloadv1.Workload { return new(workloadv1.Workload) })
-	w := &workloadv1.Workload{Name: "projects/team-a/workloads/" + id, Spec: &workloadv1.WorkloadSpec{Command: command}}
+	w := &workloadv1.Workload{Name: "projects/team-a/workloads/" + id, Uid: "uid-" + id, Spec: &workloadv1.WorkloadSpec{Command: command}}
 	if _, err := c.Create(context.Background(), "team-a/"+id, w); err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +138,7 @@ func TestRun_bindingStartsPod(t *testing.T) {
 	if got.GetExitCode() != 3 || got.GetMessage() != "boom" || got.GetNode() != "nodes/node-1" {
 		t.Errorf("report = %v, want FAILED with exit code 3 and message boom", got)
 	}
-	out, err := os.ReadFile(filepath.Join(f.dataDir, "team-a.train-1.0", "out"))
+	out, err := os.ReadFile(filepath.Join(f.podDir("train-1"), "out"))
 	if err != nil || string(out) != "1\n" {
 		t.Errorf("CUDA_VISIBLE_DEVICES = %q (%v), want 1", out, err)
 	}
@@ -144,7 +161,7 @@ func TestRun_deletedBindingStopsPod(t *testing.T) {
 	f.waitRun(t, "serve-1", workloadv1.PodState_POD_STATE_RUNNING)
 	var child int
 	eventually(t, "the child's pid", func() bool {
-		b, err := os.ReadFile(filepath.Join(f.dataDir, "team-a.serve-1.0", "child"))
+		b, err := os.ReadFile(filepath.Join(f.podDir("serve-1"), "child"))
 		child, _ = strconv.Atoi(strings.TrimSpace(string(b)))
 		return err == nil && child > 0
 	})
@@ -179,21 +196,23 @@ func alive(pid int) bool {
 // with the agent) is started again.
 func TestRun_restartStartsNoPodTwice(t *testing.T) {
 	f := newFixture(t)
-	ledger := filepath.Join(t.TempDir(), "ran")
+	// The ledger is written by the pods' unprivileged user.
+	dir, err := os.MkdirTemp("", "runway-ledger-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	ledger := filepath.Join(dir, "ran")
 	f.workload(t, "once", "sh", "-c", "echo once >> "+ledger)
 	f.workload(t, "lost", "sh", "-c", "echo lost >> "+ledger)
 	f.bind(t, "once")
 
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- agent.Run(ctx, agent.Config{Node: "node-1", Client: f.etcd.Client, DataDir: f.dataDir,
-			Backend: simulated.New(simulated.Config{Count: 4}), LeaseTTL: time.Second, StopGrace: time.Second,
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	}()
+	stop := f.start(t)
 	f.waitRun(t, "once", workloadv1.PodState_POD_STATE_SUCCEEDED)
-	cancel()
-	<-done
+	stop()
 
 	// "lost" was running when its agent died: bound, then reported RUNNING.
 	f.bindShare(t, "lost", 2, 1000)

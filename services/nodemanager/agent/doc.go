@@ -8,8 +8,13 @@
 //	     └─ pods: list bindings/<node>/ → watch from the next revision
 //	              put   → start the pod if not yet started (read the workload's
 //	                      command from workloads/), report RUNNING, then
-//	                      SUCCEEDED / FAILED with the exit code
-//	              delete→ stop the pod's process group, report STOPPED
+//	                      SUCCEEDED / FAILED with the exit code (kept on disk
+//	                      first: a restarted agent sends it again, never re-runs)
+//	              delete→ stop every process of the pod, report STOPPED
+//	   reporter (report.go): the latest report of each pod, batched, retried
+//	        with backoff until stored
+//	   collector (collect.go): a finished pod's record, log, directory and run
+//	        report go once its binding and workload are gone
 //	   gpus (gpus.go): sample the devices each SampleInterval → end pods over
 //	        their memory slice, track idle time, export metrics, compute and
 //	        enforce each shared device's time-slicing plan, publish plans/<node>

@@ -43,7 +43,7 @@ func TestRun_memorySlice(t *testing.T) {
 		t.Errorf("hog exit code = %d, want 137 (SIGKILL)", got.GetExitCode())
 	}
 	for _, id := range []string{"hog", "fits"} {
-		b, err := os.ReadFile(filepath.Join(f.dataDir, "team-a."+id+".0", "limit"))
+		b, err := os.ReadFile(filepath.Join(f.podDir(id), "limit"))
 		if err != nil || strings.TrimSpace(string(b)) != "42949672960" {
 			t.Errorf("%s: RUNWAY_GPU_MEMORY_LIMIT_BYTES = %q (%v), want 42949672960", id, b, err)
 		}
@@ -133,7 +133,7 @@ echo 60000000000 > "$RUNWAY_GPU_MEMORY_FILE"; exec sleep 60`)
 	var env []byte
 	eventually(t, "the pod's MPS environment", func() bool {
 		var err error
-		env, err = os.ReadFile(filepath.Join(f.dataDir, "team-a.mps.0", "env"))
+		env, err = os.ReadFile(filepath.Join(f.podDir("mps"), "env"))
 		return err == nil
 	})
 	if want := "/tmp/mps-pipe|25|0=20480M\n"; string(env) != want {

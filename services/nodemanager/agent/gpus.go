@@ -19,6 +19,7 @@ import (
 	"github.com/runwayhq/runway/pkg/etcdstore"
 	"github.com/runwayhq/runway/pkg/gpu"
 	"github.com/runwayhq/runway/pkg/gpumetrics"
+	"github.com/runwayhq/runway/pkg/runner/local"
 	"github.com/runwayhq/runway/pkg/runner/timeslicer"
 	"github.com/runwayhq/runway/pkg/timeslice"
 	"github.com/runwayhq/runway/services/nodemanager"
@@ -29,10 +30,9 @@ const DefaultSampleInterval = time.Second
 
 // gpuPod is a running pod that holds GPUs, as the GPU manager tracks it.
 type gpuPod struct {
-	id    string // {project}.{workload}.{pod}
+	id    string // {workload uid}.{pod}
 	b     nodemanager.Binding
-	pgid  int
-	dir   string
+	proc  *local.Process
 	limit int64 // device memory it may hold on each device; 0 is no limit
 	run   *podRun
 	idle  *gpumetrics.Idle // touched by the sampling loop only
@@ -45,12 +45,17 @@ type gpuPod struct {
 type gpuManager struct {
 	cfg     Config
 	devices []gpu.DeviceInfo
+	runner  *local.Runner
 	log     *slog.Logger
 
 	mu   sync.Mutex
 	pods map[string]*gpuPod
 
+	// health gets the unhealthy devices whenever they change.
+	health chan map[int]string
+
 	// The sampling loop's own state.
+	unhealthy map[int]string // as last sent
 	enforcers map[int]*enforcer
 	plans     map[int]timeslice.Plan // the published ones, by device
 	series    map[gpumetrics.Series]bool
@@ -59,13 +64,13 @@ type gpuManager struct {
 // enforcer is one device's running timeslicer.
 type enforcer struct {
 	plan   timeslice.Plan
-	pgids  map[string]int
+	pids   map[string]int // the leaders it was started on
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
-func newGPUManager(cfg Config, devices []gpu.DeviceInfo, log *slog.Logger) *gpuManager {
-	return &gpuManager{cfg: cfg, devices: devices, log: log, pods: map[string]*gpuPod{},
+func newGPUManager(cfg Config, devices []gpu.DeviceInfo, runner *local.Runner, log *slog.Logger) *gpuManager {
+	return &gpuManager{cfg: cfg, devices: devices, runner: runner, log: log, pods: map[string]*gpuPod{},
 		enforcers: map[int]*enforcer{}, plans: map[int]timeslice.Plan{}, series: map[gpumetrics.Series]bool{}}
 }
 
@@ -124,8 +129,30 @@ func (g *gpuManager) run(ctx context.Context) {
 		pods := slices.Collect(maps.Values(g.pods))
 		g.mu.Unlock()
 		slices.SortFunc(pods, func(a, b *gpuPod) int { return strings.Compare(a.id, b.id) })
+		g.checkHealth()
 		g.sample(pods)
 		g.slice(ctx, pods)
+	}
+}
+
+// checkHealth sends the backend's unhealthy devices to the registration
+// when they changed (the latest replaces one not yet taken).
+func (g *gpuManager) checkHealth() {
+	h, ok := g.cfg.Backend.(gpu.Health)
+	if !ok || g.health == nil {
+		return
+	}
+	bad := h.Unhealthy()
+	if maps.Equal(bad, g.unhealthy) {
+		return
+	}
+	g.unhealthy = bad
+	for {
+		select {
+		case g.health <- bad:
+			return
+		case <-g.health: // drop the stale one
+		}
 	}
 }
 
@@ -141,16 +168,25 @@ func onDevice(pods []*gpuPod, d int) []*gpuPod {
 }
 
 // sample measures every device, ends pods over their memory slice, and
-// updates the idle times and the metrics.
+// updates the idle times and the metrics. The pods' processes are read
+// once for all devices (at most one walk of /proc).
 func (g *gpuManager) sample(pods []*gpuPod) {
 	now := time.Now()
+	procs := make([]*local.Process, len(pods))
+	for i, p := range pods {
+		procs[i] = p.proc
+	}
+	cpu := map[string]time.Duration{}
+	for i, d := range g.runner.CPU(procs...) {
+		cpu[pods[i].id] = d
+	}
 	podUtil := map[string]float64{}
 	seen := map[gpumetrics.Series]bool{}
 	for _, dev := range g.devices {
 		on := onDevice(pods, dev.Index)
 		gp := make([]gpu.Pod, len(on))
 		for i, p := range on {
-			gp[i] = gpu.Pod{PGID: p.pgid, Dir: p.dir}
+			gp[i] = gpu.Pod{Key: p.id, Dir: p.proc.Dir(), CPU: cpu[p.id], Owns: p.proc.Owns}
 		}
 		u, err := g.cfg.Backend.Sample(dev.Index, gp)
 		if err != nil {
@@ -204,11 +240,13 @@ func (g *gpuManager) slice(ctx context.Context, pods []*gpuPod) {
 	changed := false
 	for _, dev := range g.devices {
 		var sharers []timeslice.Sharer
-		pgids := map[string]int{}
+		pids := map[string]int{}
+		groups := map[string]timeslicer.Group{}
 		for _, p := range onDevice(pods, dev.Index) {
 			if p.b.FractionMilli < 1000 {
 				sharers = append(sharers, timeslice.Sharer{ID: p.id, FractionMilli: p.b.FractionMilli})
-				pgids[p.id] = p.pgid
+				pids[p.id] = p.proc.Pid()
+				groups[p.id] = p.proc
 			}
 		}
 		var plan timeslice.Plan
@@ -227,17 +265,17 @@ func (g *gpuManager) slice(ctx context.Context, pods []*gpuPod) {
 			}
 		}
 		e := g.enforcers[dev.Index]
-		if e != nil && (!timeslice.Equal(e.plan, plan) || !maps.Equal(e.pgids, pgids)) {
+		if e != nil && (!timeslice.Equal(e.plan, plan) || !maps.Equal(e.pids, pids)) {
 			g.stopEnforcer(dev.Index)
 			e = nil
 		}
 		if e == nil && plan.Leases > 0 {
 			ectx, cancel := context.WithCancel(ctx)
-			e = &enforcer{plan: plan, pgids: pgids, cancel: cancel, done: make(chan struct{})}
+			e = &enforcer{plan: plan, pids: pids, cancel: cancel, done: make(chan struct{})}
 			g.enforcers[dev.Index] = e
 			go func() {
 				defer close(e.done)
-				timeslicer.Run(ectx, plan, pgids)
+				timeslicer.Run(ectx, plan, groups)
 			}()
 		}
 	}

@@ -8,13 +8,18 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	commonv1 "github.com/runwayhq/runway/gen/go/runway/common/v1"
 	nodemanagerv1 "github.com/runwayhq/runway/gen/go/runway/nodemanager/v1"
+	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
 	"github.com/runwayhq/runway/pkg/apierr"
 	"github.com/runwayhq/runway/pkg/clusterproto"
+	"github.com/runwayhq/runway/pkg/etcdstore"
 	"github.com/runwayhq/runway/pkg/runner/local"
 )
 
@@ -29,7 +34,8 @@ const logChunk = 32 << 10
 // ends, so the output of finished and preempted pods can still be read).
 type logServer struct {
 	nodemanagerv1.UnimplementedNodeAgentServiceServer
-	dataDir string
+	client  *clientv3.Client
+	runner  *local.Runner
 	running *runningPods
 }
 
@@ -47,9 +53,11 @@ func (r *runningPods) set(id string, alive bool) {
 
 func (r *runningPods) has(id string) bool { _, ok := r.m.Load(id); return ok }
 
-// podID is the runner id of a pod: "project.workload.index".
-func podID(project, workload string, pod int) string {
-	return project + "." + workload + "." + strconv.Itoa(pod)
+// podID is the runner id of a pod: "{workload uid}.{index}". Keyed by
+// the uid, a workload re-created with the same name never sees the old
+// one's directory or log.
+func podID(uid string, pod int) string {
+	return uid + "." + strconv.Itoa(pod)
 }
 
 func (s *logServer) ReadPodLogs(req *nodemanagerv1.ReadPodLogsRequest, stream nodemanagerv1.NodeAgentService_ReadPodLogsServer) error {
@@ -60,11 +68,20 @@ func (s *logServer) ReadPodLogs(req *nodemanagerv1.ReadPodLogsRequest, stream no
 	if req.GetPodIndex() < 0 || req.GetTailLines() < 0 {
 		return apierr.Invalid(apierr.FieldViolation{Field: "pod_index", Description: "must not be negative"})
 	}
-	id := podID(project, workload, int(req.GetPodIndex()))
-	f, err := os.Open(filepath.Join(s.dataDir, id, local.LogName))
+	noLogs := apierr.FailedPrecondition(commonv1.ErrorReason_WORKLOAD_NO_LOGS, req.GetWorkload(),
+		fmt.Sprintf("Pod %d of %s has no output on this node.", req.GetPodIndex(), req.GetWorkload()))
+	w, err := etcdstore.NewCollection(s.client, etcdstore.PrefixWorkloads, func() *workloadv1.Workload { return new(workloadv1.Workload) }).
+		Get(stream.Context(), project+"/"+workload)
+	if errors.Is(err, etcdstore.ErrNotFound) || (err == nil && !validUID(w.Msg.GetUid())) {
+		return noLogs
+	}
+	if err != nil {
+		return fmt.Errorf("read workload %s: %w", req.GetWorkload(), err)
+	}
+	id := podID(w.Msg.GetUid(), int(req.GetPodIndex()))
+	f, err := os.Open(filepath.Join(s.runner.RecordDir(id), local.LogName))
 	if errors.Is(err, os.ErrNotExist) {
-		return apierr.FailedPrecondition(commonv1.ErrorReason_WORKLOAD_NO_LOGS, req.GetWorkload(),
-			fmt.Sprintf("Pod %d of %s has no output on this node.", req.GetPodIndex(), req.GetWorkload()))
+		return noLogs
 	}
 	if err != nil {
 		return fmt.Errorf("open pod %s's log: %w", id, err)
@@ -139,4 +156,9 @@ func tailOffset(f *os.File, n int) (int64, error) {
 		}
 	}
 	return 0, nil
+}
+
+// validUID reports whether a workload uid can name a directory.
+func validUID(uid string) bool {
+	return uid != "" && len(uid) <= 64 && strings.Trim(uid, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_") == ""
 }

@@ -24,15 +24,20 @@ import (
 	"github.com/runwayhq/runway/services/nodemanager"
 )
 
-// reportTimeout bounds one run-report write, which may happen after Run's
+// reportTimeout bounds the last try to store the reports once Run's
 // context is done (the STOPPED reports of shutdown).
 const reportTimeout = 5 * time.Second
 
 // pod is a bound pod the agent has taken: running, or finished and kept
 // so that it is not started again while its binding stays.
 type pod struct {
+	rev  int64         // the binding's create revision: which binding it is
 	stop chan struct{} // closed to stop the process
 }
+
+// finalName is the file in a pod's record directory holding its final run
+// report: a restarted agent reads it instead of running the pod again.
+const finalName = "final"
 
 // pods reconciles the node's bindings with the processes it runs. Only the
 // run goroutine touches the maps.
@@ -42,9 +47,10 @@ type pods struct {
 	gpus   *gpuManager
 	log    *slog.Logger
 
-	taken   map[string]*pod // by binding key
-	running *runningPods
-	wg      sync.WaitGroup
+	taken    map[string]*pod // by binding key
+	running  *runningPods
+	reporter *reporter
+	wg       sync.WaitGroup
 }
 
 func (p *pods) run(ctx context.Context) error {
@@ -81,9 +87,7 @@ func (p *pods) resync(ctx context.Context) (int64, error) {
 	seen := map[string]bool{}
 	for _, kv := range resp.Kvs {
 		seen[string(kv.Key)] = true
-		if err := p.put(ctx, string(kv.Key), kv.Value, kv.CreateRevision); err != nil {
-			return 0, err
-		}
+		p.put(ctx, string(kv.Key), kv.Value, kv.CreateRevision)
 	}
 	for key := range p.taken {
 		if !seen[key] {
@@ -104,62 +108,45 @@ func (p *pods) watch(ctx context.Context, rev int64) error {
 		for _, ev := range resp.Events {
 			if ev.Type == clientv3.EventTypeDelete {
 				p.apply(ctx, string(ev.Kv.Key), nil)
-			} else if err := p.put(ctx, string(ev.Kv.Key), ev.Kv.Value, ev.Kv.CreateRevision); err != nil {
-				return err
+			} else {
+				p.put(ctx, string(ev.Kv.Key), ev.Kv.Value, ev.Kv.CreateRevision)
 			}
 		}
 	}
 	return errors.New("watch channel closed")
 }
 
-// put takes a binding (created at createRev). A pod that ended is not
-// started again for the same binding: when its run report is newer than
-// the binding and final, an earlier run of this agent (before a crash or
-// a restart) ran it to the end. A pod whose report says it was still
-// running lost its process with that agent, and is started again. An
-// error (the report could not be read) makes the caller list again.
-func (p *pods) put(ctx context.Context, key string, value []byte, createRev int64) error {
+func (p *pods) put(ctx context.Context, key string, value []byte, rev int64) {
 	b, err := nodemanager.DecodeBinding(key, value)
 	if err != nil {
 		p.log.Error("ignoring binding", "key", key, "err", err)
-		return nil
+		return
 	}
-	if _, taken := p.taken[key]; taken {
-		return nil
-	}
-	resp, err := p.cfg.Client.Get(ctx, nodemanager.RunKey(p.cfg.Node, b.Project, b.Workload, b.Pod))
-	if err != nil {
-		return fmt.Errorf("read the run report of %s: %w", key, err)
-	}
-	if len(resp.Kvs) == 1 && resp.Kvs[0].ModRevision > createRev {
-		prev := new(nodemanagerv1.ReportWorkloadStateRequest)
-		if err := proto.Unmarshal(resp.Kvs[0].Value, prev); err == nil && ended(prev.GetState()) {
-			p.taken[key] = &pod{stop: make(chan struct{})} // kept, so that it is not started again
-			return nil
-		}
-		p.log.Info("starting again a pod whose process was lost with an earlier run of the agent", "binding", key)
-	}
-	p.apply(ctx, key, &b)
-	return nil
+	p.applyRev(ctx, key, &b, rev)
 }
 
-// ended: a final state of a run report.
-func ended(s workloadv1.PodState) bool {
-	return s == workloadv1.PodState_POD_STATE_SUCCEEDED || s == workloadv1.PodState_POD_STATE_FAILED ||
-		s == workloadv1.PodState_POD_STATE_STOPPED
-}
-
-// apply starts the pod of a new binding, or stops the pod of a deleted
-// one (b nil). A binding put again for a pod already taken (the same
-// placement rewritten) changes nothing.
+// apply stops the pod of a deleted binding (b nil).
 func (p *pods) apply(ctx context.Context, key string, b *nodemanager.Binding) {
+	p.applyRev(ctx, key, b, 0)
+}
+
+// applyRev starts the pod of a new binding (created at revision rev), or
+// stops the pod of a deleted one (b nil). A binding put again for a pod
+// already taken (the same placement rewritten) changes nothing; one
+// created anew (deleted and bound again) is a new pod.
+func (p *pods) applyRev(ctx context.Context, key string, b *nodemanager.Binding, rev int64) {
 	pd, taken := p.taken[key]
+	if taken && b != nil && rev != 0 && pd.rev != rev {
+		close(pd.stop)
+		delete(p.taken, key)
+		taken = false
+	}
 	switch {
 	case b == nil && taken:
 		close(pd.stop)
 		delete(p.taken, key)
 	case b != nil && !taken:
-		pd := &pod{stop: make(chan struct{})}
+		pd := &pod{rev: rev, stop: make(chan struct{})}
 		p.taken[key] = pd
 		p.wg.Add(1)
 		go func() {
@@ -177,12 +164,21 @@ func (p *pods) stopAll() {
 	p.wg.Wait()
 }
 
-// runPod starts one pod, reports RUNNING, and reports how it ended.
+// runPod starts one pod, reports RUNNING, and reports how it ended; the
+// final report is kept in the pod's record directory first, so that a
+// restarted agent re-sends it rather than run the pod again.
 func (p *pods) runPod(ctx context.Context, b nodemanager.Binding, pd *pod) {
 	run := &podRun{p: p, ctx: ctx, workload: b.WorkloadName(), index: b.Pod, oom: make(chan string, 1)}
 	spec, err := p.spec(ctx, b)
 	if err != nil {
 		run.report(workloadv1.PodState_POD_STATE_FAILED, 0, err.Error())
+		return
+	}
+	run.final = filepath.Join(p.runner.RecordDir(spec.ID), finalName)
+	run.rev = pd.rev
+	if r, ok := readFinal(run.final, pd.rev); ok {
+		p.log.Info("pod already ended; its final report is sent again", "workload", r.GetWorkload(), "pod", r.GetPodIndex(), "state", r.GetState())
+		p.reporter.send(nodemanager.RunKey(p.cfg.Node, b.Project, b.Workload, b.Pod), r, nil)
 		return
 	}
 	proc, err := p.runner.Start(spec)
@@ -193,7 +189,7 @@ func (p *pods) runPod(ctx context.Context, b nodemanager.Binding, pd *pod) {
 	p.running.set(spec.ID, true)
 	run.report(workloadv1.PodState_POD_STATE_RUNNING, 0, "")
 	if len(b.Devices) > 0 {
-		p.gpus.add(&gpuPod{id: spec.ID, b: b, pgid: proc.Pid(), dir: proc.Dir(), limit: spec.GPUMemoryBytes, run: run})
+		p.gpus.add(&gpuPod{id: spec.ID, b: b, proc: proc, limit: spec.GPUMemoryBytes, run: run})
 		defer p.gpus.remove(spec.ID)
 	}
 	oom := ""
@@ -227,6 +223,8 @@ type podRun struct {
 	workload string
 	index    int
 	oom      chan string // the out-of-memory reason, once
+	final    string      // where the final report is kept; "" before the pod has a directory
+	rev      int64       // the binding's create revision
 
 	mu    sync.Mutex
 	ended bool
@@ -239,7 +237,13 @@ func (r *podRun) report(state workloadv1.PodState, code int, msg string) {
 	defer r.mu.Unlock()
 	r.state = state
 	r.ended = state != workloadv1.PodState_POD_STATE_RUNNING
-	r.p.report(r.ctx, r.workload, r.index, state, code, msg, r.idle)
+	req := r.p.reportOf(r.workload, r.index, state, code, msg, r.idle)
+	if r.ended && r.final != "" {
+		if err := writeFinal(r.final, r.rev, req); err != nil {
+			r.p.log.Error("final state not kept on disk", "workload", r.workload, "pod", r.index, "err", err)
+		}
+	}
+	r.p.send(req)
 }
 
 // idleChanged reports the pod RUNNING again with its new idle time.
@@ -248,7 +252,7 @@ func (r *podRun) idleChanged(idle time.Duration) {
 	defer r.mu.Unlock()
 	r.idle = idle
 	if !r.ended {
-		r.p.report(r.ctx, r.workload, r.index, r.state, 0, "", idle)
+		r.p.send(r.p.reportOf(r.workload, r.index, r.state, 0, "", idle))
 	}
 }
 
@@ -278,10 +282,13 @@ func (p *pods) spec(ctx context.Context, b nodemanager.Binding) (local.Spec, err
 	for _, e := range ws.GetEnv() {
 		env = append(env, e.GetName()+"="+e.GetValue())
 	}
-	id := podID(b.Project, b.Workload, b.Pod)
+	if !validUID(it.Msg.GetUid()) {
+		return local.Spec{}, fmt.Errorf("workload %s has no valid uid", b.WorkloadName())
+	}
+	id := podID(it.Msg.GetUid(), b.Pod)
 	limit := p.gpus.memoryLimit(b, ws.GetGpu().GetGpuMemoryBytes())
 	if len(b.Devices) > 0 {
-		env = append(env, p.cfg.Backend.PodEnv(filepath.Join(p.cfg.DataDir, id))...)
+		env = append(env, p.cfg.Backend.PodEnv(p.runner.PodDir(id))...)
 		env = append(env, mpsEnv(p.cfg.MPSPipeDir, b, limit)...)
 	}
 	return local.Spec{
@@ -313,20 +320,66 @@ func mpsEnv(dir string, b nodemanager.Binding, limit int64) []string {
 	return env
 }
 
-func (p *pods) report(ctx context.Context, workload string, index int, state workloadv1.PodState, code int, msg string, idle time.Duration) {
+// reportOf is a pod's run report.
+func (p *pods) reportOf(workload string, index int, state workloadv1.PodState, code int, msg string, idle time.Duration) *nodemanagerv1.ReportWorkloadStateRequest {
 	if len(msg) > 1024 {
-		msg = msg[:1024]
+		msg = strings.ToValidUTF8(msg[:1024], "")
 	}
-	r := &nodemanagerv1.ReportWorkloadStateRequest{
+	return &nodemanagerv1.ReportWorkloadStateRequest{
 		Node: nodemanager.NodeName(p.cfg.Node), Workload: workload, PodIndex: int32(index),
 		State: state, ExitCode: int32(code), Message: msg, ObserveTime: timestamppb.Now(),
 		GpuIdleTime: durationpb.New(idle),
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reportTimeout)
-	defer cancel()
-	if err := nodemanager.PutRun(rctx, p.cfg.Client, r); err != nil {
-		p.log.Error("run report not stored", "workload", workload, "pod", index, "state", state, "err", err)
+}
+
+// send hands a report to the reporter, which stores it (retrying) in a
+// batch.
+func (p *pods) send(r *nodemanagerv1.ReportWorkloadStateRequest) {
+	project, workload, _ := nodemanager.ParseWorkload(r.GetWorkload())
+	p.reporter.send(nodemanager.RunKey(p.cfg.Node, project, workload, int(r.GetPodIndex())), r, nil)
+}
+
+// writeFinal keeps a pod's final report with its binding's create
+// revision ("REV\n" then the report), written to a temporary file and
+// renamed so that a crash leaves the old file or the new one.
+func writeFinal(path string, rev int64, r *nodemanagerv1.ReportWorkloadStateRequest) error {
+	b, err := proto.Marshal(r)
+	if err != nil {
+		return err
 	}
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(append(fmt.Appendf(nil, "%d\n", rev), b...))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// readFinal reads the final report kept for the binding created at rev.
+func readFinal(path string, rev int64) (*nodemanagerv1.ReportWorkloadStateRequest, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, false
+	}
+	head, body, ok := strings.Cut(string(b), "\n")
+	if !ok || head != strconv.FormatInt(rev, 10) {
+		return nil, false
+	}
+	r := new(nodemanagerv1.ReportWorkloadStateRequest)
+	if proto.Unmarshal([]byte(body), r) != nil {
+		return nil, false
+	}
+	return r, true
 }
 
 // lastLine is the last non-empty line of the pod's log, for the FAILED

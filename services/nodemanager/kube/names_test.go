@@ -58,11 +58,15 @@ func TestReadiness(t *testing.T) {
 		{"ready", corev1.Node{Status: corev1.NodeStatus{Conditions: cond(corev1.ConditionTrue)}}, nodemanagerv1.Readiness_READINESS_READY},
 		{"unknown", corev1.Node{Status: corev1.NodeStatus{Conditions: cond(corev1.ConditionUnknown)}}, nodemanagerv1.Readiness_READINESS_NOT_READY},
 		{"no condition", corev1.Node{}, nodemanagerv1.Readiness_READINESS_NOT_READY},
+		// A cordon is a drain without eviction: Ready, drained.
 		{"cordoned", corev1.Node{Spec: corev1.NodeSpec{Unschedulable: true}, Status: corev1.NodeStatus{Conditions: cond(corev1.ConditionTrue)}},
-			nodemanagerv1.Readiness_READINESS_NOT_READY},
+			nodemanagerv1.Readiness_READINESS_READY},
 	} {
 		if got, _ := readiness(&tc.node); got != tc.want {
 			t.Errorf("%s: readiness = %v, want %v", tc.name, got, tc.want)
+		}
+		if drained, _ := cordon(&tc.node); drained != tc.node.Spec.Unschedulable {
+			t.Errorf("%s: drained = %v, want %v", tc.name, drained, tc.node.Spec.Unschedulable)
 		}
 	}
 }

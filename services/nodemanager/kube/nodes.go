@@ -142,6 +142,7 @@ func (r *runtime) nodeOf(kn *corev1.Node, id string) *nodemanagerv1.Node {
 		n.NodePool = "nodepools/" + p
 	}
 	n.Readiness, n.ReadinessMessage = readiness(kn)
+	n.Drained, n.DrainReason = cordon(kn)
 	model := kn.Labels[LabelGPUProduct]
 	mib, _ := strconv.ParseInt(kn.Labels[LabelGPUMemory], 10, 64)
 	for i := range free.MilliGpus / 1000 {
@@ -153,12 +154,18 @@ func (r *runtime) nodeOf(kn *corev1.Node, id string) *nodemanagerv1.Node {
 	return n
 }
 
-// readiness is the node's Ready condition; a cordoned node takes nothing
-// new either.
-func readiness(kn *corev1.Node) (nodemanagerv1.Readiness, string) {
+// cordon is a cordoned node's drain: a drain without eviction, so that
+// its pods run on and nothing new is placed on it (a drain of Runway's own,
+// in the drain key, still wins when the node registers).
+func cordon(kn *corev1.Node) (bool, string) {
 	if kn.Spec.Unschedulable {
-		return nodemanagerv1.Readiness_READINESS_NOT_READY, "The Kubernetes node is cordoned (unschedulable)."
+		return true, "The Kubernetes node is cordoned (unschedulable)."
 	}
+	return false, ""
+}
+
+// readiness is the node's Ready condition.
+func readiness(kn *corev1.Node) (nodemanagerv1.Readiness, string) {
 	for _, c := range kn.Status.Conditions {
 		if c.Type != corev1.NodeReady {
 			continue

@@ -105,6 +105,9 @@ type GpuDevice struct {
 	// How the device's compute time is divided among its fractional pods; unset
 	// when the device is not shared or time slicing is off.
 	TimeSlicePlan *DeviceTimeSlicePlan `protobuf:"bytes,8,opt,name=time_slice_plan,json=timeSlicePlan,proto3" json:"time_slice_plan,omitempty"`
+	// Output only. Why the device is unhealthy, for people (for example "XID
+	// 79: GPU has fallen off the bus"); empty when healthy.
+	HealthMessage string `protobuf:"bytes,9,opt,name=health_message,json=healthMessage,proto3" json:"health_message,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -193,6 +196,13 @@ func (x *GpuDevice) GetTimeSlicePlan() *DeviceTimeSlicePlan {
 		return x.TimeSlicePlan
 	}
 	return nil
+}
+
+func (x *GpuDevice) GetHealthMessage() string {
+	if x != nil {
+		return x.HealthMessage
+	}
+	return ""
 }
 
 // DeviceAllocation is one pod's hold on a device.
@@ -546,7 +556,7 @@ var File_runway_nodemanager_v1_gpu_proto protoreflect.FileDescriptor
 
 const file_runway_nodemanager_v1_gpu_proto_rawDesc = "" +
 	"\n" +
-	"\x1frunway/nodemanager/v1/gpu.proto\x12\x15runway.nodemanager.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1frunway/quota/v1/node_pool.proto\"\xe2\x02\n" +
+	"\x1frunway/nodemanager/v1/gpu.proto\x12\x15runway.nodemanager.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1frunway/quota/v1/node_pool.proto\"\x89\x03\n" +
 	"\tGpuDevice\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x12\n" +
 	"\x04uuid\x18\x02 \x01(\tR\x04uuid\x12\x14\n" +
@@ -555,7 +565,8 @@ const file_runway_nodemanager_v1_gpu_proto_rawDesc = "" +
 	"\bmig_mode\x18\x05 \x01(\x0e2\x1e.runway.nodemanager.v1.MigModeR\amigMode\x12\x18\n" +
 	"\ahealthy\x18\x06 \x01(\bR\ahealthy\x12I\n" +
 	"\vallocations\x18\a \x03(\v2'.runway.nodemanager.v1.DeviceAllocationR\vallocations\x12R\n" +
-	"\x0ftime_slice_plan\x18\b \x01(\v2*.runway.nodemanager.v1.DeviceTimeSlicePlanR\rtimeSlicePlan\"\x9c\x01\n" +
+	"\x0ftime_slice_plan\x18\b \x01(\v2*.runway.nodemanager.v1.DeviceTimeSlicePlanR\rtimeSlicePlan\x12%\n" +
+	"\x0ehealth_message\x18\t \x01(\tR\rhealthMessage\"\x9c\x01\n" +
 	"\x10DeviceAllocation\x12\x1a\n" +
 	"\bworkload\x18\x01 \x01(\tR\bworkload\x12\x1b\n" +
 	"\tpod_index\x18\x02 \x01(\x05R\bpodIndex\x12%\n" +

@@ -138,7 +138,12 @@ type Node struct {
 	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,18,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
 	// A checksum of the stored resource, computed by the server. Send it in
 	// DrainNode/UndrainNode to act only on the version that was read.
-	Etag          string `protobuf:"bytes,19,opt,name=etag,proto3" json:"etag,omitempty"`
+	Etag string `protobuf:"bytes,19,opt,name=etag,proto3" json:"etag,omitempty"`
+	// Output only. Whether the drain evicts the node's workloads
+	// (DrainNodeRequest.evict_workloads): they go back to pending under
+	// SCHEDULING_RULE_NODE_DRAINED. A drain without it lets them run to their
+	// end.
+	DrainEvicts   bool `protobuf:"varint,20,opt,name=drain_evicts,json=drainEvicts,proto3" json:"drain_evicts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -306,11 +311,18 @@ func (x *Node) GetEtag() string {
 	return ""
 }
 
+func (x *Node) GetDrainEvicts() bool {
+	if x != nil {
+		return x.DrainEvicts
+	}
+	return false
+}
+
 var File_runway_nodemanager_v1_node_proto protoreflect.FileDescriptor
 
 const file_runway_nodemanager_v1_node_proto_rawDesc = "" +
 	"\n" +
-	" runway/nodemanager/v1/node.proto\x12\x15runway.nodemanager.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a runway/common/v1/resources.proto\x1a\x1frunway/nodemanager/v1/gpu.proto\"\xde\a\n" +
+	" runway/nodemanager/v1/node.proto\x12\x15runway.nodemanager.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a runway/common/v1/resources.proto\x1a\x1frunway/nodemanager/v1/gpu.proto\"\x81\b\n" +
 	"\x04Node\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03uid\x18\x02 \x01(\tR\x03uid\x12\x1b\n" +
@@ -333,7 +345,8 @@ const file_runway_nodemanager_v1_node_proto_rawDesc = "" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12\x12\n" +
-	"\x04etag\x18\x13 \x01(\tR\x04etag\x1a9\n" +
+	"\x04etag\x18\x13 \x01(\tR\x04etag\x12!\n" +
+	"\fdrain_evicts\x18\x14 \x01(\bR\vdrainEvicts\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*T\n" +
