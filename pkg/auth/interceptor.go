@@ -105,6 +105,11 @@ func (g *Guard) admit(ctx context.Context, m Method, req any) (Caller, Target, e
 	if !ok {
 		return c, t, apierr.PermissionDenied(m.Perm.String(), t.Resource)
 	}
+	if m.Check != nil {
+		if err := m.Check(ctx, g, c, req); err != nil {
+			return c, t, err
+		}
+	}
 	return c, t, nil
 }
 

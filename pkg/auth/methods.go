@@ -34,6 +34,10 @@ type Method struct {
 	// Attrs loads what conditional grants look at (the stored resource's
 	// creator and type); nil when the method has no conditional grant.
 	Attrs func(ctx context.Context, g *Guard, c Caller, req any) (Attrs, error)
+	// Check is what the call needs beyond the permission on its target (no
+	// escalation through access rules, quotas set from above); nil when
+	// nothing.
+	Check func(ctx context.Context, g *Guard, c Caller, req any) error
 	// Filter drops from a List response the items the caller may not view.
 	Filter func(g *Guard, resp any, keep keep)
 	// Keep decides whether a streamed message may be sent (Watch).
@@ -236,7 +240,7 @@ var methods = map[string]Method{
 	quotaSvc + "CreateDepartment": {Perm: perm(Departments, Create), Target: func(_ *Guard, r any) Target {
 		return account("departments/" + r.(*quotav1.CreateDepartmentRequest).GetDepartmentId())
 	}},
-	quotaSvc + "UpdateDepartment": {Perm: perm(Departments, Edit), Target: func(_ *Guard, r any) Target {
+	quotaSvc + "UpdateDepartment": {Perm: perm(Departments, Edit), Check: checkDepartmentQuota, Target: func(_ *Guard, r any) Target {
 		return departmentTarget(r.(*quotav1.UpdateDepartmentRequest).GetDepartment().GetName())
 	}},
 	quotaSvc + "DeleteDepartment": {Perm: perm(Departments, Delete), Target: func(_ *Guard, r any) Target { return account(named(r)) }},
@@ -257,7 +261,7 @@ var methods = map[string]Method{
 		}
 		return Target{Level: DepartmentLevel, Department: d, Resource: "projects/" + req.GetProjectId()}
 	}},
-	quotaSvc + "UpdateProject": {Perm: perm(Projects, Edit), Target: func(g *Guard, r any) Target {
+	quotaSvc + "UpdateProject": {Perm: perm(Projects, Edit), Check: checkProjectMove, Target: func(g *Guard, r any) Target {
 		n := r.(*quotav1.UpdateProjectRequest).GetProject().GetName()
 		return g.ProjectTarget(n, n)
 	}},
@@ -363,11 +367,11 @@ var methods = map[string]Method{
 		Target: func(_ *Guard, r any) Target { return anywhere(named(r)) }},
 	// Access rules act in their scope: a department's administrator grants
 	// roles in the department.
-	identitySvc + "CreateAccessRule": {Perm: perm(AccessRules, Create), Target: func(g *Guard, r any) Target {
+	identitySvc + "CreateAccessRule": {Perm: perm(AccessRules, Create), Check: checkGrant, Target: func(g *Guard, r any) Target {
 		return g.ruleTarget(r.(*identityv1.CreateAccessRuleRequest).GetAccessRule())
 	}},
 	identitySvc + "GetAccessRule":    {Perm: perm(AccessRules, View), Target: func(g *Guard, r any) Target { return g.storedRuleTarget(named(r)) }},
-	identitySvc + "DeleteAccessRule": {Perm: perm(AccessRules, Delete), Target: func(g *Guard, r any) Target { return g.storedRuleTarget(named(r)) }},
+	identitySvc + "DeleteAccessRule": {Perm: perm(AccessRules, Delete), Check: checkRevoke, Target: func(g *Guard, r any) Target { return g.storedRuleTarget(named(r)) }},
 	identitySvc + "ListAccessRules": {Perm: perm(AccessRules, View), Target: func(*Guard, any) Target { return anywhere("accessRules") },
 		Filter: func(g *Guard, resp any, ok keep) {
 			r := resp.(*identityv1.ListAccessRulesResponse)
