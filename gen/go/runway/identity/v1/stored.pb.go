@@ -98,8 +98,12 @@ type StoredApplication struct {
 	SecretHash string `protobuf:"bytes,2,opt,name=secret_hash,json=secretHash,proto3" json:"secret_hash,omitempty"`
 	// Changes whenever the secret is regenerated: tokens carry it.
 	CredentialGeneration int64 `protobuf:"varint,3,opt,name=credential_generation,json=credentialGeneration,proto3" json:"credential_generation,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// The creator's uid when the application was made: a user application
+	// signs in only while a user with that uid exists (a user re-created with
+	// the same id is another user).
+	CreatorUid    string `protobuf:"bytes,4,opt,name=creator_uid,json=creatorUid,proto3" json:"creator_uid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StoredApplication) Reset() {
@@ -151,6 +155,13 @@ func (x *StoredApplication) GetCredentialGeneration() int64 {
 		return x.CredentialGeneration
 	}
 	return 0
+}
+
+func (x *StoredApplication) GetCreatorUid() string {
+	if x != nil {
+		return x.CreatorUid
+	}
+	return ""
 }
 
 // SigningKey is one HMAC key that signs tokens. The newest signs; every
@@ -236,12 +247,14 @@ const file_runway_identity_v1_stored_proto_rawDesc = "" +
 	"StoredUser\x12,\n" +
 	"\x04user\x18\x01 \x01(\v2\x18.runway.identity.v1.UserR\x04user\x12#\n" +
 	"\rpassword_hash\x18\x02 \x01(\tR\fpasswordHash\x123\n" +
-	"\x15credential_generation\x18\x03 \x01(\x03R\x14credentialGeneration\"\xac\x01\n" +
+	"\x15credential_generation\x18\x03 \x01(\x03R\x14credentialGeneration\"\xcd\x01\n" +
 	"\x11StoredApplication\x12A\n" +
 	"\vapplication\x18\x01 \x01(\v2\x1f.runway.identity.v1.ApplicationR\vapplication\x12\x1f\n" +
 	"\vsecret_hash\x18\x02 \x01(\tR\n" +
 	"secretHash\x123\n" +
-	"\x15credential_generation\x18\x03 \x01(\x03R\x14credentialGeneration\"\xae\x01\n" +
+	"\x15credential_generation\x18\x03 \x01(\x03R\x14credentialGeneration\x12\x1f\n" +
+	"\vcreator_uid\x18\x04 \x01(\tR\n" +
+	"creatorUid\"\xae\x01\n" +
 	"\n" +
 	"SigningKey\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
