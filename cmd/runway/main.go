@@ -41,7 +41,7 @@ func rootCommand() *cobra.Command {
 	root.AddCommand(submitCommands()...)
 	root.AddCommand(workloadCommand(), projectCommand(), departmentCommand(), nodePoolCommand(), nodeCommand())
 	root.AddCommand(policyCommand(), environmentCommand(), computeResourceCommand())
-	root.AddCommand(loginCommand(), logoutCommand(), whoamiCommand(), userCommand(), applicationCommand(),
+	root.AddCommand(loginCommand(), logoutCommand(), whoamiCommand(), userCommand(), applicationCommand(userApplications), applicationCommand(managedApplications),
 		accessRuleCommand(), roleCommand(), auditCommand())
 	return root
 }

@@ -129,12 +129,25 @@ func storedWorkload(ctx context.Context, g *Guard, _ Caller, req any) (Attrs, er
 	return workloadAttrs(w), nil
 }
 
+// storedApplication: only a user application has an owner in the sense of
+// the Own grant, and only while its creator is the user who made it; an
+// application managed under Access is administered by those who hold
+// applications.* outright.
 func storedApplication(_ context.Context, g *Guard, _ Caller, req any) (Attrs, error) {
 	a, ok := g.apps.get(strings.TrimPrefix(named(req), "applications/"))
-	if !ok {
+	if !ok || !userApplication(a.GetApplication()) || !g.creatorCurrent(a) {
 		return Attrs{}, nil
 	}
 	return Attrs{Creator: a.GetApplication().GetCreator()}, nil
+}
+
+// applicationAttrs is a listed application's owner, as storedApplication.
+func (g *Guard) applicationAttrs(a *identityv1.Application) Attrs {
+	st, ok := g.apps.get(strings.TrimPrefix(a.GetName(), "applications/"))
+	if !ok || !userApplication(a) || !g.creatorCurrent(st) {
+		return Attrs{}
+	}
+	return Attrs{Creator: a.GetCreator()}
 }
 
 func filterSlice[T any](items []T, ok func(T) bool) []T {
@@ -345,20 +358,30 @@ var methods = map[string]Method{
 	identitySvc + "DeleteUser":        {Perm: perm(Users, Delete), Target: func(_ *Guard, r any) Target { return account(named(r)) }},
 	identitySvc + "ResetUserPassword": {Perm: perm(Users, Edit), Target: func(_ *Guard, r any) Target { return account(named(r)) }},
 	// Applications are personal: a user's own, or any for an administrator.
+	// A user application is anyone's own; one managed under Access is the
+	// account's.
 	identitySvc + "CreateApplication": {Perm: perm(Applications, Create),
 		Target: func(_ *Guard, r any) Target {
-			return anywhere("applications/" + r.(*identityv1.CreateApplicationRequest).GetApplicationId())
+			req := r.(*identityv1.CreateApplicationRequest)
+			name := "applications/" + req.GetApplicationId()
+			if req.GetApplication().GetKind() == identityv1.ApplicationKind_APPLICATION_KIND_MANAGED {
+				return account(name)
+			}
+			return anywhere(name)
 		},
-		Attrs: func(_ context.Context, _ *Guard, c Caller, _ any) (Attrs, error) {
+		Attrs: func(_ context.Context, _ *Guard, c Caller, r any) (Attrs, error) {
+			if r.(*identityv1.CreateApplicationRequest).GetApplication().GetKind() == identityv1.ApplicationKind_APPLICATION_KIND_MANAGED {
+				return Attrs{}, nil
+			}
 			return Attrs{Creator: c.Principal}, nil
 		}},
 	identitySvc + "GetApplication": {Perm: perm(Applications, View), Attrs: storedApplication,
 		Target: func(_ *Guard, r any) Target { return anywhere(named(r)) }},
 	identitySvc + "ListApplications": {Perm: perm(Applications, View), Target: func(*Guard, any) Target { return anywhere("applications") },
-		Filter: func(_ *Guard, resp any, ok keep) {
+		Filter: func(g *Guard, resp any, ok keep) {
 			r := resp.(*identityv1.ListApplicationsResponse)
 			r.Applications = filterSlice(r.Applications, func(a *identityv1.Application) bool {
-				return ok(anywhere(a.GetName()), Attrs{Creator: a.GetCreator()})
+				return ok(anywhere(a.GetName()), g.applicationAttrs(a))
 			})
 		}},
 	identitySvc + "DeleteApplication": {Perm: perm(Applications, Delete), Attrs: storedApplication,

@@ -105,7 +105,7 @@ func (g *Guard) current(c *claims) bool {
 		return ok && u.GetUser().GetUid() == c.UID && u.GetCredentialGeneration() == c.Gen
 	case "applications":
 		a, ok := g.apps.get(id)
-		return ok && a.GetApplication().GetUid() == c.UID && a.GetCredentialGeneration() == c.Gen
+		return ok && a.GetApplication().GetUid() == c.UID && a.GetCredentialGeneration() == c.Gen && g.creatorCurrent(a)
 	case "services":
 		return c.Type == ServiceToken
 	}

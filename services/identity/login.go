@@ -139,7 +139,7 @@ func (s *Server) loginClient(ctx context.Context, cc *identityv1.ClientCredentia
 		if a.GetClientId() != cc.GetClientId() || cc.GetClientId() == "" {
 			continue
 		}
-		if !secretMatches(it.Msg.GetSecretHash(), cc.GetClientSecret()) {
+		if !secretMatches(it.Msg.GetSecretHash(), cc.GetClientSecret()) || !s.creatorCurrent(ctx, it.Msg) {
 			break
 		}
 		s.throttle.reset(key)
@@ -152,6 +152,16 @@ func (s *Server) loginClient(ctx context.Context, cc *identityv1.ClientCredentia
 	}
 	s.throttle.fail(key)
 	return auth.Subject{}, errCredentials
+}
+
+// creatorCurrent: a user application signs in only while the user who made
+// it exists (not another user re-created with the same id).
+func (s *Server) creatorCurrent(ctx context.Context, a *identityv1.StoredApplication) bool {
+	if !userApp(a.GetApplication()) {
+		return true
+	}
+	u, err := s.users.Get(ctx, userID(a.GetApplication().GetCreator()))
+	return err == nil && (a.GetCreatorUid() == "" || u.Msg.GetUser().GetUid() == a.GetCreatorUid())
 }
 
 // oidcVerifier checks ID tokens of the configured provider.
