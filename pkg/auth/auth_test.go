@@ -54,7 +54,7 @@ func TestAuditRetention(t *testing.T) {
 		at := c.now().Add(-age * 24 * time.Hour)
 		ev := &identityv1.AuditEvent{Name: "auditEvents/" + g.audit.eventID(at), CreateTime: timestamppb.New(at)}
 		names = append(names, ev.GetName())
-		g.audit.write(t.Context(), []*identityv1.AuditEvent{ev})
+		g.audit.write(t.Context(), []queued{{ev: ev}})
 	}
 	g.audit.expire(t.Context())
 	resp, err := cluster.Client.Get(t.Context(), etcdstore.PrefixAudit, clientv3.WithPrefix())
