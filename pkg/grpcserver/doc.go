@@ -14,7 +14,7 @@
 //	      │                                  │ (gateway handlers)
 //	      │◄──── loopback *grpc.ClientConn ──┘ (same address, h2c)
 //	      ▼
-//	recover → request id + access log → auth slot → apierr mapping → handler
+//	recover → request id + access log → bounds → auth slot → apierr mapping → handler
 //
 // The chain, outermost first:
 //
@@ -26,6 +26,11 @@
 //     generated; it is echoed in the response header `x-request-id` (REST:
 //     X-Request-Id) and readable with RequestID(ctx). One log line per call
 //     with method, code, duration and request id.
+//   - bounds: every request message (each message of a stream) within
+//     pkg/bounds' limits, else INVALID_ARGUMENT naming the field, before
+//     anything holds on to it. The whole message is bounded before it is
+//     read: Config.MaxMessageBytes (1 MiB) as grpc.MaxRecvMsgSize, and as
+//     the REST body's limit (413 naming it).
 //   - auth: Config.Auth / Config.AuthStream (pkg/auth), skipped when nil.
 //     Errors it returns itself are mapped like handler errors.
 //   - apierr: an error the handler returns that is not already a gRPC status

@@ -23,6 +23,11 @@ import (
 // Serve's context is done, unless Config.ShutdownTimeout says otherwise.
 const DefaultShutdownTimeout = 10 * time.Second
 
+// DefaultMaxMessageBytes is the largest request when Config.MaxMessageBytes
+// is 0: more than any request of the API needs, and under etcd's largest
+// write, so a request that fits is never refused by the store for its size.
+const DefaultMaxMessageBytes = 1 << 20
+
 // Config is what a service (or `runway dev`) decides about its server.
 type Config struct {
 	// Listen is the one address for gRPC and REST, such as "127.0.0.1:7070".
@@ -46,6 +51,10 @@ type Config struct {
 	// the API domain in its ErrorInfo. A service not listed gets
 	// DomainOf(service).
 	Domains map[string]string
+	// MaxMessageBytes bounds one request: a gRPC message (larger ones are
+	// refused with RESOURCE_EXHAUSTED naming the limit before they are read)
+	// and a REST body (413). 0 means DefaultMaxMessageBytes.
+	MaxMessageBytes int
 	// ShutdownTimeout bounds the graceful part of shutdown; 0 means
 	// DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
@@ -94,6 +103,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = DefaultShutdownTimeout
 	}
+	if cfg.MaxMessageBytes <= 0 {
+		cfg.MaxMessageBytes = DefaultMaxMessageBytes
+	}
 	lis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("grpcserver: listen: %w", err)
@@ -101,6 +113,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, log: cfg.Logger, lis: lis, health: health.NewServer()}
 
 	opts := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(cfg.MaxMessageBytes),
 		grpc.ChainUnaryInterceptor(s.unaryChain()...),
 		grpc.ChainStreamInterceptor(s.streamChain()...),
 	}
