@@ -91,6 +91,11 @@ const (
 	PrefixAccessRules  = Root + "accessrules/"  // {access_rule}
 	PrefixSigningKeys  = Root + "signingkeys/"  // {key id}
 	PrefixAudit        = Root + "audit/"        // {time}-{request id}
+	// PrefixSignInFailures: failed sign-ins per user or client id (hashed),
+	// under a lease, so every replica throttles alike and nothing stays.
+	PrefixSignInFailures = Root + "signinfailures/" // {sha-256 of the key}/{time}-{rand}
+	// PrefixSessions: refresh-token families (a sign-in and its refreshes).
+	PrefixSessions = Root + "sessions/" // {session id}
 )
 
 // PrefixInfo describes one entry of the schema.
@@ -126,6 +131,8 @@ var prefixes = []PrefixInfo{
 	{PrefixAccessRules, OwnerIdentity, false, "AccessRule by id"},
 	{PrefixSigningKeys, OwnerIdentity, false, "token signing keys by key id"},
 	{PrefixAudit, OwnerIdentity, false, "audit records by time"},
+	{PrefixSignInFailures, OwnerIdentity, false, "failed sign-ins by hashed key and time, leased"},
+	{PrefixSessions, OwnerIdentity, false, "refresh-token families by session id"},
 }
 
 // Prefixes lists every key and prefix of the schema, sorted by key, for

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
@@ -84,8 +83,8 @@ func (s *Server) findUser(ctx context.Context, who string) (etcdstore.Item[*iden
 
 func (s *Server) loginPassword(ctx context.Context, p *identityv1.PasswordCredentials) (auth.Subject, error) {
 	key := "user:" + strings.ToLower(strings.TrimSpace(p.GetUser()))
-	if wait := s.throttle.blocked(key); wait > 0 {
-		return auth.Subject{}, apierr.TooManySignInAttempts(wait)
+	if wait, err := s.throttle.blocked(ctx, key); err != nil || wait > 0 {
+		return auth.Subject{}, throttled(wait, err)
 	}
 	it, found, err := s.findUser(ctx, p.GetUser())
 	if err != nil {
@@ -93,10 +92,10 @@ func (s *Server) loginPassword(ctx context.Context, p *identityv1.PasswordCreden
 	}
 	if !found || it.Msg.GetPasswordHash() == "" ||
 		bcrypt.CompareHashAndPassword([]byte(it.Msg.GetPasswordHash()), []byte(p.GetPassword())) != nil {
-		s.throttle.fail(key)
+		s.throttle.fail(ctx, key)
 		return auth.Subject{}, errCredentials
 	}
-	s.throttle.reset(key)
+	s.throttle.reset(ctx, key)
 	if p.GetNewPassword() != "" {
 		if err := checkPassword("password.new_password", p.GetNewPassword()); err != nil {
 			return auth.Subject{}, err
@@ -127,8 +126,8 @@ func (s *Server) touchUser(ctx context.Context, it etcdstore.Item[*identityv1.St
 
 func (s *Server) loginClient(ctx context.Context, cc *identityv1.ClientCredentials) (auth.Subject, error) {
 	key := "client:" + cc.GetClientId()
-	if wait := s.throttle.blocked(key); wait > 0 {
-		return auth.Subject{}, apierr.TooManySignInAttempts(wait)
+	if wait, err := s.throttle.blocked(ctx, key); err != nil || wait > 0 {
+		return auth.Subject{}, throttled(wait, err)
 	}
 	all, _, err := s.apps.ListAll(ctx, "")
 	if err != nil {
@@ -142,7 +141,7 @@ func (s *Server) loginClient(ctx context.Context, cc *identityv1.ClientCredentia
 		if !secretMatches(it.Msg.GetSecretHash(), cc.GetClientSecret()) || !s.creatorCurrent(ctx, it.Msg) {
 			break
 		}
-		s.throttle.reset(key)
+		s.throttle.reset(ctx, key)
 		next := proto.Clone(it.Msg).(*identityv1.StoredApplication)
 		next.Application.LastLoginTime = s.timestamp()
 		if _, err := s.apps.Update(ctx, it.ID, next, it.Etag); err != nil {
@@ -150,7 +149,7 @@ func (s *Server) loginClient(ctx context.Context, cc *identityv1.ClientCredentia
 		}
 		return auth.Subject{Principal: a.GetName(), UID: a.GetUid(), Gen: it.Msg.GetCredentialGeneration()}, nil
 	}
-	s.throttle.fail(key)
+	s.throttle.fail(ctx, key)
 	return auth.Subject{}, errCredentials
 }
 
@@ -275,57 +274,4 @@ func (s *Server) upsertSSOUser(ctx context.Context, id, email string, groups []s
 		return userSubject(next), nil
 	}
 	return auth.Subject{}, apierr.Unavailable(commonv1.ErrorReason_STORE_UNAVAILABLE, time.Second)
-}
-
-// throttle counts failed sign-ins per user or client id in this process:
-// after max failures within window, sign-ins for that key are refused until
-// the oldest failure leaves the window.
-type throttle struct {
-	max    int
-	window time.Duration
-	now    func() time.Time
-
-	mu       sync.Mutex
-	failures map[string][]time.Time
-}
-
-func newThrottle(max int, window time.Duration, now func() time.Time) *throttle {
-	return &throttle{max: max, window: window, now: now, failures: map[string][]time.Time{}}
-}
-
-func (t *throttle) recent(key string) []time.Time {
-	cut := t.now().Add(-t.window)
-	fs := t.failures[key]
-	for len(fs) > 0 && !fs[0].After(cut) {
-		fs = fs[1:]
-	}
-	if len(fs) == 0 {
-		delete(t.failures, key)
-	} else {
-		t.failures[key] = fs
-	}
-	return fs
-}
-
-// blocked is how long key must wait; 0 when it may try.
-func (t *throttle) blocked(key string) time.Duration {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	fs := t.recent(key)
-	if len(fs) < t.max {
-		return 0
-	}
-	return fs[0].Add(t.window).Sub(t.now())
-}
-
-func (t *throttle) fail(key string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.failures[key] = append(t.recent(key), t.now())
-}
-
-func (t *throttle) reset(key string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	delete(t.failures, key)
 }

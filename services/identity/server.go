@@ -33,7 +33,8 @@ type Config struct {
 	// (Tests lower it.)
 	BcryptCost int
 	// MaxFailures failed sign-ins within FailureWindow lock a user or client
-	// id out until the window has passed; 0 means 5 and 5 minutes.
+	// id out until the window has passed; 0 means 5 and 5 minutes. The
+	// failures are kept in etcd, so every replica counts them alike.
 	MaxFailures   int
 	FailureWindow time.Duration
 }
@@ -108,7 +109,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		users:    etcdstore.NewCollection(c, etcdstore.PrefixUsers, func() *identityv1.StoredUser { return new(identityv1.StoredUser) }),
 		apps:     etcdstore.NewCollection(c, etcdstore.PrefixApplications, func() *identityv1.StoredApplication { return new(identityv1.StoredApplication) }),
 		rules:    etcdstore.NewCollection(c, etcdstore.PrefixAccessRules, func() *identityv1.AccessRule { return new(identityv1.AccessRule) }),
-		throttle: newThrottle(cfg.MaxFailures, cfg.FailureWindow, deps.Now),
+		throttle: newThrottle(c, cfg.MaxFailures, cfg.FailureWindow, deps.Now, deps.Logger),
 	}, nil
 }
 
