@@ -2,6 +2,8 @@ package identity
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -74,7 +76,8 @@ func (s *Server) findUser(ctx context.Context, who string) (etcdstore.Item[*iden
 		return etcdstore.Item[*identityv1.StoredUser]{}, false, err
 	}
 	for _, it := range all {
-		if it.Msg.GetUser().GetEmail() == who {
+		// An SSO user's email is its provider's word, not a sign-in name.
+		if it.Msg.GetUser().GetEmail() == who && it.Msg.GetUser().GetIdentityProvider() == "" {
 			return it, true, nil
 		}
 	}
@@ -192,21 +195,31 @@ func (s *Server) verifierFor() (*oidcVerifier, error) {
 
 var notID = regexp.MustCompile(`[^a-z0-9]+`)
 
-// ssoUserID derives a user id from an email: alice@example.com →
-// alice-example-com.
-func ssoUserID(email string) string {
-	id := strings.Trim(notID.ReplaceAllString(strings.ToLower(email), "-"), "-")
-	if id == "" || id[0] < 'a' || id[0] > 'z' {
-		id = "u-" + id
+// ssoUserID is an SSO user's id: a readable slug of its email (or "sso")
+// and a hash of who it is, (issuer, sub), so two users whose emails slug
+// alike (a.b@x and a-b@x) are two ids, and no email chooses an id.
+func ssoUserID(issuer, sub, email string) string {
+	slug := strings.Trim(notID.ReplaceAllString(strings.ToLower(email), "-"), "-")
+	if len(slug) > 40 {
+		slug = strings.TrimRight(slug[:40], "-")
 	}
-	if len(id) > 63 {
-		id = strings.TrimRight(id[:63], "-")
+	if slug == "" || slug[0] < 'a' || slug[0] > 'z' {
+		slug = "sso-" + slug
 	}
-	return id
+	h := sha256.Sum256([]byte(issuer + "\x00" + sub))
+	return strings.TrimRight(slug, "-") + "-" + hex.EncodeToString(h[:6])
 }
 
-// loginOIDC verifies an ID token and creates or updates the SSO user, whose
-// groups are the token's.
+// ssoClaims are what an ID token says about its user.
+type ssoClaims struct {
+	sub, email    string
+	emailVerified bool
+	groups        []string
+}
+
+// loginOIDC verifies an ID token and signs in the SSO user it is for, by
+// (issuer, sub): found, linked to an existing user by a verified email where
+// the deployment allows it, or created. Its groups are the token's.
 func (s *Server) loginOIDC(ctx context.Context, raw string) (auth.Subject, error) {
 	if s.cfg.OIDC == nil {
 		return auth.Subject{}, apierr.InvalidField("oidc", "single sign-on is not configured")
@@ -223,50 +236,69 @@ func (s *Server) loginOIDC(ctx context.Context, raw string) (auth.Subject, error
 	if err := tok.Claims(&all); err != nil {
 		return auth.Subject{}, errCredentials
 	}
-	email, _ := all["email"].(string)
-	if email == "" {
+	c := ssoClaims{sub: tok.Subject}
+	c.email, _ = all["email"].(string)
+	c.email = strings.ToLower(strings.TrimSpace(c.email))
+	c.emailVerified, _ = all["email_verified"].(bool)
+	if c.sub == "" {
 		return auth.Subject{}, errCredentials
 	}
 	claim := s.cfg.OIDC.GroupsClaim
 	if claim == "" {
 		claim = "groups"
 	}
-	var groups []string
 	if gs, ok := all[claim].([]any); ok {
 		for _, g := range gs {
 			if g, ok := g.(string); ok {
-				groups = append(groups, g)
+				c.groups = append(c.groups, g)
 			}
 		}
 	}
-	return s.upsertSSOUser(ctx, ssoUserID(email), strings.ToLower(email), groups)
+	return s.upsertSSOUser(ctx, c)
 }
 
-func (s *Server) upsertSSOUser(ctx context.Context, id, email string, groups []string) (auth.Subject, error) {
-	now := s.timestamp()
+func (s *Server) upsertSSOUser(ctx context.Context, c ssoClaims) (auth.Subject, error) {
+	issuer := s.cfg.OIDC.Issuer
 	for attempt := 0; attempt < 3; attempt++ {
-		it, err := s.users.Get(ctx, id)
-		switch {
-		case errors.Is(err, etcdstore.ErrNotFound):
-			u := &identityv1.StoredUser{CredentialGeneration: 1, User: &identityv1.User{Name: "users/" + id, Uid: newUID(),
-				Email: email, Groups: groups, IdentityProvider: s.cfg.OIDC.Issuer, CreateTime: now, UpdateTime: now,
-				LastLoginTime: now}}
+		now := s.timestamp()
+		all, _, err := s.users.ListAll(ctx, "")
+		if err != nil {
+			return auth.Subject{}, err
+		}
+		var found, byEmail *etcdstore.Item[*identityv1.StoredUser]
+		for i, it := range all {
+			u := it.Msg
+			switch {
+			case u.GetUser().GetIdentityProvider() == issuer && u.GetOidcSubject() == c.sub:
+				found = &all[i]
+			case s.cfg.OIDC.LinkVerifiedEmail && c.emailVerified && c.email != "" &&
+				u.GetUser().GetEmail() == c.email && u.GetOidcSubject() == "":
+				byEmail = &all[i]
+			}
+		}
+		if found == nil && byEmail != nil {
+			found = byEmail // linked: from now on found by (issuer, sub)
+		}
+		if found == nil {
+			id := ssoUserID(issuer, c.sub, c.email)
+			u := &identityv1.StoredUser{CredentialGeneration: 1, OidcSubject: c.sub, User: &identityv1.User{
+				Name: "users/" + id, Uid: newUID(), Email: c.email, Groups: c.groups, IdentityProvider: issuer,
+				CreateTime: now, UpdateTime: now, LastLoginTime: now}}
 			if _, err := s.users.Create(ctx, id, u); errors.Is(err, etcdstore.ErrAlreadyExists) {
 				continue
 			} else if err != nil {
 				return auth.Subject{}, err
 			}
 			return userSubject(u), nil
-		case err != nil:
-			return auth.Subject{}, err
 		}
-		// A local user with the same id is not taken over by SSO.
-		if it.Msg.GetUser().GetIdentityProvider() != s.cfg.OIDC.Issuer {
-			return auth.Subject{}, errCredentials
+		next := proto.Clone(found.Msg).(*identityv1.StoredUser)
+		next.OidcSubject = c.sub
+		next.User.IdentityProvider = issuer
+		next.User.Groups, next.User.LastLoginTime, next.User.UpdateTime = c.groups, now, now
+		if c.email != "" && found.Msg.GetOidcSubject() != "" {
+			next.User.Email = c.email
 		}
-		next := proto.Clone(it.Msg).(*identityv1.StoredUser)
-		next.User.Groups, next.User.Email, next.User.LastLoginTime, next.User.UpdateTime = groups, email, now, now
-		if _, err := s.users.Update(ctx, id, next, it.Etag); errors.Is(err, etcdstore.ErrEtagMismatch) {
+		if _, err := s.users.Update(ctx, found.ID, next, found.Etag); errors.Is(err, etcdstore.ErrEtagMismatch) {
 			continue
 		} else if err != nil {
 			return auth.Subject{}, err

@@ -46,6 +46,11 @@ type OIDCConfig struct {
 	Issuer string
 	// ClientID is Runway's client id at the provider: the ID token's audience.
 	ClientID string
+	// LinkVerifiedEmail lets an SSO sign-in whose ID token carries
+	// email_verified: true become the existing user with that email (once;
+	// from then on the user is found by issuer and sub). Off, or without a
+	// verified email, every new (issuer, sub) is a new user.
+	LinkVerifiedEmail bool
 	// GroupsClaim names the claim listing the user's groups; "groups" when
 	// empty.
 	GroupsClaim string
