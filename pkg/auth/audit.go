@@ -96,6 +96,12 @@ func bounded(ev *identityv1.AuditEvent) *identityv1.AuditEvent {
 // the queue is full (etcd is slower than the calls).
 func (r *recorder) record(ev *identityv1.AuditEvent) {
 	select {
+	case <-r.stopped:
+		r.log.Error("audit: event after shutdown not written", "method", ev.GetMethod(), "resource", ev.GetResource())
+		return
+	default:
+	}
+	select {
 	case r.queue <- queued{ev: bounded(ev)}:
 	case <-r.stopped:
 		r.log.Error("audit: event after shutdown not written", "method", ev.GetMethod(), "resource", ev.GetResource())
@@ -107,6 +113,11 @@ var errAuditStopped = errors.New("audit: the recorder has stopped")
 
 // commit writes ev and returns once it is in etcd (or failed to be).
 func (r *recorder) commit(ctx context.Context, ev *identityv1.AuditEvent) error {
+	select {
+	case <-r.stopped:
+		return errAuditStopped
+	default:
+	}
 	done := make(chan error, 1)
 	select {
 	case r.queue <- queued{ev: bounded(ev), done: done}:
@@ -118,6 +129,15 @@ func (r *recorder) commit(ctx context.Context, ev *identityv1.AuditEvent) error 
 	select {
 	case err := <-done:
 		return err
+	case <-r.stopped:
+		// Drained at shutdown (done is set before stopped closes), or
+		// queued after the drain and never to be written.
+		select {
+		case err := <-done:
+			return err
+		default:
+			return errAuditStopped
+		}
 	case <-ctx.Done():
 		return ctx.Err()
 	}
