@@ -96,6 +96,9 @@ const (
 	PrefixSignInFailures = Root + "signinfailures/" // {sha-256 of the key}/{time}-{rand}
 	// PrefixSessions: refresh-token families (a sign-in and its refreshes).
 	PrefixSessions = Root + "sessions/" // {session id}
+	// KeyBootstrapped marks that the bootstrap administrator was created
+	// once: it is never created again, even if it is deleted.
+	KeyBootstrapped = Root + "bootstrapped"
 )
 
 // PrefixInfo describes one entry of the schema.
@@ -133,6 +136,7 @@ var prefixes = []PrefixInfo{
 	{PrefixAudit, OwnerIdentity, false, "audit records by time"},
 	{PrefixSignInFailures, OwnerIdentity, false, "failed sign-ins by hashed key and time, leased"},
 	{PrefixSessions, OwnerIdentity, false, "refresh-token families by session id"},
+	{KeyBootstrapped, OwnerIdentity, true, "when the bootstrap administrator was created (once)"},
 }
 
 // Prefixes lists every key and prefix of the schema, sorted by key, for

@@ -36,8 +36,8 @@ func TestPrefixes(t *testing.T) {
 			}
 		}
 	}
-	if len(ps) != 26 {
-		t.Errorf("%d entries, want 26; update this test and ARCHITECTURE.md together", len(ps))
+	if len(ps) != 27 {
+		t.Errorf("%d entries, want 27; update this test and ARCHITECTURE.md together", len(ps))
 	}
 }
 

@@ -39,15 +39,17 @@ func (s *Server) Login(ctx context.Context, req *identityv1.LoginRequest) (*iden
 	case req.GetOidc() != nil:
 		sub, err = s.loginOIDC(ctx, req.GetOidc().GetIdToken())
 	case req.GetRefreshToken() != "":
-		sub, err = s.guard.VerifyRefresh(req.GetRefreshToken())
-		if err != nil {
-			err = errCredentials
-		}
+		sub, err = s.refresh(ctx, req.GetRefreshToken())
 	default:
 		return nil, apierr.InvalidField("credentials", "send password, client_credentials, oidc or refresh_token")
 	}
 	if err != nil {
 		return nil, err
+	}
+	if sub.Session == "" {
+		if sub, err = s.startSession(ctx, sub, req.GetOidc() != nil); err != nil {
+			return nil, err
+		}
 	}
 	access, exp, err := s.guard.Issue(sub, auth.AccessToken, s.guard.AccessTTL())
 	if err != nil {

@@ -129,31 +129,68 @@ func (s *Server) RegisterGateway(ctx context.Context, mux *runtime.ServeMux, con
 // BootstrapAdmin is the administrator created on the first start.
 const BootstrapAdmin = "users/admin"
 
-// Bootstrap creates, on the first start, the administrator users/admin with
-// a random temporary password and an access rule making it System
-// administrator on the account. It returns the password when it created the
-// user (the only time it is known: print it once), "" when the user exists.
+// Bootstrap creates, on the very first start only, the administrator
+// users/admin with a random temporary password and an access rule making it
+// System administrator on the account, together with a marker
+// (etcdstore.KeyBootstrapped) in one transaction: once the marker is there,
+// nothing is created again, so an administrator or rule deleted on purpose
+// stays deleted across restarts. It returns the password when it created
+// the user (the only time it is known: print it once), "" otherwise.
 func (s *Server) Bootstrap(ctx context.Context) (string, error) {
-	password := randomSecret(18)
-	hash, err := bcrypt.GenerateFromPassword([]byte(password), s.cfg.BcryptCost)
-	if err != nil {
-		return "", err
+	for attempt := 0; attempt < 3; attempt++ {
+		marker, err := s.client.Get(ctx, etcdstore.KeyBootstrapped, clientv3.WithCountOnly())
+		if err != nil {
+			return "", fmt.Errorf("bootstrap: %w", err)
+		}
+		if marker.Count > 0 {
+			return "", nil
+		}
+		password, err := s.bootstrapOnce(ctx)
+		if errors.Is(err, etcdstore.ErrConflict) {
+			continue // another replica got there first, or the user changed
+		}
+		return password, err
 	}
+	return "", errors.New("bootstrap: kept conflicting with another writer")
+}
+
+// bootstrapOnce writes the marker with whichever of the administrator and
+// its rule is missing (a store bootstrapped before the marker existed keeps
+// what it has).
+func (s *Server) bootstrapOnce(ctx context.Context) (string, error) {
 	now := s.timestamp()
-	u := &identityv1.StoredUser{PasswordHash: string(hash), CredentialGeneration: 1, User: &identityv1.User{
-		Name: BootstrapAdmin, Uid: newUID(), Email: "admin@runway.local", DisplayName: "Administrator",
-		PasswordChangeRequired: true, CreateTime: now, UpdateTime: now}}
-	if _, err := s.users.Create(ctx, "admin", u); errors.Is(err, etcdstore.ErrAlreadyExists) {
-		password = ""
-	} else if err != nil {
-		return "", fmt.Errorf("create the bootstrap administrator: %w", err)
+	b := etcdstore.NewBatch(s.client).PutIf(etcdstore.KeyBootstrapped, now, 0)
+	password := ""
+	user, err := s.users.Get(ctx, "admin")
+	switch {
+	case errors.Is(err, etcdstore.ErrNotFound):
+		password = randomSecret(18)
+		hash, err := bcrypt.GenerateFromPassword([]byte(password), s.cfg.BcryptCost)
+		if err != nil {
+			return "", err
+		}
+		b.PutIf(s.users.Key("admin"), &identityv1.StoredUser{PasswordHash: string(hash), CredentialGeneration: 1,
+			User: &identityv1.User{Name: BootstrapAdmin, Uid: newUID(), Email: "admin@runway.local", DisplayName: "Administrator",
+				PasswordChangeRequired: true, CreateTime: now, UpdateTime: now}}, 0)
+	case err != nil:
+		return "", fmt.Errorf("bootstrap: %w", err)
+	default:
+		b.Check(s.users.Key("admin"), user.Revision)
 	}
-	rule := &identityv1.AccessRule{Name: "accessRules/bootstrap-admin", Uid: newUID(),
-		Subject: &identityv1.Subject{Kind: identityv1.SubjectKind_SUBJECT_KIND_USER, Name: BootstrapAdmin},
-		Role:    "roles/system-admin", Scope: &identityv1.Scope{Kind: identityv1.ScopeKind_SCOPE_KIND_ACCOUNT},
-		Creator: BootstrapAdmin, CreateTime: now, UpdateTime: now}
-	if _, err := s.rules.Create(ctx, "bootstrap-admin", rule); err != nil && !errors.Is(err, etcdstore.ErrAlreadyExists) {
-		return "", fmt.Errorf("grant the bootstrap administrator: %w", err)
+	rule, err := s.rules.Get(ctx, "bootstrap-admin")
+	switch {
+	case errors.Is(err, etcdstore.ErrNotFound):
+		b.PutIf(s.rules.Key("bootstrap-admin"), &identityv1.AccessRule{Name: "accessRules/bootstrap-admin", Uid: newUID(),
+			Subject: &identityv1.Subject{Kind: identityv1.SubjectKind_SUBJECT_KIND_USER, Name: BootstrapAdmin},
+			Role:    "roles/system-admin", Scope: &identityv1.Scope{Kind: identityv1.ScopeKind_SCOPE_KIND_ACCOUNT},
+			Creator: BootstrapAdmin, CreateTime: now, UpdateTime: now}, 0)
+	case err != nil:
+		return "", fmt.Errorf("bootstrap: %w", err)
+	default:
+		b.Check(s.rules.Key("bootstrap-admin"), rule.Revision)
+	}
+	if _, err := b.Commit(ctx); err != nil {
+		return "", fmt.Errorf("bootstrap: %w", err)
 	}
 	return password, nil
 }
