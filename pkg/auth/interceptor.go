@@ -43,6 +43,10 @@ func (g *Guard) UnaryInterceptor(ctx context.Context, req any, info *grpc.UnaryS
 		return nil, err
 	}
 	ctx = WithCaller(ctx, c)
+	binding, err := g.pageIn(c, info.FullMethod, req)
+	if err != nil {
+		return nil, err
+	}
 	var ev *identityv1.AuditEvent
 	if m.Mutating() {
 		// The event is in etcd before the change is made: an acknowledged
@@ -57,6 +61,12 @@ func (g *Guard) UnaryInterceptor(ctx context.Context, req any, info *grpc.UnaryS
 	resp, err := handler(ctx, req)
 	if err == nil && m.Filter != nil {
 		m.Filter(g, resp, g.viewFilter(c, m.Perm))
+	}
+	if err == nil && m.Redact {
+		g.redact(c, resp)
+	}
+	if err == nil {
+		err = g.pageOut(resp, binding)
 	}
 	if ev != nil {
 		ev.StatusCode, ev.ErrorReason, ev.OutcomeUnknown = int32(apierr.Code(err)), apierr.Reason(err), false

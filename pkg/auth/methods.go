@@ -40,6 +40,9 @@ type Method struct {
 	Check func(ctx context.Context, g *Guard, c Caller, req any) error
 	// Filter drops from a List response the items the caller may not view.
 	Filter func(g *Guard, resp any, keep keep)
+	// Redact hides, in the response, the names of workloads the caller may
+	// not view (redact.go): for views of the cluster that mention workloads.
+	Redact bool
 	// Keep decides whether a streamed message may be sent (Watch).
 	Keep func(g *Guard, msg any, keep keep) bool
 	// NewRequest makes an empty request of a server-streaming method, which
@@ -332,19 +335,19 @@ var methods = map[string]Method{
 			r := resp.(*schedulerv1.ListQueuesResponse)
 			r.Queues = filterSlice(r.Queues, func(q *schedulerv1.Queue) bool { return ok(g.queueTarget(q.GetName()), Attrs{}) })
 		}},
-	schedSvc + "ExplainWorkload": {Perm: perm(Workloads, View), Target: inProject},
+	schedSvc + "ExplainWorkload": {Perm: perm(Workloads, View), Target: inProject, Redact: true},
 	schedSvc + "GetLeader":       {Perm: perm(Nodes, View), Target: func(_ *Guard, r any) Target { return anywhere(named(r)) }},
 
 	// Nodes are the cluster's: anyone with a role sees them, only the
 	// account's administrators (and the control plane) change them.
-	nodeSvc + "GetNode":     {Perm: perm(Nodes, View), Target: func(_ *Guard, r any) Target { return anywhere(named(r)) }},
-	nodeSvc + "ListNodes":   {Perm: perm(Nodes, View), Target: func(*Guard, any) Target { return anywhere("nodes") }},
+	nodeSvc + "GetNode":     {Perm: perm(Nodes, View), Redact: true, Target: func(_ *Guard, r any) Target { return anywhere(named(r)) }},
+	nodeSvc + "ListNodes":   {Perm: perm(Nodes, View), Redact: true, Target: func(*Guard, any) Target { return anywhere("nodes") }},
 	nodeSvc + "DrainNode":   {Perm: perm(Nodes, Edit), Target: func(_ *Guard, r any) Target { return account(named(r)) }},
 	nodeSvc + "UndrainNode": {Perm: perm(Nodes, Edit), Target: func(_ *Guard, r any) Target { return account(named(r)) }},
 	nodeSvc + "ReportWorkloadState": {Perm: perm(Nodes, Edit), Target: func(_ *Guard, r any) Target {
 		return account(r.(*nodemanagerv1.ReportWorkloadStateRequest).GetNode())
 	}},
-	nodeSvc + "GetTimeSlicePlan": {Perm: perm(Nodes, View), Target: func(_ *Guard, r any) Target { return anywhere(named(r)) }},
+	nodeSvc + "GetTimeSlicePlan": {Perm: perm(Nodes, View), Redact: true, Target: func(_ *Guard, r any) Target { return anywhere(named(r)) }},
 
 	// Identity.
 	identitySvc + "Login":     {Access: Public},
