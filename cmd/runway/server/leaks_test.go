@@ -8,10 +8,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/runwayhq/runway/cmd/runway/server"
 	identityv1 "github.com/runwayhq/runway/gen/go/runway/identity/v1"
 	nodemanagerv1 "github.com/runwayhq/runway/gen/go/runway/nodemanager/v1"
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
-	"github.com/runwayhq/runway/cmd/runway/server"
 )
 
 // Page tokens are opaque (nothing of the store's key shows) and bound to
