@@ -35,7 +35,7 @@ func (c *clock) add(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-func newGuard(t *testing.T, cfg Config) (*Guard, *clock, *etcdtest.Cluster) {
+func newGuard(t testing.TB, cfg Config) (*Guard, *clock, *etcdtest.Cluster) {
 	t.Helper()
 	cluster := etcdtest.New(t)
 	c := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
