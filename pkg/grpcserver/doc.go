@@ -40,6 +40,12 @@
 //   - interceptors passed in Config.ServerOptions (for example request
 //     validation), then the handler.
 //
+// TLS: with Config.TLS the one listener serves TLS only (HTTP/2 by ALPN for
+// gRPC, HTTP/1.1 for REST); mutual TLS when it requires client
+// certificates (LoadTLS with a client CA). The gateway's loopback
+// connection then pins the server's own certificate and presents it.
+// Without Config.TLS it serves plaintext, for loopback (`runway dev`).
+//
 // Why one listener without cmux: net/http serves unencrypted HTTP/2 itself
 // (http.Protocols.SetUnencryptedHTTP2, Go 1.24+; golang.org/x/net/http2/h2c
 // is deprecated), and gRPC over HTTP/2 is routed by content type to

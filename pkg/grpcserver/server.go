@@ -1,7 +1,10 @@
 package grpcserver
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,6 +16,7 @@ import (
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -51,6 +55,13 @@ type Config struct {
 	// the API domain in its ErrorInfo. A service not listed gets
 	// DomainOf(service).
 	Domains map[string]string
+	// TLS, when set, serves gRPC and REST over TLS only (a plaintext client
+	// fails the handshake); with ClientAuth set to RequireAndVerifyClientCert
+	// it is mutual TLS. The gateway's loopback connection trusts exactly the
+	// server's own certificate and presents it as its client certificate
+	// (so for mutual TLS it must allow client authentication). Nil serves
+	// plaintext, for loopback (`runway dev`).
+	TLS *tls.Config
 	// MaxMessageBytes bounds one request: a gRPC message (larger ones are
 	// refused with RESOURCE_EXHAUSTED naming the limit before they are read)
 	// and a REST body (413). 0 means DefaultMaxMessageBytes.
@@ -124,12 +135,17 @@ func New(cfg Config) (*Server, error) {
 	s.gwMux = newGatewayMux()
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
-	protocols.SetUnencryptedHTTP2(true)
+	if cfg.TLS != nil {
+		protocols.SetHTTP2(true)
+	} else {
+		protocols.SetUnencryptedHTTP2(true)
+	}
 	s.http = &http.Server{
 		Handler:           s.routes(),
 		Protocols:         &protocols,
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+		TLSConfig:         cfg.TLS,
 	}
 	return s, nil
 }
@@ -188,8 +204,12 @@ func (s *Server) Serve(ctx context.Context) error {
 	gateways := s.gateways
 	s.mu.Unlock()
 
-	conn, err := grpc.NewClient(loopbackTarget(s.lis.Addr()),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	creds, err := s.loopbackCredentials()
+	if err != nil {
+		s.stopNow()
+		return err
+	}
+	conn, err := grpc.NewClient(loopbackTarget(s.lis.Addr()), grpc.WithTransportCredentials(creds))
 	if err != nil {
 		s.stopNow()
 		return fmt.Errorf("grpcserver: loopback connection: %w", err)
@@ -207,8 +227,14 @@ func (s *Server) Serve(ctx context.Context) error {
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 
 	served := make(chan error, 1)
-	go func() { served <- s.http.Serve(s.lis) }()
-	s.log.Info("serving gRPC and HTTP", "addr", s.Addr())
+	go func() {
+		if s.cfg.TLS != nil {
+			served <- s.http.ServeTLS(s.lis, "", "")
+			return
+		}
+		served <- s.http.Serve(s.lis)
+	}()
+	s.log.Info("serving gRPC and HTTP", "addr", s.Addr(), "tls", s.cfg.TLS != nil)
 	select {
 	case err := <-served: // the listener failed
 		s.stopNow()
@@ -260,6 +286,30 @@ func (s *Server) stopNow() {
 	_ = s.http.Close()
 	_ = s.lis.Close()
 	s.grpc.Stop()
+}
+
+// loopbackCredentials are the gateway's: plaintext for a plaintext server;
+// for TLS, trust in exactly the server's own certificate (pinned, whatever
+// names it carries), which it also presents for mutual TLS.
+func (s *Server) loopbackCredentials() (credentials.TransportCredentials, error) {
+	if s.cfg.TLS == nil {
+		return insecure.NewCredentials(), nil
+	}
+	if len(s.cfg.TLS.Certificates) == 0 {
+		return nil, errors.New("grpcserver: Config.TLS has no certificate")
+	}
+	own := s.cfg.TLS.Certificates[0]
+	return credentials.NewTLS(&tls.Config{
+		MinVersion:         tls.VersionTLS12,
+		Certificates:       []tls.Certificate{own},
+		InsecureSkipVerify: true, // replaced by the pin below
+		VerifyPeerCertificate: func(raw [][]byte, _ [][]*x509.Certificate) error {
+			if len(raw) == 0 || !bytes.Equal(raw[0], own.Certificate[0]) {
+				return errors.New("grpcserver: the loopback peer is not this server")
+			}
+			return nil
+		},
+	}), nil
 }
 
 // loopbackTarget is the address the gateway dials: the listener's, with a

@@ -23,6 +23,9 @@ type ServeConfig struct {
 	EtcdTLS EtcdTLS
 	// Listen is the gRPC+REST address, e.g. "0.0.0.0:7070". Required.
 	Listen string
+	// TLS, when its files are set, serves Listen over TLS only (mutual TLS
+	// with ClientCAFile).
+	TLS ServerTLS
 	// QuotaServer is the QuotaService's address; required by the workload
 	// service, which asks it whether a project exists.
 	QuotaServer string
@@ -51,6 +54,14 @@ type ServeConfig struct {
 	// Ready, when set, is called with the listening address once the
 	// service is built and about to serve.
 	Ready func(addr string)
+}
+
+// ServerTLS are the PEM files of a listener's TLS.
+type ServerTLS struct {
+	CertFile, KeyFile string
+	// ClientCAFile, when set, requires every client to present a
+	// certificate signed by one of its CAs (mutual TLS).
+	ClientCAFile string
 }
 
 // Serve builds one service and serves it until ctx ends (the scheduler
@@ -116,7 +127,15 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 			fmt.Fprintln(cfg.Out, BootstrapLine(password))
 		}
 	}
-	srv, err := grpcserver.New(serverConfig(cfg.Listen, cfg.Logger, cfg.OpenAPI, guard))
+	scfg := serverConfig(cfg.Listen, cfg.Logger, cfg.OpenAPI, guard)
+	if cfg.TLS != (ServerTLS{}) {
+		if scfg.TLS, err = grpcserver.LoadTLS(cfg.TLS.CertFile, cfg.TLS.KeyFile, cfg.TLS.ClientCAFile); err != nil {
+			return err
+		}
+	} else {
+		cfg.Logger.Warn("serving plaintext: set --tls-cert-file and --tls-key-file on any network but loopback", "addr", cfg.Listen)
+	}
+	srv, err := grpcserver.New(scfg)
 	if err != nil {
 		return err
 	}
