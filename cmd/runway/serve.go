@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net/netip"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -12,6 +13,7 @@ func serveCommand() *cobra.Command {
 	var (
 		cfg       server.ServeConfig
 		endpoints []string
+		proxies   []string
 		openapi   string
 		oidc      oidcFlags
 	)
@@ -48,6 +50,13 @@ It runs until SIGINT or SIGTERM and then shuts down cleanly.`,
 				return err
 			}
 			cfg.Identity.OIDC = sso
+			for _, p := range proxies {
+				prefix, err := netip.ParsePrefix(p)
+				if err != nil {
+					return usageError("--trusted-proxies: %v", err)
+				}
+				cfg.TrustedProxies = append(cfg.TrustedProxies, prefix)
+			}
 			b, err := server.LoadOpenAPI(openapi)
 			if err != nil {
 				return &exitError{code: 2, msg: err.Error()}
@@ -66,6 +75,7 @@ It runs until SIGINT or SIGTERM and then shuts down cleanly.`,
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:7070", "gRPC and REST address")
 	f.StringVar(&cfg.TLS.CertFile, "tls-cert-file", "", "server certificate (PEM): serve --listen over TLS only")
 	f.StringVar(&cfg.TLS.KeyFile, "tls-key-file", "", "server key (PEM) for --tls-cert-file")
+	f.StringSliceVar(&proxies, "trusted-proxies", nil, "CIDRs of the load balancers whose X-Forwarded-For the audit log believes, comma-separated")
 	f.StringVar(&cfg.TLS.ClientCAFile, "tls-client-ca-file", "", "CA bundle (PEM) clients' certificates must chain to: mutual TLS")
 	f.StringVar(&cfg.QuotaServer, "quota-server", "", "the QuotaService's address (required by the workload service)")
 	f.StringVar(&cfg.Replica, "replica", "", "the scheduler replica's name in the election (default: the host name)")

@@ -3,14 +3,10 @@ package auth
 import (
 	"context"
 	"fmt"
-	"net"
-	"strings"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/peer"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -175,7 +171,7 @@ func (g *Guard) auditEvent(ctx context.Context, c Caller, method, resource strin
 	return &identityv1.AuditEvent{
 		Name: "auditEvents/" + g.audit.eventID(now), CreateTime: timestamppb.New(now),
 		Principal: c.Principal, Method: method, Resource: resource,
-		PeerAddress: peerAddress(ctx), RequestId: grpcserver.RequestID(ctx)}
+		PeerAddress: grpcserver.PeerAddress(ctx), RequestId: grpcserver.RequestID(ctx)}
 }
 
 // auditCall records the outcome of a call that changed nothing (refused, or
@@ -205,27 +201,4 @@ func (g *Guard) auditLogin(ctx context.Context, req, resp any, err error) {
 		resource = c.Principal
 	}
 	g.auditCall(ctx, c, identitySvc+"Login", resource, err)
-}
-
-// peerAddress is the client's address; for a REST call (which reaches gRPC
-// over the gateway's loopback connection) it is the address the gateway saw,
-// forwarded as x-forwarded-for.
-func peerAddress(ctx context.Context) string {
-	p, ok := peer.FromContext(ctx)
-	if !ok || p.Addr == nil {
-		return ""
-	}
-	addr := p.Addr.String()
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return addr
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
-		md, _ := metadata.FromIncomingContext(ctx)
-		if fwd := md.Get("x-forwarded-for"); len(fwd) > 0 && fwd[0] != "" {
-			first, _, _ := strings.Cut(fwd[0], ",")
-			return strings.TrimSpace(first)
-		}
-	}
-	return addr
 }

@@ -93,8 +93,8 @@ func (s *Server) serveHealthz(w http.ResponseWriter, _ *http.Request) {
 // google.rpc.Status: code, message, details) and its default HTTP codes, and
 // adds the request id both ways. Authorization is forwarded as the
 // `authorization` metadata by the gateway itself.
-func newGatewayMux() *runtime.ServeMux {
-	return runtime.NewServeMux(
+func newGatewayMux(opts ...runtime.ServeMuxOption) *runtime.ServeMux {
+	return runtime.NewServeMux(append([]runtime.ServeMuxOption{
 		runtime.WithIncomingHeaderMatcher(func(key string) (string, bool) {
 			if strings.EqualFold(key, RequestIDHeader) {
 				return RequestIDHeader, true
@@ -107,5 +107,5 @@ func newGatewayMux() *runtime.ServeMux {
 			}
 			return runtime.MetadataHeaderPrefix + key, true // the default
 		}),
-	)
+	}, opts...)...)
 }

@@ -92,7 +92,7 @@ func (s *Server) logStream(srv any, ss grpc.ServerStream, info *grpc.StreamServe
 func (s *Server) startCall(ctx context.Context) string {
 	id := requestID(ctx)
 	if c, ok := ctx.Value(callKey{}).(*call); ok {
-		c.requestID = id
+		c.requestID, c.peer = id, s.peerAddress(ctx)
 	}
 	return id
 }

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -62,6 +63,9 @@ type Config struct {
 	// (so for mutual TLS it must allow client authentication). Nil serves
 	// plaintext, for loopback (`runway dev`).
 	TLS *tls.Config
+	// TrustedProxies are the proxies (load balancers) whose X-Forwarded-For
+	// is believed, hop by hop from the right; a client's own is ignored.
+	TrustedProxies []netip.Prefix
 	// MaxMessageBytes bounds one request: a gRPC message (larger ones are
 	// refused with RESOURCE_EXHAUSTED naming the limit before they are read)
 	// and a REST body (413). 0 means DefaultMaxMessageBytes.
@@ -98,7 +102,8 @@ type Server struct {
 	started  bool
 	gateways []GatewayFunc
 
-	draining atomic.Bool
+	draining      atomic.Bool
+	gatewaySecret string // tags the address the gateway passes on (peer.go)
 }
 
 // New listens on cfg.Listen at once (so Addr is known before Serve) and
@@ -121,7 +126,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("grpcserver: listen: %w", err)
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, lis: lis, health: health.NewServer()}
+	s := &Server{cfg: cfg, log: cfg.Logger, lis: lis, health: health.NewServer(), gatewaySecret: newGatewaySecret()}
 
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(cfg.MaxMessageBytes),
@@ -132,7 +137,7 @@ func New(cfg Config) (*Server, error) {
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc) // grpc.reflection.v1 and v1alpha
 
-	s.gwMux = newGatewayMux()
+	s.gwMux = newGatewayMux(runtime.WithMetadata(s.gatewayPeer))
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
 	if cfg.TLS != nil {

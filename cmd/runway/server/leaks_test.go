@@ -2,15 +2,18 @@ package server_test
 
 import (
 	"encoding/base64"
+	"net/http"
 	"strings"
 	"testing"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/runwayhq/runway/cmd/runway/server"
 	identityv1 "github.com/runwayhq/runway/gen/go/runway/identity/v1"
 	nodemanagerv1 "github.com/runwayhq/runway/gen/go/runway/nodemanager/v1"
+	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
 )
 
@@ -96,4 +99,48 @@ func TestNodeDescribeHidesOtherProjectsWorkloads(t *testing.T) {
 	if err != nil || strings.Contains(l.String(), "gpu-b") {
 		t.Errorf("team-a's researcher lists nodes: %v, %v", l, err)
 	}
+}
+
+// The audit log's peer address is the real one: an X-Forwarded-For a client
+// sends, over REST or as gRPC metadata, is not believed (no proxy is
+// configured).
+func TestAuditPeerNotSpoofed(t *testing.T) {
+	tn := startTenancy(t)
+	token := tokenOf(t, tn)
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+tn.addr+"/v1/departments?departmentId=rest-dept",
+		strings.NewReader(`{}`))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("X-Forwarded-For", "203.0.113.9")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	http.DefaultClient.CloseIdleConnections()
+	ctx := metadata.AppendToOutgoingContext(t.Context(), "x-forwarded-for", "198.51.100.7")
+	if _, err := quotav1.NewQuotaServiceClient(tn.admin).CreateDepartment(ctx, &quotav1.CreateDepartmentRequest{DepartmentId: "grpc-dept",
+		Department: &quotav1.Department{}}); err != nil {
+		t.Fatal(err)
+	}
+	ids := identityv1.NewIdentityServiceClient(tn.admin)
+	eventuallyOK(t, "both events", func() error {
+		r, err := ids.ListAuditEvents(t.Context(), &identityv1.ListAuditEventsRequest{Filter: `method = "/runway.quota.v1.QuotaService/CreateDepartment"`})
+		if err != nil {
+			return err
+		}
+		seen := 0
+		for _, ev := range r.GetAuditEvents() {
+			if ev.GetResource() != "departments/rest-dept" && ev.GetResource() != "departments/grpc-dept" || ev.GetOutcomeUnknown() {
+				continue
+			}
+			seen++
+			if !strings.HasPrefix(ev.GetPeerAddress(), "127.0.0.1:") {
+				t.Fatalf("%s was recorded from %q, want the real 127.0.0.1 peer", ev.GetResource(), ev.GetPeerAddress())
+			}
+		}
+		if seen != 2 {
+			return status.Errorf(codes.NotFound, "%d of 2 events", seen)
+		}
+		return nil
+	})
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"time"
 
 	"github.com/runwayhq/runway/pkg/auth"
@@ -26,6 +27,9 @@ type ServeConfig struct {
 	// TLS, when its files are set, serves Listen over TLS only (mutual TLS
 	// with ClientCAFile).
 	TLS ServerTLS
+	// TrustedProxies are the load balancers whose X-Forwarded-For the audit
+	// log believes.
+	TrustedProxies []netip.Prefix
 	// QuotaServer is the QuotaService's address; required by the workload
 	// service, which asks it whether a project exists.
 	QuotaServer string
@@ -128,6 +132,7 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 		}
 	}
 	scfg := serverConfig(cfg.Listen, cfg.Logger, cfg.OpenAPI, guard)
+	scfg.TrustedProxies = cfg.TrustedProxies
 	if cfg.TLS != (ServerTLS{}) {
 		if scfg.TLS, err = grpcserver.LoadTLS(cfg.TLS.CertFile, cfg.TLS.KeyFile, cfg.TLS.ClientCAFile); err != nil {
 			return err
