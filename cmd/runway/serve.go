@@ -33,8 +33,10 @@ token of each call against the access rules in etcd.
 With --runtime kubernetes the scheduler's leader is the Kubernetes cluster's
 scheduler for GPU pods: it registers the cluster's nodes, runs bound
 workloads as pods (schedulerName runway) bound through the Binding
-subresource, and schedules users' pods that name schedulerName runway and a
-runway.io/project label as workloads of that project (--workload-server).
+subresource, and schedules users' pods that name schedulerName runway in a
+project's namespace, runway-{project}, as workloads of that project, with
+its policies (--workload-server); a runway.io/project label, if any, must
+name the same project.
 It uses --kubeconfig, or the in-cluster config when run in a pod.
 
 It runs until SIGINT or SIGTERM and then shuts down cleanly.`,
