@@ -78,6 +78,7 @@ It runs until SIGINT or SIGTERM and then shuts down cleanly.`,
 	f.StringVar(&cfg.TLS.CertFile, "tls-cert-file", "", "server certificate (PEM): serve --listen over TLS only")
 	f.StringVar(&cfg.TLS.KeyFile, "tls-key-file", "", "server key (PEM) for --tls-cert-file")
 	f.StringSliceVar(&proxies, "trusted-proxies", nil, "CIDRs of the load balancers whose X-Forwarded-For the audit log believes, comma-separated")
+	f.StringVar(&cfg.TLS.CAFile, "tls-ca-file", "", "CA bundle (PEM) the other services' certificates chain to: call --quota-server and --workload-server over TLS")
 	f.StringVar(&cfg.TLS.ClientCAFile, "tls-client-ca-file", "", "CA bundle (PEM) clients' certificates must chain to: mutual TLS")
 	f.StringVar(&cfg.QuotaServer, "quota-server", "", "the QuotaService's address (required by the workload service)")
 	f.StringVar(&cfg.Replica, "replica", "", "the scheduler replica's name in the election (default: the host name)")

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -66,6 +67,31 @@ type ServerTLS struct {
 	// ClientCAFile, when set, requires every client to present a
 	// certificate signed by one of its CAs (mutual TLS).
 	ClientCAFile string
+	// CAFile is what the other services' certificates must chain to when
+	// this one calls them (--quota-server, --workload-server) over TLS; it
+	// presents CertFile to them.
+	CAFile string
+}
+
+// clientTLS is the TLS of this service's calls to the others; nil (plaintext)
+// without a CA file.
+func (t ServerTLS) clientTLS() (*tls.Config, error) {
+	if t.CAFile == "" {
+		return nil, nil
+	}
+	pool, err := grpcserver.LoadCAs(t.CAFile)
+	if err != nil {
+		return nil, err
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}
+	if t.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("TLS certificate %s: %w", t.CertFile, err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
 }
 
 // Serve builds one service and serves it until ctx ends (the scheduler
@@ -86,13 +112,17 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 		return err
 	}
 	defer cli.Close()
+	peerTLS, err := cfg.TLS.clientTLS()
+	if err != nil {
+		return err
+	}
 	guard, err := newGuard(ctx, cli, cfg.Logger, cfg.Auth)
 	if err != nil {
 		return err
 	}
 	d := buildDeps{etcd: cli, replica: cfg.Replica, logger: cfg.Logger, guard: guard, identity: cfg.Identity}
 	if cfg.QuotaServer != "" && cfg.Service == Workload {
-		conn, err := dialService(cfg.QuotaServer, Workload, guard)
+		conn, err := dialService(cfg.QuotaServer, Workload, guard, peerTLS)
 		if err != nil {
 			return err
 		}
@@ -105,7 +135,7 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	case cfg.Runtime == RuntimeKubernetes && cfg.WorkloadServer == "":
 		return errors.New("--runtime kubernetes needs --workload-server (users' pods become workloads there)")
 	case cfg.Runtime == RuntimeKubernetes:
-		conn, err := dialService(cfg.WorkloadServer, Scheduler, guard)
+		conn, err := dialService(cfg.WorkloadServer, Scheduler, guard, peerTLS)
 		if err != nil {
 			return err
 		}
@@ -133,7 +163,7 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	}
 	scfg := serverConfig(cfg.Listen, cfg.Logger, cfg.OpenAPI, guard)
 	scfg.TrustedProxies = cfg.TrustedProxies
-	if cfg.TLS != (ServerTLS{}) {
+	if cfg.TLS.CertFile != "" || cfg.TLS.KeyFile != "" {
 		if scfg.TLS, err = grpcserver.LoadTLS(cfg.TLS.CertFile, cfg.TLS.KeyFile, cfg.TLS.ClientCAFile); err != nil {
 			return err
 		}

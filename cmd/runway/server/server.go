@@ -16,6 +16,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -182,15 +183,24 @@ func newEtcdClient(endpoints []string, tlsFiles ...EtcdTLS) (*clientv3.Client, e
 	return cli, nil
 }
 
-// dialService is a plaintext gRPC connection from the service named caller
-// to a Runway server, carrying a service token.
-func dialService(addr, caller string, guard *auth.Guard) (*grpc.ClientConn, error) {
+// dialService is a gRPC connection from the service named caller to a
+// Runway server, carrying a service token: over TLS when tc is set (the
+// other service's certificate checked against tc's roots, tc's certificate
+// presented for mutual TLS), else plaintext.
+func dialService(addr, caller string, guard *auth.Guard, tc ...*tls.Config) (*grpc.ClientConn, error) {
+	if len(tc) == 1 && tc[0] != nil {
+		return dialWith(addr, credentials.NewTLS(tc[0]), guard.ServiceCredentials(caller))
+	}
 	return dialAs(addr, guard.ServiceCredentials(caller))
 }
 
 // dialAs is a plaintext gRPC connection to a Runway server sending creds.
 func dialAs(addr string, creds credentials.PerRPCCredentials) (*grpc.ClientConn, error) {
-	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+	return dialWith(addr, insecure.NewCredentials(), creds)
+}
+
+func dialWith(addr string, transport credentials.TransportCredentials, creds credentials.PerRPCCredentials) (*grpc.ClientConn, error) {
+	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(transport),
 		grpc.WithPerRPCCredentials(creds))
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", addr, err)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/runwayhq/runway/cmd/runway/server"
 	identityv1 "github.com/runwayhq/runway/gen/go/runway/identity/v1"
+	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
 	"github.com/runwayhq/runway/pkg/etcdstore/etcdtest"
 	"github.com/runwayhq/runway/pkg/grpcserver"
 	"github.com/runwayhq/runway/pkg/grpcserver/tlstest"
@@ -167,6 +168,22 @@ func TestServeTLS(t *testing.T) {
 	}
 	if err := health(&tls.Config{RootCAs: pool, Certificates: []tls.Certificate{clientCert}}); err != nil {
 		t.Errorf("mutual TLS with the client certificate: %v", err)
+	}
+
+	// Service to service: the workload service asks the mutual-TLS quota
+	// service whether a project exists, over TLS with its certificate.
+	wl := serve(t, server.ServeConfig{Service: server.Workload, EtcdEndpoints: []string{etcd.Endpoint}, QuotaServer: mtls,
+		TLS: server.ServerTLS{CertFile: files.Cert, KeyFile: files.Key, CAFile: files.CA}})
+	wc, err := sdk.Dial(t.Context(), sdk.Config{Server: "https://" + wl, CAFile: files.CA, Token: r.GetAccessToken()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wc.Close()
+	_, err = wc.WorkloadService.CreateWorkload(t.Context(), &workloadv1.CreateWorkloadRequest{Parent: "projects/nope", WorkloadId: "w",
+		Workload: &workloadv1.Workload{Type: workloadv1.WorkloadType_WORKLOAD_TYPE_TRAINING,
+			Spec: &workloadv1.WorkloadSpec{Image: "busybox", Command: []string{"true"}}}})
+	if sdk.Reason(err) != "PROJECT_NOT_FOUND" {
+		t.Errorf("a create through the workload service to the mutual-TLS quota service: %v, want PROJECT_NOT_FOUND", err)
 	}
 }
 
