@@ -51,6 +51,21 @@ test: build check $(BIN)/etcd ## run the whole test suite (checks, unit, propert
 	$(GO) test -count=1 -race $(RACE_PKGS)
 	$(GO) test -count=1 -run '$(MEASURED)' ./pkg/runner/timeslicer/
 	./scripts/check-scenarios.sh $(BIN)/runway scenarios $(CONTRACT) $(CONTRACT_SUBDIRS)
+	$(MAKE) fuzz FUZZTIME=2s
+
+# Every fuzz target, as package:Target (their seed corpora also run in the
+# plain `go test` above); `make fuzz FUZZTIME=1m` searches longer.
+FUZZTIME ?= 3s
+FUZZ_TARGETS = ./pkg/bounds:FuzzRequestDecoders ./pkg/auth:FuzzTokens ./pkg/policy:FuzzPolicy \
+	./services/workload:FuzzParseFilter ./services/workload:FuzzNames \
+	./services/identity:FuzzParseFilter ./services/identity:FuzzSSOUserID
+
+.PHONY: fuzz
+fuzz: ## run each fuzz target for FUZZTIME (3s)
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		echo "fuzz $${t#*:} ($${t%%:*}) for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) "$${t%%:*}"; \
+	done
 
 # The chaos run (services/e2e/chaos): every service, a 3-member etcd, two
 # scheduler replicas and three agents as processes, SIGKILLed at random

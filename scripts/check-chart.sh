@@ -2,7 +2,8 @@
 # Lints and renders the Helm chart, and checks what the renders must hold:
 # each service a Deployment, the scheduler with 2 replicas on the Kubernetes
 # runtime with the RBAC it needs, etcd TLS mounted, the agent DaemonSet on
-# GPU nodes when enabled, the metrics port, scrape annotations, the Grafana
+# GPU nodes when enabled, TLS on every service by default (the identity
+# service among them), the metrics port, scrape annotations, the Grafana
 # dashboard and the ServiceMonitor, and a clear failure without etcd endpoints.
 # Usage: check-chart.sh HELM CHART_DIR
 set -euo pipefail
@@ -18,9 +19,13 @@ has() { grep -qF -- "$2" "$1" || fail "$(basename "$1"): missing: $2"; }
   --set etcd.tls.enabled=false --set 'etcd.endpoints={http://etcd:2379}' >"$out/local.yaml"
 
 d=$out/default.yaml
-[ "$(grep -c '^kind: Deployment' "$d")" = 4 ] || fail "default: want 4 Deployments (quota, workload, nodemanager, scheduler)"
+[ "$(grep -c '^kind: Deployment' "$d")" = 5 ] || fail "default: want 5 Deployments (identity, quota, workload, nodemanager, scheduler)"
 grep -q '^kind: DaemonSet' "$d" && fail "default: the agent DaemonSet must be off with runtime kubernetes"
-for s in quota workload nodemanager scheduler; do has "$d" "name: rw-runway-$s"; done
+for s in identity quota workload nodemanager scheduler; do has "$d" "name: rw-runway-$s"; done
+[ "$(grep -c -- '- --tls-cert-file=/etc/runway/tls/tls.crt' "$d")" = 5 ] || fail "default: want TLS on the 5 services"
+has "$d" "- --tls-ca-file=/etc/runway/tls/ca.crt"
+has "$d" "secretName: runway-tls"
+has "$d" "scheme: HTTPS"
 has "$d" "replicas: 2"
 has "$d" "- --runtime=kubernetes"
 has "$d" "- --workload-server=rw-runway-workload:7070"

@@ -104,7 +104,9 @@ removes the token).`,
 				}
 				fmt.Fprintln(cmd.ErrOrStderr())
 			}
-			if err := sdk.SaveConfig(sdk.SignedIn(cfg.Server, r)); err != nil {
+			saved := sdk.SignedIn(cfg.Server, r)
+			saved.CAFile = cfg.CAFile
+			if err := sdk.SaveConfig(saved); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "signed in as %s until %s\n", r.GetPrincipal(),

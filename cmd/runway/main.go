@@ -42,7 +42,7 @@ func rootCommand() *cobra.Command {
 	root.AddCommand(workloadCommand(), projectCommand(), departmentCommand(), nodePoolCommand(), nodeCommand())
 	root.AddCommand(policyCommand(), environmentCommand(), computeResourceCommand())
 	root.AddCommand(topCommand(), reportCommand())
-	root.AddCommand(loginCommand(), logoutCommand(), whoamiCommand(), userCommand(), applicationCommand(),
+	root.AddCommand(loginCommand(), logoutCommand(), whoamiCommand(), userCommand(), applicationCommand(userApplications), applicationCommand(managedApplications),
 		accessRuleCommand(), roleCommand(), auditCommand())
 	return root
 }

@@ -10,12 +10,15 @@ import (
 // (`runway dev` and `runway serve identity`).
 type oidcFlags struct {
 	issuer, clientID, groupsClaim string
+	linkVerifiedEmail             bool
 }
 
 func (o *oidcFlags) add(f *pflag.FlagSet) {
 	f.StringVar(&o.issuer, "oidc-issuer", "", "issuer URL of the OpenID Connect provider whose ID tokens sign users in (SSO)")
 	f.StringVar(&o.clientID, "oidc-client-id", "", "Runway's client id at the provider (the ID tokens' audience)")
 	f.StringVar(&o.groupsClaim, "oidc-groups-claim", "groups", "the ID token claim listing the user's groups")
+	f.BoolVar(&o.linkVerifiedEmail, "oidc-link-verified-email", false,
+		"let an SSO sign-in with a verified email (email_verified) become the existing user with that email; otherwise every new issuer and subject is a new user")
 }
 
 // config is the identity service's OIDC setting; nil without an issuer.
@@ -29,5 +32,6 @@ func (o *oidcFlags) config() (*identity.OIDCConfig, error) {
 	if o.clientID == "" {
 		return nil, usageError("--oidc-issuer needs --oidc-client-id")
 	}
-	return &identity.OIDCConfig{Issuer: o.issuer, ClientID: o.clientID, GroupsClaim: o.groupsClaim}, nil
+	return &identity.OIDCConfig{Issuer: o.issuer, ClientID: o.clientID, GroupsClaim: o.groupsClaim,
+		LinkVerifiedEmail: o.linkVerifiedEmail}, nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"strconv"
+	"net/netip"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -14,6 +15,7 @@ func serveCommand() *cobra.Command {
 	var (
 		cfg       server.ServeConfig
 		endpoints []string
+		proxies   []string
 		openapi   string
 		oidc      oidcFlags
 		mf        metricsFlags
@@ -34,8 +36,10 @@ token of each call against the access rules in etcd.
 With --runtime kubernetes the scheduler's leader is the Kubernetes cluster's
 scheduler for GPU pods: it registers the cluster's nodes, runs bound
 workloads as pods (schedulerName runway) bound through the Binding
-subresource, and schedules users' pods that name schedulerName runway and a
-runway.io/project label as workloads of that project (--workload-server).
+subresource, and schedules users' pods that name schedulerName runway in a
+project's namespace, runway-{project}, as workloads of that project, with
+its policies (--workload-server); a runway.io/project label, if any, must
+name the same project.
 It uses --kubeconfig, or the in-cluster config when run in a pod.
 
 The metrics service answers over-time metrics and telemetry from the
@@ -60,6 +64,13 @@ It runs until SIGINT or SIGTERM and then shuts down cleanly.`,
 				return err
 			}
 			cfg.Identity.OIDC = sso
+			for _, p := range proxies {
+				prefix, err := netip.ParsePrefix(p)
+				if err != nil {
+					return usageError("--trusted-proxies: %v", err)
+				}
+				cfg.TrustedProxies = append(cfg.TrustedProxies, prefix)
+			}
 			b, err := server.LoadOpenAPI(openapi)
 			if err != nil {
 				return &exitError{code: 2, msg: err.Error()}
@@ -80,6 +91,11 @@ It runs until SIGINT or SIGTERM and then shuts down cleanly.`,
 	f.StringVar(&cfg.EtcdTLS.KeyFile, "etcd-key-file", "", "client key for etcd")
 	f.IntVar(&cfg.EtcdMaxTxnOps, "etcd-max-txn-ops", 0, "the etcd cluster's --max-txn-ops; the scheduler writes each workload's plan in one transaction of at most this many operations (default etcd's 128; run etcd with --max-txn-ops "+strconv.Itoa(server.DevMaxTxnOps)+" for gangs of every size)")
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:7070", "gRPC and REST address")
+	f.StringVar(&cfg.TLS.CertFile, "tls-cert-file", "", "server certificate (PEM): serve --listen over TLS only")
+	f.StringVar(&cfg.TLS.KeyFile, "tls-key-file", "", "server key (PEM) for --tls-cert-file")
+	f.StringSliceVar(&proxies, "trusted-proxies", nil, "CIDRs of the load balancers whose X-Forwarded-For the audit log believes, comma-separated")
+	f.StringVar(&cfg.TLS.CAFile, "tls-ca-file", "", "CA bundle (PEM) the other services' certificates chain to: call --quota-server and --workload-server over TLS")
+	f.StringVar(&cfg.TLS.ClientCAFile, "tls-client-ca-file", "", "CA bundle (PEM) clients' certificates must chain to: mutual TLS")
 	f.StringVar(&cfg.QuotaServer, "quota-server", "", "the QuotaService's address (required by the workload service)")
 	f.StringVar(&cfg.Replica, "replica", "", "the scheduler replica's name in the election (default: the host name)")
 	f.DurationVar(&cfg.NodeLostGrace, "node-lost-grace", server.DefaultNodeLostGrace, "scheduler: how long a node whose agent's lease expired keeps its pods before they are lost (NODE_LOST)")

@@ -95,9 +95,26 @@ func userCommand() *cobra.Command {
 	return cmd
 }
 
-func applicationCommand() *cobra.Command {
-	cmd := &cobra.Command{Use: "application", Aliases: []string{"applications", "app"},
-		Short: "Applications: client credentials for scripts and pipelines"}
+// applicationKind is one of the two kinds of applications, as the CLI names
+// them apart.
+type applicationKind struct {
+	use     string
+	aliases []string
+	short   string
+	kind    identityv1.ApplicationKind
+}
+
+var (
+	userApplications = applicationKind{"application", []string{"applications", "app"},
+		"Your user applications: client credentials for your scripts, acting with your access (at most 20)",
+		identityv1.ApplicationKind_APPLICATION_KIND_USER}
+	managedApplications = applicationKind{"managed-application", []string{"managed-applications"},
+		"Applications managed under Access: client credentials holding only the access rules granted to them",
+		identityv1.ApplicationKind_APPLICATION_KIND_MANAGED}
+)
+
+func applicationCommand(k applicationKind) *cobra.Command {
+	cmd := &cobra.Command{Use: k.use, Aliases: k.aliases, Short: k.short}
 	printSecret := func(w io.Writer, a *identityv1.Application) {
 		fmt.Fprintf(w, "application %q\nclient id:     %s\nclient secret: %s\n(the secret is shown only now)\n",
 			sdk.ID(a.GetName()), a.GetClientId(), a.GetClientSecret())
@@ -105,12 +122,12 @@ func applicationCommand() *cobra.Command {
 	create := &cobra.Command{
 		Use:     "create NAME",
 		Short:   "Create an application; prints its client id and secret once",
-		Example: "  runway application create ci",
+		Example: "  runway " + k.use + " create ci",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
 				a, err := c.IdentityService.CreateApplication(ctx, &identityv1.CreateApplicationRequest{ApplicationId: args[0],
-					Application: &identityv1.Application{}})
+					Application: &identityv1.Application{Kind: k.kind}})
 				if err != nil {
 					return err
 				}
@@ -124,13 +141,20 @@ func applicationCommand() *cobra.Command {
 	list := &cobra.Command{
 		Use:     "list",
 		Short:   "List applications (without their secrets)",
-		Example: "  runway application list",
+		Example: "  runway " + k.use + " list",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return listLoop(cmd, output, watch, func(ctx context.Context, c *sdk.Client, w io.Writer) error {
-				as, err := sdk.Collect(c.Applications(ctx))
+				all, err := sdk.Collect(c.Applications(ctx))
 				if err != nil {
 					return err
+				}
+				var as []*identityv1.Application
+				for _, a := range all {
+					if a.GetKind() == k.kind || k.kind == identityv1.ApplicationKind_APPLICATION_KIND_USER &&
+						a.GetKind() == identityv1.ApplicationKind_APPLICATION_KIND_UNSPECIFIED {
+						as = append(as, a)
+					}
 				}
 				if output != formatTable {
 					return printMessages(w, output, true, as...)
@@ -145,7 +169,7 @@ func applicationCommand() *cobra.Command {
 	}
 	outputFlag(list, &output)
 	watchFlag(list, &watch)
-	del := deleteCommand("application", "Delete an application; its tokens stop working",
+	del := deleteCommand(k.use, "Delete an application; its tokens stop working",
 		func(ctx context.Context, c *sdk.Client, id string) error {
 			_, err := c.IdentityService.DeleteApplication(ctx, &identityv1.DeleteApplicationRequest{Name: sdk.ApplicationName(id)})
 			return err
@@ -153,7 +177,7 @@ func applicationCommand() *cobra.Command {
 	regen := &cobra.Command{
 		Use:     "regenerate-secret NAME",
 		Short:   "Replace an application's secret; prints the new one once",
-		Example: "  runway application regenerate-secret ci",
+		Example: "  runway " + k.use + " regenerate-secret ci",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withClient(cmd, func(ctx context.Context, c *sdk.Client) error {

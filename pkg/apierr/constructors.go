@@ -176,6 +176,14 @@ func ApplicationLimit(user string, limit int) *Error {
 	return newError(commonv1.ErrorReason_APPLICATION_LIMIT_EXCEEDED, msg, "user", user, "limit", fmt.Sprint(limit))
 }
 
+// ObjectLimit reports that project already holds limit objects of kind
+// (workloads, watch streams): RESOURCE_EXHAUSTED, OBJECT_LIMIT_EXCEEDED,
+// metadata {"project", "kind", "limit"}.
+func ObjectLimit(project, kind string, limit int) *Error {
+	msg := fmt.Sprintf("%q already has %d %s, the most allowed; remove some first.", project, limit, kind)
+	return newError(commonv1.ErrorReason_OBJECT_LIMIT_EXCEEDED, msg, "project", project, "kind", kind, "limit", fmt.Sprint(limit))
+}
+
 // TooManySignInAttempts reports throttled sign-ins: RESOURCE_EXHAUSTED,
 // TOO_MANY_SIGN_IN_ATTEMPTS, with a RetryInfo of retryAfter.
 func TooManySignInAttempts(retryAfter time.Duration) *Error {

@@ -71,6 +71,7 @@ var table = map[commonv1.ErrorReason]rule{
 	commonv1.ErrorReason_ACCESS_RULE_ALREADY_EXISTS: {codes.AlreadyExists, []string{"accessRule"}},
 	commonv1.ErrorReason_ROLE_NOT_FOUND:             {codes.InvalidArgument, []string{"role"}},
 	commonv1.ErrorReason_APPLICATION_LIMIT_EXCEEDED: {codes.ResourceExhausted, []string{"user", "limit"}},
+	commonv1.ErrorReason_OBJECT_LIMIT_EXCEEDED:      {codes.ResourceExhausted, []string{"project", "kind", "limit"}},
 
 	commonv1.ErrorReason_CREDENTIALS_MISSING:       {codes.Unauthenticated, nil},
 	commonv1.ErrorReason_CREDENTIALS_INVALID:       {codes.Unauthenticated, nil},

@@ -4,10 +4,13 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -17,16 +20,21 @@ import (
 	"github.com/runwayhq/runway/pkg/etcdstore"
 )
 
-// recorder writes audit events to etcd in the background, in batches, so a
-// mutating call waits for no extra etcd round trip. Keys are time-ordered
-// (AuditEventID), so retention deletes one key range and listing newest
-// first is a reverse range read.
+// recorder writes audit events to etcd in batches (one transaction each),
+// under time-ordered keys (AuditEventID), so retention deletes one key range
+// and listing newest first is a reverse range read. A change's event is
+// committed before the change is made (commit: the caller waits for its
+// batch, which it shares with every other call of the moment), and its
+// outcome follows in the background (record) under the same key; a process
+// killed in between leaves the event with outcome_unknown. So every change
+// that was acknowledged has its event.
 type recorder struct {
 	client    *clientv3.Client
 	log       *slog.Logger
 	now       func() time.Time
 	retention time.Duration
-	queue     chan *identityv1.AuditEvent
+	queue     chan queued
+	stopped   chan struct{} // closed when run has returned
 
 	mu   sync.Mutex
 	last int64 // the last event id's time
@@ -34,15 +42,29 @@ type recorder struct {
 	written, dropped prometheus.Counter
 }
 
-// auditBatch is the most events written in one etcd transaction.
-const auditBatch = 64
+// queued is an event waiting for its batch; done (when not nil) gets the
+// outcome of its write.
+type queued struct {
+	ev   *identityv1.AuditEvent
+	done chan error
+}
+
+// A batch holds at most auditBatch events and auditBatchBytes of them, far
+// under etcd's largest request, and an event at most maxAuditField bytes per
+// field: no event, and no batch, can be too large for etcd.
+const (
+	auditBatch      = 64
+	auditBatchBytes = 256 << 10
+	maxAuditField   = 512
+)
 
 func newRecorder(c *clientv3.Client, log *slog.Logger, now func() time.Time, retention time.Duration) *recorder {
-	return &recorder{client: c, log: log, now: now, retention: retention, queue: make(chan *identityv1.AuditEvent, 4096),
+	return &recorder{client: c, log: log, now: now, retention: retention,
+		queue: make(chan queued, 4096), stopped: make(chan struct{}),
 		written: prometheus.NewCounter(prometheus.CounterOpts{Name: "runway_audit_events_written_total",
 			Help: "Audit events written to etcd."}),
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "runway_audit_events_dropped_total",
-			Help: "Audit events lost: not encodable, or etcd refused them five times."})}
+			Help: "Audit events lost: not encodable, or etcd refused them (a change whose event is lost is refused)."})}
 }
 
 // eventID is a time-ordered event id: the time in hex nanoseconds (fixed
@@ -62,11 +84,74 @@ func (r *recorder) eventID(t time.Time) string {
 	return fmt.Sprintf("%016x-%s", n, hex.EncodeToString(b[:]))
 }
 
-// record queues ev; it blocks only while the queue is full (etcd is slower
-// than the calls), so no event is dropped.
-func (r *recorder) record(ev *identityv1.AuditEvent) { r.queue <- ev }
+// bounded cuts an event's caller-chosen fields (the resource a failed
+// sign-in names, the peer) to maxAuditField bytes.
+func bounded(ev *identityv1.AuditEvent) *identityv1.AuditEvent {
+	for _, f := range []*string{&ev.Principal, &ev.Method, &ev.Resource, &ev.ErrorReason, &ev.PeerAddress, &ev.RequestId} {
+		if len(*f) > maxAuditField {
+			cut := maxAuditField
+			for cut > 0 && !utf8.RuneStart((*f)[cut]) {
+				cut--
+			}
+			*f = (*f)[:cut] + "…"
+		}
+	}
+	return ev
+}
+
+// record queues ev to be written in the background; it blocks only while
+// the queue is full (etcd is slower than the calls).
+func (r *recorder) record(ev *identityv1.AuditEvent) {
+	select {
+	case <-r.stopped:
+		r.log.Error("audit: event after shutdown not written", "method", ev.GetMethod(), "resource", ev.GetResource())
+		return
+	default:
+	}
+	select {
+	case r.queue <- queued{ev: bounded(ev)}:
+	case <-r.stopped:
+		r.log.Error("audit: event after shutdown not written", "method", ev.GetMethod(), "resource", ev.GetResource())
+	}
+}
+
+// errAuditStopped: the recorder is not running, so no change may be made.
+var errAuditStopped = errors.New("audit: the recorder has stopped")
+
+// commit writes ev and returns once it is in etcd (or failed to be).
+func (r *recorder) commit(ctx context.Context, ev *identityv1.AuditEvent) error {
+	select {
+	case <-r.stopped:
+		return errAuditStopped
+	default:
+	}
+	done := make(chan error, 1)
+	select {
+	case r.queue <- queued{ev: bounded(ev), done: done}:
+	case <-r.stopped:
+		return errAuditStopped
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-r.stopped:
+		// Drained at shutdown (done is set before stopped closes), or
+		// queued after the drain and never to be written.
+		select {
+		case err := <-done:
+			return err
+		default:
+			return errAuditStopped
+		}
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
 
 func (r *recorder) run(ctx context.Context) {
+	defer close(r.stopped)
 	sweep := time.NewTicker(time.Hour)
 	defer sweep.Stop()
 	r.expire(ctx)
@@ -75,26 +160,28 @@ func (r *recorder) run(ctx context.Context) {
 		case <-ctx.Done():
 			r.drain()
 			return
-		case ev := <-r.queue:
-			r.write(ctx, r.batch(ev))
+		case q := <-r.queue:
+			r.write(ctx, r.batch(q))
 		case <-sweep.C:
 			r.expire(ctx)
 		}
 	}
 }
 
-// batch is ev and whatever else is queued, up to auditBatch.
-func (r *recorder) batch(ev *identityv1.AuditEvent) []*identityv1.AuditEvent {
-	evs := []*identityv1.AuditEvent{ev}
-	for len(evs) < auditBatch {
+// batch is q and whatever else is queued, within the batch limits.
+func (r *recorder) batch(q queued) []queued {
+	qs := []queued{q}
+	size := proto.Size(q.ev)
+	for len(qs) < auditBatch && size < auditBatchBytes {
 		select {
-		case ev := <-r.queue:
-			evs = append(evs, ev)
+		case q := <-r.queue:
+			qs = append(qs, q)
+			size += proto.Size(q.ev)
 		default:
-			return evs
+			return qs
 		}
 	}
-	return evs
+	return qs
 }
 
 // drain writes what is still queued at shutdown, briefly.
@@ -103,38 +190,76 @@ func (r *recorder) drain() {
 	defer cancel()
 	for {
 		select {
-		case ev := <-r.queue:
-			r.write(ctx, r.batch(ev))
+		case q := <-r.queue:
+			r.write(ctx, r.batch(q))
 		default:
 			return
 		}
 	}
 }
 
-func (r *recorder) write(ctx context.Context, evs []*identityv1.AuditEvent) {
-	ops := make([]clientv3.Op, 0, len(evs))
-	for _, ev := range evs {
-		b, err := proto.Marshal(ev)
+// write commits a batch; when the batch fails, each event is tried alone,
+// so one bad event costs only itself.
+func (r *recorder) write(ctx context.Context, qs []queued) {
+	err := r.txn(ctx, qs)
+	if err != nil && len(qs) > 1 && ctx.Err() == nil {
+		r.log.Warn("audit: batch write failed; writing its events one by one", "events", len(qs), "err", err)
+		for _, q := range qs {
+			r.write(ctx, []queued{q})
+		}
+		return
+	}
+	if err == nil {
+		r.written.Add(float64(len(qs)))
+	}
+	for _, q := range qs {
 		if err != nil {
 			r.dropped.Inc()
-			continue
 		}
-		id := ev.GetName()[len("auditEvents/"):]
-		ops = append(ops, clientv3.OpPut(etcdstore.PrefixAudit+id, string(b)))
+		if q.done != nil {
+			q.done <- err
+		} else if err != nil {
+			r.log.Error("audit: event lost", "method", q.ev.GetMethod(), "resource", q.ev.GetResource(), "err", err)
+		}
 	}
+}
+
+// txn puts the events in one transaction, retrying a failing store a few
+// times; the later of two writes of one event (its outcome) wins.
+func (r *recorder) txn(ctx context.Context, qs []queued) error {
+	byKey := map[string]string{}
+	var keys []string
+	for _, q := range qs {
+		b, err := proto.Marshal(q.ev)
+		if err != nil {
+			return fmt.Errorf("audit: encode: %w", err)
+		}
+		k := etcdstore.PrefixAudit + strings.TrimPrefix(q.ev.GetName(), "auditEvents/")
+		if _, seen := byKey[k]; !seen {
+			keys = append(keys, k)
+		}
+		byKey[k] = string(b)
+	}
+	ops := make([]clientv3.Op, 0, len(keys))
+	for _, k := range keys {
+		ops = append(ops, clientv3.OpPut(k, byKey[k]))
+	}
+	var err error
 	for attempt := 0; attempt < 5; attempt++ {
-		if _, err := r.client.Txn(ctx).Then(ops...).Commit(); err == nil {
-			r.written.Add(float64(len(ops)))
-			return
-		} else if ctx.Err() != nil {
-			break
-		} else {
-			r.log.Warn("audit: write failed; retrying", "events", len(evs), "err", err)
-			time.Sleep(200 * time.Millisecond)
+		if _, err = r.client.Txn(ctx).Then(ops...).Commit(); err == nil || ctx.Err() != nil {
+			return err
+		}
+		if len(qs) > 1 {
+			return err // the caller splits the batch
+		}
+		r.log.Warn("audit: write failed; retrying", "err", err)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	r.dropped.Add(float64(len(ops)))
-	r.log.Error("audit: events lost", "events", len(ops))
+	return err
 }
 
 // expire deletes the events older than the retention: one range delete.

@@ -35,7 +35,7 @@ func (c *clock) add(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-func newGuard(t *testing.T, cfg Config) (*Guard, *clock, *etcdtest.Cluster) {
+func newGuard(t testing.TB, cfg Config) (*Guard, *clock, *etcdtest.Cluster) {
 	t.Helper()
 	cluster := etcdtest.New(t)
 	c := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
@@ -54,7 +54,7 @@ func TestAuditRetention(t *testing.T) {
 		at := c.now().Add(-age * 24 * time.Hour)
 		ev := &identityv1.AuditEvent{Name: "auditEvents/" + g.audit.eventID(at), CreateTime: timestamppb.New(at)}
 		names = append(names, ev.GetName())
-		g.audit.write(t.Context(), []*identityv1.AuditEvent{ev})
+		g.audit.write(t.Context(), []queued{{ev: ev}})
 	}
 	g.audit.expire(t.Context())
 	resp, err := cluster.Client.Get(t.Context(), etcdstore.PrefixAudit, clientv3.WithPrefix())

@@ -80,7 +80,8 @@ func (g *Guard) Allowed(c Caller, p Permission, t Target, attrs func() (Attrs, e
 		return false, err
 	}
 	for _, gr := range conditional {
-		if gr == Own && at.Creator != "" && at.Creator == c.Principal || gr == Inference && at.Inference {
+		own := at.Creator != "" && (at.Creator == c.Principal || at.Creator == c.Creator)
+		if gr == Own && own || gr == Inference && at.Inference {
 			return true, nil
 		}
 	}

@@ -12,6 +12,11 @@
 //     access rules (subjects user, group, application) against the target,
 //     filters List and Watch results to what the caller may view, and hands
 //     every mutating call to the audit recorder (audit.go).
+//   - escalation.go is what a call needs beyond its permission: a rule
+//     grants (or is deleted) only by a caller holding every permission of
+//     its role there, a role that administers access only from a wider
+//     scope; a department's quota is set from the account; a project moves
+//     only into a department where the caller may create projects.
 //   - mirror.go keeps watch-fed copies of what decisions read (access rules,
 //     users, applications, project → department, signing keys), so a
 //     decision reads no etcd on the hot path.

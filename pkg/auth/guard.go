@@ -183,8 +183,8 @@ func (g *Guard) Sync(ctx context.Context) error {
 // Caller is an authenticated principal.
 type Caller struct {
 	Principal string    // users/{user}, applications/{application} or services/{service}
-	Groups    []string  // a user's groups
-	Creator   string    // an application's creator, users/{user}
+	Groups    []string  // a user's groups (a user application's: its creator's)
+	Creator   string    // a user application's creator, users/{user}, whose access it acts with; "" otherwise
 	Expire    time.Time // when its token expires
 }
 
@@ -229,7 +229,9 @@ func (g *Guard) caller(principal string, exp time.Time) Caller {
 			out.Groups = slices.Clone(u.GetUser().GetGroups())
 		}
 	case "applications":
-		if a, ok := g.apps.get(id); ok {
+		// A managed application is itself alone; a user application is its
+		// creator (current() has checked that the creator is the same user).
+		if a, ok := g.apps.get(id); ok && userApplication(a.GetApplication()) {
 			out.Creator = a.GetApplication().GetCreator()
 			if u, ok := g.users.get(strings.TrimPrefix(out.Creator, "users/")); ok {
 				out.Groups = slices.Clone(u.GetUser().GetGroups())
@@ -239,8 +241,25 @@ func (g *Guard) caller(principal string, exp time.Time) Caller {
 	return out
 }
 
+// userApplication reports whether a acts with its creator's access
+// (UNSPECIFIED, stored before the kinds, did).
+func userApplication(a *identityv1.Application) bool {
+	return a.GetKind() != identityv1.ApplicationKind_APPLICATION_KIND_MANAGED
+}
+
+// creatorCurrent reports whether a user application's creator is still the
+// user who made it: deleted and re-created with the same id is another
+// user, who does not inherit it.
+func (g *Guard) creatorCurrent(a *identityv1.StoredApplication) bool {
+	if !userApplication(a.GetApplication()) {
+		return true
+	}
+	u, ok := g.users.get(strings.TrimPrefix(a.GetApplication().GetCreator(), "users/"))
+	return ok && (a.GetCreatorUid() == "" || u.GetUser().GetUid() == a.GetCreatorUid())
+}
+
 // Rules are the access rules that apply to c, ordered by name: those naming
-// it, its groups, and (for an application) its creator.
+// it (for a user application: its creator) and its groups.
 func (g *Guard) Rules(c Caller) []*identityv1.AccessRule {
 	out := g.rulesOf(c)
 	slices.SortFunc(out, func(x, y *identityv1.AccessRule) int { return strings.Compare(x.GetName(), y.GetName()) })
@@ -261,7 +280,10 @@ func (g *Guard) rulesOf(c Caller) []*identityv1.AccessRule {
 func applies(s *identityv1.Subject, c Caller) bool {
 	switch s.GetKind() {
 	case identityv1.SubjectKind_SUBJECT_KIND_USER, identityv1.SubjectKind_SUBJECT_KIND_APPLICATION:
-		return s.GetName() == c.Principal || c.Creator != "" && s.GetName() == c.Creator
+		if c.Creator != "" {
+			return s.GetName() == c.Creator
+		}
+		return s.GetName() == c.Principal
 	case identityv1.SubjectKind_SUBJECT_KIND_GROUP:
 		return slices.Contains(c.Groups, s.GetName())
 	}

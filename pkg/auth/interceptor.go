@@ -3,15 +3,14 @@ package auth
 import (
 	"context"
 	"fmt"
-	"net"
-	"strings"
+	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	commonv1 "github.com/runwayhq/runway/gen/go/runway/common/v1"
 	identityv1 "github.com/runwayhq/runway/gen/go/runway/identity/v1"
 	"github.com/runwayhq/runway/pkg/apierr"
 	"github.com/runwayhq/runway/pkg/grpcserver"
@@ -40,12 +39,34 @@ func (g *Guard) UnaryInterceptor(ctx context.Context, req any, info *grpc.UnaryS
 		return nil, err
 	}
 	ctx = WithCaller(ctx, c)
+	binding, err := g.pageIn(c, info.FullMethod, req)
+	if err != nil {
+		return nil, err
+	}
+	var ev *identityv1.AuditEvent
+	if m.Mutating() {
+		// The event is in etcd before the change is made: an acknowledged
+		// change always has one, whatever happens to the process after.
+		ev = g.auditEvent(ctx, c, info.FullMethod, t.Resource)
+		ev.StatusCode, ev.OutcomeUnknown = int32(codes.Unknown), true
+		if err := g.audit.commit(ctx, proto.Clone(ev).(*identityv1.AuditEvent)); err != nil {
+			g.log.Warn("audit: a change refused: its event could not be written", "method", info.FullMethod, "err", err)
+			return nil, apierr.Unavailable(commonv1.ErrorReason_STORE_UNAVAILABLE, time.Second)
+		}
+	}
 	resp, err := handler(ctx, req)
 	if err == nil && m.Filter != nil {
 		m.Filter(g, resp, g.viewFilter(c, m.Perm))
 	}
-	if m.Mutating() {
-		g.auditCall(ctx, c, info.FullMethod, t.Resource, err)
+	if err == nil && m.Redact {
+		g.redact(c, resp)
+	}
+	if err == nil {
+		err = g.pageOut(resp, binding)
+	}
+	if ev != nil {
+		ev.StatusCode, ev.ErrorReason, ev.OutcomeUnknown = int32(apierr.Code(err)), apierr.Reason(err), false
+		g.audit.record(ev)
 	}
 	return resp, err
 }
@@ -105,6 +126,11 @@ func (g *Guard) admit(ctx context.Context, m Method, req any) (Caller, Target, e
 	if !ok {
 		return c, t, apierr.PermissionDenied(m.Perm.String(), t.Resource)
 	}
+	if m.Check != nil {
+		if err := m.Check(ctx, g, c, req); err != nil {
+			return c, t, err
+		}
+	}
 	return c, t, nil
 }
 
@@ -139,14 +165,21 @@ func (s *guardedStream) SendMsg(m any) error {
 	return s.ServerStream.SendMsg(m)
 }
 
-// auditCall records a mutating call's outcome.
-func (g *Guard) auditCall(ctx context.Context, c Caller, method, resource string, err error) {
+// auditEvent is the event of a call by c, without its outcome.
+func (g *Guard) auditEvent(ctx context.Context, c Caller, method, resource string) *identityv1.AuditEvent {
 	now := g.now()
-	g.audit.record(&identityv1.AuditEvent{
+	return &identityv1.AuditEvent{
 		Name: "auditEvents/" + g.audit.eventID(now), CreateTime: timestamppb.New(now),
 		Principal: c.Principal, Method: method, Resource: resource,
-		StatusCode: int32(apierr.Code(err)), ErrorReason: apierr.Reason(err),
-		PeerAddress: peerAddress(ctx), RequestId: grpcserver.RequestID(ctx)})
+		PeerAddress: grpcserver.PeerAddress(ctx), RequestId: grpcserver.RequestID(ctx)}
+}
+
+// auditCall records the outcome of a call that changed nothing (refused, or
+// a sign-in) in the background.
+func (g *Guard) auditCall(ctx context.Context, c Caller, method, resource string, err error) {
+	ev := g.auditEvent(ctx, c, method, resource)
+	ev.StatusCode, ev.ErrorReason = int32(apierr.Code(err)), apierr.Reason(err)
+	g.audit.record(ev)
 }
 
 // auditLogin records a sign-in: who it was for (never a secret).
@@ -168,27 +201,4 @@ func (g *Guard) auditLogin(ctx context.Context, req, resp any, err error) {
 		resource = c.Principal
 	}
 	g.auditCall(ctx, c, identitySvc+"Login", resource, err)
-}
-
-// peerAddress is the client's address; for a REST call (which reaches gRPC
-// over the gateway's loopback connection) it is the address the gateway saw,
-// forwarded as x-forwarded-for.
-func peerAddress(ctx context.Context) string {
-	p, ok := peer.FromContext(ctx)
-	if !ok || p.Addr == nil {
-		return ""
-	}
-	addr := p.Addr.String()
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return addr
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
-		md, _ := metadata.FromIncomingContext(ctx)
-		if fwd := md.Get("x-forwarded-for"); len(fwd) > 0 && fwd[0] != "" {
-			first, _, _ := strings.Cut(fwd[0], ",")
-			return strings.TrimSpace(first)
-		}
-	}
-	return addr
 }

@@ -34,8 +34,15 @@ type Method struct {
 	// Attrs loads what conditional grants look at (the stored resource's
 	// creator and type); nil when the method has no conditional grant.
 	Attrs func(ctx context.Context, g *Guard, c Caller, req any) (Attrs, error)
+	// Check is what the call needs beyond the permission on its target (no
+	// escalation through access rules, quotas set from above); nil when
+	// nothing.
+	Check func(ctx context.Context, g *Guard, c Caller, req any) error
 	// Filter drops from a List response the items the caller may not view.
 	Filter func(g *Guard, resp any, keep keep)
+	// Redact hides, in the response, the names of workloads the caller may
+	// not view (redact.go): for views of the cluster that mention workloads.
+	Redact bool
 	// Keep decides whether a streamed message may be sent (Watch).
 	Keep func(g *Guard, msg any, keep keep) bool
 	// NewRequest makes an empty request of a server-streaming method, which
@@ -125,12 +132,25 @@ func storedWorkload(ctx context.Context, g *Guard, _ Caller, req any) (Attrs, er
 	return workloadAttrs(w), nil
 }
 
+// storedApplication: only a user application has an owner in the sense of
+// the Own grant, and only while its creator is the user who made it; an
+// application managed under Access is administered by those who hold
+// applications.* outright.
 func storedApplication(_ context.Context, g *Guard, _ Caller, req any) (Attrs, error) {
 	a, ok := g.apps.get(strings.TrimPrefix(named(req), "applications/"))
-	if !ok {
+	if !ok || !userApplication(a.GetApplication()) || !g.creatorCurrent(a) {
 		return Attrs{}, nil
 	}
 	return Attrs{Creator: a.GetApplication().GetCreator()}, nil
+}
+
+// applicationAttrs is a listed application's owner, as storedApplication.
+func (g *Guard) applicationAttrs(a *identityv1.Application) Attrs {
+	st, ok := g.apps.get(strings.TrimPrefix(a.GetName(), "applications/"))
+	if !ok || !userApplication(a) || !g.creatorCurrent(st) {
+		return Attrs{}
+	}
+	return Attrs{Creator: a.GetCreator()}
 }
 
 func filterSlice[T any](items []T, ok func(T) bool) []T {
@@ -236,7 +256,7 @@ var methods = map[string]Method{
 	quotaSvc + "CreateDepartment": {Perm: perm(Departments, Create), Target: func(_ *Guard, r any) Target {
 		return account("departments/" + r.(*quotav1.CreateDepartmentRequest).GetDepartmentId())
 	}},
-	quotaSvc + "UpdateDepartment": {Perm: perm(Departments, Edit), Target: func(_ *Guard, r any) Target {
+	quotaSvc + "UpdateDepartment": {Perm: perm(Departments, Edit), Check: checkDepartmentQuota, Target: func(_ *Guard, r any) Target {
 		return departmentTarget(r.(*quotav1.UpdateDepartmentRequest).GetDepartment().GetName())
 	}},
 	quotaSvc + "DeleteDepartment": {Perm: perm(Departments, Delete), Target: func(_ *Guard, r any) Target { return account(named(r)) }},
@@ -257,7 +277,7 @@ var methods = map[string]Method{
 		}
 		return Target{Level: DepartmentLevel, Department: d, Resource: "projects/" + req.GetProjectId()}
 	}},
-	quotaSvc + "UpdateProject": {Perm: perm(Projects, Edit), Target: func(g *Guard, r any) Target {
+	quotaSvc + "UpdateProject": {Perm: perm(Projects, Edit), Check: checkProjectMove, Target: func(g *Guard, r any) Target {
 		n := r.(*quotav1.UpdateProjectRequest).GetProject().GetName()
 		return g.ProjectTarget(n, n)
 	}},
@@ -315,19 +335,19 @@ var methods = map[string]Method{
 			r := resp.(*schedulerv1.ListQueuesResponse)
 			r.Queues = filterSlice(r.Queues, func(q *schedulerv1.Queue) bool { return ok(g.queueTarget(q.GetName()), Attrs{}) })
 		}},
-	schedSvc + "ExplainWorkload": {Perm: perm(Workloads, View), Target: inProject},
+	schedSvc + "ExplainWorkload": {Perm: perm(Workloads, View), Target: inProject, Redact: true},
 	schedSvc + "GetLeader":       {Perm: perm(Nodes, View), Target: func(_ *Guard, r any) Target { return anywhere(named(r)) }},
 
 	// Nodes are the cluster's: anyone with a role sees them, only the
 	// account's administrators (and the control plane) change them.
-	nodeSvc + "GetNode":     {Perm: perm(Nodes, View), Target: func(_ *Guard, r any) Target { return anywhere(named(r)) }},
-	nodeSvc + "ListNodes":   {Perm: perm(Nodes, View), Target: func(*Guard, any) Target { return anywhere("nodes") }},
+	nodeSvc + "GetNode":     {Perm: perm(Nodes, View), Redact: true, Target: func(_ *Guard, r any) Target { return anywhere(named(r)) }},
+	nodeSvc + "ListNodes":   {Perm: perm(Nodes, View), Redact: true, Target: func(*Guard, any) Target { return anywhere("nodes") }},
 	nodeSvc + "DrainNode":   {Perm: perm(Nodes, Edit), Target: func(_ *Guard, r any) Target { return account(named(r)) }},
 	nodeSvc + "UndrainNode": {Perm: perm(Nodes, Edit), Target: func(_ *Guard, r any) Target { return account(named(r)) }},
 	nodeSvc + "ReportWorkloadState": {Perm: perm(Nodes, Edit), Target: func(_ *Guard, r any) Target {
 		return account(r.(*nodemanagerv1.ReportWorkloadStateRequest).GetNode())
 	}},
-	nodeSvc + "GetTimeSlicePlan": {Perm: perm(Nodes, View), Target: func(_ *Guard, r any) Target { return anywhere(named(r)) }},
+	nodeSvc + "GetTimeSlicePlan": {Perm: perm(Nodes, View), Redact: true, Target: func(_ *Guard, r any) Target { return anywhere(named(r)) }},
 
 	// Identity.
 	identitySvc + "Login":     {Access: Public},
@@ -341,20 +361,30 @@ var methods = map[string]Method{
 	identitySvc + "DeleteUser":        {Perm: perm(Users, Delete), Target: func(_ *Guard, r any) Target { return account(named(r)) }},
 	identitySvc + "ResetUserPassword": {Perm: perm(Users, Edit), Target: func(_ *Guard, r any) Target { return account(named(r)) }},
 	// Applications are personal: a user's own, or any for an administrator.
+	// A user application is anyone's own; one managed under Access is the
+	// account's.
 	identitySvc + "CreateApplication": {Perm: perm(Applications, Create),
 		Target: func(_ *Guard, r any) Target {
-			return anywhere("applications/" + r.(*identityv1.CreateApplicationRequest).GetApplicationId())
+			req := r.(*identityv1.CreateApplicationRequest)
+			name := "applications/" + req.GetApplicationId()
+			if req.GetApplication().GetKind() == identityv1.ApplicationKind_APPLICATION_KIND_MANAGED {
+				return account(name)
+			}
+			return anywhere(name)
 		},
-		Attrs: func(_ context.Context, _ *Guard, c Caller, _ any) (Attrs, error) {
+		Attrs: func(_ context.Context, _ *Guard, c Caller, r any) (Attrs, error) {
+			if r.(*identityv1.CreateApplicationRequest).GetApplication().GetKind() == identityv1.ApplicationKind_APPLICATION_KIND_MANAGED {
+				return Attrs{}, nil
+			}
 			return Attrs{Creator: c.Principal}, nil
 		}},
 	identitySvc + "GetApplication": {Perm: perm(Applications, View), Attrs: storedApplication,
 		Target: func(_ *Guard, r any) Target { return anywhere(named(r)) }},
 	identitySvc + "ListApplications": {Perm: perm(Applications, View), Target: func(*Guard, any) Target { return anywhere("applications") },
-		Filter: func(_ *Guard, resp any, ok keep) {
+		Filter: func(g *Guard, resp any, ok keep) {
 			r := resp.(*identityv1.ListApplicationsResponse)
 			r.Applications = filterSlice(r.Applications, func(a *identityv1.Application) bool {
-				return ok(anywhere(a.GetName()), Attrs{Creator: a.GetCreator()})
+				return ok(anywhere(a.GetName()), g.applicationAttrs(a))
 			})
 		}},
 	identitySvc + "DeleteApplication": {Perm: perm(Applications, Delete), Attrs: storedApplication,
@@ -363,11 +393,11 @@ var methods = map[string]Method{
 		Target: func(_ *Guard, r any) Target { return anywhere(named(r)) }},
 	// Access rules act in their scope: a department's administrator grants
 	// roles in the department.
-	identitySvc + "CreateAccessRule": {Perm: perm(AccessRules, Create), Target: func(g *Guard, r any) Target {
+	identitySvc + "CreateAccessRule": {Perm: perm(AccessRules, Create), Check: checkGrant, Target: func(g *Guard, r any) Target {
 		return g.ruleTarget(r.(*identityv1.CreateAccessRuleRequest).GetAccessRule())
 	}},
 	identitySvc + "GetAccessRule":    {Perm: perm(AccessRules, View), Target: func(g *Guard, r any) Target { return g.storedRuleTarget(named(r)) }},
-	identitySvc + "DeleteAccessRule": {Perm: perm(AccessRules, Delete), Target: func(g *Guard, r any) Target { return g.storedRuleTarget(named(r)) }},
+	identitySvc + "DeleteAccessRule": {Perm: perm(AccessRules, Delete), Check: checkRevoke, Target: func(g *Guard, r any) Target { return g.storedRuleTarget(named(r)) }},
 	identitySvc + "ListAccessRules": {Perm: perm(AccessRules, View), Target: func(*Guard, any) Target { return anywhere("accessRules") },
 		Filter: func(g *Guard, resp any, ok keep) {
 			r := resp.(*identityv1.ListAccessRulesResponse)

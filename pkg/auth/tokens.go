@@ -30,6 +30,10 @@ type claims struct {
 	Type TokenType `json:"typ"`
 	UID  string    `json:"uid,omitempty"`
 	Gen  int64     `json:"gen,omitempty"`
+	// Sid and Seq place a refresh token in its session (its family) and
+	// its turn there.
+	Sid string `json:"sid,omitempty"`
+	Seq int64  `json:"seq,omitempty"`
 }
 
 // Subject is who a token is issued to.
@@ -37,6 +41,8 @@ type Subject struct {
 	Principal string // users/{user}, applications/{application} or services/{service}
 	UID       string // the user's or application's uid
 	Gen       int64  // its credential generation
+	Session   string // a refresh token's session (services/identity)
+	Sequence  int64  // its place in the session
 }
 
 // errInvalidToken is every reason a token is refused; callers get one
@@ -58,7 +64,7 @@ func (g *Guard) Issue(s Subject, typ TokenType, ttl time.Duration) (string, time
 	t := jwt.NewWithClaims(jwt.SigningMethodHS256, claims{
 		RegisteredClaims: jwt.RegisteredClaims{Issuer: issuer, Subject: s.Principal,
 			IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(exp)},
-		Type: typ, UID: s.UID, Gen: s.Gen})
+		Type: typ, UID: s.UID, Gen: s.Gen, Sid: s.Session, Seq: s.Sequence})
 	t.Header["kid"] = key.GetId()
 	signed, err := t.SignedString(key.GetSecret())
 	if err != nil {
@@ -105,7 +111,7 @@ func (g *Guard) current(c *claims) bool {
 		return ok && u.GetUser().GetUid() == c.UID && u.GetCredentialGeneration() == c.Gen
 	case "applications":
 		a, ok := g.apps.get(id)
-		return ok && a.GetApplication().GetUid() == c.UID && a.GetCredentialGeneration() == c.Gen
+		return ok && a.GetApplication().GetUid() == c.UID && a.GetCredentialGeneration() == c.Gen && g.creatorCurrent(a)
 	case "services":
 		return c.Type == ServiceToken
 	}
@@ -118,7 +124,7 @@ func (g *Guard) VerifyRefresh(token string) (Subject, error) {
 	if err != nil {
 		return Subject{}, err
 	}
-	return Subject{Principal: c.Subject, UID: c.UID, Gen: c.Gen}, nil
+	return Subject{Principal: c.Subject, UID: c.UID, Gen: c.Gen, Session: c.Sid, Sequence: c.Seq}, nil
 }
 
 // ServiceCredentials are the per-call credentials a control-plane service

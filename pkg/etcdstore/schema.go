@@ -104,6 +104,15 @@ const (
 	// The metrics service's consumption reports (their CSVs are in the
 	// blob store).
 	PrefixReports = Root + "reports/" // {report}
+
+	// PrefixSignInFailures: failed sign-ins per user or client id (hashed),
+	// under a lease, so every replica throttles alike and nothing stays.
+	PrefixSignInFailures = Root + "signinfailures/" // {sha-256 of the key}/{time}-{rand}
+	// PrefixSessions: refresh-token families (a sign-in and its refreshes).
+	PrefixSessions = Root + "sessions/" // {session id}
+	// KeyBootstrapped marks that the bootstrap administrator was created
+	// once: it is never created again, even if it is deleted.
+	KeyBootstrapped = Root + "bootstrapped"
 )
 
 // PrefixInfo describes one entry of the schema.
@@ -142,6 +151,9 @@ var prefixes = []PrefixInfo{
 	{PrefixSigningKeys, OwnerIdentity, false, "token signing keys by key id"},
 	{PrefixAudit, OwnerIdentity, false, "audit records by time"},
 	{PrefixReports, OwnerMetrics, false, "consumption Report by id"},
+	{PrefixSignInFailures, OwnerIdentity, false, "failed sign-ins by hashed key and time, leased"},
+	{PrefixSessions, OwnerIdentity, false, "refresh-token families by session id"},
+	{KeyBootstrapped, OwnerIdentity, true, "when the bootstrap administrator was created (once)"},
 }
 
 // Prefixes lists every key and prefix of the schema, sorted by key, for

@@ -14,7 +14,7 @@
 //	      │                                  │ (gateway handlers)
 //	      │◄──── loopback *grpc.ClientConn ──┘ (same address, h2c)
 //	      ▼
-//	recover → request id + access log → auth slot → apierr mapping → handler
+//	recover → request id + access log → bounds → auth slot → apierr mapping → handler
 //
 // The chain, outermost first:
 //
@@ -26,6 +26,11 @@
 //     generated; it is echoed in the response header `x-request-id` (REST:
 //     X-Request-Id) and readable with RequestID(ctx). One log line per call
 //     with method, code, duration and request id.
+//   - bounds: every request message (each message of a stream) within
+//     pkg/bounds' limits, else INVALID_ARGUMENT naming the field, before
+//     anything holds on to it. The whole message is bounded before it is
+//     read: Config.MaxMessageBytes (1 MiB) as grpc.MaxRecvMsgSize, and as
+//     the REST body's limit (413 naming it).
 //   - auth: Config.Auth / Config.AuthStream (pkg/auth), skipped when nil.
 //     Errors it returns itself are mapped like handler errors.
 //   - apierr: an error the handler returns that is not already a gRPC status
@@ -34,6 +39,12 @@
 //     runway.quota.v1 → quota.runway.dev).
 //   - interceptors passed in Config.ServerOptions (for example request
 //     validation), then the handler.
+//
+// TLS: with Config.TLS the one listener serves TLS only (HTTP/2 by ALPN for
+// gRPC, HTTP/1.1 for REST); mutual TLS when it requires client
+// certificates (LoadTLS with a client CA). The gateway's loopback
+// connection then pins the server's own certificate and presents it.
+// Without Config.TLS it serves plaintext, for loopback (`runway dev`).
 //
 // Why one listener without cmux: net/http serves unencrypted HTTP/2 itself
 // (http.Protocols.SetUnencryptedHTTP2, Go 1.24+; golang.org/x/net/http2/h2c

@@ -1,10 +1,17 @@
 package grpcserver
 
 import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"strings"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/runwayhq/runway/pkg/apierr"
 )
 
 // routes splits the one listener's traffic: gRPC (HTTP/2 with an
@@ -23,8 +30,42 @@ func (s *Server) routes() http.Handler {
 			s.grpc.ServeHTTP(w, r)
 			return
 		}
+		if !s.boundBody(w, r) {
+			return
+		}
 		mux.ServeHTTP(w, r)
 	})
+}
+
+// boundBody reads a REST body of at most MaxMessageBytes, answering 413 with
+// the limit for a longer one (before the gateway would decode it whole);
+// it reports whether the call may go on.
+func (s *Server) boundBody(w http.ResponseWriter, r *http.Request) bool {
+	if r.Body == nil || r.Body == http.NoBody {
+		return true
+	}
+	limit := int64(s.cfg.MaxMessageBytes)
+	var body []byte
+	var err error
+	if r.ContentLength <= limit {
+		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	}
+	var tooLarge *http.MaxBytesError
+	if r.ContentLength > limit || errors.As(err, &tooLarge) {
+		st := apierr.ToStatus(apierr.InvalidField("body", fmt.Sprintf("is larger than %d bytes", limit)), "runway.dev")
+		b, _ := protojson.Marshal(st.Proto())
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Connection", "close")
+		w.WriteHeader(http.StatusRequestEntityTooLarge)
+		_, _ = w.Write(b)
+		return false
+	}
+	if err != nil {
+		http.Error(w, "reading the request body: "+err.Error(), http.StatusBadRequest)
+		return false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return true
 }
 
 func (s *Server) serveOpenAPI(w http.ResponseWriter, r *http.Request) {
@@ -52,8 +93,8 @@ func (s *Server) serveHealthz(w http.ResponseWriter, _ *http.Request) {
 // google.rpc.Status: code, message, details) and its default HTTP codes, and
 // adds the request id both ways. Authorization is forwarded as the
 // `authorization` metadata by the gateway itself.
-func newGatewayMux() *runtime.ServeMux {
-	return runtime.NewServeMux(
+func newGatewayMux(opts ...runtime.ServeMuxOption) *runtime.ServeMux {
+	return runtime.NewServeMux(append([]runtime.ServeMuxOption{
 		runtime.WithIncomingHeaderMatcher(func(key string) (string, bool) {
 			if strings.EqualFold(key, RequestIDHeader) {
 				return RequestIDHeader, true
@@ -66,5 +107,5 @@ func newGatewayMux() *runtime.ServeMux {
 			}
 			return runtime.MetadataHeaderPrefix + key, true // the default
 		}),
-	)
+	}, opts...)...)
 }

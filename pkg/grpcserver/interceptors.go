@@ -12,14 +12,16 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/runwayhq/runway/pkg/apierr"
+	"github.com/runwayhq/runway/pkg/bounds"
 )
 
 // The chain, outermost first (see the package comment for why this order).
 
 func (s *Server) unaryChain() []grpc.UnaryServerInterceptor {
-	chain := []grpc.UnaryServerInterceptor{s.recoverUnary, s.logUnary}
+	chain := []grpc.UnaryServerInterceptor{s.recoverUnary, s.logUnary, s.boundsUnary}
 	if s.cfg.Auth != nil {
 		chain = append(chain, s.authUnary)
 	}
@@ -27,7 +29,7 @@ func (s *Server) unaryChain() []grpc.UnaryServerInterceptor {
 }
 
 func (s *Server) streamChain() []grpc.StreamServerInterceptor {
-	chain := []grpc.StreamServerInterceptor{s.recoverStream, s.logStream}
+	chain := []grpc.StreamServerInterceptor{s.recoverStream, s.logStream, s.boundsStream}
 	if s.cfg.AuthStream != nil {
 		chain = append(chain, s.authStream)
 	}
@@ -90,7 +92,7 @@ func (s *Server) logStream(srv any, ss grpc.ServerStream, info *grpc.StreamServe
 func (s *Server) startCall(ctx context.Context) string {
 	id := requestID(ctx)
 	if c, ok := ctx.Value(callKey{}).(*call); ok {
-		c.requestID = id
+		c.requestID, c.peer = id, s.peerAddress(ctx)
 	}
 	return id
 }
@@ -119,6 +121,40 @@ func (s *Server) accessLog(ctx context.Context, method, id string, start time.Ti
 		attrs = append(attrs, slog.String("reason", reason))
 	}
 	s.log.LogAttrs(ctx, level, "rpc", attrs...)
+}
+
+// bounds: every request message within pkg/bounds' limits, before anything
+// (the auth slot, the audit log, the handler) holds on to it.
+
+func (s *Server) boundsUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if m, ok := req.(proto.Message); ok {
+		if err := bounds.Check(m); err != nil {
+			return nil, s.mapError(ctx, info.FullMethod, err)
+		}
+	}
+	return handler(ctx, req)
+}
+
+func (s *Server) boundsStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	return handler(srv, &boundedStream{ServerStream: ss, s: s, method: info.FullMethod})
+}
+
+type boundedStream struct {
+	grpc.ServerStream
+	s      *Server
+	method string
+}
+
+func (b *boundedStream) RecvMsg(m any) error {
+	if err := b.ServerStream.RecvMsg(m); err != nil {
+		return err
+	}
+	if msg, ok := m.(proto.Message); ok {
+		if err := bounds.Check(msg); err != nil {
+			return b.s.mapError(b.Context(), b.method, err)
+		}
+	}
+	return nil
 }
 
 // auth slot: errors it returns itself (not from the handler, which are

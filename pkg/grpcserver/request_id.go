@@ -17,6 +17,7 @@ const RequestIDHeader = "x-request-id"
 // needs it to report a panic.
 type call struct {
 	requestID string
+	peer      string // the client's address (peer.go)
 }
 
 type callKey struct{}

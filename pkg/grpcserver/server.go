@@ -1,18 +1,23 @@
 package grpcserver
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -22,6 +27,11 @@ import (
 // DefaultShutdownTimeout is how long calls in flight may run on after
 // Serve's context is done, unless Config.ShutdownTimeout says otherwise.
 const DefaultShutdownTimeout = 10 * time.Second
+
+// DefaultMaxMessageBytes is the largest request when Config.MaxMessageBytes
+// is 0: more than any request of the API needs, and under etcd's largest
+// write, so a request that fits is never refused by the store for its size.
+const DefaultMaxMessageBytes = 1 << 20
 
 // Config is what a service (or `runway dev`) decides about its server.
 type Config struct {
@@ -46,6 +56,20 @@ type Config struct {
 	// the API domain in its ErrorInfo. A service not listed gets
 	// DomainOf(service).
 	Domains map[string]string
+	// TLS, when set, serves gRPC and REST over TLS only (a plaintext client
+	// fails the handshake); with ClientAuth set to RequireAndVerifyClientCert
+	// it is mutual TLS. The gateway's loopback connection trusts exactly the
+	// server's own certificate and presents it as its client certificate
+	// (so for mutual TLS it must allow client authentication). Nil serves
+	// plaintext, for loopback (`runway dev`).
+	TLS *tls.Config
+	// TrustedProxies are the proxies (load balancers) whose X-Forwarded-For
+	// is believed, hop by hop from the right; a client's own is ignored.
+	TrustedProxies []netip.Prefix
+	// MaxMessageBytes bounds one request: a gRPC message (larger ones are
+	// refused with RESOURCE_EXHAUSTED naming the limit before they are read)
+	// and a REST body (413). 0 means DefaultMaxMessageBytes.
+	MaxMessageBytes int
 	// ShutdownTimeout bounds the graceful part of shutdown; 0 means
 	// DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
@@ -78,7 +102,8 @@ type Server struct {
 	started  bool
 	gateways []GatewayFunc
 
-	draining atomic.Bool
+	draining      atomic.Bool
+	gatewaySecret string // tags the address the gateway passes on (peer.go)
 }
 
 // New listens on cfg.Listen at once (so Addr is known before Serve) and
@@ -94,13 +119,17 @@ func New(cfg Config) (*Server, error) {
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = DefaultShutdownTimeout
 	}
+	if cfg.MaxMessageBytes <= 0 {
+		cfg.MaxMessageBytes = DefaultMaxMessageBytes
+	}
 	lis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("grpcserver: listen: %w", err)
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, lis: lis, health: health.NewServer()}
+	s := &Server{cfg: cfg, log: cfg.Logger, lis: lis, health: health.NewServer(), gatewaySecret: newGatewaySecret()}
 
 	opts := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(cfg.MaxMessageBytes),
 		grpc.ChainUnaryInterceptor(s.unaryChain()...),
 		grpc.ChainStreamInterceptor(s.streamChain()...),
 	}
@@ -108,15 +137,20 @@ func New(cfg Config) (*Server, error) {
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc) // grpc.reflection.v1 and v1alpha
 
-	s.gwMux = newGatewayMux()
+	s.gwMux = newGatewayMux(runtime.WithMetadata(s.gatewayPeer))
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
-	protocols.SetUnencryptedHTTP2(true)
+	if cfg.TLS != nil {
+		protocols.SetHTTP2(true)
+	} else {
+		protocols.SetUnencryptedHTTP2(true)
+	}
 	s.http = &http.Server{
 		Handler:           s.routes(),
 		Protocols:         &protocols,
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+		TLSConfig:         cfg.TLS,
 	}
 	return s, nil
 }
@@ -175,8 +209,12 @@ func (s *Server) Serve(ctx context.Context) error {
 	gateways := s.gateways
 	s.mu.Unlock()
 
-	conn, err := grpc.NewClient(loopbackTarget(s.lis.Addr()),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	creds, err := s.loopbackCredentials()
+	if err != nil {
+		s.stopNow()
+		return err
+	}
+	conn, err := grpc.NewClient(loopbackTarget(s.lis.Addr()), grpc.WithTransportCredentials(creds))
 	if err != nil {
 		s.stopNow()
 		return fmt.Errorf("grpcserver: loopback connection: %w", err)
@@ -194,8 +232,14 @@ func (s *Server) Serve(ctx context.Context) error {
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 
 	served := make(chan error, 1)
-	go func() { served <- s.http.Serve(s.lis) }()
-	s.log.Info("serving gRPC and HTTP", "addr", s.Addr())
+	go func() {
+		if s.cfg.TLS != nil {
+			served <- s.http.ServeTLS(s.lis, "", "")
+			return
+		}
+		served <- s.http.Serve(s.lis)
+	}()
+	s.log.Info("serving gRPC and HTTP", "addr", s.Addr(), "tls", s.cfg.TLS != nil)
 	select {
 	case err := <-served: // the listener failed
 		s.stopNow()
@@ -247,6 +291,30 @@ func (s *Server) stopNow() {
 	_ = s.http.Close()
 	_ = s.lis.Close()
 	s.grpc.Stop()
+}
+
+// loopbackCredentials are the gateway's: plaintext for a plaintext server;
+// for TLS, trust in exactly the server's own certificate (pinned, whatever
+// names it carries), which it also presents for mutual TLS.
+func (s *Server) loopbackCredentials() (credentials.TransportCredentials, error) {
+	if s.cfg.TLS == nil {
+		return insecure.NewCredentials(), nil
+	}
+	if len(s.cfg.TLS.Certificates) == 0 {
+		return nil, errors.New("grpcserver: Config.TLS has no certificate")
+	}
+	own := s.cfg.TLS.Certificates[0]
+	return credentials.NewTLS(&tls.Config{
+		MinVersion:         tls.VersionTLS12,
+		Certificates:       []tls.Certificate{own},
+		InsecureSkipVerify: true, // replaced by the pin below
+		VerifyPeerCertificate: func(raw [][]byte, _ [][]*x509.Certificate) error {
+			if len(raw) == 0 || !bytes.Equal(raw[0], own.Certificate[0]) {
+				return errors.New("grpcserver: the loopback peer is not this server")
+			}
+			return nil
+		},
+	}), nil
 }
 
 // loopbackTarget is the address the gateway dials: the listener's, with a

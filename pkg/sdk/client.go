@@ -3,8 +3,10 @@ package sdk
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	"google.golang.org/grpc"
@@ -55,7 +57,20 @@ func Dial(ctx context.Context, cfg Config, opts ...grpc.DialOption) (*Client, er
 	target = strings.TrimSuffix(target, "/")
 	creds := insecure.NewCredentials()
 	if secure {
-		creds = credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS12})
+		tc := &tls.Config{MinVersion: tls.VersionTLS12}
+		if cfg.CAFile != "" {
+			b, err := os.ReadFile(cfg.CAFile)
+			if err != nil {
+				return nil, fmt.Errorf("CA file: %w", err)
+			}
+			tc.RootCAs = x509.NewCertPool()
+			if !tc.RootCAs.AppendCertsFromPEM(b) {
+				return nil, fmt.Errorf("CA file %s holds no PEM certificate", cfg.CAFile)
+			}
+		}
+		creds = credentials.NewTLS(tc)
+	} else if cfg.CAFile != "" {
+		return nil, fmt.Errorf("a CA file is for a TLS server: write the server as https://%s", target)
 	}
 	all := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
 	if cfg.Token != "" {

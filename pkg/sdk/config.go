@@ -14,16 +14,20 @@ import (
 
 // Environment variables that FromEnvironment reads.
 const (
-	EnvServer = "RUNWAY_SERVER" // address of a Runway server, "host:port" or "https://host:port"
-	EnvToken  = "RUNWAY_TOKEN"  // bearer token sent with every call
-	EnvConfig = "RUNWAY_CONFIG" // path of the config file, instead of the default
+	EnvServer = "RUNWAY_SERVER"  // address of a Runway server, "host:port" or "https://host:port"
+	EnvToken  = "RUNWAY_TOKEN"   // bearer token sent with every call
+	EnvConfig = "RUNWAY_CONFIG"  // path of the config file, instead of the default
+	EnvCAFile = "RUNWAY_CA_FILE" // PEM file of the CAs an https:// server's certificate is checked against
 )
 
 // Config says where the server is and who is calling.
 type Config struct {
 	// Server is "host:port" (plaintext, as `runway dev` serves) or
-	// "https://host[:port]" (TLS with the system's roots).
+	// "https://host[:port]" (TLS with the system's roots, or CAFile's).
 	Server string `json:"server,omitempty"`
+	// CAFile, for an https:// server, is a PEM file of the CAs its
+	// certificate must chain to instead of the system's.
+	CAFile string `json:"caFile,omitempty"`
 	// Token is sent as "authorization: Bearer TOKEN"; empty sends none.
 	Token string `json:"token,omitempty"`
 	// RefreshToken and Expiry come with a token from a sign-in: Refreshed
@@ -93,6 +97,9 @@ func FromEnvironment() Config {
 	if s := os.Getenv(EnvServer); s != "" {
 		c.Server = s
 	}
+	if f := os.Getenv(EnvCAFile); f != "" {
+		c.CAFile = f
+	}
 	if t := os.Getenv(EnvToken); t != "" {
 		// The file's refresh token belongs to the file's token.
 		c.Token, c.RefreshToken, c.Expiry = t, "", time.Time{}
@@ -112,7 +119,7 @@ func Refreshed(ctx context.Context, cfg Config) (Config, bool, error) {
 	if cfg.RefreshToken == "" || cfg.Expiry.IsZero() || time.Until(cfg.Expiry) > refreshBefore {
 		return cfg, false, nil
 	}
-	c, err := Dial(ctx, Config{Server: cfg.Server})
+	c, err := Dial(ctx, Config{Server: cfg.Server, CAFile: cfg.CAFile})
 	if err != nil {
 		return cfg, false, err
 	}
@@ -122,7 +129,9 @@ func Refreshed(ctx context.Context, cfg Config) (Config, bool, error) {
 	if err != nil {
 		return cfg, false, err
 	}
-	return SignedIn(cfg.Server, r), true, nil
+	out := SignedIn(cfg.Server, r)
+	out.CAFile = cfg.CAFile
+	return out, true, nil
 }
 
 // SignedIn is the config of a sign-in's response.

@@ -34,35 +34,54 @@ func publicApp(it etcdstore.Item[*identityv1.StoredApplication]) *identityv1.App
 	return a
 }
 
-// CreateApplication creates an application owned by the calling user.
+// userApp reports whether a is a user application (UNSPECIFIED, from
+// before the kinds, is one: it acted for its creator).
+func userApp(a *identityv1.Application) bool {
+	return a.GetKind() != identityv1.ApplicationKind_APPLICATION_KIND_MANAGED
+}
+
+// CreateApplication creates a user application (the caller's own, acting
+// with its access) or an application managed under Access (holding only
+// the rules granted to it); pkg/auth decides who may create which.
 func (s *Server) CreateApplication(ctx context.Context, req *identityv1.CreateApplicationRequest) (*identityv1.Application, error) {
 	if err := checkID("application_id", req.GetApplicationId()); err != nil {
 		return nil, err
+	}
+	kind := req.GetApplication().GetKind()
+	if kind == identityv1.ApplicationKind_APPLICATION_KIND_UNSPECIFIED {
+		kind = identityv1.ApplicationKind_APPLICATION_KIND_USER
 	}
 	c, _ := auth.CallerFrom(ctx)
 	if !strings.HasPrefix(c.Principal, "users/") {
 		// Only users own applications (an application cannot make more).
 		return nil, apierr.PermissionDenied("applications.create", "applications/"+req.GetApplicationId())
 	}
-	all, _, err := s.apps.ListAll(ctx, "")
+	creator, err := s.users.Get(ctx, userID(c.Principal))
 	if err != nil {
-		return nil, err
+		return nil, storeErr(err, apierr.User, c.Principal)
 	}
-	owned := 0
-	for _, it := range all {
-		if it.Msg.GetApplication().GetCreator() == c.Principal {
-			owned++
+	if kind == identityv1.ApplicationKind_APPLICATION_KIND_USER {
+		all, _, err := s.apps.ListAll(ctx, "")
+		if err != nil {
+			return nil, err
 		}
-	}
-	if owned >= MaxApplicationsPerUser {
-		return nil, apierr.ApplicationLimit(c.Principal, MaxApplicationsPerUser)
+		owned := 0
+		for _, it := range all {
+			if a := it.Msg.GetApplication(); userApp(a) && a.GetCreator() == c.Principal {
+				owned++
+			}
+		}
+		if owned >= MaxApplicationsPerUser {
+			return nil, apierr.ApplicationLimit(c.Principal, MaxApplicationsPerUser)
+		}
 	}
 	name := "applications/" + req.GetApplicationId()
 	secret := randomSecret(32)
 	now := s.timestamp()
 	stored := &identityv1.StoredApplication{SecretHash: secretHash(secret), CredentialGeneration: 1,
+		CreatorUid: creator.Msg.GetUser().GetUid(),
 		Application: &identityv1.Application{Name: name, Uid: newUID(), DisplayName: req.GetApplication().GetDisplayName(),
-			ClientId: newUID(), SecretCreateTime: now, CreateTime: now, UpdateTime: now, Creator: c.Principal}}
+			ClientId: newUID(), SecretCreateTime: now, CreateTime: now, UpdateTime: now, Creator: c.Principal, Kind: kind}}
 	it, err := s.apps.Create(ctx, req.GetApplicationId(), stored)
 	if err != nil {
 		return nil, storeErr(err, apierr.Application, name)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"golang.org/x/crypto/bcrypt"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -60,6 +61,7 @@ func (l *logs) String() string {
 // in production.
 type env struct {
 	addr     string
+	etcd     *clientv3.Client
 	clock    *clock
 	logs     *logs
 	guard    *auth.Guard
@@ -80,7 +82,7 @@ func newEnv(t *testing.T, opts ...func(*options)) *env {
 		f(&o)
 	}
 	cluster := etcdtest.New(t)
-	e := &env{clock: &clock{t: time.Now()}, logs: &logs{}}
+	e := &env{clock: &clock{t: time.Now()}, logs: &logs{}, etcd: cluster.Client}
 	logger := slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	ctx, cancel := context.WithCancel(context.Background())
 	var err error

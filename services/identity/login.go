@@ -2,12 +2,13 @@ package identity
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
 	"regexp"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
@@ -38,15 +39,17 @@ func (s *Server) login(ctx context.Context, req *identityv1.LoginRequest) (*iden
 	case req.GetOidc() != nil:
 		sub, err = s.loginOIDC(ctx, req.GetOidc().GetIdToken())
 	case req.GetRefreshToken() != "":
-		sub, err = s.guard.VerifyRefresh(req.GetRefreshToken())
-		if err != nil {
-			err = errCredentials
-		}
+		sub, err = s.refresh(ctx, req.GetRefreshToken())
 	default:
 		return nil, apierr.InvalidField("credentials", "send password, client_credentials, oidc or refresh_token")
 	}
 	if err != nil {
 		return nil, err
+	}
+	if sub.Session == "" {
+		if sub, err = s.startSession(ctx, sub, req.GetOidc() != nil); err != nil {
+			return nil, err
+		}
 	}
 	access, exp, err := s.guard.Issue(sub, auth.AccessToken, s.guard.AccessTTL())
 	if err != nil {
@@ -75,7 +78,8 @@ func (s *Server) findUser(ctx context.Context, who string) (etcdstore.Item[*iden
 		return etcdstore.Item[*identityv1.StoredUser]{}, false, err
 	}
 	for _, it := range all {
-		if it.Msg.GetUser().GetEmail() == who {
+		// An SSO user's email is its provider's word, not a sign-in name.
+		if it.Msg.GetUser().GetEmail() == who && it.Msg.GetUser().GetIdentityProvider() == "" {
 			return it, true, nil
 		}
 	}
@@ -84,8 +88,8 @@ func (s *Server) findUser(ctx context.Context, who string) (etcdstore.Item[*iden
 
 func (s *Server) loginPassword(ctx context.Context, p *identityv1.PasswordCredentials) (auth.Subject, error) {
 	key := "user:" + strings.ToLower(strings.TrimSpace(p.GetUser()))
-	if wait := s.throttle.blocked(key); wait > 0 {
-		return auth.Subject{}, apierr.TooManySignInAttempts(wait)
+	if wait, err := s.throttle.blocked(ctx, key); err != nil || wait > 0 {
+		return auth.Subject{}, throttled(wait, err)
 	}
 	it, found, err := s.findUser(ctx, p.GetUser())
 	if err != nil {
@@ -93,10 +97,10 @@ func (s *Server) loginPassword(ctx context.Context, p *identityv1.PasswordCreden
 	}
 	if !found || it.Msg.GetPasswordHash() == "" ||
 		bcrypt.CompareHashAndPassword([]byte(it.Msg.GetPasswordHash()), []byte(p.GetPassword())) != nil {
-		s.throttle.fail(key)
+		s.throttle.fail(ctx, key)
 		return auth.Subject{}, errCredentials
 	}
-	s.throttle.reset(key)
+	s.throttle.reset(ctx, key)
 	if p.GetNewPassword() != "" {
 		if err := checkPassword("password.new_password", p.GetNewPassword()); err != nil {
 			return auth.Subject{}, err
@@ -127,8 +131,8 @@ func (s *Server) touchUser(ctx context.Context, it etcdstore.Item[*identityv1.St
 
 func (s *Server) loginClient(ctx context.Context, cc *identityv1.ClientCredentials) (auth.Subject, error) {
 	key := "client:" + cc.GetClientId()
-	if wait := s.throttle.blocked(key); wait > 0 {
-		return auth.Subject{}, apierr.TooManySignInAttempts(wait)
+	if wait, err := s.throttle.blocked(ctx, key); err != nil || wait > 0 {
+		return auth.Subject{}, throttled(wait, err)
 	}
 	all, _, err := s.apps.ListAll(ctx, "")
 	if err != nil {
@@ -139,10 +143,10 @@ func (s *Server) loginClient(ctx context.Context, cc *identityv1.ClientCredentia
 		if a.GetClientId() != cc.GetClientId() || cc.GetClientId() == "" {
 			continue
 		}
-		if !secretMatches(it.Msg.GetSecretHash(), cc.GetClientSecret()) {
+		if !secretMatches(it.Msg.GetSecretHash(), cc.GetClientSecret()) || !s.creatorCurrent(ctx, it.Msg) {
 			break
 		}
-		s.throttle.reset(key)
+		s.throttle.reset(ctx, key)
 		next := proto.Clone(it.Msg).(*identityv1.StoredApplication)
 		next.Application.LastLoginTime = s.timestamp()
 		if _, err := s.apps.Update(ctx, it.ID, next, it.Etag); err != nil {
@@ -150,8 +154,18 @@ func (s *Server) loginClient(ctx context.Context, cc *identityv1.ClientCredentia
 		}
 		return auth.Subject{Principal: a.GetName(), UID: a.GetUid(), Gen: it.Msg.GetCredentialGeneration()}, nil
 	}
-	s.throttle.fail(key)
+	s.throttle.fail(ctx, key)
 	return auth.Subject{}, errCredentials
+}
+
+// creatorCurrent: a user application signs in only while the user who made
+// it exists (not another user re-created with the same id).
+func (s *Server) creatorCurrent(ctx context.Context, a *identityv1.StoredApplication) bool {
+	if !userApp(a.GetApplication()) {
+		return true
+	}
+	u, err := s.users.Get(ctx, userID(a.GetApplication().GetCreator()))
+	return err == nil && (a.GetCreatorUid() == "" || u.Msg.GetUser().GetUid() == a.GetCreatorUid())
 }
 
 // oidcVerifier checks ID tokens of the configured provider.
@@ -183,21 +197,31 @@ func (s *Server) verifierFor() (*oidcVerifier, error) {
 
 var notID = regexp.MustCompile(`[^a-z0-9]+`)
 
-// ssoUserID derives a user id from an email: alice@example.com →
-// alice-example-com.
-func ssoUserID(email string) string {
-	id := strings.Trim(notID.ReplaceAllString(strings.ToLower(email), "-"), "-")
-	if id == "" || id[0] < 'a' || id[0] > 'z' {
-		id = "u-" + id
+// ssoUserID is an SSO user's id: a readable slug of its email (or "sso")
+// and a hash of who it is, (issuer, sub), so two users whose emails slug
+// alike (a.b@x and a-b@x) are two ids, and no email chooses an id.
+func ssoUserID(issuer, sub, email string) string {
+	slug := strings.Trim(notID.ReplaceAllString(strings.ToLower(email), "-"), "-")
+	if len(slug) > 40 {
+		slug = strings.TrimRight(slug[:40], "-")
 	}
-	if len(id) > 63 {
-		id = strings.TrimRight(id[:63], "-")
+	if slug == "" || slug[0] < 'a' || slug[0] > 'z' {
+		slug = "sso-" + slug
 	}
-	return id
+	h := sha256.Sum256([]byte(issuer + "\x00" + sub))
+	return strings.TrimRight(slug, "-") + "-" + hex.EncodeToString(h[:6])
 }
 
-// loginOIDC verifies an ID token and creates or updates the SSO user, whose
-// groups are the token's.
+// ssoClaims are what an ID token says about its user.
+type ssoClaims struct {
+	sub, email    string
+	emailVerified bool
+	groups        []string
+}
+
+// loginOIDC verifies an ID token and signs in the SSO user it is for, by
+// (issuer, sub): found, linked to an existing user by a verified email where
+// the deployment allows it, or created. Its groups are the token's.
 func (s *Server) loginOIDC(ctx context.Context, raw string) (auth.Subject, error) {
 	if s.cfg.OIDC == nil {
 		return auth.Subject{}, apierr.InvalidField("oidc", "single sign-on is not configured")
@@ -214,50 +238,69 @@ func (s *Server) loginOIDC(ctx context.Context, raw string) (auth.Subject, error
 	if err := tok.Claims(&all); err != nil {
 		return auth.Subject{}, errCredentials
 	}
-	email, _ := all["email"].(string)
-	if email == "" {
+	c := ssoClaims{sub: tok.Subject}
+	c.email, _ = all["email"].(string)
+	c.email = strings.ToLower(strings.TrimSpace(c.email))
+	c.emailVerified, _ = all["email_verified"].(bool)
+	if c.sub == "" {
 		return auth.Subject{}, errCredentials
 	}
 	claim := s.cfg.OIDC.GroupsClaim
 	if claim == "" {
 		claim = "groups"
 	}
-	var groups []string
 	if gs, ok := all[claim].([]any); ok {
 		for _, g := range gs {
 			if g, ok := g.(string); ok {
-				groups = append(groups, g)
+				c.groups = append(c.groups, g)
 			}
 		}
 	}
-	return s.upsertSSOUser(ctx, ssoUserID(email), strings.ToLower(email), groups)
+	return s.upsertSSOUser(ctx, c)
 }
 
-func (s *Server) upsertSSOUser(ctx context.Context, id, email string, groups []string) (auth.Subject, error) {
-	now := s.timestamp()
+func (s *Server) upsertSSOUser(ctx context.Context, c ssoClaims) (auth.Subject, error) {
+	issuer := s.cfg.OIDC.Issuer
 	for attempt := 0; attempt < 3; attempt++ {
-		it, err := s.users.Get(ctx, id)
-		switch {
-		case errors.Is(err, etcdstore.ErrNotFound):
-			u := &identityv1.StoredUser{CredentialGeneration: 1, User: &identityv1.User{Name: "users/" + id, Uid: newUID(),
-				Email: email, Groups: groups, IdentityProvider: s.cfg.OIDC.Issuer, CreateTime: now, UpdateTime: now,
-				LastLoginTime: now}}
+		now := s.timestamp()
+		all, _, err := s.users.ListAll(ctx, "")
+		if err != nil {
+			return auth.Subject{}, err
+		}
+		var found, byEmail *etcdstore.Item[*identityv1.StoredUser]
+		for i, it := range all {
+			u := it.Msg
+			switch {
+			case u.GetUser().GetIdentityProvider() == issuer && u.GetOidcSubject() == c.sub:
+				found = &all[i]
+			case s.cfg.OIDC.LinkVerifiedEmail && c.emailVerified && c.email != "" &&
+				u.GetUser().GetEmail() == c.email && u.GetOidcSubject() == "":
+				byEmail = &all[i]
+			}
+		}
+		if found == nil && byEmail != nil {
+			found = byEmail // linked: from now on found by (issuer, sub)
+		}
+		if found == nil {
+			id := ssoUserID(issuer, c.sub, c.email)
+			u := &identityv1.StoredUser{CredentialGeneration: 1, OidcSubject: c.sub, User: &identityv1.User{
+				Name: "users/" + id, Uid: newUID(), Email: c.email, Groups: c.groups, IdentityProvider: issuer,
+				CreateTime: now, UpdateTime: now, LastLoginTime: now}}
 			if _, err := s.users.Create(ctx, id, u); errors.Is(err, etcdstore.ErrAlreadyExists) {
 				continue
 			} else if err != nil {
 				return auth.Subject{}, err
 			}
 			return userSubject(u), nil
-		case err != nil:
-			return auth.Subject{}, err
 		}
-		// A local user with the same id is not taken over by SSO.
-		if it.Msg.GetUser().GetIdentityProvider() != s.cfg.OIDC.Issuer {
-			return auth.Subject{}, errCredentials
+		next := proto.Clone(found.Msg).(*identityv1.StoredUser)
+		next.OidcSubject = c.sub
+		next.User.IdentityProvider = issuer
+		next.User.Groups, next.User.LastLoginTime, next.User.UpdateTime = c.groups, now, now
+		if c.email != "" && found.Msg.GetOidcSubject() != "" {
+			next.User.Email = c.email
 		}
-		next := proto.Clone(it.Msg).(*identityv1.StoredUser)
-		next.User.Groups, next.User.Email, next.User.LastLoginTime, next.User.UpdateTime = groups, email, now, now
-		if _, err := s.users.Update(ctx, id, next, it.Etag); errors.Is(err, etcdstore.ErrEtagMismatch) {
+		if _, err := s.users.Update(ctx, found.ID, next, found.Etag); errors.Is(err, etcdstore.ErrEtagMismatch) {
 			continue
 		} else if err != nil {
 			return auth.Subject{}, err
@@ -265,57 +308,4 @@ func (s *Server) upsertSSOUser(ctx context.Context, id, email string, groups []s
 		return userSubject(next), nil
 	}
 	return auth.Subject{}, apierr.Unavailable(commonv1.ErrorReason_STORE_UNAVAILABLE, time.Second)
-}
-
-// throttle counts failed sign-ins per user or client id in this process:
-// after max failures within window, sign-ins for that key are refused until
-// the oldest failure leaves the window.
-type throttle struct {
-	max    int
-	window time.Duration
-	now    func() time.Time
-
-	mu       sync.Mutex
-	failures map[string][]time.Time
-}
-
-func newThrottle(max int, window time.Duration, now func() time.Time) *throttle {
-	return &throttle{max: max, window: window, now: now, failures: map[string][]time.Time{}}
-}
-
-func (t *throttle) recent(key string) []time.Time {
-	cut := t.now().Add(-t.window)
-	fs := t.failures[key]
-	for len(fs) > 0 && !fs[0].After(cut) {
-		fs = fs[1:]
-	}
-	if len(fs) == 0 {
-		delete(t.failures, key)
-	} else {
-		t.failures[key] = fs
-	}
-	return fs
-}
-
-// blocked is how long key must wait; 0 when it may try.
-func (t *throttle) blocked(key string) time.Duration {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	fs := t.recent(key)
-	if len(fs) < t.max {
-		return 0
-	}
-	return fs[0].Add(t.window).Sub(t.now())
-}
-
-func (t *throttle) fail(key string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.failures[key] = append(t.recent(key), t.now())
-}
-
-func (t *throttle) reset(key string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	delete(t.failures, key)
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,7 +33,7 @@ func TestOIDCSignIn(t *testing.T) {
 	e.grant(t, identityv1.SubjectKind_SUBJECT_KIND_GROUP, "ml-team", "roles/viewer")
 
 	r, err := login(p.IDToken(t, nil, jwt.MapClaims{"email": "Sam@Example.com", "groups": []string{"ml-team", "other"}}))
-	if err != nil || r.GetPrincipal() != "users/sam-example-com" {
+	if err != nil || !strings.HasPrefix(r.GetPrincipal(), "users/sam-example-com-") {
 		t.Fatalf("Login with an ID token = %v, %v", r, err)
 	}
 	e.sync(t)
@@ -40,7 +41,7 @@ func TestOIDCSignIn(t *testing.T) {
 	if err != nil || len(c.GetAccessRules()) != 1 || c.GetAccessRules()[0].GetSubject().GetName() != "ml-team" {
 		t.Fatalf("GetCaller of the SSO user = %v, %v", c, err)
 	}
-	u, err := e.admin.GetUser(t.Context(), &identityv1.GetUserRequest{Name: "users/sam-example-com"})
+	u, err := e.admin.GetUser(t.Context(), &identityv1.GetUserRequest{Name: r.GetPrincipal()})
 	if err != nil || u.GetIdentityProvider() != p.URL || u.GetEmail() != "sam@example.com" || len(u.GetGroups()) != 2 {
 		t.Fatalf("the SSO user = %v, %v", u, err)
 	}
@@ -63,14 +64,62 @@ func TestOIDCSignIn(t *testing.T) {
 		"another audience":   p.IDToken(t, nil, jwt.MapClaims{"email": "sam@example.com", "aud": "someone-else"}),
 		"expired":            p.IDToken(t, nil, jwt.MapClaims{"email": "sam@example.com", "exp": time.Now().Add(-time.Hour).Unix()}),
 		"another issuer":     p.IDToken(t, nil, jwt.MapClaims{"email": "sam@example.com", "iss": "https://evil.example.com"}),
-		"no email":           p.IDToken(t, nil, jwt.MapClaims{}),
+		"no subject":         p.IDToken(t, nil, jwt.MapClaims{"sub": ""}),
 		"not a token at all": "garbage",
 	} {
 		_, err := login(tok)
 		wantCode(t, "an ID token with "+what, err, codes.Unauthenticated, "CREDENTIALS_INVALID")
 	}
-	// A local user is not taken over by an SSO sign-in with the same id.
-	e.user(t, "lee-example-com")
-	_, err = login(p.IDToken(t, nil, jwt.MapClaims{"email": "lee@example.com"}))
-	wantCode(t, "SSO sign-in onto a local user", err, codes.Unauthenticated, "CREDENTIALS_INVALID")
+}
+
+// SSO users are (issuer, sub): two users whose emails slug alike stay two
+// users, one user keeps its identity when its email changes, and an email
+// links to an existing user only when it is verified and the deployment
+// allows linking.
+func TestSSOIdentityIsIssuerAndSubject(t *testing.T) {
+	p := oidctest.New(t)
+	transport := &http.Transport{}
+	t.Cleanup(transport.CloseIdleConnections)
+	for _, link := range []bool{false, true} {
+		e := newEnv(t, func(o *options) {
+			o.auth.OIDC = &identity.OIDCConfig{Issuer: p.URL, ClientID: "runway", LinkVerifiedEmail: link,
+				HTTPClient: &http.Client{Transport: transport}}
+		})
+		login := func(claims jwt.MapClaims) string {
+			t.Helper()
+			r, err := e.client(t, "").Login(t.Context(), &identityv1.LoginRequest{
+				Credentials: &identityv1.LoginRequest_Oidc{Oidc: &identityv1.OidcCredentials{IdToken: p.IDToken(t, nil, claims)}}})
+			if err != nil {
+				t.Fatalf("SSO Login %v: %v", claims, err)
+			}
+			return r.GetPrincipal()
+		}
+		dot := login(jwt.MapClaims{"sub": "s-1", "email": "a.b@example.com", "email_verified": true})
+		dash := login(jwt.MapClaims{"sub": "s-2", "email": "a-b@example.com", "email_verified": true})
+		if dot == dash || !strings.HasPrefix(dot, "users/a-b-example-com-") || !strings.HasPrefix(dash, "users/a-b-example-com-") {
+			t.Errorf("emails that slug alike: %s and %s, want two users", dot, dash)
+		}
+		if again := login(jwt.MapClaims{"sub": "s-1", "email": "renamed@example.com"}); again != dot {
+			t.Errorf("the same subject with a new email: %s, want %s", again, dot)
+		}
+
+		e.user(t, "lee")
+		unverified := login(jwt.MapClaims{"sub": "s-3", "email": "lee@example.com", "email_verified": false})
+		if unverified == "users/lee" {
+			t.Errorf("linking %v: an unverified email became the local user", link)
+		}
+		lee, err := e.admin.GetUser(t.Context(), &identityv1.GetUserRequest{Name: "users/lee"})
+		if err != nil || lee.GetIdentityProvider() != "" {
+			t.Fatalf("the local user after an unverified SSO sign-in with its email: %v, %v", lee, err)
+		}
+		verified := login(jwt.MapClaims{"sub": "s-4", "email": "lee@example.com", "email_verified": true})
+		if got := verified == "users/lee"; got != link {
+			t.Errorf("linking %v: a verified email signed in as %s", link, verified)
+		}
+		if link {
+			if again := login(jwt.MapClaims{"sub": "s-4"}); again != "users/lee" {
+				t.Errorf("the linked subject without an email: %s, want users/lee", again)
+			}
+		}
+	}
 }

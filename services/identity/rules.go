@@ -77,8 +77,13 @@ func (s *Server) checkSubject(ctx context.Context, sub *identityv1.Subject) erro
 			return err
 		}
 	case identityv1.SubjectKind_SUBJECT_KIND_APPLICATION:
-		if _, err := s.getApp(ctx, sub.GetName()); err != nil {
+		it, err := s.getApp(ctx, sub.GetName())
+		if err != nil {
 			return err
+		}
+		if userApp(it.Msg.GetApplication()) {
+			return apierr.InvalidField("access_rule.subject.name",
+				"a user application acts with its creator's access; grant roles to an application managed under Access")
 		}
 	case identityv1.SubjectKind_SUBJECT_KIND_GROUP:
 		if strings.TrimSpace(sub.GetName()) == "" {

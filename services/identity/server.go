@@ -34,7 +34,8 @@ type Config struct {
 	// (Tests lower it.)
 	BcryptCost int
 	// MaxFailures failed sign-ins within FailureWindow lock a user or client
-	// id out until the window has passed; 0 means 5 and 5 minutes.
+	// id out until the window has passed; 0 means 5 and 5 minutes. The
+	// failures are kept in etcd, so every replica counts them alike.
 	MaxFailures   int
 	FailureWindow time.Duration
 }
@@ -46,6 +47,11 @@ type OIDCConfig struct {
 	Issuer string
 	// ClientID is Runway's client id at the provider: the ID token's audience.
 	ClientID string
+	// LinkVerifiedEmail lets an SSO sign-in whose ID token carries
+	// email_verified: true become the existing user with that email (once;
+	// from then on the user is found by issuer and sub). Off, or without a
+	// verified email, every new (issuer, sub) is a new user.
+	LinkVerifiedEmail bool
 	// GroupsClaim names the claim listing the user's groups; "groups" when
 	// empty.
 	GroupsClaim string
@@ -110,7 +116,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		users:    etcdstore.NewCollection(c, etcdstore.PrefixUsers, func() *identityv1.StoredUser { return new(identityv1.StoredUser) }),
 		apps:     etcdstore.NewCollection(c, etcdstore.PrefixApplications, func() *identityv1.StoredApplication { return new(identityv1.StoredApplication) }),
 		rules:    etcdstore.NewCollection(c, etcdstore.PrefixAccessRules, func() *identityv1.AccessRule { return new(identityv1.AccessRule) }),
-		throttle: newThrottle(cfg.MaxFailures, cfg.FailureWindow, deps.Now),
+		throttle: newThrottle(c, cfg.MaxFailures, cfg.FailureWindow, deps.Now, deps.Logger),
 		signIns:  newSignIns(),
 	}, nil
 }
@@ -126,31 +132,68 @@ func (s *Server) RegisterGateway(ctx context.Context, mux *runtime.ServeMux, con
 // BootstrapAdmin is the administrator created on the first start.
 const BootstrapAdmin = "users/admin"
 
-// Bootstrap creates, on the first start, the administrator users/admin with
-// a random temporary password and an access rule making it System
-// administrator on the account. It returns the password when it created the
-// user (the only time it is known: print it once), "" when the user exists.
+// Bootstrap creates, on the very first start only, the administrator
+// users/admin with a random temporary password and an access rule making it
+// System administrator on the account, together with a marker
+// (etcdstore.KeyBootstrapped) in one transaction: once the marker is there,
+// nothing is created again, so an administrator or rule deleted on purpose
+// stays deleted across restarts. It returns the password when it created
+// the user (the only time it is known: print it once), "" otherwise.
 func (s *Server) Bootstrap(ctx context.Context) (string, error) {
-	password := randomSecret(18)
-	hash, err := bcrypt.GenerateFromPassword([]byte(password), s.cfg.BcryptCost)
-	if err != nil {
-		return "", err
+	for attempt := 0; attempt < 3; attempt++ {
+		marker, err := s.client.Get(ctx, etcdstore.KeyBootstrapped, clientv3.WithCountOnly())
+		if err != nil {
+			return "", fmt.Errorf("bootstrap: %w", err)
+		}
+		if marker.Count > 0 {
+			return "", nil
+		}
+		password, err := s.bootstrapOnce(ctx)
+		if errors.Is(err, etcdstore.ErrConflict) {
+			continue // another replica got there first, or the user changed
+		}
+		return password, err
 	}
+	return "", errors.New("bootstrap: kept conflicting with another writer")
+}
+
+// bootstrapOnce writes the marker with whichever of the administrator and
+// its rule is missing (a store bootstrapped before the marker existed keeps
+// what it has).
+func (s *Server) bootstrapOnce(ctx context.Context) (string, error) {
 	now := s.timestamp()
-	u := &identityv1.StoredUser{PasswordHash: string(hash), CredentialGeneration: 1, User: &identityv1.User{
-		Name: BootstrapAdmin, Uid: newUID(), Email: "admin@runway.local", DisplayName: "Administrator",
-		PasswordChangeRequired: true, CreateTime: now, UpdateTime: now}}
-	if _, err := s.users.Create(ctx, "admin", u); errors.Is(err, etcdstore.ErrAlreadyExists) {
-		password = ""
-	} else if err != nil {
-		return "", fmt.Errorf("create the bootstrap administrator: %w", err)
+	b := etcdstore.NewBatch(s.client).PutIf(etcdstore.KeyBootstrapped, now, 0)
+	password := ""
+	user, err := s.users.Get(ctx, "admin")
+	switch {
+	case errors.Is(err, etcdstore.ErrNotFound):
+		password = randomSecret(18)
+		hash, err := bcrypt.GenerateFromPassword([]byte(password), s.cfg.BcryptCost)
+		if err != nil {
+			return "", err
+		}
+		b.PutIf(s.users.Key("admin"), &identityv1.StoredUser{PasswordHash: string(hash), CredentialGeneration: 1,
+			User: &identityv1.User{Name: BootstrapAdmin, Uid: newUID(), Email: "admin@runway.local", DisplayName: "Administrator",
+				PasswordChangeRequired: true, CreateTime: now, UpdateTime: now}}, 0)
+	case err != nil:
+		return "", fmt.Errorf("bootstrap: %w", err)
+	default:
+		b.Check(s.users.Key("admin"), user.Revision)
 	}
-	rule := &identityv1.AccessRule{Name: "accessRules/bootstrap-admin", Uid: newUID(),
-		Subject: &identityv1.Subject{Kind: identityv1.SubjectKind_SUBJECT_KIND_USER, Name: BootstrapAdmin},
-		Role:    "roles/system-admin", Scope: &identityv1.Scope{Kind: identityv1.ScopeKind_SCOPE_KIND_ACCOUNT},
-		Creator: BootstrapAdmin, CreateTime: now, UpdateTime: now}
-	if _, err := s.rules.Create(ctx, "bootstrap-admin", rule); err != nil && !errors.Is(err, etcdstore.ErrAlreadyExists) {
-		return "", fmt.Errorf("grant the bootstrap administrator: %w", err)
+	rule, err := s.rules.Get(ctx, "bootstrap-admin")
+	switch {
+	case errors.Is(err, etcdstore.ErrNotFound):
+		b.PutIf(s.rules.Key("bootstrap-admin"), &identityv1.AccessRule{Name: "accessRules/bootstrap-admin", Uid: newUID(),
+			Subject: &identityv1.Subject{Kind: identityv1.SubjectKind_SUBJECT_KIND_USER, Name: BootstrapAdmin},
+			Role:    "roles/system-admin", Scope: &identityv1.Scope{Kind: identityv1.ScopeKind_SCOPE_KIND_ACCOUNT},
+			Creator: BootstrapAdmin, CreateTime: now, UpdateTime: now}, 0)
+	case err != nil:
+		return "", fmt.Errorf("bootstrap: %w", err)
+	default:
+		b.Check(s.rules.Key("bootstrap-admin"), rule.Revision)
+	}
+	if _, err := b.Commit(ctx); err != nil {
+		return "", fmt.Errorf("bootstrap: %w", err)
 	}
 	return password, nil
 }

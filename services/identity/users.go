@@ -125,14 +125,25 @@ func (s *Server) ListUsers(ctx context.Context, req *identityv1.ListUsersRequest
 	return out, nil
 }
 
-// DeleteUser deletes a user and the access rules naming it, in one
-// transaction; its tokens stop working as the user is gone.
+// DeleteUser deletes a user, the access rules naming it and its user
+// applications, in one transaction; its tokens and its applications' stop
+// working as they are gone.
 func (s *Server) DeleteUser(ctx context.Context, req *identityv1.DeleteUserRequest) (*emptypb.Empty, error) {
 	it, err := s.getUser(ctx, req.GetName())
 	if err != nil {
 		return nil, err
 	}
-	if err := s.deleteSubject(ctx, s.users.Key(it.ID), it.Etag, it.Revision, identityv1.SubjectKind_SUBJECT_KIND_USER, req.GetName(), req.GetEtag()); err != nil {
+	apps, _, err := s.apps.ListAll(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	var also []string
+	for _, a := range apps {
+		if userApp(a.Msg.GetApplication()) && a.Msg.GetApplication().GetCreator() == req.GetName() {
+			also = append(also, s.apps.Key(a.ID))
+		}
+	}
+	if err := s.deleteSubject(ctx, s.users.Key(it.ID), it.Etag, it.Revision, identityv1.SubjectKind_SUBJECT_KIND_USER, req.GetName(), req.GetEtag(), also...); err != nil {
 		return nil, err
 	}
 	return &emptypb.Empty{}, nil
@@ -183,13 +194,17 @@ func (s *Server) setPassword(ctx context.Context, it etcdstore.Item[*identityv1.
 }
 
 // deleteSubject deletes a user or application (at key, read at etag and
-// rev) and every access rule naming it, in one transaction that fails if
-// any of them changed since it was read; sentEtag is the request's.
-func (s *Server) deleteSubject(ctx context.Context, key, etag string, rev int64, kind identityv1.SubjectKind, name, sentEtag string) error {
+// rev), every access rule naming it and the keys also, in one transaction
+// that fails if any of the first two changed since it was read; sentEtag is
+// the request's.
+func (s *Server) deleteSubject(ctx context.Context, key, etag string, rev int64, kind identityv1.SubjectKind, name, sentEtag string, also ...string) error {
 	if sentEtag != "" && sentEtag != etag {
 		return apierr.EtagMismatch(name, etag)
 	}
 	b := etcdstore.NewBatch(s.client).DeleteIf(key, rev)
+	for _, k := range also {
+		b.Delete(k)
+	}
 	rules, _, err := s.rules.ListAll(ctx, "")
 	if err != nil {
 		return err

@@ -110,13 +110,19 @@ func start(t testing.TB, opts ...etcdtest.Option) *env {
 // startWithClock is start with the service reading clock.
 func startWithClock(t testing.TB, clock workload.Clock, opts ...etcdtest.Option) *env {
 	t.Helper()
+	return startWith(t, clock, workload.Config{}, opts...)
+}
+
+// startWith is start with the service's clock and configuration.
+func startWith(t testing.TB, clock workload.Clock, cfg workload.Config, opts ...etcdtest.Option) *env {
+	t.Helper()
 	e := &env{etcd: etcdtest.New(t, opts...), clock: clock}
 	e.projects = etcdstore.NewCollection(e.etcd.Client, etcdstore.PrefixProjects,
 		func() *quotav1.Project { return new(quotav1.Project) })
 	e.depts = etcdstore.NewCollection(e.etcd.Client, etcdstore.PrefixDepartments,
 		func() *quotav1.Department { return new(quotav1.Department) })
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc, err := workload.New(workload.Config{}, workload.Deps{
+	svc, err := workload.New(cfg, workload.Deps{
 		Client: e.etcd.Client, Projects: etcdProjects{e.projects, e.depts}, Logger: quiet, Clock: e.clock,
 	})
 	if err != nil {

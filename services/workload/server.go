@@ -45,6 +45,15 @@ type Config struct {
 	// update racing them) and the caller sent no etag. 0 means
 	// DefaultUpdateRetries.
 	UpdateRetries int
+	// MaxWorkloadsPerProject caps the workloads one project holds (running,
+	// pending or ended, until deleted); 0 means DefaultMaxWorkloadsPerProject.
+	// The count is read before the create, so concurrent creates may pass it
+	// by as many as run at once.
+	MaxWorkloadsPerProject int
+	// MaxWatchesPerProject caps the WatchWorkloads streams open on one
+	// project (projects/- counts under "-") in this process; 0 means
+	// DefaultMaxWatchesPerProject.
+	MaxWatchesPerProject int
 	// Examples: create the quick start's example environment ("quick-start")
 	// and compute resources ("one-gpu", "two-gpus") at the account scope when
 	// they are missing (`runway dev` sets it).
@@ -80,6 +89,7 @@ type Server struct {
 	log        *slog.Logger
 	clock      Clock
 	agentCreds credentials.PerRPCCredentials
+	watches    openWatches
 }
 
 // New returns the service; register it with Register and RegisterGateway.
@@ -92,6 +102,12 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	}
 	if cfg.UpdateRetries <= 0 {
 		cfg.UpdateRetries = DefaultUpdateRetries
+	}
+	if cfg.MaxWorkloadsPerProject <= 0 {
+		cfg.MaxWorkloadsPerProject = DefaultMaxWorkloadsPerProject
+	}
+	if cfg.MaxWatchesPerProject <= 0 {
+		cfg.MaxWatchesPerProject = DefaultMaxWatchesPerProject
 	}
 	if deps.Logger == nil {
 		deps.Logger = slog.Default()
@@ -147,6 +163,9 @@ func (s *Server) CreateWorkload(ctx context.Context, req *workloadv1.CreateWorkl
 	}
 	sub, err := s.prepare(ctx, req)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.underWorkloadCap(ctx, project); err != nil {
 		return nil, err
 	}
 	w := s.newWorkload(project, req.GetWorkloadId(), sub.req.GetWorkload())

@@ -20,6 +20,10 @@ import (
 // MaxPods is the most pods one workload may ask for (WorkloadSpec.pods).
 const MaxPods = 1000
 
+// MaxEnvBytes is the most one workload's environment may hold: the names
+// and values of WorkloadSpec.env together (each pod's process gets it all).
+const MaxEnvBytes = 128 << 10
+
 var (
 	envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	// labelValue is a Kubernetes label value (node_type is compared with the
@@ -100,6 +104,13 @@ func validateSpec(v *violations, at string, spec *workloadv1.WorkloadSpec) {
 		v.add(at+".image", "must be an image reference without spaces or control characters")
 	}
 	seen := map[string]bool{}
+	envBytes := 0
+	for _, e := range spec.GetEnv() {
+		envBytes += len(e.GetName()) + len(e.GetValue())
+	}
+	if envBytes > MaxEnvBytes {
+		v.add(at+".env", fmt.Sprintf("holds %d bytes of names and values; at most %d", envBytes, MaxEnvBytes))
+	}
 	for i, e := range spec.GetEnv() {
 		field := fmt.Sprintf(at+".env[%d].name", i)
 		switch {

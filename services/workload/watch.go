@@ -43,6 +43,11 @@ func (s *Server) WatchWorkloads(req *workloadv1.WatchWorkloadsRequest, stream wo
 			return apierr.InvalidField("resume_token", "must be a resume_token from an earlier WatchWorkloadsResponse")
 		}
 	}
+	release, err := s.watches.open(project, s.cfg.MaxWatchesPerProject)
+	if err != nil {
+		return err
+	}
+	defer release()
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
 	if project != "-" {

@@ -44,12 +44,22 @@ type tenancy struct {
 
 func startTenancy(t *testing.T) *tenancy {
 	t.Helper()
+	return startTenancyWith(t, nil)
+}
+
+// startTenancyWith is startTenancy with changes to the dev configuration
+// (nodes, for instance).
+func startTenancyWith(t *testing.T, change func(*server.DevConfig)) *tenancy {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan [2]string, 1)
 	done := make(chan error, 1)
 	cfg := server.DevConfig{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Logger: quiet,
 		Identity:    identity.Config{BcryptCost: bcrypt.MinCost},
 		EtcdOptions: []etcdtest.Option{etcdtest.WithTestSpeedups()}}
+	if change != nil {
+		change(&cfg)
+	}
 	go func() {
 		done <- server.RunDev(ctx, cfg, func(addr, token string) { ready <- [2]string{addr, token} })
 	}()

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net"
 	"os"
 	"path/filepath"
 	"time"
@@ -125,6 +126,9 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr, token string)) 
 	if cfg.Listen == "" {
 		cfg.Listen = "127.0.0.1:7070"
 	}
+	if !loopback(cfg.Listen) {
+		return fmt.Errorf("runway dev serves plaintext, so only on loopback (127.0.0.1, ::1, localhost), not %s; use runway serve --tls-cert-file on a network", cfg.Listen)
+	}
 	if cfg.Nodes < 0 || cfg.GPUsPerNode < 0 {
 		return errors.New("--nodes and --gpus-per-node must not be negative")
 	}
@@ -138,12 +142,20 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr, token string)) 
 	// etcd's own log is silenced: it reports a clean stop as errors. A
 	// failure to start still comes back from StartEmbedded.
 	opts := append([]etcdtest.Option{etcdtest.WithLogger(zap.NewNop()), etcdtest.WithConfig(devEtcd)}, cfg.EtcdOptions...)
-	e, err := etcdtest.StartEmbedded(etcdDir, "http://127.0.0.1:0", opts...)
+	// etcd answers on a unix socket inside the 0700 data directory, made
+	// 0600, so no other local user can reach it (a TCP port on loopback is
+	// anyone's on the machine).
+	sock := filepath.Join(etcdDir, "client.sock")
+	_ = os.Remove(sock) // left by a killed run
+	e, err := etcdtest.StartEmbedded(etcdDir, "unix://"+sock, opts...)
 	if err != nil {
 		return err
 	}
 	defer e.Close() // last: everything below uses it
-	cli, err := newEtcdClient([]string{e.Clients[0].Addr().String()})
+	if err := os.Chmod(sock, 0o600); err != nil {
+		return fmt.Errorf("etcd socket: %w", err)
+	}
+	cli, err := newEtcdClient([]string{"unix://" + sock})
 	if err != nil {
 		return err
 	}
@@ -190,7 +202,7 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr, token string)) 
 	// The workload service asks the QuotaService about projects over a
 	// loopback connection to this same server (grpc.NewClient connects
 	// lazily, so the server need not serve yet).
-	loop, err := dialService(srv.Addr(), Workload, guard, reg)
+	loop, err := dialService(srv.Addr(), Workload, guard, reg, nil)
 	if err != nil {
 		_ = srv.Close()
 		return err
@@ -204,7 +216,7 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr, token string)) 
 	if cfg.Kube != nil {
 		// Users' pods become workloads through the WorkloadService, called
 		// as the scheduler.
-		kconn, err := dialService(srv.Addr(), Scheduler, guard, reg)
+		kconn, err := dialService(srv.Addr(), Scheduler, guard, reg, nil)
 		if err != nil {
 			_ = srv.Close()
 			return err
@@ -306,8 +318,9 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr, token string)) 
 		_ = g.Wait()
 		return err
 	}
-	cfg.Logger.Info("runway dev: ready", "addr", srv.Addr(), "etcd", e.Clients[0].Addr().String(),
-		"nodes", cfg.Nodes, "gpusPerNode", cfg.GPUsPerNode, "dataDir", cfg.DataDir)
+	cfg.Logger.Info("runway dev: ready", "addr", srv.Addr(), "etcd", "unix://"+sock,
+		"nodes", cfg.Nodes, "gpusPerNode", cfg.GPUsPerNode, "dataDir", cfg.DataDir,
+		"transport", "plaintext on loopback only (runway serve --tls-cert-file for a network)")
 	if ready != nil {
 		ready(srv.Addr(), token)
 	}
@@ -368,4 +381,17 @@ func setTimeSlicing(ctx context.Context, addr, token string, mode quotav1.TimeSl
 		return fmt.Errorf("--time-slicing: set the default node pool: %w", err)
 	}
 	return nil
+}
+
+// loopback reports whether addr ("host:port") listens on loopback only.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

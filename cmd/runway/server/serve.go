@@ -2,10 +2,12 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"time"
 
 	"github.com/runwayhq/runway/pkg/auth"
@@ -27,6 +29,12 @@ type ServeConfig struct {
 	EtcdTLS EtcdTLS
 	// Listen is the gRPC+REST address, e.g. "0.0.0.0:7070". Required.
 	Listen string
+	// TLS, when its files are set, serves Listen over TLS only (mutual TLS
+	// with ClientCAFile).
+	TLS ServerTLS
+	// TrustedProxies are the load balancers whose X-Forwarded-For the audit
+	// log believes.
+	TrustedProxies []netip.Prefix
 	// QuotaServer is the QuotaService's address; required by the workload
 	// service, which asks it whether a project exists.
 	QuotaServer string
@@ -79,6 +87,39 @@ type ServeConfig struct {
 // agent's lease expired.
 const DefaultNodeLostGrace = scheduler.DefaultNodeLostGrace
 
+// ServerTLS are the PEM files of a listener's TLS.
+type ServerTLS struct {
+	CertFile, KeyFile string
+	// ClientCAFile, when set, requires every client to present a
+	// certificate signed by one of its CAs (mutual TLS).
+	ClientCAFile string
+	// CAFile is what the other services' certificates must chain to when
+	// this one calls them (--quota-server, --workload-server) over TLS; it
+	// presents CertFile to them.
+	CAFile string
+}
+
+// clientTLS is the TLS of this service's calls to the others; nil (plaintext)
+// without a CA file.
+func (t ServerTLS) clientTLS() (*tls.Config, error) {
+	if t.CAFile == "" {
+		return nil, nil
+	}
+	pool, err := grpcserver.LoadCAs(t.CAFile)
+	if err != nil {
+		return nil, err
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}
+	if t.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("TLS certificate %s: %w", t.CertFile, err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
+}
+
 // Serve builds one service and serves it until ctx ends (the scheduler
 // also runs its replica loop), then shuts down and returns nil; it returns
 // an error if the service cannot be built or stops on its own.
@@ -97,6 +138,10 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 		return err
 	}
 	defer cli.Close()
+	peerTLS, err := cfg.TLS.clientTLS()
+	if err != nil {
+		return err
+	}
 	guard, err := newGuard(ctx, cli, cfg.Logger, cfg.Auth)
 	if err != nil {
 		return err
@@ -120,7 +165,7 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	}
 	d.scheduler.MaxOps = cfg.EtcdMaxTxnOps
 	if cfg.QuotaServer != "" && cfg.Service == Workload {
-		conn, err := dialService(cfg.QuotaServer, Workload, guard, reg)
+		conn, err := dialService(cfg.QuotaServer, Workload, guard, reg, peerTLS)
 		if err != nil {
 			return err
 		}
@@ -133,7 +178,7 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	case cfg.Runtime == RuntimeKubernetes && cfg.WorkloadServer == "":
 		return errors.New("--runtime kubernetes needs --workload-server (users' pods become workloads there)")
 	case cfg.Runtime == RuntimeKubernetes:
-		conn, err := dialService(cfg.WorkloadServer, Scheduler, guard, reg)
+		conn, err := dialService(cfg.WorkloadServer, Scheduler, guard, reg, peerTLS)
 		if err != nil {
 			return err
 		}
@@ -169,7 +214,19 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	if err != nil {
 		return err
 	}
-	srv, err := grpcserver.New(serverConfig(cfg.Listen, cfg.Logger, cfg.OpenAPI, guard, reg))
+	scfg := serverConfig(cfg.Listen, cfg.Logger, cfg.OpenAPI, guard, reg)
+	scfg.TrustedProxies = cfg.TrustedProxies
+	if cfg.TLS.CertFile != "" || cfg.TLS.KeyFile != "" {
+		if scfg.TLS, err = grpcserver.LoadTLS(cfg.TLS.CertFile, cfg.TLS.KeyFile, cfg.TLS.ClientCAFile); err != nil {
+			if ops != nil {
+				_ = ops.Close()
+			}
+			return err
+		}
+	} else {
+		cfg.Logger.Warn("serving plaintext: set --tls-cert-file and --tls-key-file on any network but loopback", "addr", cfg.Listen)
+	}
+	srv, err := grpcserver.New(scfg)
 	if err != nil {
 		if ops != nil {
 			_ = ops.Close()

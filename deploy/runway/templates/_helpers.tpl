@@ -32,14 +32,31 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end }}
 {{- end -}}
 
-{{/* The volumes every service mounts: etcd's client certificate, the
-metrics token. */}}
-{{- define "runway.volumeMounts" -}}
-{{- if or .Values.etcd.tls.enabled .Values.metrics.enabled }}
+{{/* The TLS flags of a service's listener and of its calls to the others. */}}
+{{- define "runway.tlsArgs" -}}
+{{- if .Values.tls.enabled }}
+- --tls-cert-file=/etc/runway/tls/tls.crt
+- --tls-key-file=/etc/runway/tls/tls.key
+- --tls-ca-file=/etc/runway/tls/ca.crt
+{{- if .Values.tls.mutual }}
+- --tls-client-ca-file=/etc/runway/tls/ca.crt
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* A service's volumes and mounts: etcd's client certificate, its own TLS,
+the metrics token. */}}
+{{- define "runway.serviceVolumeMounts" -}}
+{{- if or .Values.etcd.tls.enabled .Values.tls.enabled .Values.metrics.enabled }}
 volumeMounts:
 {{- if .Values.etcd.tls.enabled }}
   - name: etcd-tls
     mountPath: /etc/runway/etcd
+    readOnly: true
+{{- end }}
+{{- if .Values.tls.enabled }}
+  - name: runway-tls
+    mountPath: /etc/runway/tls
     readOnly: true
 {{- end }}
 {{- if .Values.metrics.enabled }}
@@ -50,18 +67,42 @@ volumeMounts:
 {{- end }}
 {{- end -}}
 
-{{- define "runway.volumes" -}}
-{{- if or .Values.etcd.tls.enabled .Values.metrics.enabled }}
+{{- define "runway.serviceVolumes" -}}
+{{- if or .Values.etcd.tls.enabled .Values.tls.enabled .Values.metrics.enabled }}
 volumes:
 {{- if .Values.etcd.tls.enabled }}
   - name: etcd-tls
     secret:
       secretName: {{ required "etcd.tls.secretName is required with etcd.tls.enabled" .Values.etcd.tls.secretName }}
 {{- end }}
+{{- if .Values.tls.enabled }}
+  - name: runway-tls
+    secret:
+      secretName: {{ required "tls.secretName is required with tls.enabled" .Values.tls.secretName }}
+{{- end }}
 {{- if .Values.metrics.enabled }}
   - name: metrics-token
     secret:
       secretName: {{ required "metrics.tokenSecret is required with metrics.enabled" .Values.metrics.tokenSecret }}
 {{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* Readiness: gRPC health in plaintext; over TLS the HTTPS /healthz (the
+kubelet's gRPC probe speaks no TLS); with mutual TLS the port (the kubelet
+has no client certificate). */}}
+{{- define "runway.readiness" -}}
+readinessProbe:
+{{- if not .Values.tls.enabled }}
+  grpc:
+    port: {{ .Values.port }}
+{{- else if .Values.tls.mutual }}
+  tcpSocket:
+    port: api
+{{- else }}
+  httpGet:
+    path: /healthz
+    port: api
+    scheme: HTTPS
 {{- end }}
 {{- end -}}

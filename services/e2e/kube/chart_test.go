@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -40,6 +41,8 @@ func TestChartValidates(t *testing.T) {
 	for name, args := range map[string][]string{
 		"defaults":                     nil,
 		"local runtime with the agent": {"--set", "agent.enabled=true", "--set", "scheduler.runtime=local"},
+		"plaintext":                    {"--set", "tls.enabled=false"},
+		"mutual TLS and SSO":           {"--set", "tls.mutual=true", "--set", "identity.oidc.issuer=https://login.example.com", "--set", "identity.oidc.clientId=runway"},
 	} {
 		out, err := exec.Command(helm, append([]string{"template", "rw", "../../../deploy/runway", "--namespace", ns}, args...)...).Output()
 		if err != nil {
@@ -74,9 +77,13 @@ func TestChartValidates(t *testing.T) {
 			}
 			kinds[gvk.Kind]++
 		}
-		want := map[string]int{"Deployment": 4, "Service": 4, "ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1}
-		if args != nil {
+		want := map[string]int{"Deployment": 5, "Service": 5, "ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1}
+		if name == "local runtime with the agent" {
 			want["DaemonSet"] = 1
+		}
+		// TLS is on unless turned off: every service serves and calls with it.
+		if tlsArgs := strings.Count(string(out), "--tls-cert-file="); (tlsArgs == 5) != (name != "plaintext") {
+			t.Errorf("%s: %d services with --tls-cert-file", name, tlsArgs)
 		}
 		for k, n := range want {
 			if kinds[k] != n {

@@ -34,6 +34,22 @@ type env struct {
 	rw   *sdk.Client // Runway, through the SDK
 }
 
+// namespace makes a namespace for the test (a project's, say) and deletes
+// it, with its pods, at cleanup.
+func (e *env) namespace(t *testing.T, name string) string {
+	t.Helper()
+	if _, err := e.kube.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}},
+		metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create namespace %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		zero := int64(0)
+		_ = e.kube.CoreV1().Pods(name).DeleteCollection(context.Background(), metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
+		_ = e.kube.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	return name
+}
+
 // newEnv makes the test's namespaces (prefix-pods, prefix-users) and
 // deletes, at cleanup, every pod in them and every node named prefix-*.
 // Runway starts with start, so that a test can put objects in place first.

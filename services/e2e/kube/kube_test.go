@@ -231,13 +231,20 @@ func TestUserPod(t *testing.T) {
 		return ""
 	})
 
+	// A pod asks for a project by living in its namespace: one labelled
+	// team-u in another namespace is not Runway's to schedule.
+	stray := userPod("stray", "", "team-u")
+	if _, err := e.kube.CoreV1().Pods(users).Create(t.Context(), stray, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	teamNS := e.namespace(t, kube.ProjectNamespace("team-u"))
 	nb := userPod("notebook", "", "team-u")
-	nb, err := e.kube.CoreV1().Pods(users).Create(t.Context(), nb, metav1.CreateOptions{})
+	nb, err := e.kube.CoreV1().Pods(teamNS).Create(t.Context(), nb, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the user's pod bound and counted in team-u", func() string {
-		p, err := e.kube.CoreV1().Pods(users).Get(t.Context(), "notebook", metav1.GetOptions{})
+		p, err := e.kube.CoreV1().Pods(teamNS).Get(t.Context(), "notebook", metav1.GetOptions{})
 		if err != nil {
 			return err.Error()
 		}
@@ -259,9 +266,12 @@ func TestUserPod(t *testing.T) {
 		ws[0].GetSpec().GetGpu().GetDevices() != 1 {
 		t.Fatalf("team-u's workloads: %v", ws)
 	}
+	if p, err := e.kube.CoreV1().Pods(users).Get(t.Context(), "stray", metav1.GetOptions{}); err != nil || p.Spec.NodeName != "" {
+		t.Errorf("the pod labelled team-u outside team-u's namespace: %v, %v; want it left alone", p, err)
+	}
 
 	zero := int64(0)
-	if err := e.kube.CoreV1().Pods(users).Delete(t.Context(), "notebook", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+	if err := e.kube.CoreV1().Pods(teamNS).Delete(t.Context(), "notebook", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the deleted pod's workload deleted", func() string {

@@ -14,10 +14,14 @@
 //	Pod informer ─► pod phase ─► nodemanager.PutRun (runs/<n>/…), the same
 //	                 run reports an agent writes, which the workload status
 //	                 controller folds into the workload's status
-//	             ─► a pod created by a user with schedulerName runway and a
-//	                 project label becomes a one-pod workload of that project
-//	                 (WorkloadService.CreateWorkload); its binding binds that
-//	                 very pod, and deleting the pod deletes the workload
+//	             ─► a pod created by a user with schedulerName runway in a
+//	                 project's namespace (runway-{project}; a project label
+//	                 must agree) becomes a one-pod workload of that project
+//	                 (WorkloadService.CreateWorkload, its policies applied);
+//	                 its binding binds that very pod, and deleting the pod
+//	                 deletes the workload. Binding annotations count only on
+//	                 pods in Runway's namespace or on that workload's own
+//	                 user pod, so no pod reports another workload's state
 //
 // Every change is a key on one work queue handled by one worker, so the
 // reconcilers need no locks; each reads the informers' caches and the

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -14,12 +15,38 @@ import (
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
 )
 
+// ProjectNamespacePrefix: a project's users' pods live in the namespace
+// runway-{project}, one per project; whoever may create pods there is in
+// the project as far as the cluster is concerned.
+const ProjectNamespacePrefix = "runway-"
+
+// ProjectNamespace is the namespace of a project's users' pods.
+func ProjectNamespace(project string) string { return ProjectNamespacePrefix + project }
+
+// foreignProject is the project of a user's pod that asks Runway to
+// schedule it: schedulerName runway, in its project's namespace (a
+// runway.io/project label, if any, must name the same project), not created
+// by Runway; "" for any other pod, so a pod cannot place itself in another
+// project by its labels.
+func foreignProject(p *corev1.Pod) string {
+	if p.Spec.SchedulerName != SchedulerName || p.Labels[LabelWorkload] != "" {
+		return ""
+	}
+	project, ok := strings.CutPrefix(p.Namespace, ProjectNamespacePrefix)
+	if !ok || project == "" {
+		return ""
+	}
+	if l := p.Labels[LabelProject]; l != "" && l != project {
+		return ""
+	}
+	return project
+}
+
 // foreignWorkload is the workload name of a user's pod that asks Runway to
-// schedule it (schedulerName runway, a project label, not created by
-// Runway); "" for any other pod.
+// schedule it (foreignProject); "" for any other pod.
 func foreignWorkload(p *corev1.Pod) string {
-	project := p.Labels[LabelProject]
-	if p.Spec.SchedulerName != SchedulerName || project == "" || p.Labels[LabelWorkload] != "" {
+	project := foreignProject(p)
+	if project == "" {
 		return ""
 	}
 	return "projects/" + project + "/workloads/" + foreignWorkloadID(p.Name, string(p.UID))
@@ -38,7 +65,7 @@ func (r *runtime) ensureForeign(ctx context.Context, p *corev1.Pod) error {
 		r.log.Warn("kubernetes runtime: pod cannot be scheduled", "pod", p.Namespace+"/"+p.Name, "err", err)
 		return nil
 	}
-	project := p.Labels[LabelProject]
+	project := foreignProject(p)
 	typ := workloadv1.WorkloadType_WORKLOAD_TYPE_TRAINING
 	if t, ok := workloadv1.WorkloadType_value["WORKLOAD_TYPE_"+upper(p.Labels[LabelWorkloadType])]; ok && t != 0 {
 		typ = workloadv1.WorkloadType(t)

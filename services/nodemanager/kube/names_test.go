@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	nodemanagerv1 "github.com/runwayhq/runway/gen/go/runway/nodemanager/v1"
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
@@ -90,6 +91,31 @@ func TestStateOf(t *testing.T) {
 		got, code, msg := stateOf(tc.pod)
 		if got != tc.want || code != tc.code {
 			t.Errorf("stateOf(phase %s, node %q) = %v %d %q, want %v %d", tc.pod.Status.Phase, tc.pod.Spec.NodeName, got, code, msg, tc.want, tc.code)
+		}
+	}
+}
+
+// A user's pod is a project's only from that project's namespace: labels
+// cannot place it in another project, and a pod Runway made (its workload
+// label) is never taken for a user's.
+func TestForeignProjectIsTheNamespaces(t *testing.T) {
+	pod := func(ns string, labels map[string]string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "nb", Namespace: ns, UID: "u", Labels: labels},
+			Spec: corev1.PodSpec{SchedulerName: SchedulerName}}
+	}
+	for _, c := range []struct {
+		p    *corev1.Pod
+		want string
+	}{
+		{pod("runway-team-a", nil), "team-a"},
+		{pod("runway-team-a", map[string]string{LabelProject: "team-a"}), "team-a"},
+		{pod("runway-team-a", map[string]string{LabelProject: "team-b"}), ""},
+		{pod("default", map[string]string{LabelProject: "team-a"}), ""},
+		{pod("runway-", nil), ""},
+		{pod("runway-team-a", map[string]string{LabelWorkload: "projects/team-b/workloads/x"}), ""},
+	} {
+		if got := foreignProject(c.p); got != c.want {
+			t.Errorf("pod in %s with %v: project %q, want %q", c.p.Namespace, c.p.Labels, got, c.want)
 		}
 	}
 }

@@ -201,6 +201,12 @@ func (r *runtime) syncPod(ctx context.Context, key string) error {
 		return nil
 	}
 	b, ok := r.binding(bkey)
+	if own := foreignWorkload(p); p.Namespace != r.cfg.Namespace && (own == "" || ok && own != b.Workload) {
+		// Annotations are the pod's author's to write: outside Runway's own
+		// namespace they count only on the user's pod of that very workload,
+		// so no pod can report, or end, another workload's state.
+		return nil
+	}
 	if !ok || strconv.FormatInt(b.rev, 10) != p.Annotations[AnnotationBindingRev] {
 		return r.deletePod(ctx, p)
 	}

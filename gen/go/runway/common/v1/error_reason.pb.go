@@ -167,6 +167,10 @@ const (
 	// The user already has the most personal applications allowed (20).
 	// Code RESOURCE_EXHAUSTED. Metadata: "user", "limit".
 	ErrorReason_APPLICATION_LIMIT_EXCEEDED ErrorReason = 67
+	// The project already holds the most objects of a kind allowed (its
+	// workloads, or watch streams open on it). Code RESOURCE_EXHAUSTED.
+	// Metadata: "project", "kind", "limit".
+	ErrorReason_OBJECT_LIMIT_EXCEEDED ErrorReason = 68
 	// The request carries no credentials. Code UNAUTHENTICATED.
 	ErrorReason_CREDENTIALS_MISSING ErrorReason = 70
 	// The credentials are wrong, or the token is malformed, expired or
@@ -246,6 +250,7 @@ var (
 		65:  "ACCESS_RULE_ALREADY_EXISTS",
 		66:  "ROLE_NOT_FOUND",
 		67:  "APPLICATION_LIMIT_EXCEEDED",
+		68:  "OBJECT_LIMIT_EXCEEDED",
 		70:  "CREDENTIALS_MISSING",
 		71:  "CREDENTIALS_INVALID",
 		72:  "PERMISSION_DENIED",
@@ -299,6 +304,7 @@ var (
 		"ACCESS_RULE_ALREADY_EXISTS":      65,
 		"ROLE_NOT_FOUND":                  66,
 		"APPLICATION_LIMIT_EXCEEDED":      67,
+		"OBJECT_LIMIT_EXCEEDED":           68,
 		"CREDENTIALS_MISSING":             70,
 		"CREDENTIALS_INVALID":             71,
 		"PERMISSION_DENIED":               72,
@@ -344,7 +350,7 @@ var File_runway_common_v1_error_reason_proto protoreflect.FileDescriptor
 
 const file_runway_common_v1_error_reason_proto_rawDesc = "" +
 	"\n" +
-	"#runway/common/v1/error_reason.proto\x12\x10runway.common.v1*\x98\n" +
+	"#runway/common/v1/error_reason.proto\x12\x10runway.common.v1*\xb3\n" +
 	"\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x11\n" +
@@ -387,7 +393,8 @@ const file_runway_common_v1_error_reason_proto_rawDesc = "" +
 	"\x15ACCESS_RULE_NOT_FOUND\x10@\x12\x1e\n" +
 	"\x1aACCESS_RULE_ALREADY_EXISTS\x10A\x12\x12\n" +
 	"\x0eROLE_NOT_FOUND\x10B\x12\x1e\n" +
-	"\x1aAPPLICATION_LIMIT_EXCEEDED\x10C\x12\x17\n" +
+	"\x1aAPPLICATION_LIMIT_EXCEEDED\x10C\x12\x19\n" +
+	"\x15OBJECT_LIMIT_EXCEEDED\x10D\x12\x17\n" +
 	"\x13CREDENTIALS_MISSING\x10F\x12\x17\n" +
 	"\x13CREDENTIALS_INVALID\x10G\x12\x15\n" +
 	"\x11PERMISSION_DENIED\x10H\x12\x1c\n" +

@@ -22,10 +22,70 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// ApplicationKind is whose access an application acts with.
+type ApplicationKind int32
+
+const (
+	// Not set: USER on create.
+	ApplicationKind_APPLICATION_KIND_UNSPECIFIED ApplicationKind = 0
+	// A user application: a user's own, acting with that user's access (its
+	// access rules and groups, never rules naming the application); at most
+	// 20 per user; deleted with the user, and a user re-created with the same
+	// id does not get it back.
+	ApplicationKind_APPLICATION_KIND_USER ApplicationKind = 1
+	// An application managed under Access: created by those who administer
+	// applications, it holds only the access rules granted to it, never its
+	// creator's.
+	ApplicationKind_APPLICATION_KIND_MANAGED ApplicationKind = 2
+)
+
+// Enum value maps for ApplicationKind.
+var (
+	ApplicationKind_name = map[int32]string{
+		0: "APPLICATION_KIND_UNSPECIFIED",
+		1: "APPLICATION_KIND_USER",
+		2: "APPLICATION_KIND_MANAGED",
+	}
+	ApplicationKind_value = map[string]int32{
+		"APPLICATION_KIND_UNSPECIFIED": 0,
+		"APPLICATION_KIND_USER":        1,
+		"APPLICATION_KIND_MANAGED":     2,
+	}
+)
+
+func (x ApplicationKind) Enum() *ApplicationKind {
+	p := new(ApplicationKind)
+	*p = x
+	return p
+}
+
+func (x ApplicationKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ApplicationKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_runway_identity_v1_application_proto_enumTypes[0].Descriptor()
+}
+
+func (ApplicationKind) Type() protoreflect.EnumType {
+	return &file_runway_identity_v1_application_proto_enumTypes[0]
+}
+
+func (x ApplicationKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ApplicationKind.Descriptor instead.
+func (ApplicationKind) EnumDescriptor() ([]byte, []int) {
+	return file_runway_identity_v1_application_proto_rawDescGZIP(), []int{0}
+}
+
 // An Application is a non-human client (CI, a pipeline, a bot) that signs in
-// with a client id and secret (OAuth 2 client credentials). It may do what
-// access rules grant it plus what they grant its creator (a personal
-// application acts for the user who made it); a user may have at most 20.
+// with a client id and secret (OAuth 2 client credentials). There are two
+// kinds (ApplicationKind): a user application acts with its creator's
+// access and nothing more (a user may have at most 20, and they end with
+// the user); an application managed under Access holds only the access
+// rules granted to it.
 //
 // Resource name: `applications/{application}`, for example
 // `applications/ci`. Resource type: `runway.dev/Application`.
@@ -55,7 +115,9 @@ type Application struct {
 	// A checksum of the stored resource, computed by the server.
 	Etag string `protobuf:"bytes,10,opt,name=etag,proto3" json:"etag,omitempty"`
 	// Output only. The user who created the application, `users/{user}`.
-	Creator       string `protobuf:"bytes,11,opt,name=creator,proto3" json:"creator,omitempty"`
+	Creator string `protobuf:"bytes,11,opt,name=creator,proto3" json:"creator,omitempty"`
+	// Immutable. The kind, chosen at creation; UNSPECIFIED there means USER.
+	Kind          ApplicationKind `protobuf:"varint,12,opt,name=kind,proto3,enum=runway.identity.v1.ApplicationKind" json:"kind,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -167,11 +229,18 @@ func (x *Application) GetCreator() string {
 	return ""
 }
 
+func (x *Application) GetKind() ApplicationKind {
+	if x != nil {
+		return x.Kind
+	}
+	return ApplicationKind_APPLICATION_KIND_UNSPECIFIED
+}
+
 var File_runway_identity_v1_application_proto protoreflect.FileDescriptor
 
 const file_runway_identity_v1_application_proto_rawDesc = "" +
 	"\n" +
-	"$runway/identity/v1/application.proto\x12\x12runway.identity.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xce\x03\n" +
+	"$runway/identity/v1/application.proto\x12\x12runway.identity.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x87\x04\n" +
 	"\vApplication\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03uid\x18\x02 \x01(\tR\x03uid\x12!\n" +
@@ -186,7 +255,12 @@ const file_runway_identity_v1_application_proto_rawDesc = "" +
 	"updateTime\x12\x12\n" +
 	"\x04etag\x18\n" +
 	" \x01(\tR\x04etag\x12\x18\n" +
-	"\acreator\x18\v \x01(\tR\acreatorBAZ?github.com/runwayhq/runway/gen/go/runway/identity/v1;identityv1b\x06proto3"
+	"\acreator\x18\v \x01(\tR\acreator\x127\n" +
+	"\x04kind\x18\f \x01(\x0e2#.runway.identity.v1.ApplicationKindR\x04kind*l\n" +
+	"\x0fApplicationKind\x12 \n" +
+	"\x1cAPPLICATION_KIND_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15APPLICATION_KIND_USER\x10\x01\x12\x1c\n" +
+	"\x18APPLICATION_KIND_MANAGED\x10\x02BAZ?github.com/runwayhq/runway/gen/go/runway/identity/v1;identityv1b\x06proto3"
 
 var (
 	file_runway_identity_v1_application_proto_rawDescOnce sync.Once
@@ -200,21 +274,24 @@ func file_runway_identity_v1_application_proto_rawDescGZIP() []byte {
 	return file_runway_identity_v1_application_proto_rawDescData
 }
 
+var file_runway_identity_v1_application_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_runway_identity_v1_application_proto_msgTypes = make([]protoimpl.MessageInfo, 1)
 var file_runway_identity_v1_application_proto_goTypes = []any{
-	(*Application)(nil),           // 0: runway.identity.v1.Application
-	(*timestamppb.Timestamp)(nil), // 1: google.protobuf.Timestamp
+	(ApplicationKind)(0),          // 0: runway.identity.v1.ApplicationKind
+	(*Application)(nil),           // 1: runway.identity.v1.Application
+	(*timestamppb.Timestamp)(nil), // 2: google.protobuf.Timestamp
 }
 var file_runway_identity_v1_application_proto_depIdxs = []int32{
-	1, // 0: runway.identity.v1.Application.secret_create_time:type_name -> google.protobuf.Timestamp
-	1, // 1: runway.identity.v1.Application.last_login_time:type_name -> google.protobuf.Timestamp
-	1, // 2: runway.identity.v1.Application.create_time:type_name -> google.protobuf.Timestamp
-	1, // 3: runway.identity.v1.Application.update_time:type_name -> google.protobuf.Timestamp
-	4, // [4:4] is the sub-list for method output_type
-	4, // [4:4] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	2, // 0: runway.identity.v1.Application.secret_create_time:type_name -> google.protobuf.Timestamp
+	2, // 1: runway.identity.v1.Application.last_login_time:type_name -> google.protobuf.Timestamp
+	2, // 2: runway.identity.v1.Application.create_time:type_name -> google.protobuf.Timestamp
+	2, // 3: runway.identity.v1.Application.update_time:type_name -> google.protobuf.Timestamp
+	0, // 4: runway.identity.v1.Application.kind:type_name -> runway.identity.v1.ApplicationKind
+	5, // [5:5] is the sub-list for method output_type
+	5, // [5:5] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_runway_identity_v1_application_proto_init() }
@@ -227,13 +304,14 @@ func file_runway_identity_v1_application_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_runway_identity_v1_application_proto_rawDesc), len(file_runway_identity_v1_application_proto_rawDesc)),
-			NumEnums:      0,
+			NumEnums:      1,
 			NumMessages:   1,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
 		GoTypes:           file_runway_identity_v1_application_proto_goTypes,
 		DependencyIndexes: file_runway_identity_v1_application_proto_depIdxs,
+		EnumInfos:         file_runway_identity_v1_application_proto_enumTypes,
 		MessageInfos:      file_runway_identity_v1_application_proto_msgTypes,
 	}.Build()
 	File_runway_identity_v1_application_proto = out.File

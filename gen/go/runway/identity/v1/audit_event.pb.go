@@ -53,9 +53,14 @@ type AuditEvent struct {
 	// The client's address as the server saw it (host:port).
 	PeerAddress string `protobuf:"bytes,8,opt,name=peer_address,json=peerAddress,proto3" json:"peer_address,omitempty"`
 	// The request id (also in the server logs and the response headers).
-	RequestId     string `protobuf:"bytes,9,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	RequestId string `protobuf:"bytes,9,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// True when the call's outcome was never recorded: a change's event is
+	// written before the change is made, and the server stopped before the
+	// call finished, so the change may or may not have been made
+	// (status_code is then UNKNOWN).
+	OutcomeUnknown bool `protobuf:"varint,10,opt,name=outcome_unknown,json=outcomeUnknown,proto3" json:"outcome_unknown,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *AuditEvent) Reset() {
@@ -151,11 +156,18 @@ func (x *AuditEvent) GetRequestId() string {
 	return ""
 }
 
+func (x *AuditEvent) GetOutcomeUnknown() bool {
+	if x != nil {
+		return x.OutcomeUnknown
+	}
+	return false
+}
+
 var File_runway_identity_v1_audit_event_proto protoreflect.FileDescriptor
 
 const file_runway_identity_v1_audit_event_proto_rawDesc = "" +
 	"\n" +
-	"$runway/identity/v1/audit_event.proto\x12\x12runway.identity.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb5\x02\n" +
+	"$runway/identity/v1/audit_event.proto\x12\x12runway.identity.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xde\x02\n" +
 	"\n" +
 	"AuditEvent\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12;\n" +
@@ -169,7 +181,9 @@ const file_runway_identity_v1_audit_event_proto_rawDesc = "" +
 	"\ferror_reason\x18\a \x01(\tR\verrorReason\x12!\n" +
 	"\fpeer_address\x18\b \x01(\tR\vpeerAddress\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\t \x01(\tR\trequestIdBAZ?github.com/runwayhq/runway/gen/go/runway/identity/v1;identityv1b\x06proto3"
+	"request_id\x18\t \x01(\tR\trequestId\x12'\n" +
+	"\x0foutcome_unknown\x18\n" +
+	" \x01(\bR\x0eoutcomeUnknownBAZ?github.com/runwayhq/runway/gen/go/runway/identity/v1;identityv1b\x06proto3"
 
 var (
 	file_runway_identity_v1_audit_event_proto_rawDescOnce sync.Once

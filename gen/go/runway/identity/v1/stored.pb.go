@@ -32,8 +32,11 @@ type StoredUser struct {
 	// Changes whenever the password changes or is reset: tokens carry it, so
 	// older tokens stop working.
 	CredentialGeneration int64 `protobuf:"varint,3,opt,name=credential_generation,json=credentialGeneration,proto3" json:"credential_generation,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// The `sub` claim of an SSO user at its issuer (User.identity_provider):
+	// (issuer, sub) is who the user is; the email is only an attribute.
+	OidcSubject   string `protobuf:"bytes,4,opt,name=oidc_subject,json=oidcSubject,proto3" json:"oidc_subject,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StoredUser) Reset() {
@@ -87,6 +90,13 @@ func (x *StoredUser) GetCredentialGeneration() int64 {
 	return 0
 }
 
+func (x *StoredUser) GetOidcSubject() string {
+	if x != nil {
+		return x.OidcSubject
+	}
+	return ""
+}
+
 // StoredApplication is how an application is kept in etcd: never sent over
 // the API.
 type StoredApplication struct {
@@ -98,8 +108,12 @@ type StoredApplication struct {
 	SecretHash string `protobuf:"bytes,2,opt,name=secret_hash,json=secretHash,proto3" json:"secret_hash,omitempty"`
 	// Changes whenever the secret is regenerated: tokens carry it.
 	CredentialGeneration int64 `protobuf:"varint,3,opt,name=credential_generation,json=credentialGeneration,proto3" json:"credential_generation,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// The creator's uid when the application was made: a user application
+	// signs in only while a user with that uid exists (a user re-created with
+	// the same id is another user).
+	CreatorUid    string `protobuf:"bytes,4,opt,name=creator_uid,json=creatorUid,proto3" json:"creator_uid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StoredApplication) Reset() {
@@ -151,6 +165,13 @@ func (x *StoredApplication) GetCredentialGeneration() int64 {
 		return x.CredentialGeneration
 	}
 	return 0
+}
+
+func (x *StoredApplication) GetCreatorUid() string {
+	if x != nil {
+		return x.CreatorUid
+	}
+	return ""
 }
 
 // SigningKey is one HMAC key that signs tokens. The newest signs; every
@@ -227,21 +248,109 @@ func (x *SigningKey) GetRetireTime() *timestamppb.Timestamp {
 	return nil
 }
 
+// Session is one sign-in and the refresh tokens it has been exchanged for
+// (their family): each refresh replaces the token, and presenting an older
+// one again ends the whole session.
+type Session struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session id, also in its refresh tokens.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Who signed in: users/{user} or applications/{application}.
+	Principal string `protobuf:"bytes,2,opt,name=principal,proto3" json:"principal,omitempty"`
+	// The sequence number of the one refresh token that may be used next.
+	Sequence int64 `protobuf:"varint,3,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	// When the sign-in happened.
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	// The issuer an SSO user signed in through; empty otherwise. Its refresh
+	// is refused once single sign-on with that issuer is no longer configured.
+	IdentityProvider string `protobuf:"bytes,5,opt,name=identity_provider,json=identityProvider,proto3" json:"identity_provider,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *Session) Reset() {
+	*x = Session{}
+	mi := &file_runway_identity_v1_stored_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Session) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Session) ProtoMessage() {}
+
+func (x *Session) ProtoReflect() protoreflect.Message {
+	mi := &file_runway_identity_v1_stored_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Session.ProtoReflect.Descriptor instead.
+func (*Session) Descriptor() ([]byte, []int) {
+	return file_runway_identity_v1_stored_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Session) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Session) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *Session) GetSequence() int64 {
+	if x != nil {
+		return x.Sequence
+	}
+	return 0
+}
+
+func (x *Session) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+func (x *Session) GetIdentityProvider() string {
+	if x != nil {
+		return x.IdentityProvider
+	}
+	return ""
+}
+
 var File_runway_identity_v1_stored_proto protoreflect.FileDescriptor
 
 const file_runway_identity_v1_stored_proto_rawDesc = "" +
 	"\n" +
-	"\x1frunway/identity/v1/stored.proto\x12\x12runway.identity.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$runway/identity/v1/application.proto\x1a\x1drunway/identity/v1/user.proto\"\x94\x01\n" +
+	"\x1frunway/identity/v1/stored.proto\x12\x12runway.identity.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$runway/identity/v1/application.proto\x1a\x1drunway/identity/v1/user.proto\"\xb7\x01\n" +
 	"\n" +
 	"StoredUser\x12,\n" +
 	"\x04user\x18\x01 \x01(\v2\x18.runway.identity.v1.UserR\x04user\x12#\n" +
 	"\rpassword_hash\x18\x02 \x01(\tR\fpasswordHash\x123\n" +
-	"\x15credential_generation\x18\x03 \x01(\x03R\x14credentialGeneration\"\xac\x01\n" +
+	"\x15credential_generation\x18\x03 \x01(\x03R\x14credentialGeneration\x12!\n" +
+	"\foidc_subject\x18\x04 \x01(\tR\voidcSubject\"\xcd\x01\n" +
 	"\x11StoredApplication\x12A\n" +
 	"\vapplication\x18\x01 \x01(\v2\x1f.runway.identity.v1.ApplicationR\vapplication\x12\x1f\n" +
 	"\vsecret_hash\x18\x02 \x01(\tR\n" +
 	"secretHash\x123\n" +
-	"\x15credential_generation\x18\x03 \x01(\x03R\x14credentialGeneration\"\xae\x01\n" +
+	"\x15credential_generation\x18\x03 \x01(\x03R\x14credentialGeneration\x12\x1f\n" +
+	"\vcreator_uid\x18\x04 \x01(\tR\n" +
+	"creatorUid\"\xae\x01\n" +
 	"\n" +
 	"SigningKey\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
@@ -249,7 +358,14 @@ const file_runway_identity_v1_stored_proto_rawDesc = "" +
 	"\vcreate_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x12;\n" +
 	"\vretire_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"retireTimeBAZ?github.com/runwayhq/runway/gen/go/runway/identity/v1;identityv1b\x06proto3"
+	"retireTime\"\xbd\x01\n" +
+	"\aSession\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1c\n" +
+	"\tprincipal\x18\x02 \x01(\tR\tprincipal\x12\x1a\n" +
+	"\bsequence\x18\x03 \x01(\x03R\bsequence\x12;\n" +
+	"\vcreate_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\x12+\n" +
+	"\x11identity_provider\x18\x05 \x01(\tR\x10identityProviderBAZ?github.com/runwayhq/runway/gen/go/runway/identity/v1;identityv1b\x06proto3"
 
 var (
 	file_runway_identity_v1_stored_proto_rawDescOnce sync.Once
@@ -263,25 +379,27 @@ func file_runway_identity_v1_stored_proto_rawDescGZIP() []byte {
 	return file_runway_identity_v1_stored_proto_rawDescData
 }
 
-var file_runway_identity_v1_stored_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_runway_identity_v1_stored_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_runway_identity_v1_stored_proto_goTypes = []any{
 	(*StoredUser)(nil),            // 0: runway.identity.v1.StoredUser
 	(*StoredApplication)(nil),     // 1: runway.identity.v1.StoredApplication
 	(*SigningKey)(nil),            // 2: runway.identity.v1.SigningKey
-	(*User)(nil),                  // 3: runway.identity.v1.User
-	(*Application)(nil),           // 4: runway.identity.v1.Application
-	(*timestamppb.Timestamp)(nil), // 5: google.protobuf.Timestamp
+	(*Session)(nil),               // 3: runway.identity.v1.Session
+	(*User)(nil),                  // 4: runway.identity.v1.User
+	(*Application)(nil),           // 5: runway.identity.v1.Application
+	(*timestamppb.Timestamp)(nil), // 6: google.protobuf.Timestamp
 }
 var file_runway_identity_v1_stored_proto_depIdxs = []int32{
-	3, // 0: runway.identity.v1.StoredUser.user:type_name -> runway.identity.v1.User
-	4, // 1: runway.identity.v1.StoredApplication.application:type_name -> runway.identity.v1.Application
-	5, // 2: runway.identity.v1.SigningKey.create_time:type_name -> google.protobuf.Timestamp
-	5, // 3: runway.identity.v1.SigningKey.retire_time:type_name -> google.protobuf.Timestamp
-	4, // [4:4] is the sub-list for method output_type
-	4, // [4:4] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	4, // 0: runway.identity.v1.StoredUser.user:type_name -> runway.identity.v1.User
+	5, // 1: runway.identity.v1.StoredApplication.application:type_name -> runway.identity.v1.Application
+	6, // 2: runway.identity.v1.SigningKey.create_time:type_name -> google.protobuf.Timestamp
+	6, // 3: runway.identity.v1.SigningKey.retire_time:type_name -> google.protobuf.Timestamp
+	6, // 4: runway.identity.v1.Session.create_time:type_name -> google.protobuf.Timestamp
+	5, // [5:5] is the sub-list for method output_type
+	5, // [5:5] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_runway_identity_v1_stored_proto_init() }
@@ -297,7 +415,7 @@ func file_runway_identity_v1_stored_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_runway_identity_v1_stored_proto_rawDesc), len(file_runway_identity_v1_stored_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   3,
+			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

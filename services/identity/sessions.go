@@ -1,0 +1,116 @@
+package identity
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
+
+	identityv1 "github.com/runwayhq/runway/gen/go/runway/identity/v1"
+	"github.com/runwayhq/runway/pkg/auth"
+	"github.com/runwayhq/runway/pkg/etcdstore"
+)
+
+// Sessions: a sign-in starts a session whose refresh tokens rotate. Each
+// refresh token carries the session id and its sequence number; a refresh
+// moves the session to the next number and hands out the token for it, so
+// exactly one refresh token of a session works at a time. Presenting an
+// older one (a stolen copy used after its owner, or the owner after the
+// thief) ends the whole session. The session lives under a lease of the
+// refresh lifetime, so a family never outlives the sign-in by more than
+// that. An SSO user's session is checked again at each refresh: its user
+// must still be an SSO user of the issuer this deployment trusts.
+
+func sessionKey(id string) string { return etcdstore.PrefixSessions + id }
+
+// startSession records a new session for sub and returns sub with it.
+func (s *Server) startSession(ctx context.Context, sub auth.Subject, sso bool) (auth.Subject, error) {
+	lease, err := s.client.Grant(ctx, int64(s.guard.RefreshTTL().Seconds())+1)
+	if err != nil {
+		return sub, fmt.Errorf("start a session: %w", err)
+	}
+	sess := &identityv1.Session{Id: strings.ReplaceAll(newUID(), "-", ""), Principal: sub.Principal, Sequence: 1,
+		CreateTime: s.timestamp()}
+	if sso {
+		sess.IdentityProvider = s.cfg.OIDC.Issuer
+	}
+	b, err := proto.Marshal(sess)
+	if err != nil {
+		return sub, err
+	}
+	if _, err := s.client.Put(ctx, sessionKey(sess.GetId()), string(b), clientv3.WithLease(lease.ID)); err != nil {
+		return sub, fmt.Errorf("start a session: %w", err)
+	}
+	sub.Session, sub.Sequence = sess.GetId(), sess.GetSequence()
+	return sub, nil
+}
+
+// refresh exchanges a refresh token for the subject of its session's next
+// turn, or ends the session on reuse.
+func (s *Server) refresh(ctx context.Context, token string) (auth.Subject, error) {
+	sub, err := s.guard.VerifyRefresh(token)
+	if err != nil || sub.Session == "" {
+		return auth.Subject{}, errCredentials
+	}
+	key := sessionKey(sub.Session)
+	resp, err := s.client.Get(ctx, key)
+	if err != nil {
+		return auth.Subject{}, fmt.Errorf("read session: %w", err)
+	}
+	if len(resp.Kvs) == 0 {
+		return auth.Subject{}, errCredentials // ended, or expired
+	}
+	kv := resp.Kvs[0]
+	sess := &identityv1.Session{}
+	if err := proto.Unmarshal(kv.Value, sess); err != nil {
+		return auth.Subject{}, fmt.Errorf("decode session %s: %w", sub.Session, err)
+	}
+	end := func(why string) (auth.Subject, error) {
+		s.log.Warn("identity: session ended", "principal", sess.GetPrincipal(), "why", why)
+		if _, err := s.client.Delete(ctx, key); err != nil {
+			return auth.Subject{}, fmt.Errorf("end session: %w", err)
+		}
+		return auth.Subject{}, errCredentials
+	}
+	if sess.GetPrincipal() != sub.Principal || sess.GetSequence() != sub.Sequence {
+		return end("a refresh token was used again")
+	}
+	if err := s.stillSSO(ctx, sess); err != nil {
+		return end(err.Error())
+	}
+	sess.Sequence++
+	b, err := proto.Marshal(sess)
+	if err != nil {
+		return auth.Subject{}, err
+	}
+	txn, err := s.client.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
+		Then(clientv3.OpPut(key, string(b), clientv3.WithIgnoreLease())).Commit()
+	if err != nil {
+		return auth.Subject{}, fmt.Errorf("advance session: %w", err)
+	}
+	if !txn.Succeeded {
+		return end("two refreshes raced with one refresh token")
+	}
+	sub.Sequence = sess.GetSequence()
+	return sub, nil
+}
+
+// stillSSO: an SSO session refreshes only while this deployment still trusts
+// its issuer and its user is still that issuer's.
+func (s *Server) stillSSO(ctx context.Context, sess *identityv1.Session) error {
+	iss := sess.GetIdentityProvider()
+	if iss == "" {
+		return nil
+	}
+	if s.cfg.OIDC == nil || s.cfg.OIDC.Issuer != iss {
+		return errors.New("single sign-on with the session's issuer is no longer configured")
+	}
+	it, err := s.users.Get(ctx, userID(sess.GetPrincipal()))
+	if err != nil || it.Msg.GetUser().GetIdentityProvider() != iss {
+		return errors.New("the user is no longer an SSO user of the session's issuer")
+	}
+	return nil
+}
