@@ -34,6 +34,7 @@ import (
 	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
 	"github.com/runwayhq/runway/pkg/auth"
 	"github.com/runwayhq/runway/pkg/grpcserver"
+	"github.com/runwayhq/runway/pkg/webui"
 	"github.com/runwayhq/runway/services/identity"
 	"github.com/runwayhq/runway/services/nodemanager"
 	"github.com/runwayhq/runway/services/quota"
@@ -212,7 +213,7 @@ func newGuard(ctx context.Context, cli *clientv3.Client, logger *slog.Logger, cf
 
 // serverConfig is the grpcserver config every composition uses.
 func serverConfig(listen string, logger *slog.Logger, openAPI []byte, g *auth.Guard) grpcserver.Config {
-	return grpcserver.Config{Listen: listen, Logger: logger, OpenAPI: openAPI, ShutdownTimeout: DefaultShutdownTimeout,
+	return grpcserver.Config{Listen: listen, Logger: logger, OpenAPI: openAPI, UI: webui.Handler(), ShutdownTimeout: DefaultShutdownTimeout,
 		Auth: g.UnaryInterceptor, AuthStream: g.StreamInterceptor}
 }
 
