@@ -14,6 +14,7 @@ PKGS = $(shell $(GO) list -m -f '{{.Dir}}/...')
 
 include make/proto.mk
 include make/testbin.mk
+include make/ui.mk
 
 .PHONY: help
 help: ## list the targets
@@ -40,7 +41,7 @@ CONTRACT_SUBDIRS ?=
 # alone, after the rest, not beside other packages' tests on the same CPUs.
 MEASURED = TestRun_strictRatio|TestRun_fairIdleLeasesGoToBusy
 
-test: build check ## run the whole test suite (checks, unit, property, scenarios)
+test: build check test-ui ## run the whole test suite (checks, unit, property, scenarios, the web UI in Chromium)
 	$(GO) test -count=1 -skip '$(MEASURED)' $(PKGS)
 	$(GO) test -count=1 -run '$(MEASURED)' ./pkg/runner/timeslicer/
 	./scripts/check-scenarios.sh $(BIN)/runway scenarios $(CONTRACT) $(CONTRACT_SUBDIRS)
@@ -50,6 +51,6 @@ bench: ## run the benchmarks
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 3x $(PKGS)
 
 .PHONY: check
-check: lint-proto check-generated ## vet, import boundaries, buf lint, generated code in sync
+check: lint-proto check-generated check-ui ## vet, import boundaries, buf lint, generated code and the UI bundle in sync
 	$(GO) vet $(PKGS)
 	./scripts/check-imports.sh

@@ -1,0 +1,54 @@
+import { describe, expect, it } from 'vitest'
+import { auditFilter } from './views/Audit'
+import { policyPath } from './views/Governance'
+import { summarize } from './views/Overview'
+import { checkRule, ruleText } from './policy'
+
+describe('audit filter', () => {
+  it('joins the chosen comparisons with AND and quotes values', () => {
+    expect(auditFilter({ from: '', to: '', principal: '', resource: '', failedOnly: false })).toBe('')
+    const f = auditFilter({ from: '2026-01-02T03:04', to: '', principal: 'alice', resource: 'projects/"x"/', failedOnly: true })
+    expect(f).toBe(`create_time >= "${new Date('2026-01-02T03:04').toISOString()}" AND principal = "users/alice" AND resource:"projects/\\"x\\"/" AND status_code != 0`)
+    expect(auditFilter({ from: '', to: '', principal: 'applications/ci', resource: '', failedOnly: false })).toBe('principal = "applications/ci"')
+  })
+})
+
+describe('policies', () => {
+  it('paths by scope', () => {
+    expect(policyPath('account', 'training')).toBe('/v1/policies/training')
+    expect(policyPath('department:research', 'workspace')).toBe('/v1/departments/research/policies/workspace')
+    expect(policyPath('project:team-a', 'inference')).toBe('/v1/projects/team-a/policies/inference')
+  })
+  it('rules as text and the early check', () => {
+    expect(ruleText({ required: true, min: 1, max: 4, options: ['a', 'b'], canEdit: false })).toBe('required; min 1; max 4; one of a, b; fixed by policy')
+    expect(checkRule(2, { max: 1 })).toBe('at most 1')
+    expect(checkRule(0, { min: 1 })).toBe('at least 1')
+    expect(checkRule(1, { min: 1, max: 1 })).toBe('')
+    expect(checkRule(undefined, { max: 1 })).toBe('')
+  })
+})
+
+describe('overview', () => {
+  it('sums pools, departments and pending reasons from what was read', () => {
+    const s = summarize(
+      [
+        { name: 'nodes/n1', nodePool: 'nodepools/default', capacity: { milliGpus: '2000' }, allocated: { milliGpus: '1500' },
+          devices: [{ index: 0, allocations: [{ fractionMilli: 1000 }] }, { index: 1, allocations: [{ fractionMilli: 500 }] }] },
+        { name: 'nodes/n2', nodePool: 'nodepools/default', capacity: { milliGpus: '2000' }, allocated: { milliGpus: '0' },
+          devices: [{ index: 0 }, { index: 1, healthy: false }] },
+      ],
+      [
+        { name: 'departments/research/queue', kind: 'QUEUE_KIND_DEPARTMENT', nodePools: [{ allocated: { milliGpus: '1500' }, deserved: { milliGpus: '-1' } }] },
+        { name: 'projects/team-a/queue', kind: 'QUEUE_KIND_PROJECT', nodePools: [{ allocated: { milliGpus: '1500' } }] },
+      ],
+      [
+        { name: 'projects/team-a/workloads/a1', project: 'projects/team-a', status: { phase: 'WORKLOAD_PHASE_PENDING', pendingReasons: [{ check: 'PENDING_CHECK_RECLAIM' }] } },
+        { name: 'projects/team-a/workloads/a3', project: 'projects/team-a', status: { phase: 'WORKLOAD_PHASE_PENDING', pendingReasons: [{ check: 'PENDING_CHECK_RECLAIM' }] } },
+        { name: 'projects/team-a/workloads/a2', project: 'projects/team-a', status: { phase: 'WORKLOAD_PHASE_RUNNING' } },
+      ],
+    )
+    expect(s.pools).toEqual([{ name: 'default', nodes: 2, capacity: 4000, allocated: 1500, freeGpus: 1 }])
+    expect(s.departments).toEqual([{ name: 'research', allocated: 1500, deserved: 0 }])
+    expect(s.pending).toEqual([{ project: 'team-a', reason: 'Reclaim', count: 2 }])
+  })
+})

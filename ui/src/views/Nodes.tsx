@@ -1,0 +1,102 @@
+import { call, listAll } from '../api'
+import { errorText, useLoad } from '../hooks'
+import { Link } from '../router'
+import { bytes, deviceUse, enumLabel, gpus, id } from '../format'
+import type { GpuDevice, NodePool, NodeT } from '../types'
+import { useState } from 'react'
+
+// GpuMap draws one node's devices: whole (one holder), shared (fractions,
+// each holder's share), free, unhealthy.
+function GpuMap({ node }: { node: NodeT }) {
+  const state = (d: GpuDevice) => {
+    if (d.healthy === false) return 'unhealthy'
+    const used = deviceUse(d)
+    if (used === 0) return 'free'
+    return (d.allocations ?? []).some((a) => (a.fractionMilli ?? 1000) >= 1000) ? 'whole' : 'shared'
+  }
+  return (
+    <ul className="gpu-map" aria-label={`GPUs of ${id(node.name)}`}>
+      {(node.devices ?? []).map((d) => {
+        const s = state(d)
+        return (
+          <li key={d.index ?? 0} className={`gpu gpu-${s}`}>
+            <strong>GPU {d.index ?? 0}</strong> <span className="gpu-state">{s}</span>
+            <span className="gpu-model">{d.model} {d.memoryBytes ? bytes(d.memoryBytes) : ''}</span>
+            <span className="bar" role="img" aria-label={`${deviceUse(d) / 10}% held`}>
+              {(d.allocations ?? []).map((a, i) => (
+                <span key={i} className="seg" style={{ width: `${(a.fractionMilli ?? 1000) / 10}%` }} />
+              ))}
+            </span>
+            <ul className="holders">
+              {(d.allocations ?? []).map((a, i) => {
+                const parts = (a.workload ?? '').split('/')
+                return (
+                  <li key={i}>
+                    <Link to={`/workloads/${parts[1]}/${parts[3]}`}>{parts[1]}/{parts[3]}</Link> pod {a.podIndex ?? 0}
+                    {(a.fractionMilli ?? 1000) < 1000 ? ` (${(a.fractionMilli ?? 0) / 10}%)` : ''}
+                  </li>
+                )
+              })}
+            </ul>
+          </li>
+        )
+      })}
+    </ul>
+  )
+}
+
+export function Nodes() {
+  const { data, error, reload } = useLoad(
+    async (s) => {
+      const [pools, nodes] = await Promise.all([
+        listAll<NodePool>('/v1/nodepools', 'nodePools', s),
+        listAll<NodeT>('/v1/nodes', 'nodes', s),
+      ])
+      return { pools, nodes }
+    },
+    [],
+    3000,
+  )
+  const [actionError, setActionError] = useState('')
+  const act = async (n: NodeT, verb: 'drain' | 'undrain') => {
+    try {
+      await call('POST', `/v1/${n.name}:${verb}`, verb === 'drain' ? { reason: 'drained from the web UI' } : {})
+      setActionError('')
+      reload()
+    } catch (err) {
+      setActionError(errorText(err))
+    }
+  }
+  return (
+    <section aria-labelledby="h-nodes">
+      <h1 id="h-nodes">Node pools and nodes</h1>
+      {(error || actionError) && <p role="alert" className="error">{error || actionError}</p>}
+      {data?.pools.map((p) => {
+        const nodes = data.nodes.filter((n) => n.nodePool === p.name)
+        return (
+          <section key={p.name} aria-labelledby={`pool-${id(p.name)}`} className="pool">
+            <h2 id={`pool-${id(p.name)}`}>
+              Node pool {id(p.name)}{' '}
+              <small>
+                {enumLabel(p.placementStrategy, 'PLACEMENT_STRATEGY_')} placement, time slicing {enumLabel(p.timeSlicing?.mode, 'TIME_SLICING_MODE_') || 'off'}, {nodes.length} nodes
+              </small>
+            </h2>
+            {nodes.map((n) => (
+              <article key={n.name} className="node" aria-labelledby={`node-${id(n.name)}`}>
+                <h3 id={`node-${id(n.name)}`}>
+                  {id(n.name)} <small>{enumLabel(n.readiness, 'READINESS_')}{n.drained ? `, drained${n.drainReason ? `: ${n.drainReason}` : ''}` : ''} · {gpus(n.allocated?.milliGpus)} of {gpus(n.capacity?.milliGpus)} GPUs allocated</small>
+                </h3>
+                {n.drained ? (
+                  <button type="button" onClick={() => act(n, 'undrain')}>Undrain {id(n.name)}</button>
+                ) : (
+                  <button type="button" onClick={() => act(n, 'drain')}>Drain {id(n.name)}</button>
+                )}
+                <GpuMap node={n} />
+              </article>
+            ))}
+          </section>
+        )
+      })}
+    </section>
+  )
+}

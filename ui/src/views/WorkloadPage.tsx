@@ -1,0 +1,146 @@
+import { useEffect, useRef, useState } from 'react'
+import { get, streamNDJSON } from '../api'
+import { useLoad } from '../hooks'
+import { bytes, enumLabel, gpuRequest, gpus, id, phase, time, workloadType } from '../format'
+import type { PendingReason, Quantity, Workload } from '../types'
+
+function qty(q?: Quantity) {
+  if (!q) return ''
+  const parts = [`${gpus(q.milliGpus)} GPU`]
+  if (q.milliCpu && q.milliCpu !== '0') parts.push(`${Number(q.milliCpu) / 1000} CPU`)
+  if (q.memoryBytes && q.memoryBytes !== '0') parts.push(bytes(q.memoryBytes))
+  return parts.join(', ')
+}
+
+function Reasons({ reasons }: { reasons: PendingReason[] }) {
+  return (
+    <table>
+      <caption>Why it waits</caption>
+      <thead>
+        <tr>
+          <th scope="col">Check</th><th scope="col">Reason</th><th scope="col">Node pool</th>
+          <th scope="col">Requested</th><th scope="col">Available</th><th scope="col">Nodes failed</th>
+        </tr>
+      </thead>
+      <tbody>
+        {reasons.map((r, i) => (
+          <tr key={i}>
+            <td>{enumLabel(r.check, 'PENDING_CHECK_')}</td><td>{r.message}</td><td>{id(r.nodePool)}</td>
+            <td>{qty(r.requested)}</td><td>{qty(r.available)}</td><td>{r.nodeCount ?? ''}</td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
+  )
+}
+
+// Logs reads the :logs NDJSON stream: the last lines, then (when following)
+// what the pod writes next, until the page is left or follow is switched off.
+function Logs({ path }: { path: string }) {
+  const [pod, setPod] = useState(0)
+  const [follow, setFollow] = useState(false)
+  const [text, setText] = useState('')
+  const [error, setError] = useState('')
+  const pre = useRef<HTMLPreElement>(null)
+  useEffect(() => {
+    const ctl = new AbortController()
+    setText('')
+    setError('')
+    const dec = new TextDecoder()
+    streamNDJSON(
+      `${path}:logs?podIndex=${pod}&tailLines=200&follow=${follow}`,
+      (v) => {
+        const data = (v as { data?: string }).data ?? ''
+        const bin = atob(data)
+        const u8 = Uint8Array.from(bin, (c) => c.charCodeAt(0))
+        setText((t) => (t + dec.decode(u8, { stream: true })).slice(-200_000))
+      },
+      ctl.signal,
+    ).catch((e) => {
+      if (!ctl.signal.aborted) setError(e instanceof Error ? e.message : String(e))
+    })
+    return () => ctl.abort()
+  }, [path, pod, follow])
+  useEffect(() => {
+    if (pre.current) pre.current.scrollTop = pre.current.scrollHeight
+  }, [text])
+  return (
+    <section aria-labelledby="h-logs">
+      <h2 id="h-logs">Logs</h2>
+      <div className="toolbar">
+        <label>
+          Pod
+          <input type="number" min={0} value={pod} onChange={(e) => setPod(Math.max(0, Number(e.target.value)))} />
+        </label>
+        <label className="check">
+          <input type="checkbox" checked={follow} onChange={(e) => setFollow(e.target.checked)} /> Follow
+        </label>
+      </div>
+      {error && <p role="alert" className="error">{error}</p>}
+      <pre ref={pre} className="logs" tabIndex={0} aria-label="Log output">{text || '(no output yet)'}</pre>
+    </section>
+  )
+}
+
+export function WorkloadPage({ project, name }: { project: string; name: string }) {
+  const path = `/v1/projects/${encodeURIComponent(project)}/workloads/${encodeURIComponent(name)}`
+  const { data: w, error } = useLoad((s) => get<Workload>(path, s), [path], 2000)
+  const st = w?.status
+  return (
+    <section aria-labelledby="h-workload">
+      <h1 id="h-workload">
+        Workload {name} <small>in project {project}</small>
+      </h1>
+      {error && <p role="alert" className="error">{error}</p>}
+      {w && (
+        <>
+          <dl className="facts">
+            <dt>Status</dt>
+            <dd className={`phase phase-${phase(st?.phase).toLowerCase()}`}>
+              {phase(st?.phase)}
+              {st?.preemptionCount ? ` (sent back to pending ${st.preemptionCount} time${st.preemptionCount > 1 ? 's' : ''})` : ''}
+            </dd>
+            <dt>Type</dt><dd>{workloadType(w.type)}</dd>
+            <dt>Submitted</dt><dd>{time(w.createTime)} by {id(w.creator)}</dd>
+            <dt>Image</dt><dd>{w.spec?.image}</dd>
+            <dt>Command</dt><dd><code>{[...(w.spec?.command ?? []), ...(w.spec?.args ?? [])].join(' ')}</code></dd>
+            <dt>GPU per pod</dt><dd>{gpuRequest(w.spec?.gpu)}</dd>
+            <dt>Pods</dt><dd>{st?.runningPods ?? 0} running of {st?.requestedPods ?? w.spec?.pods ?? 1}</dd>
+            <dt>Priority</dt><dd>{w.spec?.priority}</dd>
+            <dt>Node pool</dt><dd>{id(st?.nodePool)}</dd>
+            <dt>GPU allocation</dt><dd>{gpus(st?.allocatedMilliGpus)}</dd>
+          </dl>
+          {st?.pendingReasons?.length ? <Reasons reasons={st.pendingReasons} /> : null}
+          <table>
+            <caption>Pods</caption>
+            <thead><tr><th scope="col">Pod</th><th scope="col">State</th><th scope="col">Node</th><th scope="col">Devices</th><th scope="col">Message</th></tr></thead>
+            <tbody>
+              {(st?.pods ?? []).map((p) => (
+                <tr key={p.index ?? 0}>
+                  <td>{p.index ?? 0}</td><td>{enumLabel(p.state, 'POD_STATE_')}</td><td>{p.node}</td>
+                  <td>{(p.deviceIndexes ?? []).map((d) => `GPU ${d}`).join(', ')}{p.fractionMilli ? ` (${p.fractionMilli / 10}%)` : ''}</td>
+                  <td>{p.message}</td>
+                </tr>
+              ))}
+              {!st?.pods?.length && <tr><td colSpan={5} className="empty">No pod is bound.</td></tr>}
+            </tbody>
+          </table>
+          <table>
+            <caption>Events</caption>
+            <thead><tr><th scope="col">Time</th><th scope="col">Event</th><th scope="col">By</th><th scope="col">Message</th></tr></thead>
+            <tbody>
+              {(st?.events ?? []).map((e, i) => (
+                <tr key={i}>
+                  <td>{time(e.time)}</td><td>{enumLabel(e.type, 'WORKLOAD_EVENT_TYPE_')}</td>
+                  <td>{[e.by, enumLabel(e.rule, 'SCHEDULING_RULE_')].filter(Boolean).join(', ')}</td><td>{e.message}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+          <div className="chart-slot" aria-hidden="true" data-slot="metrics" />
+          <Logs path={path} />
+        </>
+      )}
+    </section>
+  )
+}
