@@ -3,6 +3,7 @@ import { auditFilter } from './views/Audit'
 import { policyPath } from './views/Governance'
 import { summarize } from './views/Overview'
 import { checkRule, ruleText } from './policy'
+import { milli } from './views/Projects'
 
 describe('audit filter', () => {
   it('joins the chosen comparisons with AND and quotes values', () => {
@@ -50,5 +51,16 @@ describe('overview', () => {
     expect(s.pools).toEqual([{ name: 'default', nodes: 2, capacity: 4000, allocated: 1500, freeGpus: 1 }])
     expect(s.departments).toEqual([{ name: 'research', allocated: 1500, deserved: 0 }])
     expect(s.pending).toEqual([{ project: 'team-a', reason: 'Reclaim', count: 2 }])
+  })
+})
+
+describe('quota amounts', () => {
+  it('reads what a person types', () => {
+    expect(milli('2')).toBe('2000')
+    expect(milli('0.5')).toBe('500')
+    expect(milli('')).toBeUndefined()
+    expect(milli('unlimited')).toBeUndefined()
+    expect(milli('NaN')).toBeNull()
+    expect(milli('-1')).toBeNull()
   })
 })

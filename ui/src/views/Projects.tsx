@@ -56,24 +56,38 @@ function cols(onDelete: (r: Row) => void, onEdit: (r: Row) => void): Col<Row>[] 
   ]
 }
 
-// milli reads a GPU amount typed by a person ("2", "1.5"; empty: unset).
-const milli = (s: string) => (s.trim() === '' ? undefined : String(Math.round(Number(s) * 1000)))
+// milli reads a GPU amount typed by a person: "2", "1.5"; empty or
+// "unlimited" is unset. null: not a number.
+export function milli(s: string): string | undefined | null {
+  const t = s.trim()
+  if (t === '' || t === 'unlimited') return undefined
+  if (!/^\d+(\.\d{1,3})?$/.test(t)) return null
+  return String(Math.round(Number(t) * 1000))
+}
+
+// shown is a stored amount as the form shows it: unset and -1 are empty.
+const shown = (m?: string) => (m === undefined || Number(m) < 0 ? '' : gpus(m))
 
 function QuotaForm({ editing, departments, onDone }: { editing?: Row; departments: Department[]; onDone: () => void }) {
   const [kind, setKind] = useState<Row['kind']>(editing?.kind ?? 'Project')
   const [name, setName] = useState(editing?.name ?? '')
-  const [department, setDepartment] = useState(editing?.department ?? '')
+  const [department, setDepartment] = useState(editing?.department || 'default')
   const [pool, setPool] = useState(id(editing?.pool) || 'default')
-  const [quota, setQuota] = useState(editing ? gpus(editing.q?.gpu?.deservedMilliGpus ?? '0') : '')
-  const [limit, setLimit] = useState(editing?.q?.gpu?.limitMilliGpus ? gpus(editing.q.gpu.limitMilliGpus) : '')
+  const [quota, setQuota] = useState(shown(editing?.q?.gpu?.deservedMilliGpus))
+  const [limit, setLimit] = useState(shown(editing?.q?.gpu?.limitMilliGpus))
   const [weight, setWeight] = useState(String(editing?.q?.gpu?.overQuotaWeight ?? ''))
   const [error, setError] = useState('')
   const submit = async (e: React.FormEvent) => {
     e.preventDefault()
     setError('')
     const gpu: Record<string, unknown> = {}
-    if (milli(quota) !== undefined) gpu.deservedMilliGpus = milli(quota)
-    if (milli(limit) !== undefined) gpu.limitMilliGpus = milli(limit)
+    const [q, l] = [milli(quota), milli(limit)]
+    if (q === null || l === null || (weight.trim() && !/^\d+$/.test(weight.trim()))) {
+      setError('GPU quota and limit are amounts of GPUs such as 2 or 0.5 (limit empty: unlimited); the weight is a whole number.')
+      return
+    }
+    if (q !== undefined) gpu.deservedMilliGpus = q
+    if (l !== undefined) gpu.limitMilliGpus = l
     if (weight.trim()) gpu.overQuotaWeight = Number(weight)
     const body: Record<string, unknown> = { nodePoolQuotas: [{ nodePool: `nodepools/${pool}`, gpu }] }
     const coll = kind === 'Project' ? 'projects' : 'departments'
@@ -108,9 +122,8 @@ function QuotaForm({ editing, departments, onDone }: { editing?: Row; department
         <label>
           Department
           <select value={department} onChange={(e) => setDepartment(e.target.value)}>
-            <option value="">default</option>
-            {departments.map((d) => (
-              <option key={d.name} value={id(d.name)}>{id(d.name)}</option>
+            {(departments.length ? departments.map((d) => id(d.name)) : ['default']).map((d) => (
+              <option key={d} value={d}>{d}</option>
             ))}
           </select>
         </label>

@@ -1,5 +1,5 @@
 import { useEffect, useRef, useState } from 'react'
-import { get, streamNDJSON } from '../api'
+import { ApiError, get, streamNDJSON } from '../api'
 import { useLoad } from '../hooks'
 import { bytes, enumLabel, gpuRequest, gpus, id, phase, time, workloadType } from '../format'
 import type { PendingReason, Quantity, Workload } from '../types'
@@ -36,14 +36,16 @@ function Reasons({ reasons }: { reasons: PendingReason[] }) {
 
 // Logs reads the :logs NDJSON stream: the last lines, then (when following)
 // what the pod writes next, until the page is left or follow is switched off.
-function Logs({ path }: { path: string }) {
+function Logs({ path, phase }: { path: string; phase: string }) {
   const [pod, setPod] = useState(0)
+  const [retry, setRetry] = useState(0)
   const [follow, setFollow] = useState(false)
   const [text, setText] = useState('')
   const [error, setError] = useState('')
   const pre = useRef<HTMLPreElement>(null)
   useEffect(() => {
     const ctl = new AbortController()
+    let timer: ReturnType<typeof setTimeout> | undefined
     setText('')
     setError('')
     const dec = new TextDecoder()
@@ -57,10 +59,16 @@ function Logs({ path }: { path: string }) {
       },
       ctl.signal,
     ).catch((e) => {
-      if (!ctl.signal.aborted) setError(e instanceof Error ? e.message : String(e))
+      if (ctl.signal.aborted) return
+      // No output yet (not started, or no pod at that index): ask again soon.
+      if (e instanceof ApiError && e.reason === 'WORKLOAD_NO_LOGS') timer = setTimeout(() => setRetry((r) => r + 1), 2000)
+      else setError(e instanceof Error ? e.message : String(e))
     })
-    return () => ctl.abort()
-  }, [path, pod, follow])
+    return () => {
+      ctl.abort()
+      clearTimeout(timer)
+    }
+  }, [path, pod, follow, phase, retry])
   useEffect(() => {
     if (pre.current) pre.current.scrollTop = pre.current.scrollHeight
   }, [text])
@@ -138,7 +146,7 @@ export function WorkloadPage({ project, name }: { project: string; name: string 
             </tbody>
           </table>
           <div className="chart-slot" aria-hidden="true" data-slot="metrics" />
-          <Logs path={path} />
+          <Logs path={path} phase={st?.phase ?? ''} />
         </>
       )}
     </section>
