@@ -223,6 +223,21 @@ describe('web UI against runway dev', () => {
     await check('07b-workload-logs')
   })
 
+  it('suspends, resumes and deletes a workload from its page', async () => {
+    await submitWorkload('pause', 'team-a', '0')
+    await waitStatus('Running')
+    const actions = page.getByRole('group', { name: 'Workload actions' })
+    await actions.getByRole('button', { name: 'Suspend' }).click()
+    await waitStatus('Stopped')
+    await actions.getByRole('button', { name: 'Resume' }).click()
+    await waitStatus('Running')
+    page.once('dialog', (d) => d.accept())
+    await actions.getByRole('button', { name: 'Delete' }).click()
+    await page.getByRole('heading', { name: 'Workloads' }).waitFor()
+    await page.getByRole('cell', { name: 'a1', exact: true }).waitFor()
+    await expect.poll(async () => page.locator('tbody tr td:first-child').allTextContents(), { timeout: 30_000 }).not.toContain('pause')
+  })
+
   it('creates an application and shows its secret once', async () => {
     await nav('Access')
     const form = page.getByRole('form', { name: 'Create an application' })

@@ -22,20 +22,25 @@ export interface Workload {
   status?: {
     phase?: string; runningPods?: number; requestedPods?: number; allocatedMilliGpus?: string; nodePool?: string
     nodes?: string[]; pods?: PodStatus[]; pendingReasons?: PendingReason[]; preemptionCount?: number; events?: WorkloadEvent[]
-    stopReason?: string
+    stopReason?: string; gpuIdleTime?: string
   }
 }
 export interface GpuQuota { deservedMilliGpus?: string; limitMilliGpus?: string; overQuotaWeight?: number; overQuotaEnabled?: boolean }
 export interface NodePoolQuota { nodePool?: string; gpu?: GpuQuota }
-export interface Project { name: string; department?: string; description?: string; nodePoolQuotas?: NodePoolQuota[]; etag?: string }
-export interface Department { name: string; description?: string; nodePoolQuotas?: NodePoolQuota[]; etag?: string }
+export interface SchedulingRules { workloadType?: string; timeLimit?: string; idleGpuLimit?: string; preemptWhenIdle?: boolean; nodeTypes?: string[] }
+export interface Project { name: string; department?: string; description?: string; nodePoolQuotas?: NodePoolQuota[]; etag?: string; schedulingRules?: SchedulingRules[] }
+export interface Department { name: string; description?: string; nodePoolQuotas?: NodePoolQuota[]; etag?: string; schedulingRules?: SchedulingRules[] }
 export interface QueueNodePool {
   nodePool?: string; deserved?: Quantity; limit?: Quantity; fairShare?: Quantity; allocated?: Quantity; requested?: Quantity
   runningWorkloads?: number; pendingWorkloads?: number; overQuotaWeights?: { gpu?: number }
 }
 export interface Queue { name: string; kind?: string; parentQueue?: string; nodePools?: QueueNodePool[] }
 export interface DeviceAllocation { workload?: string; podIndex?: number; fractionMilli?: number }
-export interface GpuDevice { index?: number; model?: string; memoryBytes?: string; healthy?: boolean; allocations?: DeviceAllocation[] }
+export interface TimeSlot { workload?: string; podIndex?: number; sharePercent?: number }
+export interface GpuDevice {
+  index?: number; model?: string; memoryBytes?: string; healthy?: boolean; allocations?: DeviceAllocation[]
+  timeSlicePlan?: { mode?: string; leaseDuration?: string; slots?: TimeSlot[] }
+}
 export interface NodeT {
   name: string; nodePool?: string; readiness?: string; drained?: boolean; drainReason?: string
   capacity?: Quantity; allocated?: Quantity; devices?: GpuDevice[]; etag?: string

@@ -3,7 +3,8 @@ import { auditFilter } from './views/Audit'
 import { policyPath } from './views/Governance'
 import { summarize } from './views/Overview'
 import { checkRule, ruleText } from './policy'
-import { milli } from './views/Projects'
+import { milli, rulesText } from './views/Projects'
+import { planShares } from './views/Nodes'
 
 describe('audit filter', () => {
   it('joins the chosen comparisons with AND and quotes values', () => {
@@ -46,11 +47,13 @@ describe('overview', () => {
         { name: 'projects/team-a/workloads/a1', project: 'projects/team-a', status: { phase: 'WORKLOAD_PHASE_PENDING', pendingReasons: [{ check: 'PENDING_CHECK_RECLAIM' }] } },
         { name: 'projects/team-a/workloads/a3', project: 'projects/team-a', status: { phase: 'WORKLOAD_PHASE_PENDING', pendingReasons: [{ check: 'PENDING_CHECK_RECLAIM' }] } },
         { name: 'projects/team-a/workloads/a2', project: 'projects/team-a', status: { phase: 'WORKLOAD_PHASE_RUNNING' } },
+        { name: 'projects/team-a/workloads/nb', project: 'projects/team-a', status: { phase: 'WORKLOAD_PHASE_RUNNING', allocatedMilliGpus: '500', gpuIdleTime: '90.5s' } },
       ],
     )
     expect(s.pools).toEqual([{ name: 'default', nodes: 2, capacity: 4000, allocated: 1500, freeGpus: 1 }])
-    expect(s.departments).toEqual([{ name: 'research', allocated: 1500, deserved: 0 }])
+    expect(s.departments).toEqual([{ name: 'research', allocated: 1500, deserved: -1 }])
     expect(s.pending).toEqual([{ project: 'team-a', reason: 'Reclaim', count: 2 }])
+    expect(s.idle).toEqual([{ name: 'nb', project: 'team-a', gpus: 500, idleSeconds: 90.5 }])
   })
 })
 
@@ -62,5 +65,20 @@ describe('quota amounts', () => {
     expect(milli('unlimited')).toBeUndefined()
     expect(milli('NaN')).toBeNull()
     expect(milli('-1')).toBeNull()
+  })
+})
+
+describe('rules and plans as text', () => {
+  it('scheduling rules', () => {
+    expect(rulesText([{ workloadType: 'WORKLOAD_TYPE_TRAINING', timeLimit: '28800s', nodeTypes: ['dgx'] }, { workloadType: 'WORKLOAD_TYPE_WORKSPACE', idleGpuLimit: '3600s', preemptWhenIdle: true }]))
+      .toBe('Training: time limit 28800s, node types dgx; Workspace: idle GPU limit 3600s (preempt)')
+    expect(rulesText(undefined)).toBe('')
+  })
+  it('time-slice plan shares per pod', () => {
+    expect(planShares([
+      { workload: 'projects/team-a/workloads/nb', podIndex: 0, sharePercent: 25 },
+      { sharePercent: 50 },
+      { workload: 'projects/team-a/workloads/nb', podIndex: 0, sharePercent: 25 },
+    ])).toEqual(['team-a/nb pod 0 50%', 'unowned 50%'])
   })
 })

@@ -2,8 +2,19 @@ import { call, listAll } from '../api'
 import { errorText, useLoad } from '../hooks'
 import { Link } from '../router'
 import { bytes, deviceUse, enumLabel, gpus, id } from '../format'
-import type { GpuDevice, NodePool, NodeT } from '../types'
+import type { GpuDevice, NodePool, NodeT, TimeSlot } from '../types'
 import { useState } from 'react'
+
+// planShares sums a time-slice plan's slots per pod: "team-a/nb pod 0 50%".
+export function planShares(slots: TimeSlot[]): string[] {
+  const by = new Map<string, number>()
+  for (const s of slots) {
+    const parts = (s.workload ?? '').split('/')
+    const key = s.workload ? `${parts[1]}/${parts[3]} pod ${s.podIndex ?? 0}` : 'unowned'
+    by.set(key, (by.get(key) ?? 0) + (s.sharePercent ?? 0))
+  }
+  return [...by.entries()].map(([k, v]) => `${k} ${v}%`)
+}
 
 // GpuMap draws one node's devices: whole (one holder), shared (fractions,
 // each holder's share), free, unhealthy.
@@ -27,6 +38,12 @@ function GpuMap({ node }: { node: NodeT }) {
                 <span key={i} className="seg" style={{ width: `${(a.fractionMilli ?? 1000) / 10}%` }} />
               ))}
             </span>
+            {d.timeSlicePlan && (
+              <p className="plan">
+                Time slicing {enumLabel(d.timeSlicePlan.mode, 'TIME_SLICING_MODE_').toLowerCase()}, leases of {d.timeSlicePlan.leaseDuration}:{' '}
+                {planShares(d.timeSlicePlan.slots ?? []).join(', ')}
+              </p>
+            )}
             <ul className="holders">
               {(d.allocations ?? []).map((a, i) => {
                 const parts = (a.workload ?? '').split('/')

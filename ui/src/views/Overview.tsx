@@ -21,7 +21,8 @@ export function summarize(nodes: NodeT[], queues: Queue[], workloads: Workload[]
     .map((q) => ({
       name: id(q.name.replace(/\/queue$/, '')),
       allocated: (q.nodePools ?? []).reduce((s, n) => s + Number(n.allocated?.milliGpus ?? 0), 0),
-      deserved: (q.nodePools ?? []).reduce((s, n) => s + Math.max(0, Number(n.deserved?.milliGpus ?? 0)), 0),
+      // -1 (unlimited) in any pool makes the whole unlimited.
+      deserved: (q.nodePools ?? []).reduce((s, n) => (s < 0 || Number(n.deserved?.milliGpus ?? 0) < 0 ? -1 : s + Number(n.deserved?.milliGpus ?? 0)), 0),
     }))
   const pending = new Map<string, number>()
   for (const w of workloads) {
@@ -30,7 +31,13 @@ export function summarize(nodes: NodeT[], queues: Queue[], workloads: Workload[]
     const key = `${id(w.project)}\u0000${reason}`
     pending.set(key, (pending.get(key) ?? 0) + 1)
   }
+  // Durations arrive as "12.5s" (protobuf JSON).
+  const idle = workloads
+    .filter((w) => w.status?.phase === 'WORKLOAD_PHASE_RUNNING' && parseFloat(w.status.gpuIdleTime ?? '0') > 0 && Number(w.status.allocatedMilliGpus ?? 0) > 0)
+    .map((w) => ({ name: id(w.name), project: id(w.project), gpus: Number(w.status!.allocatedMilliGpus), idleSeconds: parseFloat(w.status!.gpuIdleTime!) }))
+    .sort((a, b) => b.idleSeconds - a.idleSeconds)
   return {
+    idle,
     pools: [...pools.entries()].map(([name, p]) => ({ name: id(name), ...p })).sort((a, b) => a.name.localeCompare(b.name)),
     departments,
     pending: [...pending.entries()].map(([k, n]) => ({ project: k.split('\u0000')[0], reason: k.split('\u0000')[1], count: n })).sort((a, b) => a.project.localeCompare(b.project) || a.reason.localeCompare(b.reason)),
@@ -83,6 +90,16 @@ export function Overview() {
                 <tr key={p.project + p.reason}><td>{p.project}</td><td>{p.reason}</td><td><Link to="/workloads">{p.count}</Link></td></tr>
               ))}
               {data.pending.length === 0 && <tr><td colSpan={3} className="empty">Nothing is pending.</td></tr>}
+            </tbody>
+          </table>
+          <table>
+            <caption>Running workloads whose GPUs are idle</caption>
+            <thead><tr><th scope="col">Workload</th><th scope="col">Project</th><th scope="col">GPUs held</th><th scope="col">Idle for</th></tr></thead>
+            <tbody>
+              {data.idle.map((w) => (
+                <tr key={w.project + w.name}><td><Link to={`/workloads/${w.project}/${w.name}`}>{w.name}</Link></td><td>{w.project}</td><td>{gpus(w.gpus)}</td><td>{Math.round(w.idleSeconds)} s</td></tr>
+              ))}
+              {data.idle.length === 0 && <tr><td colSpan={4} className="empty">No running workload has idle GPUs.</td></tr>}
             </tbody>
           </table>
         </div>

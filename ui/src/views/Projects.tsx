@@ -2,12 +2,26 @@ import { useState } from 'react'
 import { call, listAll } from '../api'
 import { errorText, useLoad } from '../hooks'
 import { DataTable, type Col } from '../table'
-import { gpus, id } from '../format'
-import type { Department, NodePoolQuota, Project, Queue } from '../types'
+import { gpus, id, workloadType } from '../format'
+import type { Department, NodePoolQuota, Project, Queue, SchedulingRules } from '../types'
 
 // A row per (project or department, node pool): the quota as set and the
 // scheduler's numbers for it now (its queue).
-interface Row { kind: 'Project' | 'Department'; name: string; department: string; pool: string; q?: NodePoolQuota; queue?: Queue; etag?: string }
+interface Row { kind: 'Project' | 'Department'; name: string; department: string; pool: string; q?: NodePoolQuota; queue?: Queue; etag?: string; rules: string }
+
+// rulesText is a scope's scheduling rules in one line, per workload type.
+export function rulesText(rs: SchedulingRules[] = []): string {
+  return rs
+    .map((r) => {
+      const parts = [
+        r.timeLimit && `time limit ${r.timeLimit}`,
+        r.idleGpuLimit && `idle GPU limit ${r.idleGpuLimit}${r.preemptWhenIdle ? ' (preempt)' : ''}`,
+        r.nodeTypes?.length && `node types ${r.nodeTypes.join(', ')}`,
+      ].filter(Boolean)
+      return `${workloadType(r.workloadType)}: ${parts.join(', ')}`
+    })
+    .join('; ')
+}
 
 const num = (q?: string) => (q === undefined ? '' : q)
 
@@ -24,6 +38,7 @@ function rows(kind: Row['kind'], items: (Project | Department)[], queues: Map<st
       q: p.nodePoolQuotas?.find((q) => q.nodePool === pool),
       queue,
       etag: p.etag,
+      rules: rulesText(p.schedulingRules),
     }))
   })
 }
@@ -40,6 +55,7 @@ function cols(onDelete: (r: Row) => void, onEdit: (r: Row) => void): Col<Row>[] 
     { id: 'weight', header: 'Over-quota weight', text: (r) => String(r.q?.gpu?.overQuotaWeight ?? np(r)?.overQuotaWeights?.gpu ?? 1) },
     { id: 'allocated', header: 'Allocated', text: (r) => gpus(np(r)?.allocated?.milliGpus) },
     { id: 'fairShare', header: 'Fair share', text: (r) => gpus(np(r)?.fairShare?.milliGpus) },
+    { id: 'rules', header: 'Scheduling rules', text: (r) => r.rules },
     { id: 'running', header: 'Running', text: (r) => String(np(r)?.runningWorkloads ?? 0), hidden: true },
     { id: 'pending', header: 'Pending', text: (r) => String(np(r)?.pendingWorkloads ?? 0), hidden: true },
     {

@@ -1,6 +1,7 @@
 import { useEffect, useRef, useState } from 'react'
-import { ApiError, get, streamNDJSON } from '../api'
-import { useLoad } from '../hooks'
+import { ApiError, call, get, streamNDJSON } from '../api'
+import { useRouter } from '../router'
+import { errorText, useLoad } from '../hooks'
 import { bytes, enumLabel, gpuRequest, gpus, id, phase, time, workloadType } from '../format'
 import type { PendingReason, Quantity, Workload } from '../types'
 
@@ -90,9 +91,39 @@ function Logs({ path, phase }: { path: string; phase: string }) {
   )
 }
 
+function Actions({ path, w, reload }: { path: string; w: Workload; reload: () => void }) {
+  const { go } = useRouter()
+  const [error, setError] = useState('')
+  const act = async (method: string, url: string, body?: unknown, after?: () => void) => {
+    setError('')
+    try {
+      await call(method, url, body)
+      if (after) after()
+      else reload()
+    } catch (err) {
+      setError(errorText(err))
+    }
+  }
+  const stopped = w.status?.phase === 'WORKLOAD_PHASE_STOPPED'
+  const final = w.status?.phase === 'WORKLOAD_PHASE_COMPLETED' || w.status?.phase === 'WORKLOAD_PHASE_FAILED'
+  return (
+    <div className="actions" role="group" aria-label="Workload actions">
+      {!final && (stopped ? (
+        <button type="button" onClick={() => act('POST', `${path}:resume`, {})}>Resume</button>
+      ) : (
+        <button type="button" onClick={() => act('POST', `${path}:suspend`, {})}>Suspend</button>
+      ))}
+      <button type="button" className="danger" onClick={() => window.confirm(`Delete workload ${id(w.name)}?`) && act('DELETE', path, undefined, () => go('/workloads'))}>
+        Delete
+      </button>
+      {error && <p role="alert" className="error">{error}</p>}
+    </div>
+  )
+}
+
 export function WorkloadPage({ project, name }: { project: string; name: string }) {
   const path = `/v1/projects/${encodeURIComponent(project)}/workloads/${encodeURIComponent(name)}`
-  const { data: w, error } = useLoad((s) => get<Workload>(path, s), [path], 2000)
+  const { data: w, error, reload } = useLoad((s) => get<Workload>(path, s), [path], 2000)
   const st = w?.status
   return (
     <section aria-labelledby="h-workload">
@@ -102,6 +133,7 @@ export function WorkloadPage({ project, name }: { project: string; name: string 
       {error && <p role="alert" className="error">{error}</p>}
       {w && (
         <>
+          <Actions path={path} w={w} reload={reload} />
           <dl className="facts">
             <dt>Status</dt>
             <dd className={`phase phase-${phase(st?.phase).toLowerCase()}`}>
@@ -117,6 +149,8 @@ export function WorkloadPage({ project, name }: { project: string; name: string 
             <dt>Priority</dt><dd>{w.spec?.priority}</dd>
             <dt>Node pool</dt><dd>{id(st?.nodePool)}</dd>
             <dt>GPU allocation</dt><dd>{gpus(st?.allocatedMilliGpus)}</dd>
+            {st?.gpuIdleTime && <><dt>GPUs idle for</dt><dd>{st.gpuIdleTime}</dd></>}
+            {st?.stopReason && <><dt>Stopped because</dt><dd>{st.stopReason}</dd></>}
           </dl>
           {st?.pendingReasons?.length ? <Reasons reasons={st.pendingReasons} /> : null}
           <table>
