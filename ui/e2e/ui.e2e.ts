@@ -238,6 +238,24 @@ describe('web UI against runway dev', () => {
     await expect.poll(async () => page.locator('tbody tr td:first-child').allTextContents(), { timeout: 30_000 }).not.toContain('pause')
   })
 
+  it('updates the workloads table live from the watch stream', async () => {
+    const login = await fetch(dev.url + '/v1/auth:login', {
+      method: 'POST',
+      body: JSON.stringify({ password: { user: 'admin', password: NEW_ADMIN_PASSWORD } }),
+    }).then((r) => r.json())
+    const rest = (method: string, path: string, body?: unknown) =>
+      fetch(dev.url + path, { method, headers: { Authorization: `Bearer ${login.accessToken}` }, body: body && JSON.stringify(body) })
+    await nav('Workloads')
+    await page.getByRole('cell', { name: 'a1', exact: true }).waitFor()
+    const created = await rest('POST', '/v1/projects/team-a/workloads?workloadId=live', {
+      type: 'WORKLOAD_TYPE_TRAINING', spec: { image: 'x', command: ['sleep', '600'] },
+    })
+    expect(created.status).toBe(200)
+    await page.getByRole('cell', { name: 'live', exact: true }).waitFor()
+    expect((await rest('DELETE', '/v1/projects/team-a/workloads/live')).status).toBe(200)
+    await page.getByRole('cell', { name: 'live', exact: true }).waitFor({ state: 'detached' })
+  })
+
   it('creates an application and shows its secret once', async () => {
     await nav('Access')
     const form = page.getByRole('form', { name: 'Create an application' })

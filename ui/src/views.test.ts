@@ -82,3 +82,18 @@ describe('rules and plans as text', () => {
     ])).toEqual(['team-a/nb pod 0 50%', 'unowned 50%'])
   })
 })
+
+describe('watch events', () => {
+  it('add, modify and delete by name; SYNCED carries no workload', async () => {
+    const { applyWatch } = await import('./watch')
+    let m = new Map()
+    m = applyWatch(m, { type: 'WATCH_EVENT_TYPE_ADDED', workload: { name: 'projects/a/workloads/x', status: { phase: 'WORKLOAD_PHASE_PENDING' } } })
+    m = applyWatch(m, { type: 'WATCH_EVENT_TYPE_MODIFIED', workload: { name: 'projects/a/workloads/x', status: { phase: 'WORKLOAD_PHASE_RUNNING' } } })
+    m = applyWatch(m, { type: 'WATCH_EVENT_TYPE_ADDED', workload: { name: 'projects/a/workloads/y' } })
+    m = applyWatch(m, { type: 'WATCH_EVENT_TYPE_SYNCED' })
+    expect([...m.keys()]).toEqual(['projects/a/workloads/x', 'projects/a/workloads/y'])
+    expect(m.get('projects/a/workloads/x').status.phase).toBe('WORKLOAD_PHASE_RUNNING')
+    m = applyWatch(m, { type: 'WATCH_EVENT_TYPE_DELETED', workload: { name: 'projects/a/workloads/x' } })
+    expect([...m.keys()]).toEqual(['projects/a/workloads/y'])
+  })
+})

@@ -4,9 +4,9 @@ import { Link } from '../router'
 import { DataTable, type Col } from '../table'
 import { gpus, id, phase, time, workloadType } from '../format'
 import type { Project, Workload } from '../types'
+import { useWorkloadWatch } from '../watch'
 
-// Re-read every 2 s: the list is what the server returns for this caller.
-export const REFRESH_MS = 2000
+const PROJECTS_REFRESH_MS = 10_000
 
 export function workloadCols(dept: Map<string, string>): Col<Workload>[] {
   return [
@@ -25,16 +25,13 @@ export function workloadCols(dept: Map<string, string>): Col<Workload>[] {
 }
 
 export function Workloads() {
-  const { data, error } = useLoad(
-    async (signal) => {
-      const [ws, ps] = await Promise.all([
-        listAll<Workload>('/v1/projects/-/workloads', 'workloads', signal),
-        listAll<Project>('/v1/projects', 'projects', signal),
-      ])
-      return { ws, dept: new Map(ps.map((p) => [p.name, id(p.department)])) }
-    },
+  // The workloads are live from the watch stream; the projects (for their
+  // departments) are re-read now and then.
+  const { workloads, synced, error } = useWorkloadWatch()
+  const { data: dept } = useLoad(
+    async (signal) => new Map((await listAll<Project>('/v1/projects', 'projects', signal)).map((p) => [p.name, id(p.department)])),
     [],
-    REFRESH_MS,
+    PROJECTS_REFRESH_MS,
   )
   return (
     <section aria-labelledby="h-workloads">
@@ -45,7 +42,7 @@ export function Workloads() {
         </Link>
       </div>
       {error && <p role="alert" className="error">{error}</p>}
-      {data && <DataTable label="Workloads" rows={data.ws} cols={workloadCols(data.dept)} rowKey={(w) => w.name} empty="No workloads you may see." />}
+      {synced && <DataTable label="Workloads" rows={workloads} cols={workloadCols(dept ?? new Map())} rowKey={(w) => w.name} empty="No workloads you may see." />}
     </section>
   )
 }
