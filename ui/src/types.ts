@@ -58,3 +58,9 @@ export interface Policy { name: string; defaults?: WorkloadSpec; rules?: Record<
 export interface Environment { name: string; description?: string; image?: string; command?: string[]; args?: string[] }
 export interface ComputeResource { name: string; description?: string; gpu?: GpuRequest; milliCpu?: string; memoryBytes?: string }
 export interface Caller { principal: string; groups?: string[]; accessRules?: AccessRule[]; expireTime?: string }
+export interface FilterCount { check?: string; nodes?: number; message?: string }
+export interface NodePoolAttempt { nodePool?: string; nodesTotal?: number; nodesFeasible?: number; filtered?: FilterCount[]; largestFreeBlock?: Quantity; reasons?: PendingReason[] }
+export interface Explain {
+  name?: string; phase?: string; pendingReasons?: PendingReason[]; nodePoolAttempts?: NodePoolAttempt[]
+  lastDecision?: { time?: string; outcome?: string; rule?: string; nodePool?: string; workloads?: string[]; message?: string }
+}

@@ -3,7 +3,7 @@ import { ApiError, call, get, streamNDJSON } from '../api'
 import { useRouter } from '../router'
 import { errorText, useLoad } from '../hooks'
 import { bytes, enumLabel, gpuRequest, gpus, id, phase, time, workloadType } from '../format'
-import type { PendingReason, Quantity, Workload } from '../types'
+import type { Explain, PendingReason, Quantity, Workload } from '../types'
 
 function qty(q?: Quantity) {
   if (!q) return ''
@@ -32,6 +32,41 @@ function Reasons({ reasons }: { reasons: PendingReason[] }) {
         ))}
       </tbody>
     </table>
+  )
+}
+
+// Attempts is the scheduler's last look at a pending workload (:explain):
+// per node pool, how many nodes each check removed and the largest free
+// block on the rest.
+function Attempts({ path, phase }: { path: string; phase: string }) {
+  const { data } = useLoad((s) => get<Explain>(`${path}:explain`, s), [path, phase], 5000)
+  const attempts = data?.nodePoolAttempts ?? []
+  if (!attempts.length && !data?.lastDecision) return null
+  return (
+    <>
+      {data?.lastDecision?.message && (
+        <p className="hint">
+          Last decision ({time(data.lastDecision.time)}, {enumLabel(data.lastDecision.outcome, 'DECISION_OUTCOME_').toLowerCase()}): {data.lastDecision.message}
+        </p>
+      )}
+      {attempts.length > 0 && (
+        <table>
+          <caption>Node pools tried</caption>
+          <thead>
+            <tr><th scope="col">Node pool</th><th scope="col">Nodes</th><th scope="col">Feasible</th><th scope="col">Removed by</th><th scope="col">Largest free block</th></tr>
+          </thead>
+          <tbody>
+            {attempts.map((a, i) => (
+              <tr key={i}>
+                <td>{id(a.nodePool)}</td><td>{a.nodesTotal ?? 0}</td><td>{a.nodesFeasible ?? 0}</td>
+                <td>{(a.filtered ?? []).map((f) => `${enumLabel(f.check, 'PENDING_CHECK_')}: ${f.nodes ?? 0}${f.message ? ` (${f.message})` : ''}`).join('; ')}</td>
+                <td>{qty(a.largestFreeBlock)}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+    </>
   )
 }
 
@@ -153,6 +188,7 @@ export function WorkloadPage({ project, name }: { project: string; name: string 
             {st?.stopReason && <><dt>Stopped because</dt><dd>{st.stopReason}</dd></>}
           </dl>
           {st?.pendingReasons?.length ? <Reasons reasons={st.pendingReasons} /> : null}
+          {st?.phase === 'WORKLOAD_PHASE_PENDING' && <Attempts path={path} phase={st.phase} />}
           <table>
             <caption>Pods</caption>
             <thead><tr><th scope="col">Pod</th><th scope="col">State</th><th scope="col">Node</th><th scope="col">Devices</th><th scope="col">Message</th></tr></thead>
