@@ -291,10 +291,19 @@ describe('web UI against runway dev', () => {
   it("blocks a submit over a policy's max rule with the server's message", async () => {
     await nav('Policies and assets')
     await page.getByText('No policy set at this scope for this type.').waitFor()
-    await page.getByLabel('Defaults and rules (JSON, the REST form)').fill(JSON.stringify({ rules: { 'gpu.devices': { max: 1 } } }))
+    await page.getByLabel('Defaults and rules (JSON, the REST form)').fill(
+      JSON.stringify({ defaults: { image: 'runai.jfrog.io/demo/defaulted' }, rules: { 'gpu.devices': { max: 1 } } }),
+    )
     await page.getByRole('button', { name: 'Save policy' }).click()
     await page.getByText('Policy saved.').waitFor()
     await page.getByText('gpu.devices: max 1').waitFor()
+    // The form fills the effective policy's default and shows its rule.
+    await nav('New workload')
+    await page.getByLabel('Project').selectOption('team-a')
+    await expect.poll(() => page.getByLabel('Image').inputValue(), { timeout: 10_000 }).toBe('runai.jfrog.io/demo/defaulted')
+    await page.locator('.rule', { hasText: 'max 1' }).waitFor()
+    await page.getByLabel('GPUs per pod').fill('2')
+    await page.getByText('at most 1', { exact: true }).waitFor() // the early answer, while typing
     await submitWorkload('a3', 'team-a', '2')
     const alert = page.getByRole('alert')
     await alert.waitFor()
@@ -303,6 +312,26 @@ describe('web UI against runway dev', () => {
     await nav('Workloads')
     await page.getByRole('cell', { name: 'a1', exact: true }).waitFor()
     expect(await page.locator('tbody tr td:first-child').allTextContents()).not.toContain('a3')
+  })
+
+  it('submits a workspace from an environment and a compute resource', async () => {
+    await nav('New workload')
+    await page.getByLabel('Project').selectOption('team-b')
+    await page.getByLabel('Workspace').check()
+    await page.getByLabel('Name').fill('ws1')
+    await page.getByLabel('From an environment and a compute resource').check()
+    await page.getByRole('combobox', { name: 'Environment' }).selectOption('quick-start')
+    await page.getByRole('combobox', { name: 'Compute resource' }).selectOption('one-gpu')
+    await check('14b-new-workload-from-assets')
+    await page.getByRole('button', { name: 'Submit' }).click()
+    await page.getByRole('heading', { name: /Workload ws1/ }).waitFor()
+    const facts = page.locator('dl.facts')
+    await facts.getByText('Workspace', { exact: true }).waitFor()
+    await facts.getByText('runai.jfrog.io/demo/quickstart', { exact: true }).waitFor()
+    await expect(facts.locator('dt:has-text("GPU per pod") + dd').textContent()).resolves.toBe('1')
+    page.once('dialog', (d) => d.accept())
+    await page.getByRole('group', { name: 'Workload actions' }).getByRole('button', { name: 'Delete' }).click()
+    await page.getByRole('heading', { name: 'Workloads' }).waitFor()
   })
 
   it('shows a researcher of team-a nothing of team-b', async () => {
