@@ -365,6 +365,19 @@ describe('web UI against runway dev', () => {
     expect(await page.locator('main').textContent()).not.toContain('team-b')
   })
 
+  it("fits a laptop's width: no view scrolls sideways at 1280 px", async () => {
+    await page.setViewportSize({ width: 1280, height: 720 })
+    const wide: string[] = []
+    for (const label of ['Overview', 'Workloads', 'New workload', 'Projects', 'Nodes', 'Access', 'Policies and assets', 'Event history']) {
+      await nav(label)
+      await page.locator('main h1').first().waitFor()
+      await page.waitForTimeout(300)
+      const [scroll, inner] = await page.evaluate(() => [document.documentElement.scrollWidth, window.innerWidth])
+      if (scroll > inner) wide.push(`${label}: ${scroll}px wide`)
+    }
+    expect(wide).toEqual([])
+  })
+
   it('has no serious accessibility violations and no CSP refusals in any view', () => {
     expect(a11y).toEqual([])
     expect(cspErrors).toEqual([])
