@@ -173,6 +173,26 @@ describe('web UI against runway dev', () => {
     expect(events.some((e: { method: string; resource: string }) => e.method.endsWith('/CreateWorkload') && e.resource === 'projects/team-b/workloads/b2')).toBe(true)
   })
 
+  it('creates and deletes assets', async () => {
+    await nav('Policies and assets')
+    const env = page.getByRole('form', { name: 'Create an environment' })
+    await env.getByLabel('Environment id').fill('pytorch')
+    await env.getByLabel('Image').fill('pytorch:25')
+    await env.getByLabel('Command').fill('python train.py')
+    await env.getByRole('button', { name: 'Create environment' }).click()
+    await page.getByRole('cell', { name: 'pytorch:25', exact: true }).waitFor()
+    const cr = page.getByRole('form', { name: 'Create a compute resource' })
+    await cr.getByLabel('Compute resource id').fill('half-gpu')
+    await cr.getByLabel('GPU per pod').fill('0.5')
+    await cr.getByRole('button', { name: 'Create compute resource' }).click()
+    const row = page.getByRole('row').filter({ has: page.getByRole('cell', { name: 'half-gpu', exact: true }) })
+    await row.getByRole('cell', { name: '0.5', exact: true }).waitFor()
+    page.once('dialog', (d) => d.accept())
+    await page.getByRole('button', { name: 'Delete half-gpu' }).click()
+    await row.waitFor({ state: 'detached' })
+    await page.getByRole('cell', { name: 'pytorch', exact: true }).waitFor()
+  })
+
   it('creates a department with a project, edits its quota and deletes it', async () => {
     await nav('Projects')
     await page.getByRole('button', { name: 'New project or department' }).click()

@@ -2,7 +2,7 @@ import { useEffect, useState } from 'react'
 import { ApiError, call, get, listAll } from '../api'
 import { errorText, useLoad } from '../hooks'
 import { DataTable, type Col } from '../table'
-import { bytes, gpuRequest, id } from '../format'
+import { bytes, gpuRequest, id, parseGpu } from '../format'
 import type { ComputeResource, Environment, Policy } from '../types'
 import { ruleText } from '../policy'
 
@@ -109,14 +109,78 @@ export async function listAssets(signal: AbortSignal) {
   return { envs, crs }
 }
 
+function AssetForms({ onDone }: { onDone: () => void }) {
+  const [envId, setEnvId] = useState('')
+  const [image, setImage] = useState('')
+  const [command, setCommand] = useState('')
+  const [crId, setCrId] = useState('')
+  const [gpu, setGpu] = useState('')
+  const [error, setError] = useState('')
+  const run = async (f: () => Promise<unknown>) => {
+    setError('')
+    try {
+      await f()
+      onDone()
+    } catch (err) {
+      setError(errorText(err))
+    }
+  }
+  return (
+    <>
+      <form className="form inline" aria-label="Create an environment"
+        onSubmit={(e) => {
+          e.preventDefault()
+          const words = command.trim().split(/\s+/).filter(Boolean)
+          run(() => call('POST', `/v1/environments?environmentId=${encodeURIComponent(envId)}`, { image, ...(words.length ? { command: words } : {}) }))
+        }}>
+        <label>Environment id<input value={envId} onChange={(e) => setEnvId(e.target.value)} required /></label>
+        <label>Image<input value={image} onChange={(e) => setImage(e.target.value)} required /></label>
+        <label>Command<input value={command} onChange={(e) => setCommand(e.target.value)} /></label>
+        <button type="submit">Create environment</button>
+      </form>
+      <form className="form inline" aria-label="Create a compute resource"
+        onSubmit={(e) => {
+          e.preventDefault()
+          const g = parseGpu(gpu)
+          if (g === null) {
+            setError('GPU per pod: a whole number of GPUs, or a fraction below 1 such as 0.5')
+            return
+          }
+          run(() => call('POST', `/v1/computeResources?computeResourceId=${encodeURIComponent(crId)}`, { gpu: g }))
+        }}>
+        <label>Compute resource id<input value={crId} onChange={(e) => setCrId(e.target.value)} required /></label>
+        <label>GPU per pod<input value={gpu} onChange={(e) => setGpu(e.target.value)} inputMode="decimal" required /></label>
+        <button type="submit">Create compute resource</button>
+      </form>
+      {error && <p role="alert" className="error">{error}</p>}
+    </>
+  )
+}
+
 export function Governance() {
-  const { data, error } = useLoad(listAssets, [])
+  const { data, error, reload } = useLoad(listAssets, [])
+  const [actionError, setActionError] = useState('')
+  const del = async (name: string) => {
+    if (!window.confirm(`Delete ${name}?`)) return
+    try {
+      await call('DELETE', `/v1/${name}`)
+      setActionError('')
+      reload()
+    } catch (err) {
+      setActionError(errorText(err))
+    }
+  }
+  const delCol = <T extends { name: string }>(): Col<T> => ({
+    id: 'actions', header: 'Actions', text: () => '',
+    cell: (r) => <button type="button" className="danger" aria-label={`Delete ${id(r.name)}`} onClick={() => del(r.name)}>Delete</button>,
+  })
   const envCols: Col<Environment>[] = [
     { id: 'name', header: 'Environment', text: (e) => id(e.name) },
     { id: 'scope', header: 'Scope', text: (e) => e.name.split('/').slice(0, -2).join('/') || 'account' },
     { id: 'image', header: 'Image', text: (e) => e.image ?? '' },
     { id: 'command', header: 'Command', text: (e) => [...(e.command ?? []), ...(e.args ?? [])].join(' ') },
     { id: 'description', header: 'Description', text: (e) => e.description ?? '' },
+    delCol<Environment>(),
   ]
   const crCols: Col<ComputeResource>[] = [
     { id: 'name', header: 'Compute resource', text: (c) => id(c.name) },
@@ -124,14 +188,16 @@ export function Governance() {
     { id: 'cpu', header: 'CPU', text: (c) => (c.milliCpu ? String(Number(c.milliCpu) / 1000) : '') },
     { id: 'memory', header: 'Memory', text: (c) => (c.memoryBytes ? bytes(c.memoryBytes) : '') },
     { id: 'description', header: 'Description', text: (c) => c.description ?? '' },
+    delCol<ComputeResource>(),
   ]
   return (
     <section aria-labelledby="h-gov">
       <h1 id="h-gov">Policies and assets</h1>
-      {error && <p role="alert" className="error">{error}</p>}
+      {(error || actionError) && <p role="alert" className="error">{error || actionError}</p>}
       <h2>Policies</h2>
       <PolicyEditor />
       <h2>Assets</h2>
+      <AssetForms onDone={reload} />
       {data && <DataTable label="Environments" rows={data.envs} cols={envCols} rowKey={(e) => e.name} />}
       {data && <DataTable label="Compute resources" rows={data.crs} cols={crCols} rowKey={(c) => c.name} />}
     </section>
