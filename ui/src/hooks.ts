@@ -41,3 +41,19 @@ export function useLoad<T>(load: (signal: AbortSignal) => Promise<T>, deps: unkn
 export function errorText(e: unknown): string {
   return e instanceof Error ? e.message : String(e)
 }
+
+// useAction runs a change (a create, a delete, a drain) and keeps the
+// server's message when it fails; after runs once it succeeds.
+export function useAction(after: () => void) {
+  const [error, setError] = useState('')
+  const run = async (f: () => Promise<unknown>, then: () => void = after) => {
+    setError('')
+    try {
+      await f()
+      then()
+    } catch (err) {
+      setError(errorText(err))
+    }
+  }
+  return { run, error, setError }
+}

@@ -1,6 +1,6 @@
 import { useState } from 'react'
 import { call, listAll } from '../api'
-import { errorText, useLoad } from '../hooks'
+import { useAction, useLoad } from '../hooks'
 import { DataTable, type Col } from '../table'
 import { enumLabel, id, time } from '../format'
 import type { AccessRule, Application, Role, User } from '../types'
@@ -39,7 +39,6 @@ export function Access() {
     [],
   )
   const [secret, setSecret] = useState<{ label: string; value: string } | undefined>()
-  const [actionError, setActionError] = useState('')
   const [userId, setUserId] = useState('')
   const [email, setEmail] = useState('')
   const [appId, setAppId] = useState('')
@@ -48,15 +47,7 @@ export function Access() {
   const [role, setRole] = useState('')
   const [scope, setScope] = useState('')
 
-  const run = async (f: () => Promise<void>) => {
-    setActionError('')
-    try {
-      await f()
-      reload()
-    } catch (err) {
-      setActionError(errorText(err))
-    }
-  }
+  const { run, error: actionError } = useAction(reload)
   const createUser = (e: React.FormEvent) => {
     e.preventDefault()
     run(async () => {

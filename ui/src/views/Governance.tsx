@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'react'
 import { ApiError, call, get, listAll } from '../api'
-import { errorText, useLoad } from '../hooks'
+import { errorText, useAction, useLoad } from '../hooks'
 import { DataTable, type Col } from '../table'
 import { bytes, gpuRequest, id, parseGpu } from '../format'
 import type { ComputeResource, Environment, Policy } from '../types'
@@ -115,16 +115,7 @@ function AssetForms({ onDone }: { onDone: () => void }) {
   const [command, setCommand] = useState('')
   const [crId, setCrId] = useState('')
   const [gpu, setGpu] = useState('')
-  const [error, setError] = useState('')
-  const run = async (f: () => Promise<unknown>) => {
-    setError('')
-    try {
-      await f()
-      onDone()
-    } catch (err) {
-      setError(errorText(err))
-    }
-  }
+  const { run, error, setError } = useAction(onDone)
   return (
     <>
       <form className="form inline" aria-label="Create an environment"
@@ -159,17 +150,8 @@ function AssetForms({ onDone }: { onDone: () => void }) {
 
 export function Governance() {
   const { data, error, reload } = useLoad(listAssets, [])
-  const [actionError, setActionError] = useState('')
-  const del = async (name: string) => {
-    if (!window.confirm(`Delete ${name}?`)) return
-    try {
-      await call('DELETE', `/v1/${name}`)
-      setActionError('')
-      reload()
-    } catch (err) {
-      setActionError(errorText(err))
-    }
-  }
+  const { run, error: actionError } = useAction(reload)
+  const del = (name: string) => window.confirm(`Delete ${name}?`) && run(() => call('DELETE', `/v1/${name}`))
   const delCol = <T extends { name: string }>(): Col<T> => ({
     id: 'actions', header: 'Actions', text: () => '',
     cell: (r) => <button type="button" className="danger" aria-label={`Delete ${id(r.name)}`} onClick={() => del(r.name)}>Delete</button>,

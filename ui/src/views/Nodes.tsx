@@ -1,9 +1,8 @@
 import { call, listAll } from '../api'
-import { errorText, useLoad } from '../hooks'
+import { useAction, useLoad } from '../hooks'
 import { Link } from '../router'
 import { bytes, deviceUse, enumLabel, gpus, id } from '../format'
 import type { GpuDevice, NodePool, NodeT, TimeSlot } from '../types'
-import { useState } from 'react'
 
 // planShares sums a time-slice plan's slots per pod: "team-a/nb pod 0 50%".
 export function planShares(slots: TimeSlot[]): string[] {
@@ -74,16 +73,9 @@ export function Nodes() {
     [],
     3000,
   )
-  const [actionError, setActionError] = useState('')
-  const act = async (n: NodeT, verb: 'drain' | 'undrain') => {
-    try {
-      await call('POST', `/v1/${n.name}:${verb}`, verb === 'drain' ? { reason: 'drained from the web UI' } : {})
-      setActionError('')
-      reload()
-    } catch (err) {
-      setActionError(errorText(err))
-    }
-  }
+  const { run, error: actionError } = useAction(reload)
+  const act = (n: NodeT, verb: 'drain' | 'undrain') =>
+    run(() => call('POST', `/v1/${n.name}:${verb}`, verb === 'drain' ? { reason: 'drained from the web UI' } : {}))
   return (
     <section aria-labelledby="h-nodes">
       <h1 id="h-nodes">Node pools and nodes</h1>

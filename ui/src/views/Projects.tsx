@@ -1,6 +1,6 @@
 import { useState } from 'react'
 import { call, listAll } from '../api'
-import { errorText, useLoad } from '../hooks'
+import { errorText, useAction, useLoad } from '../hooks'
 import { DataTable, type Col } from '../table'
 import { gpus, id, workloadType } from '../format'
 import type { Department, NodePoolQuota, Project, Queue, SchedulingRules } from '../types'
@@ -182,17 +182,9 @@ export function Projects() {
   )
   const [editing, setEditing] = useState<Row | undefined>()
   const [form, setForm] = useState(false)
-  const [actionError, setActionError] = useState('')
-  const del = async (r: Row) => {
-    if (!window.confirm(`Delete ${r.kind.toLowerCase()} ${r.name}?`)) return
-    try {
-      await call('DELETE', `/v1/${r.kind === 'Project' ? 'projects' : 'departments'}/${r.name}`)
-      setActionError('')
-      reload()
-    } catch (err) {
-      setActionError(errorText(err))
-    }
-  }
+  const { run, error: actionError } = useAction(reload)
+  const del = (r: Row) =>
+    window.confirm(`Delete ${r.kind.toLowerCase()} ${r.name}?`) && run(() => call('DELETE', `/v1/${r.kind === 'Project' ? 'projects' : 'departments'}/${r.name}`))
   return (
     <section aria-labelledby="h-projects">
       <div className="heading">

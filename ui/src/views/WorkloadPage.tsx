@@ -1,7 +1,7 @@
 import { useEffect, useRef, useState } from 'react'
 import { ApiError, call, get, streamNDJSON } from '../api'
 import { useRouter } from '../router'
-import { errorText, useLoad } from '../hooks'
+import { useAction, useLoad } from '../hooks'
 import { bytes, enumLabel, gpuRequest, gpus, id, phase, time, workloadType } from '../format'
 import type { Explain, PendingReason, Quantity, Workload } from '../types'
 
@@ -128,17 +128,8 @@ function Logs({ path, phase }: { path: string; phase: string }) {
 
 function Actions({ path, w, reload }: { path: string; w: Workload; reload: () => void }) {
   const { go } = useRouter()
-  const [error, setError] = useState('')
-  const act = async (method: string, url: string, body?: unknown, after?: () => void) => {
-    setError('')
-    try {
-      await call(method, url, body)
-      if (after) after()
-      else reload()
-    } catch (err) {
-      setError(errorText(err))
-    }
-  }
+  const { run, error } = useAction(reload)
+  const act = (method: string, url: string, body?: unknown, after?: () => void) => run(() => call(method, url, body), after)
   const stopped = w.status?.phase === 'WORKLOAD_PHASE_STOPPED'
   const final = w.status?.phase === 'WORKLOAD_PHASE_COMPLETED' || w.status?.phase === 'WORKLOAD_PHASE_FAILED'
   return (
