@@ -75,6 +75,8 @@ export function Access() {
           ? { kind }
           : { kind: kind === 'department' ? 'SCOPE_KIND_DEPARTMENT' : 'SCOPE_KIND_PROJECT', name: `${kind === 'department' ? 'departments' : 'projects'}/${name}` }
       await call('POST', '/v1/accessRules', { subject: { kind: subjectKind, name: prefix + subject }, role: `roles/${role}`, scope: sc })
+      setSubject('')
+      setScope('')
     })
   }
   const userCols: Col<User>[] = [
