@@ -287,6 +287,14 @@ describe('web UI against runway dev', () => {
     await page.getByRole('button', { name: 'I have copied it' }).click()
     await page.getByRole('cell', { name: 'ci', exact: true }).waitFor()
     expect(await page.locator('main').textContent()).not.toContain(secret)
+    await page.getByRole('button', { name: 'Regenerate secret of ci' }).click()
+    const next = (await page.getByTestId('secret').textContent()) ?? ''
+    expect(next.length).toBeGreaterThan(16)
+    expect(next).not.toBe(secret)
+    await page.getByRole('button', { name: 'I have copied it' }).click()
+    page.once('dialog', (d) => d.accept())
+    await page.getByRole('button', { name: 'Delete application ci' }).click()
+    await page.getByRole('cell', { name: 'ci', exact: true }).waitFor({ state: 'detached' })
   })
 
   it('creates a researcher of team-a in Access', async () => {

@@ -4,7 +4,7 @@ import { policyPath } from './views/Governance'
 import { summarize } from './views/Overview'
 import { checkRule, ruleText } from './policy'
 import { milli, rulesText } from './views/Projects'
-import { planShares } from './views/Nodes'
+import { gpuState, planShares } from './views/Nodes'
 
 describe('audit filter', () => {
   it('joins the chosen comparisons with AND and quotes values', () => {
@@ -73,6 +73,12 @@ describe('rules and plans as text', () => {
     expect(rulesText([{ workloadType: 'WORKLOAD_TYPE_TRAINING', timeLimit: '28800s', nodeTypes: ['dgx'] }, { workloadType: 'WORKLOAD_TYPE_WORKSPACE', idleGpuLimit: '3600s', preemptWhenIdle: true }]))
       .toBe('Training: time limit 28800s, node types dgx; Workspace: idle GPU limit 3600s (preempt)')
     expect(rulesText(undefined)).toBe('')
+  })
+  it('a GPU is whole, shared, free or unhealthy', () => {
+    expect(gpuState({ allocations: [{ fractionMilli: 1000 }] })).toBe('whole')
+    expect(gpuState({ allocations: [{ fractionMilli: 500 }, { fractionMilli: 250 }] })).toBe('shared')
+    expect(gpuState({ allocations: [] })).toBe('free')
+    expect(gpuState({ healthy: false, allocations: [{ fractionMilli: 1000 }] })).toBe('unhealthy')
   })
   it('time-slice plan shares per pod', () => {
     expect(planShares([

@@ -85,12 +85,40 @@ export function Access() {
     { id: 'groups', header: 'Groups', text: (u) => (u.groups ?? []).join(', ') },
     { id: 'temp', header: 'Must change password', text: (u) => (u.passwordChangeRequired ? 'yes' : 'no'), filter: true },
     { id: 'last', header: 'Last sign-in', text: (u) => time(u.lastLoginTime) },
+    {
+      id: 'actions', header: 'Actions', text: () => '',
+      cell: (u) => (
+        <span className="actions">
+          <button type="button" aria-label={`Reset password of ${id(u.name)}`}
+            onClick={() => run(async () => {
+              const r = await call<User>('POST', `/v1/${u.name}:resetPassword`, {})
+              setSecret({ label: `Temporary password of ${id(u.name)}`, value: r.temporaryPassword ?? '' })
+            })}>Reset password</button>
+          <button type="button" className="danger" aria-label={`Delete user ${id(u.name)}`}
+            onClick={() => window.confirm(`Delete user ${id(u.name)}?`) && run(() => call('DELETE', `/v1/${u.name}`))}>Delete</button>
+        </span>
+      ),
+    },
   ]
   const appCols: Col<Application>[] = [
     { id: 'id', header: 'Application', text: (a) => id(a.name) },
     { id: 'client', header: 'Client id', text: (a) => a.clientId ?? '' },
     { id: 'created', header: 'Created', text: (a) => time(a.createTime) },
     { id: 'last', header: 'Last sign-in', text: (a) => time(a.lastLoginTime) },
+    {
+      id: 'actions', header: 'Actions', text: () => '',
+      cell: (a) => (
+        <span className="actions">
+          <button type="button" aria-label={`Regenerate secret of ${id(a.name)}`}
+            onClick={() => run(async () => {
+              const r = await call<Application>('POST', `/v1/${a.name}:regenerateSecret`, {})
+              setSecret({ label: `Client id ${r.clientId}, new client secret`, value: r.clientSecret ?? '' })
+            })}>Regenerate secret</button>
+          <button type="button" className="danger" aria-label={`Delete application ${id(a.name)}`}
+            onClick={() => window.confirm(`Delete application ${id(a.name)}?`) && run(() => call('DELETE', `/v1/${a.name}`))}>Delete</button>
+        </span>
+      ),
+    },
   ]
   const ruleCols: Col<AccessRule>[] = [
     { id: 'subject', header: 'Subject', text: subjectText },

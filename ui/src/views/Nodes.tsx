@@ -17,17 +17,17 @@ export function planShares(slots: TimeSlot[]): string[] {
 
 // GpuMap draws one node's devices: whole (one holder), shared (fractions,
 // each holder's share), free, unhealthy.
+export function gpuState(d: GpuDevice): 'unhealthy' | 'free' | 'whole' | 'shared' {
+  if (d.healthy === false) return 'unhealthy'
+  if (deviceUse(d) === 0) return 'free'
+  return (d.allocations ?? []).some((a) => (a.fractionMilli ?? 1000) >= 1000) ? 'whole' : 'shared'
+}
+
 function GpuMap({ node }: { node: NodeT }) {
-  const state = (d: GpuDevice) => {
-    if (d.healthy === false) return 'unhealthy'
-    const used = deviceUse(d)
-    if (used === 0) return 'free'
-    return (d.allocations ?? []).some((a) => (a.fractionMilli ?? 1000) >= 1000) ? 'whole' : 'shared'
-  }
   return (
     <ul className="gpu-map" aria-label={`GPUs of ${id(node.name)}`}>
       {(node.devices ?? []).map((d) => {
-        const s = state(d)
+        const s = gpuState(d)
         return (
           <li key={d.index ?? 0} className={`gpu gpu-${s}`}>
             <strong>GPU {d.index ?? 0}</strong> <span className="gpu-state">{s}</span>
