@@ -55,6 +55,8 @@ export async function stopDev(d?: Dev) {
 }
 
 export async function launch(): Promise<Browser> {
+  // A fresh folder each run, so every file in it is from this run.
+  rmSync(SHOTS, { recursive: true, force: true })
   mkdirSync(SHOTS, { recursive: true })
   return chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] })
 }

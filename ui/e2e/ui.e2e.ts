@@ -374,6 +374,7 @@ describe('web UI against runway dev', () => {
     await page.keyboard.type(alicePassword)
     await page.keyboard.press('Enter')
     await page.getByLabel('New password', { exact: true }).waitFor()
+    await check('02-change-password-alice')
     await page.getByLabel('New password', { exact: true }).fill(NEW_ALICE_PASSWORD)
     await page.getByLabel('Confirm new password').fill(NEW_ALICE_PASSWORD)
     await page.keyboard.press('Enter')
