@@ -392,6 +392,9 @@ describe('web UI against runway dev', () => {
     await nav('Overview')
     await page.getByRole('heading', { name: 'Overview' }).waitFor()
     expect(await page.locator('main').textContent()).not.toContain('team-b')
+    await nav('Nodes')
+    await page.getByRole('list', { name: 'GPUs of node-1' }).waitFor()
+    await check('17-nodes-researcher')
   })
 
   it("fits a laptop's width: no view scrolls sideways at 1280 px", async () => {
