@@ -14,6 +14,7 @@ PKGS = $(shell $(GO) list -m -f '{{.Dir}}/...')
 
 include make/proto.mk
 include make/testbin.mk
+include make/ui.mk
 
 .PHONY: help
 help: ## list the targets
@@ -46,7 +47,7 @@ MEASURED = TestRun_strictRatio|TestRun_fairIdleLeasesGoToBusy
 # detector's overhead would distort.)
 RACE_PKGS = ./pkg/etcdstore/... ./services/scheduler/ ./services/workload/ ./services/nodemanager/...
 
-test: build check $(BIN)/etcd ## run the whole test suite (checks, unit, property, scenarios, the short chaos run)
+test: build check $(BIN)/etcd test-ui ## run the whole test suite (checks, unit, property, scenarios, the short chaos run, the web UI in Chromium)
 	$(GO) test -count=1 -skip '$(MEASURED)' $(PKGS)
 	$(GO) test -count=1 -race $(RACE_PKGS)
 	$(GO) test -count=1 -run '$(MEASURED)' ./pkg/runner/timeslicer/
@@ -81,6 +82,6 @@ bench: ## run the benchmarks
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 3x $(PKGS)
 
 .PHONY: check
-check: lint-proto check-generated ## vet, import boundaries, buf lint, generated code in sync
+check: lint-proto check-generated check-ui ## vet, import boundaries, buf lint, generated code and the UI bundle in sync
 	$(GO) vet $(PKGS)
 	./scripts/check-imports.sh

@@ -1,8 +1,8 @@
 package main
 
 import (
-	"strconv"
 	"net/netip"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"

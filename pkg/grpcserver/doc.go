@@ -9,8 +9,9 @@
 //	                       │
 //	   HTTP/2 and Content-Type application/grpc?
 //	      │ yes                              │ no
-//	grpc.Server.ServeHTTP          GET /openapi.json, GET /healthz,
-//	      │                        everything else → runtime.ServeMux
+//	grpc.Server.ServeHTTP          GET /openapi.json, GET /healthz, /metrics;
+//	      │                        /v1/... → runtime.ServeMux; the rest →
+//	      │                        Config.UI (the web UI) when set
 //	      │                                  │ (gateway handlers)
 //	      │◄──── loopback *grpc.ClientConn ──┘ (same address, h2c)
 //	      ▼

@@ -24,7 +24,12 @@ func (s *Server) routes() http.Handler {
 	if s.cfg.Metrics != nil {
 		mux.Handle("GET /metrics", s.cfg.Metrics)
 	}
-	mux.Handle("/", s.gwMux)
+	if s.cfg.UI != nil {
+		mux.Handle("/v1/", s.gwMux)
+		mux.Handle("/", s.cfg.UI)
+	} else {
+		mux.Handle("/", s.gwMux)
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ProtoMajor == 2 && strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
 			s.grpc.ServeHTTP(w, r)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -13,6 +14,8 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
+
+	"github.com/runwayhq/runway/pkg/grpcserver"
 )
 
 // restError decodes the gateway's standard error body and checks it has
@@ -167,5 +170,26 @@ func TestHTTP_openAPIAndHealthz(t *testing.T) {
 	resp, _ = e.do(t, "GET", "/v1/nothing/here", "", nil)
 	if resp.StatusCode != http.StatusNotFound {
 		t.Errorf("unknown path: HTTP %d, want 404", resp.StatusCode)
+	}
+}
+
+// With a UI mounted, the UI gets the paths the server does not own and
+// the REST, OpenAPI and health paths are still the server's.
+func TestHTTP_uiDoesNotShadowREST(t *testing.T) {
+	ui := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ui:" + r.URL.Path)) })
+	e := start(t, func(c *grpcserver.Config) { c.UI = ui })
+	for path, want := range map[string]string{"/": "ui:/", "/workloads/team-a/a1": "ui:/workloads/team-a/a1"} {
+		if resp, body := e.do(t, "GET", path, "", nil); resp.StatusCode != http.StatusOK || string(body) != want {
+			t.Errorf("GET %s: HTTP %d %q, want %q", path, resp.StatusCode, body, want)
+		}
+	}
+	if resp, body := e.do(t, "GET", "/v1/projects/team-a", "", nil); resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"projects/team-a"`) {
+		t.Errorf("REST under a UI: HTTP %d %s", resp.StatusCode, body)
+	}
+	if resp, body := e.do(t, "GET", "/v1/nothing/here", "", nil); resp.StatusCode != http.StatusNotFound || strings.HasPrefix(string(body), "ui:") {
+		t.Errorf("unknown REST path under a UI: HTTP %d %s, want the gateway's 404", resp.StatusCode, body)
+	}
+	if resp, body := e.do(t, "GET", "/openapi.json", "", nil); string(body) != openAPI {
+		t.Errorf("/openapi.json under a UI: HTTP %d %s", resp.StatusCode, body)
 	}
 }

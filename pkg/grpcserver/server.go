@@ -52,6 +52,9 @@ type Config struct {
 	OpenAPI []byte
 	// Metrics, when set, is served as GET /metrics (Prometheus).
 	Metrics http.Handler
+	// UI, when set, serves every path outside /v1/ that the server does not
+	// own itself (pkg/webui); the REST paths are never shadowed.
+	UI http.Handler
 	// Domains maps a full service name ("runway.quota.v1.QuotaService") to
 	// the API domain in its ErrorInfo. A service not listed gets
 	// DomainOf(service).

@@ -3,6 +3,7 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -114,6 +115,19 @@ func TestServeSeparately(t *testing.T) {
 	if _, err := wl.CreateWorkload(t.Context(), &workloadv1.CreateWorkloadRequest{
 		Parent: "projects/nope", WorkloadId: "w1", Workload: spec}); err == nil {
 		t.Fatal("CreateWorkload in a missing project succeeded")
+	}
+
+	// The gateway of a separate service serves the web UI beside its REST
+	// paths, as runway dev does.
+	for path, want := range map[string]string{"/": "text/html; charset=utf-8", "/projects": "text/html; charset=utf-8", "/v1/projects": "application/json"} {
+		resp, err := http.Get("http://" + quotaAddr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if got := resp.Header.Get("Content-Type"); got != want {
+			t.Errorf("GET %s on the quota service: %s, want %s", path, got, want)
+		}
 	}
 }
 

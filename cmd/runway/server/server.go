@@ -39,6 +39,7 @@ import (
 	"github.com/runwayhq/runway/pkg/grpcserver"
 	"github.com/runwayhq/runway/pkg/history"
 	"github.com/runwayhq/runway/pkg/metrics"
+	"github.com/runwayhq/runway/pkg/webui"
 	"github.com/runwayhq/runway/services/identity"
 	metricssvc "github.com/runwayhq/runway/services/metrics"
 	"github.com/runwayhq/runway/services/nodemanager"
@@ -252,11 +253,11 @@ func newGuard(ctx context.Context, cli *clientv3.Client, logger *slog.Logger, cf
 	return g, nil
 }
 
-// serverConfig is the grpcserver config every composition uses; reg
-// counts the calls (its series are served on the operations listener, not
-// here).
+// serverConfig is the grpcserver config every composition uses: the web UI
+// at /, and reg counting the calls (its series are served on the operations
+// listener, not here).
 func serverConfig(listen string, logger *slog.Logger, openAPI []byte, g *auth.Guard, reg *metrics.Registry) grpcserver.Config {
-	return grpcserver.Config{Listen: listen, Logger: logger, OpenAPI: openAPI, ShutdownTimeout: DefaultShutdownTimeout,
+	return grpcserver.Config{Listen: listen, Logger: logger, OpenAPI: openAPI, UI: webui.Handler(), ShutdownTimeout: DefaultShutdownTimeout,
 		Auth: g.UnaryInterceptor, AuthStream: g.StreamInterceptor, ServerOptions: reg.ServerOptions()}
 }
 

@@ -1,0 +1,80 @@
+import { useState } from 'react'
+import { ApiError, call, setToken } from './api'
+import type { Caller } from './types'
+
+interface LoginResponse { accessToken: string; principal: string }
+
+// Login signs in with a user's password. A temporary password (the first
+// sign-in, or after a reset) must be replaced in the same call: the server
+// answers PASSWORD_CHANGE_REQUIRED and the form asks for a new one.
+export function Login({ onSignedIn }: { onSignedIn: (c: Caller) => void }) {
+  const [user, setUser] = useState('')
+  const [password, setPassword] = useState('')
+  const [change, setChange] = useState(false)
+  const [next, setNext] = useState('')
+  const [confirm, setConfirm] = useState('')
+  const [error, setError] = useState('')
+  const [busy, setBusy] = useState(false)
+
+  const submit = async (e: React.FormEvent) => {
+    e.preventDefault()
+    setError('')
+    if (change && next !== confirm) {
+      setError('The new passwords differ.')
+      return
+    }
+    setBusy(true)
+    try {
+      const creds: Record<string, string> = { user, password }
+      if (change) creds.newPassword = next
+      const res = await call<LoginResponse>('POST', '/v1/auth:login', { password: creds })
+      setToken(res.accessToken)
+      onSignedIn(await call<Caller>('GET', '/v1/caller'))
+    } catch (err) {
+      if (err instanceof ApiError && err.reason === 'PASSWORD_CHANGE_REQUIRED') {
+        setChange(true)
+        setError('')
+      } else setError(err instanceof Error ? err.message : String(err))
+    } finally {
+      setBusy(false)
+    }
+  }
+
+  return (
+    <main className="login">
+      <h1>Runway</h1>
+      <form onSubmit={submit} aria-labelledby="signin-title">
+        <h2 id="signin-title">{change ? 'Choose a new password' : 'Sign in'}</h2>
+        <label>
+          User or email
+          <input name="user" autoComplete="username" value={user} onChange={(e) => setUser(e.target.value)} required />
+        </label>
+        <label>
+          Password
+          <input name="password" type="password" autoComplete="current-password" value={password} onChange={(e) => setPassword(e.target.value)} required />
+        </label>
+        {change && (
+          <>
+            <p className="hint">This password is temporary. Choose a new one of at least 12 characters.</p>
+            <label>
+              New password
+              <input name="new-password" type="password" autoComplete="new-password" minLength={12} value={next} onChange={(e) => setNext(e.target.value)} required />
+            </label>
+            <label>
+              Confirm new password
+              <input name="confirm-password" type="password" autoComplete="new-password" minLength={12} value={confirm} onChange={(e) => setConfirm(e.target.value)} required />
+            </label>
+          </>
+        )}
+        {error && (
+          <p role="alert" className="error">
+            {error}
+          </p>
+        )}
+        <button type="submit" disabled={busy}>
+          {change ? 'Change password and sign in' : 'Sign in'}
+        </button>
+      </form>
+    </main>
+  )
+}

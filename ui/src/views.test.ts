@@ -1,0 +1,105 @@
+import { describe, expect, it } from 'vitest'
+import { auditFilter } from './views/Audit'
+import { policyPath } from './views/Governance'
+import { summarize } from './views/Overview'
+import { checkRule, ruleText } from './policy'
+import { milli, rulesText } from './views/Projects'
+import { gpuState, planShares } from './views/Nodes'
+
+describe('audit filter', () => {
+  it('joins the chosen comparisons with AND and quotes values', () => {
+    expect(auditFilter({ from: '', to: '', principal: '', resource: '', failedOnly: false })).toBe('')
+    const f = auditFilter({ from: '2026-01-02T03:04', to: '', principal: 'alice', resource: 'projects/"x"/', failedOnly: true })
+    expect(f).toBe(`create_time >= "${new Date('2026-01-02T03:04').toISOString()}" AND principal = "users/alice" AND resource:"projects/\\"x\\"/" AND status_code != 0`)
+    expect(auditFilter({ from: '', to: '', principal: 'applications/ci', resource: '', failedOnly: false })).toBe('principal = "applications/ci"')
+  })
+})
+
+describe('policies', () => {
+  it('paths by scope', () => {
+    expect(policyPath('account', 'training')).toBe('/v1/policies/training')
+    expect(policyPath('department:research', 'workspace')).toBe('/v1/departments/research/policies/workspace')
+    expect(policyPath('project:team-a', 'inference')).toBe('/v1/projects/team-a/policies/inference')
+  })
+  it('rules as text and the early check', () => {
+    expect(ruleText({ required: true, min: 1, max: 4, options: ['a', 'b'], canEdit: false })).toBe('required; min 1; max 4; one of a, b; fixed by policy')
+    expect(checkRule(2, { max: 1 })).toBe('at most 1')
+    expect(checkRule(0, { min: 1 })).toBe('at least 1')
+    expect(checkRule(1, { min: 1, max: 1 })).toBe('')
+    expect(checkRule(undefined, { max: 1 })).toBe('')
+  })
+})
+
+describe('overview', () => {
+  it('sums pools, departments and pending reasons from what was read', () => {
+    const s = summarize(
+      [
+        { name: 'nodes/n1', nodePool: 'nodepools/default', capacity: { milliGpus: '2000' }, allocated: { milliGpus: '1500' },
+          devices: [{ index: 0, allocations: [{ fractionMilli: 1000 }] }, { index: 1, allocations: [{ fractionMilli: 500 }] }] },
+        { name: 'nodes/n2', nodePool: 'nodepools/default', capacity: { milliGpus: '2000' }, allocated: { milliGpus: '0' },
+          devices: [{ index: 0 }, { index: 1, healthy: false }] },
+      ],
+      [
+        { name: 'departments/research/queue', kind: 'QUEUE_KIND_DEPARTMENT', nodePools: [{ allocated: { milliGpus: '1500' }, deserved: { milliGpus: '-1' } }] },
+        { name: 'projects/team-a/queue', kind: 'QUEUE_KIND_PROJECT', nodePools: [{ allocated: { milliGpus: '1500' } }] },
+      ],
+      [
+        { name: 'projects/team-a/workloads/a1', project: 'projects/team-a', status: { phase: 'WORKLOAD_PHASE_PENDING', pendingReasons: [{ check: 'PENDING_CHECK_RECLAIM' }] } },
+        { name: 'projects/team-a/workloads/a3', project: 'projects/team-a', status: { phase: 'WORKLOAD_PHASE_PENDING', pendingReasons: [{ check: 'PENDING_CHECK_RECLAIM' }] } },
+        { name: 'projects/team-a/workloads/a2', project: 'projects/team-a', status: { phase: 'WORKLOAD_PHASE_RUNNING' } },
+        { name: 'projects/team-a/workloads/nb', project: 'projects/team-a', status: { phase: 'WORKLOAD_PHASE_RUNNING', allocatedMilliGpus: '500', gpuIdleTime: '90.5s' } },
+      ],
+    )
+    expect(s.pools).toEqual([{ name: 'default', nodes: 2, capacity: 4000, allocated: 1500, freeGpus: 1 }])
+    expect(s.departments).toEqual([{ name: 'research', allocated: 1500, deserved: -1 }])
+    expect(s.pending).toEqual([{ project: 'team-a', reason: 'Reclaim', count: 2 }])
+    expect(s.idle).toEqual([{ name: 'nb', project: 'team-a', gpus: 500, idleSeconds: 90.5 }])
+  })
+})
+
+describe('quota amounts', () => {
+  it('reads what a person types', () => {
+    expect(milli('2')).toBe('2000')
+    expect(milli('0.5')).toBe('500')
+    expect(milli('')).toBeUndefined()
+    expect(milli('unlimited')).toBeUndefined()
+    expect(milli('NaN')).toBeNull()
+    expect(milli('-1')).toBeNull()
+  })
+})
+
+describe('rules and plans as text', () => {
+  it('scheduling rules', () => {
+    expect(rulesText([{ workloadType: 'WORKLOAD_TYPE_TRAINING', timeLimit: '28800s', nodeTypes: ['dgx'] }, { workloadType: 'WORKLOAD_TYPE_WORKSPACE', idleGpuLimit: '3600s', preemptWhenIdle: true }]))
+      .toBe('Training: time limit 28800s, node types dgx; Workspace: idle GPU limit 3600s (preempt)')
+    expect(rulesText(undefined)).toBe('')
+  })
+  it('a GPU is whole, shared, free or unhealthy', () => {
+    expect(gpuState({ allocations: [{ fractionMilli: 1000 }] })).toBe('whole')
+    expect(gpuState({ allocations: [{ fractionMilli: 500 }, { fractionMilli: 250 }] })).toBe('shared')
+    expect(gpuState({ allocations: [] })).toBe('free')
+    expect(gpuState({ healthy: false, allocations: [{ fractionMilli: 1000 }] })).toBe('unhealthy')
+  })
+  it('time-slice plan shares per pod', () => {
+    expect(planShares([
+      { workload: 'projects/team-a/workloads/nb', podIndex: 0, sharePercent: 25 },
+      { sharePercent: 50 },
+      { workload: 'projects/team-a/workloads/nb', podIndex: 0, sharePercent: 25 },
+    ])).toEqual(['team-a/nb pod 0 50%', 'unowned 50%'])
+  })
+})
+
+describe('watch events', () => {
+  it('add, modify and delete by name; SYNCED carries no workload', async () => {
+    const { applyWatch } = await import('./watch')
+    let m = new Map()
+    m = applyWatch(m, { type: 'WATCH_EVENT_TYPE_ADDED', workload: { name: 'projects/a/workloads/x', status: { phase: 'WORKLOAD_PHASE_PENDING' } } })
+    m = applyWatch(m, { type: 'WATCH_EVENT_TYPE_MODIFIED', workload: { name: 'projects/a/workloads/x', status: { phase: 'WORKLOAD_PHASE_RUNNING' } } })
+    m = applyWatch(m, { type: 'WATCH_EVENT_TYPE_ADDED', workload: { name: 'projects/a/workloads/y' } })
+    m = applyWatch(m, { type: 'WATCH_EVENT_TYPE_SYNCED' })
+    expect([...m.keys()]).toEqual(['projects/a/workloads/x', 'projects/a/workloads/y'])
+    expect(m.get('projects/a/workloads/x').status.phase).toBe('WORKLOAD_PHASE_RUNNING')
+    m = applyWatch(m, { type: 'WATCH_EVENT_TYPE_DELETED', workload: { name: 'projects/a/workloads/x' } })
+    expect([...m.keys()]).toEqual(['projects/a/workloads/y'])
+  })
+})

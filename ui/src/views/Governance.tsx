@@ -1,0 +1,187 @@
+import { useEffect, useState } from 'react'
+import { ApiError, call, get, listAll } from '../api'
+import { errorText, useAction, useLoad } from '../hooks'
+import { DataTable, type Col } from '../table'
+import { bytes, gpuRequest, id, parseGpu } from '../format'
+import type { ComputeResource, Environment, Policy } from '../types'
+import { ruleText } from '../policy'
+
+// policyPath is a policy's REST path: the account's, a department's or a
+// project's, for one workload type.
+export function policyPath(scope: string, type: string): string {
+  if (scope === 'account' || scope === '') return `/v1/policies/${type}`
+  const [kind, name] = scope.split(':')
+  return `/v1/${kind === 'department' ? 'departments' : 'projects'}/${encodeURIComponent(name ?? '')}/policies/${type}`
+}
+
+function PolicyEditor() {
+  const [scope, setScope] = useState('account')
+  const [type, setType] = useState('training')
+  const [text, setText] = useState('')
+  const [policy, setPolicy] = useState<Policy | null>(null)
+  const [msg, setMsg] = useState('')
+  const [error, setError] = useState('')
+  const [loaded, setLoaded] = useState(false)
+  const path = policyPath(scope, type)
+  // The editor is read-only until the stored policy is in, so a late answer
+  // never overwrites what was typed.
+  useEffect(() => {
+    const ctl = new AbortController()
+    setError('')
+    setMsg('')
+    setLoaded(false)
+    get<Policy>(path, ctl.signal)
+      .then((p) => {
+        setPolicy(p)
+        setText(JSON.stringify({ defaults: p.defaults ?? {}, rules: p.rules ?? {} }, null, 2))
+      })
+      .catch((e) => {
+        if (ctl.signal.aborted) return
+        setPolicy(null)
+        if (e instanceof ApiError && e.status === 404) setText(JSON.stringify({ defaults: {}, rules: {} }, null, 2))
+        else setError(errorText(e))
+      })
+      .finally(() => {
+        if (!ctl.signal.aborted) setLoaded(true)
+      })
+    return () => ctl.abort()
+  }, [path])
+  const save = async (e: React.FormEvent) => {
+    e.preventDefault()
+    setError('')
+    setMsg('')
+    let body: unknown
+    try {
+      body = JSON.parse(text)
+    } catch (err) {
+      setError(`Not JSON: ${errorText(err)}`)
+      return
+    }
+    try {
+      const p = await call<Policy>('PATCH', `${path}?allowMissing=true`, body)
+      setPolicy(p)
+      setMsg('Policy saved.')
+    } catch (err) {
+      setError(errorText(err))
+    }
+  }
+  return (
+    <form className="form" onSubmit={save} aria-label="Policy">
+      <div className="inline">
+        <label>
+          Scope
+          <input value={scope} onChange={(e) => setScope(e.target.value)} placeholder="account, department:NAME or project:NAME" />
+        </label>
+        <label>
+          Workload type
+          <select value={type} onChange={(e) => setType(e.target.value)}>
+            <option>training</option>
+            <option>workspace</option>
+            <option>inference</option>
+          </select>
+        </label>
+      </div>
+      <p className="hint">{policy ? `Set ${policy.updateTime ?? ''}` : 'No policy set at this scope for this type.'}</p>
+      {policy?.rules && (
+        <ul>
+          {Object.entries(policy.rules).map(([f, r]) => (
+            <li key={f}><code>{f}</code>: {ruleText(r)}</li>
+          ))}
+        </ul>
+      )}
+      <label>
+        Defaults and rules (JSON, the REST form)
+        <textarea rows={10} value={text} onChange={(e) => setText(e.target.value)} spellCheck={false} readOnly={!loaded} />
+      </label>
+      {error && <p role="alert" className="error">{error}</p>}
+      {msg && <p role="status">{msg}</p>}
+      <button type="submit" disabled={!loaded}>Save policy</button>
+    </form>
+  )
+}
+
+// listAssets reads the account's environments and compute resources.
+export async function listAssets(signal: AbortSignal) {
+  const [envs, crs] = await Promise.all([
+    listAll<Environment>('/v1/environments', 'environments', signal),
+    listAll<ComputeResource>('/v1/computeResources', 'computeResources', signal),
+  ])
+  return { envs, crs }
+}
+
+function AssetForms({ onDone }: { onDone: () => void }) {
+  const [envId, setEnvId] = useState('')
+  const [image, setImage] = useState('')
+  const [command, setCommand] = useState('')
+  const [crId, setCrId] = useState('')
+  const [gpu, setGpu] = useState('')
+  const { run, error, setError } = useAction(onDone)
+  return (
+    <>
+      <form className="form inline" aria-label="Create an environment"
+        onSubmit={(e) => {
+          e.preventDefault()
+          const words = command.trim().split(/\s+/).filter(Boolean)
+          run(() => call('POST', `/v1/environments?environmentId=${encodeURIComponent(envId)}`, { image, ...(words.length ? { command: words } : {}) }))
+        }}>
+        <label>Environment id<input value={envId} onChange={(e) => setEnvId(e.target.value)} required /></label>
+        <label>Image<input value={image} onChange={(e) => setImage(e.target.value)} required /></label>
+        <label>Command<input value={command} onChange={(e) => setCommand(e.target.value)} /></label>
+        <button type="submit">Create environment</button>
+      </form>
+      <form className="form inline" aria-label="Create a compute resource"
+        onSubmit={(e) => {
+          e.preventDefault()
+          const g = parseGpu(gpu)
+          if (g === null) {
+            setError('GPU per pod: a whole number of GPUs, or a fraction below 1 such as 0.5')
+            return
+          }
+          run(() => call('POST', `/v1/computeResources?computeResourceId=${encodeURIComponent(crId)}`, { gpu: g }))
+        }}>
+        <label>Compute resource id<input value={crId} onChange={(e) => setCrId(e.target.value)} required /></label>
+        <label>GPU per pod<input value={gpu} onChange={(e) => setGpu(e.target.value)} inputMode="decimal" required /></label>
+        <button type="submit">Create compute resource</button>
+      </form>
+      {error && <p role="alert" className="error">{error}</p>}
+    </>
+  )
+}
+
+export function Governance() {
+  const { data, error, reload } = useLoad(listAssets, [])
+  const { run, error: actionError } = useAction(reload)
+  const del = (name: string) => window.confirm(`Delete ${name}?`) && run(() => call('DELETE', `/v1/${name}`))
+  const delCol = <T extends { name: string }>(): Col<T> => ({
+    id: 'actions', header: 'Actions', text: () => '',
+    cell: (r) => <button type="button" className="danger" aria-label={`Delete ${id(r.name)}`} onClick={() => del(r.name)}>Delete</button>,
+  })
+  const envCols: Col<Environment>[] = [
+    { id: 'name', header: 'Environment', text: (e) => id(e.name) },
+    { id: 'scope', header: 'Scope', text: (e) => e.name.split('/').slice(0, -2).join('/') || 'account' },
+    { id: 'image', header: 'Image', text: (e) => e.image ?? '' },
+    { id: 'command', header: 'Command', text: (e) => [...(e.command ?? []), ...(e.args ?? [])].join(' ') },
+    { id: 'description', header: 'Description', text: (e) => e.description ?? '' },
+    delCol<Environment>(),
+  ]
+  const crCols: Col<ComputeResource>[] = [
+    { id: 'name', header: 'Compute resource', text: (c) => id(c.name) },
+    { id: 'gpu', header: 'GPU per pod', text: (c) => gpuRequest(c.gpu) },
+    { id: 'cpu', header: 'CPU', text: (c) => (c.milliCpu ? String(Number(c.milliCpu) / 1000) : '') },
+    { id: 'memory', header: 'Memory', text: (c) => (c.memoryBytes ? bytes(c.memoryBytes) : '') },
+    { id: 'description', header: 'Description', text: (c) => c.description ?? '' },
+    delCol<ComputeResource>(),
+  ]
+  return (
+    <section aria-labelledby="h-gov">
+      <h1 id="h-gov">Policies and assets</h1>
+      {(error || actionError) && <p role="alert" className="error">{error || actionError}</p>}
+      <h2>Policies</h2>
+      <PolicyEditor />
+      <h2>Assets</h2>
+      <AssetForms onDone={reload} />
+      {data && <DataTable label="Environments" rows={data.envs} cols={envCols} rowKey={(e) => e.name} />}
+      {data && <DataTable label="Compute resources" rows={data.crs} cols={crCols} rowKey={(c) => c.name} />}
+    </section>
+  )
+}

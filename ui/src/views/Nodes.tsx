@@ -1,0 +1,111 @@
+import { call, listAll } from '../api'
+import { useAction, useLoad } from '../hooks'
+import { Link } from '../router'
+import { bytes, deviceUse, enumLabel, gpus, id } from '../format'
+import type { GpuDevice, NodePool, NodeT, TimeSlot } from '../types'
+
+// planShares sums a time-slice plan's slots per pod: "team-a/nb pod 0 50%".
+export function planShares(slots: TimeSlot[]): string[] {
+  const by = new Map<string, number>()
+  for (const s of slots) {
+    const parts = (s.workload ?? '').split('/')
+    const key = s.workload ? `${parts[1]}/${parts[3]} pod ${s.podIndex ?? 0}` : 'unowned'
+    by.set(key, (by.get(key) ?? 0) + (s.sharePercent ?? 0))
+  }
+  return [...by.entries()].map(([k, v]) => `${k} ${v}%`)
+}
+
+// GpuMap draws one node's devices: whole (one holder), shared (fractions,
+// each holder's share), free, unhealthy.
+export function gpuState(d: GpuDevice): 'unhealthy' | 'free' | 'whole' | 'shared' {
+  if (d.healthy === false) return 'unhealthy'
+  if (deviceUse(d) === 0) return 'free'
+  return (d.allocations ?? []).some((a) => (a.fractionMilli ?? 1000) >= 1000) ? 'whole' : 'shared'
+}
+
+function GpuMap({ node }: { node: NodeT }) {
+  return (
+    <ul className="gpu-map" aria-label={`GPUs of ${id(node.name)}`}>
+      {(node.devices ?? []).map((d) => {
+        const s = gpuState(d)
+        return (
+          <li key={d.index ?? 0} className={`gpu gpu-${s}`}>
+            <strong>GPU {d.index ?? 0}</strong> <span className="gpu-state">{s}</span>
+            <span className="gpu-model">{d.model} {d.memoryBytes ? bytes(d.memoryBytes) : ''}</span>
+            <span className="bar" role="img" aria-label={`${deviceUse(d) / 10}% held`}>
+              {(d.allocations ?? []).map((a, i) => (
+                <span key={i} className="seg" style={{ width: `${(a.fractionMilli ?? 1000) / 10}%` }} />
+              ))}
+            </span>
+            {d.timeSlicePlan && (
+              <p className="plan">
+                Time slicing {enumLabel(d.timeSlicePlan.mode, 'TIME_SLICING_MODE_').toLowerCase()}, leases of {d.timeSlicePlan.leaseDuration}:{' '}
+                {planShares(d.timeSlicePlan.slots ?? []).join(', ')}
+              </p>
+            )}
+            <ul className="holders">
+              {(d.allocations ?? []).map((a, i) => {
+                const parts = (a.workload ?? '').split('/')
+                return (
+                  <li key={i}>
+                    <Link to={`/workloads/${parts[1]}/${parts[3]}`}>{parts[1]}/{parts[3]}</Link> pod {a.podIndex ?? 0}
+                    {(a.fractionMilli ?? 1000) < 1000 ? ` (${(a.fractionMilli ?? 0) / 10}%)` : ''}
+                  </li>
+                )
+              })}
+            </ul>
+          </li>
+        )
+      })}
+    </ul>
+  )
+}
+
+export function Nodes() {
+  const { data, error, reload } = useLoad(
+    async (s) => {
+      const [pools, nodes] = await Promise.all([
+        listAll<NodePool>('/v1/nodepools', 'nodePools', s),
+        listAll<NodeT>('/v1/nodes', 'nodes', s),
+      ])
+      return { pools, nodes }
+    },
+    [],
+    3000,
+  )
+  const { run, error: actionError } = useAction(reload)
+  const act = (n: NodeT, verb: 'drain' | 'undrain') =>
+    run(() => call('POST', `/v1/${n.name}:${verb}`, verb === 'drain' ? { reason: 'drained from the web UI' } : {}))
+  return (
+    <section aria-labelledby="h-nodes">
+      <h1 id="h-nodes">Node pools and nodes</h1>
+      {(error || actionError) && <p role="alert" className="error">{error || actionError}</p>}
+      {data?.pools.map((p) => {
+        const nodes = data.nodes.filter((n) => n.nodePool === p.name)
+        return (
+          <section key={p.name} aria-labelledby={`pool-${id(p.name)}`} className="pool">
+            <h2 id={`pool-${id(p.name)}`}>
+              Node pool {id(p.name)}{' '}
+              <small>
+                {enumLabel(p.placementStrategy, 'PLACEMENT_STRATEGY_')} placement, time slicing {enumLabel(p.timeSlicing?.mode, 'TIME_SLICING_MODE_') || 'off'}, {nodes.length} nodes
+              </small>
+            </h2>
+            {nodes.map((n) => (
+              <article key={n.name} className="node" aria-labelledby={`node-${id(n.name)}`}>
+                <h3 id={`node-${id(n.name)}`}>
+                  {id(n.name)} <small>{enumLabel(n.readiness, 'READINESS_')}{n.drained ? `, drained${n.drainReason ? `: ${n.drainReason}` : ''}` : ''} · {gpus(n.allocated?.milliGpus)} of {gpus(n.capacity?.milliGpus)} GPUs allocated</small>
+                </h3>
+                {n.drained ? (
+                  <button type="button" onClick={() => act(n, 'undrain')}>Undrain {id(n.name)}</button>
+                ) : (
+                  <button type="button" onClick={() => act(n, 'drain')}>Drain {id(n.name)}</button>
+                )}
+                <GpuMap node={n} />
+              </article>
+            ))}
+          </section>
+        )
+      })}
+    </section>
+  )
+}

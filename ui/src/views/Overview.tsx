@@ -1,0 +1,110 @@
+import { listAll } from '../api'
+import { useLoad } from '../hooks'
+import { Link } from '../router'
+import { deviceUse, enumLabel, gpus, id } from '../format'
+import type { NodeT, Queue, Workload } from '../types'
+
+// summarize is the overview's arithmetic, from what the caller may read now
+// (the nodes, the queues and the workloads).
+export function summarize(nodes: NodeT[], queues: Queue[], workloads: Workload[]) {
+  const pools = new Map<string, { capacity: number; allocated: number; freeGpus: number; nodes: number }>()
+  for (const n of nodes) {
+    const p = pools.get(n.nodePool ?? '') ?? { capacity: 0, allocated: 0, freeGpus: 0, nodes: 0 }
+    p.nodes++
+    p.capacity += Number(n.capacity?.milliGpus ?? 0)
+    p.allocated += Number(n.allocated?.milliGpus ?? 0)
+    p.freeGpus += (n.devices ?? []).filter((d) => d.healthy !== false && deviceUse(d) === 0).length
+    pools.set(n.nodePool ?? '', p)
+  }
+  const departments = queues
+    .filter((q) => q.kind === 'QUEUE_KIND_DEPARTMENT')
+    .map((q) => ({
+      name: id(q.name.replace(/\/queue$/, '')),
+      allocated: (q.nodePools ?? []).reduce((s, n) => s + Number(n.allocated?.milliGpus ?? 0), 0),
+      // -1 (unlimited) in any pool makes the whole unlimited.
+      deserved: (q.nodePools ?? []).reduce((s, n) => (s < 0 || Number(n.deserved?.milliGpus ?? 0) < 0 ? -1 : s + Number(n.deserved?.milliGpus ?? 0)), 0),
+    }))
+  const pending = new Map<string, number>()
+  for (const w of workloads) {
+    if (w.status?.phase !== 'WORKLOAD_PHASE_PENDING') continue
+    const reason = enumLabel(w.status.pendingReasons?.[0]?.check, 'PENDING_CHECK_') || 'Not yet considered'
+    const key = `${id(w.project)}\u0000${reason}`
+    pending.set(key, (pending.get(key) ?? 0) + 1)
+  }
+  // Durations arrive as "12.5s" (protobuf JSON).
+  const idle = workloads
+    .filter((w) => w.status?.phase === 'WORKLOAD_PHASE_RUNNING' && parseFloat(w.status.gpuIdleTime ?? '0') > 0 && Number(w.status.allocatedMilliGpus ?? 0) > 0)
+    .map((w) => ({ name: id(w.name), project: id(w.project), gpus: Number(w.status!.allocatedMilliGpus), idleSeconds: parseFloat(w.status!.gpuIdleTime!) }))
+    .sort((a, b) => b.idleSeconds - a.idleSeconds)
+  return {
+    idle,
+    pools: [...pools.entries()].map(([name, p]) => ({ name: id(name), ...p })).sort((a, b) => a.name.localeCompare(b.name)),
+    departments,
+    pending: [...pending.entries()].map(([k, n]) => ({ project: k.split('\u0000')[0], reason: k.split('\u0000')[1], count: n })).sort((a, b) => a.project.localeCompare(b.project) || a.reason.localeCompare(b.reason)),
+  }
+}
+
+export function Overview() {
+  const { data, error } = useLoad(
+    async (s) => {
+      const opt = <T,>(p: Promise<T[]>) => p.catch(() => [] as T[])
+      const [nodes, queues, ws] = await Promise.all([
+        opt(listAll<NodeT>('/v1/nodes', 'nodes', s)),
+        opt(listAll<Queue>('/v1/queues', 'queues', s)),
+        listAll<Workload>('/v1/projects/-/workloads', 'workloads', s),
+      ])
+      return summarize(nodes, queues, ws)
+    },
+    [],
+    3000,
+  )
+  return (
+    <section aria-labelledby="h-overview">
+      <h1 id="h-overview">Overview</h1>
+      {error && <p role="alert" className="error">{error}</p>}
+      {data && (
+        <div className="cards">
+          <table>
+            <caption>GPU allocation by node pool, now</caption>
+            <thead><tr><th scope="col">Node pool</th><th scope="col">Nodes</th><th scope="col">GPUs</th><th scope="col">Allocated</th><th scope="col">Idle (free) GPUs</th></tr></thead>
+            <tbody>
+              {data.pools.map((p) => (
+                <tr key={p.name}><td>{p.name}</td><td>{p.nodes}</td><td>{gpus(p.capacity)}</td><td>{gpus(p.allocated)}</td><td>{p.freeGpus}</td></tr>
+              ))}
+            </tbody>
+          </table>
+          <table>
+            <caption>GPU allocation by department, now</caption>
+            <thead><tr><th scope="col">Department</th><th scope="col">Quota</th><th scope="col">Allocated</th></tr></thead>
+            <tbody>
+              {data.departments.map((d) => (
+                <tr key={d.name}><td>{d.name}</td><td>{gpus(d.deserved)}</td><td>{gpus(d.allocated)}</td></tr>
+              ))}
+            </tbody>
+          </table>
+          <table>
+            <caption>Pending workloads by project and reason</caption>
+            <thead><tr><th scope="col">Project</th><th scope="col">Reason</th><th scope="col">Workloads</th></tr></thead>
+            <tbody>
+              {data.pending.map((p) => (
+                <tr key={p.project + p.reason}><td>{p.project}</td><td>{p.reason}</td><td><Link to="/workloads">{p.count}</Link></td></tr>
+              ))}
+              {data.pending.length === 0 && <tr><td colSpan={3} className="empty">Nothing is pending.</td></tr>}
+            </tbody>
+          </table>
+          <table>
+            <caption>Running workloads whose GPUs are idle</caption>
+            <thead><tr><th scope="col">Workload</th><th scope="col">Project</th><th scope="col">GPUs held</th><th scope="col">Idle for</th></tr></thead>
+            <tbody>
+              {data.idle.map((w) => (
+                <tr key={w.project + w.name}><td><Link to={`/workloads/${w.project}/${w.name}`}>{w.name}</Link></td><td>{w.project}</td><td>{gpus(w.gpus)}</td><td>{Math.round(w.idleSeconds)} s</td></tr>
+              ))}
+              {data.idle.length === 0 && <tr><td colSpan={4} className="empty">No running workload has idle GPUs.</td></tr>}
+            </tbody>
+          </table>
+        </div>
+      )}
+      <div className="chart-slot" aria-hidden="true" data-slot="allocation-over-time" />
+    </section>
+  )
+}
