@@ -559,7 +559,10 @@ func (c *Cache) syncNode(id string) bool {
 		c.markBindingsOn(id)
 		return err == nil
 	}
-	if !ok || nodeSpec(id, raw).Pool != n.Pool.Name {
+	// A node gone past its grace, or moved to another pool, is more than
+	// State can change in place. Within the grace it stays, cordoned.
+	_, inGrace := c.missing[id]
+	if (!ok && !inGrace) || (ok && nodeSpec(id, raw).Pool != n.Pool.Name) {
 		c.rebuild = true
 		return true
 	}
@@ -569,7 +572,6 @@ func (c *Cache) syncNode(id string) bool {
 		// shape has their devices.
 		lost = c.state.Reshape(n, spec)
 	}
-	_, inGrace := c.missing[id]
 	ready := (ok && nodeReady(raw)) || (!ok && inGrace && n.Ready)
 	c.state.SetCordoned(n, ready && (!ok || cordoned(raw)))
 	lost = append(lost, c.state.SetReady(n, ready)...)

@@ -51,7 +51,19 @@ func TestChaos(t *testing.T) {
 			t.Fatalf("CreateProject(%s): %v", p, err)
 		}
 	}
-	ledger := filepath.Join(c.dir, "ran")
+	// The pods (each its own unprivileged user) append to the ledger.
+	ledgerDir := filepath.Join(c.work, "ledger")
+	if err := os.Mkdir(ledgerDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ledger := filepath.Join(ledgerDir, "ran")
+	// Created here, writable by all: each pod runs as a user of its own.
+	if err := os.WriteFile(ledger, nil, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(ledger, 0o666); err != nil {
+		t.Fatal(err)
+	}
 	chk := newChecker(c)
 	ctx, stopChecker := context.WithCancel(context.Background())
 	checked := make(chan struct{})

@@ -24,6 +24,7 @@ import (
 // cluster is the control plane of the run, every part a proc.
 type cluster struct {
 	dir       string
+	work      string // the agents' pod directories and the ledger: reachable by the pods' unprivileged users
 	etcd      []*proc
 	endpoints []string // etcd client addresses
 	services  map[string]*proc
@@ -40,6 +41,15 @@ var schedulers = []string{"sched-1", "sched-2"}
 func startCluster(t *testing.T, runway, etcdBin string) *cluster {
 	t.Helper()
 	c := &cluster{dir: t.TempDir(), services: map[string]*proc{}, addrs: map[string]string{}}
+	work, err := os.MkdirTemp("", "runway-chaos-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(work) })
+	if err := os.Chmod(work, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	c.work = work
 	var initial []string
 	peers := make([]string, 3)
 	for i := range 3 {
@@ -115,12 +125,14 @@ func startCluster(t *testing.T, runway, etcdBin string) *cluster {
 	serve("nodemanager", "nodemanager")
 	for i := range 3 {
 		node := fmt.Sprintf("node-%d", i+1)
-		pods := filepath.Join(c.dir, "agents", node)
-		if err := os.MkdirAll(pods, 0o755); err != nil {
+		// Pods work in {work}/{node}/{uid}.{pod}: the ledger's line names
+		// the node by its working directory.
+		data, pods := filepath.Join(c.dir, "agents", node), filepath.Join(c.work, node)
+		if err := os.MkdirAll(data, 0o700); err != nil {
 			t.Fatal(err)
 		}
 		p := &proc{name: node, bin: runway, log: filepath.Join(c.dir, node+".log"), podsDir: pods,
-			args: []string{"agent", "--node", node, "--gpus", "4", "--etcd-endpoints", etcdFlag, "--data-dir", pods}}
+			args: []string{"agent", "--node", node, "--gpus", "4", "--etcd-endpoints", etcdFlag, "--data-dir", data, "--work-dir", pods}}
 		p.start(t)
 		c.agents = append(c.agents, p)
 		t.Cleanup(func() { p.stop(10 * time.Second) })
