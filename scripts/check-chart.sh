@@ -50,7 +50,7 @@ grep -q -- '--workload-server' "$l" && fail "local: --workload-server rendered w
 
 # Observability: every service's operations port behind the metrics token,
 # scrape annotations, the Grafana dashboard; the ServiceMonitor on request.
-[ "$(grep -c -- '- --metrics-listen=0.0.0.0:9464' "$d")" = 4 ] || fail "default: want --metrics-listen on the 4 services"
+[ "$(grep -c -- '- --metrics-listen=0.0.0.0:9464' "$d")" = 5 ] || fail "default: want --metrics-listen on the 5 services"
 has "$d" "- --metrics-token-file=/etc/runway/metrics/token"
 has "$d" "secretName: runway-metrics-token"
 has "$d" 'prometheus.io/scrape: "true"'
