@@ -23,6 +23,10 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /healthz", s.serveHealthz)
 	if s.cfg.Metrics != nil {
 		mux.Handle("GET /metrics", s.cfg.Metrics)
+	} else {
+		// Metrics live on the operations listener: a scraper pointed here
+		// gets a plain 404, not the UI's page.
+		mux.Handle("/metrics", http.NotFoundHandler())
 	}
 	if s.cfg.UI != nil {
 		mux.Handle("/v1/", s.gwMux)

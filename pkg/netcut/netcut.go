@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -27,7 +28,8 @@ type Proxy struct {
 	wg    sync.WaitGroup
 }
 
-// New listens on a free 127.0.0.1 port and forwards to target.
+// New listens on a free 127.0.0.1 port and forwards to target: host:port,
+// or unix://PATH for a unix socket (as runway dev's etcd listens).
 func New(target string) (*Proxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -50,7 +52,11 @@ func (p *Proxy) serve(ln net.Listener) {
 			if err != nil {
 				return
 			}
-			up, err := net.Dial("tcp", p.target)
+			network, addr := "tcp", p.target
+			if path, ok := strings.CutPrefix(p.target, "unix://"); ok {
+				network, addr = "unix", path
+			}
+			up, err := net.Dial(network, addr)
 			if err != nil {
 				c.Close()
 				continue
