@@ -46,7 +46,7 @@ func Listen(cfg OpsConfig) (*Ops, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if cfg.Token == "" && !loopback(cfg.Listen) {
+	if cfg.Token == "" && !Loopback(cfg.Listen) {
 		return nil, fmt.Errorf("--metrics-listen %s is not a loopback address: give --metrics-token-file too", cfg.Listen)
 	}
 	lis, err := net.Listen("tcp", cfg.Listen)
@@ -89,9 +89,10 @@ func (o *Ops) Serve(ctx context.Context) error {
 // Close releases a listener that will not be served.
 func (o *Ops) Close() error { return o.lis.Close() }
 
-// loopback reports whether addr's host is a loopback address or localhost;
-// an empty or wildcard host is not.
-func loopback(addr string) bool {
+// Loopback reports whether addr's host is a loopback address or localhost;
+// an empty or wildcard host is not. (runway dev holds its API listener to
+// the same test.)
+func Loopback(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return false

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -126,7 +125,7 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr, token string)) 
 	if cfg.Listen == "" {
 		cfg.Listen = "127.0.0.1:7070"
 	}
-	if !loopback(cfg.Listen) {
+	if !metrics.Loopback(cfg.Listen) {
 		return fmt.Errorf("runway dev serves plaintext, so only on loopback (127.0.0.1, ::1, localhost), not %s; use runway serve --tls-cert-file on a network", cfg.Listen)
 	}
 	if cfg.Nodes < 0 || cfg.GPUsPerNode < 0 {
@@ -381,17 +380,4 @@ func setTimeSlicing(ctx context.Context, addr, token string, mode quotav1.TimeSl
 		return fmt.Errorf("--time-slicing: set the default node pool: %w", err)
 	}
 	return nil
-}
-
-// loopback reports whether addr ("host:port") listens on loopback only.
-func loopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
