@@ -22,6 +22,18 @@ func TestCLI_TopMetricsReports(t *testing.T) {
 				"a1        Training  Running  team-a   1/1               1.00\n"+
 				"a2        Training  Running  team-a   1/1               2.00\n"+
 				"b1        Training  Running  team-b   1/1               1.00\n", "workload", "list", "-A")
+			// b2 reclaims a1: first let the history see a1 hold its GPU
+			// (a loaded machine can stretch one collection past the time a1
+			// would otherwise hold it).
+			for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+				r := d.run(t, "workload", "metrics", "a1", "-p", "team-a", "--since", "1m", "--type", "allocated-gpus")
+				if r.code == 0 && strings.Contains(r.stdout, "1.00") {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the history never showed a1 holding 1 GPU: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+				}
+			}
 		}
 	}
 	d.eventually(t, `Project  Node Pool  GPU Alloc.  GPU Quota  Running  Pending
