@@ -394,6 +394,8 @@ describe('web UI against runway dev', () => {
     expect(await page.locator('main').textContent()).not.toContain('team-b')
     await nav('Nodes')
     await page.getByRole('list', { name: 'GPUs of node-1' }).waitFor()
+    // The server hides the workloads of projects she may not view.
+    expect(await page.locator('main').textContent()).not.toContain('team-b')
     await check('17-nodes-researcher')
   })
 
