@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runwayhq/runway/pkg/cluster"
 	"github.com/runwayhq/runway/pkg/scheduling"
 	. "github.com/runwayhq/runway/pkg/scheduling/schedtest"
 )
@@ -12,7 +13,7 @@ import (
 // total but no node gets room by moving running preemptible units, only when
 // every moved unit is placed again in the same plan; the fewest GPUs moved,
 // then the fewest workloads, then the newest (SCHEDULING.md §3
-// "Consolidate").
+// "Consolidate"); for one pod and for gangs.
 func TestConsolidate(t *testing.T) {
 	runCycleCases(t, map[string]cycleCase{
 		"a fragmented pool: the fewest GPUs move": {
@@ -100,5 +101,65 @@ func TestConsolidate(t *testing.T) {
 			wantBound:   map[string][]string{"j": {"n2"}, "e": {"n1"}},
 			wantEvicted: []evicted{{"e", scheduling.RuleConsolidation, "j"}},
 		},
+		"a gang placed by moving the fewest GPUs": {
+			// j needs two free 4-GPU nodes; 9 GPUs are free, none of the
+			// nodes is. Opening n1 and n3 moves a and c (2 GPUs, to n4 and
+			// n2); opening n2 too would move b (2 GPUs more).
+			cluster:   gangOnFourNodes(train),
+			wantBound: map[string][]string{"j": {"n1", "n3"}, "a": {"n4"}, "c": {"n2"}},
+			wantEvicted: []evicted{
+				{"a", scheduling.RuleConsolidation, "j"},
+				{"c", scheduling.RuleConsolidation, "j"},
+			},
+		},
+		"a gang: nothing moves when the moves would not place every pod": {
+			// 4 GPUs free in all (1, 1, 2) for two 2-GPU pods: one fits on
+			// n3; any node opened for the other leaves its work no room.
+			cluster: NewCluster().Node("n1", 4).Node("n2", 4).Node("n3", 4).
+				Project("p", "", Deserved(12)).
+				Workload(
+					W("a").Project("p").GPU(3).On("n1"),
+					W("b").Project("p").GPU(3).On("n2"),
+					W("c").Project("p").GPU(2).On("n3"),
+					W("j").Project("p").GPU(2).Pods(2).At(time.Minute)),
+			wantWaiting: map[string]string{"j": "needs 2 pods of 2 GPUs"},
+		},
+		"a gang: non-preemptible work never moves, though moving it would cost less": {
+			// As in the first gang case, but c is a build: a and b (3 GPUs)
+			// move to open n1 and n2, both to n3 (b first, the larger).
+			cluster:   gangOnFourNodes(build),
+			wantBound: map[string][]string{"j": {"n1", "n2"}, "a": {"n3"}, "b": {"n3"}},
+			wantEvicted: []evicted{
+				{"a", scheduling.RuleConsolidation, "j"},
+				{"b", scheduling.RuleConsolidation, "j"},
+			},
+		},
+		"a moved gang is placed again whole": {
+			// g's two pods hold a GPU each on n1 and n2; moving g (2 GPUs,
+			// one workload) opens both for j, and g's pods both go to n3.
+			cluster: NewCluster().Node("n1", 4).Node("n2", 4).Node("n3", 4).Node("n4", 4).
+				Project("p", "", Deserved(16)).
+				Workload(
+					W("g").Project("p").GPU(1).Pods(2).On("n1", "n2"),
+					W("x").Project("p").GPU(2).Priority(build).On("n3"),
+					W("y").Project("p").GPU(2).Priority(build).On("n4"),
+					W("j").Project("p").GPU(4).Pods(2).At(time.Minute)),
+			wantBound:   map[string][]string{"j": {"n1", "n2"}, "g": {"n3", "n3"}},
+			wantEvicted: []evicted{{"g", scheduling.RuleConsolidation, "j"}},
+		},
 	})
+}
+
+// gangOnFourNodes has four 4-GPU nodes holding a (1 GPU), b (2), c (1, of
+// the given priority) and d (3), one per node, and a pending gang j of two
+// 4-GPU pods: 9 GPUs free, no node free.
+func gangOnFourNodes(c cluster.Priority) *Cluster {
+	return NewCluster().Node("n1", 4).Node("n2", 4).Node("n3", 4).Node("n4", 4).
+		Project("p", "", Deserved(16)).
+		Workload(
+			W("a").Project("p").GPU(1).On("n1"),
+			W("b").Project("p").GPU(2).On("n2"),
+			W("c").Project("p").GPU(1).Priority(c).On("n3"),
+			W("d").Project("p").GPU(3).On("n4"),
+			W("j").Project("p").GPU(4).Pods(2).At(time.Minute))
 }

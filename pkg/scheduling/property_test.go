@@ -126,11 +126,19 @@ func TestPropertyStable(t *testing.T) {
 
 // preemptions are a plan's evictions but consolidation's moves: work placed
 // in a cycle never moves in it (SCHEDULING.md §3 "Consolidate"), so the next
-// cycle may move it.
+// cycle may move it. Nor do they count evictions for a workload those moves
+// placed: an elastic gang placed by the moves may then reclaim or preempt
+// for its next pod, which it could not do while waiting for its minimum.
 func preemptions(plan scheduling.Plan) []scheduling.Eviction {
+	movedFor := map[string]bool{}
+	for _, e := range plan.Evictions {
+		if e.Rule == scheduling.RuleConsolidation {
+			movedFor[e.For] = true
+		}
+	}
 	var out []scheduling.Eviction
 	for _, e := range plan.Evictions {
-		if e.Rule != scheduling.RuleConsolidation {
+		if e.Rule != scheduling.RuleConsolidation && !movedFor[e.For] {
 			out = append(out, e)
 		}
 	}
