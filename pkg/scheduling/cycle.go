@@ -2,6 +2,7 @@ package scheduling
 
 import (
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/runwayhq/runway/pkg/cluster"
@@ -249,12 +250,17 @@ func Requeue(s *cluster.State, w *cluster.Workload) {
 	}
 }
 
+// placedPods lists w's placed pods in the order they were placed (the last
+// placed last): units take an elastic workload's extra pods from the end.
 func placedPods(w *cluster.Workload) []int {
 	var out []int
 	for i, p := range w.Placed {
 		if p.Node != nil {
 			out = append(out, i)
 		}
+	}
+	if len(out) > 1 {
+		sort.SliceStable(out, func(a, b int) bool { return w.PlacedLater(out[b], out[a]) })
 	}
 	return out
 }

@@ -706,7 +706,7 @@ func lessSet(units []unit, a, b candidate) bool {
 			return ua.w.ID < ub.w.ID
 		}
 		if ua.pods[0] != ub.pods[0] {
-			return ua.pods[0] > ub.pods[0]
+			return ua.w.PlacedLater(ua.pods[0], ub.pods[0])
 		}
 	}
 	return len(a.set) < len(b.set)
@@ -731,7 +731,8 @@ func workloadsIn(units []unit, set []int) int {
 	return n
 }
 
-// newer orders units newest submission first, then by name, then pod.
+// newer orders units newest submission first, then by name, then the pod
+// placed last first (SCHEDULING.md §4).
 func newer(a, b unit) bool {
 	if a.w.Submitted != b.w.Submitted {
 		return a.w.Submitted > b.w.Submitted
@@ -739,7 +740,7 @@ func newer(a, b unit) bool {
 	if a.w.ID != b.w.ID {
 		return a.w.ID < b.w.ID
 	}
-	return a.pods[0] > b.pods[0]
+	return a.pods[0] != b.pods[0] && a.w.PlacedLater(a.pods[0], b.pods[0])
 }
 
 func sortBySeq(ws []*cluster.Workload) {
