@@ -118,8 +118,8 @@ type Placement struct {
 	Order int64
 }
 
-// PlacedLater reports whether pod a of w was placed after pod b (ties, which
-// only a store's equal revisions could give: the higher index).
+// PlacedLater reports whether pod a of w was placed after pod b. Ties (pods
+// bound in one etcd transaction share its revision) go to the higher index.
 func (w *Workload) PlacedLater(a, b int) bool {
 	if oa, ob := w.Placed[a].Order, w.Placed[b].Order; oa != ob {
 		return oa > ob

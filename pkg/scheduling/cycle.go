@@ -1,8 +1,9 @@
 package scheduling
 
 import (
+	"cmp"
 	"fmt"
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/runwayhq/runway/pkg/cluster"
@@ -259,8 +260,11 @@ func placedPods(w *cluster.Workload) []int {
 			out = append(out, i)
 		}
 	}
-	if len(out) > 1 {
-		sort.SliceStable(out, func(a, b int) bool { return w.PlacedLater(out[b], out[a]) })
+	// Usually already in order; ties (pods bound in one etcd transaction
+	// share a revision) keep index order, as PlacedLater reads them.
+	byOrder := func(a, b int) int { return cmp.Compare(w.Placed[a].Order, w.Placed[b].Order) }
+	if !slices.IsSortedFunc(out, byOrder) {
+		slices.SortStableFunc(out, byOrder)
 	}
 	return out
 }

@@ -228,7 +228,7 @@ func refUnitsOf(w *cluster.Workload, group int) []refUnit {
 			pods = append(pods, pod)
 		}
 	}
-	slices.SortFunc(pods, func(a, b int) int { return cmp.Compare(w.Placed[a].Order, w.Placed[b].Order) })
+	slices.SortStableFunc(pods, func(a, b int) int { return cmp.Compare(w.Placed[a].Order, w.Placed[b].Order) })
 	if len(pods) <= w.MinPods {
 		return []refUnit{{id: w.ID, w: w, pods: pods, gpu: w.Held().GPU, group: group}}
 	}
