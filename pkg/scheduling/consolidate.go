@@ -200,24 +200,26 @@ func (sr *search) unitsByNode() (map[*cluster.Node][]int, []*cluster.Node) {
 	return byNode, nodes
 }
 
-// exactMoveUnits bounds a gang's move search: its sets are drawn from at most
-// this many units (2^12 sets), and at most Config.SearchBound of them are
-// tried with real placements.
-const exactMoveUnits = 12
+// exactMoveUnits bounds a gang's exact move search: its sets are drawn from
+// at most this many units (2^12 sets). maxMoveUnits bounds the greedy one
+// past it: a gang that needs more units moved waits. Either way at most
+// Config.SearchBound sets are tried with real placements.
+const (
+	exactMoveUnits = 12
+	maxMoveUnits   = 128
+)
 
-// findGangMove returns the cheapest working move set for a gang of k pods
-// (indexes into units), or nil.
+// findGangMove returns a working move set for a gang of k pods (indexes
+// into units), or nil.
 //
 // The pods may land on several nodes, so no node-by-node enumeration is
-// exact. The search is bounded instead: it takes the units of the nodes
-// cheapest to open for the gang (fewest GPUs of movable work per pod of j
-// the node would gain with all of it gone; ties: fewer units, then name),
-// node by node, as long as they add up to at most exactMoveUnits units, and
-// tries every subset of those, cheapest first (fewest GPUs, fewest
-// workloads, newest). Sets after which the nodes, by device arithmetic,
-// still cannot hold the pods that do not fit now are skipped without a
-// placement. Within the units it draws, the chosen set is the cheapest that
-// works.
+// exact. The search is bounded instead. It ranks the nodes by how cheap
+// they are to open for the gang (fewest GPUs of movable work per pod of j
+// the node would gain with all of it gone; ties: fewer units, then name).
+// First it takes their units, node by node, as long as they add up to at
+// most exactMoveUnits, and tries every subset of those cheapest first
+// (fewest GPUs, fewest workloads, newest): within those units the set
+// chosen is the cheapest that works. When none works, greedyMove.
 func (sr *search) findGangMove() []int {
 	byNode, nodes := sr.unitsByNode()
 	fitsNow := 0
@@ -230,17 +232,12 @@ func (sr *search) findGangMove() []int {
 	if short <= 0 {
 		return nil // the pods fit by arithmetic, yet placement failed: nothing to move for
 	}
-	type option struct {
-		n          *cluster.Node
-		gpu        int64
-		gain, size int
-	}
-	var opts []option
+	var opts []opening
 	for _, n := range nodes {
-		if !sr.opens(n) || len(byNode[n]) > exactMoveUnits {
+		if !sr.opens(n) {
 			continue
 		}
-		o := option{n: n, size: len(byNode[n]), gain: sr.podsAfter(n, byNode[n]) - sr.podsAfter(n, nil)}
+		o := opening{n: n, size: len(byNode[n]), gain: sr.podsAfter(n, byNode[n]) - sr.podsAfter(n, nil)}
 		if o.gain <= 0 {
 			continue
 		}
@@ -274,10 +271,61 @@ func (sr *search) findGangMove() []int {
 		cand = append(cand, add...)
 		gain += o.gain
 	}
-	if gain < short {
+	if gain >= short {
+		if set := sr.cheapestMove(cand, short); set != nil {
+			return set
+		}
+	}
+	return sr.greedyMove(opts, byNode, short)
+}
+
+// opening is what moving all the movable work off a node gives a gang.
+type opening struct {
+	n          *cluster.Node
+	gpu        int64 // GPUs of the movable units there
+	gain, size int   // pods of j the node would hold more; units there
+}
+
+// greedyMove is the search past the exact one: all units of the nodes
+// cheapest to open, node by node, until those nodes would hold the pods
+// that do not fit now (at most maxMoveUnits units). When moving them all
+// works, one pass drops each unit, the most GPUs first, whose set without
+// it still works: the set returned works.
+func (sr *search) greedyMove(opts []opening, byNode map[*cluster.Node][]int, short int) []int {
+	var set []int
+	in := map[int]bool{}
+	gain := 0
+	for _, o := range opts {
+		if gain >= short {
+			break
+		}
+		for _, i := range byNode[o.n] {
+			if !in[i] {
+				in[i] = true
+				set = append(set, i)
+			}
+		}
+		gain += o.gain
+	}
+	if gain < short || len(set) > maxMoveUnits || sr.budget <= 0 {
 		return nil
 	}
-	return sr.cheapestMove(cand, short)
+	sr.budget--
+	if !sr.moves(set, false) {
+		return nil
+	}
+	for _, drop := range moveOrder(sr.units, set) {
+		if sr.budget <= 0 {
+			break
+		}
+		if trial := without(set, drop); len(trial) > 0 && sr.gains(trial) >= short {
+			sr.budget--
+			if sr.moves(trial, false) {
+				set = trial
+			}
+		}
+	}
+	return set
 }
 
 // cheapestMove tries the non-empty subsets of cand cheapest first and

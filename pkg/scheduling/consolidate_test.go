@@ -1,6 +1,7 @@
 package scheduling_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -147,6 +148,14 @@ func TestConsolidate(t *testing.T) {
 			wantBound:   map[string][]string{"j": {"n1", "n2"}, "g": {"n3", "n3"}},
 			wantEvicted: []evicted{{"g", scheduling.RuleConsolidation, "j"}},
 		},
+		"a gang past the exact search: the nodes cheapest to open, all their units": {
+			// n1 and n2 each hold seven 1-GPU trainings (14 units, more than
+			// the exact search draws); n3-n5 a 1-GPU build each. j's two
+			// 8-GPU pods take n1 and n2; the trainings go to n3 and n4.
+			cluster:     crowdedNodes(),
+			wantBound:   crowdedMoves(),
+			wantEvicted: crowdedEvictions(),
+		},
 	})
 }
 
@@ -162,4 +171,42 @@ func gangOnFourNodes(c cluster.Priority) *Cluster {
 			W("c").Project("p").GPU(1).Priority(c).On("n3"),
 			W("d").Project("p").GPU(3).On("n4"),
 			W("j").Project("p").GPU(4).Pods(2).At(time.Minute))
+}
+
+// crowdedNodes has five 8-GPU nodes: a1-a7 (1 GPU each) on n1, b1-b7 on n2,
+// a 1-GPU build on each of n3, n4 and n5, and a pending j of two 8-GPU pods.
+func crowdedNodes() *Cluster {
+	c := NewCluster()
+	for _, n := range []string{"n1", "n2", "n3", "n4", "n5"} {
+		c = c.Node(n, 8)
+	}
+	c = c.Project("p", "", Deserved(40))
+	for i := 1; i <= 7; i++ {
+		c = c.Workload(W(fmt.Sprintf("a%d", i)).Project("p").GPU(1).On("n1"),
+			W(fmt.Sprintf("b%d", i)).Project("p").GPU(1).On("n2"))
+	}
+	return c.Workload(W("x3").Project("p").GPU(1).Priority(build).On("n3"),
+		W("x4").Project("p").GPU(1).Priority(build).On("n4"),
+		W("x5").Project("p").GPU(1).Priority(build).On("n5"),
+		W("j").Project("p").GPU(8).Pods(2).At(time.Minute))
+}
+
+// crowdedMoves: j on n1 and n2; a1-a7 fill n3, then b1-b7 n4 (binpack).
+func crowdedMoves() map[string][]string {
+	out := map[string][]string{"j": {"n1", "n2"}}
+	for i := 1; i <= 7; i++ {
+		out[fmt.Sprintf("a%d", i)] = []string{"n3"}
+		out[fmt.Sprintf("b%d", i)] = []string{"n4"}
+	}
+	return out
+}
+
+func crowdedEvictions() []evicted {
+	var out []evicted
+	for _, side := range []string{"a", "b"} {
+		for i := 1; i <= 7; i++ {
+			out = append(out, evicted{fmt.Sprintf("%s%d", side, i), scheduling.RuleConsolidation, "j"})
+		}
+	}
+	return out
 }
