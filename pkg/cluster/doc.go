@@ -9,6 +9,10 @@
 // cycle needs at every step (per-queue allocation, free GPUs per node, the
 // index of nodes by free GPUs) are kept up to date by the same mutations.
 //
+// Each placed pod also records when it was placed relative to the others
+// (Placement.Order): the state numbers pods as they are placed, or a store
+// that lists them in any order gives its own order (PlaceInOrder).
+//
 // Units: GPUs in milli-GPUs, CPU in milli-cores, memory in bytes (Resources).
 // Every iteration that can influence a decision runs in a defined order
 // (declaration order, then name), never in map order.

@@ -22,6 +22,8 @@ type State struct {
 	belowMin    map[*Workload]struct{}
 	seq         int64
 	order       int
+	// placedOrder is the largest Placement.Order given so far.
+	placedOrder int64
 
 	log     []change
 	logging bool
@@ -373,10 +375,20 @@ func (s *State) release(w *Workload) {
 }
 
 // Place puts pod of w on node n: devices whole when share is FullDevice,
-// otherwise one device shared. Recorded in the undo log while logging.
+// otherwise one device shared. The pod counts as placed after every pod
+// placed before it (Placement.Order). Recorded in the undo log while logging.
 func (s *State) Place(w *Workload, pod int, n *Node, devices []int, share int64) {
+	s.PlaceInOrder(w, pod, n, devices, share, s.placedOrder+1)
+}
+
+// PlaceInOrder is Place with the pod's placement order given, for a model
+// rebuilt from a store in any order (the Scheduler service passes the
+// binding's etcd creation revision). Pods placed later with Place come
+// after it.
+func (s *State) PlaceInOrder(w *Workload, pod int, n *Node, devices []int, share, order int64) {
+	s.placedOrder = max(s.placedOrder, order)
 	held := Resources{GPU: share * int64(len(devices)), CPU: w.Pod.CPU, Memory: w.Pod.Memory}
-	at := Placement{Node: n, Devices: devices, Share: share, Held: held}
+	at := Placement{Node: n, Devices: devices, Share: share, Held: held, Order: order}
 	since := w.BelowMinSince
 	s.place(w, pod, at)
 	if s.logging {

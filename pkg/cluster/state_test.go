@@ -82,6 +82,45 @@ func TestRollbackRestoresEverything(t *testing.T) {
 	}
 }
 
+// TestPlacementOrder: every pod records when it was placed relative to the
+// others (SCHEDULING.md §4: for two units of one workload, the newest is
+// the pod placed last), whether the state numbers it (Place) or a store
+// does (PlaceInOrder, with revisions in any order); a rollback restores it.
+func TestPlacementOrder(t *testing.T) {
+	s := newState(t)
+	w, err := s.Submit(cluster.WorkloadSpec{ID: "e", Name: "e", Project: "p", Priority: cluster.PriorityTrain,
+		Pods: 3, MinPods: 1, Pod: cluster.PodRequest{GPU: 1000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n1, n2 := s.Node("n1"), s.Node("n2")
+	// A store lists pod 2 (created at revision 40) before pod 0 (revision 12).
+	s.PlaceInOrder(w, 2, n1, []int{0}, 1000, 40)
+	s.PlaceInOrder(w, 0, n1, []int{1}, 1000, 12)
+	if !w.PlacedLater(2, 0) || w.PlacedLater(0, 2) {
+		t.Errorf("pod 2 (revision 40) must count as placed after pod 0 (revision 12): orders %d, %d", w.Placed[2].Order, w.Placed[0].Order)
+	}
+	s.Place(w, 1, n2, []int{0}, 1000)
+	if !w.PlacedLater(1, 2) {
+		t.Errorf("pod 1, placed after the store's pods, has order %d, not above %d", w.Placed[1].Order, w.Placed[2].Order)
+	}
+	s.StopLog()
+
+	// Pod 0 placed again now is the last placed; a rollback gives it its
+	// old place in the order back.
+	mark := s.Mark()
+	s.Unplace(w, 0)
+	s.Place(w, 0, n2, []int{1}, 1000)
+	if !w.PlacedLater(0, 1) {
+		t.Errorf("pod 0 placed again: order %d, not above pod 1's %d", w.Placed[0].Order, w.Placed[1].Order)
+	}
+	s.Rollback(mark)
+	s.StopLog()
+	if w.Placed[0].Node != n1 || w.Placed[0].Order != 12 {
+		t.Errorf("after rollback pod 0 is on %v with order %d; want n1, 12", w.Placed[0].Node.Name, w.Placed[0].Order)
+	}
+}
+
 func TestFreeIndexOrder(t *testing.T) {
 	s := newState(t)
 	a := submit(t, s, "a", 1000)

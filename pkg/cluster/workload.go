@@ -112,6 +112,19 @@ type Placement struct {
 	Devices []int // device indexes on the node
 	Share   int64 // milli-GPUs held on each device (1000 for whole devices)
 	Held    Resources
+	// Order is when the pod was placed, as an ordinal: of two pods, the one
+	// placed last has the larger Order (SCHEDULING.md §4, "newest" for two
+	// units of one workload). See State.Place and State.PlaceInOrder.
+	Order int64
+}
+
+// PlacedLater reports whether pod a of w was placed after pod b. Ties (pods
+// bound in one etcd transaction share its revision) go to the higher index.
+func (w *Workload) PlacedLater(a, b int) bool {
+	if oa, ob := w.Placed[a].Order, w.Placed[b].Order; oa != ob {
+		return oa > ob
+	}
+	return a > b
 }
 
 // Workload is a unit of work: one or more pods scheduled as a gang.

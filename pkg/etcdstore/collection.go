@@ -22,6 +22,10 @@ type Item[T proto.Message] struct {
 	Msg      T
 	Etag     string // Revision as a decimal string; pass it back to Update/Delete
 	Revision int64  // the key's ModRevision: the etcd revision of its last write
+	// Created is the key's CreateRevision, the etcd revision that created
+	// it, where the call read or created the key (Get, List, ListAll, a
+	// watch's puts, Create); 0 otherwise.
+	Created int64
 }
 
 // Collection is a typed view of one key prefix holding messages of type T.
@@ -80,7 +84,9 @@ func (c *Collection[T]) Create(ctx context.Context, id string, msg T) (Item[T], 
 	if !resp.Succeeded {
 		return Item[T]{}, fmt.Errorf("create %s: %w", key, ErrAlreadyExists)
 	}
-	return c.item(id, msg, resp.Header.Revision), nil
+	it := c.item(id, msg, resp.Header.Revision)
+	it.Created = resp.Header.Revision
+	return it, nil
 }
 
 // Get returns the message stored under id, or ErrNotFound.
@@ -210,5 +216,7 @@ func (c *Collection[T]) decode(kv *mvccpb.KeyValue) (Item[T], error) {
 	if err := proto.Unmarshal(kv.Value, msg); err != nil {
 		return Item[T]{}, fmt.Errorf("decode %s: %w", kv.Key, err)
 	}
-	return c.item(strings.TrimPrefix(string(kv.Key), c.prefix), msg, kv.ModRevision), nil
+	it := c.item(strings.TrimPrefix(string(kv.Key), c.prefix), msg, kv.ModRevision)
+	it.Created = kv.CreateRevision
+	return it, nil
 }

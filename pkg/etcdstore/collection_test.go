@@ -49,6 +49,10 @@ func TestCollection_CreateGetUpdateDelete(t *testing.T) {
 	if d := diffProto(project("team-a", "v3"), got.Msg); d != "" {
 		t.Errorf("Get after updates (-want +got):\n%s", d)
 	}
+	// Updates move the revision, never the creation revision.
+	if got.Created != created.Revision || created.Created != created.Revision || got.Revision <= got.Created {
+		t.Errorf("after updates: created %d, revision %d; want created %d (Create returned %d)", got.Created, got.Revision, created.Revision, created.Created)
+	}
 
 	if _, err := c.Delete(ctx, "team-a", got.Etag); err != nil {
 		t.Fatalf("Delete: %v", err)

@@ -1,7 +1,9 @@
 package scheduling
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/runwayhq/runway/pkg/cluster"
@@ -249,12 +251,20 @@ func Requeue(s *cluster.State, w *cluster.Workload) {
 	}
 }
 
+// placedPods lists w's placed pods in the order they were placed (the last
+// placed last): units take an elastic workload's extra pods from the end.
 func placedPods(w *cluster.Workload) []int {
 	var out []int
 	for i, p := range w.Placed {
 		if p.Node != nil {
 			out = append(out, i)
 		}
+	}
+	// Usually already in order; ties (pods bound in one etcd transaction
+	// share a revision) keep index order, as PlacedLater reads them.
+	byOrder := func(a, b int) int { return cmp.Compare(w.Placed[a].Order, w.Placed[b].Order) }
+	if !slices.IsSortedFunc(out, byOrder) {
+		slices.SortStableFunc(out, byOrder)
 	}
 	return out
 }

@@ -81,3 +81,41 @@ func TestElastic(t *testing.T) {
 		},
 	})
 }
+
+// TestNewestPodPlacedLast: of two units of one workload, the newer is the
+// pod placed last (SCHEDULING.md §4), not the one with the highest index: an
+// elastic workload's pod placed again after a loss goes first.
+func TestNewestPodPlacedLast(t *testing.T) {
+	inOrder := func() *Cluster {
+		return NewCluster().Node("n1", 3).
+			Project("p", "", Deserved(3)).
+			Workload(
+				W("e").Project("p").GPU(1).Pods(3).MinPods(1).On("n1", "n1", "n1"),
+				W("j").Project("p").GPU(1).Priority(interactive).At(time.Minute))
+	}
+	// Pod 0 of e lost its device and was placed on it again, after pods 1
+	// and 2: it is the newest unit.
+	replaced := inOrder()
+	s := replaced.State()
+	e := s.Workload("e")
+	at := e.Placed[0]
+	s.Unplace(e, 0)
+	s.Place(e, 0, at.Node, at.Devices, at.Share)
+	s.StopLog()
+	runCycleCases(t, map[string]cycleCase{
+		"pods placed in index order: the highest index goes first": {
+			cluster:     inOrder(),
+			wantBound:   map[string][]string{"j": {"n1"}},
+			wantDevices: map[string][][]int{"j": {{2}}},
+			wantEvicted: []evicted{{"e", scheduling.RulePreempt, "j"}},
+			wantWaiting: map[string]string{"e": "1 pod(s) evicted (preempt)"},
+		},
+		"pod 0 placed last goes first": {
+			cluster:     replaced,
+			wantBound:   map[string][]string{"j": {"n1"}},
+			wantDevices: map[string][][]int{"j": {{0}}},
+			wantEvicted: []evicted{{"e", scheduling.RulePreempt, "j"}},
+			wantWaiting: map[string]string{"e": "1 pod(s) evicted (preempt)"},
+		},
+	})
+}

@@ -126,11 +126,19 @@ func TestPropertyStable(t *testing.T) {
 
 // preemptions are a plan's evictions but consolidation's moves: work placed
 // in a cycle never moves in it (SCHEDULING.md §3 "Consolidate"), so the next
-// cycle may move it.
+// cycle may move it. Nor do they count evictions for a workload those moves
+// placed: an elastic gang placed by the moves may then reclaim or preempt
+// for its next pod, which it could not do while waiting for its minimum.
 func preemptions(plan scheduling.Plan) []scheduling.Eviction {
+	movedFor := map[string]bool{}
+	for _, e := range plan.Evictions {
+		if e.Rule == scheduling.RuleConsolidation {
+			movedFor[e.For] = true
+		}
+	}
 	var out []scheduling.Eviction
 	for _, e := range plan.Evictions {
-		if e.Rule != scheduling.RuleConsolidation {
+		if e.Rule != scheduling.RuleConsolidation && !movedFor[e.For] {
 			out = append(out, e)
 		}
 	}
@@ -378,8 +386,10 @@ func requestable(p *cluster.Pool, r cluster.Resource, q *cluster.Queue) int64 {
 func planProblems(s *cluster.State, plan scheduling.Plan, cfg scheduling.Config) []string {
 	var out []string
 	bound := map[string]bool{}
+	boundPods := map[string]int{}
 	for _, b := range plan.Bindings {
 		bound[b.Workload] = true
+		boundPods[b.Workload]++
 	}
 	for _, e := range plan.Evictions {
 		v := s.Workload(e.Workload)
@@ -420,6 +430,18 @@ func planProblems(s *cluster.State, plan scheduling.Plan, cfg scheduling.Config)
 		case scheduling.RuleConsolidation:
 			if !bound[v.ID] || v.Pool() != j.Pool() && len(j.Pools) == 1 && !slices.Contains(v.Pools, j.Pools[0]) {
 				out = append(out, fmt.Sprintf("consolidation moves %s for %s but does not place it again in its pool", v.ID, j.ID))
+			}
+			// Every moved pod is placed again (a gang whole), and every pod
+			// j asked for is placed.
+			moved := len(e.Pods)
+			if e.Pods == nil {
+				moved = v.PlacedPods()
+			}
+			if boundPods[v.ID] < moved {
+				out = append(out, fmt.Sprintf("consolidation moves %d pods of %s for %s and places %d again", moved, v.ID, j.ID, boundPods[v.ID]))
+			}
+			if asked := j.NextPods(); j.PlacedPods() == 0 && boundPods[j.ID] < asked {
+				out = append(out, fmt.Sprintf("consolidation moves %s for %s, which is given %d of the %d pods it asks for", v.ID, j.ID, boundPods[j.ID], asked))
 			}
 		default:
 			out = append(out, fmt.Sprintf("eviction of %s with rule %q", v.ID, e.Rule))

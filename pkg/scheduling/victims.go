@@ -470,7 +470,6 @@ func coveredBy(mask uint32, fitting []uint32) bool {
 // fitsAfter reports whether j's next pod would fit on n once the set's pods
 // there are gone: device arithmetic only, the state is not touched.
 func (sr *search) fitsAfter(n *cluster.Node, set []int) bool {
-	free := n.Free()
 	var usedBuf [16]int64
 	var wholeBuf [16]bool
 	used, whole := usedBuf[:0], wholeBuf[:0]
@@ -478,25 +477,7 @@ func (sr *search) fitsAfter(n *cluster.Node, set []int) bool {
 		used, whole = make([]int64, 0, len(n.Devices)), make([]bool, 0, len(n.Devices))
 	}
 	used, whole = used[:len(n.Devices)], whole[:len(n.Devices)]
-	for d := range n.Devices {
-		used[d], whole[d] = n.Devices[d].Used, n.Devices[d].Whole
-	}
-	for _, i := range set {
-		u := sr.units[i]
-		for _, pod := range u.pods {
-			at := u.w.Placed[pod]
-			if at.Node != n {
-				continue
-			}
-			free = free.Add(at.Held)
-			for _, d := range at.Devices {
-				used[d] -= at.Share
-				if at.Share >= cluster.FullDevice {
-					whole[d] = false
-				}
-			}
-		}
-	}
+	free := sr.freeAfter(n, set, used, whole)
 	req := sr.j.Pod
 	if free.CPU < req.CPU || free.Memory < req.Memory {
 		return false
@@ -516,6 +497,32 @@ func (sr *search) fitsAfter(n *cluster.Node, set []int) bool {
 		}
 	}
 	return idle >= req.Devices()
+}
+
+// freeAfter is what n would have free once the set's pods there are gone;
+// used and whole (one entry per device) receive what its devices would hold.
+func (sr *search) freeAfter(n *cluster.Node, set []int, used []int64, whole []bool) cluster.Resources {
+	free := n.Free()
+	for d := range n.Devices {
+		used[d], whole[d] = n.Devices[d].Used, n.Devices[d].Whole
+	}
+	for _, i := range set {
+		u := sr.units[i]
+		for _, pod := range u.pods {
+			at := u.w.Placed[pod]
+			if at.Node != n {
+				continue
+			}
+			free = free.Add(at.Held)
+			for _, d := range at.Devices {
+				used[d] -= at.Share
+				if at.Share >= cluster.FullDevice {
+					whole[d] = false
+				}
+			}
+		}
+	}
+	return free
 }
 
 // bestFirst enumerates the non-empty subsets of cand in the order of lessSet
@@ -699,7 +706,7 @@ func lessSet(units []unit, a, b candidate) bool {
 			return ua.w.ID < ub.w.ID
 		}
 		if ua.pods[0] != ub.pods[0] {
-			return ua.pods[0] > ub.pods[0]
+			return ua.w.PlacedLater(ua.pods[0], ub.pods[0])
 		}
 	}
 	return len(a.set) < len(b.set)
@@ -724,7 +731,8 @@ func workloadsIn(units []unit, set []int) int {
 	return n
 }
 
-// newer orders units newest submission first, then by name, then pod.
+// newer orders units newest submission first, then by name, then the pod
+// placed last first (SCHEDULING.md §4).
 func newer(a, b unit) bool {
 	if a.w.Submitted != b.w.Submitted {
 		return a.w.Submitted > b.w.Submitted
@@ -732,7 +740,7 @@ func newer(a, b unit) bool {
 	if a.w.ID != b.w.ID {
 		return a.w.ID < b.w.ID
 	}
-	return a.pods[0] > b.pods[0]
+	return a.pods[0] != b.pods[0] && a.w.PlacedLater(a.pods[0], b.pods[0])
 }
 
 func sortBySeq(ws []*cluster.Workload) {

@@ -228,6 +228,7 @@ func refUnitsOf(w *cluster.Workload, group int) []refUnit {
 			pods = append(pods, pod)
 		}
 	}
+	slices.SortStableFunc(pods, func(a, b int) int { return cmp.Compare(w.Placed[a].Order, w.Placed[b].Order) })
 	if len(pods) <= w.MinPods {
 		return []refUnit{{id: w.ID, w: w, pods: pods, gpu: w.Held().GPU, group: group}}
 	}
@@ -284,10 +285,14 @@ func newRefSet(units []refUnit) refSet {
 	}
 	set.workloads = len(seen)
 	slices.SortFunc(set.units, func(a, b refUnit) int {
-		return cmp.Or(-cmp.Compare(a.w.Submitted, b.w.Submitted), strings.Compare(a.w.ID, b.w.ID), -cmp.Compare(a.pods[0], b.pods[0]))
+		return cmp.Or(-cmp.Compare(a.w.Submitted, b.w.Submitted), strings.Compare(a.w.ID, b.w.ID), -cmp.Compare(placedAt(a), placedAt(b)))
 	})
 	return set
 }
+
+// placedAt is when a unit's first pod was placed (SCHEDULING.md §4: of two
+// units of one workload, the pod placed last is the newer).
+func placedAt(u refUnit) int64 { return u.w.Placed[u.pods[0]].Order }
 
 // compareSets is "Which victims": smallest k, then fewest GPUs, then fewest
 // workloads, then newest: submission times compared newest first, then
@@ -308,7 +313,7 @@ func compareSets(a, b refSet) int {
 	}
 	for i := range n {
 		ua, ub := a.units[i], b.units[i]
-		if c := cmp.Or(strings.Compare(ua.w.ID, ub.w.ID), -cmp.Compare(ua.pods[0], ub.pods[0])); c != 0 {
+		if c := cmp.Or(strings.Compare(ua.w.ID, ub.w.ID), -cmp.Compare(placedAt(ua), placedAt(ub))); c != 0 {
 			return c
 		}
 	}

@@ -51,6 +51,9 @@ type binding struct {
 	Devices  []int
 	Share    int64
 	Revision int64 // the key's ModRevision, the condition a delete is fenced with
+	// Created is the key's CreateRevision: when the pod was bound, as an
+	// order the whole cluster agrees on (the model's Placement.Order).
+	Created int64
 }
 
 type podKey struct {
@@ -64,6 +67,7 @@ type update struct {
 	id      string
 	msg     proto.Message // nil for a delete
 	rev     int64
+	created int64 // the key's CreateRevision (0 for a delete)
 	err     error
 	removed bool
 }
@@ -291,7 +295,7 @@ func listOf[T proto.Message](ctx context.Context, coll *etcdstore.Collection[T],
 		return out, 0, fmt.Errorf("list %ss: %w", kindNames[k], err)
 	}
 	for _, it := range items {
-		out = append(out, update{kind: k, id: it.ID, msg: it.Msg, rev: it.Revision})
+		out = append(out, update{kind: k, id: it.ID, msg: it.Msg, rev: it.Revision, created: it.Created})
 	}
 	return out, rev, nil
 }
@@ -312,7 +316,7 @@ func watchOf[T proto.Message](ctx context.Context, wg *sync.WaitGroup, coll *etc
 	go func() {
 		defer wg.Done()
 		for ev := range events {
-			u := update{kind: k, id: ev.Item.ID, rev: ev.Item.Revision, err: ev.Err}
+			u := update{kind: k, id: ev.Item.ID, rev: ev.Item.Revision, created: ev.Item.Created, err: ev.Err}
 			if ev.Err != nil {
 				u.err = fmt.Errorf("watch %ss: %w", kindNames[k], ev.Err)
 			} else if ev.Type == etcdstore.EventDelete {
@@ -390,7 +394,7 @@ func (c *Cache) recordBinding(u update) {
 		c.log.Warn("scheduler cache: ignoring binding", "key", etcdstore.PrefixBindings+u.id, "err", err)
 		return
 	}
-	b.Revision = u.rev
+	b.Revision, b.Created = u.rev, u.created
 	c.bindings[u.id] = b
 	c.byPod[podKey{b.Workload, b.Pod}] = u.id
 }
@@ -746,7 +750,9 @@ func (c *Cache) syncBinding(id string) bool {
 	if at.Node != nil {
 		c.state.Unplace(w, b.Pod)
 	}
-	c.state.Place(w, b.Pod, n, b.Devices, b.Share)
+	// The binding's creation revision orders the pods as they were bound,
+	// however the cache lists or watches them (a restart, another replica).
+	c.state.PlaceInOrder(w, b.Pod, n, b.Devices, b.Share, b.Created)
 	if w.Phase == cluster.Pending && w.PlacedPods() >= w.MinPods {
 		w.Phase = cluster.Running
 		if w.FirstRunning < 0 {

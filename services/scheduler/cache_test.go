@@ -11,9 +11,11 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	nodemanagerv1 "github.com/runwayhq/runway/gen/go/runway/nodemanager/v1"
 	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
+	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
 	"github.com/runwayhq/runway/pkg/etcdstore"
 	"github.com/runwayhq/runway/pkg/etcdstore/etcdtest"
 )
@@ -41,16 +43,7 @@ func TestCache_RebuildsAfterCompaction(t *testing.T) {
 			}
 		})
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		c.Run(ctx)
-	}()
-	defer func() {
-		cancel()
-		<-done
-	}()
+	runCache(t, c)
 	waitFor(t, 3*time.Second, "node-3 in the model", func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -135,4 +128,74 @@ func get(t *testing.T, cli *clientv3.Client, key string, msg proto.Message) {
 	if err := proto.Unmarshal(resp.Kvs[0].Value, msg); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestCache_PlacementOrderFromRevisions: the model orders a workload's pods
+// as they were bound (the victim order's "pod placed last"), from the
+// bindings' etcd creation revisions, however the cache reads them: listed
+// in key order at start (pod 0 before pod 2 on one node) or watched later.
+func TestCache_PlacementOrderFromRevisions(t *testing.T) {
+	cl := etcdtest.New(t)
+	quickStart(t, cl)
+	put(t, cl.Client, etcdstore.PrefixWorkloads+"team-a/e", &workloadv1.Workload{
+		Name: "projects/team-a/workloads/e", Type: workloadv1.WorkloadType_WORKLOAD_TYPE_TRAINING,
+		CreateTime: timestamppb.New(t0),
+		Spec: &workloadv1.WorkloadSpec{Image: "x", Gpu: &workloadv1.GpuRequest{Amount: &workloadv1.GpuRequest_Devices{Devices: 1}},
+			MilliCpu: 100, MemoryBytes: 100 << 20, Pods: 3, MinPods: 1},
+		Status: &workloadv1.WorkloadStatus{Phase: workloadv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING},
+	})
+	bind := func(node string, pod, device int) int64 {
+		t.Helper()
+		b, err := proto.Marshal(&workloadv1.PodStatus{Index: int32(pod), Node: "nodes/" + node,
+			DeviceIndexes: []int32{int32(device)}, FractionMilli: 1000, State: workloadv1.PodState_POD_STATE_RUNNING})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := cl.Client.Put(t.Context(), etcdstore.PrefixBindings+bindingID(node, "team-a/e", pod), string(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Header.Revision
+	}
+	rev2 := bind("node-1", 2, 0)
+	rev0 := bind("node-1", 0, 1)
+
+	c := newCache(cl.Client, time.Now, slog.New(slog.NewTextHandler(io.Discard, nil)), newMetrics(), 0)
+	runCache(t, c)
+	placed := func(n int) func() bool {
+		return func() bool {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			w := c.state.Workload("team-a/e")
+			return w != nil && w.PlacedPods() == n
+		}
+	}
+	waitFor(t, 3*time.Second, "e's two listed pods in the model", placed(2))
+	rev1 := bind("node-2", 1, 0)
+	waitFor(t, 3*time.Second, "e's watched pod in the model", placed(3))
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w := c.state.Workload("team-a/e")
+	got := []int64{w.Placed[0].Order, w.Placed[1].Order, w.Placed[2].Order}
+	if want := []int64{rev0, rev1, rev2}; !slices.Equal(got, want) {
+		t.Errorf("placement orders of pods 0, 1, 2: got %v, want their creation revisions %v", got, want)
+	}
+	if !w.PlacedLater(0, 2) || !w.PlacedLater(1, 0) {
+		t.Errorf("bound in the order 2, 0, 1; the model says otherwise: %v", got)
+	}
+}
+
+// runCache runs the cache until the test ends.
+func runCache(t *testing.T, c *Cache) {
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
 }

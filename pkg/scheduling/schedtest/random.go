@@ -173,7 +173,8 @@ func randomWorkload(t *rapid.T, name string, at time.Duration, projects []QueueS
 // Build makes the state: pools, nodes, departments, projects, workloads in
 // submission order, the first cycle's bindings, then the lost nodes. With t
 // non-nil, the things whose order means nothing are done in a drawn order:
-// nodes are added shuffled, and the running pods are placed shuffled.
+// nodes are added shuffled, and the running pods are placed shuffled (each
+// keeping the first cycle's placement order, Placement.Order).
 func (sp *Spec) Build(t *rapid.T) *cluster.State { return sp.build(t, true) }
 
 func (sp *Spec) build(t *rapid.T, all bool) *cluster.State {
@@ -207,6 +208,13 @@ func (sp *Spec) build(t *rapid.T, all bool) *cluster.State {
 	}
 	if err := scheduling.Apply(s, scheduling.Plan{Bindings: running}, 0); err != nil {
 		panic(fmt.Sprintf("schedtest: replaying the first cycle: %v", err))
+	}
+	// When each pod was placed does mean something (the newest of two
+	// units of one workload): the first cycle's order, whatever order the
+	// pods were placed in here (a store lists them in any order too).
+	for i, b := range sp.Running {
+		w := s.Workload(b.Workload)
+		w.Placed[b.Pod].Order = int64(i + 1)
 	}
 	for _, name := range sp.Lost {
 		for _, ref := range s.SetReady(s.Node(name), false) {
