@@ -1,0 +1,92 @@
+package agent_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
+	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
+	"github.com/runwayhq/runway/pkg/etcdstore"
+	"github.com/runwayhq/runway/pkg/runner/container"
+	"github.com/runwayhq/runway/pkg/runner/container/podmantest"
+	"github.com/runwayhq/runway/services/nodemanager/agent"
+)
+
+// containerWorkload writes a workload of the busybox image with memory
+// memory (0: no limit).
+func (f *fixture) containerWorkload(t *testing.T, id string, memory int64, command ...string) {
+	t.Helper()
+	c := etcdstore.NewCollection(f.etcd.Client, etcdstore.PrefixWorkloads, func() *workloadv1.Workload { return new(workloadv1.Workload) })
+	w := &workloadv1.Workload{Name: "projects/team-a/workloads/" + id, Uid: "uid-" + id,
+		Spec: &workloadv1.WorkloadSpec{Image: podmantest.Image, Command: command, MemoryBytes: memory}}
+	if _, err := c.Create(context.Background(), "team-a/"+id, w); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func onEngine(host string) func(*agent.Config) {
+	return func(c *agent.Config) { c.Engine = host }
+}
+
+// Containers' exit codes fold into the run reports, and one over its
+// memory limit is FAILED saying so.
+func TestRun_containerExitsAndMemoryLimit(t *testing.T) {
+	e := podmantest.Start(t)
+	f := newFixture(t)
+	f.run(t, onEngine(e.Host))
+	f.containerWorkload(t, "ok", 0, "sh", "-c", "test -x /bin/busybox && ! test -e /usr")
+	f.containerWorkload(t, "bad", 0, "sh", "-c", "exit 3")
+	f.containerWorkload(t, "hog", 32<<20, "sh", "-c", "x=$(head -c 200000000 /dev/zero | tr '\\0' a); echo survived")
+	for _, id := range []string{"ok", "bad", "hog"} {
+		f.bind(t, id)
+	}
+	f.waitRun(t, "ok", workloadv1.PodState_POD_STATE_SUCCEEDED)
+	if r := f.waitRun(t, "bad", workloadv1.PodState_POD_STATE_FAILED); r.GetExitCode() != 3 {
+		t.Errorf("bad: exit code %d, want 3", r.GetExitCode())
+	}
+	r := f.waitRun(t, "hog", workloadv1.PodState_POD_STATE_FAILED)
+	if !strings.Contains(r.GetMessage(), "memory limit of 32.0 MiB") {
+		t.Errorf("hog: %q, want it to name the memory limit", r.GetMessage())
+	}
+}
+
+// A strict time-slicing plan pauses the sharers' containers in turn (the
+// engine's pause: the freezer cgroup of the whole container).
+func TestRun_containerTimeSlicingPauses(t *testing.T) {
+	e := podmantest.Start(t)
+	f := newFixture(t)
+	ctx := context.Background()
+	pools := etcdstore.NewCollection(f.etcd.Client, etcdstore.PrefixNodePools, func() *quotav1.NodePool { return new(quotav1.NodePool) })
+	if _, err := pools.Create(ctx, "default", &quotav1.NodePool{Name: "nodepools/default", TimeSlicing: &quotav1.TimeSlicing{
+		Mode: quotav1.TimeSlicingMode_TIME_SLICING_MODE_STRICT, LeaseDuration: durationpb.New(500 * time.Millisecond), PrecisionPercent: 50}}); err != nil {
+		t.Fatal(err)
+	}
+	f.run(t, onEngine(e.Host), func(c *agent.Config) { c.Pool = "default"; c.SampleInterval = 100 * time.Millisecond })
+	for _, id := range []string{"a", "b"} {
+		f.containerWorkload(t, id, 0, "sh", "-c", "while :; do :; done")
+		f.bindShare(t, id, 1, 500)
+	}
+	cli, err := client.New(client.WithHost(e.Host))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	paused := map[string]bool{}
+	eventually(t, "each sharer's container paused in turn", func() bool {
+		list, err := cli.ContainerList(ctx, client.ContainerListOptions{Filters: client.Filters{}.Add("label", container.LabelProject+"=team-a")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range list.Items {
+			if c.State == "paused" {
+				paused[c.Labels[container.LabelWorkload]] = true
+			}
+		}
+		return paused["a"] && paused["b"]
+	})
+}
