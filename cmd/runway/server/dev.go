@@ -304,7 +304,7 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr, token string)) 
 		}
 		acfg := agent.Config{Node: node, Client: cli, DataDir: dir, Listen: "127.0.0.1:0", LeaseTTL: cfg.LeaseTTL, StopGrace: cfg.StopGrace,
 			PodUIDs: local.DefaultUIDs, Engine: cfg.Engine,
-			Auth:    guard.UnaryInterceptor, AuthStream: guard.StreamInterceptor,
+			Auth: guard.UnaryInterceptor, AuthStream: guard.StreamInterceptor,
 			Backend: backend, Metrics: gpus, Logger: cfg.Logger}
 		g.Go("agent "+node, func(ctx context.Context) error { return agent.Run(ctx, acfg) })
 	}
