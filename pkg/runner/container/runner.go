@@ -170,8 +170,9 @@ func (r *Runner) Remove(id string) error {
 	return errors.Join(err, os.RemoveAll(r.RecordDir(id)), os.RemoveAll(r.PodDir(id)))
 }
 
-// Reap removes the containers of this runner whose pod is not bound (its
-// binding was deleted while no agent ran), with their directories.
+// Reap kills and removes the containers of this runner that still run
+// though their pod is not bound (its binding was deleted while no agent
+// ran). Ended ones stay, with their logs, for the agent's collection.
 func (r *Runner) Reap(bound func(project, workload string, pod int) bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
 	defer cancel()
@@ -183,12 +184,10 @@ func (r *Runner) Reap(bound func(project, workload string, pod int) bool) {
 	for _, c := range list.Items {
 		l := c.Labels
 		pod, err := strconv.Atoi(l[LabelPod])
-		if err == nil && bound(l[LabelProject], l[LabelWorkload], pod) {
+		if c.State == container.StateExited || (err == nil && bound(l[LabelProject], l[LabelWorkload], pod)) {
 			continue
 		}
-		if id := l[LabelPodID]; validID(id) {
-			_ = r.Remove(id)
-		}
+		_, _ = r.cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true})
 	}
 }
 

@@ -145,7 +145,8 @@ func TestFreeze_pausesContainer(t *testing.T) {
 
 // A runner started on the same data directory (the agent was killed)
 // adopts the running container instead of starting a second, and an
-// exited one gives its exit; Stop ends it; Reap removes unbound ones.
+// exited one gives its exit; Stop ends it; Reap ends the running ones
+// that are not bound.
 func TestStart_adoptsAcrossRunners(t *testing.T) {
 	dir := t.TempDir()
 	first := newRunner(t, engine.Host, dir)
@@ -158,6 +159,10 @@ func TestStart_adoptsAcrossRunners(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitDone(t, done, time.Minute)
+	unbound, err := first.Start(spec("u1.2", "sleep", "600"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	eventually(t, "the first log line", func() bool { return strings.Contains(readLog(t, p), "started") })
 	first.Close() // the agent dies: its containers stay
 
@@ -180,8 +185,13 @@ func TestStart_adoptsAcrossRunners(t *testing.T) {
 	second.Reap(func(project, workload string, pod int) bool {
 		return project == "team-a" && workload == "w" && pod == 0
 	})
-	if _, err := os.Stat(second.RecordDir("u1.1")); !os.IsNotExist(err) {
-		t.Errorf("the unbound pod's record directory stays after Reap: %v", err)
+	select {
+	case <-unbound.Done():
+	case <-time.After(time.Minute):
+		t.Error("Reap left an unbound pod running")
+	}
+	if _, err := os.Stat(d.LogPath()); err != nil {
+		t.Errorf("Reap removed an ended pod's log: %v", err)
 	}
 	select {
 	case <-q.Done():
