@@ -14,6 +14,7 @@ import (
 	"github.com/runwayhq/runway/pkg/etcdstore"
 	"github.com/runwayhq/runway/pkg/runner/container"
 	"github.com/runwayhq/runway/pkg/runner/container/podmantest"
+	"github.com/runwayhq/runway/services/nodemanager"
 	"github.com/runwayhq/runway/services/nodemanager/agent"
 )
 
@@ -34,11 +35,12 @@ func onEngine(host string) func(*agent.Config) {
 }
 
 // Containers' exit codes fold into the run reports, and one over its
-// memory limit is FAILED saying so.
+// memory limit is FAILED saying so; a finished pod's container goes with
+// its workload.
 func TestRun_containerExitsAndMemoryLimit(t *testing.T) {
 	e := podmantest.Start(t)
 	f := newFixture(t)
-	f.run(t, onEngine(e.Host))
+	f.run(t, onEngine(e.Host), func(c *agent.Config) { c.CollectInterval = 100 * time.Millisecond })
 	f.containerWorkload(t, "ok", 0, "sh", "-c", "test -x /bin/busybox && ! test -e /usr")
 	f.containerWorkload(t, "bad", 0, "sh", "-c", "exit 3")
 	f.containerWorkload(t, "hog", 32<<20, "sh", "-c", "x=$(head -c 200000000 /dev/zero | tr '\\0' a); echo survived")
@@ -52,6 +54,34 @@ func TestRun_containerExitsAndMemoryLimit(t *testing.T) {
 	r := f.waitRun(t, "hog", workloadv1.PodState_POD_STATE_FAILED)
 	if !strings.Contains(r.GetMessage(), "memory limit of 32.0 MiB") {
 		t.Errorf("hog: %q, want it to name the memory limit", r.GetMessage())
+	}
+
+	cli, err := client.New(client.WithHost(e.Host))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	count := func(workload string) int {
+		list, err := cli.ContainerList(context.Background(), client.ContainerListOptions{All: true,
+			Filters: client.Filters{}.Add("label", container.LabelWorkload+"="+workload)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(list.Items)
+	}
+	if n := count("ok"); n != 1 {
+		t.Fatalf("ok has %d containers, want its one (kept while its workload is)", n)
+	}
+	ctx := context.Background()
+	if _, err := f.etcd.Client.Delete(ctx, nodemanager.BindingKey("node-1", "team-a", "ok", 0)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.etcd.Client.Delete(ctx, etcdstore.PrefixWorkloads+"team-a/ok"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "ok's container collected", func() bool { return count("ok") == 0 })
+	if n := count("bad"); n != 1 {
+		t.Errorf("bad has %d containers, want its one", n)
 	}
 }
 
