@@ -2,8 +2,6 @@ package container
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 
@@ -52,7 +50,7 @@ type Config struct {
 	DataDir string
 	// WorkDir holds the pods' working directories, each bind-mounted into
 	// its pod's container at the same path; outside DataDir. Empty:
-	// os.TempDir()/runway-containers/<hash of DataDir>.
+	// os.TempDir()/runway-containers/<hash of DataDir> (pkg/runner.MakeDirs).
 	WorkDir string
 	// Network is the containers' network mode; empty is the engine's
 	// default (a bridge: the host's loopback is not the pod's).
@@ -79,33 +77,12 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 	if cfg.StopGrace <= 0 {
 		cfg.StopGrace = DefaultStopGrace
 	}
-	data, err := filepath.Abs(cfg.DataDir)
+	dirs, err := runner.MakeDirs(cfg.DataDir, cfg.WorkDir, "runway-containers")
 	if err != nil {
 		return nil, fmt.Errorf("container runner: %w", err)
 	}
-	cfg.DataDir = data
-	sum := sha256.Sum256([]byte(data))
-	name := hex.EncodeToString(sum[:6])
-	if cfg.WorkDir == "" {
-		cfg.WorkDir = filepath.Join(os.TempDir(), "runway-containers", name)
-		if err := os.MkdirAll(filepath.Dir(cfg.WorkDir), 0o711); err != nil {
-			return nil, fmt.Errorf("container runner: work directory: %w", err)
-		}
-	}
-	if cfg.WorkDir, err = filepath.Abs(cfg.WorkDir); err != nil {
-		return nil, fmt.Errorf("container runner: %w", err)
-	}
-	if cfg.WorkDir == data || strings.HasPrefix(cfg.WorkDir, data+string(filepath.Separator)) {
-		return nil, fmt.Errorf("container runner: the work directory %s is inside the data directory %s", cfg.WorkDir, data)
-	}
-	for dir, mode := range map[string]os.FileMode{data: 0o700, cfg.WorkDir: 0o711} {
-		if err := os.MkdirAll(dir, mode); err != nil {
-			return nil, fmt.Errorf("container runner: %w", err)
-		}
-		if err := os.Chmod(dir, mode); err != nil {
-			return nil, fmt.Errorf("container runner: %w", err)
-		}
-	}
+	cfg.DataDir, cfg.WorkDir = dirs.Data, dirs.Work
+	name := dirs.Name
 	cli, err := client.New(client.WithHost(cfg.Host))
 	if err != nil {
 		return nil, fmt.Errorf("container runner: engine %s: %w", cfg.Host, err)

@@ -2,8 +2,6 @@ package local
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -85,30 +83,12 @@ func New(cfg Config) (*Runner, error) {
 	if cfg.StopGrace <= 0 {
 		cfg.StopGrace = DefaultStopGrace
 	}
-	data, err := filepath.Abs(cfg.DataDir)
+	dirs, err := runner.MakeDirs(cfg.DataDir, cfg.WorkDir, "runway-pods")
 	if err != nil {
 		return nil, fmt.Errorf("local runner: %w", err)
 	}
-	cfg.DataDir = data
-	name := runnerName(data)
-	if cfg.WorkDir == "" {
-		cfg.WorkDir = DefaultWorkDir(data)
-		if err := privateDir(filepath.Dir(cfg.WorkDir), 0o711); err != nil {
-			return nil, fmt.Errorf("local runner: work directory: %w", err)
-		}
-	}
-	if cfg.WorkDir, err = filepath.Abs(cfg.WorkDir); err != nil {
-		return nil, fmt.Errorf("local runner: %w", err)
-	}
-	if cfg.WorkDir == data || strings.HasPrefix(cfg.WorkDir, data+string(filepath.Separator)) {
-		return nil, fmt.Errorf("local runner: the work directory %s is inside the data directory %s", cfg.WorkDir, data)
-	}
-	if err := privateDir(data, 0o700); err != nil {
-		return nil, fmt.Errorf("local runner: data directory: %w", err)
-	}
-	if err := privateDir(cfg.WorkDir, 0o711); err != nil {
-		return nil, fmt.Errorf("local runner: work directory: %w", err)
-	}
+	cfg.DataDir, cfg.WorkDir = dirs.Data, dirs.Work
+	name := dirs.Name
 	r := &Runner{cfg: cfg}
 	if r.ids, err = newIdentities(cfg.User, cfg.UIDs); err != nil {
 		return nil, err
@@ -130,21 +110,9 @@ func New(cfg Config) (*Runner, error) {
 	return r, nil
 }
 
-// runnerName names a runner's own directories (its default work
-// directory, its cgroup) after its absolute data directory.
-func runnerName(dataDir string) string {
-	sum := sha256.Sum256([]byte(dataDir))
-	return hex.EncodeToString(sum[:6])
-}
-
 // DefaultWorkDir is Config.WorkDir when it is empty, for the data
 // directory dataDir: os.TempDir()/runway-pods/<hash of its absolute path>.
-func DefaultWorkDir(dataDir string) string {
-	if abs, err := filepath.Abs(dataDir); err == nil {
-		dataDir = abs
-	}
-	return filepath.Join(os.TempDir(), "runway-pods", runnerName(dataDir))
-}
+func DefaultWorkDir(dataDir string) string { return runner.DefaultWorkDir(dataDir, "runway-pods") }
 
 // Describe says how pods run, for the agent's log.
 func (r *Runner) Describe() string {
