@@ -91,8 +91,8 @@ relative to the working directory, when that file exists).`,
 				}
 				fmt.Fprintln(cmd.ErrOrStderr(), runtimeLine(cfg.Engine, runtime))
 				fmt.Fprintf(cmd.ErrOrStderr(), "Runway is serving on %[1]s (gRPC, REST and /openapi.json). Point the CLI at it from another shell:\n"+
-					"  eval \"$(cat %[2]s)\"\n  runway project create team-a --gpu 2\n  runway training submit a1 -p team-a -i quickstart -g 1 -- sleep 600\n"+
-					"  runway workload list -A\n", addr, filepath.Join(cfg.DataDir, "env"))
+					"  eval \"$(cat %[2]s)\"\n  runway project create team-a --gpu 2\n  runway training submit a1 -p team-a -i %[3]s -g 1 -- sleep 600\n"+
+					"  runway workload list -A\n", addr, filepath.Join(cfg.DataDir, "env"), exampleImage(cfg.Engine))
 			})
 		},
 	}
@@ -124,4 +124,13 @@ func runtimeLine(engine, runtime string) string {
 		why = "--runtime process"
 	}
 	return "Workloads run as host processes (" + why + "): each as its own unprivileged user when root, with a clean environment, in a cgroup of its own where the machine allows."
+}
+
+// exampleImage is the image of the quick start's example: one the engine
+// can pull, or any name for host processes (which ignore it).
+func exampleImage(engine string) string {
+	if engine != "" {
+		return "busybox"
+	}
+	return "quickstart"
 }

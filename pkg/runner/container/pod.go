@@ -49,6 +49,9 @@ func (r *Runner) follow(id string, c container.InspectResponse) *pod {
 	}
 	p.limited = c.HostConfig != nil && c.HostConfig.Memory > 0
 	p.cpuFile, p.cpuV2 = cgroupCPUFile(p.pid)
+	// Paused by an agent that died: this one's enforcer pauses it again
+	// if a plan still says so.
+	p.Freeze(false)
 	logged := make(chan struct{})
 	go p.copyLog(logged)
 	go p.wait(logged)
