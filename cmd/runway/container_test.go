@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -136,5 +138,25 @@ func TestCLI_ContainersAdoptedAfterKill9(t *testing.T) {
 	}
 	if len(after) != len(before) {
 		t.Errorf("containers before the kill %v, after %v", before, after)
+	}
+}
+
+// --runtime container with no engine answering fails in one line; a
+// runtime that does not exist is refused.
+func TestCLI_RuntimeFlag(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"dev", "--runtime", "container"}, "error: --runtime container: no container engine answers: DOCKER_HOST=unix:///nonexistent/docker.sock"},
+		{[]string{"dev", "--runtime", "vm"}, `error: --runtime "vm": want auto, container or process`},
+		{[]string{"agent", "--node", "n", "--etcd-endpoints", "127.0.0.1:1", "--runtime", "vm"}, `error: --runtime "vm": want auto, container or process`},
+	} {
+		cmd := exec.Command(binary, append(c.args, "--data-dir", t.TempDir())...)
+		cmd.Env = append(os.Environ(), "DOCKER_HOST=unix:///nonexistent/docker.sock")
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.HasPrefix(strings.TrimSpace(string(out)), c.want) || strings.Count(strings.TrimSpace(string(out)), "\n") != 0 {
+			t.Errorf("runway %v: %v\n%s\nwant one line starting %q", c.args, err, out, c.want)
+		}
 	}
 }

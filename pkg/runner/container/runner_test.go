@@ -2,6 +2,7 @@ package container_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"strconv"
 	"strings"
@@ -210,5 +211,18 @@ func eventually(t *testing.T, what string, ok func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: not in 30 s", what)
 		}
+	}
+}
+
+// Find takes DOCKER_HOST when it is set and answers, and never passes it
+// over for another engine when it does not.
+func TestFind(t *testing.T) {
+	t.Setenv("DOCKER_HOST", engine.Host)
+	if h, err := container.Find(context.Background()); err != nil || h != engine.Host {
+		t.Errorf("Find = %q, %v; want %s", h, err, engine.Host)
+	}
+	t.Setenv("DOCKER_HOST", "unix://"+t.TempDir()+"/none.sock")
+	if h, err := container.Find(context.Background()); !errors.Is(err, container.ErrNoEngine) || !strings.Contains(err.Error(), "DOCKER_HOST=") {
+		t.Errorf("Find with a dead DOCKER_HOST = %q, %v; want ErrNoEngine naming it", h, err)
 	}
 }
