@@ -78,6 +78,7 @@ func start() (*Engine, func(), error) {
 	}
 	svc := exec.Command(podman, append(e.args(), "system", "service", "--time=0", e.Host)...)
 	svc.Env = e.env()
+	svc.Dir = dir // conmon writes files (an "oom" marker) in its working directory
 	logPath := filepath.Join(dir, "service.log")
 	log, err := os.Create(logPath)
 	if err != nil {
