@@ -226,3 +226,29 @@ func TestFind(t *testing.T) {
 		t.Errorf("Find with a dead DOCKER_HOST = %q, %v; want ErrNoEngine naming it", h, err)
 	}
 }
+
+// A pod whose processes leave its session and double-fork leaves none of
+// them behind once stopped: the container is the unit, not the process
+// group.
+func TestStop_leavesNoProcess(t *testing.T) {
+	r := newRunner(t, engine.Host, t.TempDir())
+	p, err := r.Start(spec("u1.0", "sh", "-c", "setsid sh -c 'sleep 600 & sleep 600' & echo forked; exec sleep 600"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	owned := func() []int {
+		var out []int
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			if pid, err := strconv.Atoi(e.Name()); err == nil && p.Owns(pid) {
+				out = append(out, pid)
+			}
+		}
+		return out
+	}
+	eventually(t, "three processes in the container", func() bool { return len(owned()) >= 3 })
+	p.Stop(context.Background())
+	if left := owned(); len(left) > 0 {
+		t.Errorf("processes %v of the stopped pod are left", left)
+	}
+}
