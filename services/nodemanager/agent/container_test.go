@@ -12,6 +12,8 @@ import (
 	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
 	"github.com/runwayhq/runway/pkg/etcdstore"
+	"github.com/runwayhq/runway/pkg/gpu"
+	"github.com/runwayhq/runway/pkg/gpu/simulated"
 	"github.com/runwayhq/runway/pkg/runner/container"
 	"github.com/runwayhq/runway/pkg/runner/container/podmantest"
 	"github.com/runwayhq/runway/services/nodemanager"
@@ -119,4 +121,30 @@ func TestRun_containerTimeSlicingPauses(t *testing.T) {
 		}
 		return paused["a"] && paused["b"]
 	})
+}
+
+// cdiSimulated is the simulated backend with NVIDIA's CDI names, as the
+// NVML backend gives them.
+type cdiSimulated struct{ *simulated.Backend }
+
+func (cdiSimulated) CDIName(d gpu.DeviceInfo) string { return "nvidia.com/gpu=" + d.UUID }
+
+// With a backend that has CDI names (NVML's), the pod's container asks the
+// engine for its devices by those names: this engine has no NVIDIA CDI
+// spec, so the start fails naming the device it was asked for.
+func TestRun_containerGPUsByCDIName(t *testing.T) {
+	e := podmantest.Start(t)
+	f := newFixture(t)
+	backend := cdiSimulated{simulated.New(simulated.Config{Count: 4, Node: "node-1"})}
+	devs, err := backend.Devices()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.run(t, onEngine(e.Host), func(c *agent.Config) { c.Backend = backend })
+	f.containerWorkload(t, "gpu", 0, "true")
+	f.bind(t, "gpu")
+	r := f.waitRun(t, "gpu", workloadv1.PodState_POD_STATE_FAILED)
+	if want := "nvidia.com/gpu=" + devs[1].UUID; !strings.Contains(r.GetMessage(), want) {
+		t.Errorf("the start failed with %q, want it to name %s", r.GetMessage(), want)
+	}
 }
