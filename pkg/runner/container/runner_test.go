@@ -14,9 +14,10 @@ import (
 	"github.com/runwayhq/runway/pkg/runner/container/podmantest"
 )
 
+// newRunner is a runner on dataDir, with its pods' directories beside it.
 func newRunner(t *testing.T, host, dataDir string) *container.Runner {
 	t.Helper()
-	r, err := container.New(context.Background(), container.Config{Host: host, DataDir: dataDir, StopGrace: time.Second})
+	r, err := container.New(context.Background(), container.Config{Host: host, DataDir: dataDir, WorkDir: dataDir + "-pods", StopGrace: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
