@@ -128,9 +128,6 @@ func (r *Runner) Tracking() string {
 	return "session"
 }
 
-// WorkDir is the directory of the pods' working directories.
-func (r *Runner) WorkDir() string { return r.cfg.WorkDir }
-
 // cgroupMount is the root of the cgroup v2 mount holding dir: the last
 // ancestor whose parent is not a cgroup.
 func cgroupMount(dir string) string {
