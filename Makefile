@@ -15,6 +15,7 @@ PKGS = $(shell $(GO) list -m -f '{{.Dir}}/...')
 include make/proto.mk
 include make/testbin.mk
 include make/ui.mk
+include make/podman.mk
 
 .PHONY: help
 help: ## list the targets
@@ -47,7 +48,7 @@ MEASURED = TestRun_strictRatio|TestRun_fairIdleLeasesGoToBusy
 # detector's overhead would distort.)
 RACE_PKGS = ./pkg/etcdstore/... ./services/scheduler/ ./services/workload/ ./services/nodemanager/...
 
-test: build check $(BIN)/etcd test-ui ## run the whole test suite (checks, unit, property, scenarios, the short chaos run, the web UI in Chromium)
+test: build check $(BIN)/etcd podman test-ui ## run the whole test suite (checks, unit, property, scenarios, the short chaos run, the web UI in Chromium, containers on podman)
 	$(GO) test -count=1 -skip '$(MEASURED)' $(PKGS)
 	$(GO) test -count=1 -race $(RACE_PKGS)
 	$(GO) test -count=1 -run '$(MEASURED)' ./pkg/runner/timeslicer/

@@ -23,11 +23,19 @@ time-slicing plan, and reports each pod's GPU idle time. With --metrics-listen
 it serves Prometheus metrics on ADDR/metrics: runway_gpu_utilization,
 runway_gpu_memory_used_bytes, runway_gpu_idle_seconds_per_workload.
 
-Pods run as host processes, isolated as services/nodemanager/README.md says:
-as root, each as an unprivileged uid of its own (--pod-uids), with only the
+--runtime picks how pods run (services/nodemanager/README.md says what
+isolation each gives). "container": each pod is a container of its image on a
+Docker Engine API (dockerd, or podman's API service), found as the docker CLI
+finds it: DOCKER_HOST, else /var/run/docker.sock, else podman's
+/run/podman/podman.sock or $XDG_RUNTIME_DIR/podman/podman.sock; labelled with
+its project, workload and pod, the workload's CPU and memory as its limits, its
+GPUs by CDI name (nvidia.com/gpu=UUID) with NVML; containers outlive the agent
+and are adopted by the next one. "process": pods run as host processes: as
+root, each as an unprivileged uid of its own (--pod-uids), with only the
 RUNWAY_* variables, the workload's env and a minimal PATH/HOME, in a working
 directory under --work-dir, every descendant followed by a cgroup of its own
-where cgroup v2 is writable (else by session).
+where cgroup v2 is writable (else by session). "auto" (the default):
+containers when an engine answers, else processes.
 
 It runs until SIGINT or SIGTERM; it stops its pods then, and the node expires
 with its lease.`,
@@ -54,6 +62,7 @@ with its lease.`,
 	f.StringToStringVar(&cfg.Labels, "label", nil, "node label K=V (repeatable): run.ai/type=dgx, or what a pool's node selector matches")
 	f.StringVar(&cfg.DataDir, "data-dir", "", "the agent's own directory: pod logs and records, never readable by pods (required)")
 	f.StringVar(&cfg.WorkDir, "work-dir", "", "directory of the pods' working directories, outside --data-dir (default $TMPDIR/runway-pods/HASH)")
+	f.StringVar(&cfg.Runtime, "runtime", server.RuntimeAuto, "how pods run: auto (containers when a Docker Engine API answers, else host processes), container or process")
 	f.StringVar(&cfg.RunAsUser, "run-as-user", local.DefaultUser, "when root and --pod-uids is empty, pods run as this unprivileged user")
 	f.StringVar(&cfg.PodUIDs, "pod-uids", fmt.Sprintf("%d-%d", local.DefaultUIDs.First, local.DefaultUIDs.Last),
 		"when root, each running pod gets a uid and gid of its own from FIRST-LAST (empty: all run as --run-as-user)")

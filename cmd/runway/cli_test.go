@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -48,9 +50,20 @@ func (s *syncBuffer) String() string {
 
 func startDev(t *testing.T, flags ...string) *devServer {
 	t.Helper()
-	dataDir := t.TempDir()
+	return startDevAt(t, t.TempDir(), nil, flags...)
+}
+
+// startDevAt starts runway dev on dataDir (again, after a first start),
+// with env added to its environment. Its pods run as host processes unless
+// flags say --runtime.
+func startDevAt(t *testing.T, dataDir string, env []string, flags ...string) *devServer {
+	t.Helper()
+	if !slices.Contains(flags, "--runtime") {
+		flags = append(flags, "--runtime", "process")
+	}
 	cmd := exec.Command(binary, append([]string{"dev", "--data-dir", dataDir, "--listen", "127.0.0.1:0",
 		"--nodes", "2", "--gpus-per-node", "2", "--openapi", "../../gen/openapi/runway.swagger.json"}, flags...)...)
+	cmd.Env = append(os.Environ(), env...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ func devCommand() *cobra.Command {
 		oidc      oidcFlags
 		mf        metricsFlags
 		noHistory bool
+		runtime   string
 	)
 	cmd := &cobra.Command{
 		Use:   "dev",
@@ -31,6 +32,12 @@ one-time password once. Once serving it prints "export RUNWAY_SERVER=ADDR" and
 "export RUNWAY_TOKEN=TOKEN" (the administrator's, valid 30 days) on stdout
 and writes the same lines to DATA-DIR/env. It runs until SIGINT or SIGTERM and then shuts down
 cleanly; starting again on the same DATA-DIR resumes where it stopped.
+
+--runtime picks how pods run: "container" runs each as a container of its
+image on a Docker Engine API (DOCKER_HOST, else /var/run/docker.sock, else
+podman's /run/podman/podman.sock or $XDG_RUNTIME_DIR/podman/podman.sock);
+"process" as a host process; "auto" (the default) containers when an engine
+answers, else processes. It says which on stderr once serving.
 
 --time-slicing sets the default node pool's time-slicing mode (off, strict or
 fair).
@@ -73,16 +80,19 @@ relative to the working directory, when that file exists).`,
 			cfg.Metrics.Ready = func(addr string) { metricsAddr = addr }
 			ctx, stop := untilSignal(cmd.Context())
 			defer stop()
+			if cfg.Engine, err = server.ResolveRuntime(ctx, runtime); err != nil {
+				return &exitError{code: 2, msg: err.Error()}
+			}
 			cfg.Out = cmd.OutOrStdout()
 			return server.RunDev(ctx, cfg, func(addr, token string) {
 				fmt.Fprint(cmd.OutOrStdout(), server.EnvLines(addr, token))
 				if metricsAddr != "" {
 					fmt.Fprintf(cmd.ErrOrStderr(), "Metrics: http://%s/metrics\n", metricsAddr)
 				}
-				fmt.Fprintln(cmd.ErrOrStderr(), "Workloads run as host processes (no container runtime): each as its own unprivileged user when root, with a clean environment, in a cgroup of its own where the machine allows.")
+				fmt.Fprintln(cmd.ErrOrStderr(), runtimeLine(cfg.Engine, runtime))
 				fmt.Fprintf(cmd.ErrOrStderr(), "Runway is serving on %[1]s (gRPC, REST and /openapi.json). Point the CLI at it from another shell:\n"+
-					"  eval \"$(cat %[2]s)\"\n  runway project create team-a --gpu 2\n  runway training submit a1 -p team-a -i quickstart -g 1 -- sleep 600\n"+
-					"  runway workload list -A\n", addr, filepath.Join(cfg.DataDir, "env"))
+					"  eval \"$(cat %[2]s)\"\n  runway project create team-a --gpu 2\n  runway training submit a1 -p team-a -i %[3]s -g 1 -- sleep 600\n"+
+					"  runway workload list -A\n", addr, filepath.Join(cfg.DataDir, "env"), exampleImage(cfg.Engine))
 			})
 		},
 	}
@@ -92,6 +102,7 @@ relative to the working directory, when that file exists).`,
 	f.IntVar(&cfg.Nodes, "nodes", 1, "number of in-process node agents")
 	f.IntVar(&cfg.GPUsPerNode, "gpus-per-node", 8, "simulated GPUs per node")
 	f.DurationVar(&cfg.Scheduler.NodeLostGrace, "node-lost-grace", server.DefaultNodeLostGrace, "how long a node whose agent's lease expired keeps its pods before they are lost (NODE_LOST)")
+	f.StringVar(&runtime, "runtime", server.RuntimeAuto, "how pods run: auto (containers when a Docker Engine API answers, else host processes), container or process")
 	f.StringVar(&cfg.TimeSlicing, "time-slicing", "", "time-slicing mode of the default node pool: off, strict or fair (default: as stored)")
 	f.StringVar(&openapi, "openapi", server.DefaultOpenAPIPath, "OpenAPI document to serve as /openapi.json")
 	oidc.add(f)
@@ -101,4 +112,25 @@ relative to the working directory, when that file exists).`,
 	mf.add(f, `serve Prometheus metrics on ADDR/metrics, apart from the API (default: the --listen host, next port; "none": off)`)
 	_ = cmd.MarkFlagRequired("data-dir")
 	return cmd
+}
+
+// runtimeLine says in one line how `runway dev`'s pods run.
+func runtimeLine(engine, runtime string) string {
+	if engine != "" {
+		return "Workloads run as containers of their images on " + engine + ": each its own root file system, network, CPU and memory limits, with a clean environment."
+	}
+	why := "no container engine answers"
+	if runtime == server.RuntimeProcess {
+		why = "--runtime process"
+	}
+	return "Workloads run as host processes (" + why + "): each as its own unprivileged user when root, with a clean environment, in a cgroup of its own where the machine allows."
+}
+
+// exampleImage is the image of the quick start's example: one the engine
+// can pull, or any name for host processes (which ignore it).
+func exampleImage(engine string) string {
+	if engine != "" {
+		return "busybox"
+	}
+	return "quickstart"
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/runwayhq/runway/pkg/runner/container/podmantest"
 )
 
 // researcher creates user NAME, L1 researcher in project, signs it in and
@@ -47,8 +49,17 @@ func waitLogs(t *testing.T, s *session, workload, project, marker string) string
 // directories (logs of other pods), etcd's data, and the working directory
 // of team-b's pod; and prints its own environment. It finds none of them:
 // no token, no etcd or server address, no other tenant's file.
+// It runs for both runtimes: host processes, and containers on a real
+// podman (the probe then also finds none of the host's files).
 func TestCLI_PodIsolation(t *testing.T) {
-	d := startDev(t)
+	t.Run("process", func(t *testing.T) { podIsolation(t, startDev(t), "img", false) })
+	t.Run("container", func(t *testing.T) {
+		e := podmantest.Start(t)
+		podIsolation(t, startDevAt(t, t.TempDir(), []string{"DOCKER_HOST=" + e.Host}, "--runtime", "container"), podmantest.Image, true)
+	})
+}
+
+func podIsolation(t *testing.T, d *devServer, image string, containers bool) {
 	// The ready record (with etcd's address) is on stderr, copied apart
 	// from the stdout lines startDev waited for.
 	var etcd []string
@@ -61,7 +72,7 @@ func TestCLI_PodIsolation(t *testing.T) {
 	admin.ok(t, "", "project", "create", "team-a", "--gpu", "1")
 	admin.ok(t, "", "project", "create", "team-b", "--gpu", "1")
 	// team-b's pod keeps a secret in its working directory and its log.
-	admin.ok(t, "", "training", "submit", "holder", "-p", "team-b", "-i", "img", "-g", "1", "--",
+	admin.ok(t, "", "training", "submit", "holder", "-p", "team-b", "-i", image, "-g", "1", "--",
 		"sh", "-c", "echo tenant-b-secret > secret; echo tenant-b-log-secret; echo ready; exec sleep 600")
 	waitLogs(t, admin, "holder", "team-b", "ready")
 	uid := regexp.MustCompile(`"uid":\s*"([^"]+)"`).FindStringSubmatch(admin.ok(t, "", "workload", "describe", "holder", "-p", "team-b", "-o", "json"))
@@ -86,7 +97,7 @@ func TestCLI_PodIsolation(t *testing.T) {
 		`ls "$HOME/.."; cat "$HOME"/../*/secret; ls "$HOME/../` + uid[1] + `.0"; cat "$HOME/../` + uid[1] + `.0/secret"`,
 		`echo PROBE-END`,
 	}, "; ")
-	alice.ok(t, "", "training", "submit", "probe", "-p", "team-a", "-i", "img", "--", "sh", "-c", probe)
+	alice.ok(t, "", "training", "submit", "probe", "-p", "team-a", "-i", image, "--", "sh", "-c", probe)
 	out := waitLogs(t, alice, "probe", "team-a", "PROBE-END")
 
 	for what, secret := range map[string]string{
@@ -97,8 +108,12 @@ func TestCLI_PodIsolation(t *testing.T) {
 			t.Errorf("the probe found %s:\n%s", what, out)
 		}
 	}
-	// The probe did run its reads: they were refused.
-	if n := strings.Count(out, "Permission denied"); n < 7 {
+	// The probe did run its reads: they were refused, or (in a container)
+	// found nothing of the host there.
+	if n := strings.Count(out, "No such file or directory"); containers && n < 6 {
+		t.Errorf("the probe found %d of the host's paths missing, want at least 6 (env file, data dirs, logs, the other pod's directory):\n%s", n, out)
+	}
+	if n := strings.Count(out, "Permission denied"); !containers && n < 7 {
 		t.Errorf("the probe's reads were refused %d times, want at least 4 (env file, /proc/1/environ, data dirs, the pods' directory):\n%s", n, out)
 	}
 	env := out[strings.Index(out, "ENV-BEGIN\n")+len("ENV-BEGIN\n") : strings.Index(out, "ENV-END")]
@@ -106,9 +121,18 @@ func TestCLI_PodIsolation(t *testing.T) {
 		name, _, _ := strings.Cut(line, "=")
 		switch {
 		case strings.HasPrefix(name, "RUNWAY_"), name == "CUDA_VISIBLE_DEVICES", name == "PATH", name == "HOME",
-			name == "TMPDIR", name == "PWD", name == "SHLVL", name == "_":
+			name == "TMPDIR", name == "PWD", name == "SHLVL", name == "_",
+			containers && (name == "HOSTNAME" || name == "container" || name == "TERM"): // the engine's
 		default:
 			t.Errorf("the pod's environment has %s", strings.TrimSpace(line))
 		}
+	}
+	// It said how its workloads run (printed after the lines startDev read).
+	if line := "Workloads run as host processes"; containers {
+		if !strings.Contains(d.logs.String(), "Workloads run as containers of their images") {
+			t.Errorf("runway dev does not say its workloads run as containers:\n%s", d.logs.String())
+		}
+	} else if !strings.Contains(d.logs.String(), line) {
+		t.Errorf("runway dev does not say %q:\n%s", line, d.logs.String())
 	}
 }

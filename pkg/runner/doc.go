@@ -1,4 +1,6 @@
-// Package runner is how a bound workload pod runs on its node: local/ runs
-// it as an isolated process on the host (dev mode, bare-metal agents); a
-// Kubernetes runner (kube/) is planned behind the same shape.
+// Package runner is how a bound workload pod runs on its node, behind one
+// interface (Runner, Pod) that the node agent drives: local/ runs it as an
+// isolated process on the host, container/ as a container of its image on
+// a Docker Engine API (dockerd or podman's API service). The Kubernetes
+// runtime (services/nodemanager/kube) creates Kubernetes pods instead.
 package runner

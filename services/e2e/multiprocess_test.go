@@ -353,7 +353,7 @@ func TestQuickStartMultiProcess(t *testing.T) {
 	_, sched2 := serve("scheduler-2", "scheduler", "--replica", "sched-2")
 	serve("nodemanager", "nodemanager")
 	for _, n := range []string{"node-1", "node-2"} {
-		p := start(t, "agent "+n, runwayBin, "agent", "--node", n, "--gpus", "2",
+		p := start(t, "agent "+n, runwayBin, "agent", "--runtime", "process", "--node", n, "--gpus", "2",
 			"--etcd-endpoints", clientAddr, "--data-dir", filepath.Join(agentsDir, n))
 		all = append(all, p)
 	}

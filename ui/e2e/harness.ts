@@ -28,7 +28,7 @@ export interface Dev { url: string; adminPassword: string; adminToken: string; p
 export async function startDev(): Promise<Dev> {
   const dir = mkdtempSync(join(tmpdir(), 'runway-ui-e2e-'))
   const port = await freePort()
-  const proc = spawn(join(ROOT, 'bin/runway'), ['dev', '--data-dir', dir, '--listen', `127.0.0.1:${port}`, '--nodes', '2', '--gpus-per-node', '2'], {
+  const proc = spawn(join(ROOT, 'bin/runway'), ['dev', '--runtime', 'process', '--data-dir', dir, '--listen', `127.0.0.1:${port}`, '--nodes', '2', '--gpus-per-node', '2'], {
     cwd: ROOT,
     stdio: ['ignore', 'pipe', 'pipe'],
   })

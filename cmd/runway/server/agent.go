@@ -17,6 +17,7 @@ import (
 	"github.com/runwayhq/runway/pkg/gpu/nvidia"
 	"github.com/runwayhq/runway/pkg/gpu/simulated"
 	"github.com/runwayhq/runway/pkg/gpumetrics"
+	"github.com/runwayhq/runway/pkg/runner/container"
 	"github.com/runwayhq/runway/pkg/runner/local"
 	"github.com/runwayhq/runway/services/nodemanager/agent"
 )
@@ -27,6 +28,32 @@ const (
 	BackendNVML      = "nvml"      // NVML or fail
 	BackendSimulated = "simulated" // AgentConfig.GPUs simulated devices
 )
+
+// Pod runtimes (AgentConfig.Runtime, DevConfig.Runtime).
+const (
+	RuntimeAuto      = "auto"      // containers when an engine answers, else processes
+	RuntimeContainer = "container" // containers on the engine Find gives, or fail
+	RuntimeProcess   = "process"   // host processes (pkg/runner/local)
+)
+
+// ResolveRuntime turns a runtime (RuntimeAuto when empty) into the
+// engine to run containers on: "" for host processes.
+func ResolveRuntime(ctx context.Context, runtime string) (string, error) {
+	switch runtime {
+	case RuntimeProcess:
+		return "", nil
+	case RuntimeContainer:
+		host, err := container.Find(ctx)
+		if err != nil {
+			return "", fmt.Errorf("--runtime container: %w", err)
+		}
+		return host, nil
+	case "", RuntimeAuto:
+		host, _ := container.Find(ctx)
+		return host, nil
+	}
+	return "", fmt.Errorf("--runtime %q: want auto, container or process", runtime)
+}
 
 // AgentConfig is one node agent (`runway agent`).
 type AgentConfig struct {
@@ -66,6 +93,9 @@ type AgentConfig struct {
 	// MPSPipeDir is the pipe directory of an MPS control daemon (see
 	// agent.Config.MPSPipeDir); empty when there is none.
 	MPSPipeDir string
+	// Runtime is RuntimeAuto (when empty), RuntimeContainer or
+	// RuntimeProcess (ResolveRuntime).
+	Runtime string
 	// Logger; slog.Default() when nil.
 	Logger *slog.Logger
 }
@@ -83,6 +113,10 @@ func RunAgent(ctx context.Context, cfg AgentConfig) error {
 	if err != nil {
 		return fmt.Errorf("--pod-uids: %w", err)
 	}
+	engine, err := ResolveRuntime(ctx, cfg.Runtime)
+	if err != nil {
+		return err
+	}
 	backend, closeBackend, err := openBackend(cfg)
 	if err != nil {
 		return err
@@ -95,7 +129,7 @@ func RunAgent(ctx context.Context, cfg AgentConfig) error {
 	defer cli.Close()
 	acfg := agent.Config{Node: cfg.Node, Pool: cfg.Pool, Labels: cfg.Labels, Client: cli, DataDir: cfg.DataDir, Listen: cfg.Listen,
 		WorkDir: cfg.WorkDir, User: cfg.RunAsUser, PodUIDs: uids, AdvertiseAddress: cfg.AdvertiseAddress,
-		Backend: backend, MPSPipeDir: cfg.MPSPipeDir, Logger: cfg.Logger}
+		Backend: backend, MPSPipeDir: cfg.MPSPipeDir, Engine: engine, Logger: cfg.Logger}
 	if cfg.MetricsListen != "" {
 		reg := prometheus.NewRegistry()
 		if acfg.Metrics, err = gpumetrics.NewMetrics(reg); err != nil {

@@ -26,11 +26,16 @@ import (
 
 // Benchmark shape (issue 3, "Measure"): benchSubmits 1-GPU trainings per
 // iteration from benchCallers concurrent gRPC callers, on benchNodes
-// simulated nodes with enough GPUs between them for every workload.
-const (
+// simulated nodes with enough GPUs between them for every workload; the
+// agents' pods are benchImage's, as host processes unless benchEngine
+// names a container engine (BenchmarkSubmitEndToEndContainers).
+const benchCallers = 32
+
+var (
 	benchSubmits = 2000
-	benchCallers = 32
 	benchNodes   = 16
+	benchEngine  = ""
+	benchImage   = "busybox"
 )
 
 // registerNodes registers n ready nodes of gpus simulated GPUs each in the
@@ -122,7 +127,7 @@ func benchSubmit(b *testing.B, agents bool) (creating, binding time.Duration) {
 	defer cancel()
 	h := etcdAddr{addr: make(chan string, 1)}
 	gpus := (benchSubmits + benchNodes - 1) / benchNodes
-	cfg := server.DevConfig{DataDir: dir, Listen: "127.0.0.1:0", Logger: slog.New(h), StopGrace: time.Second}
+	cfg := server.DevConfig{DataDir: dir, Listen: "127.0.0.1:0", Logger: slog.New(h), StopGrace: time.Second, Engine: benchEngine}
 	if agents {
 		cfg.Nodes, cfg.GPUsPerNode = benchNodes, gpus
 	}
@@ -174,7 +179,7 @@ func benchSubmit(b *testing.B, agents bool) (creating, binding time.Duration) {
 		}
 		return r.Count
 	}
-	for deadline := time.Now().Add(60 * time.Second); nodes() < benchNodes; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(60 * time.Second); nodes() < int64(benchNodes); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			b.Fatalf("%d of %d nodes registered after 60s", nodes(), benchNodes)
 		}
@@ -202,13 +207,13 @@ func benchSubmit(b *testing.B, agents bool) (creating, binding time.Duration) {
 		wg.Go(func() {
 			for {
 				i := next.Add(1) - 1
-				if i >= benchSubmits {
+				if i >= int64(benchSubmits) {
 					return
 				}
 				_, err := wl.CreateWorkload(ctx, &workloadv1.CreateWorkloadRequest{
 					Parent: "projects/bench", WorkloadId: fmt.Sprintf("w-%05d", i), Workload: &workloadv1.Workload{
 						Type: workloadv1.WorkloadType_WORKLOAD_TYPE_TRAINING,
-						Spec: &workloadv1.WorkloadSpec{Image: "busybox", Command: []string{"sleep", "600"},
+						Spec: &workloadv1.WorkloadSpec{Image: benchImage, Command: []string{"sleep", "600"},
 							Gpu: &workloadv1.GpuRequest{Amount: &workloadv1.GpuRequest_Devices{Devices: 1}}}}})
 				if err != nil {
 					errs <- fmt.Errorf("CreateWorkload w-%05d: %w", i, err)
@@ -223,7 +228,7 @@ func benchSubmit(b *testing.B, agents bool) (creating, binding time.Duration) {
 	for err := range errs {
 		b.Fatal(err)
 	}
-	for deadline := time.Now().Add(120 * time.Second); bindings() < benchSubmits; time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(120 * time.Second); bindings() < int64(benchSubmits); time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			b.Fatalf("%d of %d bindings stored after 120s", bindings(), benchSubmits)
 		}

@@ -81,6 +81,9 @@ type DevConfig struct {
 	// simulated backends to inject faults); GPUsPerNode simulated GPUs
 	// when nil.
 	Backend func(node string) gpu.Backend
+	// Engine is the Docker Engine API the agents run pods on as
+	// containers (ResolveRuntime); empty runs them as host processes.
+	Engine string
 }
 
 // DevMaxTxnOps is the embedded etcd's --max-txn-ops: the scheduler writes
@@ -300,8 +303,8 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr, token string)) 
 			backend = cfg.Backend(node)
 		}
 		acfg := agent.Config{Node: node, Client: cli, DataDir: dir, Listen: "127.0.0.1:0", LeaseTTL: cfg.LeaseTTL, StopGrace: cfg.StopGrace,
-			PodUIDs: local.DefaultUIDs,
-			Auth:    guard.UnaryInterceptor, AuthStream: guard.StreamInterceptor,
+			PodUIDs: local.DefaultUIDs, Engine: cfg.Engine,
+			Auth: guard.UnaryInterceptor, AuthStream: guard.StreamInterceptor,
 			Backend: backend, Metrics: gpus, Logger: cfg.Logger}
 		g.Go("agent "+node, func(ctx context.Context) error { return agent.Run(ctx, acfg) })
 	}

@@ -61,7 +61,7 @@ func startDevProc(t *testing.T, bin, dir, name string) *devProc {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	cmd := exec.Command(bin, "dev", "--data-dir", dir, "--nodes", "2", "--gpus-per-node", "2", "--listen", "127.0.0.1:0")
+	cmd := exec.Command(bin, "dev", "--runtime", "process", "--data-dir", dir, "--nodes", "2", "--gpus-per-node", "2", "--listen", "127.0.0.1:0")
 	cmd.Dir = t.TempDir()
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

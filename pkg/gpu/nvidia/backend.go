@@ -100,6 +100,10 @@ func (b *Backend) Close() { _ = b.lib.Shutdown() }
 // PodEnv is nil: NVML measures the processes themselves.
 func (b *Backend) PodEnv(string) []string { return nil }
 
+// CDIName is the device's CDI name (nvidia-ctk cdi generate's), by which
+// docker and podman give a container this GPU and no other.
+func (b *Backend) CDIName(d gpu.DeviceInfo) string { return "nvidia.com/gpu=" + d.UUID }
+
 // Devices lists the GPUs NVML sees.
 func (b *Backend) Devices() ([]gpu.DeviceInfo, error) {
 	n, ret := b.lib.DeviceGetCount()

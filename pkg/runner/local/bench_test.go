@@ -29,7 +29,7 @@ func BenchmarkStart(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				ps = append(ps, p)
+				ps = append(ps, p.(*local.Process))
 			}
 			b.StopTimer()
 			for _, p := range ps {

@@ -2,8 +2,6 @@ package local
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -17,30 +15,30 @@ import (
 	"time"
 
 	"github.com/runwayhq/runway/pkg/procstat"
+	"github.com/runwayhq/runway/pkg/runner"
 )
 
 // DefaultStopGrace is Config.StopGrace when it is 0.
 const DefaultStopGrace = 10 * time.Second
 
 // LogName is the name of a pod's log file in its record directory.
-const LogName = "output.log"
+const LogName = runner.LogName
 
 // drainTimeout bounds the wait for a killed pod's last processes.
 const drainTimeout = 10 * time.Second
 
-// Environment variables every pod gets.
+// Environment variables every pod gets (pkg/runner's).
 const (
-	EnvVisibleDevices = "CUDA_VISIBLE_DEVICES"
-	EnvWorkload       = "RUNWAY_WORKLOAD"  // projects/{project}/workloads/{workload}
-	EnvProject        = "RUNWAY_PROJECT"   // the project id
-	EnvPodIndex       = "RUNWAY_POD_INDEX" // the pod's index in its gang
-	EnvFractionMilli  = "RUNWAY_GPU_FRACTION_MILLI"
-	EnvGPUMemoryLimit = "RUNWAY_GPU_MEMORY_LIMIT_BYTES"
+	EnvVisibleDevices = runner.EnvVisibleDevices
+	EnvWorkload       = runner.EnvWorkload
+	EnvProject        = runner.EnvProject
+	EnvPodIndex       = runner.EnvPodIndex
+	EnvFractionMilli  = runner.EnvFractionMilli
+	EnvGPUMemoryLimit = runner.EnvGPUMemoryLimit
 )
 
-// podPath is the PATH every pod gets; nothing else of the agent's
-// environment reaches it.
-const podPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+// podPath is the PATH every pod gets.
+const podPath = runner.PodPath
 
 // Config is the runner's setup.
 type Config struct {
@@ -85,30 +83,12 @@ func New(cfg Config) (*Runner, error) {
 	if cfg.StopGrace <= 0 {
 		cfg.StopGrace = DefaultStopGrace
 	}
-	data, err := filepath.Abs(cfg.DataDir)
+	dirs, err := runner.MakeDirs(cfg.DataDir, cfg.WorkDir, "runway-pods")
 	if err != nil {
 		return nil, fmt.Errorf("local runner: %w", err)
 	}
-	cfg.DataDir = data
-	name := runnerName(data)
-	if cfg.WorkDir == "" {
-		cfg.WorkDir = DefaultWorkDir(data)
-		if err := privateDir(filepath.Dir(cfg.WorkDir), 0o711); err != nil {
-			return nil, fmt.Errorf("local runner: work directory: %w", err)
-		}
-	}
-	if cfg.WorkDir, err = filepath.Abs(cfg.WorkDir); err != nil {
-		return nil, fmt.Errorf("local runner: %w", err)
-	}
-	if cfg.WorkDir == data || strings.HasPrefix(cfg.WorkDir, data+string(filepath.Separator)) {
-		return nil, fmt.Errorf("local runner: the work directory %s is inside the data directory %s", cfg.WorkDir, data)
-	}
-	if err := privateDir(data, 0o700); err != nil {
-		return nil, fmt.Errorf("local runner: data directory: %w", err)
-	}
-	if err := privateDir(cfg.WorkDir, 0o711); err != nil {
-		return nil, fmt.Errorf("local runner: work directory: %w", err)
-	}
+	cfg.DataDir, cfg.WorkDir = dirs.Data, dirs.Work
+	name := dirs.Name
 	r := &Runner{cfg: cfg}
 	if r.ids, err = newIdentities(cfg.User, cfg.UIDs); err != nil {
 		return nil, err
@@ -130,20 +110,13 @@ func New(cfg Config) (*Runner, error) {
 	return r, nil
 }
 
-// runnerName names a runner's own directories (its default work
-// directory, its cgroup) after its absolute data directory.
-func runnerName(dataDir string) string {
-	sum := sha256.Sum256([]byte(dataDir))
-	return hex.EncodeToString(sum[:6])
-}
-
 // DefaultWorkDir is Config.WorkDir when it is empty, for the data
 // directory dataDir: os.TempDir()/runway-pods/<hash of its absolute path>.
-func DefaultWorkDir(dataDir string) string {
-	if abs, err := filepath.Abs(dataDir); err == nil {
-		dataDir = abs
-	}
-	return filepath.Join(os.TempDir(), "runway-pods", runnerName(dataDir))
+func DefaultWorkDir(dataDir string) string { return runner.DefaultWorkDir(dataDir, "runway-pods") }
+
+// Describe says how pods run, for the agent's log.
+func (r *Runner) Describe() string {
+	return "as local processes (" + r.Tracking() + ", work directory " + r.cfg.WorkDir + ")"
 }
 
 // Tracking says how the runner follows pods' processes: "cgroup DIR" or
@@ -154,9 +127,6 @@ func (r *Runner) Tracking() string {
 	}
 	return "session"
 }
-
-// WorkDir is the directory of the pods' working directories.
-func (r *Runner) WorkDir() string { return r.cfg.WorkDir }
 
 // cgroupMount is the root of the cgroup v2 mount holding dir: the last
 // ancestor whose parent is not a cgroup.
@@ -222,28 +192,9 @@ func (r *Runner) reapOrphans() {
 	}
 }
 
-// Spec is one pod to run.
-type Spec struct {
-	// ID names the pod's directories; unique per pod on the node, made of
-	// [A-Za-z0-9._-] (the agent uses "{workload uid}.{pod}").
-	ID string
-	// Command is the program and its arguments. Required.
-	Command []string
-	// Env is the workload's KEY=VALUE pairs; the RUNWAY_* variables win
-	// over them.
-	Env []string
-	// Workload is projects/{project}/workloads/{workload}; Project its id.
-	Workload, Project string
-	// Pod is the pod's index in its gang.
-	Pod int
-	// Devices are the GPU indexes the pod may use (CUDA_VISIBLE_DEVICES);
-	// none hides every GPU.
-	Devices []int
-	// FractionMilli is the share of each device, 1000 for whole devices.
-	FractionMilli int64
-	// GPUMemoryBytes is the device memory the pod may use; 0 is no limit.
-	GPUMemoryBytes int64
-}
+// Spec is one pod to run; the process runtime ignores its Image, CPU and
+// memory.
+type Spec = runner.Spec
 
 // RecordDir is the runner's directory of pod id (its log).
 func (r *Runner) RecordDir(id string) string { return filepath.Join(r.cfg.DataDir, id) }
@@ -265,7 +216,7 @@ func validID(id string) bool {
 
 // Start starts the pod's command and returns at once; watch Process.Done
 // for its end.
-func (r *Runner) Start(spec Spec) (*Process, error) {
+func (r *Runner) Start(spec Spec) (runner.Pod, error) {
 	if len(spec.Command) == 0 {
 		return nil, fmt.Errorf("start pod %q: empty command", spec.ID)
 	}
@@ -372,31 +323,17 @@ func lookPath(name string) (string, error) {
 	return "", fmt.Errorf("%q not found in %s", name, podPath)
 }
 
-// environ is the pod's whole environment: a minimal PATH and HOME, the
-// workload's variables, then Runway's.
-func environ(spec Spec, work string) []string {
-	devs := make([]string, len(spec.Devices))
-	for i, d := range spec.Devices {
-		devs[i] = strconv.Itoa(d)
-	}
-	env := []string{"PATH=" + podPath, "HOME=" + work, "TMPDIR=" + work}
-	env = append(env, spec.Env...)
-	return append(env,
-		EnvVisibleDevices+"="+strings.Join(devs, ","),
-		EnvWorkload+"="+spec.Workload,
-		EnvProject+"="+spec.Project,
-		EnvPodIndex+"="+strconv.Itoa(spec.Pod),
-		EnvFractionMilli+"="+strconv.FormatInt(spec.FractionMilli, 10),
-		EnvGPUMemoryLimit+"="+strconv.FormatInt(spec.GPUMemoryBytes, 10),
-	)
-}
+// environ is the pod's whole environment (pkg/runner's), at home in its
+// working directory.
+func environ(spec Spec, work string) []string { return runner.Environ(spec, work, spec.Devices) }
 
 // CPU is the CPU time each of ps has used, in one walk of /proc at most
 // (none when every pod has a cgroup).
-func (r *Runner) CPU(ps ...*Process) []time.Duration {
+func (r *Runner) CPU(pods ...runner.Pod) []time.Duration {
 	var snap map[int]procstat.Proc
-	out := make([]time.Duration, len(ps))
-	for i, p := range ps {
+	out := make([]time.Duration, len(pods))
+	for i, pod := range pods {
+		p := pod.(*Process)
 		if p.members.cgroup == "" && snap == nil {
 			snap = procstat.Snapshot()
 		}
@@ -423,15 +360,7 @@ type Process struct {
 }
 
 // Exit is how a process ended.
-type Exit struct {
-	// Code is the exit status; 128+signal when a signal killed it (the
-	// shell's convention).
-	Code int
-	// Signaled is true when a signal ended the process.
-	Signaled bool
-	// Stopped is true when Stop was called before it ended.
-	Stopped bool
-}
+type Exit = runner.Exit
 
 // wait waits for the leader, then ends what is left of the pod: a pod
 // ends with its first process, as a container does.

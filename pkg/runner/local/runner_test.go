@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/runwayhq/runway/pkg/runner"
 	"github.com/runwayhq/runway/pkg/runner/local"
 )
 
@@ -27,7 +28,7 @@ func newRunner(t *testing.T, grace time.Duration) *local.Runner {
 }
 
 // waitDone waits for the process to exit, failing the test after 10 s.
-func waitDone(t *testing.T, p *local.Process) local.Exit {
+func waitDone(t *testing.T, p runner.Pod) local.Exit {
 	t.Helper()
 	select {
 	case <-p.Done():
@@ -128,7 +129,7 @@ func alive(pid int) bool {
 	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }
 
-func startWithChild(t *testing.T, r *local.Runner, script string) (*local.Process, int) {
+func startWithChild(t *testing.T, r *local.Runner, script string) (runner.Pod, int) {
 	t.Helper()
 	p, err := r.Start(local.Spec{ID: "p", Command: []string{"sh", "-c", script}})
 	if err != nil {

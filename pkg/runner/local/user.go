@@ -105,24 +105,6 @@ func (id *identities) put(uid uint32) {
 	id.mu.Unlock()
 }
 
-// privateDir makes dir (and its parents) owned by the runner, with mode;
-// it fails when dir exists as a link or belongs to someone else (another
-// user of a shared /tmp must not have prepared it).
-func privateDir(dir string, mode fs.FileMode) error {
-	if err := os.MkdirAll(dir, mode); err != nil {
-		return err
-	}
-	st, err := os.Lstat(dir)
-	if err != nil {
-		return err
-	}
-	sys, ok := st.Sys().(*syscall.Stat_t)
-	if !st.IsDir() || !ok || int(sys.Uid) != os.Geteuid() {
-		return fmt.Errorf("%s is not a directory of this user", dir)
-	}
-	return os.Chmod(dir, mode)
-}
-
 // disown gives a finished pod's working directory back to the runner
 // (root), so that the next pod given the same uid cannot read it.
 func disown(dir string) {

@@ -2,7 +2,8 @@
 // (pkg/timeslice) on local pods: at each lease boundary it freezes the
 // pods that must not run and thaws the one that may (the pod's cgroup
 // freezer, or SIGSTOP/SIGCONT to each of its processes where it has no
-// cgroup), so that a plan holds on any machine, GPU or not.
+// cgroup; a container is paused by its engine: the freezer cgroup of the
+// whole container), so that a plan holds on any machine, GPU or not.
 //
 // Busy or idle is judged once per plan from the pod's CPU time: a
 // group that used less than 1% of the time it was allowed to run is idle.
@@ -24,7 +25,8 @@ import (
 	"github.com/runwayhq/runway/pkg/timeslice"
 )
 
-// Group is one pod as the enforcer drives it (pkg/runner/local's Process).
+// Group is one pod as the enforcer drives it (a pkg/runner.Pod: a local
+// process, or a container that Freeze pauses through its engine).
 type Group interface {
 	// Freeze stops (true) or continues (false) every process of the pod.
 	Freeze(on bool)

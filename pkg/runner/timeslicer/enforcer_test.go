@@ -53,7 +53,7 @@ func start(t *testing.T, r *local.Runner, id, script string) *local.Process {
 	if err := unix.SchedSetaffinity(p.Pid(), &cpu); err != nil {
 		t.Fatal(err)
 	}
-	return p
+	return p.(*local.Process)
 }
 
 // usage is what a pod got during the measured window.

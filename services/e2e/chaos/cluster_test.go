@@ -132,7 +132,7 @@ func startCluster(t *testing.T, runway, etcdBin string) *cluster {
 			t.Fatal(err)
 		}
 		p := &proc{name: node, bin: runway, log: filepath.Join(c.dir, node+".log"), podsDir: pods,
-			args: []string{"agent", "--node", node, "--gpus", "4", "--etcd-endpoints", etcdFlag, "--data-dir", data, "--work-dir", pods}}
+			args: []string{"agent", "--runtime", "process", "--node", node, "--gpus", "4", "--etcd-endpoints", etcdFlag, "--data-dir", data, "--work-dir", pods}}
 		p.start(t)
 		c.agents = append(c.agents, p)
 		t.Cleanup(func() { p.stop(10 * time.Second) })

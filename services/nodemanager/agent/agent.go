@@ -21,6 +21,8 @@ import (
 	"github.com/runwayhq/runway/pkg/gpu"
 	"github.com/runwayhq/runway/pkg/gpumetrics"
 	"github.com/runwayhq/runway/pkg/grpcserver"
+	"github.com/runwayhq/runway/pkg/runner"
+	"github.com/runwayhq/runway/pkg/runner/container"
 	"github.com/runwayhq/runway/pkg/runner/local"
 	"github.com/runwayhq/runway/services/nodemanager"
 )
@@ -58,6 +60,10 @@ type Config struct {
 	// Cgroup is the cgroup v2 directory of the pods' cgroups: empty
 	// detects one, "none" follows pods by session (pkg/runner/local).
 	Cgroup string
+	// Engine is the Docker Engine API (DOCKER_HOST form) on which pods
+	// run as containers of their images (pkg/runner/container); empty
+	// runs them as local processes (pkg/runner/local).
+	Engine string
 	// LeaseTTL is the node lease's TTL: how long a dead agent's node
 	// stays registered. DefaultLeaseTTL when 0; etcd rounds up to 1 s.
 	LeaseTTL time.Duration
@@ -110,13 +116,12 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	r, err := local.New(local.Config{DataDir: cfg.DataDir, WorkDir: cfg.WorkDir, User: cfg.User, UIDs: cfg.PodUIDs,
-		Cgroup: cfg.Cgroup, StopGrace: cfg.StopGrace})
+	r, err := cfg.runner(ctx)
 	if err != nil {
 		return err
 	}
 	defer r.Close()
-	cfg.Logger.Info("node agent: pods run as local processes", "node", cfg.Node, "tracking", r.Tracking(), "workDir", r.WorkDir())
+	cfg.Logger.Info("node agent: pods run "+r.Describe(), "node", cfg.Node)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	running := &runningPods{}
@@ -179,6 +184,16 @@ func Run(ctx context.Context, cfg Config) error {
 		err = serr
 	}
 	return err
+}
+
+// runner is the pods' runtime: containers on cfg.Engine, else local
+// processes.
+func (cfg *Config) runner(ctx context.Context) (runner.Runner, error) {
+	if cfg.Engine != "" {
+		return container.New(ctx, container.Config{Host: cfg.Engine, DataDir: cfg.DataDir, WorkDir: cfg.WorkDir, StopGrace: cfg.StopGrace})
+	}
+	return local.New(local.Config{DataDir: cfg.DataDir, WorkDir: cfg.WorkDir, User: cfg.User, UIDs: cfg.PodUIDs,
+		Cgroup: cfg.Cgroup, StopGrace: cfg.StopGrace})
 }
 
 func (cfg *Config) check() error {

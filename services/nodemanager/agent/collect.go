@@ -14,7 +14,7 @@ import (
 	nodemanagerv1 "github.com/runwayhq/runway/gen/go/runway/nodemanager/v1"
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
 	"github.com/runwayhq/runway/pkg/etcdstore"
-	"github.com/runwayhq/runway/pkg/runner/local"
+	"github.com/runwayhq/runway/pkg/runner"
 	"github.com/runwayhq/runway/services/nodemanager"
 )
 
@@ -27,7 +27,7 @@ const DefaultCollectInterval = 30 * time.Second
 // a new uid. Until then `runway workload logs` can read a finished pod.
 type collector struct {
 	cfg    Config
-	runner *local.Runner
+	runner runner.Runner
 	dir    string // the runner's record directories
 }
 

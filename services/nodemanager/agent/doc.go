@@ -1,6 +1,8 @@
 // Package agent is the NodeManager's per-node agent: it registers its node
 // under an etcd lease and keeps the lease alive, watches the scheduler's
-// bindings for its node, runs each bound pod through pkg/runner/local and
+// bindings for its node, runs each bound pod through a pkg/runner.Runner
+// (pkg/runner/local: host processes; pkg/runner/container: containers on a
+// Docker Engine API, adopted again after an agent restart) and
 // reports the pod's state under runs/.
 //
 //	Run ─┬─ register: lease grant → nodemanager.RegisterNode (node + lease

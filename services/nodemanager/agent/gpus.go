@@ -19,7 +19,7 @@ import (
 	"github.com/runwayhq/runway/pkg/etcdstore"
 	"github.com/runwayhq/runway/pkg/gpu"
 	"github.com/runwayhq/runway/pkg/gpumetrics"
-	"github.com/runwayhq/runway/pkg/runner/local"
+	"github.com/runwayhq/runway/pkg/runner"
 	"github.com/runwayhq/runway/pkg/runner/timeslicer"
 	"github.com/runwayhq/runway/pkg/timeslice"
 	"github.com/runwayhq/runway/services/nodemanager"
@@ -32,7 +32,7 @@ const DefaultSampleInterval = time.Second
 type gpuPod struct {
 	id    string // {workload uid}.{pod}
 	b     nodemanager.Binding
-	proc  *local.Process
+	proc  runner.Pod
 	limit int64 // device memory it may hold on each device; 0 is no limit
 	run   *podRun
 	idle  *gpumetrics.Idle // touched by the sampling loop only
@@ -45,7 +45,7 @@ type gpuPod struct {
 type gpuManager struct {
 	cfg     Config
 	devices []gpu.DeviceInfo
-	runner  *local.Runner
+	runner  runner.Runner
 	log     *slog.Logger
 
 	mu   sync.Mutex
@@ -69,8 +69,8 @@ type enforcer struct {
 	done   chan struct{}
 }
 
-func newGPUManager(cfg Config, devices []gpu.DeviceInfo, runner *local.Runner, log *slog.Logger) *gpuManager {
-	return &gpuManager{cfg: cfg, devices: devices, runner: runner, log: log, pods: map[string]*gpuPod{},
+func newGPUManager(cfg Config, devices []gpu.DeviceInfo, r runner.Runner, log *slog.Logger) *gpuManager {
+	return &gpuManager{cfg: cfg, devices: devices, runner: r, log: log, pods: map[string]*gpuPod{},
 		enforcers: map[int]*enforcer{}, plans: map[int]timeslice.Plan{}, series: map[gpumetrics.Series]bool{}}
 }
 
@@ -94,6 +94,26 @@ func (g *gpuManager) memoryLimit(b nodemanager.Binding, request int64) int64 {
 		}
 	}
 	return limit
+}
+
+// cdiBackend is a GPU backend whose devices a container engine reaches by
+// CDI name (NVIDIA's: nvidia.com/gpu=UUID).
+type cdiBackend interface{ CDIName(gpu.DeviceInfo) string }
+
+// cdiNames are the CDI names of devices where the backend has them (none
+// with the simulated backend: its pods get only the environment).
+func (g *gpuManager) cdiNames(devices []int) []string {
+	c, ok := g.cfg.Backend.(cdiBackend)
+	if !ok {
+		return nil
+	}
+	var out []string
+	for _, d := range devices {
+		if d >= 0 && d < len(g.devices) {
+			out = append(out, c.CDIName(g.devices[d]))
+		}
+	}
+	return out
 }
 
 func (g *gpuManager) add(p *gpuPod) {
@@ -172,7 +192,7 @@ func onDevice(pods []*gpuPod, d int) []*gpuPod {
 // once for all devices (at most one walk of /proc).
 func (g *gpuManager) sample(pods []*gpuPod) {
 	now := time.Now()
-	procs := make([]*local.Process, len(pods))
+	procs := make([]runner.Pod, len(pods))
 	for i, p := range pods {
 		procs[i] = p.proc
 	}

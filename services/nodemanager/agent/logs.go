@@ -20,7 +20,7 @@ import (
 	"github.com/runwayhq/runway/pkg/apierr"
 	"github.com/runwayhq/runway/pkg/clusterproto"
 	"github.com/runwayhq/runway/pkg/etcdstore"
-	"github.com/runwayhq/runway/pkg/runner/local"
+	"github.com/runwayhq/runway/pkg/runner"
 )
 
 // followPoll is how often a followed log is read again after its end.
@@ -35,7 +35,7 @@ const logChunk = 32 << 10
 type logServer struct {
 	nodemanagerv1.UnimplementedNodeAgentServiceServer
 	client  *clientv3.Client
-	runner  *local.Runner
+	runner  runner.Runner
 	running *runningPods
 }
 
@@ -79,7 +79,7 @@ func (s *logServer) ReadPodLogs(req *nodemanagerv1.ReadPodLogsRequest, stream no
 		return fmt.Errorf("read workload %s: %w", req.GetWorkload(), err)
 	}
 	id := podID(w.Msg.GetUid(), int(req.GetPodIndex()))
-	f, err := os.Open(filepath.Join(s.runner.RecordDir(id), local.LogName))
+	f, err := os.Open(filepath.Join(s.runner.RecordDir(id), runner.LogName))
 	if errors.Is(err, os.ErrNotExist) {
 		return noLogs
 	}

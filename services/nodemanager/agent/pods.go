@@ -20,7 +20,7 @@ import (
 	nodemanagerv1 "github.com/runwayhq/runway/gen/go/runway/nodemanager/v1"
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
 	"github.com/runwayhq/runway/pkg/etcdstore"
-	"github.com/runwayhq/runway/pkg/runner/local"
+	"github.com/runwayhq/runway/pkg/runner"
 	"github.com/runwayhq/runway/services/nodemanager"
 )
 
@@ -43,7 +43,7 @@ const finalName = "final"
 // run goroutine touches the maps.
 type pods struct {
 	cfg    Config
-	runner *local.Runner
+	runner runner.Runner
 	gpus   *gpuManager
 	log    *slog.Logger
 
@@ -51,6 +51,7 @@ type pods struct {
 	running  *runningPods
 	reporter *reporter
 	wg       sync.WaitGroup
+	reaped   bool // the runner's pods of bindings gone while no agent ran are removed
 }
 
 func (p *pods) run(ctx context.Context) error {
@@ -93,6 +94,12 @@ func (p *pods) resync(ctx context.Context) (int64, error) {
 		if !seen[key] {
 			p.apply(ctx, key, nil)
 		}
+	}
+	if r, ok := p.runner.(runner.Reaper); ok && !p.reaped {
+		r.Reap(func(project, workload string, pod int) bool {
+			return seen[nodemanager.BindingKey(p.cfg.Node, project, workload, pod)]
+		})
+		p.reaped = true
 	}
 	return resp.Header.Revision, nil
 }
@@ -205,6 +212,9 @@ func (p *pods) runPod(ctx context.Context, b nodemanager.Binding, pd *pod) {
 	switch {
 	case oom != "":
 		run.report(workloadv1.PodState_POD_STATE_FAILED, ex.Code, oom)
+	case ex.OOMKilled:
+		run.report(workloadv1.PodState_POD_STATE_FAILED, ex.Code, fmt.Sprintf(
+			"Out of memory: the pod went over its memory limit of %s; the kernel killed it.", bytesString(spec.MemoryBytes)))
 	case ex.Stopped:
 		run.report(workloadv1.PodState_POD_STATE_STOPPED, ex.Code, "Stopped by the node agent.")
 	case ex.Code == 0:
@@ -267,23 +277,23 @@ func (r *podRun) outOfMemory(reason string) {
 
 // spec builds the runner's spec from the binding and the workload's
 // command, read from the workload service's key (read only).
-func (p *pods) spec(ctx context.Context, b nodemanager.Binding) (local.Spec, error) {
+func (p *pods) spec(ctx context.Context, b nodemanager.Binding) (runner.Spec, error) {
 	c := etcdstore.NewCollection(p.cfg.Client, etcdstore.PrefixWorkloads, func() *workloadv1.Workload { return new(workloadv1.Workload) })
 	it, err := c.Get(ctx, b.Project+"/"+b.Workload)
 	if err != nil {
-		return local.Spec{}, fmt.Errorf("read workload: %w", err)
+		return runner.Spec{}, fmt.Errorf("read workload: %w", err)
 	}
 	ws := it.Msg.GetSpec()
 	cmd := append(append([]string(nil), ws.GetCommand()...), ws.GetArgs()...)
-	if len(cmd) == 0 {
-		return local.Spec{}, errors.New("the workload has no command; the local runner runs commands, not images")
+	if len(cmd) == 0 && p.cfg.Engine == "" {
+		return runner.Spec{}, errors.New("the workload has no command; the process runtime runs commands, not images")
 	}
 	var env []string
 	for _, e := range ws.GetEnv() {
 		env = append(env, e.GetName()+"="+e.GetValue())
 	}
 	if !validUID(it.Msg.GetUid()) {
-		return local.Spec{}, fmt.Errorf("workload %s has no valid uid", b.WorkloadName())
+		return runner.Spec{}, fmt.Errorf("workload %s has no valid uid", b.WorkloadName())
 	}
 	id := podID(it.Msg.GetUid(), b.Pod)
 	limit := p.gpus.memoryLimit(b, ws.GetGpu().GetGpuMemoryBytes())
@@ -291,12 +301,14 @@ func (p *pods) spec(ctx context.Context, b nodemanager.Binding) (local.Spec, err
 		env = append(env, p.cfg.Backend.PodEnv(p.runner.PodDir(id))...)
 		env = append(env, mpsEnv(p.cfg.MPSPipeDir, b, limit)...)
 	}
-	return local.Spec{
+	return runner.Spec{
 		ID:       id,
+		Image:    ws.GetImage(),
 		Command:  cmd,
 		Env:      env,
-		Workload: b.WorkloadName(), Project: b.Project, Pod: b.Pod,
-		Devices: b.Devices, FractionMilli: b.FractionMilli, GPUMemoryBytes: limit,
+		Workload: b.WorkloadName(), Project: b.Project, WorkloadUID: it.Msg.GetUid(), Pod: b.Pod,
+		Devices: b.Devices, CDIDevices: p.gpus.cdiNames(b.Devices), FractionMilli: b.FractionMilli, GPUMemoryBytes: limit,
+		MilliCPU: ws.GetMilliCpu(), MemoryBytes: ws.GetMemoryBytes(),
 	}, nil
 }
 

@@ -1,0 +1,302 @@
+package container
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+
+	"github.com/runwayhq/runway/pkg/runner"
+)
+
+// DefaultStopGrace is Config.StopGrace when it is 0.
+const DefaultStopGrace = 10 * time.Second
+
+// PidsLimit bounds the processes of each container: a fork bomb stays in
+// its pod.
+const PidsLimit = 4096
+
+// Labels every pod's container carries.
+const (
+	LabelRunner      = "io.runway.runner" // the runner's name: a hash of its data directory
+	LabelPodID       = "io.runway.pod-id" // Spec.ID
+	LabelProject     = "io.runway.project"
+	LabelWorkload    = "io.runway.workload"
+	LabelWorkloadUID = "io.runway.workload-uid"
+	LabelPod         = "io.runway.pod"
+)
+
+// apiTimeout bounds each engine call but the long ones (wait, logs, stop,
+// image pull).
+const apiTimeout = 30 * time.Second
+
+// Config is the runner's setup.
+type Config struct {
+	// Host is the engine's address (unix:///run/podman/podman.sock,
+	// tcp://…); Find gives one. Required.
+	Host string
+	// DataDir is the runner's own: one record directory per pod (its log,
+	// copied from the engine), never mounted into a pod (mode 0700).
+	// Required.
+	DataDir string
+	// WorkDir holds the pods' working directories, each bind-mounted into
+	// its pod's container at the same path; outside DataDir. Empty:
+	// os.TempDir()/runway-containers/<hash of DataDir> (pkg/runner.MakeDirs).
+	WorkDir string
+	// Network is the containers' network mode; empty is the engine's
+	// default (a bridge: the host's loopback is not the pod's).
+	Network string
+	// StopGrace is how long Stop waits after SIGTERM before SIGKILL;
+	// DefaultStopGrace when 0.
+	StopGrace time.Duration
+}
+
+// Runner runs pods as containers. It is safe for concurrent use.
+type Runner struct {
+	cfg    Config
+	cli    *client.Client
+	name   string // LabelRunner's value
+	engine string // the engine's name and version
+	podman bool   // podman takes CDI names as devices, dockerd as device requests
+}
+
+// New connects to the engine at cfg.Host.
+func New(ctx context.Context, cfg Config) (*Runner, error) {
+	if cfg.Host == "" || cfg.DataDir == "" {
+		return nil, errors.New("container runner: Config.Host and Config.DataDir are required")
+	}
+	if cfg.StopGrace <= 0 {
+		cfg.StopGrace = DefaultStopGrace
+	}
+	dirs, err := runner.MakeDirs(cfg.DataDir, cfg.WorkDir, "runway-containers")
+	if err != nil {
+		return nil, fmt.Errorf("container runner: %w", err)
+	}
+	cfg.DataDir, cfg.WorkDir = dirs.Data, dirs.Work
+	name := dirs.Name
+	cli, err := client.New(client.WithHost(cfg.Host))
+	if err != nil {
+		return nil, fmt.Errorf("container runner: engine %s: %w", cfg.Host, err)
+	}
+	vctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	if _, err := cli.Ping(vctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
+		cli.Close()
+		return nil, fmt.Errorf("container runner: engine %s: %w", cfg.Host, err)
+	}
+	v, err := cli.ServerVersion(vctx, client.ServerVersionOptions{})
+	if err != nil {
+		cli.Close()
+		return nil, fmt.Errorf("container runner: engine %s: %w", cfg.Host, err)
+	}
+	r := &Runner{cfg: cfg, cli: cli, name: name, engine: strings.TrimSpace(v.Platform.Name + " " + v.Version)}
+	for _, c := range v.Components {
+		if strings.Contains(strings.ToLower(c.Name), "podman") {
+			r.podman = true
+		}
+	}
+	return r, nil
+}
+
+// Describe says how pods run, for the agent's log.
+func (r *Runner) Describe() string {
+	return fmt.Sprintf("as containers on %s (%s), work directory %s", r.cfg.Host, r.engine, r.cfg.WorkDir)
+}
+
+// Close closes the engine's connection; the containers keep running.
+func (r *Runner) Close() { _ = r.cli.Close() }
+
+// RecordDir is the runner's directory of pod id (its log).
+func (r *Runner) RecordDir(id string) string { return filepath.Join(r.cfg.DataDir, id) }
+
+// PodDir is the working directory of pod id (mounted into its container).
+func (r *Runner) PodDir(id string) string { return filepath.Join(r.cfg.WorkDir, id) }
+
+// containerName is pod id's container: one per runner and pod, so that the
+// engine itself refuses a second.
+func (r *Runner) containerName(id string) string { return "runway-" + r.name + "-" + id }
+
+func validID(id string) bool {
+	return id != "" && id != "." && id != ".." && strings.Trim(id,
+		"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == "" && id[0] != '.' && id[0] != '-'
+}
+
+// Remove deletes a finished pod's container, directories and log.
+func (r *Runner) Remove(id string) error {
+	if !validID(id) {
+		return fmt.Errorf("remove pod: invalid id %q", id)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
+	defer cancel()
+	_, err := r.cli.ContainerRemove(ctx, r.containerName(id), client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	if cerrdefs.IsNotFound(err) {
+		err = nil
+	}
+	if err != nil {
+		err = fmt.Errorf("remove pod %s's container: %w", id, err)
+	}
+	return errors.Join(err, os.RemoveAll(r.RecordDir(id)), os.RemoveAll(r.PodDir(id)))
+}
+
+// Reap kills and removes the containers of this runner that still run
+// though their pod is not bound (its binding was deleted while no agent
+// ran). Ended ones stay, with their logs, for the agent's collection.
+func (r *Runner) Reap(bound func(project, workload string, pod int) bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
+	defer cancel()
+	list, err := r.cli.ContainerList(ctx, client.ContainerListOptions{All: true,
+		Filters: client.Filters{}.Add("label", LabelRunner+"="+r.name)})
+	if err != nil {
+		return // the next agent start tries again
+	}
+	for _, c := range list.Items {
+		l := c.Labels
+		pod, err := strconv.Atoi(l[LabelPod])
+		if c.State == container.StateExited || (err == nil && bound(l[LabelProject], l[LabelWorkload], pod)) {
+			continue
+		}
+		_, _ = r.cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true})
+	}
+}
+
+// CPU is the CPU time each pod has used.
+func (r *Runner) CPU(pods ...runner.Pod) []time.Duration {
+	out := make([]time.Duration, len(pods))
+	for i, p := range pods {
+		out[i] = p.CPU()
+	}
+	return out
+}
+
+// Start runs the pod's container, or adopts the one already there: a
+// running container (an earlier agent was killed) is followed, not started
+// again; an exited one gives its exit at once.
+func (r *Runner) Start(spec runner.Spec) (runner.Pod, error) {
+	if !validID(spec.ID) {
+		return nil, fmt.Errorf("start pod: invalid id %q", spec.ID)
+	}
+	if spec.Image == "" {
+		return nil, fmt.Errorf("start pod %q: the workload has no image", spec.ID)
+	}
+	ctx := context.Background()
+	name := r.containerName(spec.ID)
+	c, err := r.inspect(ctx, name)
+	if cerrdefs.IsNotFound(err) {
+		c, err = r.create(ctx, spec, name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("start pod %q: %w", spec.ID, err)
+	}
+	if c.State != nil && c.State.Status == container.StateCreated {
+		sctx, cancel := context.WithTimeout(ctx, apiTimeout)
+		_, err := r.cli.ContainerStart(sctx, c.ID, client.ContainerStartOptions{})
+		cancel()
+		if err != nil {
+			_, _ = r.cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true})
+			return nil, fmt.Errorf("start pod %q: %w", spec.ID, err)
+		}
+		if c, err = r.inspect(ctx, c.ID); err != nil {
+			return nil, fmt.Errorf("start pod %q: %w", spec.ID, err)
+		}
+	}
+	return r.follow(spec.ID, c), nil
+}
+
+func (r *Runner) inspect(ctx context.Context, name string) (container.InspectResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	res, err := r.cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
+	return res.Container, err
+}
+
+// create creates the pod's container (pulling its image when the engine
+// has none), or finds the one a concurrent start created.
+func (r *Runner) create(ctx context.Context, spec runner.Spec, name string) (container.InspectResponse, error) {
+	rec, work := r.RecordDir(spec.ID), r.PodDir(spec.ID)
+	for _, d := range []string{rec, work} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return container.InspectResponse{}, err
+		}
+	}
+	devices := spec.Devices
+	if len(spec.CDIDevices) > 0 { // the container sees only its devices, from 0
+		devices = make([]int, len(spec.CDIDevices))
+		for i := range devices {
+			devices[i] = i
+		}
+	}
+	cfg := &container.Config{
+		Image:      spec.Image,
+		Env:        runner.Environ(spec, work, devices),
+		WorkingDir: work,
+		Labels: map[string]string{LabelRunner: r.name, LabelPodID: spec.ID, LabelProject: spec.Project,
+			LabelWorkload: workloadID(spec.Workload), LabelWorkloadUID: spec.WorkloadUID, LabelPod: strconv.Itoa(spec.Pod)},
+	}
+	if len(spec.Command) > 0 { // the workload's command replaces the image's entrypoint, as on Kubernetes
+		cfg.Entrypoint, cfg.Cmd = spec.Command, []string{}
+	}
+	pids := int64(PidsLimit)
+	host := &container.HostConfig{
+		Binds:       []string{work + ":" + work},
+		NetworkMode: container.NetworkMode(r.cfg.Network),
+		SecurityOpt: []string{"no-new-privileges"},
+		Resources: container.Resources{Memory: spec.MemoryBytes, NanoCPUs: spec.MilliCPU * 1_000_000,
+			PidsLimit: &pids},
+	}
+	if spec.MemoryBytes > 0 {
+		host.MemorySwap = spec.MemoryBytes // no swap: over the limit is out of memory
+	}
+	if len(spec.CDIDevices) > 0 {
+		if r.podman {
+			for _, d := range spec.CDIDevices {
+				host.Devices = append(host.Devices, container.DeviceMapping{PathOnHost: d, PathInContainer: d, CgroupPermissions: "rwm"})
+			}
+		} else {
+			host.DeviceRequests = []container.DeviceRequest{{Driver: "cdi", DeviceIDs: spec.CDIDevices}}
+		}
+	}
+	opts := client.ContainerCreateOptions{Name: name, Config: cfg, HostConfig: host}
+	cctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	_, err := r.cli.ContainerCreate(cctx, opts)
+	cancel()
+	if cerrdefs.IsNotFound(err) { // no such image here: pull it once
+		if err = r.pull(ctx, spec.Image); err == nil {
+			cctx, cancel := context.WithTimeout(ctx, apiTimeout)
+			_, err = r.cli.ContainerCreate(cctx, opts)
+			cancel()
+		}
+	}
+	if err != nil && !cerrdefs.IsConflict(err) { // a conflict: created meanwhile, adopted below
+		return container.InspectResponse{}, err
+	}
+	return r.inspect(ctx, name)
+}
+
+// pullTimeout bounds an image pull.
+const pullTimeout = 30 * time.Minute
+
+func (r *Runner) pull(ctx context.Context, image string) error {
+	ctx, cancel := context.WithTimeout(ctx, pullTimeout)
+	defer cancel()
+	resp, err := r.cli.ImagePull(ctx, image, client.ImagePullOptions{})
+	if err != nil {
+		return fmt.Errorf("image %s is not on the engine and was not pulled: %w", image, err)
+	}
+	defer resp.Close()
+	if err := resp.Wait(ctx); err != nil {
+		return fmt.Errorf("pull image %s: %w", image, err)
+	}
+	return nil
+}
+
+// workloadID is the workload's id in projects/{project}/workloads/{id}.
+func workloadID(name string) string { return name[strings.LastIndex(name, "/")+1:] }

@@ -1,0 +1,152 @@
+package runner
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// LogName is the name of a pod's log file in its record directory: the
+// node agent serves it (runway workload logs), whatever the runtime.
+const LogName = "output.log"
+
+// Environment variables every pod gets.
+const (
+	EnvVisibleDevices = "CUDA_VISIBLE_DEVICES"
+	EnvWorkload       = "RUNWAY_WORKLOAD"  // projects/{project}/workloads/{workload}
+	EnvProject        = "RUNWAY_PROJECT"   // the project id
+	EnvPodIndex       = "RUNWAY_POD_INDEX" // the pod's index in its gang
+	EnvFractionMilli  = "RUNWAY_GPU_FRACTION_MILLI"
+	EnvGPUMemoryLimit = "RUNWAY_GPU_MEMORY_LIMIT_BYTES"
+)
+
+// PodPath is the PATH every pod gets; nothing else of the agent's
+// environment reaches it.
+const PodPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// Spec is one pod to run.
+type Spec struct {
+	// ID names the pod's directories (and its container); unique per pod
+	// on the node, made of [A-Za-z0-9._-] (the agent uses "{workload
+	// uid}.{pod}").
+	ID string
+	// Image is the workload's image (the container runtime runs it; the
+	// process runtime ignores it).
+	Image string
+	// Command is the program and its arguments. Required by the process
+	// runtime; a container without one runs its image's entrypoint.
+	Command []string
+	// Env is the workload's KEY=VALUE pairs; the RUNWAY_* variables win
+	// over them.
+	Env []string
+	// Workload is projects/{project}/workloads/{workload}; Project its
+	// id, WorkloadUID its uid (a container's label).
+	Workload, Project, WorkloadUID string
+	// Pod is the pod's index in its gang.
+	Pod int
+	// Devices are the GPU indexes the pod may use (CUDA_VISIBLE_DEVICES);
+	// none hides every GPU.
+	Devices []int
+	// CDIDevices are the CDI names of those devices
+	// (nvidia.com/gpu=UUID) where the GPU backend is NVIDIA's: a container
+	// gets them, and sees them as devices 0..n-1.
+	CDIDevices []string
+	// FractionMilli is the share of each device, 1000 for whole devices.
+	FractionMilli int64
+	// GPUMemoryBytes is the device memory the pod may use; 0 is no limit.
+	GPUMemoryBytes int64
+	// MilliCPU and MemoryBytes are the workload's CPU and memory: a
+	// container's limits (0: none).
+	MilliCPU, MemoryBytes int64
+}
+
+// Exit is how a pod ended.
+type Exit struct {
+	// Code is the exit status; 128+signal when a signal killed it (the
+	// shell's convention).
+	Code int
+	// Signaled is true when a signal ended the process.
+	Signaled bool
+	// Stopped is true when Stop was called before it ended.
+	Stopped bool
+	// OOMKilled is true when the kernel killed it over its memory limit.
+	OOMKilled bool
+}
+
+// Runner starts pods. Implementations are safe for concurrent use.
+type Runner interface {
+	// Start starts the pod (or adopts the one an earlier runner on the
+	// same data directory left) and returns at once; watch Pod.Done for
+	// its end.
+	Start(Spec) (Pod, error)
+	// RecordDir is the runner's directory of pod id: its log (LogName)
+	// and the agent's records, never readable by pods.
+	RecordDir(id string) string
+	// PodDir is the working directory of pod id.
+	PodDir(id string) string
+	// Remove deletes a finished pod's directories, log (and container).
+	Remove(id string) error
+	// CPU is the CPU time each pod has used, in one pass for all.
+	CPU(ps ...Pod) []time.Duration
+	// Describe says in a few words how pods run, for the agent's log.
+	Describe() string
+	// Close releases what the runner holds; pods keep running.
+	Close()
+}
+
+// Pod is one started pod.
+type Pod interface {
+	// Pid is its first process's id on the host.
+	Pid() int
+	// Dir is its working directory on the host.
+	Dir() string
+	// LogPath is the file holding its stdout and stderr.
+	LogPath() string
+	// Done is closed when the pod has ended (and its log is complete).
+	Done() <-chan struct{}
+	// Exit is how it ended; valid once Done is closed.
+	Exit() Exit
+	// Owns reports whether a host pid is one of the pod's processes (how
+	// NVML's processes are attributed to pods).
+	Owns(pid int) bool
+	// Freeze stops every process of the pod (true) or continues them
+	// (false): the time-slicing enforcer's lever.
+	Freeze(on bool)
+	// CPU is the pod's CPU time so far.
+	CPU() time.Duration
+	// Stop ends the pod: SIGTERM, then SIGKILL after the runner's grace
+	// period or once ctx is done; it returns when the pod has ended.
+	Stop(ctx context.Context)
+	// Kill ends the pod at once with SIGKILL and returns when it has
+	// ended (a pod over its GPU memory slice keeps nothing through a
+	// grace period).
+	Kill()
+}
+
+// Reaper is a runner whose pods outlive the agent (containers): after its
+// first look at the node's bindings the agent hands it the bindings it
+// has, and the runner removes the pods of any other.
+type Reaper interface {
+	Reap(bound func(project, workload string, pod int) bool)
+}
+
+// Environ is a pod's whole environment: a minimal PATH and HOME/TMPDIR
+// (home), the workload's variables, then Runway's, with devices as
+// CUDA_VISIBLE_DEVICES.
+func Environ(spec Spec, home string, devices []int) []string {
+	devs := make([]string, len(devices))
+	for i, d := range devices {
+		devs[i] = strconv.Itoa(d)
+	}
+	env := []string{"PATH=" + PodPath, "HOME=" + home, "TMPDIR=" + home}
+	env = append(env, spec.Env...)
+	return append(env,
+		EnvVisibleDevices+"="+strings.Join(devs, ","),
+		EnvWorkload+"="+spec.Workload,
+		EnvProject+"="+spec.Project,
+		EnvPodIndex+"="+strconv.Itoa(spec.Pod),
+		EnvFractionMilli+"="+strconv.FormatInt(spec.FractionMilli, 10),
+		EnvGPUMemoryLimit+"="+strconv.FormatInt(spec.GPUMemoryBytes, 10),
+	)
+}
