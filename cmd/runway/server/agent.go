@@ -60,6 +60,10 @@ type AgentConfig struct {
 	// AdvertiseAddress is what the node registers as its agent's address
 	// (agent.Config.AdvertiseAddress).
 	AdvertiseAddress string
+	// TLS, when its certificate files are set, serves Listen over TLS only;
+	// with ClientCAFile, mutual TLS (the workload service presents its
+	// certificate). CAFile is not used: the agent calls no service.
+	TLS ServerTLS
 	// MetricsListen is the address of the Prometheus /metrics endpoint; none
 	// when empty.
 	MetricsListen string
@@ -83,6 +87,10 @@ func RunAgent(ctx context.Context, cfg AgentConfig) error {
 	if err != nil {
 		return fmt.Errorf("--pod-uids: %w", err)
 	}
+	listenTLS, err := cfg.TLS.serverTLS(cfg.Listen, cfg.Logger)
+	if err != nil {
+		return err
+	}
 	backend, closeBackend, err := openBackend(cfg)
 	if err != nil {
 		return err
@@ -95,7 +103,7 @@ func RunAgent(ctx context.Context, cfg AgentConfig) error {
 	defer cli.Close()
 	acfg := agent.Config{Node: cfg.Node, Pool: cfg.Pool, Labels: cfg.Labels, Client: cli, DataDir: cfg.DataDir, Listen: cfg.Listen,
 		WorkDir: cfg.WorkDir, User: cfg.RunAsUser, PodUIDs: uids, AdvertiseAddress: cfg.AdvertiseAddress,
-		Backend: backend, MPSPipeDir: cfg.MPSPipeDir, Logger: cfg.Logger}
+		Backend: backend, MPSPipeDir: cfg.MPSPipeDir, TLS: listenTLS, Logger: cfg.Logger}
 	if cfg.MetricsListen != "" {
 		reg := prometheus.NewRegistry()
 		if acfg.Metrics, err = gpumetrics.NewMetrics(reg); err != nil {
