@@ -35,13 +35,16 @@ import (
 // cgroupMagic is the statfs type of a cgroup v2 mount.
 const cgroupMagic = 0x63677270
 
+// cgroupV2Mounts are where a cgroup v2 hierarchy is looked for: the
+// unified layout's root, and the hybrid layouts' unified hierarchy.
+var cgroupV2Mounts = []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"}
+
 // detectCgroup returns the cgroup v2 directory under which this runner
 // makes its pods' cgroups (name is the runner's own subdirectory), or ""
 // when none is writable.
 func detectCgroup(name string) string {
-	for _, mnt := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
-		var st unix.Statfs_t
-		if unix.Statfs(mnt, &st) != nil || st.Type != cgroupMagic {
+	for _, mnt := range cgroupV2Mounts {
+		if !isCgroupV2(mnt) {
 			continue
 		}
 		dir := filepath.Join(mnt, "runway", name)
@@ -50,6 +53,24 @@ func detectCgroup(name string) string {
 		}
 	}
 	return ""
+}
+
+// cgroupDirs are the runner directories named name that exist (what
+// detectCgroup made for a runner of the same data directory).
+func cgroupDirs(name string) []string {
+	var out []string
+	for _, mnt := range cgroupV2Mounts {
+		dir := filepath.Join(mnt, "runway", name)
+		if st, err := os.Stat(dir); err == nil && st.IsDir() && isCgroupV2(mnt) {
+			out = append(out, dir)
+		}
+	}
+	return out
+}
+
+func isCgroupV2(mnt string) bool {
+	var st unix.Statfs_t
+	return unix.Statfs(mnt, &st) == nil && st.Type == cgroupMagic
 }
 
 // members follows one pod's processes.
