@@ -53,3 +53,28 @@ func selfCPU(b *testing.B) time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkCPU is one sample of the CPU time of 200 running pods (what the
+// node agent reads every SampleInterval), with a cgroup per pod.
+func BenchmarkCPU(b *testing.B) {
+	r, err := local.New(local.Config{DataDir: b.TempDir(), UIDs: local.DefaultUIDs})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	ps := make([]*local.Process, 200)
+	for i := range ps {
+		if ps[i], err = r.Start(local.Spec{ID: "p" + strconv.Itoa(i), Command: []string{"sleep", "600"}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	defer func() {
+		for _, p := range ps {
+			p.Kill()
+		}
+	}()
+	b.ResetTimer()
+	for b.Loop() {
+		r.CPU(ps...)
+	}
+}

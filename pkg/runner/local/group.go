@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -79,8 +80,10 @@ type members struct {
 	cgroup string // the pod's cgroup directory; "" in session mode
 	cgRel  string // its path as /proc/<pid>/cgroup writes it
 
-	mu   sync.Mutex
-	pids map[int]uint64 // session mode: member pid → start time
+	mu      sync.Mutex
+	pids    map[int]uint64 // session mode: member pid → start time
+	cpuStat *os.File       // cgroup mode: cpu.stat, opened once and read again from 0
+	closed  bool           // cpuStat closed for good (the pod ended)
 }
 
 func newMembers(leader int, cgroup, cgMount string) *members {
@@ -202,7 +205,7 @@ func (m *members) empty() bool {
 // dead members too), else the live members' from snap.
 func (m *members) cpu(snap map[int]procstat.Proc) time.Duration {
 	if m.cgroup != "" {
-		b, _ := os.ReadFile(filepath.Join(m.cgroup, "cpu.stat"))
+		b := m.readCPUStat()
 		for line := range strings.Lines(string(b)) {
 			if v, ok := strings.CutPrefix(line, "usage_usec "); ok {
 				us, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
@@ -219,6 +222,43 @@ func (m *members) cpu(snap map[int]procstat.Proc) time.Duration {
 		d += snap[pid].CPU
 	}
 	return d
+}
+
+// readCPUStat reads the cgroup's cpu.stat through a descriptor kept open
+// from the first read to the pod's end: every pod is sampled every second,
+// and opening a cgroup file costs several times reading it (kernfs
+// allocates the open file under a lock all cgroups share); a seq file read
+// from offset 0 is generated afresh.
+func (m *members) readCPUStat() []byte {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cpuStat == nil && !m.closed {
+		f, err := os.Open(filepath.Join(m.cgroup, "cpu.stat"))
+		if err != nil {
+			return nil
+		}
+		m.cpuStat = f
+	}
+	if m.cpuStat == nil {
+		return nil
+	}
+	var buf [512]byte
+	n, err := m.cpuStat.ReadAt(buf[:], 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil
+	}
+	return buf[:n]
+}
+
+// closeCPUStat closes cpu.stat for good.
+func (m *members) closeCPUStat() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cpuStat != nil {
+		_ = m.cpuStat.Close()
+		m.cpuStat = nil
+	}
+	m.closed = true
 }
 
 // owns reports whether pid is one of the pod's processes.
@@ -256,6 +296,7 @@ func (m *members) killAll(timeout time.Duration) error {
 		time.Sleep(10 * time.Millisecond)
 	}
 	if m.cgroup != "" {
+		m.closeCPUStat()
 		if err := os.Remove(m.cgroup); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("remove cgroup %s: %w", m.cgroup, err)
 		}

@@ -450,6 +450,7 @@ type Exit struct {
 func (p *Process) wait() {
 	_ = p.cmd.Wait() // the exit status is in ProcessState
 	_ = p.members.killAll(drainTimeout)
+	p.members.closeCPUStat() // killAll closes it too, unless a process outlived it
 	if p.members.cgroup == "" {
 		_ = os.Remove(filepath.Join(p.rec, PidName))
 	}
@@ -496,7 +497,12 @@ func (p *Process) Owns(pid int) bool { return p.members.owns(pid) }
 func (p *Process) Freeze(on bool) { p.members.freeze(on) }
 
 // CPU is the pod's CPU time so far (for one pod; Runner.CPU for many).
-func (p *Process) CPU() time.Duration { return p.members.cpu(procstat.Snapshot()) }
+func (p *Process) CPU() time.Duration {
+	if p.members.cgroup != "" {
+		return p.members.cpu(nil) // cpu.stat: no walk of /proc
+	}
+	return p.members.cpu(procstat.Snapshot())
+}
 
 // Stop ends the pod: SIGTERM to every process, then SIGKILL once the grace
 // period has passed or ctx is done, whichever is first. What is left when

@@ -333,3 +333,33 @@ func TestProcess_StopKillsEscapedProcesses(t *testing.T) {
 		r.Close()
 	}
 }
+
+// CPU grows while a pod computes, read after read (in cgroup mode through
+// one cpu.stat descriptor kept open), and counts its escaped processes.
+func TestRunner_CPUGrows(t *testing.T) {
+	for _, mode := range []string{"", "none"} {
+		r, err := local.New(local.Config{DataDir: t.TempDir(), StopGrace: time.Second, Cgroup: mode, UIDs: local.DefaultUIDs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := r.Start(local.Spec{ID: "busy", Command: []string{"sh", "-c", "while :; do :; done"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var last time.Duration
+		for i := range 3 {
+			eventually(t, fmt.Sprintf("%s: CPU read %d above %v", r.Tracking(), i, last), func() bool {
+				return r.CPU(p)[0] > last
+			})
+			last = r.CPU(p)[0]
+			if one := p.CPU(); one < last {
+				t.Errorf("%s: Process.CPU %v below Runner.CPU's %v", r.Tracking(), one, last)
+			}
+		}
+		p.Kill()
+		if got := r.CPU(p)[0]; mode == "" && got != 0 {
+			t.Errorf("%s: CPU of an ended pod whose cgroup is gone = %v, want 0", r.Tracking(), got)
+		}
+		r.Close()
+	}
+}
