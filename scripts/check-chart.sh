@@ -2,7 +2,7 @@
 # Lints and renders the Helm chart, and checks what the renders must hold:
 # each service a Deployment, the scheduler with 2 replicas on the Kubernetes
 # runtime with the RBAC it needs, etcd TLS mounted, the agent DaemonSet on
-# GPU nodes when enabled, TLS on every service by default (the identity
+# GPU nodes when enabled (mutual TLS on its listener), TLS on every service by default (the identity
 # service among them), the metrics port, scrape annotations, the Grafana
 # dashboard and the ServiceMonitor, and a clear failure without etcd endpoints.
 # Usage: check-chart.sh HELM CHART_DIR
@@ -47,6 +47,14 @@ has "$l" "- --runtime=local"
 has "$l" "- --etcd-endpoints=http://etcd:2379"
 grep -q -- '--etcd-ca-file' "$l" && fail "local: TLS flags rendered with etcd.tls.enabled=false"
 grep -q -- '--workload-server' "$l" && fail "local: --workload-server rendered with runtime local"
+# The agents serve mutual TLS on the pod's IP; the workload service checks
+# their one certificate name.
+has "$l" "- --listen=0.0.0.0:7072"
+has "$l" "- --advertise-address=\$(POD_IP)"
+has "$l" "- --tls-client-ca-file=/etc/runway/tls/ca.crt"
+has "$l" "- --tls-agent-server-name=rw-runway-agent"
+[ "$(grep -c -- '- --tls-cert-file=/etc/runway/tls/tls.crt' "$l")" = 6 ] || fail "local: want TLS on the 5 services and the agent"
+grep -q -- '--tls-agent-server-name' "$d" && fail "default: --tls-agent-server-name rendered without agents"
 
 # Observability: every service's operations port behind the metrics token,
 # scrape annotations, the Grafana dashboard; the ServiceMonitor on request.

@@ -37,9 +37,17 @@ directory under --work-dir, every descendant followed by a cgroup of its own
 where cgroup v2 is writable (else by session). "auto" (the default):
 containers when an engine answers, else processes.
 
+With --tls-cert-file and --tls-key-file it serves --listen over TLS only, and
+with --tls-client-ca-file only to callers presenting a certificate of that CA
+(mutual TLS); the workload service reaches it over TLS with runway serve
+workload --tls-ca-file (and --tls-agent-server-name when every agent carries
+one certificate name).
+
 It runs until SIGINT or SIGTERM; it stops its pods then, and the node expires
 with its lease.`,
 		Example: `  runway agent --node gpu-1 --etcd-endpoints 127.0.0.1:2379 --data-dir /var/lib/runway --metrics-listen :9400
+  runway agent --node gpu-1 --etcd-endpoints 127.0.0.1:2379 --data-dir /var/lib/runway --listen :7072 \
+    --tls-cert-file agent.crt --tls-key-file agent.key --tls-client-ca-file ca.crt
   runway agent --node sim-1 --etcd-endpoints 127.0.0.1:2379 --gpu-backend simulated --gpus 8 --data-dir /tmp/sim-1`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -67,6 +75,7 @@ with its lease.`,
 	f.StringVar(&cfg.PodUIDs, "pod-uids", fmt.Sprintf("%d-%d", local.DefaultUIDs.First, local.DefaultUIDs.Last),
 		"when root, each running pod gets a uid and gid of its own from FIRST-LAST (empty: all run as --run-as-user)")
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:0", "the agent's address for pod output (runway workload logs); in a cluster, one the workload service can reach")
+	addListenerTLSFlags(f, &cfg.TLS)
 	f.StringVar(&cfg.AdvertiseAddress, "advertise-address", "", "HOST or HOST:PORT the workload service reaches the agent at (default: --listen's address; the host name when it listens on every interface)")
 	_ = cmd.MarkFlagRequired("node")
 	_ = cmd.MarkFlagRequired("etcd-endpoints")

@@ -16,6 +16,7 @@ import (
 	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
 	"github.com/runwayhq/runway/pkg/etcdstore"
+	"github.com/runwayhq/runway/pkg/runner/local"
 	"github.com/runwayhq/runway/services/nodemanager"
 	"github.com/runwayhq/runway/services/nodemanager/agent"
 )
@@ -104,11 +105,7 @@ func TestTimeSlicePlan_fromPoolSettings(t *testing.T) {
 
 	// Enforced: the small pod is seen stopped (outside its leases): its
 	// cgroup frozen, or its process stopped where it has no cgroup.
-	rec, err := os.ReadFile(filepath.Join(dataDir, "uid-small.0", "pid"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, _, _ := strings.Cut(string(rec), " ")
+	pid := podPid(t, filepath.Join(local.DefaultWorkDir(dataDir), "uid-small.0"))
 	stopped := func() bool {
 		if cg, err := os.ReadFile("/proc/" + pid + "/cgroup"); err == nil {
 			for line := range strings.Lines(string(cg)) {
@@ -141,4 +138,22 @@ func TestTimeSlicePlan_fromPoolSettings(t *testing.T) {
 	if stopped() {
 		t.Error("the small pod is stopped with time slicing off")
 	}
+}
+
+// podPid is the pid of a process working in the pod directory dir (the
+// pod's leader, a shell looping).
+func podPid(t *testing.T, dir string) string {
+	t.Helper()
+	var pid string
+	eventually(t, "a process in "+dir, func() bool {
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			if cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd")); err == nil && cwd == dir {
+				pid = e.Name()
+				return true
+			}
+		}
+		return false
+	})
+	return pid
 }

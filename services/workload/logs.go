@@ -7,7 +7,6 @@ import (
 	"slices"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	commonv1 "github.com/runwayhq/runway/gen/go/runway/common/v1"
 	nodemanagerv1 "github.com/runwayhq/runway/gen/go/runway/nodemanager/v1"
@@ -88,7 +87,7 @@ func (s *Server) agents(ctx context.Context) ([]*nodemanagerv1.Node, error) {
 // relayLogs copies one agent's stream to the caller; found is false when
 // that agent has no output of the pod.
 func (s *Server) relayLogs(ctx context.Context, n *nodemanagerv1.Node, req *nodemanagerv1.ReadPodLogsRequest, out workloadv1.WorkloadService_ReadWorkloadLogsServer) (found bool, err error) {
-	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(s.agentConn)}
 	if s.agentCreds != nil {
 		opts = append(opts, grpc.WithPerRPCCredentials(s.agentCreds))
 	}

@@ -3,6 +3,7 @@ package workload
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -14,6 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -76,6 +78,11 @@ type Deps struct {
 	// AgentCredentials are sent to the node agents when relaying pod output
 	// (a service token); nil sends none.
 	AgentCredentials credentials.PerRPCCredentials
+	// AgentTLS, when set, is how the agents are reached: over TLS only,
+	// their certificates checked against its roots (and its ServerName when
+	// set, else the host of each agent's address), its certificate presented
+	// for mutual TLS. Nil reaches them in plaintext (`runway dev`, loopback).
+	AgentTLS *tls.Config
 }
 
 // Server implements workloadv1.WorkloadServiceServer.
@@ -89,6 +96,7 @@ type Server struct {
 	log        *slog.Logger
 	clock      Clock
 	agentCreds credentials.PerRPCCredentials
+	agentConn  credentials.TransportCredentials
 	watches    openWatches
 }
 
@@ -116,7 +124,11 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		deps.Clock = systemClock{}
 	}
 	s := &Server{cfg: cfg, store: newStore(deps.Client), projects: deps.Projects, gov: newGovernance(cfg, deps),
-		log: deps.Logger.With("service", "workload"), clock: deps.Clock, agentCreds: deps.AgentCredentials}
+		log: deps.Logger.With("service", "workload"), clock: deps.Clock, agentCreds: deps.AgentCredentials,
+		agentConn: insecure.NewCredentials()}
+	if deps.AgentTLS != nil {
+		s.agentConn = credentials.NewTLS(deps.AgentTLS)
+	}
 	if cfg.Examples {
 		ctx, cancel := context.WithTimeout(context.Background(), examplesTimeout)
 		defer cancel()

@@ -87,6 +87,10 @@ type AgentConfig struct {
 	// AdvertiseAddress is what the node registers as its agent's address
 	// (agent.Config.AdvertiseAddress).
 	AdvertiseAddress string
+	// TLS, when its certificate files are set, serves Listen over TLS only;
+	// with ClientCAFile, mutual TLS (the workload service presents its
+	// certificate). CAFile is not used: the agent calls no service.
+	TLS ServerTLS
 	// MetricsListen is the address of the Prometheus /metrics endpoint; none
 	// when empty.
 	MetricsListen string
@@ -113,6 +117,10 @@ func RunAgent(ctx context.Context, cfg AgentConfig) error {
 	if err != nil {
 		return fmt.Errorf("--pod-uids: %w", err)
 	}
+	listenTLS, err := cfg.TLS.serverTLS(cfg.Listen, cfg.Logger)
+	if err != nil {
+		return err
+	}
 	engine, err := ResolveRuntime(ctx, cfg.Runtime)
 	if err != nil {
 		return err
@@ -129,7 +137,7 @@ func RunAgent(ctx context.Context, cfg AgentConfig) error {
 	defer cli.Close()
 	acfg := agent.Config{Node: cfg.Node, Pool: cfg.Pool, Labels: cfg.Labels, Client: cli, DataDir: cfg.DataDir, Listen: cfg.Listen,
 		WorkDir: cfg.WorkDir, User: cfg.RunAsUser, PodUIDs: uids, AdvertiseAddress: cfg.AdvertiseAddress,
-		Backend: backend, MPSPipeDir: cfg.MPSPipeDir, Engine: engine, Logger: cfg.Logger}
+		Backend: backend, MPSPipeDir: cfg.MPSPipeDir, Engine: engine, TLS: listenTLS, Logger: cfg.Logger}
 	if cfg.MetricsListen != "" {
 		reg := prometheus.NewRegistry()
 		if acfg.Metrics, err = gpumetrics.NewMetrics(reg); err != nil {

@@ -157,7 +157,7 @@ func startDevWithoutNodes(t *testing.T) (*dev, *clientv3.Client, string, *grpc.C
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	d := &dev{addr: addr, quota: quotav1.NewQuotaServiceClient(conn),
+	d := &dev{addr: addr, token: token, quota: quotav1.NewQuotaServiceClient(conn),
 		workload: workloadv1.NewWorkloadServiceClient(conn), scheduler: schedulerv1.NewSchedulerServiceClient(conn)}
 	return d, cli, dir, conn
 }

@@ -32,6 +32,11 @@ type ServeConfig struct {
 	// TLS, when its files are set, serves Listen over TLS only (mutual TLS
 	// with ClientCAFile).
 	TLS ServerTLS
+	// AgentServerName, when set, is the name every node agent's certificate
+	// must carry when the workload service reaches agents over TLS (one name
+	// for all agents, as their addresses come and go); empty checks each
+	// agent's certificate against the host of its advertised address.
+	AgentServerName string
 	// TrustedProxies are the load balancers whose X-Forwarded-For the audit
 	// log believes.
 	TrustedProxies []netip.Prefix
@@ -93,10 +98,24 @@ type ServerTLS struct {
 	// ClientCAFile, when set, requires every client to present a
 	// certificate signed by one of its CAs (mutual TLS).
 	ClientCAFile string
-	// CAFile is what the other services' certificates must chain to when
-	// this one calls them (--quota-server, --workload-server) over TLS; it
-	// presents CertFile to them.
+	// CAFile is what the other services' and the node agents' certificates
+	// must chain to when this one calls them (--quota-server,
+	// --workload-server, the agents' pod output) over TLS; it presents
+	// CertFile to them.
 	CAFile string
+}
+
+// serverTLS is the TLS of a listener at addr (grpcserver.LoadTLS); nil, and a
+// warning in the log, without a certificate.
+func (t ServerTLS) serverTLS(addr string, log *slog.Logger) (*tls.Config, error) {
+	if t.CertFile == "" && t.KeyFile == "" {
+		if t.ClientCAFile != "" {
+			return nil, errors.New("--tls-client-ca-file needs --tls-cert-file and --tls-key-file")
+		}
+		log.Warn("serving plaintext: set --tls-cert-file and --tls-key-file on any network but loopback", "addr", addr)
+		return nil, nil
+	}
+	return grpcserver.LoadTLS(t.CertFile, t.KeyFile, t.ClientCAFile)
 }
 
 // clientTLS is the TLS of this service's calls to the others; nil (plaintext)
@@ -164,6 +183,10 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 		}
 	}
 	d.scheduler.MaxOps = cfg.EtcdMaxTxnOps
+	if peerTLS != nil {
+		d.agentTLS = peerTLS.Clone()
+		d.agentTLS.ServerName = cfg.AgentServerName
+	}
 	if cfg.QuotaServer != "" && cfg.Service == Workload {
 		conn, err := dialService(cfg.QuotaServer, Workload, guard, reg, peerTLS)
 		if err != nil {
@@ -216,15 +239,11 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	}
 	scfg := serverConfig(cfg.Listen, cfg.Logger, cfg.OpenAPI, guard, reg)
 	scfg.TrustedProxies = cfg.TrustedProxies
-	if cfg.TLS.CertFile != "" || cfg.TLS.KeyFile != "" {
-		if scfg.TLS, err = grpcserver.LoadTLS(cfg.TLS.CertFile, cfg.TLS.KeyFile, cfg.TLS.ClientCAFile); err != nil {
-			if ops != nil {
-				_ = ops.Close()
-			}
-			return err
+	if scfg.TLS, err = cfg.TLS.serverTLS(cfg.Listen, cfg.Logger); err != nil {
+		if ops != nil {
+			_ = ops.Close()
 		}
-	} else {
-		cfg.Logger.Warn("serving plaintext: set --tls-cert-file and --tls-key-file on any network but loopback", "addr", cfg.Listen)
+		return err
 	}
 	srv, err := grpcserver.New(scfg)
 	if err != nil {

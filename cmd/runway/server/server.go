@@ -108,6 +108,7 @@ type built struct {
 type buildDeps struct {
 	etcd      *clientv3.Client
 	quotaConn *grpc.ClientConn // where the workload service asks about projects
+	agentTLS  *tls.Config      // the workload service's TLS to the node agents (nil: plaintext)
 	replica   string           // the scheduler's election name
 	logger    *slog.Logger
 	scheduler scheduler.Config // tuning (tests); Replica and Logger are set here
@@ -137,7 +138,7 @@ func build(name string, d buildDeps) (built, error) {
 		}
 		deps := workload.Deps{Client: d.etcd, Logger: d.logger,
 			Projects:         workload.QuotaProjects{Client: quotav1.NewQuotaServiceClient(d.quotaConn)},
-			AgentCredentials: d.guard.ServiceCredentials(Workload)}
+			AgentCredentials: d.guard.ServiceCredentials(Workload), AgentTLS: d.agentTLS}
 		s, err := workload.New(workload.Config{Examples: d.examples}, deps)
 		if err != nil {
 			return built{}, err

@@ -8,6 +8,6 @@
 // that left the process group, and a pod ends with its first process.
 //
 //	<DataDir>/<Spec.ID>/output.log  stdout and stderr, appended across restarts (0600)
-//	<DataDir>/<Spec.ID>/pid         "pid start-time" while it runs
+//	<DataDir>/<Spec.ID>/pid         "pid start-time" while it runs (session tracking; a cgroup is its own record)
 //	<WorkDir>/<Spec.ID>/            the pod's working directory (the pod's, 0700)
 package local

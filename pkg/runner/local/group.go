@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -35,13 +36,16 @@ import (
 // cgroupMagic is the statfs type of a cgroup v2 mount.
 const cgroupMagic = 0x63677270
 
+// cgroupV2Mounts are where a cgroup v2 hierarchy is looked for: the
+// unified layout's root, and the hybrid layouts' unified hierarchy.
+var cgroupV2Mounts = []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"}
+
 // detectCgroup returns the cgroup v2 directory under which this runner
 // makes its pods' cgroups (name is the runner's own subdirectory), or ""
 // when none is writable.
 func detectCgroup(name string) string {
-	for _, mnt := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
-		var st unix.Statfs_t
-		if unix.Statfs(mnt, &st) != nil || st.Type != cgroupMagic {
+	for _, mnt := range cgroupV2Mounts {
+		if !isCgroupV2(mnt) {
 			continue
 		}
 		dir := filepath.Join(mnt, "runway", name)
@@ -52,14 +56,34 @@ func detectCgroup(name string) string {
 	return ""
 }
 
+// cgroupDirs are the runner directories named name that exist (what
+// detectCgroup made for a runner of the same data directory).
+func cgroupDirs(name string) []string {
+	var out []string
+	for _, mnt := range cgroupV2Mounts {
+		dir := filepath.Join(mnt, "runway", name)
+		if st, err := os.Stat(dir); err == nil && st.IsDir() && isCgroupV2(mnt) {
+			out = append(out, dir)
+		}
+	}
+	return out
+}
+
+func isCgroupV2(mnt string) bool {
+	var st unix.Statfs_t
+	return unix.Statfs(mnt, &st) == nil && st.Type == cgroupMagic
+}
+
 // members follows one pod's processes.
 type members struct {
 	leader int
 	cgroup string // the pod's cgroup directory; "" in session mode
 	cgRel  string // its path as /proc/<pid>/cgroup writes it
 
-	mu   sync.Mutex
-	pids map[int]uint64 // session mode: member pid → start time
+	mu      sync.Mutex
+	pids    map[int]uint64 // session mode: member pid → start time
+	cpuStat *os.File       // cgroup mode: cpu.stat, opened once and read again from 0
+	closed  bool           // cpuStat closed for good (the pod ended)
 }
 
 func newMembers(leader int, cgroup, cgMount string) *members {
@@ -181,7 +205,7 @@ func (m *members) empty() bool {
 // dead members too), else the live members' from snap.
 func (m *members) cpu(snap map[int]procstat.Proc) time.Duration {
 	if m.cgroup != "" {
-		b, _ := os.ReadFile(filepath.Join(m.cgroup, "cpu.stat"))
+		b := m.readCPUStat()
 		for line := range strings.Lines(string(b)) {
 			if v, ok := strings.CutPrefix(line, "usage_usec "); ok {
 				us, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
@@ -198,6 +222,43 @@ func (m *members) cpu(snap map[int]procstat.Proc) time.Duration {
 		d += snap[pid].CPU
 	}
 	return d
+}
+
+// readCPUStat reads the cgroup's cpu.stat through a descriptor kept open
+// from the first read to the pod's end: every pod is sampled every second,
+// and opening a cgroup file costs several times reading it (kernfs
+// allocates the open file under a lock all cgroups share); a seq file read
+// from offset 0 is generated afresh.
+func (m *members) readCPUStat() []byte {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cpuStat == nil && !m.closed {
+		f, err := os.Open(filepath.Join(m.cgroup, "cpu.stat"))
+		if err != nil {
+			return nil
+		}
+		m.cpuStat = f
+	}
+	if m.cpuStat == nil {
+		return nil
+	}
+	var buf [512]byte
+	n, err := m.cpuStat.ReadAt(buf[:], 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil
+	}
+	return buf[:n]
+}
+
+// closeCPUStat closes cpu.stat for good.
+func (m *members) closeCPUStat() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cpuStat != nil {
+		_ = m.cpuStat.Close()
+		m.cpuStat = nil
+	}
+	m.closed = true
 }
 
 // owns reports whether pid is one of the pod's processes.
@@ -235,6 +296,7 @@ func (m *members) killAll(timeout time.Duration) error {
 		time.Sleep(10 * time.Millisecond)
 	}
 	if m.cgroup != "" {
+		m.closeCPUStat()
 		if err := os.Remove(m.cgroup); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("remove cgroup %s: %w", m.cgroup, err)
 		}

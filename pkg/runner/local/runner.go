@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -152,18 +153,24 @@ func (r *Runner) Close() {
 }
 
 // PidName is the file in a pod's record directory naming its leader ("pid
-// start-time") while it runs.
+// start-time") while it runs, when the pod has no cgroup.
 const PidName = "pid"
 
-// reapOrphans kills what earlier runners left: every pod cgroup, and in
-// session mode each recorded session whose leader is still the recorded
-// process (a reused pid of an unrelated program is left alone).
+// reapOrphans kills what earlier runners left: every pod cgroup (of this
+// runner's cgroup directory, and of the one it detects by default, which an
+// earlier runner on the same data directory may have used), and each
+// recorded session whose leader is still the recorded process (a reused
+// pid of an unrelated program is left alone).
 func (r *Runner) reapOrphans() {
-	if r.cfg.Cgroup != "" {
-		ents, _ := os.ReadDir(r.cfg.Cgroup)
+	dirs := cgroupDirs(runner.Name(r.cfg.DataDir))
+	if r.cfg.Cgroup != "" && !slices.Contains(dirs, r.cfg.Cgroup) {
+		dirs = append(dirs, r.cfg.Cgroup)
+	}
+	for _, dir := range dirs {
+		ents, _ := os.ReadDir(dir)
 		for _, e := range ents {
 			if e.IsDir() {
-				m := newMembers(0, filepath.Join(r.cfg.Cgroup, e.Name()), r.cgMount)
+				m := newMembers(0, filepath.Join(dir, e.Name()), cgroupMount(dir))
 				_ = m.killAll(drainTimeout)
 			}
 		}
@@ -289,14 +296,19 @@ func (r *Runner) Start(spec Spec) (runner.Pod, error) {
 	p := &Process{cmd: cmd, pid: pid, grace: r.cfg.StopGrace, logPath: logPath, dir: work, rec: rec,
 		members: newMembers(pid, cg, r.cgMount), done: make(chan struct{}),
 		release: func() { r.ids.put(uid); disown(work) }}
-	// Recorded so that a runner started after this one dies can find it.
-	st, _ := procstat.Read(strconv.Itoa(pid))
-	if err := os.WriteFile(filepath.Join(rec, PidName), fmt.Appendf(nil, "%d %d", pid, st.Start), 0o600); err != nil {
-		p.members.signal(syscall.SIGKILL)
-		_ = cmd.Wait()
-		_ = p.members.killAll(drainTimeout)
-		p.release()
-		return nil, fmt.Errorf("start pod %q: record its process: %w", spec.ID, err)
+	// Recorded so that a runner started after this one dies can find it: a
+	// pod's cgroup is its own record (reapOrphans lists them); in session
+	// mode its leader is written down. Each file created costs as much as
+	// the clone on a busy ext4 (its inode allocation), so no more are made.
+	if cg == "" {
+		st, _ := procstat.Read(strconv.Itoa(pid))
+		if err := os.WriteFile(filepath.Join(rec, PidName), fmt.Appendf(nil, "%d %d", pid, st.Start), 0o600); err != nil {
+			p.members.signal(syscall.SIGKILL)
+			_ = cmd.Wait()
+			_ = p.members.killAll(drainTimeout)
+			p.release()
+			return nil, fmt.Errorf("start pod %q: record its process: %w", spec.ID, err)
+		}
 	}
 	go p.wait()
 	return p, nil
@@ -367,7 +379,10 @@ type Exit = runner.Exit
 func (p *Process) wait() {
 	_ = p.cmd.Wait() // the exit status is in ProcessState
 	_ = p.members.killAll(drainTimeout)
-	_ = os.Remove(filepath.Join(p.rec, PidName))
+	p.members.closeCPUStat() // killAll closes it too, unless a process outlived it
+	if p.members.cgroup == "" {
+		_ = os.Remove(filepath.Join(p.rec, PidName))
+	}
 	p.release()
 	ex := Exit{Code: p.cmd.ProcessState.ExitCode()}
 	if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
@@ -411,7 +426,12 @@ func (p *Process) Owns(pid int) bool { return p.members.owns(pid) }
 func (p *Process) Freeze(on bool) { p.members.freeze(on) }
 
 // CPU is the pod's CPU time so far (for one pod; Runner.CPU for many).
-func (p *Process) CPU() time.Duration { return p.members.cpu(procstat.Snapshot()) }
+func (p *Process) CPU() time.Duration {
+	if p.members.cgroup != "" {
+		return p.members.cpu(nil) // cpu.stat: no walk of /proc
+	}
+	return p.members.cpu(procstat.Snapshot())
+}
 
 // Stop ends the pod: SIGTERM to every process, then SIGKILL once the grace
 // period has passed or ctx is done, whichever is first. What is left when

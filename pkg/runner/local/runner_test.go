@@ -2,6 +2,7 @@ package local_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -167,24 +168,32 @@ func TestProcess_StopKillsAfterGrace(t *testing.T) {
 }
 
 // A runner on the same directory as one that died (its agent killed with
-// kill -9) kills the pods it left, so no pod runs twice.
+// kill -9) kills the pods it left, so no pod runs twice: whichever way each
+// follows pods (a cgroup per pod, which is the pod's only record, or its
+// session, recorded in its pid file).
 func TestNew_ReapsOrphans(t *testing.T) {
-	dir := t.TempDir()
-	first, err := local.New(local.Config{DataDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := first.Start(local.Spec{ID: "team-a.w.0", Command: []string{"sleep", "300"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// first is abandoned without stopping p, as a killed agent would leave it.
-	if _, err := local.New(local.Config{DataDir: dir}); err != nil {
-		t.Fatal(err)
-	}
-	ex := waitDone(t, p)
-	if !ex.Signaled {
-		t.Errorf("the orphaned pod should have been killed, got exit %+v", ex)
+	for _, modes := range [][2]string{{"", ""}, {"", "none"}, {"none", "none"}, {"none", ""}} {
+		t.Run(fmt.Sprintf("%q then %q", modes[0], modes[1]), func(t *testing.T) {
+			dir := t.TempDir()
+			first, err := local.New(local.Config{DataDir: dir, Cgroup: modes[0]})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := first.Start(local.Spec{ID: "team-a.w.0", Command: []string{"sleep", "300"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// first is abandoned without stopping p, as a killed agent would leave it.
+			second, err := local.New(local.Config{DataDir: dir, Cgroup: modes[1]})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer second.Close()
+			ex := waitDone(t, p)
+			if !ex.Signaled {
+				t.Errorf("the orphaned pod (%s) should have been killed by a new runner (%s), got exit %+v", first.Tracking(), second.Tracking(), ex)
+			}
+		})
 	}
 }
 
@@ -321,6 +330,36 @@ func TestProcess_StopKillsEscapedProcesses(t *testing.T) {
 			if alive(child) {
 				t.Errorf("%s: the escaped child outlived its pod", r.Tracking())
 			}
+		}
+		r.Close()
+	}
+}
+
+// CPU grows while a pod computes, read after read (in cgroup mode through
+// one cpu.stat descriptor kept open), and counts its escaped processes.
+func TestRunner_CPUGrows(t *testing.T) {
+	for _, mode := range []string{"", "none"} {
+		r, err := local.New(local.Config{DataDir: t.TempDir(), StopGrace: time.Second, Cgroup: mode, UIDs: local.DefaultUIDs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := r.Start(local.Spec{ID: "busy", Command: []string{"sh", "-c", "while :; do :; done"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var last time.Duration
+		for i := range 3 {
+			eventually(t, fmt.Sprintf("%s: CPU read %d above %v", r.Tracking(), i, last), func() bool {
+				return r.CPU(p)[0] > last
+			})
+			last = r.CPU(p)[0]
+			if one := p.CPU(); one < last {
+				t.Errorf("%s: Process.CPU %v below Runner.CPU's %v", r.Tracking(), one, last)
+			}
+		}
+		p.Kill()
+		if got := r.CPU(p)[0]; mode == "" && got != 0 {
+			t.Errorf("%s: CPU of an ended pod whose cgroup is gone = %v, want 0", r.Tracking(), got)
 		}
 		r.Close()
 	}

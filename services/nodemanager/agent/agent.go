@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -97,6 +98,10 @@ type Config struct {
 	// when missing). Empty: the listener's address, with the host name for
 	// a listener on every interface.
 	AdvertiseAddress string
+	// TLS, when set, serves Listen over TLS only (grpcserver.LoadTLS; with
+	// client CAs, mutual TLS: the workload service presents its
+	// certificate). Nil serves plaintext, for loopback (`runway dev`).
+	TLS *tls.Config
 	// Auth and AuthStream check the callers of the NodeAgentService
 	// (pkg/auth's guard); nil serves it to anyone.
 	Auth       grpc.UnaryServerInterceptor
@@ -128,7 +133,7 @@ func Run(ctx context.Context, cfg Config) error {
 	served := make(chan error, 1)
 	if cfg.Listen != "" {
 		srv, err := grpcserver.New(grpcserver.Config{Listen: cfg.Listen, Logger: cfg.Logger, ShutdownTimeout: time.Second,
-			Auth: cfg.Auth, AuthStream: cfg.AuthStream})
+			Auth: cfg.Auth, AuthStream: cfg.AuthStream, TLS: cfg.TLS})
 		if err != nil {
 			return fmt.Errorf("agent: %w", err)
 		}
