@@ -61,7 +61,8 @@ type DevConfig struct {
 	Identity identity.Config
 
 	// Metrics is the operations listener (GET /metrics); `runway dev`
-	// puts it beside Listen (MetricsListenBeside).
+	// puts it beside Listen (MetricsListenBeside). Without a TokenFile it
+	// requires the token in DataDir/metrics-token (DevMetricsTokenFile).
 	Metrics MetricsConfig
 	// History is the embedded metrics history in DataDir/tsdb, queried on
 	// the operations listener.
@@ -186,6 +187,11 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr, token string)) 
 	if hist != nil {
 		defer hist.Close() // after the group: the collector and the API stop first
 		routes = hist.API()
+	}
+	if cfg.Metrics.Listen != "" && cfg.Metrics.TokenFile == "" {
+		if cfg.Metrics.TokenFile, err = devMetricsToken(cfg.DataDir); err != nil {
+			return err
+		}
 	}
 	ops, err := cfg.Metrics.listen(reg, cfg.Logger, routes)
 	if err != nil {
