@@ -101,6 +101,10 @@ func RunAgent(ctx context.Context, cfg AgentConfig) error {
 		if acfg.Metrics, err = gpumetrics.NewMetrics(reg); err != nil {
 			return err
 		}
+		acfg.Usage = agent.NewPodUsage()
+		if err := reg.Register(acfg.Usage); err != nil {
+			return err
+		}
 		stop, err := serveMetrics(cfg.MetricsListen, reg, cfg.Logger)
 		if err != nil {
 			return err

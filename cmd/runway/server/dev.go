@@ -179,6 +179,10 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr, token string)) 
 	if err != nil {
 		return err
 	}
+	usage := agent.NewPodUsage()
+	if err := reg.Register(usage); err != nil {
+		return err
+	}
 	hist, err := cfg.History.open(filepath.Join(cfg.DataDir, "tsdb"), cfg.Logger)
 	if err != nil {
 		return err
@@ -308,7 +312,7 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr, token string)) 
 		acfg := agent.Config{Node: node, Client: cli, DataDir: dir, Listen: "127.0.0.1:0", LeaseTTL: cfg.LeaseTTL, StopGrace: cfg.StopGrace,
 			PodUIDs: local.DefaultUIDs,
 			Auth:    guard.UnaryInterceptor, AuthStream: guard.StreamInterceptor,
-			Backend: backend, Metrics: gpus, Logger: cfg.Logger}
+			Backend: backend, Metrics: gpus, Usage: usage, Logger: cfg.Logger}
 		g.Go("agent "+node, func(ctx context.Context) error { return agent.Run(ctx, acfg) })
 	}
 	if mode != quotav1.TimeSlicingMode_TIME_SLICING_MODE_UNSPECIFIED {

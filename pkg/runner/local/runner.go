@@ -405,6 +405,28 @@ func (r *Runner) CPU(ps ...*Process) []time.Duration {
 	return out
 }
 
+// Usage is what a pod uses of the node.
+type Usage struct {
+	// CPU is its CPU time so far.
+	CPU time.Duration
+	// MemoryBytes is the memory it holds now.
+	MemoryBytes int64
+}
+
+// Usage is the CPU time and memory of each of ps, in one walk of /proc at
+// most (none when every pod has a cgroup).
+func (r *Runner) Usage(ps ...*Process) []Usage {
+	var snap map[int]procstat.Proc
+	out := make([]Usage, len(ps))
+	for i, p := range ps {
+		if p.members.cgroup == "" && snap == nil {
+			snap = procstat.Snapshot()
+		}
+		out[i] = Usage{CPU: p.members.cpu(snap), MemoryBytes: p.members.memory(snap)}
+	}
+	return out
+}
+
 // Process is one started pod.
 type Process struct {
 	cmd     *exec.Cmd
