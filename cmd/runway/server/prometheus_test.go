@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"net"
@@ -92,7 +93,7 @@ scrape_configs:
 // (--prometheus-url) answer every entity's series and the telemetry alike,
 // and the runway_ families hold the same label sets in both stores.
 func TestMetricsAgainstPrometheus(t *testing.T) {
-	const devInterval, promInterval = 200 * time.Millisecond, 500 * time.Millisecond
+	const devInterval, promInterval = 200 * time.Millisecond, time.Second
 	dir := t.TempDir()
 	addrs := make(chan string, 1)
 	d := startDev(t, dir, 2, 2, withMetrics(addrs), func(c *server.DevConfig) {
@@ -125,14 +126,48 @@ func TestMetricsAgainstPrometheus(t *testing.T) {
 		return ""
 	})
 	quickStart(t, d)
-	// A window in which nothing changes, that both stores have scraped.
-	time.Sleep(2 * promInterval)
-	from := time.Now().Truncate(time.Second)
-	time.Sleep(4 * time.Second)
-	to := time.Now().Truncate(time.Second)
-	time.Sleep(2 * promInterval)
-	s, e := timestamppb.New(from), timestamppb.New(to)
+	ctx := t.Context()
+	embeddedStore, err := history.NewRemote("http://"+maddr, opsToken{http.DefaultTransport})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A window of the settled state that both stores have sampled. On a
+	// loaded machine a scrape of Prometheus's can time out, which marks
+	// every series stale: such a window is not a difference of the stores,
+	// and another is taken.
+	for attempt := 1; ; attempt++ {
+		// Past the longest rate() window (4 of Prometheus's intervals)
+		// after the quick start's last change.
+		time.Sleep(6 * promInterval)
+		from := time.Now().Truncate(time.Second)
+		time.Sleep(4 * time.Second)
+		to := time.Now().Truncate(time.Second)
+		time.Sleep(2 * promInterval)
+		up, err := remote.Instant(ctx, fmt.Sprintf(`min_over_time(up{job="runway"}[%s])`, model.Duration(time.Since(from)+3*time.Second)), time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(up) != 1 || up[0].Value != 1 {
+			if attempt == 5 {
+				t.Fatalf("Prometheus missed a scrape of runway dev in each of 5 windows: up %v", up)
+			}
+			t.Logf("window %d: Prometheus missed a scrape (up %v); another window", attempt, up)
+			continue
+		}
+		for _, p := range compareStores(ctx, t, embedded, viaProm, embeddedStore, remote, from, to) {
+			t.Error(p)
+		}
+		return
+	}
+}
 
+// compareStores reads every entity's series over [from, to], the
+// telemetry of now and the runway_ series at to, from dev's MetricsService
+// (the embedded history) and from one reading Prometheus, and says where
+// they differ.
+func compareStores(ctx context.Context, t *testing.T, embedded metricsv1.MetricsServiceClient, viaProm *metricssvc.Server,
+	embeddedStore, remote history.Source, from, to time.Time) []string {
+	s, e := timestamppb.New(from), timestamppb.New(to)
 	type query struct {
 		what     string
 		embedded func() (*metricsv1.Metrics, error)
@@ -144,7 +179,7 @@ func TestMetricsAgainstPrometheus(t *testing.T) {
 	pool := &metricsv1.QueryNodePoolMetricsRequest{Name: "nodepools/default", StartTime: s, EndTime: e, StepSeconds: 1}
 	node := &metricsv1.QueryNodeMetricsRequest{Name: "nodes/node-1", StartTime: s, EndTime: e, StepSeconds: 1}
 	cluster := &metricsv1.QueryClusterMetricsRequest{Name: "cluster", StartTime: s, EndTime: e, StepSeconds: 1}
-	ctx := t.Context()
+	var problems []string
 	for _, q := range []query{
 		{"workload a2", func() (*metricsv1.Metrics, error) { return embedded.QueryWorkloadMetrics(ctx, workload) },
 			func() (*metricsv1.Metrics, error) { return viaProm.QueryWorkloadMetrics(ctx, workload) }},
@@ -168,7 +203,7 @@ func TestMetricsAgainstPrometheus(t *testing.T) {
 			t.Fatalf("%s, Prometheus: %v", q.what, err)
 		}
 		if msg := sameSeries(em, rm); msg != "" {
-			t.Errorf("%s: %s", q.what, msg)
+			problems = append(problems, q.what+": "+msg)
 		}
 	}
 
@@ -183,18 +218,13 @@ func TestMetricsAgainstPrometheus(t *testing.T) {
 	}
 	et.Time, rt.Time = nil, nil
 	if !proto.Equal(et, rt) {
-		t.Errorf("telemetry:\nembedded   %v\nPrometheus %v", et, rt)
+		problems = append(problems, fmt.Sprintf("telemetry:\nembedded   %v\nPrometheus %v", et, rt))
 	}
 
 	// Every runway_ series, by its labels (Prometheus adds job and
 	// instance, the target's).
-	embeddedStore, err := history.NewRemote("http://"+maddr, opsToken{http.DefaultTransport})
-	if err != nil {
-		t.Fatal(err)
-	}
-	at := to
 	labelSets := func(src history.Source) []string {
-		v, err := src.Instant(ctx, `{__name__=~"runway_.+"}`, at)
+		v, err := src.Instant(ctx, `{__name__=~"runway_.+"}`, to)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -209,9 +239,10 @@ func TestMetricsAgainstPrometheus(t *testing.T) {
 	}
 	el, rl := labelSets(embeddedStore), labelSets(remote)
 	if len(el) < 50 || !slices.Equal(el, rl) {
-		t.Errorf("runway_ series: %d embedded, %d in Prometheus; only embedded %q; only in Prometheus %q",
-			len(el), len(rl), minus(el, rl), minus(rl, el))
+		problems = append(problems, fmt.Sprintf("runway_ series: %d embedded, %d in Prometheus; only embedded %q; only in Prometheus %q",
+			len(el), len(rl), minus(el, rl), minus(rl, el)))
 	}
+	return problems
 }
 
 // sameSeries compares two answers of the MetricsService: the same series
@@ -242,7 +273,7 @@ func sameSeries(a, b *metricsv1.Metrics) string {
 	for _, k := range ak {
 		ap, bp := ai[k].GetPoints(), bi[k].GetPoints()
 		if len(ap) != len(bp) || len(ap) == 0 {
-			return fmt.Sprintf("%s: %d points embedded, %d in Prometheus", k, len(ap), len(bp))
+			return fmt.Sprintf("%s: %d points embedded, %d in Prometheus (%s; %s)", k, len(ap), len(bp), pointList(ap), pointList(bp))
 		}
 		for i := range ap {
 			x, y := ap[i].GetValue(), bp[i].GetValue()
@@ -252,6 +283,14 @@ func sameSeries(a, b *metricsv1.Metrics) string {
 		}
 	}
 	return ""
+}
+
+func pointList(ps []*metricsv1.MetricPoint) string {
+	var out []string
+	for _, p := range ps {
+		out = append(out, fmt.Sprintf("%s=%g", p.GetTime().AsTime().Format("15:04:05"), p.GetValue()))
+	}
+	return strings.Join(out, " ")
 }
 
 // minus is what a holds that b does not (both sorted).
