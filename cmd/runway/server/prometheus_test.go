@@ -30,31 +30,38 @@ import (
 
 // startPrometheus runs bin/prometheus (cmd/prometheus of the module go.mod
 // pins, built by make/testbin.mk) on 127.0.0.1, scraping target's /metrics
-// every interval with the bearer token in tokenFile, and returns its URL
-// once it is ready.
+// every interval with the bearer token in tokenFile (none when empty), and
+// returns its URL once it is ready.
 func startPrometheus(t *testing.T, target, tokenFile string, interval time.Duration) string {
 	t.Helper()
-	bin, _ := filepath.Abs("../../../bin/prometheus")
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("%s: %v (make bin/prometheus builds it)", bin, err)
-	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := l.Addr().String()
 	l.Close()
+	return startPrometheusAt(t, addr, target, tokenFile, interval)
+}
+
+// startPrometheusAt is startPrometheus listening on addr.
+func startPrometheusAt(t *testing.T, addr, target, tokenFile string, interval time.Duration) string {
+	t.Helper()
+	bin, _ := filepath.Abs("../../../bin/prometheus")
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("%s: %v (make bin/prometheus builds it)", bin, err)
+	}
 	dir := t.TempDir()
 	cfg := fmt.Sprintf(`global:
   scrape_interval: %[1]s
   scrape_timeout: %[1]s
 scrape_configs:
   - job_name: runway
-    authorization:
-      credentials_file: %[2]s
     static_configs:
-      - targets: [%[3]q]
-`, model.Duration(interval), tokenFile, target)
+      - targets: [%[2]q]
+`, model.Duration(interval), target)
+	if tokenFile != "" {
+		cfg += "    authorization:\n      credentials_file: " + tokenFile + "\n"
+	}
 	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
