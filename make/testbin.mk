@@ -5,6 +5,12 @@
 #                  tests, services/e2e/kube); its replace block pins every
 #                  Kubernetes staging module to v0.37.2 (../shared/TOOLCHAIN.md §4)
 #   testbin/helm/  helm v3, which lints and renders deploy/runway
+#   testbin/prometheus/  Prometheus v0.316.0's cmd/prometheus (the module
+#                  go.mod pins for the TSDB), which scrapes runway dev in
+#                  services/metrics' comparison of the embedded history
+#                  with a real server
+#   testbin/versitygw/  Versity Gateway (Apache-2.0), the S3 server that
+#                  pkg/blob's S3 store is tested against (posix backend)
 # Each binary is a file target on its module's go.mod/go.sum: built once
 # (kube-apiserver takes minutes cold), rebuilt only when a pin changes.
 
@@ -25,8 +31,14 @@ $(BIN)/kube-apiserver: testbin/go.mod testbin/go.sum
 $(BIN)/helm: testbin/helm/go.mod testbin/helm/go.sum
 	cd testbin/helm && GOWORK=off $(GO) build -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=v3.22.0" -o $(BIN)/helm helm.sh/helm/v3/cmd/helm
 
+$(BIN)/prometheus: testbin/prometheus/go.mod testbin/prometheus/go.sum
+	cd testbin/prometheus && GOWORK=off $(GO) build -ldflags "-s -w" -o $(BIN)/prometheus github.com/prometheus/prometheus/cmd/prometheus
+
+$(BIN)/versitygw: testbin/versitygw/go.mod testbin/versitygw/go.sum
+	cd testbin/versitygw && GOWORK=off $(GO) build -ldflags "-s -w" -o $(BIN)/versitygw github.com/versity/versitygw/cmd/versitygw
+
 .PHONY: test-bins kube-apiserver helm
-test-bins: $(BIN)/etcd $(BIN)/kube-apiserver $(BIN)/helm ## build the test-only binaries (bin/etcd, bin/kube-apiserver, bin/helm)
+test-bins: $(BIN)/etcd $(BIN)/kube-apiserver $(BIN)/helm $(BIN)/prometheus $(BIN)/versitygw ## build the test-only binaries (bin/etcd, bin/kube-apiserver, bin/helm, bin/prometheus, bin/versitygw)
 kube-apiserver: $(BIN)/kube-apiserver ## build bin/kube-apiserver for the k8s tests
 helm: $(BIN)/helm ## build bin/helm for the chart checks
 

@@ -4,7 +4,9 @@
 # runtime with the RBAC it needs, etcd TLS mounted, the agent DaemonSet on
 # GPU nodes when enabled (mutual TLS on its listener), TLS on every service by default (the identity
 # service among them), the metrics port, scrape annotations, the Grafana
-# dashboard and the ServiceMonitor, and a clear failure without etcd endpoints.
+# dashboard and the ServiceMonitor, the metrics service (Prometheus URL, S3
+# bucket and credentials) when enabled, and a clear failure without etcd
+# endpoints.
 # Usage: check-chart.sh HELM CHART_DIR
 set -euo pipefail
 helm=$1 chart=$2
@@ -72,8 +74,29 @@ has "$out/monitor.yaml" "- port: metrics"
 "$helm" template rw "$chart" --set metrics.enabled=false --set metrics.grafanaDashboard.enabled=false >"$out/nometrics.yaml"
 grep -q -- '--metrics-listen' "$out/nometrics.yaml" && fail "metrics.enabled=false: --metrics-listen rendered"
 
+# The metrics service, on request: its Prometheus, its S3 bucket with the
+# credentials and CA mounted from Secrets; refused without either.
+"$helm" template rw "$chart" --set metricsService.enabled=true --set metricsService.prometheusUrl=http://prometheus:9090 \
+  --set metricsService.s3.endpoint=https://s3.example.com --set metricsService.s3.caSecret=s3-ca >"$out/metricssvc.yaml"
+m=$out/metricssvc.yaml
+[ "$(grep -c '^kind: Deployment' "$m")" = 6 ] || fail "metricsService: want 6 Deployments"
+has "$m" "name: rw-runway-metrics"
+for a in "- metrics" "- --prometheus-url=http://prometheus:9090" "- --blob-s3-endpoint=https://s3.example.com" \
+  "- --blob-s3-bucket=runway-reports" "- --blob-s3-access-key-file=/etc/runway/s3/access-key" \
+  "- --blob-s3-secret-key-file=/etc/runway/s3/secret-key" "- --blob-s3-ca-file=/etc/runway/s3-ca/ca.crt" \
+  "secretName: runway-s3-credentials" "secretName: s3-ca"; do has "$m" "$a"; done
+[ "$(grep -c -- '- --metrics-listen=0.0.0.0:9464' "$m")" = 6 ] || fail "metricsService: want --metrics-listen on the 6 services"
+grep -q -- '--blob-s3' "$d" && fail "default: the metrics service must be off unless asked for"
+for missing in "metricsService.prometheusUrl" "metricsService.s3.endpoint"; do
+  set -- --set metricsService.enabled=true --set metricsService.prometheusUrl=http://p:9090 --set metricsService.s3.endpoint=https://s3
+  if "$helm" template rw "$chart" "$@" --set "$missing=" >"$out/nometricssvc" 2>&1; then
+    fail "metricsService without $missing must fail"
+  fi
+  has "$out/nometricssvc" "$missing is required"
+done
+
 if "$helm" template rw "$chart" --set 'etcd.endpoints=null' >"$out/none" 2>&1; then
   fail "rendering without etcd.endpoints must fail"
 fi
 has "$out/none" "etcd.endpoints is required"
-echo "check-chart: $chart lints and renders (default: runtime kubernetes, TLS, metrics; local: agent DaemonSet)"
+echo "check-chart: $chart lints and renders (default: runtime kubernetes, TLS, metrics; local: agent DaemonSet; the metrics service with S3)"

@@ -47,14 +47,18 @@ GET /metrics on the operations address (--metrics-listen; by default the
 Prometheus metrics: gRPC calls, queues (deserved, fair share, allocated,
 requested, limit), pending workloads by check, cycle and plan-apply times,
 bindings and evictions by rule, workloads, nodes and GPU devices, sign-ins,
-the audit log and the agents' GPU utilisation. "none" turns it off; an
-address that is not loopback needs --metrics-token-file.
+the audit log and the agents' GPU utilisation. "none" turns it off. Every
+request must carry "Authorization: Bearer TOKEN", the token in
+--metrics-token-file or, by default, DATA-DIR/metrics-token (written on the
+first start, readable by its owner only): the series name every tenant's
+projects and workloads.
 
 The same series are kept as history in DATA-DIR/tsdb (Prometheus's TSDB),
 gathered every --history-interval and kept for --history-retention, and
 answered with PromQL on the operations address in Prometheus's HTTP API
 (/api/v1/query, /api/v1/query_range, /api/v1/series, /api/v1/labels): add
-http://127.0.0.1:7071 to Grafana as a Prometheus data source.
+http://127.0.0.1:7071 to Grafana as a Prometheus data source, with that
+token as its bearer token.
 
 GET /openapi.json serves --openapi (by default gen/openapi/runway.swagger.json
 relative to the working directory, when that file exists).`,
@@ -78,6 +82,10 @@ relative to the working directory, when that file exists).`,
 			}
 			var metricsAddr string
 			cfg.Metrics.Ready = func(addr string) { metricsAddr = addr }
+			tokenFile := cfg.Metrics.TokenFile
+			if tokenFile == "" {
+				tokenFile = filepath.Join(cfg.DataDir, server.DevMetricsTokenFile)
+			}
 			ctx, stop := untilSignal(cmd.Context())
 			defer stop()
 			if cfg.Engine, err = server.ResolveRuntime(ctx, runtime); err != nil {
@@ -87,7 +95,8 @@ relative to the working directory, when that file exists).`,
 			return server.RunDev(ctx, cfg, func(addr, token string) {
 				fmt.Fprint(cmd.OutOrStdout(), server.EnvLines(addr, token))
 				if metricsAddr != "" {
-					fmt.Fprintf(cmd.ErrOrStderr(), "Metrics: http://%s/metrics\n", metricsAddr)
+					fmt.Fprintf(cmd.ErrOrStderr(), "Metrics: http://%s/metrics and PromQL on /api/v1/, with the bearer token in %s\n",
+						metricsAddr, tokenFile)
 				}
 				fmt.Fprintln(cmd.ErrOrStderr(), runtimeLine(cfg.Engine, runtime))
 				fmt.Fprintf(cmd.ErrOrStderr(), "Runway is serving on %[1]s (gRPC, REST and /openapi.json). Point the CLI at it from another shell:\n"+

@@ -210,7 +210,7 @@ func workloadMetricsCommand() *cobra.Command {
 			want := map[string]bool{}
 			for _, t := range types {
 				if _, ok := metricsv1.MetricType_value["METRIC_TYPE_"+strings.ToUpper(strings.ReplaceAll(t, "-", "_"))]; !ok || t == "unspecified" {
-					return usageError("unknown --type %q (want gpu-utilization, gpu-memory-used-bytes, allocated-gpus, allocated-cpu-cores or allocated-memory-bytes)", t)
+					return usageError("unknown --type %q (want gpu-utilization, gpu-memory-used-bytes, cpu-usage-cores, memory-usage-bytes, allocated-gpus, allocated-cpu-cores or allocated-memory-bytes)", t)
 				}
 				want[t] = true
 			}
@@ -254,7 +254,7 @@ func workloadMetricsCommand() *cobra.Command {
 	workloadArg(cmd)
 	outputFlag(cmd, &output)
 	cmd.Flags().DurationVar(&since, "since", time.Hour, "how far back")
-	cmd.Flags().StringSliceVar(&types, "type", nil, "only these metrics (gpu-utilization, gpu-memory-used-bytes, allocated-gpus, ...)")
+	cmd.Flags().StringSliceVar(&types, "type", nil, "only these metrics (gpu-utilization, gpu-memory-used-bytes, cpu-usage-cores, memory-usage-bytes, allocated-gpus, ...)")
 	return cmd
 }
 

@@ -110,3 +110,46 @@ node-2  2.00        0.00      2.00  0%
 		t.Errorf("a bad --type: exit %d %q", r.code, r.stderr)
 	}
 }
+
+// A workload that burns a CPU and holds 64 MiB shows both, measured by the
+// agent, in `runway workload metrics` (not its allocation).
+func TestCLI_WorkloadUsage(t *testing.T) {
+	d := startDev(t, "--history-interval", "100ms")
+	d.ok(t, "project", "create", "team-a", "--gpu", "2")
+	d.ok(t, "training", "submit", "burn", "-p", "team-a", "-i", "img", "-g", "1", "--cpu", "0.5", "--memory", "1G", "--",
+		"awk", `BEGIN { s = sprintf("%1000s", ""); while (length(s) < 67108864) s = s s; while (1) n++ }`)
+	last := func(out string) map[string]float64 {
+		var m struct {
+			Series []struct {
+				Type   string
+				Pod    string
+				Points []struct{ Value float64 }
+			}
+		}
+		if err := json.Unmarshal([]byte(out), &m); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		got := map[string]float64{}
+		for _, s := range m.Series {
+			if len(s.Points) > 0 {
+				got[s.Type+"/"+s.Pod] = s.Points[len(s.Points)-1].Value
+			}
+		}
+		return got
+	}
+	var got map[string]float64
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		got = last(d.ok(t, "workload", "metrics", "burn", "-p", "team-a", "--since", "1m",
+			"--type", "cpu-usage-cores", "--type", "memory-usage-bytes", "-o", "json"))
+		if got["METRIC_TYPE_CPU_USAGE_CORES/0"] > 0.2 && got["METRIC_TYPE_MEMORY_USAGE_BYTES/0"] >= 64<<20 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("burn's usage never showed a busy CPU and 64 MiB: %v", got)
+		}
+	}
+	out := d.ok(t, "workload", "metrics", "burn", "-p", "team-a", "--since", "1m", "--type", "cpu-usage-cores,memory-usage-bytes")
+	if !strings.Contains(out, "cpu-usage-cores") || !strings.Contains(out, "memory-usage-bytes") {
+		t.Errorf("the table has no usage rows:\n%s", out)
+	}
+}

@@ -45,7 +45,10 @@ It uses --kubeconfig, or the in-cluster config when run in a pod.
 The metrics service answers over-time metrics and telemetry from the
 Prometheus-compatible server at --prometheus-url (which scrapes every
 service's --metrics-listen), with the same queries runway dev runs on its
-embedded history.
+embedded history, and keeps consumption reports' CSVs in a bucket of an
+S3-compatible store (--blob-s3-endpoint, with the credentials in
+--blob-s3-access-key-file and --blob-s3-secret-key-file or
+AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY) or in a directory (--blob-dir).
 
 --metrics-listen serves the service's Prometheus metrics (gRPC calls, the
 scheduler's queues and decisions, sign-ins, audit) on an operations address
@@ -106,7 +109,13 @@ It runs until SIGINT or SIGTERM and then shuts down cleanly.`,
 	oidc.add(f)
 	f.StringVar(&cfg.PrometheusURL, "prometheus-url", "", "the Prometheus-compatible server the metrics service reads history from (required by it)")
 	f.DurationVar(&cfg.HistoryInterval, "history-interval", history.DefaultInterval, "that server's scrape interval: what a consumption report's sample stands for")
-	f.StringVar(&cfg.BlobDir, "blob-dir", "", "directory of the consumption reports' CSVs (required by the metrics service)")
+	f.StringVar(&cfg.BlobDir, "blob-dir", "", "directory of the consumption reports' CSVs (the metrics service needs it or --blob-s3-endpoint)")
+	f.StringVar(&cfg.BlobS3.Endpoint, "blob-s3-endpoint", "", "URL (https://HOST[:PORT]) of the S3-compatible store that keeps the consumption reports' CSVs; http only to loopback")
+	f.StringVar(&cfg.BlobS3.Bucket, "blob-s3-bucket", "runway-reports", "that store's bucket (it must exist)")
+	f.StringVar(&cfg.BlobS3.Region, "blob-s3-region", "us-east-1", "that bucket's region")
+	f.StringVar(&cfg.BlobS3.AccessKeyFile, "blob-s3-access-key-file", "", "file holding the store's access key (default: $AWS_ACCESS_KEY_ID)")
+	f.StringVar(&cfg.BlobS3.SecretKeyFile, "blob-s3-secret-key-file", "", "file holding the store's secret key (default: $AWS_SECRET_ACCESS_KEY)")
+	f.StringVar(&cfg.BlobS3.CAFile, "blob-s3-ca-file", "", "CA bundle (PEM) the store's certificate chains to (default: the system's roots)")
 	mf.add(f, "serve Prometheus metrics on ADDR/metrics, apart from the API (default: not served)")
 	_ = cmd.MarkFlagRequired("etcd-endpoints")
 	return cmd

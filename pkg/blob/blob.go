@@ -1,16 +1,26 @@
 // Package blob is the platform's blob store: named byte objects (the
 // consumption reports' CSVs). Dir keeps them in a directory (`runway dev`:
-// DATA-DIR/blobs); a cluster would use an S3-compatible store behind the
-// same interface.
+// DATA-DIR/blobs); S3 keeps them in a bucket of an S3-compatible store
+// (a cluster: `runway serve metrics --blob-s3-endpoint ...`), through
+// minio-go.
+//
+// Both run the same contract tests (contract_test.go). S3's run against a
+// real server on 127.0.0.1: Versity Gateway (github.com/versity/versitygw,
+// Apache-2.0) with its posix backend, built from the Go module proxy as
+// bin/versitygw (make/testbin.mk), over TLS with SigV4 credentials. MinIO's
+// server is not used: it is under the AGPL.
 package blob
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
+	"sort"
+	"strings"
 )
 
 // Store keeps objects by key.
@@ -21,6 +31,8 @@ type Store interface {
 	Get(ctx context.Context, key string) ([]byte, error)
 	// Delete removes the object at key; none is not an error.
 	Delete(ctx context.Context, key string) error
+	// List returns the keys that start with prefix, sorted.
+	List(ctx context.Context, prefix string) ([]string, error)
 }
 
 // ErrNotFound: no object at the key.
@@ -41,9 +53,17 @@ func NewDir(root string) (*Dir, error) {
 	return &Dir{root: root}, nil
 }
 
-func (d *Dir) path(key string) (string, error) {
+// checkKey refuses what is not a key.
+func checkKey(key string) error {
 	if len(key) > 512 || !keyPattern.MatchString(key) {
-		return "", fmt.Errorf("blob: invalid key %q", key)
+		return fmt.Errorf("blob: invalid key %q", key)
+	}
+	return nil
+}
+
+func (d *Dir) path(key string) (string, error) {
+	if err := checkKey(key); err != nil {
+		return "", err
 	}
 	return filepath.Join(d.root, filepath.FromSlash(key)), nil
 }
@@ -105,4 +125,30 @@ func (d *Dir) Delete(_ context.Context, key string) error {
 		return fmt.Errorf("blob: %w", err)
 	}
 	return nil
+}
+
+// List walks the directory; Put's temporary files are not keys.
+func (d *Dir) List(_ context.Context, prefix string) ([]string, error) {
+	var keys []string
+	err := filepath.WalkDir(d.root, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if e.IsDir() || strings.HasPrefix(e.Name(), ".") {
+			return nil
+		}
+		rel, err := filepath.Rel(d.root, p)
+		if err != nil {
+			return err
+		}
+		if k := filepath.ToSlash(rel); strings.HasPrefix(k, prefix) {
+			keys = append(keys, k)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("blob: list %q: %w", prefix, err)
+	}
+	sort.Strings(keys)
+	return keys, nil
 }

@@ -15,6 +15,9 @@ import (
 // second on every Linux build Runway runs on.
 const tick = 10 * time.Millisecond
 
+// pageSize is the unit of rss in /proc/<pid>/stat.
+var pageSize = int64(os.Getpagesize())
+
 // Proc is one live (not zombie) process.
 type Proc struct {
 	PID, PPID, PGID, SID int
@@ -24,6 +27,8 @@ type Proc struct {
 	// CPU is the user and system time of the process and its reaped
 	// children.
 	CPU time.Duration
+	// RSS is the resident set size in bytes.
+	RSS int64
 }
 
 // Snapshot reads every live process in one walk of /proc.
@@ -86,9 +91,9 @@ func parse(s string) (Proc, bool) {
 		return Proc{}, false
 	}
 	// Fields from 3 (state) on: ppid 4, pgrp 5, session 6, utime..cstime
-	// 14..17, starttime 22.
+	// 14..17, starttime 22, rss 24 (pages).
 	f := strings.Fields(s[i+1:])
-	if len(f) < 20 || f[0] == "Z" {
+	if len(f) < 22 || f[0] == "Z" {
 		return Proc{}, false
 	}
 	var n [3]int
@@ -109,5 +114,10 @@ func parse(s string) (Proc, bool) {
 	if err != nil {
 		return Proc{}, false
 	}
-	return Proc{PID: pid, PPID: n[0], PGID: n[1], SID: n[2], Start: start, CPU: time.Duration(ticks) * tick}, true
+	rss, err := strconv.ParseInt(f[21], 10, 64)
+	if err != nil {
+		return Proc{}, false
+	}
+	return Proc{PID: pid, PPID: n[0], PGID: n[1], SID: n[2], Start: start, CPU: time.Duration(ticks) * tick,
+		RSS: rss * pageSize}, true
 }

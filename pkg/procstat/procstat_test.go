@@ -1,7 +1,10 @@
 package procstat_test
 
 import (
+	"os"
 	"os/exec"
+	"runtime"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -55,4 +58,17 @@ func TestSnapshot(t *testing.T) {
 	if !ok || p.PPID != syscall.Getpid() || p.PGID != pid || p.SID != pid || p.Start == 0 {
 		t.Errorf("Snapshot()[%d] = %+v, %v; want its parent %d, group and session %d", pid, p, ok, syscall.Getpid(), pid)
 	}
+}
+
+// The resident set of this process holds at least the memory it touched.
+func TestRSS(t *testing.T) {
+	held := make([]byte, 64<<20)
+	for i := range held {
+		held[i] = 1
+	}
+	p, ok := procstat.Read(strconv.Itoa(os.Getpid()))
+	if !ok || p.RSS < int64(len(held)) {
+		t.Errorf("RSS = %d (%v), want at least %d", p.RSS, ok, len(held))
+	}
+	runtime.KeepAlive(held)
 }

@@ -74,6 +74,14 @@ type Exit struct {
 	OOMKilled bool
 }
 
+// Usage is what a pod uses of the node.
+type Usage struct {
+	// CPU is its CPU time so far.
+	CPU time.Duration
+	// MemoryBytes is the memory it holds now.
+	MemoryBytes int64
+}
+
 // Runner starts pods. Implementations are safe for concurrent use.
 type Runner interface {
 	// Start starts the pod (or adopts the one an earlier runner on the
@@ -89,6 +97,8 @@ type Runner interface {
 	Remove(id string) error
 	// CPU is the CPU time each pod has used, in one pass for all.
 	CPU(ps ...Pod) []time.Duration
+	// Usage is the CPU time and memory each pod uses, in one pass for all.
+	Usage(ps ...Pod) []Usage
 	// Describe says in a few words how pods run, for the agent's log.
 	Describe() string
 	// Close releases what the runner holds; pods keep running.

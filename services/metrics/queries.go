@@ -14,6 +14,10 @@ type query struct {
 	perPod bool
 }
 
+// rateWindow stands in a query for the window of its rate(): series puts
+// in one that holds at least four samples and spans two steps.
+const rateWindow = "$__rate_window"
+
 // pods' series are the agents' GPU series of one workload's pods;
 // devices' are the agents' series of whole devices (empty workload).
 const (
@@ -26,6 +30,8 @@ func workloadQueries(project, id string) []query {
 	return []query{
 		{metricsv1.MetricType_METRIC_TYPE_GPU_UTILIZATION, `avg by (pod) (runway_gpu_utilization` + sel + `)`, true},
 		{metricsv1.MetricType_METRIC_TYPE_GPU_MEMORY_USED_BYTES, `sum by (pod) (runway_gpu_memory_used_bytes` + sel + `)`, true},
+		{metricsv1.MetricType_METRIC_TYPE_CPU_USAGE_CORES, `sum by (pod) (rate(runway_pod_cpu_seconds_total` + sel + `[` + rateWindow + `]))`, true},
+		{metricsv1.MetricType_METRIC_TYPE_MEMORY_USAGE_BYTES, `sum by (pod) (runway_pod_memory_bytes` + sel + `)`, true},
 		{metricsv1.MetricType_METRIC_TYPE_ALLOCATED_GPUS, `sum(runway_workload_allocated_gpus` + sel + `)`, false},
 		{metricsv1.MetricType_METRIC_TYPE_ALLOCATED_CPU_CORES, `sum(runway_workload_allocated_cpu_cores` + sel + `)`, false},
 		{metricsv1.MetricType_METRIC_TYPE_ALLOCATED_MEMORY_BYTES, `sum(runway_workload_allocated_memory_bytes` + sel + `)`, false},

@@ -78,7 +78,10 @@ func (s *Reports) RegisterGateway(ctx context.Context, mux *runtime.ServeMux, co
 	return metricsv1.RegisterReportServiceHandler(ctx, mux, conn)
 }
 
-func blobKey(id string) string { return "reports/" + id + ".csv" }
+func blobKey(id string) string { return blobPrefix + id + ".csv" }
+
+// blobPrefix is the reports' CSVs' part of the blob store.
+const blobPrefix = "reports/"
 
 // CreateReport validates and stores a PENDING report, and wakes the
 // computation.
@@ -296,19 +299,61 @@ func (s *Reports) DeleteReport(ctx context.Context, req *metricsv1.DeleteReportR
 	return &emptypb.Empty{}, nil
 }
 
+// sweepEvery is how often Run removes the CSVs of reports that are gone.
+const sweepEvery = time.Hour
+
 // Run computes PENDING reports, oldest first, one at a time, until ctx
 // ends: on every CreateReport and every few seconds (another replica's, or
-// one left by a restart).
+// one left by a restart). On start and every sweepEvery it sweeps.
 func (s *Reports) Run(ctx context.Context) error {
 	tick := time.NewTicker(5 * time.Second)
 	defer tick.Stop()
+	var swept time.Time
 	for {
+		if time.Since(swept) >= sweepEvery {
+			s.sweep(ctx)
+			swept = time.Now()
+		}
 		s.computePending(ctx)
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
 		case <-s.wake:
+		}
+	}
+}
+
+// sweep deletes the CSVs whose report is gone: a DeleteReport whose CSV
+// delete failed, or a computation that ended after its report was
+// deleted. The CSVs are listed before the reports, so each listed CSV's
+// report was created before the reports are listed, and is among them
+// unless it was deleted.
+func (s *Reports) sweep(ctx context.Context) {
+	keys, err := s.d.Blobs.List(ctx, blobPrefix)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.d.Logger.Warn("reports: list CSVs", "err", err)
+		}
+		return
+	}
+	all, _, err := s.reports.ListAll(ctx, "")
+	if err != nil {
+		if ctx.Err() == nil {
+			s.d.Logger.Warn("reports: list", "err", err)
+		}
+		return
+	}
+	live := make(map[string]bool, len(all))
+	for _, it := range all {
+		live[blobKey(it.ID)] = true
+	}
+	for _, k := range keys {
+		if live[k] {
+			continue
+		}
+		if err := s.d.Blobs.Delete(ctx, k); err != nil {
+			s.d.Logger.Warn("reports: CSV of a deleted report left behind", "key", k, "err", err)
 		}
 	}
 }

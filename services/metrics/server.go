@@ -36,13 +36,17 @@ type Deps struct {
 	Source history.Source
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+	// Interval is the history's sampling interval, which a rate() window
+	// must span several of (history.DefaultInterval when 0).
+	Interval time.Duration
 }
 
 // Server is the MetricsService.
 type Server struct {
 	metricsv1.UnimplementedMetricsServiceServer
-	src history.Source
-	now func() time.Time
+	src      history.Source
+	now      func() time.Time
+	interval time.Duration
 }
 
 // New returns the service.
@@ -53,7 +57,10 @@ func New(deps Deps) (*Server, error) {
 	if deps.Now == nil {
 		deps.Now = time.Now
 	}
-	return &Server{src: deps.Source, now: deps.Now}, nil
+	if deps.Interval <= 0 {
+		deps.Interval = history.DefaultInterval
+	}
+	return &Server{src: deps.Source, now: deps.Now, interval: deps.Interval}, nil
 }
 
 // Register adds the service to a gRPC server.
@@ -170,8 +177,9 @@ func (s *Server) series(ctx context.Context, req windowed, qs []query) (*metrics
 	}
 	out := &metricsv1.Metrics{Name: req.GetName(), StartTime: timestamppb.New(start), EndTime: timestamppb.New(end),
 		StepSeconds: int64(step / time.Second)}
+	rw := model.Duration(max(2*step, 4*s.interval)).String()
 	for _, q := range qs {
-		m, err := s.src.Range(ctx, q.promql, start, end, step)
+		m, err := s.src.Range(ctx, strings.ReplaceAll(q.promql, rateWindow, rw), start, end, step)
 		if err != nil {
 			return nil, sourceError(err)
 		}

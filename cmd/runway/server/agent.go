@@ -5,18 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
-	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/runwayhq/runway/pkg/auth"
 	"github.com/runwayhq/runway/pkg/gpu"
 	"github.com/runwayhq/runway/pkg/gpu/nvidia"
 	"github.com/runwayhq/runway/pkg/gpu/simulated"
 	"github.com/runwayhq/runway/pkg/gpumetrics"
+	"github.com/runwayhq/runway/pkg/metrics"
 	"github.com/runwayhq/runway/pkg/runner/container"
 	"github.com/runwayhq/runway/pkg/runner/local"
 	"github.com/runwayhq/runway/services/nodemanager/agent"
@@ -92,8 +87,10 @@ type AgentConfig struct {
 	// certificate). CAFile is not used: the agent calls no service.
 	TLS ServerTLS
 	// MetricsListen is the address of the Prometheus /metrics endpoint; none
-	// when empty.
-	MetricsListen string
+	// when empty. One that is not loopback needs MetricsTokenFile: the
+	// series name the projects and workloads of the node's pods.
+	MetricsListen    string
+	MetricsTokenFile string
 	// MPSPipeDir is the pipe directory of an MPS control daemon (see
 	// agent.Config.MPSPipeDir); empty when there is none.
 	MPSPipeDir string
@@ -138,16 +135,23 @@ func RunAgent(ctx context.Context, cfg AgentConfig) error {
 	acfg := agent.Config{Node: cfg.Node, Pool: cfg.Pool, Labels: cfg.Labels, Client: cli, DataDir: cfg.DataDir, Listen: cfg.Listen,
 		WorkDir: cfg.WorkDir, User: cfg.RunAsUser, PodUIDs: uids, AdvertiseAddress: cfg.AdvertiseAddress,
 		Backend: backend, MPSPipeDir: cfg.MPSPipeDir, Engine: engine, TLS: listenTLS, Logger: cfg.Logger}
+	var ops *metrics.Ops
 	if cfg.MetricsListen != "" {
-		reg := prometheus.NewRegistry()
-		if acfg.Metrics, err = gpumetrics.NewMetrics(reg); err != nil {
-			return err
-		}
-		stop, err := serveMetrics(cfg.MetricsListen, reg, cfg.Logger)
+		reg, err := metrics.NewRegistry()
 		if err != nil {
 			return err
 		}
-		defer stop()
+		if acfg.Metrics, err = gpumetrics.NewMetrics(reg); err != nil {
+			return err
+		}
+		acfg.Usage = agent.NewPodUsage()
+		if err := reg.Register(acfg.Usage); err != nil {
+			return err
+		}
+		if ops, err = (MetricsConfig{Listen: cfg.MetricsListen, TokenFile: cfg.MetricsTokenFile}).listen(reg, cfg.Logger, nil); err != nil {
+			return err
+		}
+		defer ops.Close()
 	}
 	// The agent's NodeAgentService (pod output) checks its callers like
 	// every other service: the workload service relays with a service token.
@@ -159,6 +163,9 @@ func RunAgent(ctx context.Context, cfg AgentConfig) error {
 	g := newGroup(ctx)
 	g.Go("guard", guard.Run)
 	g.Go("agent", func(ctx context.Context) error { return agent.Run(ctx, acfg) })
+	if ops != nil {
+		g.Go("metrics", ops.Serve)
+	}
 	return g.Wait()
 }
 
@@ -183,29 +190,4 @@ func openBackend(cfg AgentConfig) (gpu.Backend, func(), error) {
 		return sim()
 	}
 	return nil, nil, fmt.Errorf("--gpu-backend %q: want auto, nvml or simulated", cfg.GPUBackend)
-}
-
-// serveMetrics serves reg as GET /metrics on addr until stop is called.
-func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (stop func(), err error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("--metrics-listen: %w", err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-			log.Error("metrics endpoint stopped", "err", err)
-		}
-	}()
-	log.Info("GPU metrics", "url", "http://"+ln.Addr().String()+"/metrics")
-	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-		<-done
-	}, nil
 }

@@ -61,7 +61,8 @@ type DevConfig struct {
 	Identity identity.Config
 
 	// Metrics is the operations listener (GET /metrics); `runway dev`
-	// puts it beside Listen (MetricsListenBeside).
+	// puts it beside Listen (MetricsListenBeside). Without a TokenFile it
+	// requires the token in DataDir/metrics-token (DevMetricsTokenFile).
 	Metrics MetricsConfig
 	// History is the embedded metrics history in DataDir/tsdb, queried on
 	// the operations listener.
@@ -181,6 +182,10 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr, token string)) 
 	if err != nil {
 		return err
 	}
+	usage := agent.NewPodUsage()
+	if err := reg.Register(usage); err != nil {
+		return err
+	}
 	hist, err := cfg.History.open(filepath.Join(cfg.DataDir, "tsdb"), cfg.Logger)
 	if err != nil {
 		return err
@@ -189,6 +194,11 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr, token string)) 
 	if hist != nil {
 		defer hist.Close() // after the group: the collector and the API stop first
 		routes = hist.API()
+	}
+	if cfg.Metrics.Listen != "" && cfg.Metrics.TokenFile == "" {
+		if cfg.Metrics.TokenFile, err = devMetricsToken(cfg.DataDir); err != nil {
+			return err
+		}
 	}
 	ops, err := cfg.Metrics.listen(reg, cfg.Logger, routes)
 	if err != nil {
@@ -305,7 +315,7 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr, token string)) 
 		acfg := agent.Config{Node: node, Client: cli, DataDir: dir, Listen: "127.0.0.1:0", LeaseTTL: cfg.LeaseTTL, StopGrace: cfg.StopGrace,
 			PodUIDs: local.DefaultUIDs, Engine: cfg.Engine,
 			Auth: guard.UnaryInterceptor, AuthStream: guard.StreamInterceptor,
-			Backend: backend, Metrics: gpus, Logger: cfg.Logger}
+			Backend: backend, Metrics: gpus, Usage: usage, Logger: cfg.Logger}
 		g.Go("agent "+node, func(ctx context.Context) error { return agent.Run(ctx, acfg) })
 	}
 	if mode != quotav1.TimeSlicingMode_TIME_SLICING_MODE_UNSPECIFIED {

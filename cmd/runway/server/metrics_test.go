@@ -5,7 +5,10 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
@@ -18,16 +21,95 @@ import (
 )
 
 // withMetrics puts the operations listener on a free loopback port and
-// sends its address on the returned channel.
+// sends its address on the returned channel. The token dev wrote for it
+// (DataDir/metrics-token) is kept for plainHTTP to send.
 func withMetrics(addr chan<- string) func(*server.DevConfig) {
 	return func(c *server.DevConfig) {
-		c.Metrics = server.MetricsConfig{Listen: "127.0.0.1:0", Ready: func(a string) { addr <- a }}
+		dir := c.DataDir
+		c.Metrics = server.MetricsConfig{Listen: "127.0.0.1:0", Ready: func(a string) {
+			if b, err := os.ReadFile(filepath.Join(dir, server.DevMetricsTokenFile)); err == nil {
+				opsTokens.Store(a, strings.TrimSpace(string(b)))
+			}
+			addr <- a
+		}}
 	}
+}
+
+// opsTokens are the operations listeners' bearer tokens by address.
+var opsTokens sync.Map
+
+// opsToken sends an operations listener's token to it, unless the request
+// carries a token of its own.
+type opsToken struct{ next http.RoundTripper }
+
+func (o opsToken) RoundTrip(r *http.Request) (*http.Response, error) {
+	if tok, ok := opsTokens.Load(r.URL.Host); ok && r.Header.Get("Authorization") == "" {
+		r = r.Clone(r.Context())
+		r.Header.Set("Authorization", "Bearer "+tok.(string))
+	}
+	return o.next.RoundTrip(r)
 }
 
 // plainHTTP opens a connection per request, so no idle connection outlives
 // the test (goleak).
-var plainHTTP = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+var plainHTTP = &http.Client{Transport: opsToken{&http.Transport{DisableKeepAlives: true}}}
+
+// TestDevMetricsToken: dev's operations listener (every tenant's series
+// and PromQL over them) answers only with the token it wrote, owner-only,
+// in its data directory, and keeps that token across a restart.
+func TestDevMetricsToken(t *testing.T) {
+	dir := t.TempDir()
+	bare := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	var first string
+	for run := range 2 {
+		t.Run(fmt.Sprint("start ", run+1), func(t *testing.T) {
+			addrs := make(chan string, 1)
+			startDev(t, dir, 1, 1, withMetrics(addrs))
+			maddr := <-addrs
+			p := filepath.Join(dir, server.DevMetricsTokenFile)
+			st, err := os.Stat(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Mode().Perm() != 0o600 {
+				t.Errorf("%s: mode %v, want 0600", p, st.Mode().Perm())
+			}
+			b, _ := os.ReadFile(p)
+			tok := strings.TrimSpace(string(b))
+			if len(tok) < 40 {
+				t.Fatalf("token %q: too short", tok)
+			}
+			if run == 0 {
+				first = tok
+			} else if tok != first {
+				t.Error("the token changed across a restart")
+			}
+			for _, c := range []struct {
+				path, auth string
+				want       int
+			}{
+				{"/metrics", "", http.StatusUnauthorized},
+				{"/api/v1/query?query=up", "", http.StatusUnauthorized},
+				{"/metrics", "Bearer " + tok + "x", http.StatusUnauthorized},
+				{"/metrics", "Bearer " + tok, http.StatusOK},
+				{"/api/v1/query?query=runway_nodes", "Bearer " + tok, http.StatusOK},
+			} {
+				req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+maddr+c.path, nil)
+				if c.auth != "" {
+					req.Header.Set("Authorization", c.auth)
+				}
+				resp, err := bare.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != c.want {
+					t.Errorf("GET %s with a token %v: %d, want %d", c.path, c.auth != "", resp.StatusCode, c.want)
+				}
+			}
+		})
+	}
+}
 
 // scrape reads GET /metrics at addr and parses it.
 func scrape(t *testing.T, addr string) (string, map[string]*dto.MetricFamily) {

@@ -1,12 +1,15 @@
 package server
 
 import (
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -61,6 +64,44 @@ func (c MetricsConfig) token() (string, error) {
 		return "", errors.New("--metrics-token-file: the file's first line is empty")
 	}
 	return line, nil
+}
+
+// DevMetricsTokenFile is the file in `runway dev`'s data directory that
+// holds the operations listener's bearer token.
+const DevMetricsTokenFile = "metrics-token"
+
+// devMetricsToken returns DataDir/metrics-token, written with a fresh
+// token on the first start and kept after (a Grafana data source set up
+// once goes on working). The series name every tenant's projects and
+// workloads, so the listener is not open to any local user: the file is
+// the owner's alone, like DataDir/env.
+func devMetricsToken(dataDir string) (string, error) {
+	p := filepath.Join(dataDir, DevMetricsTokenFile)
+	if err := os.Chmod(p, 0o600); err == nil {
+		return p, nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("metrics token: %w", err)
+	}
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("metrics token: %w", err)
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return "", fmt.Errorf("metrics token: %w", err)
+	}
+	_, err = f.WriteString(base64.RawURLEncoding.EncodeToString(b) + "\n")
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(p)
+		return "", fmt.Errorf("metrics token: %w", err)
+	}
+	return p, nil
 }
 
 // listen binds the operations listener for reg, with more routes (the

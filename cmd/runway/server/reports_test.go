@@ -2,6 +2,8 @@ package server_test
 
 import (
 	"encoding/csv"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -173,4 +175,47 @@ func TestReports(t *testing.T) {
 	if _, err := bob.GetReport(t.Context(), &metricsv1.GetReportRequest{Name: mine.GetName()}); status.Code(err) != codes.NotFound {
 		t.Errorf("get after delete: %v", err)
 	}
+}
+
+// A CSV whose report is gone (a delete that failed half-way, a
+// computation that outran a delete) is swept when the service starts; the
+// CSVs of live reports stay.
+func TestReportsSweepOrphanCSVs(t *testing.T) {
+	dir := t.TempDir()
+	fast := func(c *server.DevConfig) { c.History = server.HistoryConfig{Interval: 50 * time.Millisecond} }
+	create := func(d *dev) metricsv1.ReportServiceClient {
+		conn, err := grpc.NewClient("passthrough:///"+d.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithPerRPCCredentials(auth.Bearer(d.token)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		return metricsv1.NewReportServiceClient(conn)
+	}
+	t.Run("first start", func(t *testing.T) {
+		rc := create(startDev(t, dir, 1, 1, fast))
+		_, err := rc.CreateReport(t.Context(), &metricsv1.CreateReportRequest{ReportId: "kept", Report: &metricsv1.Report{DisplayName: "kept",
+			StartTime: timestamppb.New(time.Now().Add(-time.Minute)), EndTime: timestamppb.Now(),
+			SegmentBy: metricsv1.ReportSegment_REPORT_SEGMENT_PROJECT}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		readyCSV(t, rc, "reports/kept")
+	})
+	orphan := filepath.Join(dir, "blobs", "reports", "gone.csv")
+	if err := os.WriteFile(orphan, []byte("segment\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("second start", func(t *testing.T) {
+		rc := create(startDev(t, dir, 1, 1, fast))
+		eventually(t, "the orphan CSV swept", func() string {
+			if _, err := os.Stat(orphan); err == nil {
+				return orphan + " is still there"
+			}
+			return ""
+		})
+		if _, err := rc.DownloadReport(t.Context(), &metricsv1.DownloadReportRequest{Name: "reports/kept"}); err != nil {
+			t.Errorf("the live report's CSV: %v", err)
+		}
+	})
 }

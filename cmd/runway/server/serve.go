@@ -75,11 +75,14 @@ type ServeConfig struct {
 	Metrics MetricsConfig
 	// PrometheusURL is the Prometheus-compatible server the metrics
 	// service reads history from, scraping every HistoryInterval (the unit
-	// reports integrate over). BlobDir keeps the reports' CSVs. Both
-	// required by the metrics service.
+	// reports integrate over). The reports' CSVs are kept in a bucket of
+	// an S3-compatible store (BlobS3, when its Endpoint is set) or in
+	// BlobDir. A history and one blob store are required by the metrics
+	// service.
 	PrometheusURL   string
 	HistoryInterval time.Duration
 	BlobDir         string
+	BlobS3          blob.S3Config
 	// EtcdMaxTxnOps is the etcd cluster's --max-txn-ops (etcd's default
 	// 128 when 0): the scheduler writes each workload's plan in one
 	// transaction and leaves out (with an error) a workload whose writes
@@ -177,8 +180,15 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 		}
 		d.historyInterval = cfg.HistoryInterval
 	}
-	if cfg.BlobDir != "" {
+	switch {
+	case cfg.BlobDir != "" && cfg.BlobS3.Endpoint != "":
+		return errors.New("--blob-dir and --blob-s3-endpoint: choose one blob store")
+	case cfg.BlobDir != "":
 		if d.blobs, err = blob.NewDir(cfg.BlobDir); err != nil {
+			return err
+		}
+	case cfg.BlobS3.Endpoint != "":
+		if d.blobs, err = blob.NewS3(ctx, cfg.BlobS3); err != nil {
 			return err
 		}
 	}

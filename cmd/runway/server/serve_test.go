@@ -3,6 +3,7 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -11,12 +12,16 @@ import (
 	"golang.org/x/crypto/bcrypt"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/runwayhq/runway/cmd/runway/server"
 	identityv1 "github.com/runwayhq/runway/gen/go/runway/identity/v1"
+	metricsv1 "github.com/runwayhq/runway/gen/go/runway/metrics/v1"
 	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
 	"github.com/runwayhq/runway/pkg/auth"
+	"github.com/runwayhq/runway/pkg/blob"
+	"github.com/runwayhq/runway/pkg/blob/s3test"
 	"github.com/runwayhq/runway/pkg/etcdstore/etcdtest"
 	"github.com/runwayhq/runway/services/identity"
 )
@@ -153,6 +158,10 @@ func TestServeRejects(t *testing.T) {
 		{"kubernetes runtime with a missing kubeconfig", server.ServeConfig{Service: server.Scheduler, EtcdEndpoints: etcd,
 			Runtime: server.RuntimeKubernetes, WorkloadServer: "127.0.0.1:1",
 			Kube: server.KubeConfig{Kubeconfig: "/nonexistent/kubeconfig"}}, "/nonexistent/kubeconfig"},
+		{"two blob stores", server.ServeConfig{Service: server.Metrics, EtcdEndpoints: etcd, BlobDir: "/tmp",
+			BlobS3: blob.S3Config{Endpoint: "https://127.0.0.1:1"}}, "choose one blob store"},
+		{"an S3 store over plain http off loopback", server.ServeConfig{Service: server.Metrics, EtcdEndpoints: etcd,
+			BlobS3: blob.S3Config{Endpoint: "http://192.0.2.1:9000", Bucket: "b"}}, "plain http only to a loopback address"},
 		{"etcd TLS with a missing CA", server.ServeConfig{Service: server.Quota, EtcdEndpoints: etcd,
 			EtcdTLS: server.EtcdTLS{CAFile: "/nonexistent/ca.crt"}}, "etcd TLS"},
 	} {
@@ -165,5 +174,59 @@ func TestServeRejects(t *testing.T) {
 				t.Fatalf("Serve = %v, want an error saying %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestServeMetricsService runs `runway serve metrics` as in a cluster:
+// history from a real Prometheus (--prometheus-url), the reports' CSVs in a
+// bucket of a real S3 server (--blob-s3-*, over TLS with key files). A
+// report is computed, stored, downloaded and deleted there.
+func TestServeMetricsService(t *testing.T) {
+	etcd := etcdtest.New(t)
+	eps := []string{etcd.Endpoint}
+	var printed bytes.Buffer
+	identityAddr := serve(t, server.ServeConfig{Service: server.Identity, EtcdEndpoints: eps, Out: &printed,
+		Identity: identity.Config{BcryptCost: bcrypt.MinCost}})
+	token := adminToken(t, identityAddr, printed.String())
+	s3 := s3test.Start(t)
+	// Prometheus scrapes itself: the service needs a server that answers,
+	// not Runway's series, to compute a report.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	self := l.Addr().String()
+	l.Close()
+	prom := startPrometheusAt(t, self, self, "", time.Second)
+	addr := serve(t, server.ServeConfig{Service: server.Metrics, EtcdEndpoints: eps, PrometheusURL: prom, HistoryInterval: time.Second,
+		BlobS3: blob.S3Config{Endpoint: s3.Endpoint, Bucket: s3.Bucket, CAFile: s3.CA,
+			AccessKeyFile: s3.AccessKeyFile, SecretKeyFile: s3.SecretKeyFile}})
+	rc := metricsv1.NewReportServiceClient(client(t, addr, token))
+	if _, err := rc.CreateReport(t.Context(), &metricsv1.CreateReportRequest{ReportId: "r1", Report: &metricsv1.Report{DisplayName: "r1",
+		StartTime: timestamppb.New(time.Now().Add(-time.Hour)), EndTime: timestamppb.Now(),
+		SegmentBy: metricsv1.ReportSegment_REPORT_SEGMENT_PROJECT}}); err != nil {
+		t.Fatal(err)
+	}
+	recs := readyCSV(t, rc, "reports/r1")
+	if len(recs) != 1 || recs[0][0] != "segment" {
+		t.Errorf("CSV %v, want its header alone (no project held anything)", recs)
+	}
+	store, err := blob.NewS3(t.Context(), blob.S3Config{Endpoint: s3.Endpoint, Bucket: s3.Bucket, CAFile: s3.CA,
+		AccessKeyFile: s3.AccessKeyFile, SecretKeyFile: s3.SecretKeyFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if keys, err := store.List(t.Context(), ""); err != nil || len(keys) != 1 || keys[0] != "reports/r1.csv" {
+		t.Errorf("the bucket holds %q (%v), want the report's CSV", keys, err)
+	}
+	if _, err := rc.DeleteReport(t.Context(), &metricsv1.DeleteReportRequest{Name: "reports/r1"}); err != nil {
+		t.Fatal(err)
+	}
+	if keys, err := store.List(t.Context(), ""); err != nil || len(keys) != 0 {
+		t.Errorf("after the delete the bucket holds %q (%v)", keys, err)
+	}
+	mc := metricsv1.NewMetricsServiceClient(client(t, addr, token))
+	if _, err := mc.QueryClusterMetrics(t.Context(), &metricsv1.QueryClusterMetricsRequest{Name: "cluster"}); err != nil {
+		t.Errorf("QueryClusterMetrics through Prometheus: %v", err)
 	}
 }

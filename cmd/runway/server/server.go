@@ -165,9 +165,9 @@ func build(name string, d buildDeps) (built, error) {
 		return built{name: name, svc: s}, err
 	case Metrics:
 		if d.history == nil || d.blobs == nil {
-			return built{}, errors.New("the metrics service needs a metrics history (--prometheus-url) and a blob store (--blob-dir)")
+			return built{}, errors.New("the metrics service needs a metrics history (--prometheus-url) and a blob store (--blob-s3-endpoint or --blob-dir)")
 		}
-		m, err := metricssvc.New(metricssvc.Deps{Source: d.history})
+		m, err := metricssvc.New(metricssvc.Deps{Source: d.history, Interval: d.historyInterval})
 		if err != nil {
 			return built{}, err
 		}

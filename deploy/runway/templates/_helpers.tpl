@@ -46,44 +46,71 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 
 {{/* A service's volumes and mounts: etcd's client certificate, its own TLS,
 the metrics token. */}}
+{{/* A service's volumes (and their mounts): etcd's and the services' TLS,
+the metrics token, and for the metrics service the S3 credentials and CA.
+Called with (dict "root" $ "name" SERVICE). */}}
 {{- define "runway.serviceVolumeMounts" -}}
-{{- if or .Values.etcd.tls.enabled .Values.tls.enabled .Values.metrics.enabled }}
+{{- $v := .root.Values -}}
+{{- $s3 := eq .name "metrics" -}}
+{{- if or $v.etcd.tls.enabled $v.tls.enabled $v.metrics.enabled $s3 }}
 volumeMounts:
-{{- if .Values.etcd.tls.enabled }}
+{{- if $v.etcd.tls.enabled }}
   - name: etcd-tls
     mountPath: /etc/runway/etcd
     readOnly: true
 {{- end }}
-{{- if .Values.tls.enabled }}
+{{- if $v.tls.enabled }}
   - name: runway-tls
     mountPath: /etc/runway/tls
     readOnly: true
 {{- end }}
-{{- if .Values.metrics.enabled }}
+{{- if $v.metrics.enabled }}
   - name: metrics-token
     mountPath: /etc/runway/metrics
     readOnly: true
+{{- end }}
+{{- if $s3 }}
+  - name: s3-credentials
+    mountPath: /etc/runway/s3
+    readOnly: true
+{{- if $v.metricsService.s3.caSecret }}
+  - name: s3-ca
+    mountPath: /etc/runway/s3-ca
+    readOnly: true
+{{- end }}
 {{- end }}
 {{- end }}
 {{- end -}}
 
 {{- define "runway.serviceVolumes" -}}
-{{- if or .Values.etcd.tls.enabled .Values.tls.enabled .Values.metrics.enabled }}
+{{- $v := .root.Values -}}
+{{- $s3 := eq .name "metrics" -}}
+{{- if or $v.etcd.tls.enabled $v.tls.enabled $v.metrics.enabled $s3 }}
 volumes:
-{{- if .Values.etcd.tls.enabled }}
+{{- if $v.etcd.tls.enabled }}
   - name: etcd-tls
     secret:
-      secretName: {{ required "etcd.tls.secretName is required with etcd.tls.enabled" .Values.etcd.tls.secretName }}
+      secretName: {{ required "etcd.tls.secretName is required with etcd.tls.enabled" $v.etcd.tls.secretName }}
 {{- end }}
-{{- if .Values.tls.enabled }}
+{{- if $v.tls.enabled }}
   - name: runway-tls
     secret:
-      secretName: {{ required "tls.secretName is required with tls.enabled" .Values.tls.secretName }}
+      secretName: {{ required "tls.secretName is required with tls.enabled" $v.tls.secretName }}
 {{- end }}
-{{- if .Values.metrics.enabled }}
+{{- if $v.metrics.enabled }}
   - name: metrics-token
     secret:
-      secretName: {{ required "metrics.tokenSecret is required with metrics.enabled" .Values.metrics.tokenSecret }}
+      secretName: {{ required "metrics.tokenSecret is required with metrics.enabled" $v.metrics.tokenSecret }}
+{{- end }}
+{{- if $s3 }}
+  - name: s3-credentials
+    secret:
+      secretName: {{ required "metricsService.s3.credentialsSecret is required with metricsService.enabled" $v.metricsService.s3.credentialsSecret }}
+{{- if $v.metricsService.s3.caSecret }}
+  - name: s3-ca
+    secret:
+      secretName: {{ $v.metricsService.s3.caSecret }}
+{{- end }}
 {{- end }}
 {{- end }}
 {{- end -}}

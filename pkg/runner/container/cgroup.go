@@ -56,6 +56,25 @@ func cgroupCPUFile(pid int) (string, bool) {
 
 func readable(path string) bool { _, err := os.Stat(path); return err == nil }
 
+// stats is one reading of the engine's stats of the container.
+func (p *pod) stats() (container.StatsResponse, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
+	defer cancel()
+	var s container.StatsResponse
+	res, err := p.r.cli.ContainerStats(ctx, p.cid, client.ContainerStatsOptions{})
+	if err != nil {
+		return s, false
+	}
+	defer res.Body.Close()
+	return s, json.NewDecoder(res.Body).Decode(&s) == nil
+}
+
+// memory is the memory the container holds now, as its engine counts it.
+func (p *pod) memory() int64 {
+	s, _ := p.stats()
+	return int64(s.MemoryStats.Usage)
+}
+
 // CPU is the container's CPU time so far: from its cgroup, else from the
 // engine's stats.
 func (p *pod) CPU() time.Duration {
@@ -73,16 +92,6 @@ func (p *pod) CPU() time.Duration {
 			}
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
-	defer cancel()
-	res, err := p.r.cli.ContainerStats(ctx, p.cid, client.ContainerStatsOptions{})
-	if err != nil {
-		return 0
-	}
-	defer res.Body.Close()
-	var s container.StatsResponse
-	if json.NewDecoder(res.Body).Decode(&s) != nil {
-		return 0
-	}
+	s, _ := p.stats()
 	return time.Duration(s.CPUStats.CPUUsage.TotalUsage)
 }

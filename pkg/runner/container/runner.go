@@ -177,6 +177,16 @@ func (r *Runner) CPU(pods ...runner.Pod) []time.Duration {
 	return out
 }
 
+// Usage is the CPU time and memory each pod uses: CPU from its cgroup
+// where the agent can read it, memory from the engine's stats.
+func (r *Runner) Usage(pods ...runner.Pod) []runner.Usage {
+	out := make([]runner.Usage, len(pods))
+	for i, p := range pods {
+		out[i] = runner.Usage{CPU: p.CPU(), MemoryBytes: p.(*pod).memory()}
+	}
+	return out
+}
+
 // Start runs the pod's container, or adopts the one already there: a
 // running container (an earlier agent was killed) is followed, not started
 // again; an exited one gives its exit at once.

@@ -131,6 +131,9 @@ func TestFreeze_pausesContainer(t *testing.T) {
 	}
 	defer p.Kill()
 	eventually(t, "the pod uses CPU", func() bool { return p.CPU() > 50*time.Millisecond })
+	if u := r.Usage(p)[0]; u.CPU <= 0 || u.MemoryBytes <= 0 {
+		t.Errorf("Usage of a running container = %+v, want CPU and memory", u)
+	}
 	p.Freeze(true)
 	time.Sleep(200 * time.Millisecond)
 	before := p.CPU()

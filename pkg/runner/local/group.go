@@ -261,6 +261,34 @@ func (m *members) closeCPUStat() {
 	m.closed = true
 }
 
+// memory is the memory the members hold: in cgroup mode memory.current
+// where the memory controller is on (anonymous memory and the page cache
+// they caused), else the sum of the resident sets of cgroup.procs; in
+// session mode the sum of the live members' resident sets from snap.
+func (m *members) memory(snap map[int]procstat.Proc) int64 {
+	if m.cgroup != "" {
+		if b, err := os.ReadFile(filepath.Join(m.cgroup, "memory.current")); err == nil {
+			v, _ := strconv.ParseInt(string(bytes.TrimSpace(b)), 10, 64)
+			return v
+		}
+		b, _ := os.ReadFile(filepath.Join(m.cgroup, "cgroup.procs"))
+		var n int64
+		for _, pid := range strings.Fields(string(b)) {
+			p, _ := procstat.Read(pid)
+			n += p.RSS
+		}
+		return n
+	}
+	m.refresh(snap)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var n int64
+	for pid := range m.pids {
+		n += snap[pid].RSS
+	}
+	return n
+}
+
 // owns reports whether pid is one of the pod's processes.
 func (m *members) owns(pid int) bool {
 	if m.cgroup != "" {

@@ -354,6 +354,24 @@ func (r *Runner) CPU(pods ...runner.Pod) []time.Duration {
 	return out
 }
 
+// Usage is what a pod uses of the node (pkg/runner's).
+type Usage = runner.Usage
+
+// Usage is the CPU time and memory of each of ps, in one walk of /proc at
+// most (none when every pod has a cgroup).
+func (r *Runner) Usage(pods ...runner.Pod) []Usage {
+	var snap map[int]procstat.Proc
+	out := make([]Usage, len(pods))
+	for i, pod := range pods {
+		p := pod.(*Process)
+		if p.members.cgroup == "" && snap == nil {
+			snap = procstat.Snapshot()
+		}
+		out[i] = Usage{CPU: p.members.cpu(snap), MemoryBytes: p.members.memory(snap)}
+	}
+	return out
+}
+
 // Process is one started pod.
 type Process struct {
 	cmd     *exec.Cmd

@@ -364,3 +364,33 @@ func TestRunner_CPUGrows(t *testing.T) {
 		r.Close()
 	}
 }
+
+// A pod that burns CPU and holds 64 MiB shows both in Usage, followed by
+// cgroup and by session; a sleeping one uses next to no CPU.
+func TestRunner_Usage(t *testing.T) {
+	for _, mode := range []string{"", "none"} {
+		r, err := local.New(local.Config{DataDir: t.TempDir(), StopGrace: time.Second, Cgroup: mode, UIDs: local.DefaultUIDs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		busy, err := r.Start(local.Spec{ID: "busy", Command: []string{"awk", `BEGIN { s = sprintf("%1000s", ""); while (length(s) < 67108864) s = s s; while (1) n++ }`}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		idle, err := r.Start(local.Spec{ID: "idle", Command: []string{"sleep", "300"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var u []local.Usage
+		eventually(t, r.Tracking()+": 200 ms of CPU and 64 MiB", func() bool {
+			u = r.Usage(busy, idle)
+			return u[0].CPU >= 200*time.Millisecond && u[0].MemoryBytes >= 64<<20
+		})
+		if u[1].CPU > 100*time.Millisecond || u[1].MemoryBytes <= 0 || u[1].MemoryBytes >= 64<<20 {
+			t.Errorf("%s: the sleeping pod: %+v", r.Tracking(), u[1])
+		}
+		busy.Stop(context.Background())
+		idle.Stop(context.Background())
+		r.Close()
+	}
+}

@@ -43,6 +43,8 @@ func TestChartValidates(t *testing.T) {
 		"local runtime with the agent": {"--set", "agent.enabled=true", "--set", "scheduler.runtime=local"},
 		"plaintext":                    {"--set", "tls.enabled=false"},
 		"mutual TLS and SSO":           {"--set", "tls.mutual=true", "--set", "identity.oidc.issuer=https://login.example.com", "--set", "identity.oidc.clientId=runway"},
+		"the metrics service": {"--set", "metricsService.enabled=true", "--set", "metricsService.prometheusUrl=http://prometheus:9090",
+			"--set", "metricsService.s3.endpoint=https://s3.example.com", "--set", "metricsService.s3.caSecret=s3-ca"},
 	} {
 		out, err := exec.Command(helm, append([]string{"template", "rw", "../../../deploy/runway", "--namespace", ns}, args...)...).Output()
 		if err != nil {
@@ -81,8 +83,11 @@ func TestChartValidates(t *testing.T) {
 		if name == "local runtime with the agent" {
 			want["DaemonSet"] = 1
 		}
+		if name == "the metrics service" {
+			want["Deployment"], want["Service"] = 6, 6
+		}
 		// TLS is on unless turned off: every service serves and calls with it.
-		if tlsArgs := strings.Count(string(out), "--tls-cert-file="); (tlsArgs == 5) != (name != "plaintext") {
+		if tlsArgs := strings.Count(string(out), "--tls-cert-file="); (tlsArgs == want["Deployment"]) != (name != "plaintext") {
 			t.Errorf("%s: %d services with --tls-cert-file", name, tlsArgs)
 		}
 		for k, n := range want {

@@ -86,6 +86,9 @@ type Config struct {
 	CollectInterval time.Duration
 	// Metrics receives the GPU series; none are exported when nil.
 	Metrics *gpumetrics.Metrics
+	// Usage receives the pods' CPU and memory series; none are exported
+	// when nil.
+	Usage *PodUsage
 	// MPSPipeDir is the pipe directory of an MPS control daemon; when set,
 	// pods get MPS memory and thread limits instead of being ended by the
 	// agent for going over their memory slice.

@@ -195,6 +195,10 @@ func (p *pods) runPod(ctx context.Context, b nodemanager.Binding, pd *pod) {
 	}
 	p.running.set(spec.ID, true)
 	run.report(workloadv1.PodState_POD_STATE_RUNNING, 0, "")
+	if p.cfg.Usage != nil {
+		p.cfg.Usage.add(p.cfg.Node, b, p.runner, proc)
+		defer p.cfg.Usage.remove(proc)
+	}
 	if len(b.Devices) > 0 {
 		p.gpus.add(&gpuPod{id: spec.ID, b: b, proc: proc, limit: spec.GPUMemoryBytes, run: run})
 		defer p.gpus.remove(spec.ID)

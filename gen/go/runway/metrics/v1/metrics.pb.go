@@ -45,20 +45,26 @@ const (
 	MetricType_METRIC_TYPE_ALLOCATED_MEMORY_BYTES MetricType = 7
 	// GPUs of the entity's healthy devices (nodes, node pools, the cluster).
 	MetricType_METRIC_TYPE_TOTAL_GPUS MetricType = 8
+	// CPU cores used: the rate of a pod's CPU time (workloads, per pod).
+	MetricType_METRIC_TYPE_CPU_USAGE_CORES MetricType = 9
+	// Memory used by a pod's processes, in bytes (workloads, per pod).
+	MetricType_METRIC_TYPE_MEMORY_USAGE_BYTES MetricType = 10
 )
 
 // Enum value maps for MetricType.
 var (
 	MetricType_name = map[int32]string{
-		0: "METRIC_TYPE_UNSPECIFIED",
-		1: "METRIC_TYPE_GPU_UTILIZATION",
-		2: "METRIC_TYPE_GPU_MEMORY_USED_BYTES",
-		3: "METRIC_TYPE_ALLOCATED_GPUS",
-		4: "METRIC_TYPE_USED_GPUS",
-		5: "METRIC_TYPE_GPU_QUOTA",
-		6: "METRIC_TYPE_ALLOCATED_CPU_CORES",
-		7: "METRIC_TYPE_ALLOCATED_MEMORY_BYTES",
-		8: "METRIC_TYPE_TOTAL_GPUS",
+		0:  "METRIC_TYPE_UNSPECIFIED",
+		1:  "METRIC_TYPE_GPU_UTILIZATION",
+		2:  "METRIC_TYPE_GPU_MEMORY_USED_BYTES",
+		3:  "METRIC_TYPE_ALLOCATED_GPUS",
+		4:  "METRIC_TYPE_USED_GPUS",
+		5:  "METRIC_TYPE_GPU_QUOTA",
+		6:  "METRIC_TYPE_ALLOCATED_CPU_CORES",
+		7:  "METRIC_TYPE_ALLOCATED_MEMORY_BYTES",
+		8:  "METRIC_TYPE_TOTAL_GPUS",
+		9:  "METRIC_TYPE_CPU_USAGE_CORES",
+		10: "METRIC_TYPE_MEMORY_USAGE_BYTES",
 	}
 	MetricType_value = map[string]int32{
 		"METRIC_TYPE_UNSPECIFIED":            0,
@@ -70,6 +76,8 @@ var (
 		"METRIC_TYPE_ALLOCATED_CPU_CORES":    6,
 		"METRIC_TYPE_ALLOCATED_MEMORY_BYTES": 7,
 		"METRIC_TYPE_TOTAL_GPUS":             8,
+		"METRIC_TYPE_CPU_USAGE_CORES":        9,
+		"METRIC_TYPE_MEMORY_USAGE_BYTES":     10,
 	}
 )
 
@@ -603,7 +611,7 @@ const file_runway_metrics_v1_metrics_proto_rawDesc = "" +
 	"\x0eallocated_gpus\x18\x03 \x01(\x01R\rallocatedGpus\x12\x1b\n" +
 	"\tgpu_quota\x18\x04 \x01(\x01R\bgpuQuota\x12+\n" +
 	"\x11running_workloads\x18\x05 \x01(\x05R\x10runningWorkloads\x12+\n" +
-	"\x11pending_workloads\x18\x06 \x01(\x05R\x10pendingWorkloads*\xb0\x02\n" +
+	"\x11pending_workloads\x18\x06 \x01(\x05R\x10pendingWorkloads*\xf5\x02\n" +
 	"\n" +
 	"MetricType\x12\x1b\n" +
 	"\x17METRIC_TYPE_UNSPECIFIED\x10\x00\x12\x1f\n" +
@@ -614,7 +622,10 @@ const file_runway_metrics_v1_metrics_proto_rawDesc = "" +
 	"\x15METRIC_TYPE_GPU_QUOTA\x10\x05\x12#\n" +
 	"\x1fMETRIC_TYPE_ALLOCATED_CPU_CORES\x10\x06\x12&\n" +
 	"\"METRIC_TYPE_ALLOCATED_MEMORY_BYTES\x10\a\x12\x1a\n" +
-	"\x16METRIC_TYPE_TOTAL_GPUS\x10\bB?Z=github.com/runwayhq/runway/gen/go/runway/metrics/v1;metricsv1b\x06proto3"
+	"\x16METRIC_TYPE_TOTAL_GPUS\x10\b\x12\x1f\n" +
+	"\x1bMETRIC_TYPE_CPU_USAGE_CORES\x10\t\x12\"\n" +
+	"\x1eMETRIC_TYPE_MEMORY_USAGE_BYTES\x10\n" +
+	"B?Z=github.com/runwayhq/runway/gen/go/runway/metrics/v1;metricsv1b\x06proto3"
 
 var (
 	file_runway_metrics_v1_metrics_proto_rawDescOnce sync.Once
