@@ -31,10 +31,16 @@ type cycle struct {
 	// movedBy finds a moved workload's eviction in plan.Evictions.
 	movedBy map[*cluster.Workload]int
 	// queueChanges counts the bindings and evictions of each project's
-	// workloads, for lists, its cache of victim candidates.
+	// workloads, and each department's, for the caches of victim
+	// candidates (lists) and of the victim order of departments (orders).
 	queueChanges map[*cluster.Queue]int
-	lists        map[poolQueue]candidateList
-	noFit        map[shape]noFit
+	lists        map[poolQueue]*candidateList
+	orders       map[poolQueue]orderedQueues
+	// deferred and searches serve the victim searches' deferred groups
+	// (victimfeed.go).
+	deferred []deferMark
+	searches int
+	noFit    map[shape]noFit
 	// noRoom remembers victim searches that found nothing, valid while the
 	// plan has not changed since.
 	noRoom map[searchKey]noRoom
@@ -51,7 +57,7 @@ func Cycle(s *cluster.State, cfg Config) Plan {
 	c := &cycle{s: s, cfg: cfg, touched: map[*cluster.Workload]bool{}, boundAt: map[cluster.PodRef]int{},
 		reasons: map[*cluster.Workload][]Reason{}, evicted: map[*cluster.Workload][]Reason{},
 		placedFor: map[*cluster.Workload]bool{}, movedBy: map[*cluster.Workload]int{},
-		queueChanges: map[*cluster.Queue]int{}, lists: map[poolQueue]candidateList{},
+		queueChanges: map[*cluster.Queue]int{}, lists: map[poolQueue]*candidateList{}, orders: map[poolQueue]orderedQueues{},
 		noFit: map[shape]noFit{}, noRoom: map[searchKey]noRoom{}}
 	mark := s.Mark()
 	c.gangTimeouts()
@@ -86,7 +92,7 @@ func (c *cycle) because(w *cluster.Workload, p *cluster.Pool, why Reason) {
 func (c *cycle) bind(w *cluster.Workload, pods []int) {
 	c.touched[w] = true
 	c.changes++
-	c.queueChanges[w.Project]++
+	c.changed(w.Project)
 	delete(c.reasons, w)
 	for _, pod := range pods {
 		at := w.Placed[pod]
@@ -122,7 +128,7 @@ func (c *cycle) evict(u unit, rule Rule, forW *cluster.Workload, why string) {
 	}
 	c.changes++
 	c.freed++
-	c.queueChanges[u.w.Project]++
+	c.changed(u.w.Project)
 	what := "placed in this cycle, then its room was taken"
 	if i, ok := c.movedBy[u.w]; ok && len(running) == 0 {
 		// Moved by consolidation, then taken: the move becomes this eviction.
@@ -150,6 +156,14 @@ func (c *cycle) evict(u unit, rule Rule, forW *cluster.Workload, why string) {
 	}
 	c.evicted[u.w] = append(c.evicted[u.w], Reason{Check: ruleChecks[rule], Pool: pool,
 		Text: fmt.Sprintf("%s (%s): %s", what, rule, why)})
+}
+
+// changed counts a binding or an eviction in project q, and in its
+// department.
+func (c *cycle) changed(q *cluster.Queue) {
+	for ; q != nil; q = q.Parent {
+		c.queueChanges[q]++
+	}
 }
 
 // grew reports whether the plan binds a pod of w.
