@@ -34,8 +34,11 @@ type cycle struct {
 	// workloads, and each department's, for the caches of victim
 	// candidates (lists) and of the victim order of departments (orders).
 	queueChanges map[*cluster.Queue]int
-	lists        map[poolQueue]*candidateList
-	orders       map[poolQueue]orderedQueues
+	// touchedIn lists, per project, the workloads bound or evicted, in
+	// order: what a candidate list must look at again.
+	touchedIn map[*cluster.Queue][]*cluster.Workload
+	lists     map[poolQueue]*candidateList
+	orders    map[poolQueue]orderedQueues
 	// deferred and searches serve the victim searches' deferred groups
 	// (victimfeed.go).
 	deferred []deferMark
@@ -57,7 +60,8 @@ func Cycle(s *cluster.State, cfg Config) Plan {
 	c := &cycle{s: s, cfg: cfg, touched: map[*cluster.Workload]bool{}, boundAt: map[cluster.PodRef]int{},
 		reasons: map[*cluster.Workload][]Reason{}, evicted: map[*cluster.Workload][]Reason{},
 		placedFor: map[*cluster.Workload]bool{}, movedBy: map[*cluster.Workload]int{},
-		queueChanges: map[*cluster.Queue]int{}, lists: map[poolQueue]*candidateList{}, orders: map[poolQueue]orderedQueues{},
+		queueChanges: map[*cluster.Queue]int{}, touchedIn: map[*cluster.Queue][]*cluster.Workload{},
+		lists: map[poolQueue]*candidateList{}, orders: map[poolQueue]orderedQueues{},
 		noFit: map[shape]noFit{}, noRoom: map[searchKey]noRoom{}}
 	mark := s.Mark()
 	c.gangTimeouts()
@@ -92,7 +96,7 @@ func (c *cycle) because(w *cluster.Workload, p *cluster.Pool, why Reason) {
 func (c *cycle) bind(w *cluster.Workload, pods []int) {
 	c.touched[w] = true
 	c.changes++
-	c.changed(w.Project)
+	c.changed(w)
 	delete(c.reasons, w)
 	for _, pod := range pods {
 		at := w.Placed[pod]
@@ -128,7 +132,7 @@ func (c *cycle) evict(u unit, rule Rule, forW *cluster.Workload, why string) {
 	}
 	c.changes++
 	c.freed++
-	c.changed(u.w.Project)
+	c.changed(u.w)
 	what := "placed in this cycle, then its room was taken"
 	if i, ok := c.movedBy[u.w]; ok && len(running) == 0 {
 		// Moved by consolidation, then taken: the move becomes this eviction.
@@ -158,10 +162,11 @@ func (c *cycle) evict(u unit, rule Rule, forW *cluster.Workload, why string) {
 		Text: fmt.Sprintf("%s (%s): %s", what, rule, why)})
 }
 
-// changed counts a binding or an eviction in project q, and in its
+// changed counts a binding or an eviction of w in its project and its
 // department.
-func (c *cycle) changed(q *cluster.Queue) {
-	for ; q != nil; q = q.Parent {
+func (c *cycle) changed(w *cluster.Workload) {
+	c.touchedIn[w.Project] = append(c.touchedIn[w.Project], w)
+	for q := w.Project; q != nil; q = q.Parent {
 		c.queueChanges[q]++
 	}
 }

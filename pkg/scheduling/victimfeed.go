@@ -1,6 +1,7 @@
 package scheduling
 
 import (
+	"slices"
 	"sort"
 
 	"github.com/runwayhq/runway/pkg/cluster"
@@ -36,8 +37,8 @@ type candidateList struct {
 	// groups are the runs of one priority, the queue's victim groups when
 	// every candidate is kept.
 	groups  []listGroup
-	at      map[*cluster.Workload]int // index in ws
 	version int
+	seen    int // how many of cycle.touchedIn[q] it includes
 }
 
 // listGroup is one priority's run of a candidate list.
@@ -69,37 +70,50 @@ type poolQueue struct {
 
 // candidates lists v's running preemptible workloads in pool p that may be
 // victims, lowest priority first, then in submission order. The list is
-// kept for the cycle and built again only after a binding or an eviction in
-// v: a reclaim storm reads hundreds of queues for every workload.
+// kept for the cycle; after a binding or an eviction in v, only the
+// workloads they touched are taken out and put back in their place: a
+// reclaim storm reads hundreds of queues for every workload.
 func (c *cycle) candidates(v *cluster.Queue, p *cluster.Pool) *candidateList {
 	key := poolQueue{v, p}
-	if got, ok := c.lists[key]; ok && got.version == c.queueChanges[v] {
-		return got
+	old, ok := c.lists[key]
+	if ok && old.version == c.queueChanges[v] {
+		return old
 	}
-	var ws []*cluster.Workload
-	for w := range v.Running() {
-		if w.Priority.Preemptible && w.Pool() == p && !c.placedFor[w] {
-			ws = append(ws, w)
+	list := &candidateList{version: c.queueChanges[v], seen: len(c.touchedIn[v])}
+	if !ok {
+		for w := range v.Running() {
+			if c.candidate(w, p) {
+				list.ws = append(list.ws, w)
+			}
+		}
+		sort.Slice(list.ws, func(a, b int) bool { return victimLess(list.ws[a], list.ws[b]) })
+		list.units = make([][]unit, len(list.ws))
+		for i, w := range list.ws {
+			list.units[i] = unitsOf(w)
+		}
+	} else {
+		changed := c.touchedIn[v][old.seen:]
+		for i, w := range old.ws {
+			if !slices.Contains(changed, w) {
+				list.ws, list.units = append(list.ws, w), append(list.units, old.units[i])
+			}
+		}
+		for k, w := range changed {
+			if slices.Contains(changed[:k], w) || !c.candidate(w, p) {
+				continue
+			}
+			i := sort.Search(len(list.ws), func(i int) bool { return victimLess(w, list.ws[i]) })
+			list.ws, list.units = slices.Insert(list.ws, i, w), slices.Insert(list.units, i, unitsOf(w))
 		}
 	}
-	sort.Slice(ws, func(a, b int) bool {
-		if ws[a].Priority.Value != ws[b].Priority.Value {
-			return ws[a].Priority.Value < ws[b].Priority.Value
-		}
-		return ws[a].Seq < ws[b].Seq
-	})
-	list := &candidateList{ws: ws, units: make([][]unit, len(ws)), at: make(map[*cluster.Workload]int, len(ws)),
-		version: c.queueChanges[v]}
 	rank := 0
-	for i, w := range ws {
-		list.at[w] = i
-		us := unitsOf(w)
+	for i, w := range list.ws {
+		us := list.units[i]
 		for k := range us {
 			us[k].rank = rank
 			rank++
 		}
-		list.units[i] = us
-		if i == 0 || w.Priority.Value != ws[i-1].Priority.Value {
+		if i == 0 || w.Priority.Value != list.ws[i-1].Priority.Value {
 			list.groups = append(list.groups, listGroup{from: i})
 		}
 		lg := &list.groups[len(list.groups)-1]
@@ -112,6 +126,29 @@ func (c *cycle) candidates(v *cluster.Queue, p *cluster.Pool) *candidateList {
 	}
 	c.lists[key] = list
 	return list
+}
+
+// candidate reports whether w (running) may be a victim in pool p.
+func (c *cycle) candidate(w *cluster.Workload, p *cluster.Pool) bool {
+	return w.PlacedPods() > 0 && w.Priority.Preemptible && w.Pool() == p && !c.placedFor[w]
+}
+
+// victimLess is the order of a candidate list: lowest priority first, then
+// in submission order.
+func victimLess(a, b *cluster.Workload) bool {
+	if a.Priority.Value != b.Priority.Value {
+		return a.Priority.Value < b.Priority.Value
+	}
+	return a.Seq < b.Seq
+}
+
+// index finds w in the list, -1 when it is not there.
+func (l *candidateList) index(w *cluster.Workload) int {
+	i := sort.Search(len(l.ws), func(i int) bool { return !victimLess(l.ws[i], w) })
+	if i < len(l.ws) && l.ws[i] == w {
+		return i
+	}
+	return -1
 }
 
 func heldIn(us []unit, held cluster.Resources) bool {
@@ -248,8 +285,8 @@ func (sr *search) resolve(byNode map[*cluster.Node][]int, n *cluster.Node) {
 		if m.search != sr.id || m.first+m.n <= done {
 			continue
 		}
-		i, ok := sr.deferred[m.first].list.at[w]
-		if !ok {
+		i := sr.deferred[m.first].list.index(w)
+		if i < 0 {
 			continue // not a candidate
 		}
 		for d := max(m.first, done); d < m.first+m.n; d++ {
