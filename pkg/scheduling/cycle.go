@@ -33,15 +33,19 @@ type cycle struct {
 	// queueChanges counts the bindings and evictions of each project's
 	// workloads, and each department's, for the caches of victim
 	// candidates (lists) and of the victim order of departments (orders).
-	queueChanges map[*cluster.Queue]int
+	queueChanges perQueue[int]
 	// touchedIn lists, per project, the workloads bound or evicted, in
 	// order: what a candidate list must look at again.
 	touchedIn map[*cluster.Queue][]*cluster.Workload
-	lists     map[poolQueue]*candidateList
+	lists     []perQueue[*candidateList] // per pool index
 	orders    map[poolQueue]orderedQueues
 	// deferred and searches serve the victim searches' deferred groups
 	// (victimfeed.go).
-	deferred []deferMark
+	deferred perQueue[deferMark]
+	// dead memoizes, per search, which amounts held fail the after rule
+	// alone, per queue where the branches meet (see reclaim).
+	dead     perQueue[deadMemo]
+	scratch  scratch
 	searches int
 	noFit    map[shape]noFit
 	// noRoom remembers victim searches that found nothing, valid while the
@@ -60,8 +64,8 @@ func Cycle(s *cluster.State, cfg Config) Plan {
 	c := &cycle{s: s, cfg: cfg, touched: map[*cluster.Workload]bool{}, boundAt: map[cluster.PodRef]int{},
 		reasons: map[*cluster.Workload][]Reason{}, evicted: map[*cluster.Workload][]Reason{},
 		placedFor: map[*cluster.Workload]bool{}, movedBy: map[*cluster.Workload]int{},
-		queueChanges: map[*cluster.Queue]int{}, touchedIn: map[*cluster.Queue][]*cluster.Workload{},
-		lists: map[poolQueue]*candidateList{}, orders: map[poolQueue]orderedQueues{},
+		touchedIn: map[*cluster.Queue][]*cluster.Workload{},
+		lists:     make([]perQueue[*candidateList], len(s.Pools)), orders: map[poolQueue]orderedQueues{},
 		noFit: map[shape]noFit{}, noRoom: map[searchKey]noRoom{}}
 	mark := s.Mark()
 	c.gangTimeouts()
@@ -167,8 +171,20 @@ func (c *cycle) evict(u unit, rule Rule, forW *cluster.Workload, why string) {
 func (c *cycle) changed(w *cluster.Workload) {
 	c.touchedIn[w.Project] = append(c.touchedIn[w.Project], w)
 	for q := w.Project; q != nil; q = q.Parent {
-		c.queueChanges[q]++
+		*c.queueChanges.at(q)++
 	}
+}
+
+// perQueue holds one T per queue, indexed by creation order: the caches
+// the victim search reads for hundreds of queues per reclaim.
+type perQueue[T any] []T
+
+// at returns q's entry, growing the table as needed.
+func (t *perQueue[T]) at(q *cluster.Queue) *T {
+	if q.Order >= len(*t) {
+		*t = append(*t, make([]T, q.Order+1-len(*t))...)
+	}
+	return &(*t)[q.Order]
 }
 
 // grew reports whether the plan binds a pod of w.

@@ -193,10 +193,10 @@ func (c *cycle) victimOrder(q *cluster.Queue, p *cluster.Pool, req cluster.Resou
 // eviction in d.
 func (c *cycle) orderedChildren(d *cluster.Queue, p *cluster.Pool) []*cluster.Queue {
 	key := poolQueue{d, p}
-	if got, ok := c.orders[key]; ok && got.version == c.queueChanges[d] {
+	if got, ok := c.orders[key]; ok && got.version == *c.queueChanges.at(d) {
 		return got.queues
 	}
-	got := orderedQueues{queues: orderQueues(d.Children, p), version: c.queueChanges[d]}
+	got := orderedQueues{queues: orderQueues(d.Children, p), version: *c.queueChanges.at(d)}
 	c.orders[key] = got
 	return got.queues
 }

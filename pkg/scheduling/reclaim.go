@@ -2,6 +2,7 @@ package scheduling
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/runwayhq/runway/pkg/cluster"
@@ -73,6 +74,8 @@ func (c *cycle) reclaim(j *cluster.Workload) bool {
 	queues := c.victimOrder(q, p, req)
 	c.searches++
 	sr := &search{c: c, j: j, pool: p, budget: c.cfg.SearchBound, id: c.searches, feed: feed{queues: queues}}
+	c.scratch.lend(sr)
+	defer c.scratch.keep(sr)
 	// The after rule gets easier with victims of j's own department (its
 	// department ends less saturated) when victims of another department are
 	// taken too: then a set failing the rules may have a superset that passes.
@@ -86,22 +89,20 @@ func (c *cycle) reclaim(j *cluster.Workload) bool {
 	// when they are not, search every set while there are few.
 	sr.exact = sr.rulesNotMonotone && running <= exactGangUnits
 	sr.rules = func(set []int) bool { return c.reclaimRules(j, p, req, sr.units, set) }
-	type alone struct {
-		queue *cluster.Queue
-		held  cluster.Resources
-	}
 	// The rule reads only what the unit holds and the queues that lose it
 	// below where the branches meet: a unit of another department, only
 	// that department.
-	dead := map[alone]bool{}
 	sr.deadAlone = func(u *unit) bool {
 		_, b := meeting(q, u.w.Project)
-		k := alone{b, u.held}
-		d, ok := dead[k]
-		if !ok {
-			d = !c.afterRule(q, p, req, []unit{*u}, []int{0})
-			dead[k] = d
+		m := c.dead.at(b)
+		if m.search != sr.id {
+			m.search, m.held, m.dead = sr.id, m.held[:0], m.dead[:0]
 		}
+		if i := slices.Index(m.held, u.held); i >= 0 {
+			return m.dead[i]
+		}
+		d := !c.afterRule(q, p, req, []unit{*u}, []int{0})
+		m.held, m.dead = append(m.held, u.held), append(m.dead, d)
 		return d
 	}
 	sr.helps = func(u *unit) bool { return u.w.Project.Parent == q.Parent }

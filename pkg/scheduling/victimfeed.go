@@ -62,6 +62,14 @@ type deferMark struct {
 	first, n int
 }
 
+// deadMemo is one queue's entry in cycle.dead: for search, whether a unit
+// holding held[i] fails the after rule alone.
+type deadMemo struct {
+	search int
+	held   []cluster.Resources
+	dead   []bool
+}
+
 // poolQueue keys per-queue caches of one pool.
 type poolQueue struct {
 	q *cluster.Queue
@@ -74,12 +82,13 @@ type poolQueue struct {
 // workloads they touched are taken out and put back in their place: a
 // reclaim storm reads hundreds of queues for every workload.
 func (c *cycle) candidates(v *cluster.Queue, p *cluster.Pool) *candidateList {
-	key := poolQueue{v, p}
-	old, ok := c.lists[key]
-	if ok && old.version == c.queueChanges[v] {
+	slot := c.lists[p.Index].at(v)
+	old, version := *slot, *c.queueChanges.at(v)
+	ok := old != nil
+	if ok && old.version == version {
 		return old
 	}
-	list := &candidateList{version: c.queueChanges[v], seen: len(c.touchedIn[v])}
+	list := &candidateList{version: version, seen: len(c.touchedIn[v])}
 	if !ok {
 		for w := range v.Running() {
 			if c.candidate(w, p) {
@@ -124,7 +133,7 @@ func (c *cycle) candidates(v *cluster.Queue, p *cluster.Pool) *candidateList {
 			}
 		}
 	}
-	c.lists[key] = list
+	*slot = list
 	return list
 }
 
@@ -245,7 +254,7 @@ func (sr *search) vainListGroup(lg listGroup) bool {
 // deferGroup gives lg its group number with no units in units (an empty
 // range marks it).
 func (sr *search) deferGroup(v *cluster.Queue, list *candidateList, lg listGroup) {
-	m := sr.c.deferMark(v)
+	m := sr.c.deferred.at(v)
 	if m.search != sr.id {
 		*m = deferMark{search: sr.id, first: len(sr.deferred)}
 	}
@@ -253,15 +262,6 @@ func (sr *search) deferGroup(v *cluster.Queue, list *candidateList, lg listGroup
 	sr.deferred = append(sr.deferred, deferredGroup{list: list, lg: lg, group: len(sr.groups)})
 	sr.starts = append(sr.starts, len(sr.units))
 	sr.groups = append(sr.groups, len(sr.units))
-}
-
-// deferMark is v's entry in the cycle's table of deferred queues, indexed
-// by queue creation order.
-func (c *cycle) deferMark(v *cluster.Queue) *deferMark {
-	for v.Order >= len(c.deferred) {
-		c.deferred = append(c.deferred, deferMark{})
-	}
-	return &c.deferred[v.Order]
 }
 
 // resolve adds to byNode[n] the units on n of the groups deferred so far,
@@ -281,7 +281,7 @@ func (sr *search) resolve(byNode map[*cluster.Node][]int, n *cluster.Node) {
 	before := len(l)
 	for _, ref := range n.Pods {
 		w := ref.Workload
-		m := sr.c.deferMark(w.Project)
+		m := sr.c.deferred.at(w.Project)
 		if m.search != sr.id || m.first+m.n <= done {
 			continue
 		}
@@ -367,3 +367,32 @@ func (sr *search) materialize() {
 
 // pulledNone reports whether the search has had no candidate at all.
 func (sr *search) pulledNone() bool { return len(sr.units) == 0 && len(sr.deferred) == 0 }
+
+// scratch is the victim search's working memory, lent to one reclaim
+// search after another: a storm runs thousands of them per cycle.
+type scratch struct {
+	units          []unit
+	starts, groups []int
+	deferred       []deferredGroup
+	byNode         map[*cluster.Node][]int
+	items          []candidate
+}
+
+func (sc *scratch) lend(sr *search) {
+	sr.units, sr.starts, sr.groups, sr.deferred = sc.units[:0], sc.starts[:0], sc.groups[:0], sc.deferred[:0]
+}
+
+// keep takes the search's memory back once its units are no longer read.
+func (sc *scratch) keep(sr *search) {
+	clear(sr.deferred)
+	sc.units, sc.starts, sc.groups, sc.deferred = sr.units[:0], sr.starts[:0], sr.groups[:0], sr.deferred[:0]
+}
+
+// nodes returns the empty per-node index.
+func (sc *scratch) nodes() map[*cluster.Node][]int {
+	if sc.byNode == nil {
+		sc.byNode = map[*cluster.Node][]int{}
+	}
+	clear(sc.byNode)
+	return sc.byNode
+}

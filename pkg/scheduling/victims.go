@@ -240,7 +240,7 @@ func (sr *search) greedyFrom(lo int) []int {
 // g arrives, only nodes it touches can have new such sets, and each of those
 // sets contains a unit of g: all of them come before any set reaching g+1.
 func (sr *search) findForPod() []int {
-	byNode := map[*cluster.Node][]int{}
+	byNode := sr.c.scratch.nodes()
 	feasible, complete := false, true
 	sr.lazy = true
 	for sr.pull() {
@@ -261,12 +261,13 @@ func (sr *search) findForPod() []int {
 			// nodeBound): its sets are built only when it comes first, so
 			// nodes that only offer dearer sets than the one chosen are
 			// never enumerated, nor their deferred units resolved.
-			h := &setHeap{units: sr.units}
+			h := &setHeap{units: sr.units, items: sr.c.scratch.items[:0]}
 			for _, n := range touched {
 				if n.Ready && (sr.j.NodeType == "" || n.Type() == sr.j.NodeType) {
 					h.pushBound(sr.nodeBound(n, byNode[n], g))
 				}
 			}
+			sr.c.scratch.items = h.items[:0]
 			for h.Len() > 0 && sr.budget > 0 {
 				e := heap.Pop(h).(candidate)
 				if e.node == nil {
