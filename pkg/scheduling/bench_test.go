@@ -68,9 +68,11 @@ func BenchmarkPlacement(b *testing.B) {
 	cfg := scheduling.DefaultConfig()
 	var plan scheduling.Plan
 	b.ResetTimer()
+	cpu := cpuTime(b)
 	for b.Loop() {
 		plan = scheduling.Cycle(s, cfg)
 	}
+	b.ReportMetric(float64((cpuTime(b)-cpu).Nanoseconds())/float64(b.N), "cpu-ns/op")
 	if len(plan.Bindings) != 40_000 {
 		b.Fatalf("placed %d pods, want 40000 (every GPU)", len(plan.Bindings))
 	}

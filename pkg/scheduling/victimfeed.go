@@ -102,6 +102,8 @@ func (c *cycle) candidates(v *cluster.Queue, p *cluster.Pool) *candidateList {
 		}
 	} else {
 		changed := c.touchedIn[v][old.seen:]
+		list.ws = make([]*cluster.Workload, 0, len(old.ws)+len(changed))
+		list.units = make([][]unit, 0, len(old.ws)+len(changed))
 		for i, w := range old.ws {
 			if !slices.Contains(changed, w) {
 				list.ws, list.units = append(list.ws, w), append(list.units, old.units[i])
