@@ -98,8 +98,9 @@ func (c *cycle) waitingWorkloads() []*cluster.Workload {
 func (c *cycle) allocatePool(p *cluster.Pool, cands []*cluster.Workload) []*cluster.Workload {
 	depts := c.lines(cands)
 	var failed []*cluster.Workload
+	var pick picker
 	for {
-		d := pickDept(depts, p)
+		d := pick.dept(depts, p)
 		if d == nil {
 			return failed
 		}
@@ -147,14 +148,20 @@ func (c *cycle) lines(cands []*cluster.Workload) []*deptLine {
 	return depts
 }
 
-// pickDept walks the root's level: the department that goes first, with its
+// picker holds the picks' working memory from one pick to the next.
+type picker struct {
+	vs, projectVs []queueView
+	ds            []*deptLine
+	idx           []int
+}
+
+// dept walks the root's level: the department that goes first, with its
 // first project cached in best. nil when nothing is left.
-func pickDept(depts []*deptLine, p *cluster.Pool) *deptLine {
-	var vs []queueView
-	var ds []*deptLine
+func (pk *picker) dept(depts []*deptLine, p *cluster.Pool) *deptLine {
+	vs, ds := pk.vs[:0], pk.ds[:0]
 	for _, d := range depts {
 		if d.best < 0 {
-			d.best = pickProject(d, p)
+			d.best = pk.project(d, p)
 		}
 		if d.best < 0 {
 			continue
@@ -163,15 +170,15 @@ func pickDept(depts []*deptLine, p *cluster.Pool) *deptLine {
 		vs = append(vs, view(d.q, p, request(head, p)))
 		ds = append(ds, d)
 	}
+	pk.vs, pk.ds = vs, ds
 	if len(ds) == 0 {
 		return nil
 	}
 	return ds[best(vs)]
 }
 
-func pickProject(d *deptLine, p *cluster.Pool) int {
-	var vs []queueView
-	var idx []int
+func (pk *picker) project(d *deptLine, p *cluster.Pool) int {
+	vs, idx := pk.projectVs[:0], pk.idx[:0]
 	for i, pl := range d.projects {
 		if len(pl.list) == 0 {
 			continue
@@ -179,6 +186,7 @@ func pickProject(d *deptLine, p *cluster.Pool) int {
 		vs = append(vs, view(pl.q, p, request(pl.list[0], p)))
 		idx = append(idx, i)
 	}
+	pk.projectVs, pk.idx = vs, idx
 	if len(idx) == 0 {
 		return -1
 	}

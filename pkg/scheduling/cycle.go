@@ -33,10 +33,23 @@ type cycle struct {
 	// movedBy finds a moved workload's eviction in plan.Evictions.
 	movedBy map[*cluster.Workload]int
 	// queueChanges counts the bindings and evictions of each project's
-	// workloads, for lists, its cache of victim candidates.
-	queueChanges map[*cluster.Queue]int
-	lists        map[poolQueue]candidateList
-	noFit        map[shape]noFit
+	// workloads, and each department's, for the caches of victim
+	// candidates (lists) and of the victim order of departments (orders).
+	queueChanges perQueue[int]
+	// touchedIn lists, per project, the workloads bound or evicted, in
+	// order: what a candidate list must look at again.
+	touchedIn map[*cluster.Queue][]*cluster.Workload
+	lists     []perQueue[*candidateList] // per pool index
+	orders    map[poolQueue]orderedQueues
+	// deferred and searches serve the victim searches' deferred groups
+	// (victimfeed.go).
+	deferred perQueue[deferMark]
+	// dead memoizes, per search, which amounts held fail the after rule
+	// alone, per queue where the branches meet (see reclaim).
+	dead     perQueue[deadMemo]
+	scratch  scratch
+	searches int
+	noFit    map[shape]noFit
 	// noRoom remembers victim searches that found nothing, valid while the
 	// plan has not changed since.
 	noRoom map[searchKey]noRoom
@@ -53,7 +66,8 @@ func Cycle(s *cluster.State, cfg Config) Plan {
 	c := &cycle{s: s, cfg: cfg, touched: map[*cluster.Workload]bool{}, boundAt: map[cluster.PodRef]int{},
 		reasons: map[*cluster.Workload][]Reason{}, evicted: map[*cluster.Workload][]Reason{},
 		placedFor: map[*cluster.Workload]bool{}, movedBy: map[*cluster.Workload]int{},
-		queueChanges: map[*cluster.Queue]int{}, lists: map[poolQueue]candidateList{},
+		touchedIn: map[*cluster.Queue][]*cluster.Workload{},
+		lists:     make([]perQueue[*candidateList], len(s.Pools)), orders: map[poolQueue]orderedQueues{},
 		noFit: map[shape]noFit{}, noRoom: map[searchKey]noRoom{}}
 	mark := s.Mark()
 	c.gangTimeouts()
@@ -88,7 +102,7 @@ func (c *cycle) because(w *cluster.Workload, p *cluster.Pool, why Reason) {
 func (c *cycle) bind(w *cluster.Workload, pods []int) {
 	c.touched[w] = true
 	c.changes++
-	c.queueChanges[w.Project]++
+	c.changed(w)
 	delete(c.reasons, w)
 	for _, pod := range pods {
 		at := w.Placed[pod]
@@ -124,7 +138,7 @@ func (c *cycle) evict(u unit, rule Rule, forW *cluster.Workload, why string) {
 	}
 	c.changes++
 	c.freed++
-	c.queueChanges[u.w.Project]++
+	c.changed(u.w)
 	what := "placed in this cycle, then its room was taken"
 	if i, ok := c.movedBy[u.w]; ok && len(running) == 0 {
 		// Moved by consolidation, then taken: the move becomes this eviction.
@@ -152,6 +166,27 @@ func (c *cycle) evict(u unit, rule Rule, forW *cluster.Workload, why string) {
 	}
 	c.evicted[u.w] = append(c.evicted[u.w], Reason{Check: ruleChecks[rule], Pool: pool,
 		Text: fmt.Sprintf("%s (%s): %s", what, rule, why)})
+}
+
+// changed counts a binding or an eviction of w in its project and its
+// department.
+func (c *cycle) changed(w *cluster.Workload) {
+	c.touchedIn[w.Project] = append(c.touchedIn[w.Project], w)
+	for q := w.Project; q != nil; q = q.Parent {
+		*c.queueChanges.at(q)++
+	}
+}
+
+// perQueue holds one T per queue, indexed by creation order: the caches
+// the victim search reads for hundreds of queues per reclaim.
+type perQueue[T any] []T
+
+// at returns q's entry, growing the table as needed.
+func (t *perQueue[T]) at(q *cluster.Queue) *T {
+	if q.Order >= len(*t) {
+		*t = append(*t, make([]T, q.Order+1-len(*t))...)
+	}
+	return &(*t)[q.Order]
 }
 
 // grew reports whether the plan binds a pod of w.

@@ -1,6 +1,7 @@
 package scheduling
 
 import (
+	"slices"
 	"sort"
 
 	"github.com/runwayhq/runway/pkg/cluster"
@@ -153,30 +154,58 @@ func best(vs []queueView) int {
 	return b
 }
 
-// reverseAllocateOrder lists projects in the reverse of allocate's order with
-// no head request: the department allocate would serve last first, then the
-// projects inside it the same way (the victim group order of reclaim).
-func reverseAllocateOrder(s *cluster.State, p *cluster.Pool, keep func(*cluster.Queue) bool) []*cluster.Queue {
+// victimOrder lists the projects j of project q may reclaim from in pool p,
+// asking for req, in the reverse of allocate's order with no head request:
+// the department allocate would serve last first, then the projects inside
+// it the same way (the victim group order of reclaim). A project of another
+// department passes the per-victim rule for its full allocation exactly
+// when its department does, so such a department's projects are sorted
+// once per change in it and kept for the cycle.
+func (c *cycle) victimOrder(q *cluster.Queue, p *cluster.Pool, req cluster.Resources) []*cluster.Queue {
 	var depts []*cluster.Queue
 	byDept := map[*cluster.Queue][]*cluster.Queue{}
-	for _, d := range s.Departments {
-		for _, proj := range d.Children {
-			if keep(proj) {
-				if byDept[d] == nil {
-					depts = append(depts, d)
+	for _, d := range c.s.Departments {
+		var kept []*cluster.Queue
+		if d == q.Parent {
+			for _, v := range d.Children {
+				if v != q && c.victimQueueOK(q, v, p, req) {
+					kept = append(kept, v)
 				}
-				byDept[d] = append(byDept[d], proj)
 			}
+			kept = orderQueues(kept, p)
+		} else if len(d.Children) > 0 && c.victimQueueOK(q, d.Children[0], p, req) {
+			kept = c.orderedChildren(d, p)
+		}
+		if len(kept) > 0 {
+			depts = append(depts, d)
+			byDept[d] = kept
 		}
 	}
 	var out []*cluster.Queue
 	for _, d := range orderQueues(depts, p) {
-		out = append(out, orderQueues(byDept[d], p)...)
+		out = append(out, byDept[d]...)
 	}
-	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
-		out[i], out[j] = out[j], out[i]
-	}
+	slices.Reverse(out)
 	return out
+}
+
+// orderedChildren is orderQueues of d's projects, kept until a binding or an
+// eviction in d.
+func (c *cycle) orderedChildren(d *cluster.Queue, p *cluster.Pool) []*cluster.Queue {
+	key := poolQueue{d, p}
+	if got, ok := c.orders[key]; ok && got.version == *c.queueChanges.at(d) {
+		return got.queues
+	}
+	got := orderedQueues{queues: orderQueues(d.Children, p), version: *c.queueChanges.at(d)}
+	c.orders[key] = got
+	return got.queues
+}
+
+// orderedQueues is a department's projects in allocate's order, and the
+// department's change count then.
+type orderedQueues struct {
+	queues  []*cluster.Queue
+	version int
 }
 
 // orderQueues sorts siblings into allocate's order. Rule 5 is a partial

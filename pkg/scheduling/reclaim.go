@@ -2,6 +2,7 @@ package scheduling
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/runwayhq/runway/pkg/cluster"
@@ -70,10 +71,11 @@ func (c *cycle) reclaim(j *cluster.Workload) bool {
 	if c.knownNoRoom(j, p, key) {
 		return false
 	}
-	queues := reverseAllocateOrder(c.s, p, func(v *cluster.Queue) bool {
-		return v != q && c.victimQueueOK(q, v, p, req)
-	})
-	sr := &search{c: c, j: j, pool: p, budget: c.cfg.SearchBound}
+	queues := c.victimOrder(q, p, req)
+	c.searches++
+	sr := &search{c: c, j: j, pool: p, budget: c.cfg.SearchBound, id: c.searches, feed: feed{queues: queues}}
+	c.scratch.lend(sr)
+	defer c.scratch.keep(sr)
 	// The after rule gets easier with victims of j's own department (its
 	// department ends less saturated) when victims of another department are
 	// taken too: then a set failing the rules may have a superset that passes.
@@ -86,28 +88,28 @@ func (c *cycle) reclaim(j *cluster.Workload) bool {
 	// The per-node search for a pod relies on the rules being monotone:
 	// when they are not, search every set while there are few.
 	sr.exact = sr.rulesNotMonotone && running <= exactGangUnits
-	sr.more = c.feed(queues, p, func(*cluster.Workload) bool { return true })
 	sr.rules = func(set []int) bool { return c.reclaimRules(j, p, req, sr.units, set) }
-	type alone struct {
-		project *cluster.Queue
-		held    cluster.Resources
-	}
-	dead := map[alone]bool{} // the rule reads only the unit's queues and what it holds
-	sr.deadAlone = func(i int) bool {
-		u := sr.units[i]
-		k := alone{u.w.Project, u.held}
-		d, ok := dead[k]
-		if !ok {
-			d = !c.afterRule(q, p, req, sr.units, []int{i})
-			dead[k] = d
+	// The rule reads only what the unit holds and the queues that lose it
+	// below where the branches meet: a unit of another department, only
+	// that department.
+	sr.deadAlone = func(u *unit) bool {
+		_, b := meeting(q, u.w.Project)
+		m := c.dead.at(b)
+		if m.search != sr.id {
+			m.search, m.held, m.dead = sr.id, m.held[:0], m.dead[:0]
 		}
+		if i := slices.Index(m.held, u.held); i >= 0 {
+			return m.dead[i]
+		}
+		d := !c.afterRule(q, p, req, []unit{*u}, []int{0})
+		m.held, m.dead = append(m.held, u.held), append(m.dead, d)
 		return d
 	}
-	sr.helps = func(i int) bool { return sr.units[i].w.Project.Parent == q.Parent }
+	sr.helps = func(u *unit) bool { return u.w.Project.Parent == q.Parent }
 	set := sr.find()
 	if set == nil {
 		why := Reason{Check: CheckReclaim, Text: "reclaim: no set of victims both frees room for it and keeps every project's fair share"}
-		if len(sr.units) == 0 {
+		if sr.pulledNone() {
 			why.Text = "no other project holds more than its share of what it needs; nothing to reclaim"
 		}
 		c.rememberNoRoom(j, p, key, why)
@@ -145,10 +147,8 @@ func (c *cycle) preempt(j *cluster.Workload) bool {
 	if c.knownNoRoom(j, p, key) {
 		return false
 	}
-	sr := &search{c: c, j: j, pool: p, budget: c.cfg.SearchBound}
-	sr.more = c.feed([]*cluster.Queue{j.Project}, p, func(w *cluster.Workload) bool {
-		return w.Priority.Value < j.Priority.Value
-	})
+	sr := &search{c: c, j: j, pool: p, budget: c.cfg.SearchBound, feed: feed{queues: []*cluster.Queue{j.Project},
+		keep: func(w *cluster.Workload) bool { return w.Priority.Value < j.Priority.Value }}}
 	need, crossed, r := settleNeed(j, p, request(j, p))
 	if !need.IsZero() {
 		// The settling rule asks for victims that free at least need: more
@@ -255,91 +255,6 @@ func (c *cycle) gate(j *cluster.Workload, p *cluster.Pool, req cluster.Resources
 		}
 	}
 	return Reason{}
-}
-
-// feed returns a function that appends the next queue's candidate groups to
-// units and groups, reporting false when no queue is left: victims are built
-// only as far as the search needs them.
-func (c *cycle) feed(queues []*cluster.Queue, p *cluster.Pool, keep func(*cluster.Workload) bool) func([]unit, []int) ([]unit, []int, bool) {
-	next := 0
-	return func(units []unit, groups []int) ([]unit, []int, bool) {
-		for next < len(queues) {
-			v := queues[next]
-			next++
-			before := len(groups)
-			units, groups = c.appendGroups(units, groups, v, p, keep)
-			if len(groups) > before {
-				return units, groups, true
-			}
-		}
-		return units, groups, false
-	}
-}
-
-// appendGroups adds v's candidate units, one group per priority, lowest first.
-func (c *cycle) appendGroups(units []unit, groups []int, v *cluster.Queue, p *cluster.Pool, keep func(*cluster.Workload) bool) ([]unit, []int) {
-	start, prio := len(units), 0
-	list := c.candidates(v, p)
-	for i, w := range list.ws {
-		if !keep(w) {
-			continue
-		}
-		if len(units) > start && w.Priority.Value != prio {
-			groups = append(groups, len(units))
-		}
-		prio = w.Priority.Value
-		for _, u := range list.units[i] {
-			u.group = len(groups)
-			units = append(units, u)
-		}
-	}
-	if len(units) > start {
-		groups = append(groups, len(units))
-	}
-	return units, groups
-}
-
-// candidates lists v's running preemptible workloads in pool p that may be
-// victims, lowest priority first, then in submission order. The list is
-// kept for the cycle and built again only after a binding or an eviction in
-// v: a reclaim storm reads hundreds of queues for every workload.
-func (c *cycle) candidates(v *cluster.Queue, p *cluster.Pool) candidateList {
-	key := poolQueue{v, p}
-	if got, ok := c.lists[key]; ok && got.version == c.queueChanges[v] {
-		return got
-	}
-	var ws []*cluster.Workload
-	for w := range v.Running() {
-		if w.Priority.Preemptible && w.Pool() == p && !c.placedFor[w] {
-			ws = append(ws, w)
-		}
-	}
-	sort.Slice(ws, func(a, b int) bool {
-		if ws[a].Priority.Value != ws[b].Priority.Value {
-			return ws[a].Priority.Value < ws[b].Priority.Value
-		}
-		return ws[a].Seq < ws[b].Seq
-	})
-	list := candidateList{ws: ws, units: make([][]unit, len(ws)), version: c.queueChanges[v]}
-	for i, w := range ws {
-		list.units[i] = unitsOf(w)
-	}
-	c.lists[key] = list
-	return list
-}
-
-// poolQueue keys per-queue caches of one pool.
-type poolQueue struct {
-	q *cluster.Queue
-	p *cluster.Pool
-}
-
-// candidateList is a queue's candidates, their units, and the queue's
-// change count then.
-type candidateList struct {
-	ws      []*cluster.Workload
-	units   [][]unit
-	version int
 }
 
 // meeting returns the two queues where the branches of q and v meet: the

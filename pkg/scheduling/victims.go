@@ -21,6 +21,9 @@ type unit struct {
 	// node is where a one-pod unit runs: read in place of w.Placed, which a
 	// reclaim storm's searches would fetch from all over memory.
 	node *cluster.Node
+	// rank is its place in its queue's candidate list: with group, the
+	// order of units in a search.
+	rank int
 }
 
 // unitsOf splits a running workload into units. Pods above the minimum go one
@@ -57,12 +60,20 @@ type search struct {
 	c    *cycle
 	j    *cluster.Workload
 	pool *cluster.Pool
-	// units are the candidates pulled so far, group by group; groups holds
-	// the end index of each group in units.
+	// units are the candidates pulled so far, group by group; groups and
+	// starts hold the end and start index of each group in units (a
+	// deferred group's range is empty, see victimfeed.go).
 	units  []unit
 	groups []int
-	more   func([]unit, []int) ([]unit, []int, bool)
-	rules  func(set []int) bool // reclaim's per-victim and after rules; nil for preempt
+	starts []int
+	feed   feed
+	id     int // the search's number in the cycle, from 1
+	// lazy: findForPod defers vain groups (see victimfeed.go).
+	lazy     bool
+	deferred []deferredGroup
+	resolved map[*cluster.Node]int  // per node, the deferred groups already in its list
+	lazyAt   map[cluster.PodRef]int // a deferred unit's index in units, by its first pod
+	rules    func(set []int) bool   // reclaim's per-victim and after rules; nil for preempt
 	// rulesNotMonotone: a set failing rules may have a superset passing them.
 	rulesNotMonotone bool
 	exact            bool // search every set, even for one pod
@@ -74,7 +85,7 @@ type search struct {
 	// (reclaim's after rule); findForPod then skips the sets it would try in
 	// vain: most of a reclaim storm's. helping counts the units pulled that
 	// help.
-	deadAlone, helps func(i int) bool
+	deadAlone, helps func(u *unit) bool
 	helping          int
 	budget           int
 	// minGroup is the first group (0-based) a set must reach to be worth
@@ -83,76 +94,55 @@ type search struct {
 	pulled   int // groups findForPod has searched
 }
 
-// try evicts set, checks the rules and places j; keep leaves it all in place
-// when room is made, otherwise the state is rolled back.
-// index adds units from..to (excluded) to byNode, each once per node it
-// runs on, and appends to touched the nodes where one of them is the first
-// unit at index start or later.
-func (sr *search) index(byNode map[*cluster.Node][]int, touched []*cluster.Node, from, to, start int) (map[*cluster.Node][]int, []*cluster.Node) {
+// index adds the units from..to (excluded) of group g to byNode, each once
+// per node it runs on, and appends to touched the nodes where one of them is
+// the first unit of g.
+func (sr *search) index(byNode map[*cluster.Node][]int, touched []*cluster.Node, from, to, g int) (map[*cluster.Node][]int, []*cluster.Node) {
+	add := func(n *cluster.Node, i int) {
+		l := byNode[n]
+		if len(l) > 0 && l[len(l)-1] == i {
+			return // another pod of the same unit
+		}
+		if len(l) == 0 || sr.units[l[len(l)-1]].group != g {
+			touched = append(touched, n)
+		}
+		byNode[n] = append(l, i)
+	}
 	for i := from; i < to; i++ {
 		u := &sr.units[i]
 		if u.node != nil {
-			l := byNode[u.node]
-			if len(l) == 0 || l[len(l)-1] < start {
-				touched = append(touched, u.node)
-			}
-			byNode[u.node] = append(l, i)
+			add(u.node, i)
 			continue
 		}
 		for _, pod := range u.pods {
-			n := u.w.Placed[pod].Node
-			l := byNode[n]
-			if len(l) > 0 && l[len(l)-1] == i {
-				continue // another pod of the same unit
-			}
-			if len(l) == 0 || l[len(l)-1] < start {
-				touched = append(touched, n)
-			}
-			byNode[n] = append(l, i)
+			add(u.w.Placed[pod].Node, i)
 		}
 	}
 	return byNode, touched
 }
 
-// vainGroup is vain for the units of one group (one queue's, so either all
-// help or none): every set holding one of them and no unit that helps fails.
-func (sr *search) vainGroup(from, to int) bool {
-	if sr.deadAlone == nil || sr.helps(from) {
-		return false
-	}
-	var held cluster.Resources
-	dead := false
-	for i := from; i < to; i++ {
-		if i == from || sr.units[i].held != held {
-			held, dead = sr.units[i].held, sr.deadAlone(i)
-		}
-		if !dead {
-			return false
-		}
-	}
-	return true
-}
-
-// vain reports whether every set of units holding one at index from or
-// later fails the rules: no unit of them helps, and each at from or later is
-// dead alone.
-func (sr *search) vain(units []int, from int) bool {
+// vain reports whether every set of units holding one of group g or later
+// fails the rules: no unit of them helps, and each of g or later is dead
+// alone.
+func (sr *search) vain(units []int, g int) bool {
 	if sr.deadAlone == nil {
 		return false
 	}
 	for _, i := range units {
-		if sr.helps(i) {
+		if sr.helps(&sr.units[i]) {
 			return false
 		}
 	}
 	for _, i := range units {
-		if i >= from && !sr.deadAlone(i) {
+		if sr.units[i].group >= g && !sr.deadAlone(&sr.units[i]) {
 			return false
 		}
 	}
 	return true
 }
 
+// try evicts set, checks the rules and places j; keep leaves it all in place
+// when room is made, otherwise the state is rolled back.
 func (sr *search) try(set []int, keep bool) room {
 	sr.budget--
 	if sr.rules != nil && !sr.rules(set) {
@@ -223,22 +213,13 @@ func (sr *search) find() []int {
 	return sr.greedyFrom(lo)
 }
 
-// pull appends the next queue's groups; false when none is left.
-func (sr *search) pull() bool {
-	if sr.more == nil {
-		return false
-	}
-	var ok bool
-	sr.units, sr.groups, ok = sr.more(sr.units, sr.groups)
-	return ok
-}
-
 // greedyFrom is the fallback past the budget, or for a gang with many
 // candidates: the first k whose greedy set makes room, pruned to a minimal
 // one (no unit can be dropped). Each greedy set costs a placement per unit,
 // so only the first few k are tried, then the last, which offers every
 // candidate.
 func (sr *search) greedyFrom(lo int) []int {
+	sr.materialize()
 	for sr.pull() {
 	}
 	for _, k := range greedySteps(lo, len(sr.groups)) {
@@ -259,39 +240,46 @@ func (sr *search) greedyFrom(lo int) []int {
 // g arrives, only nodes it touches can have new such sets, and each of those
 // sets contains a unit of g: all of them come before any set reaching g+1.
 func (sr *search) findForPod() []int {
-	byNode := map[*cluster.Node][]int{}
+	byNode := sr.c.scratch.nodes()
 	feasible, complete := false, true
-	var deferred []int // groups not indexed yet (see vainGroup)
+	sr.lazy = true
 	for sr.pull() {
 		for g := sr.minGroupPulled(); g < len(sr.groups); g++ {
-			start := 0
-			if g > 0 {
-				start = sr.groups[g-1]
-			}
-			end := sr.groups[g]
-			if sr.helping == 0 && sr.vainGroup(start, end) {
-				// Every new set holds a unit of g, and nothing pulled helps:
-				// its units are indexed only once something does.
-				deferred = append(deferred, g)
+			start, end := sr.starts[g], sr.groups[g]
+			if start == end {
+				// Deferred: every new set holds a unit of g, and nothing
+				// pulled helps. Its units join byNode on the nodes a later
+				// group touches (resolve).
 				continue
 			}
-			if sr.helps != nil && sr.helps(start) {
+			if sr.helps != nil && sr.helps(&sr.units[start]) {
 				sr.helping += end - start // a group is one queue's
 			}
-			for _, d := range deferred {
-				from := 0
-				if d > 0 {
-					from = sr.groups[d-1]
-				}
-				byNode, _ = sr.index(byNode, nil, from, sr.groups[d], from)
-			}
-			deferred = nil
 			var touched []*cluster.Node
-			byNode, touched = sr.index(byNode, touched, start, end, start)
-			sort.Slice(touched, func(a, b int) bool { return touched[a].Name < touched[b].Name })
-			h := &setHeap{units: sr.units}
+			byNode, touched = sr.index(byNode, touched, start, end, g)
+			// Each node first enters the heap as a bound on its sets (see
+			// nodeBound): its sets are built only when it comes first, so
+			// nodes that only offer dearer sets than the one chosen are
+			// never enumerated, nor their deferred units resolved.
+			h := &setHeap{units: sr.units, items: sr.c.scratch.items[:0]}
 			for _, n := range touched {
-				if !n.Ready || (sr.j.NodeType != "" && n.Type() != sr.j.NodeType) || !sr.fitsAfter(n, byNode[n]) {
+				if n.Ready && (sr.j.NodeType == "" || n.Type() == sr.j.NodeType) {
+					h.pushBound(sr.nodeBound(n, byNode[n], g))
+				}
+			}
+			sr.c.scratch.items = h.items[:0]
+			for h.Len() > 0 && sr.budget > 0 {
+				e := heap.Pop(h).(candidate)
+				if e.node == nil {
+					if sr.try(e.set, false) == roomMade {
+						return e.set
+					}
+					continue
+				}
+				n := e.node
+				sr.resolve(byNode, n)
+				h.units = sr.units
+				if !sr.fitsAfter(n, byNode[n]) {
 					continue
 				}
 				if !feasible {
@@ -302,7 +290,7 @@ func (sr *search) findForPod() []int {
 						complete = false
 						continue
 					}
-					if sr.vain(space, start) {
+					if sr.vain(space, g) {
 						continue
 					}
 					for _, set := range sr.minimalSets(n, space) {
@@ -310,11 +298,6 @@ func (sr *search) findForPod() []int {
 							h.push(candidate{set: set})
 						}
 					}
-				}
-			}
-			for h.Len() > 0 && sr.budget > 0 {
-				if e := heap.Pop(h).(candidate); sr.try(e.set, false) == roomMade {
-					return e.set
 				}
 			}
 			if sr.budget <= 0 {
@@ -327,6 +310,26 @@ func (sr *search) findForPod() []int {
 		return sr.greedyFrom(sr.minGroup + 1)
 	}
 	return nil
+}
+
+// nodeBound bounds the sets findForPod builds on n for group g, each of
+// which holds a unit of g (the last units of n's list): each frees at least
+// what j's pod lacks there and what the smallest of them holds, and one of
+// a single workload is one of g's there, so it comes no earlier than the
+// newest of them.
+func (sr *search) nodeBound(n *cluster.Node, units []int, g int) candidate {
+	e := candidate{node: n, maxGroup: g, gpu: -1}
+	for k := len(units) - 1; k >= 0 && sr.units[units[k]].group == g; k-- {
+		u := &sr.units[units[k]]
+		if e.gpu < 0 || u.held.GPU < e.gpu {
+			e.gpu = u.held.GPU
+		}
+		if e.newestBound == nil || newerWorkload(u.w, e.newestBound) {
+			e.newestBound = u.w
+		}
+	}
+	e.gpu = max(e.gpu, sr.j.Pod.Counted(n.Pool.MinDeviceMemory).GPU-n.Free().GPU)
+	return e
 }
 
 // minGroupPulled is the first group not yet searched by findForPod.
@@ -653,6 +656,11 @@ type candidate struct {
 	maxGroup int
 	gpu      int64
 	newest   []int // set sorted newest first, for the tie-break
+	// node, when set, makes the entry a bound: it stands for the sets on
+	// node, none of which comes before it. maxGroup and gpu are bounds, and
+	// a set of one workload there comes no earlier than one of newestBound.
+	node        *cluster.Node
+	newestBound *cluster.Workload
 }
 
 // setHeap orders candidate sets: fewest GPUs, fewest workloads, then newest
@@ -671,6 +679,9 @@ func (h *setHeap) push(e candidate) {
 	sort.Slice(e.newest, func(a, b int) bool { return newer(h.units[e.newest[a]], h.units[e.newest[b]]) })
 	heap.Push(h, e)
 }
+
+// pushBound adds a node's bound, with maxGroup and gpu given.
+func (h *setHeap) pushBound(e candidate) { heap.Push(h, e) }
 
 func (h *setHeap) Len() int { return len(h.items) }
 func (h *setHeap) Less(a, b int) bool {
@@ -691,6 +702,9 @@ func lessSet(units []unit, a, b candidate) bool {
 	if a.gpu != b.gpu {
 		return a.gpu < b.gpu
 	}
+	if a.node != nil || b.node != nil {
+		return lessBound(units, a, b)
+	}
 	if na, nb := workloadsIn(units, a.set), workloadsIn(units, b.set); na != nb {
 		return na < nb
 	}
@@ -710,6 +724,40 @@ func lessSet(units []unit, a, b candidate) bool {
 		}
 	}
 	return len(a.set) < len(b.set)
+}
+
+// lessBound is lessSet where a or b is a node's bound, which counts as a
+// set of one workload, newestBound, and comes before the sets it ties
+// with; bounds that tie go in node order. (A set of one workload, its units
+// all of the same age and name, compares by its newest unit first.)
+func lessBound(units []unit, a, b candidate) bool {
+	key := func(e candidate) (int, *cluster.Workload) {
+		if e.node != nil {
+			return 1, e.newestBound
+		}
+		return workloadsIn(units, e.set), units[e.newest[0]].w
+	}
+	na, wa := key(a)
+	nb, wb := key(b)
+	if na != nb {
+		return na < nb
+	}
+	if na == 1 && wa != wb {
+		return newerWorkload(wa, wb)
+	}
+	if a.node == nil || b.node == nil {
+		return b.node == nil
+	}
+	return a.node.Name < b.node.Name
+}
+
+// newerWorkload orders workloads as "newest" does: later submission first,
+// then by name.
+func newerWorkload(a, b *cluster.Workload) bool {
+	if a.Submitted != b.Submitted {
+		return a.Submitted > b.Submitted
+	}
+	return a.ID < b.ID
 }
 
 // workloadsIn counts distinct workloads in a set (pod units of one elastic

@@ -6,29 +6,56 @@ import (
 	"pgregory.net/rapid"
 )
 
-// refDraw draws an instance: 1–3 nodes of 1–8 GPUs, 2–4 projects (half the
-// time in two departments, some with limits), running workloads of 1–4 GPUs,
-// 0.5, 2-pod gangs and elastic ones above their minimum (10 candidate units
-// at most; some non-preemptible), and a pending j of 0.5–4 GPUs, one pod or a
-// 2-pod gang, of any priority. The draws lean towards instances where j
-// needs victims: j's project usually deserves what j asks for, holds little,
-// and j usually does not fit the idle devices.
-func refDraw(t *rapid.T) refSpec {
+// refSize bounds a drawn instance.
+type refSize struct {
+	nodes, projects [2]int // ranges
+	departments     int    // 0: none half the time, two otherwise
+	units           int    // candidate units at most
+	gangs           bool   // j is a 2-pod gang a quarter of the time
+	// crowded: more workloads are drawn (nodes fill up), a third of them
+	// in another project of j's department and none in j's, which deserves
+	// what j asks for; no limits (victims needed to get under a limit are
+	// searched greedily past 12 candidates).
+	crowded bool
+}
+
+// refSmall: 1–3 nodes, 2–4 projects, 10 units, j sometimes a gang.
+var refSmall = refSize{nodes: [2]int{1, 3}, projects: [2]int{2, 4}, units: 10, gangs: true}
+
+// refLarge: 3–6 nodes, 4–7 projects in three departments, 14 units, j one
+// pod: the victim groups of several departments meet on the same nodes, so
+// the per-node search defers groups, resolves their units node by node and
+// bounds nodes before enumerating them.
+var refLarge = refSize{nodes: [2]int{3, 6}, projects: [2]int{4, 7}, departments: 3, units: 14, crowded: true}
+
+// refDraw draws an instance of size sz: nodes of 1–8 GPUs, projects (half
+// the time in two departments, or in sz.departments, some with limits),
+// running workloads of 1–4 GPUs, 0.5, 2-pod gangs and elastic ones above
+// their minimum (sz.units candidate units at most; some non-preemptible),
+// and a pending j of 0.5–4 GPUs, one pod or a 2-pod gang, of any priority.
+// The draws lean towards instances where j needs victims: j's project
+// usually deserves what j asks for, holds little, and j usually does not
+// fit the idle devices.
+func refDraw(t *rapid.T, sz refSize) refSpec {
 	sp := refSpec{Spread: rapid.IntRange(0, 3).Draw(t, "spread") == 0}
 	type free struct{ idle, half int } // idle devices; devices holding one 0.5
 	room := map[string]*free{}
 	largest := 0
-	for i := range rapid.IntRange(1, 3).Draw(t, "nodes") {
+	for i := range rapid.IntRange(sz.nodes[0], sz.nodes[1]).Draw(t, "nodes") {
 		n := refNode{fmt.Sprintf("n%d", i+1), rapid.IntRange(1, 8).Draw(t, "gpus")}
 		sp.Nodes = append(sp.Nodes, n)
 		room[n.Name] = &free{idle: n.GPUs}
 		largest = max(largest, n.GPUs)
 	}
 	var depts []string
-	if rapid.Bool().Draw(t, "departments") {
-		for _, name := range []string{"d1", "d2"} {
+	names := []string{"d1", "d2"}
+	if sz.departments > 0 {
+		names = []string{"d1", "d2", "d3", "d4"}[:sz.departments]
+	}
+	if sz.departments > 0 || rapid.Bool().Draw(t, "departments") {
+		for _, name := range names {
 			d := refQueue{Name: name, Deserved: float64(rapid.IntRange(0, 6).Draw(t, "deptDeserved"))}
-			if rapid.IntRange(0, 5).Draw(t, "deptLimited") == 0 {
+			if !sz.crowded && rapid.IntRange(0, 5).Draw(t, "deptLimited") == 0 {
 				d.Limit = max(1, d.Deserved+float64(rapid.IntRange(0, 2).Draw(t, "deptLimit")))
 			}
 			sp.Depts = append(sp.Depts, d)
@@ -36,12 +63,12 @@ func refDraw(t *rapid.T) refSpec {
 		}
 	}
 	var projects []string
-	for i := range rapid.IntRange(2, 4).Draw(t, "projects") {
+	for i := range rapid.IntRange(sz.projects[0], sz.projects[1]).Draw(t, "projects") {
 		p := refQueue{Name: fmt.Sprintf("p%d", i+1), Deserved: float64(rapid.IntRange(0, 4).Draw(t, "deserved"))}
 		if len(depts) > 0 {
 			p.Dept = rapid.SampledFrom(depts).Draw(t, "dept")
 		}
-		if rapid.IntRange(0, 4).Draw(t, "limited") == 0 {
+		if !sz.crowded && rapid.IntRange(0, 4).Draw(t, "limited") == 0 {
 			p.Limit = max(1, p.Deserved+float64(rapid.IntRange(0, 2).Draw(t, "limit")))
 		}
 		sp.Projects = append(sp.Projects, p)
@@ -51,7 +78,7 @@ func refDraw(t *rapid.T) refSpec {
 	sp.J = refWorkload{Name: "j", Project: rapid.SampledFrom(projects).Draw(t, "jProject"),
 		Prio: rapid.SampledFrom([]string{"train", "train", "interactive-preemptible", "interactive-preemptible", "build", "inference"}).Draw(t, "jPrio"),
 		Pods: 1, MinPods: 1, At: 10}
-	if rapid.IntRange(0, 3).Draw(t, "jGang") == 0 {
+	if sz.gangs && rapid.IntRange(0, 3).Draw(t, "jGang") == 0 {
 		sp.J.Pods, sp.J.MinPods = 2, 2
 	}
 	var others []string // projects other than j's
@@ -62,9 +89,21 @@ func refDraw(t *rapid.T) refSpec {
 	}
 
 	units := 0
-	for range rapid.IntRange(1, 10).Draw(t, "victims") {
+	var neighbours []string // others in j's department
+	for _, p := range sp.Projects {
+		if p.Name != sp.J.Project && p.Dept != "" && p.Dept == refDept(sp, sp.J.Project) {
+			neighbours = append(neighbours, p.Name)
+		}
+	}
+	drawn := rapid.IntRange(1, sz.units).Draw(t, "victims")
+	if sz.crowded {
+		drawn = rapid.IntRange(sz.units/2, 2*sz.units).Draw(t, "victims")
+	}
+	for range drawn {
 		project := rapid.SampledFrom(others).Draw(t, "project")
-		if rapid.IntRange(0, 3).Draw(t, "inJProject") == 0 {
+		if sz.crowded && len(neighbours) > 0 && rapid.IntRange(0, 2).Draw(t, "inNeighbour") == 0 {
+			project = rapid.SampledFrom(neighbours).Draw(t, "neighbour")
+		} else if !sz.crowded && rapid.IntRange(0, 3).Draw(t, "inJProject") == 0 {
 			project = sp.J.Project
 		}
 		v := refWorkload{Name: fmt.Sprintf("v%d", len(sp.Victims)+1), Project: project,
@@ -84,7 +123,7 @@ func refDraw(t *rapid.T) refSpec {
 		if v.Pods > v.MinPods {
 			n = v.Pods - v.MinPods
 		}
-		if units+n > 10 {
+		if units+n > sz.units {
 			continue
 		}
 		// Place every pod on a node it fits, or drop the workload.
@@ -173,7 +212,11 @@ func refDraw(t *rapid.T) refSpec {
 	// j's project usually deserves what j asks for, or that and what it
 	// holds, so that it passes the reclaim gate.
 	want := sp.J.GPU * float64(sp.J.Pods)
-	switch rapid.IntRange(0, 2).Draw(t, "jDeserves") {
+	deserves := rapid.IntRange(0, 2).Draw(t, "jDeserves")
+	if sz.crowded {
+		deserves = max(deserves, 1)
+	}
+	switch deserves {
 	case 2:
 		for _, v := range sp.Victims {
 			if v.Project == sp.J.Project {
@@ -192,4 +235,13 @@ func refDraw(t *rapid.T) refSpec {
 		}
 	}
 	return sp
+}
+
+func refDept(sp refSpec, project string) string {
+	for _, p := range sp.Projects {
+		if p.Name == project {
+			return p.Dept
+		}
+	}
+	return ""
 }

@@ -621,7 +621,7 @@ func refDiff(sp refSpec) (got, want refOutcome, s *cluster.State, problem string
 func TestVictimsMatchReference(t *testing.T) {
 	counts := map[string]int{}
 	rapid.Check(t, func(t *rapid.T) {
-		sp := refDraw(t)
+		sp := refDraw(t, refSmall)
 		_, want, _, problem := refDiff(sp)
 		kind := want.why
 		if want.Rule != "" {
