@@ -28,7 +28,9 @@ export interface Dev { url: string; adminPassword: string; adminToken: string; p
 export async function startDev(): Promise<Dev> {
   const dir = mkdtempSync(join(tmpdir(), 'runway-ui-e2e-'))
   const port = await freePort()
-  const proc = spawn(join(ROOT, 'bin/runway'), ['dev', '--data-dir', dir, '--listen', `127.0.0.1:${port}`, '--nodes', '2', '--gpus-per-node', '2'], {
+  const proc = spawn(join(ROOT, 'bin/runway'), ['dev', '--data-dir', dir, '--listen', `127.0.0.1:${port}`, '--nodes', '2', '--gpus-per-node', '2',
+    // Often enough for the charts to have points within the run.
+    '--history-interval', '2s'], {
     cwd: ROOT,
     stdio: ['ignore', 'pipe', 'pipe'],
   })

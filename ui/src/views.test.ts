@@ -4,7 +4,8 @@ import { policyPath } from './views/Governance'
 import { summarize } from './views/Overview'
 import { checkRule, ruleText } from './policy'
 import { milli, rulesText } from './views/Projects'
-import { gpuState, planShares } from './views/Nodes'
+import { gpuState, holder, planShares } from './views/Nodes'
+import { localInput, reportBody } from './views/Reports'
 
 describe('audit filter', () => {
   it('joins the chosen comparisons with AND and quotes values', () => {
@@ -101,5 +102,27 @@ describe('watch events', () => {
     expect(m.get('projects/a/workloads/x').status.phase).toBe('WORKLOAD_PHASE_RUNNING')
     m = applyWatch(m, { type: 'WATCH_EVENT_TYPE_DELETED', workload: { name: 'projects/a/workloads/x' } })
     expect([...m.keys()]).toEqual(['projects/a/workloads/y'])
+  })
+})
+
+describe('nodes', () => {
+  it("names a holder, and none the caller may not view", () => {
+    expect(holder('projects/team-a/workloads/a1')).toEqual({ project: 'team-a', name: 'a1' })
+    expect(holder('projects/-/workloads/-')).toBeNull()
+    expect(holder('')).toBeNull()
+  })
+})
+
+describe('reports', () => {
+  it('builds the create body from the form, with an end in this minute or later as now', () => {
+    const now = new Date('2026-03-01T12:00:00Z')
+    const f = { id: 'r1', displayName: ' March ', description: '', start: '2026-02-01T00:00:00Z', end: '2026-04-01T00:00:00Z', scope: 'departments/research', segment: 'REPORT_SEGMENT_PROJECT' }
+    expect(reportBody(f, now)).toEqual({
+      displayName: 'March', startTime: '2026-02-01T00:00:00.000Z', endTime: '2026-03-01T12:00:00.000Z', segmentBy: 'REPORT_SEGMENT_PROJECT', department: 'departments/research',
+    })
+    expect(reportBody({ ...f, scope: 'projects/team-a', description: 'x', end: '2026-02-02T00:00:00Z' }, now)).toMatchObject({ project: 'projects/team-a', description: 'x', endTime: '2026-02-02T00:00:00.000Z' })
+    expect(reportBody({ ...f, scope: '' }, now)).not.toHaveProperty('project')
+    expect(reportBody({ ...f, end: '2026-03-01T11:59:30Z' }, now).endTime).toBe('2026-03-01T12:00:00.000Z')
+    expect(localInput(new Date(2026, 0, 2, 3, 4))).toBe('2026-01-02T03:04')
   })
 })

@@ -15,6 +15,14 @@ export function planShares(slots: TimeSlot[]): string[] {
   return [...by.entries()].map(([k, v]) => `${k} ${v}%`)
 }
 
+// holder names a device's holder: its project and workload, or null for
+// one the caller may not view (the server sends projects/-/workloads/-).
+export function holder(workload?: string): { project: string; name: string } | null {
+  const parts = (workload ?? '').split('/')
+  if (parts.length !== 4 || parts[0] !== 'projects' || parts[1] === '-' || parts[3] === '-') return null
+  return { project: parts[1], name: parts[3] }
+}
+
 // GpuMap draws one node's devices: whole (one holder), shared (fractions,
 // each holder's share), free, unhealthy.
 export function gpuState(d: GpuDevice): 'unhealthy' | 'free' | 'whole' | 'shared' {
@@ -45,10 +53,11 @@ function GpuMap({ node }: { node: NodeT }) {
             )}
             <ul className="holders">
               {(d.allocations ?? []).map((a, i) => {
-                const parts = (a.workload ?? '').split('/')
+                const h = holder(a.workload)
                 return (
                   <li key={i}>
-                    <Link to={`/workloads/${parts[1]}/${parts[3]}`}>{parts[1]}/{parts[3]}</Link> pod {a.podIndex ?? 0}
+                    {h ? <Link to={`/workloads/${h.project}/${h.name}`}>{h.project}/{h.name}</Link> : <span className="hidden-holder">a workload you may not view</span>}
+                    {h ? ` pod ${a.podIndex ?? 0}` : ''}
                     {(a.fractionMilli ?? 1000) < 1000 ? ` (${(a.fractionMilli ?? 0) / 10}%)` : ''}
                   </li>
                 )

@@ -4,6 +4,44 @@ import { errorText, useAction, useLoad } from '../hooks'
 import { DataTable, type Col } from '../table'
 import { gpus, id, workloadType } from '../format'
 import type { Department, NodePoolQuota, Project, Queue, SchedulingRules } from '../types'
+import { MetricCharts, WindowPicker, type ChartSpec } from '../chart'
+import { linesOf } from '../metrics'
+
+// OverTime charts every project's allocation, and one chosen project's or
+// department's allocated, used and deserved GPUs (the quota; an unlimited
+// one is not drawn).
+function OverTime({ projects, departments }: { projects: string[]; departments: string[] }) {
+  const [window, setWindow] = useState(3600)
+  const [chosen, setChosen] = useState('')
+  const entity = chosen || projects[0] || departments[0] || ''
+  const charts: ChartSpec[] = [
+    { title: 'GPU allocation by project over time', unit: 'gpus', lines: (m) => projects.flatMap((p) => linesOf(m.get(p), 'ALLOCATED_GPUS', id(p))) },
+  ]
+  if (entity)
+    charts.push({
+      title: `${entity.startsWith('departments/') ? 'Department' : 'Project'} ${id(entity)}: GPUs over time`,
+      unit: 'gpus',
+      lines: (m) => [...linesOf(m.get(entity), 'ALLOCATED_GPUS', 'Allocated'), ...linesOf(m.get(entity), 'USED_GPUS', 'Used'), ...linesOf(m.get(entity), 'GPU_QUOTA', 'Quota')],
+    })
+  const names = [...new Set([...projects, entity].filter(Boolean))]
+  return (
+    <section aria-labelledby="h-projects-time">
+      <div className="heading">
+        <h2 id="h-projects-time">Over time</h2>
+        <span className="toolbar">
+          <label className="window">
+            Project or department
+            <select value={entity} onChange={(e) => setChosen(e.target.value)}>
+              {[...projects, ...departments].map((n) => <option key={n} value={n}>{n.startsWith('departments/') ? 'Department' : 'Project'} {id(n)}</option>)}
+            </select>
+          </label>
+          <WindowPicker value={window} onChange={setWindow} />
+        </span>
+      </div>
+      {names.length > 0 && <MetricCharts label="Projects over time" names={names} window={window} charts={charts} />}
+    </section>
+  )
+}
 
 // A row per (project or department, node pool): the quota as set and the
 // scheduler's numbers for it now (its queue).
@@ -175,7 +213,7 @@ export function Projects() {
         listAll<Queue>('/v1/queues', 'queues', s).catch(() => [] as Queue[]),
       ])
       const queues = new Map(qs.map((q) => [q.name, q]))
-      return { ds, all: [...rows('Department', ds, queues), ...rows('Project', ps, queues)] }
+      return { ds, projectNames: ps.map((p) => p.name), all: [...rows('Department', ds, queues), ...rows('Project', ps, queues)] }
     },
     [],
     3000,
@@ -198,7 +236,7 @@ export function Projects() {
       )}
       {(error || actionError) && <p role="alert" className="error">{error || actionError}</p>}
       {data && <DataTable label="Projects and departments" rows={data.all} cols={cols(del, (r) => { setForm(false); setEditing(r) })} rowKey={(r) => `${r.kind}/${r.name}/${r.pool}`} />}
-      <div className="chart-slot" aria-hidden="true" data-slot="quota-over-time" />
+      {data && <OverTime projects={data.projectNames} departments={data.ds.map((d) => d.name)} />}
     </section>
   )
 }
