@@ -123,3 +123,68 @@ func TestSSOIdentityIsIssuerAndSubject(t *testing.T) {
 		}
 	}
 }
+
+// A sign-in page learns, with no token, where single sign-on is; and that
+// there is none when it is not configured.
+func TestGetSignInOptions(t *testing.T) {
+	p := oidctest.New(t)
+	e := newEnv(t, func(o *options) { o.auth.OIDC = &identity.OIDCConfig{Issuer: p.URL, ClientID: "runway-ui"} })
+	got, err := e.client(t, "").GetSignInOptions(t.Context(), &identityv1.GetSignInOptionsRequest{})
+	if err != nil || got.GetSingleSignOn().GetIssuer() != p.URL || got.GetSingleSignOn().GetClientId() != "runway-ui" {
+		t.Fatalf("GetSignInOptions without a token = %v, %v", got, err)
+	}
+	off := newEnv(t, func(*options) {})
+	got, err = off.client(t, "").GetSignInOptions(t.Context(), &identityv1.GetSignInOptionsRequest{})
+	if err != nil || got.GetSingleSignOn() != nil {
+		t.Fatalf("GetSignInOptions with no provider = %v, %v", got, err)
+	}
+}
+
+// A public client (the web UI) signs in with an authorization code and its
+// PKCE verifier: the server redeems the code at the provider once, and a
+// code with another verifier or redirect URI, or used twice, is refused.
+func TestOIDCAuthorizationCodeSignIn(t *testing.T) {
+	p := oidctest.New(t)
+	transport := &http.Transport{}
+	t.Cleanup(transport.CloseIdleConnections)
+	e := newEnv(t, func(o *options) {
+		o.auth.OIDC = &identity.OIDCConfig{Issuer: p.URL, ClientID: "runway-ui", HTTPClient: &http.Client{Transport: transport}}
+	})
+	opts, err := e.client(t, "").GetSignInOptions(t.Context(), &identityv1.GetSignInOptionsRequest{})
+	if err != nil || opts.GetSingleSignOn().GetAuthorizationEndpoint() != p.URL+"/auth" {
+		t.Fatalf("GetSignInOptions = %v, %v; want the provider's authorization endpoint", opts, err)
+	}
+	// RFC 7636 appendix B.
+	const verifier, challenge = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk", "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
+	const redirect = "http://127.0.0.1:7070/sso/callback"
+	who := jwt.MapClaims{"sub": "sam-1", "email": "sam@example.com"}
+	login := func(code, verifier, redirect string) (*identityv1.LoginResponse, error) {
+		return e.client(t, "").Login(t.Context(), &identityv1.LoginRequest{Credentials: &identityv1.LoginRequest_OidcCode{
+			OidcCode: &identityv1.OidcAuthorizationCode{Code: code, CodeVerifier: verifier, RedirectUri: redirect}}})
+	}
+	code := p.AuthorizationCode("runway-ui", redirect, challenge, who)
+	r, err := login(code, verifier, redirect)
+	if err != nil || !strings.HasPrefix(r.GetPrincipal(), "users/sam-example-com-") || r.GetAccessToken() == "" {
+		t.Fatalf("Login with an authorization code = %v, %v", r, err)
+	}
+	_, err = login(code, verifier, redirect)
+	wantCode(t, "the same code again", err, codes.Unauthenticated, "CREDENTIALS_INVALID")
+	other := strings.Repeat("x", 43)
+	_, err = login(p.AuthorizationCode("runway-ui", redirect, challenge, who), other, redirect)
+	wantCode(t, "another verifier", err, codes.Unauthenticated, "CREDENTIALS_INVALID")
+	_, err = login(p.AuthorizationCode("runway-ui", redirect, challenge, who), verifier, "http://127.0.0.1:7070/elsewhere")
+	wantCode(t, "another redirect URI", err, codes.Unauthenticated, "CREDENTIALS_INVALID")
+	_, err = login(p.AuthorizationCode("someone-else", redirect, challenge, who), verifier, redirect)
+	wantCode(t, "a code of another client", err, codes.Unauthenticated, "CREDENTIALS_INVALID")
+	for what, c := range map[string][3]string{
+		"no code":           {"", verifier, redirect},
+		"a huge code":       {strings.Repeat("c", 5000), verifier, redirect},
+		"a short verifier":  {"c", "short", redirect},
+		"a verifier with /": {"c", strings.Repeat("a/", 22), redirect},
+		"a javascript URI":  {"c", verifier, "javascript:alert(1)"},
+		"no redirect URI":   {"c", verifier, ""},
+	} {
+		_, err := login(c[0], c[1], c[2])
+		wantCode(t, what, err, codes.InvalidArgument, "")
+	}
+}

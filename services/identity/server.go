@@ -88,7 +88,11 @@ type Server struct {
 	throttle *throttle
 	oidcMu   sync.Mutex
 	oidc     *oidcVerifier // built at the first OIDC sign-in
-	signIns  *prometheus.CounterVec
+	// oidcErr is the last failed discovery, tried again discoveryRetry after
+	// oidcErrAt.
+	oidcErr   error
+	oidcErrAt time.Time
+	signIns   *prometheus.CounterVec
 }
 
 // New returns the service.
