@@ -6,6 +6,8 @@ import { checkRule, ruleText } from './policy'
 import { milli, rulesText } from './views/Projects'
 import { gpuState, holder, planShares } from './views/Nodes'
 import { localInput, reportBody } from './views/Reports'
+import { parseDuration, showDuration, withRule } from './views/Rules'
+import { parseSelector, selectorText } from './views/NodePoolForm'
 
 describe('audit filter', () => {
   it('joins the chosen comparisons with AND and quotes values', () => {
@@ -72,7 +74,7 @@ describe('quota amounts', () => {
 describe('rules and plans as text', () => {
   it('scheduling rules', () => {
     expect(rulesText([{ workloadType: 'WORKLOAD_TYPE_TRAINING', timeLimit: '28800s', nodeTypes: ['dgx'] }, { workloadType: 'WORKLOAD_TYPE_WORKSPACE', idleGpuLimit: '3600s', preemptWhenIdle: true }]))
-      .toBe('Training: time limit 28800s, node types dgx; Workspace: idle GPU limit 3600s (preempt)')
+      .toBe('Training: time limit 8h, node types dgx; Workspace: idle GPU limit 1h (preempt)')
     expect(rulesText(undefined)).toBe('')
   })
   it('a GPU is whole, shared, free or unhealthy', () => {
@@ -124,5 +126,36 @@ describe('reports', () => {
     expect(reportBody({ ...f, scope: '' }, now)).not.toHaveProperty('project')
     expect(reportBody({ ...f, end: '2026-03-01T11:59:30Z' }, now).endTime).toBe('2026-03-01T12:00:00.000Z')
     expect(localInput(new Date(2026, 0, 2, 3, 4))).toBe('2026-01-02T03:04')
+  })
+})
+
+describe('scheduling rules', () => {
+  it('reads and shows durations as people type them', () => {
+    expect(parseDuration('1h30m')).toBe('5400s')
+    expect(parseDuration('2d')).toBe('172800s')
+    expect(parseDuration(' 45s ')).toBe('45s')
+    expect(parseDuration('')).toBeUndefined()
+    expect(parseDuration('0m')).toBeNull()
+    expect(parseDuration('90 minutes')).toBeNull()
+    expect(showDuration('5400s')).toBe('1h30m')
+    expect(showDuration('86461s')).toBe('1d1m1s')
+    expect(showDuration(undefined)).toBe('')
+  })
+  it('keeps one rule per workload type, in type order', () => {
+    const t = { workloadType: 'WORKLOAD_TYPE_TRAINING', timeLimit: '60s' }
+    const w = { workloadType: 'WORKLOAD_TYPE_WORKSPACE', idleGpuLimit: '60s' }
+    expect(withRule([w], t.workloadType, t)).toEqual([t, w])
+    expect(withRule([t, w], t.workloadType, { ...t, timeLimit: '120s' })).toEqual([{ ...t, timeLimit: '120s' }, w])
+    expect(withRule([t, w], w.workloadType, null)).toEqual([t])
+  })
+})
+
+describe('node pools', () => {
+  it('reads a node selector as key=value pairs', () => {
+    expect(parseSelector('gpu=a100, zone = eu')).toEqual({ gpu: 'a100', zone: 'eu' })
+    expect(parseSelector('')).toEqual({})
+    expect(parseSelector('gpu')).toBeNull()
+    expect(parseSelector('=a100')).toBeNull()
+    expect(selectorText({ gpu: 'a100', zone: 'eu' })).toBe('gpu=a100, zone=eu')
   })
 })
