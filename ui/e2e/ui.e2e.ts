@@ -1,12 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { Browser, BrowserContext, Page } from 'playwright-core'
 import { launch, readText, shot, startDev, stopDev, type Dev } from './harness'
+import { startProvider, type Provider } from './oidc'
 import { parseCsv } from '../src/format'
 
 // The quick start of the README, done in the browser by an administrator,
 // then what a researcher of team-a sees. Each step leaves a screenshot in
 // .cache/ui-shots/ and is checked with axe-core.
 let dev: Dev
+let provider: Provider
 let browser: Browser
 let ctx: BrowserContext
 let page: Page
@@ -31,7 +33,7 @@ async function newPage() {
 async function signIn(user: string, password: string, newPassword?: string) {
   await page.getByLabel('User or email').fill(user)
   await page.getByLabel('Password', { exact: true }).fill(password)
-  await page.getByRole('button', { name: 'Sign in' }).click()
+  await page.getByRole('button', { name: 'Sign in', exact: true }).click()
   if (newPassword) {
     await page.getByLabel('New password', { exact: true }).waitFor()
     await check(`02-change-password-${user}`)
@@ -73,12 +75,14 @@ async function waitStatus(status: string) {
 
 describe('web UI against runway dev', () => {
   beforeAll(async () => {
-    ;[dev, browser] = await Promise.all([startDev(), launch()])
+    provider = await startProvider('runway-ui')
+    ;[dev, browser] = await Promise.all([startDev(['--oidc-issuer', provider.url, '--oidc-client-id', provider.clientId]), launch()])
     await newPage()
   })
   afterAll(async () => {
     await browser?.close()
     await stopDev(dev)
+    await provider?.close()
   })
 
   it('serves the UI with its CSP beside the REST API', async () => {
@@ -541,6 +545,40 @@ describe('web UI against runway dev', () => {
     await expect(page.locator('.hidden-holder').count()).resolves.toBe(2)
     await expect(page.getByRole('link', { name: /^-\/-$|a workload you may not view/ }).count()).resolves.toBe(0)
     await check('19-nodes-shared-gpu')
+  })
+
+  it('signs in with single sign-on: the code flow with PKCE at the provider, the token in memory only', async () => {
+    await ctx.close()
+    await newPage()
+    await page.goto(dev.url + '/')
+    const [popup] = await Promise.all([page.waitForEvent('popup'), page.getByRole('button', { name: 'Sign in with single sign-on' }).click()])
+    await popup.getByLabel('Email').fill('sam@example.com')
+    const auth = new URL(popup.url())
+    expect(auth.origin).toBe(provider.url)
+    expect(auth.searchParams.get('code_challenge_method')).toBe('S256')
+    expect(auth.searchParams.get('redirect_uri')).toBe(dev.url + '/sso/callback')
+    await popup.getByRole('button', { name: 'Continue' }).click()
+    // Signed in, or the sign-in page says why not.
+    await page.getByText('Signed in as').or(page.locator('.login [role=alert]')).first().waitFor()
+    expect(await page.locator('.login [role=alert]').allTextContents()).toEqual([])
+    await expect(page.locator('.who strong').textContent()).resolves.toMatch(/^sam-example-com-[0-9a-f]+$/)
+    expect(provider.redeemed()).toBe(1)
+    const stored = await page.evaluate(() => [localStorage.length, sessionStorage.length, document.cookie])
+    expect(stored).toEqual([0, 0, ''])
+    // The new SSO user holds no access rule yet: signed in, seeing nothing.
+    await nav('Workloads')
+    await page.getByText('Nothing to show.').or(page.getByRole('alert')).first().waitFor()
+    await check('20-signed-in-sso')
+    // Signed out, the sign-in page offers both ways again.
+    await page.getByRole('button', { name: 'Sign out' }).click()
+    await page.getByRole('button', { name: 'Sign in with single sign-on' }).waitFor()
+    await check('01b-sign-in-sso')
+    // Back in, to look at every view as this user.
+    const [again] = await Promise.all([page.waitForEvent('popup'), page.getByRole('button', { name: 'Sign in with single sign-on' }).click()])
+    await again.getByLabel('Email').fill('sam@example.com')
+    await again.getByRole('button', { name: 'Continue' }).click()
+    await page.getByText('Signed in as').waitFor()
+    expect(provider.redeemed()).toBe(2)
   })
 
   it("fits a laptop's width: no view scrolls sideways at 1280 px", async () => {
