@@ -3,6 +3,7 @@ package identity_test
 import (
 	"crypto/rand"
 	"crypto/rsa"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -186,5 +187,52 @@ func TestOIDCAuthorizationCodeSignIn(t *testing.T) {
 	} {
 		_, err := login(c[0], c[1], c[2])
 		wantCode(t, what, err, codes.InvalidArgument, "")
+	}
+}
+
+// Code redemptions are requests to the provider for callers with no token:
+// at most identity.MaxCodeRedemptions wait on a slow provider at once, and
+// the next is refused at once, until one is done.
+func TestOIDCCodeRedemptionsAreBounded(t *testing.T) {
+	p := oidctest.New(t)
+	transport := &http.Transport{}
+	t.Cleanup(transport.CloseIdleConnections)
+	e := newEnv(t, func(o *options) {
+		o.auth.OIDC = &identity.OIDCConfig{Issuer: p.URL, ClientID: "runway-ui", HTTPClient: &http.Client{Transport: transport}}
+	})
+	const verifier, challenge = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk", "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
+	const redirect = "http://127.0.0.1:7070/sso/callback"
+	// A user each: concurrent sign-ins of one SSO user are not what this is about.
+	login := func(who int) error {
+		code := p.AuthorizationCode("runway-ui", redirect, challenge, jwt.MapClaims{"sub": fmt.Sprint("sam-", who), "email": fmt.Sprintf("sam%d@example.com", who)})
+		_, err := e.client(t, "").Login(t.Context(), &identityv1.LoginRequest{Credentials: &identityv1.LoginRequest_OidcCode{
+			OidcCode: &identityv1.OidcAuthorizationCode{Code: code, CodeVerifier: verifier, RedirectUri: redirect}}})
+		return err
+	}
+	if err := login(0); err != nil { // discovery done
+		t.Fatal(err)
+	}
+	release := p.Stall()
+	defer release()
+	errs := make(chan error, identity.MaxCodeRedemptions)
+	for i := range identity.MaxCodeRedemptions {
+		go func() { errs <- login(1 + i) }()
+	}
+	for deadline := time.Now().Add(10 * time.Second); p.Stalled() < identity.MaxCodeRedemptions; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d redemptions reached the provider", p.Stalled(), identity.MaxCodeRedemptions)
+		}
+	}
+	// Every slot taken: the next is refused without waiting for the provider.
+	err := login(100)
+	wantCode(t, "a redemption beyond the bound", err, codes.ResourceExhausted, "TOO_MANY_SIGN_IN_ATTEMPTS")
+	release()
+	for range identity.MaxCodeRedemptions {
+		if err := <-errs; err != nil {
+			t.Fatalf("a waiting redemption, once the provider answered: %v", err)
+		}
+	}
+	if err := login(101); err != nil {
+		t.Fatalf("after the provider answered: %v", err)
 	}
 }

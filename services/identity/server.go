@@ -92,6 +92,8 @@ type Server struct {
 	// oidcErrAt.
 	oidcErr   error
 	oidcErrAt time.Time
+	// redeeming holds a slot per authorization code being redeemed.
+	redeeming chan struct{}
 	signIns   *prometheus.CounterVec
 }
 
@@ -117,11 +119,12 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	}
 	c := deps.Client
 	return &Server{cfg: cfg, client: c, guard: deps.Guard, log: deps.Logger, now: deps.Now,
-		users:    etcdstore.NewCollection(c, etcdstore.PrefixUsers, func() *identityv1.StoredUser { return new(identityv1.StoredUser) }),
-		apps:     etcdstore.NewCollection(c, etcdstore.PrefixApplications, func() *identityv1.StoredApplication { return new(identityv1.StoredApplication) }),
-		rules:    etcdstore.NewCollection(c, etcdstore.PrefixAccessRules, func() *identityv1.AccessRule { return new(identityv1.AccessRule) }),
-		throttle: newThrottle(c, cfg.MaxFailures, cfg.FailureWindow, deps.Now, deps.Logger),
-		signIns:  newSignIns(),
+		users:     etcdstore.NewCollection(c, etcdstore.PrefixUsers, func() *identityv1.StoredUser { return new(identityv1.StoredUser) }),
+		apps:      etcdstore.NewCollection(c, etcdstore.PrefixApplications, func() *identityv1.StoredApplication { return new(identityv1.StoredApplication) }),
+		rules:     etcdstore.NewCollection(c, etcdstore.PrefixAccessRules, func() *identityv1.AccessRule { return new(identityv1.AccessRule) }),
+		throttle:  newThrottle(c, cfg.MaxFailures, cfg.FailureWindow, deps.Now, deps.Logger),
+		signIns:   newSignIns(),
+		redeeming: make(chan struct{}, MaxCodeRedemptions),
 	}, nil
 }
 

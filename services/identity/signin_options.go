@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"time"
 
 	"golang.org/x/oauth2"
 
@@ -33,9 +34,13 @@ func (s *Server) GetSignInOptions(context.Context, *identityv1.GetSignInOptionsR
 }
 
 // Bounds on an authorization code sign-in (RFC 7636 fixes the verifier's).
+// Each one is a request to the provider made for a caller with no token, so
+// at most MaxCodeRedemptions are in flight per replica; more are refused at
+// once rather than queued.
 const (
-	maxCodeLen        = 4096
-	maxRedirectURILen = 2048
+	maxCodeLen         = 4096
+	maxRedirectURILen  = 2048
+	MaxCodeRedemptions = 8
 )
 
 var codeVerifier = regexp.MustCompile(`^[A-Za-z0-9._~-]{43,128}$`)
@@ -58,6 +63,12 @@ func (s *Server) loginOIDCCode(ctx context.Context, c *identityv1.OidcAuthorizat
 	if u, err := url.Parse(c.GetRedirectUri()); err != nil || len(c.GetRedirectUri()) > maxRedirectURILen ||
 		(u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		return auth.Subject{}, apierr.InvalidField("oidc_code.redirect_uri", "an http or https URL of at most 2048 characters")
+	}
+	select {
+	case s.redeeming <- struct{}{}:
+		defer func() { <-s.redeeming }()
+	default:
+		return auth.Subject{}, apierr.TooManySignInAttempts(time.Second)
 	}
 	v, err := s.verifierFor()
 	if err != nil {

@@ -37,6 +37,8 @@ type Provider struct {
 	approved jwt.MapClaims // the signed-in person's claims once approved
 	polls    int           // token polls for the device code
 	codes    map[string]codeGrant
+	stall    chan struct{} // while set, the code grant waits for it to close
+	stalled  int           // code grants waiting on stall
 }
 
 // codeGrant is an authorization code not yet redeemed.
@@ -123,9 +125,43 @@ func (p *Provider) AuthorizationCode(clientID, redirectURI, challenge string, cl
 	return code
 }
 
+// Stall makes the code grant wait, as a slow provider would, until the
+// returned func is called.
+func (p *Provider) Stall() (release func()) {
+	ch := make(chan struct{})
+	p.mu.Lock()
+	p.stall = ch
+	p.mu.Unlock()
+	return sync.OnceFunc(func() {
+		p.mu.Lock()
+		p.stall = nil
+		p.mu.Unlock()
+		close(ch)
+	})
+}
+
+// Stalled is how many code grants are waiting for Stall's release.
+func (p *Provider) Stalled() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stalled
+}
+
 // redeem answers the authorization code grant: the code once, for its
 // client and redirect URI, with the PKCE verifier of its challenge.
 func (p *Provider) redeem(w http.ResponseWriter, r *http.Request) {
+	p.mu.Lock()
+	stall := p.stall
+	if stall != nil {
+		p.stalled++
+	}
+	p.mu.Unlock()
+	if stall != nil {
+		<-stall
+		p.mu.Lock()
+		p.stalled--
+		p.mu.Unlock()
+	}
 	p.mu.Lock()
 	g, ok := p.codes[r.FormValue("code")]
 	delete(p.codes, r.FormValue("code"))
