@@ -17,16 +17,37 @@ import (
 	"github.com/runwayhq/runway/services/identity/oidctest"
 )
 
+// newSSOEnv is a provider and an identity service that trusts it, with
+// Runway's client id there.
+func newSSOEnv(t *testing.T, clientID string) (*oidctest.Provider, *env) {
+	t.Helper()
+	p := oidctest.New(t)
+	transport := &http.Transport{}
+	t.Cleanup(transport.CloseIdleConnections)
+	return p, newEnv(t, func(o *options) {
+		o.auth.OIDC = &identity.OIDCConfig{Issuer: p.URL, ClientID: clientID, HTTPClient: &http.Client{Transport: transport}}
+	})
+}
+
+// A PKCE verifier and its S256 challenge (RFC 7636 appendix B), and the web
+// UI's redirect URI.
+const (
+	verifier  = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"
+	challenge = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
+	redirect  = "http://127.0.0.1:7070/sso/callback"
+)
+
+// codeLogin signs in with an authorization code, as the web UI does.
+func codeLogin(t *testing.T, e *env, code, verifier, redirect string) (*identityv1.LoginResponse, error) {
+	return e.client(t, "").Login(t.Context(), &identityv1.LoginRequest{Credentials: &identityv1.LoginRequest_OidcCode{
+		OidcCode: &identityv1.OidcAuthorizationCode{Code: code, CodeVerifier: verifier, RedirectUri: redirect}}})
+}
+
 // SSO users sign in with the provider's ID token (discovery, JWKS and
 // signature checked); their groups come from the token's claims and group
 // access rules apply to them.
 func TestOIDCSignIn(t *testing.T) {
-	p := oidctest.New(t)
-	transport := &http.Transport{}
-	t.Cleanup(transport.CloseIdleConnections)
-	e := newEnv(t, func(o *options) {
-		o.auth.OIDC = &identity.OIDCConfig{Issuer: p.URL, ClientID: "runway", HTTPClient: &http.Client{Transport: transport}}
-	})
+	p, e := newSSOEnv(t, "runway")
 	login := func(tok string) (*identityv1.LoginResponse, error) {
 		return e.client(t, "").Login(t.Context(), &identityv1.LoginRequest{
 			Credentials: &identityv1.LoginRequest_Oidc{Oidc: &identityv1.OidcCredentials{IdToken: tok}}})
@@ -145,23 +166,14 @@ func TestGetSignInOptions(t *testing.T) {
 // PKCE verifier: the server redeems the code at the provider once, and a
 // code with another verifier or redirect URI, or used twice, is refused.
 func TestOIDCAuthorizationCodeSignIn(t *testing.T) {
-	p := oidctest.New(t)
-	transport := &http.Transport{}
-	t.Cleanup(transport.CloseIdleConnections)
-	e := newEnv(t, func(o *options) {
-		o.auth.OIDC = &identity.OIDCConfig{Issuer: p.URL, ClientID: "runway-ui", HTTPClient: &http.Client{Transport: transport}}
-	})
+	p, e := newSSOEnv(t, "runway-ui")
 	opts, err := e.client(t, "").GetSignInOptions(t.Context(), &identityv1.GetSignInOptionsRequest{})
 	if err != nil || opts.GetSingleSignOn().GetAuthorizationEndpoint() != p.URL+"/auth" {
 		t.Fatalf("GetSignInOptions = %v, %v; want the provider's authorization endpoint", opts, err)
 	}
-	// RFC 7636 appendix B.
-	const verifier, challenge = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk", "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
-	const redirect = "http://127.0.0.1:7070/sso/callback"
 	who := jwt.MapClaims{"sub": "sam-1", "email": "sam@example.com"}
 	login := func(code, verifier, redirect string) (*identityv1.LoginResponse, error) {
-		return e.client(t, "").Login(t.Context(), &identityv1.LoginRequest{Credentials: &identityv1.LoginRequest_OidcCode{
-			OidcCode: &identityv1.OidcAuthorizationCode{Code: code, CodeVerifier: verifier, RedirectUri: redirect}}})
+		return codeLogin(t, e, code, verifier, redirect)
 	}
 	code := p.AuthorizationCode("runway-ui", redirect, challenge, who)
 	r, err := login(code, verifier, redirect)
@@ -194,19 +206,11 @@ func TestOIDCAuthorizationCodeSignIn(t *testing.T) {
 // at most identity.MaxCodeRedemptions wait on a slow provider at once, and
 // the next is refused at once, until one is done.
 func TestOIDCCodeRedemptionsAreBounded(t *testing.T) {
-	p := oidctest.New(t)
-	transport := &http.Transport{}
-	t.Cleanup(transport.CloseIdleConnections)
-	e := newEnv(t, func(o *options) {
-		o.auth.OIDC = &identity.OIDCConfig{Issuer: p.URL, ClientID: "runway-ui", HTTPClient: &http.Client{Transport: transport}}
-	})
-	const verifier, challenge = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk", "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
-	const redirect = "http://127.0.0.1:7070/sso/callback"
+	p, e := newSSOEnv(t, "runway-ui")
 	// A user each: concurrent sign-ins of one SSO user are not what this is about.
 	login := func(who int) error {
 		code := p.AuthorizationCode("runway-ui", redirect, challenge, jwt.MapClaims{"sub": fmt.Sprint("sam-", who), "email": fmt.Sprintf("sam%d@example.com", who)})
-		_, err := e.client(t, "").Login(t.Context(), &identityv1.LoginRequest{Credentials: &identityv1.LoginRequest_OidcCode{
-			OidcCode: &identityv1.OidcAuthorizationCode{Code: code, CodeVerifier: verifier, RedirectUri: redirect}}})
+		_, err := codeLogin(t, e, code, verifier, redirect)
 		return err
 	}
 	if err := login(0); err != nil { // discovery done
