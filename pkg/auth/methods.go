@@ -350,9 +350,10 @@ var methods = map[string]Method{
 	nodeSvc + "GetTimeSlicePlan": {Perm: perm(Nodes, View), Redact: true, Target: func(_ *Guard, r any) Target { return anywhere(named(r)) }},
 
 	// Identity.
-	identitySvc + "Login":     {Access: Public},
-	identitySvc + "ListRoles": {Access: Authenticated},
-	identitySvc + "GetCaller": {Access: Authenticated},
+	identitySvc + "Login":            {Access: Public},
+	identitySvc + "GetSignInOptions": {Access: Public},
+	identitySvc + "ListRoles":        {Access: Authenticated},
+	identitySvc + "GetCaller":        {Access: Authenticated},
 	identitySvc + "CreateUser": {Perm: perm(Users, Create), Target: func(_ *Guard, r any) Target {
 		return account("users/" + r.(*identityv1.CreateUserRequest).GetUserId())
 	}},

@@ -13,6 +13,7 @@ import (
 
 	"github.com/coreos/go-oidc/v3/oidc"
 	"golang.org/x/crypto/bcrypt"
+	"golang.org/x/oauth2"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -38,16 +39,18 @@ func (s *Server) login(ctx context.Context, req *identityv1.LoginRequest) (*iden
 		sub, err = s.loginClient(ctx, req.GetClientCredentials())
 	case req.GetOidc() != nil:
 		sub, err = s.loginOIDC(ctx, req.GetOidc().GetIdToken())
+	case req.GetOidcCode() != nil:
+		sub, err = s.loginOIDCCode(ctx, req.GetOidcCode())
 	case req.GetRefreshToken() != "":
 		sub, err = s.refresh(ctx, req.GetRefreshToken())
 	default:
-		return nil, apierr.InvalidField("credentials", "send password, client_credentials, oidc or refresh_token")
+		return nil, apierr.InvalidField("credentials", "send password, client_credentials, oidc, oidc_code or refresh_token")
 	}
 	if err != nil {
 		return nil, err
 	}
 	if sub.Session == "" {
-		if sub, err = s.startSession(ctx, sub, req.GetOidc() != nil); err != nil {
+		if sub, err = s.startSession(ctx, sub, req.GetOidc() != nil || req.GetOidcCode() != nil); err != nil {
 			return nil, err
 		}
 	}
@@ -168,10 +171,18 @@ func (s *Server) creatorCurrent(ctx context.Context, a *identityv1.StoredApplica
 	return err == nil && (a.GetCreatorUid() == "" || u.Msg.GetUser().GetUid() == a.GetCreatorUid())
 }
 
-// oidcVerifier checks ID tokens of the configured provider.
+// oidcVerifier checks ID tokens of the configured provider; endpoint and
+// client redeem its authorization codes.
 type oidcVerifier struct {
 	verifier *oidc.IDTokenVerifier
+	endpoint oauth2.Endpoint
+	client   *http.Client
 }
+
+// discoveryRetry is how long a failed discovery is not tried again: the
+// sign-in options are public, and a caller should not make the server
+// fetch from the provider on every call while it is down.
+const discoveryRetry = 5 * time.Second
 
 // verifierFor fetches the provider's discovery document at the first OIDC
 // sign-in (and again after a failure), so the server starts without it.
@@ -181,6 +192,9 @@ func (s *Server) verifierFor() (*oidcVerifier, error) {
 	if s.oidc != nil {
 		return s.oidc, nil
 	}
+	if s.oidcErr != nil && time.Since(s.oidcErrAt) < discoveryRetry {
+		return nil, s.oidcErr
+	}
 	client := s.cfg.OIDC.HTTPClient
 	if client == nil {
 		client = &http.Client{Timeout: 10 * time.Second}
@@ -189,9 +203,10 @@ func (s *Server) verifierFor() (*oidcVerifier, error) {
 	// not a request's (which ends with the call).
 	p, err := oidc.NewProvider(oidc.ClientContext(context.Background(), client), s.cfg.OIDC.Issuer)
 	if err != nil {
-		return nil, fmt.Errorf("identity: OpenID provider %s: %w", s.cfg.OIDC.Issuer, err)
+		s.oidcErr, s.oidcErrAt = fmt.Errorf("identity: OpenID provider %s: %w", s.cfg.OIDC.Issuer, err), time.Now()
+		return nil, s.oidcErr
 	}
-	s.oidc = &oidcVerifier{verifier: p.Verifier(&oidc.Config{ClientID: s.cfg.OIDC.ClientID})}
+	s.oidc = &oidcVerifier{verifier: p.Verifier(&oidc.Config{ClientID: s.cfg.OIDC.ClientID}), endpoint: p.Endpoint(), client: client}
 	return s.oidc, nil
 }
 

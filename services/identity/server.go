@@ -88,7 +88,13 @@ type Server struct {
 	throttle *throttle
 	oidcMu   sync.Mutex
 	oidc     *oidcVerifier // built at the first OIDC sign-in
-	signIns  *prometheus.CounterVec
+	// oidcErr is the last failed discovery, tried again discoveryRetry after
+	// oidcErrAt.
+	oidcErr   error
+	oidcErrAt time.Time
+	// redeeming holds a slot per authorization code being redeemed.
+	redeeming chan struct{}
+	signIns   *prometheus.CounterVec
 }
 
 // New returns the service.
@@ -113,11 +119,12 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	}
 	c := deps.Client
 	return &Server{cfg: cfg, client: c, guard: deps.Guard, log: deps.Logger, now: deps.Now,
-		users:    etcdstore.NewCollection(c, etcdstore.PrefixUsers, func() *identityv1.StoredUser { return new(identityv1.StoredUser) }),
-		apps:     etcdstore.NewCollection(c, etcdstore.PrefixApplications, func() *identityv1.StoredApplication { return new(identityv1.StoredApplication) }),
-		rules:    etcdstore.NewCollection(c, etcdstore.PrefixAccessRules, func() *identityv1.AccessRule { return new(identityv1.AccessRule) }),
-		throttle: newThrottle(c, cfg.MaxFailures, cfg.FailureWindow, deps.Now, deps.Logger),
-		signIns:  newSignIns(),
+		users:     etcdstore.NewCollection(c, etcdstore.PrefixUsers, func() *identityv1.StoredUser { return new(identityv1.StoredUser) }),
+		apps:      etcdstore.NewCollection(c, etcdstore.PrefixApplications, func() *identityv1.StoredApplication { return new(identityv1.StoredApplication) }),
+		rules:     etcdstore.NewCollection(c, etcdstore.PrefixAccessRules, func() *identityv1.AccessRule { return new(identityv1.AccessRule) }),
+		throttle:  newThrottle(c, cfg.MaxFailures, cfg.FailureWindow, deps.Now, deps.Logger),
+		signIns:   newSignIns(),
+		redeeming: make(chan struct{}, MaxCodeRedemptions),
 	}, nil
 }
 

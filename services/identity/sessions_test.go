@@ -1,7 +1,6 @@
 package identity_test
 
 import (
-	"net/http"
 	"sync"
 	"testing"
 
@@ -10,7 +9,6 @@ import (
 
 	identityv1 "github.com/runwayhq/runway/gen/go/runway/identity/v1"
 	"github.com/runwayhq/runway/services/identity"
-	"github.com/runwayhq/runway/services/identity/oidctest"
 )
 
 func (e *env) refresh(t *testing.T, token string) (*identityv1.LoginResponse, error) {
@@ -71,12 +69,7 @@ func TestRefreshTokensRotateWithReuseDetection(t *testing.T) {
 // An SSO user's session is checked again at refresh: a replica that no
 // longer trusts the issuer refuses it, and ends it.
 func TestSSORefreshRechecked(t *testing.T) {
-	p := oidctest.New(t)
-	transport := &http.Transport{}
-	t.Cleanup(transport.CloseIdleConnections)
-	e := newEnv(t, func(o *options) {
-		o.auth.OIDC = &identity.OIDCConfig{Issuer: p.URL, ClientID: "runway", HTTPClient: &http.Client{Transport: transport}}
-	})
+	p, e := newSSOEnv(t, "runway")
 	r, err := e.client(t, "").Login(t.Context(), &identityv1.LoginRequest{Credentials: &identityv1.LoginRequest_Oidc{
 		Oidc: &identityv1.OidcCredentials{IdToken: p.IDToken(t, nil, jwt.MapClaims{"sub": "s-9", "email": "sso@example.com"})}}})
 	if err != nil {

@@ -25,10 +25,15 @@ function freePort(): Promise<number> {
 
 export interface Dev { url: string; adminPassword: string; adminToken: string; proc: ChildProcess; dir: string; log: () => string }
 
-export async function startDev(): Promise<Dev> {
+export async function startDev(extra: string[] = []): Promise<Dev> {
   const dir = mkdtempSync(join(tmpdir(), 'runway-ui-e2e-'))
   const port = await freePort()
-  const proc = spawn(join(ROOT, 'bin/runway'), ['dev', '--runtime', 'process', '--data-dir', dir, '--listen', `127.0.0.1:${port}`, '--nodes', '2', '--gpus-per-node', '2'], {
+  // The operations listener's own free port (by default it is the next one,
+  // which another listener on this machine may hold).
+  const opsPort = await freePort()
+  const proc = spawn(join(ROOT, 'bin/runway'), ['dev', '--runtime', 'process', '--data-dir', dir, '--listen', `127.0.0.1:${port}`, '--nodes', '2', '--gpus-per-node', '2',
+    // Often enough for the charts to have points within the run.
+    '--history-interval', '2s', '--metrics-listen', `127.0.0.1:${opsPort}`, ...extra], {
     cwd: ROOT,
     stdio: ['ignore', 'pipe', 'pipe'],
   })

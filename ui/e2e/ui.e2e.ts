@@ -1,12 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { Browser, BrowserContext, Page } from 'playwright-core'
 import { launch, readText, shot, startDev, stopDev, type Dev } from './harness'
+import { startProvider, type Provider } from './oidc'
 import { parseCsv } from '../src/format'
 
 // The quick start of the README, done in the browser by an administrator,
 // then what a researcher of team-a sees. Each step leaves a screenshot in
 // .cache/ui-shots/ and is checked with axe-core.
 let dev: Dev
+let provider: Provider
 let browser: Browser
 let ctx: BrowserContext
 let page: Page
@@ -31,7 +33,7 @@ async function newPage() {
 async function signIn(user: string, password: string, newPassword?: string) {
   await page.getByLabel('User or email').fill(user)
   await page.getByLabel('Password', { exact: true }).fill(password)
-  await page.getByRole('button', { name: 'Sign in' }).click()
+  await page.getByRole('button', { name: 'Sign in', exact: true }).click()
   if (newPassword) {
     await page.getByLabel('New password', { exact: true }).waitFor()
     await check(`02-change-password-${user}`)
@@ -57,18 +59,30 @@ async function submitWorkload(name: string, project: string, gpu: string) {
   await page.getByRole('button', { name: 'Submit' }).click()
 }
 
+// adminRest calls the REST API as the administrator, outside the browser.
+async function adminRest() {
+  const login = await fetch(dev.url + '/v1/auth:login', {
+    method: 'POST',
+    body: JSON.stringify({ password: { user: 'admin', password: NEW_ADMIN_PASSWORD } }),
+  }).then((r) => r.json())
+  return (method: string, path: string, body?: unknown) =>
+    fetch(dev.url + path, { method, headers: { Authorization: `Bearer ${login.accessToken}` }, body: body && JSON.stringify(body) })
+}
+
 async function waitStatus(status: string) {
   await page.locator('dd.phase', { hasText: status }).waitFor({ timeout: 60_000 })
 }
 
 describe('web UI against runway dev', () => {
   beforeAll(async () => {
-    ;[dev, browser] = await Promise.all([startDev(), launch()])
+    provider = await startProvider('runway-ui')
+    ;[dev, browser] = await Promise.all([startDev(['--oidc-issuer', provider.url, '--oidc-client-id', provider.clientId]), launch()])
     await newPage()
   })
   afterAll(async () => {
     await browser?.close()
     await stopDev(dev)
+    await provider?.close()
   })
 
   it('serves the UI with its CSP beside the REST API', async () => {
@@ -154,9 +168,45 @@ describe('web UI against runway dev', () => {
     await expect(page.locator('tbody tr').count()).resolves.toBe(1)
   })
 
+  it("charts a workload's, the projects' and the cluster's metrics over time", async () => {
+    await nav('Overview')
+    await nav('Workloads')
+    await page.getByRole('link', { name: 'a2', exact: true }).click()
+    await waitStatus('Running')
+    const metrics = page.getByRole('region', { name: 'Metrics over time' })
+    await metrics.getByLabel('Time range').selectOption({ label: 'Last 15 minutes' })
+    // Each chart is a figure named by its caption, its canvas an image whose
+    // label says the numbers, and a table of them.
+    const allocated = metrics.getByRole('figure', { name: 'GPUs allocated', exact: true })
+    await allocated.getByRole('img', { name: /GPUs allocated: now 2\.00/ }).waitFor({ timeout: 60_000 })
+    for (const name of ['GPU utilisation', 'GPU memory used', 'CPU cores allocated', 'Memory allocated'])
+      await metrics.getByRole('figure', { name, exact: true }).getByRole('img', { name: new RegExp(`^${name}\\. .*: now `) }).waitFor()
+    await allocated.locator('canvas').first().waitFor()
+    await allocated.getByText(/^Data table/).click()
+    const rows = await allocated.getByRole('table').locator('tbody tr').allTextContents()
+    expect(rows.length).toBeGreaterThan(0)
+    expect(rows[rows.length - 1]).toMatch(/2\.00$/)
+    await check('06c-workload-metrics')
+    await nav('Projects')
+    const byProject = page.getByRole('figure', { name: 'GPU allocation by project over time' })
+    await byProject.getByRole('img', { name: /team-a: now 2\.00/ }).waitFor({ timeout: 60_000 })
+    await byProject.getByRole('img', { name: /team-b: now 2\.00/ }).waitFor({ timeout: 60_000 })
+    await page.getByRole('combobox', { name: /^Project or department/ }).selectOption({ label: 'Project team-b' })
+    await page.getByRole('figure', { name: 'Project team-b: GPUs over time' }).getByRole('img', { name: /Allocated: now 2\.00.*Quota: now 2\.00/ }).waitFor({ timeout: 60_000 })
+    await check('04b-projects-over-time')
+  })
+
   it('shows the overview, nodes with their GPU maps, policies and assets and the event history', async () => {
     await nav('Overview')
     await page.getByRole('table', { name: 'Pending workloads by project and reason' }).getByRole('cell', { name: 'team-a' }).waitFor()
+    const cluster = page.getByRole('figure', { name: 'Cluster GPUs over time' })
+    await cluster.getByRole('img', { name: /Allocated: now 4\.00.*Total: now 4\.00/ }).waitFor({ timeout: 60_000 })
+    await page.getByRole('figure', { name: 'GPU allocation by node pool over time' }).getByRole('img', { name: /default: now 4\.00/ }).waitFor({ timeout: 60_000 })
+    await page.getByRole('figure', { name: 'GPU allocation by department over time' }).getByRole('img', { name: /default: now 4\.00/ }).waitFor({ timeout: 60_000 })
+    await page.getByRole('figure', { name: 'Cluster GPU utilisation over time' }).getByRole('img', { name: /Utilisation: now \d+%/ }).waitFor()
+    // Idle GPUs from the telemetry: all four are held.
+    const pools = page.getByRole('table', { name: 'GPU allocation by node pool, now' })
+    await expect(pools.locator('tbody tr').first().locator('td').nth(4).textContent()).resolves.toBe('0.00')
     await check('08-overview')
     await nav('Nodes')
     await page.getByRole('list', { name: 'GPUs of node-1' }).waitFor()
@@ -218,9 +268,55 @@ describe('web UI against runway dev', () => {
     await edit.getByRole('button', { name: 'Save' }).click()
     await row.getByRole('cell', { name: '3', exact: true }).waitFor()
     await expect(row.getByRole('cell').nth(4).textContent()).resolves.toBe('1.00')
+    // Scheduling rules: the training rules of team-c, set, shown, removed.
+    await page.getByRole('button', { name: 'Scheduling rules of project team-c' }).click()
+    const rules = page.getByRole('form', { name: 'Scheduling rules of team-c' })
+    await rules.getByRole('combobox', { name: /^Workload type/ }).selectOption({ label: 'Training' })
+    await rules.getByLabel('Time limit').fill('1h30m')
+    await rules.getByLabel('Idle GPU limit').fill('20m')
+    await rules.getByLabel('Preempt when idle').check()
+    await rules.getByRole('button', { name: 'Save rules' }).click()
+    await row.getByRole('cell', { name: 'Training: time limit 1h30m, idle GPU limit 20m (preempt)', exact: true }).waitFor()
+    await page.getByRole('button', { name: 'Scheduling rules of project team-c' }).click()
+    await expect(rules.getByLabel('Time limit').inputValue()).resolves.toBe('1h30m')
+    await check('04c-projects-scheduling-rules')
+    await rules.getByRole('button', { name: 'Remove training rules' }).click()
+    await expect.poll(() => row.getByRole('cell').nth(9).textContent(), { timeout: 10_000 }).toBe('')
+    // A limit the form cannot read is refused before it is sent.
+    await page.getByRole('button', { name: 'Scheduling rules of project team-c' }).click()
+    await rules.getByLabel('Time limit').fill('soon')
+    await rules.getByRole('button', { name: 'Save rules' }).click()
+    await rules.getByRole('alert').getByText(/durations such as 90m/).waitFor()
     page.once('dialog', (d) => d.accept())
     await page.getByRole('button', { name: 'Delete project team-c' }).click()
     await row.waitFor({ state: 'detached' })
+  })
+
+  it('creates, edits and deletes a node pool', async () => {
+    await nav('Nodes')
+    await page.getByRole('button', { name: 'New node pool' }).click()
+    const form = page.getByRole('form', { name: 'Create a node pool' })
+    await form.getByLabel('Node pool id').fill('a100')
+    await form.getByLabel('Node selector').fill('gpu=a100')
+    await form.getByRole('combobox', { name: /^Placement/ }).selectOption({ label: 'Spread' })
+    await form.getByRole('button', { name: 'Create node pool' }).click()
+    const heading = page.getByRole('heading', { name: /^Node pool a100/ })
+    await heading.getByText('Spread placement, time slicing off, 0 nodes, nodes labelled gpu=a100').waitFor()
+    await page.getByRole('button', { name: 'Edit node pool a100' }).click()
+    const edit = page.getByRole('form', { name: 'Edit node pool a100' })
+    await edit.getByRole('combobox', { name: /^Time slicing/ }).selectOption({ label: 'Fair' })
+    await edit.getByRole('button', { name: 'Save node pool' }).click()
+    await heading.getByText(/time slicing fair/).waitFor()
+    await check('09b-node-pools')
+    // The server's rules stand: the default pool selects every other node.
+    await page.getByRole('button', { name: 'Edit node pool default' }).click()
+    const def = page.getByRole('form', { name: 'Edit node pool default' })
+    await def.getByLabel('Node selector').fill('gpu=h100')
+    await def.getByRole('button', { name: 'Save node pool' }).click()
+    await def.getByRole('alert').waitFor()
+    page.once('dialog', (d) => d.accept())
+    await page.getByRole('button', { name: 'Delete node pool a100' }).click()
+    await heading.waitFor({ state: 'detached' })
   })
 
   it('drains and undrains a node', async () => {
@@ -260,12 +356,7 @@ describe('web UI against runway dev', () => {
   })
 
   it('updates the workloads table live from the watch stream', async () => {
-    const login = await fetch(dev.url + '/v1/auth:login', {
-      method: 'POST',
-      body: JSON.stringify({ password: { user: 'admin', password: NEW_ADMIN_PASSWORD } }),
-    }).then((r) => r.json())
-    const rest = (method: string, path: string, body?: unknown) =>
-      fetch(dev.url + path, { method, headers: { Authorization: `Bearer ${login.accessToken}` }, body: body && JSON.stringify(body) })
+    const rest = await adminRest()
     await nav('Workloads')
     await page.getByRole('cell', { name: 'a1', exact: true }).waitFor()
     const created = await rest('POST', '/v1/projects/team-a/workloads?workloadId=live', {
@@ -310,7 +401,7 @@ describe('web UI against runway dev', () => {
     const rule = page.getByRole('form', { name: 'Create an access rule' })
     await rule.getByLabel('Subject', { exact: true }).fill('alice')
     await rule.getByLabel('Role').selectOption('l1-researcher')
-    await rule.getByLabel('Scope').fill('project:team-a')
+    await rule.getByRole('combobox', { name: /^Scope/ }).selectOption({ label: 'Project team-a' })
     await rule.getByRole('button', { name: 'Create access rule' }).click()
     await page.getByRole('cell', { name: 'user:alice', exact: true }).waitFor()
     await check('13-access')
@@ -362,6 +453,38 @@ describe('web UI against runway dev', () => {
     await page.getByRole('heading', { name: 'Workloads' }).waitFor()
   })
 
+  it('creates a report, downloads its CSV and deletes it', async () => {
+    await nav('Reports')
+    const form = page.getByRole('form', { name: 'Create a report' })
+    await form.getByLabel('Report name').fill('GPU hours')
+    await form.getByLabel('Report id').fill('gpu-hours')
+    await form.getByLabel('Description').fill('The quick start, per project')
+    await form.getByLabel('Only').selectOption({ label: 'Department default' })
+    await form.getByLabel('One row per').selectOption({ label: 'Project and node pool' })
+    await form.getByRole('button', { name: 'Create report' }).click()
+    const row = page.getByRole('row').filter({ has: page.getByRole('cell', { name: 'GPU hours', exact: true }) })
+    await row.getByRole('cell', { name: 'Ready', exact: true }).waitFor({ timeout: 60_000 })
+    await expect(row.getByRole('cell').nth(3).textContent()).resolves.toBe('departments/default')
+    await check('18-reports')
+    const [download] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: 'Download report gpu-hours' }).click()])
+    expect(download.suggestedFilename()).toBe('gpu-hours.csv')
+    const rows = parseCsv(readText((await download.path())!))
+    expect(rows[0]).toEqual(['segment', 'node_pool', 'gpu_hours_allocated', 'gpu_hours_used', 'cpu_core_hours', 'memory_gib_hours', 'workloads'])
+    const teams = rows.slice(1).map((r) => r[0]).sort()
+    expect(teams).toEqual(['team-a', 'team-b'])
+    for (const r of rows.slice(1)) expect(Number(r[2])).toBeGreaterThan(0)
+    // A window that ends before it starts is the server's to refuse.
+    await form.getByLabel('Report name').fill('backwards')
+    await form.getByLabel('Start').fill('2026-01-02T00:00')
+    await form.getByLabel('End').fill('2026-01-01T00:00')
+    await form.getByRole('button', { name: 'Create report' }).click()
+    await form.getByRole('alert').waitFor()
+    await expect(form.getByRole('alert').textContent()).resolves.toMatch(/end_time|after/i)
+    page.once('dialog', (d) => d.accept())
+    await page.getByRole('button', { name: 'Delete report gpu-hours' }).click()
+    await row.waitFor({ state: 'detached' })
+  })
+
   it('shows a researcher of team-a nothing of team-b', async () => {
     await ctx.close()
     await newPage()
@@ -399,10 +522,69 @@ describe('web UI against runway dev', () => {
     await check('17-nodes-researcher')
   })
 
+  it('shows a GPU shared by two half-GPU workloads, and a holder she may not view as plain text', async () => {
+    // a2 goes (by the REST API, as the administrator): a1 runs again on one
+    // of its GPUs and one GPU is left for the halves to share.
+    const del = await (await adminRest())('DELETE', '/v1/projects/team-a/workloads/a2')
+    expect(del.status).toBe(200)
+    await nav('Workloads')
+    const a1 = page.getByRole('row').filter({ has: page.getByRole('cell', { name: 'a1', exact: true }) })
+    await a1.getByRole('cell', { name: 'Running', exact: true }).waitFor({ timeout: 60_000 })
+    for (const name of ['half-1', 'half-2']) {
+      await submitWorkload(name, 'team-a', '0.5')
+      await page.getByRole('heading', { name: new RegExp(`Workload ${name}`) }).waitFor()
+      await waitStatus('Running')
+    }
+    await nav('Nodes')
+    const shared = page.locator('li.gpu-shared')
+    await shared.getByRole('link', { name: 'team-a/half-2' }).waitFor()
+    await expect(shared.count()).resolves.toBe(1)
+    await expect(shared.textContent()).resolves.toMatch(/team-a\/half-1 pod 0 \(50%\).*team-a\/half-2 pod 0 \(50%\)/)
+    await expect(shared.getByRole('img').getAttribute('aria-label')).resolves.toBe('100% held')
+    // team-b's two GPUs: their holders are hidden from her, and not links.
+    await expect(page.locator('.hidden-holder').count()).resolves.toBe(2)
+    await expect(page.getByRole('link', { name: /^-\/-$|a workload you may not view/ }).count()).resolves.toBe(0)
+    await check('19-nodes-shared-gpu')
+  })
+
+  it('signs in with single sign-on: the code flow with PKCE at the provider, the token in memory only', async () => {
+    await ctx.close()
+    await newPage()
+    await page.goto(dev.url + '/')
+    const [popup] = await Promise.all([page.waitForEvent('popup'), page.getByRole('button', { name: 'Sign in with single sign-on' }).click()])
+    await popup.getByLabel('Email').fill('sam@example.com')
+    const auth = new URL(popup.url())
+    expect(auth.origin).toBe(provider.url)
+    expect(auth.searchParams.get('code_challenge_method')).toBe('S256')
+    expect(auth.searchParams.get('redirect_uri')).toBe(dev.url + '/sso/callback')
+    await popup.getByRole('button', { name: 'Continue' }).click()
+    // Signed in, or the sign-in page says why not.
+    await page.getByText('Signed in as').or(page.locator('.login [role=alert]')).first().waitFor()
+    expect(await page.locator('.login [role=alert]').allTextContents()).toEqual([])
+    await expect(page.locator('.who strong').textContent()).resolves.toMatch(/^sam-example-com-[0-9a-f]+$/)
+    expect(provider.redeemed()).toBe(1)
+    const stored = await page.evaluate(() => [localStorage.length, sessionStorage.length, document.cookie])
+    expect(stored).toEqual([0, 0, ''])
+    // The new SSO user holds no access rule yet: signed in, seeing nothing.
+    await nav('Workloads')
+    await page.getByText('Nothing to show.').or(page.getByRole('alert')).first().waitFor()
+    await check('20-signed-in-sso')
+    // Signed out, the sign-in page offers both ways again.
+    await page.getByRole('button', { name: 'Sign out' }).click()
+    await page.getByRole('button', { name: 'Sign in with single sign-on' }).waitFor()
+    await check('01b-sign-in-sso')
+    // Back in, to look at every view as this user.
+    const [again] = await Promise.all([page.waitForEvent('popup'), page.getByRole('button', { name: 'Sign in with single sign-on' }).click()])
+    await again.getByLabel('Email').fill('sam@example.com')
+    await again.getByRole('button', { name: 'Continue' }).click()
+    await page.getByText('Signed in as').waitFor()
+    expect(provider.redeemed()).toBe(2)
+  })
+
   it("fits a laptop's width: no view scrolls sideways at 1280 px", async () => {
     await page.setViewportSize({ width: 1280, height: 720 })
     const wide: string[] = []
-    for (const label of ['Overview', 'Workloads', 'New workload', 'Projects', 'Nodes', 'Access', 'Policies and assets', 'Event history']) {
+    for (const label of ['Overview', 'Workloads', 'New workload', 'Projects', 'Nodes', 'Access', 'Policies and assets', 'Event history', 'Reports']) {
       await nav(label)
       await page.locator('main h1').first().waitFor()
       await page.waitForTimeout(300)

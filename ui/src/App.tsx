@@ -13,6 +13,7 @@ import { Access } from './views/Access'
 import { Governance } from './views/Governance'
 import { Audit } from './views/Audit'
 import { Overview } from './views/Overview'
+import { Reports } from './views/Reports'
 
 const NAV: [string, string][] = [
   ['/', 'Overview'],
@@ -23,6 +24,7 @@ const NAV: [string, string][] = [
   ['/access', 'Access'],
   ['/policies', 'Policies and assets'],
   ['/audit', 'Event history'],
+  ['/reports', 'Reports'],
 ]
 
 function View() {
@@ -47,6 +49,8 @@ function View() {
       return <Governance />
     case '/audit':
       return <Audit />
+    case '/reports':
+      return <Reports />
   }
   return (
     <section>

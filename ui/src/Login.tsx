@@ -1,8 +1,35 @@
-import { useState } from 'react'
-import { ApiError, call, setToken } from './api'
+import { useEffect, useState } from 'react'
+import { ApiError, call, get, setToken } from './api'
+import { signInWithSSO, type LoginResponse, type SingleSignOn } from './sso'
 import type { Caller } from './types'
 
-interface LoginResponse { accessToken: string; principal: string }
+// SingleSignOnButton offers the configured provider (GetSignInOptions, which
+// needs no token), or says it cannot be reached now.
+function SingleSignOnButton({ onToken, onError }: { onToken: (t: string) => Promise<void>; onError: (m: string) => void }) {
+  const [sso, setSso] = useState<SingleSignOn | undefined>()
+  const [busy, setBusy] = useState(false)
+  useEffect(() => {
+    get<{ singleSignOn?: SingleSignOn }>('/v1/signInOptions').then((o) => setSso(o.singleSignOn), () => setSso(undefined))
+  }, [])
+  if (!sso) return null
+  if (!sso.authorizationEndpoint) return <p className="hint">Single sign-on is configured but its provider cannot be reached now.</p>
+  const start = () => {
+    onError('')
+    setBusy(true)
+    signInWithSSO(sso)
+      .then((r) => onToken(r.accessToken))
+      .catch((e) => onError(e instanceof Error ? e.message : String(e)))
+      .finally(() => setBusy(false))
+  }
+  return (
+    <>
+      <p className="or">or</p>
+      <button type="button" className="secondary" onClick={start} disabled={busy}>
+        Sign in with single sign-on
+      </button>
+    </>
+  )
+}
 
 // Login signs in with a user's password. A temporary password (the first
 // sign-in, or after a reset) must be replaced in the same call: the server
@@ -16,6 +43,11 @@ export function Login({ onSignedIn }: { onSignedIn: (c: Caller) => void }) {
   const [error, setError] = useState('')
   const [busy, setBusy] = useState(false)
 
+  const signedIn = async (token: string) => {
+    setToken(token)
+    onSignedIn(await call<Caller>('GET', '/v1/caller'))
+  }
+
   const submit = async (e: React.FormEvent) => {
     e.preventDefault()
     setError('')
@@ -28,8 +60,7 @@ export function Login({ onSignedIn }: { onSignedIn: (c: Caller) => void }) {
       const creds: Record<string, string> = { user, password }
       if (change) creds.newPassword = next
       const res = await call<LoginResponse>('POST', '/v1/auth:login', { password: creds })
-      setToken(res.accessToken)
-      onSignedIn(await call<Caller>('GET', '/v1/caller'))
+      await signedIn(res.accessToken)
     } catch (err) {
       if (err instanceof ApiError && err.reason === 'PASSWORD_CHANGE_REQUIRED') {
         setChange(true)
@@ -74,6 +105,7 @@ export function Login({ onSignedIn }: { onSignedIn: (c: Caller) => void }) {
         <button type="submit" disabled={busy}>
           {change ? 'Change password and sign in' : 'Sign in'}
         </button>
+        {!change && <SingleSignOnButton onToken={signedIn} onError={setError} />}
       </form>
     </main>
   )

@@ -45,7 +45,7 @@ export interface NodeT {
   name: string; nodePool?: string; readiness?: string; drained?: boolean; drainReason?: string
   capacity?: Quantity; allocated?: Quantity; devices?: GpuDevice[]; etag?: string
 }
-export interface NodePool { name: string; placementStrategy?: string; timeSlicing?: { mode?: string }; description?: string }
+export interface NodePool { name: string; placementStrategy?: string; timeSlicing?: { mode?: string }; description?: string; nodeSelector?: Record<string, string>; etag?: string }
 export interface User { name: string; email?: string; displayName?: string; groups?: string[]; temporaryPassword?: string; passwordChangeRequired?: boolean; lastLoginTime?: string; etag?: string }
 export interface Application { name: string; clientId?: string; clientSecret?: string; createTime?: string; lastLoginTime?: string; etag?: string }
 export interface AccessRule { name: string; subject?: { kind?: string; name?: string }; role?: string; scope?: { kind?: string; name?: string }; creator?: string; etag?: string }

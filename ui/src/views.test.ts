@@ -4,7 +4,10 @@ import { policyPath } from './views/Governance'
 import { summarize } from './views/Overview'
 import { checkRule, ruleText } from './policy'
 import { milli, rulesText } from './views/Projects'
-import { gpuState, planShares } from './views/Nodes'
+import { gpuState, holder, planShares } from './views/Nodes'
+import { localInput, reportBody } from './views/Reports'
+import { parseDuration, showDuration, withRule } from './views/Rules'
+import { parseSelector, selectorText } from './views/NodePoolForm'
 
 describe('audit filter', () => {
   it('joins the chosen comparisons with AND and quotes values', () => {
@@ -71,7 +74,7 @@ describe('quota amounts', () => {
 describe('rules and plans as text', () => {
   it('scheduling rules', () => {
     expect(rulesText([{ workloadType: 'WORKLOAD_TYPE_TRAINING', timeLimit: '28800s', nodeTypes: ['dgx'] }, { workloadType: 'WORKLOAD_TYPE_WORKSPACE', idleGpuLimit: '3600s', preemptWhenIdle: true }]))
-      .toBe('Training: time limit 28800s, node types dgx; Workspace: idle GPU limit 3600s (preempt)')
+      .toBe('Training: time limit 8h, node types dgx; Workspace: idle GPU limit 1h (preempt)')
     expect(rulesText(undefined)).toBe('')
   })
   it('a GPU is whole, shared, free or unhealthy', () => {
@@ -101,5 +104,58 @@ describe('watch events', () => {
     expect(m.get('projects/a/workloads/x').status.phase).toBe('WORKLOAD_PHASE_RUNNING')
     m = applyWatch(m, { type: 'WATCH_EVENT_TYPE_DELETED', workload: { name: 'projects/a/workloads/x' } })
     expect([...m.keys()]).toEqual(['projects/a/workloads/y'])
+  })
+})
+
+describe('nodes', () => {
+  it("names a holder, and none the caller may not view", () => {
+    expect(holder('projects/team-a/workloads/a1')).toEqual({ project: 'team-a', name: 'a1' })
+    expect(holder('projects/-/workloads/-')).toBeNull()
+    expect(holder('')).toBeNull()
+  })
+})
+
+describe('reports', () => {
+  it('builds the create body from the form, with an end in this minute or later as now', () => {
+    const now = new Date('2026-03-01T12:00:00Z')
+    const f = { id: 'r1', displayName: ' March ', description: '', start: '2026-02-01T00:00:00Z', end: '2026-04-01T00:00:00Z', scope: 'departments/research', segment: 'REPORT_SEGMENT_PROJECT' }
+    expect(reportBody(f, now)).toEqual({
+      displayName: 'March', startTime: '2026-02-01T00:00:00.000Z', endTime: '2026-03-01T12:00:00.000Z', segmentBy: 'REPORT_SEGMENT_PROJECT', department: 'departments/research',
+    })
+    expect(reportBody({ ...f, scope: 'projects/team-a', description: 'x', end: '2026-02-02T00:00:00Z' }, now)).toMatchObject({ project: 'projects/team-a', description: 'x', endTime: '2026-02-02T00:00:00.000Z' })
+    expect(reportBody({ ...f, scope: '' }, now)).not.toHaveProperty('project')
+    expect(reportBody({ ...f, end: '2026-03-01T11:59:30Z' }, now).endTime).toBe('2026-03-01T12:00:00.000Z')
+    expect(localInput(new Date(2026, 0, 2, 3, 4))).toBe('2026-01-02T03:04')
+  })
+})
+
+describe('scheduling rules', () => {
+  it('reads and shows durations as people type them', () => {
+    expect(parseDuration('1h30m')).toBe('5400s')
+    expect(parseDuration('2d')).toBe('172800s')
+    expect(parseDuration(' 45s ')).toBe('45s')
+    expect(parseDuration('')).toBeUndefined()
+    expect(parseDuration('0m')).toBeNull()
+    expect(parseDuration('90 minutes')).toBeNull()
+    expect(showDuration('5400s')).toBe('1h30m')
+    expect(showDuration('86461s')).toBe('1d1m1s')
+    expect(showDuration(undefined)).toBe('')
+  })
+  it('keeps one rule per workload type, in type order', () => {
+    const t = { workloadType: 'WORKLOAD_TYPE_TRAINING', timeLimit: '60s' }
+    const w = { workloadType: 'WORKLOAD_TYPE_WORKSPACE', idleGpuLimit: '60s' }
+    expect(withRule([w], t.workloadType, t)).toEqual([t, w])
+    expect(withRule([t, w], t.workloadType, { ...t, timeLimit: '120s' })).toEqual([{ ...t, timeLimit: '120s' }, w])
+    expect(withRule([t, w], w.workloadType, null)).toEqual([t])
+  })
+})
+
+describe('node pools', () => {
+  it('reads a node selector as key=value pairs', () => {
+    expect(parseSelector('gpu=a100, zone = eu')).toEqual({ gpu: 'a100', zone: 'eu' })
+    expect(parseSelector('')).toEqual({})
+    expect(parseSelector('gpu')).toBeNull()
+    expect(parseSelector('=a100')).toBeNull()
+    expect(selectorText({ gpu: 'a100', zone: 'eu' })).toBe('gpu=a100, zone=eu')
   })
 })

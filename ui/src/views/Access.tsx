@@ -3,7 +3,7 @@ import { call, listAll } from '../api'
 import { useAction, useLoad } from '../hooks'
 import { DataTable, type Col } from '../table'
 import { enumLabel, id, time } from '../format'
-import type { AccessRule, Application, Role, User } from '../types'
+import type { AccessRule, Application, Department, Project, Role, User } from '../types'
 
 // Secret shows a value the server returns once (a temporary password, a
 // client secret); it is gone when dismissed.
@@ -28,13 +28,21 @@ export function Access() {
   const { data, error, reload } = useLoad(
     async (s) => {
       const opt = <T,>(p: Promise<T[]>) => p.catch(() => [] as T[])
-      const [users, apps, rules, roles] = await Promise.all([
+      const [users, apps, rules, roles, ds, ps] = await Promise.all([
         opt(listAll<User>('/v1/users', 'users', s)),
         opt(listAll<Application>('/v1/applications', 'applications', s)),
         opt(listAll<AccessRule>('/v1/accessRules', 'accessRules', s)),
         opt(listAll<Role>('/v1/roles', 'roles', s)),
+        opt(listAll<Department>('/v1/departments', 'departments', s)),
+        opt(listAll<Project>('/v1/projects', 'projects', s)),
       ])
-      return { users, apps, rules, roles }
+      // The scopes a rule may name: the account, each department, each project.
+      const scopes: [string, string][] = [
+        ['account', 'Account'],
+        ...ds.map((d): [string, string] => [`department:${id(d.name)}`, `Department ${id(d.name)}`]),
+        ...ps.map((p): [string, string] => [`project:${id(p.name)}`, `Project ${id(p.name)}`]),
+      ]
+      return { users, apps, rules, roles, scopes }
     },
     [],
   )
@@ -175,7 +183,13 @@ export function Access() {
             {(data?.roles ?? []).map((r) => <option key={r.name} value={id(r.name)}>{id(r.name)}</option>)}
           </select>
         </label>
-        <label>Scope<input value={scope} onChange={(e) => setScope(e.target.value)} required placeholder="project:team-a" /></label>
+        <label>
+          Scope
+          <select value={scope} onChange={(e) => setScope(e.target.value)} required>
+            <option value="">Choose a scope</option>
+            {(data?.scopes ?? []).map(([v, l]) => <option key={v} value={v}>{l}</option>)}
+          </select>
+        </label>
         <button type="submit">Create access rule</button>
       </form>
       {data && <DataTable label="Access rules" rows={data.rules} cols={ruleCols} rowKey={(r) => r.name} />}

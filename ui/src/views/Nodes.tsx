@@ -1,8 +1,10 @@
+import { useState } from 'react'
 import { call, listAll } from '../api'
 import { useAction, useLoad } from '../hooks'
 import { Link } from '../router'
 import { bytes, deviceUse, enumLabel, gpus, id } from '../format'
 import type { GpuDevice, NodePool, NodeT, TimeSlot } from '../types'
+import { NodePoolForm, selectorText } from './NodePoolForm'
 
 // planShares sums a time-slice plan's slots per pod: "team-a/nb pod 0 50%".
 export function planShares(slots: TimeSlot[]): string[] {
@@ -13,6 +15,14 @@ export function planShares(slots: TimeSlot[]): string[] {
     by.set(key, (by.get(key) ?? 0) + (s.sharePercent ?? 0))
   }
   return [...by.entries()].map(([k, v]) => `${k} ${v}%`)
+}
+
+// holder names a device's holder: its project and workload, or null for
+// one the caller may not view (the server sends projects/-/workloads/-).
+export function holder(workload?: string): { project: string; name: string } | null {
+  const parts = (workload ?? '').split('/')
+  if (parts.length !== 4 || parts[0] !== 'projects' || parts[1] === '-' || parts[3] === '-') return null
+  return { project: parts[1], name: parts[3] }
 }
 
 // GpuMap draws one node's devices: whole (one holder), shared (fractions,
@@ -45,10 +55,11 @@ function GpuMap({ node }: { node: NodeT }) {
             )}
             <ul className="holders">
               {(d.allocations ?? []).map((a, i) => {
-                const parts = (a.workload ?? '').split('/')
+                const h = holder(a.workload)
                 return (
                   <li key={i}>
-                    <Link to={`/workloads/${parts[1]}/${parts[3]}`}>{parts[1]}/{parts[3]}</Link> pod {a.podIndex ?? 0}
+                    {h ? <Link to={`/workloads/${h.project}/${h.name}`}>{h.project}/{h.name}</Link> : <span className="hidden-holder">a workload you may not view</span>}
+                    {h ? ` pod ${a.podIndex ?? 0}` : ''}
                     {(a.fractionMilli ?? 1000) < 1000 ? ` (${(a.fractionMilli ?? 0) / 10}%)` : ''}
                   </li>
                 )
@@ -74,11 +85,20 @@ export function Nodes() {
     3000,
   )
   const { run, error: actionError } = useAction(reload)
+  // The pool being edited, or 'new' while one is being created.
+  const [form, setForm] = useState<NodePool | 'new' | undefined>()
+  const deletePool = (p: NodePool) => window.confirm(`Delete node pool ${id(p.name)}?`) && run(() => call('DELETE', `/v1/${p.name}`))
   const act = (n: NodeT, verb: 'drain' | 'undrain') =>
     run(() => call('POST', `/v1/${n.name}:${verb}`, verb === 'drain' ? { reason: 'drained from the web UI' } : {}))
   return (
     <section aria-labelledby="h-nodes">
-      <h1 id="h-nodes">Node pools and nodes</h1>
+      <div className="heading">
+        <h1 id="h-nodes">Node pools and nodes</h1>
+        <button type="button" onClick={() => setForm(form === 'new' ? undefined : 'new')} aria-expanded={form === 'new'}>New node pool</button>
+      </div>
+      {form && (
+        <NodePoolForm key={form === 'new' ? 'new' : form.name} editing={form === 'new' ? undefined : form} onDone={() => { setForm(undefined); reload() }} />
+      )}
       {(error || actionError) && <p role="alert" className="error">{error || actionError}</p>}
       {data?.pools.map((p) => {
         const nodes = data.nodes.filter((n) => n.nodePool === p.name)
@@ -87,9 +107,16 @@ export function Nodes() {
             <h2 id={`pool-${id(p.name)}`}>
               Node pool {id(p.name)}{' '}
               <small>
-                {enumLabel(p.placementStrategy, 'PLACEMENT_STRATEGY_')} placement, time slicing {enumLabel(p.timeSlicing?.mode, 'TIME_SLICING_MODE_') || 'off'}, {nodes.length} nodes
+                {enumLabel(p.placementStrategy, 'PLACEMENT_STRATEGY_') || 'Binpack'} placement, time slicing {enumLabel(p.timeSlicing?.mode, 'TIME_SLICING_MODE_').toLowerCase() || 'off'}, {nodes.length} nodes
+                {p.nodeSelector && Object.keys(p.nodeSelector).length > 0 ? `, nodes labelled ${selectorText(p.nodeSelector)}` : ''}
               </small>
             </h2>
+            <span className="actions">
+              <button type="button" onClick={() => setForm(p)} aria-label={`Edit node pool ${id(p.name)}`}>Edit</button>
+              {p.name !== 'nodepools/default' && (
+                <button type="button" className="danger" onClick={() => deletePool(p)} aria-label={`Delete node pool ${id(p.name)}`}>Delete</button>
+              )}
+            </span>
             {nodes.map((n) => (
               <article key={n.name} className="node" aria-labelledby={`node-${id(n.name)}`}>
                 <h3 id={`node-${id(n.name)}`}>

@@ -1,12 +1,15 @@
+import { useState } from 'react'
 import { listAll } from '../api'
 import { useLoad } from '../hooks'
 import { Link } from '../router'
 import { deviceUse, enumLabel, gpus, id } from '../format'
-import type { NodeT, Queue, Workload } from '../types'
+import { MetricCharts, WindowPicker, type ChartSpec } from '../chart'
+import { getTelemetry, linesOf, type Metrics, type Telemetry } from '../metrics'
+import type { Department, NodePool, NodeT, Queue, Workload } from '../types'
 
 // summarize is the overview's arithmetic, from what the caller may read now
 // (the nodes, the queues and the workloads).
-export function summarize(nodes: NodeT[], queues: Queue[], workloads: Workload[]) {
+export function summarize(nodes: NodeT[], queues: Queue[], workloads: Workload[], telemetry?: Telemetry) {
   const pools = new Map<string, { capacity: number; allocated: number; freeGpus: number; nodes: number }>()
   for (const n of nodes) {
     const p = pools.get(n.nodePool ?? '') ?? { capacity: 0, allocated: 0, freeGpus: 0, nodes: 0 }
@@ -38,7 +41,14 @@ export function summarize(nodes: NodeT[], queues: Queue[], workloads: Workload[]
     .sort((a, b) => b.idleSeconds - a.idleSeconds)
   return {
     idle,
-    pools: [...pools.entries()].map(([name, p]) => ({ name: id(name), ...p })).sort((a, b) => a.name.localeCompare(b.name)),
+    // The telemetry's numbers of now where the caller may read them (idle:
+    // GPUs of devices nothing holds), the nodes' otherwise.
+    pools: [...pools.entries()]
+      .map(([name, p]) => {
+        const t = telemetry?.nodePools?.find((n) => n.nodePool === name)
+        return { name: id(name), ...p, freeGpus: t ? (t.idleGpus ?? 0) : p.freeGpus, running: t?.runningWorkloads, unready: t?.unreadyNodes }
+      })
+      .sort((a, b) => a.name.localeCompare(b.name)),
     departments,
     pending: [...pending.entries()].map(([k, n]) => ({ project: k.split('\u0000')[0], reason: k.split('\u0000')[1], count: n })).sort((a, b) => a.project.localeCompare(b.project) || a.reason.localeCompare(b.reason)),
   }
@@ -48,28 +58,35 @@ export function Overview() {
   const { data, error } = useLoad(
     async (s) => {
       const opt = <T,>(p: Promise<T[]>) => p.catch(() => [] as T[])
-      const [nodes, queues, ws] = await Promise.all([
+      const [nodes, queues, ws, pools, ds, tel] = await Promise.all([
         opt(listAll<NodeT>('/v1/nodes', 'nodes', s)),
         opt(listAll<Queue>('/v1/queues', 'queues', s)),
         listAll<Workload>('/v1/projects/-/workloads', 'workloads', s),
+        opt(listAll<NodePool>('/v1/nodepools', 'nodePools', s)),
+        opt(listAll<Department>('/v1/departments', 'departments', s)),
+        getTelemetry(s).catch(() => undefined),
       ])
-      return summarize(nodes, queues, ws)
+      return { ...summarize(nodes, queues, ws, tel), poolNames: pools.map((p) => p.name), departmentNames: ds.map((d) => d.name) }
     },
     [],
     3000,
   )
+  const [window, setWindow] = useState(3600)
   return (
     <section aria-labelledby="h-overview">
-      <h1 id="h-overview">Overview</h1>
+      <div className="heading">
+        <h1 id="h-overview">Overview</h1>
+        <WindowPicker value={window} onChange={setWindow} />
+      </div>
       {error && <p role="alert" className="error">{error}</p>}
       {data && (
         <div className="cards">
           <table>
             <caption>GPU allocation by node pool, now</caption>
-            <thead><tr><th scope="col">Node pool</th><th scope="col">Nodes</th><th scope="col">GPUs</th><th scope="col">Allocated</th><th scope="col">Idle (free) GPUs</th></tr></thead>
+            <thead><tr><th scope="col">Node pool</th><th scope="col">Nodes</th><th scope="col">GPUs</th><th scope="col">Allocated</th><th scope="col">Idle GPUs</th><th scope="col">Running workloads</th></tr></thead>
             <tbody>
               {data.pools.map((p) => (
-                <tr key={p.name}><td>{p.name}</td><td>{p.nodes}</td><td>{gpus(p.capacity)}</td><td>{gpus(p.allocated)}</td><td>{p.freeGpus}</td></tr>
+                <tr key={p.name}><td>{p.name}</td><td>{p.nodes}</td><td>{gpus(p.capacity)}</td><td>{gpus(p.allocated)}</td><td>{gpus(p.freeGpus * 1000)}</td><td>{p.running ?? ''}</td></tr>
               ))}
             </tbody>
           </table>
@@ -104,7 +121,32 @@ export function Overview() {
           </table>
         </div>
       )}
-      <div className="chart-slot" aria-hidden="true" data-slot="allocation-over-time" />
+      {data && <OverTime window={window} pools={data.poolNames} departments={data.departmentNames} />}
     </section>
   )
+}
+
+const CLUSTER: ChartSpec[] = [
+  {
+    title: 'Cluster GPUs over time',
+    unit: 'gpus',
+    lines: (m) => [...linesOf(m.get('cluster'), 'ALLOCATED_GPUS', 'Allocated'), ...linesOf(m.get('cluster'), 'USED_GPUS', 'Used'), ...linesOf(m.get('cluster'), 'TOTAL_GPUS', 'Total')],
+  },
+  { title: 'Cluster GPU utilisation over time', unit: 'ratio', lines: (m) => linesOf(m.get('cluster'), 'GPU_UTILIZATION', 'Utilisation') },
+]
+
+// each draws one line per entity of a kind (its id as the label).
+const each = (names: string[], type: string) => (m: Map<string, Metrics>) => names.flatMap((n) => linesOf(m.get(n), type, id(n)))
+
+// OverTime is the overview's charts: the cluster, each node pool and each
+// department the caller may read, over the chosen window.
+function OverTime({ window, pools, departments }: { window: number; pools: string[]; departments: string[] }) {
+  const charts: ChartSpec[] = [
+    ...CLUSTER,
+    { title: 'GPU allocation by node pool over time', unit: 'gpus', lines: each(pools, 'ALLOCATED_GPUS') },
+    { title: 'GPU utilisation by node pool over time', unit: 'ratio', lines: each(pools, 'GPU_UTILIZATION') },
+    { title: 'GPU allocation by department over time', unit: 'gpus', lines: each(departments, 'ALLOCATED_GPUS') },
+    { title: 'GPUs used by department over time', unit: 'gpus', lines: each(departments, 'USED_GPUS') },
+  ]
+  return <MetricCharts label="Over time" names={['cluster', ...pools, ...departments]} window={window} charts={charts} />
 }

@@ -4,18 +4,60 @@ import { errorText, useAction, useLoad } from '../hooks'
 import { DataTable, type Col } from '../table'
 import { gpus, id, workloadType } from '../format'
 import type { Department, NodePoolQuota, Project, Queue, SchedulingRules } from '../types'
+import { MetricCharts, WindowPicker, type ChartSpec } from '../chart'
+import { RulesForm, showDuration } from './Rules'
+import { linesOf } from '../metrics'
+
+// OverTime charts every project's allocation, and one chosen project's or
+// department's allocated, used and deserved GPUs (the quota; an unlimited
+// one is not drawn).
+function OverTime({ projects, departments }: { projects: string[]; departments: string[] }) {
+  const [window, setWindow] = useState(3600)
+  const [chosen, setChosen] = useState('')
+  const entity = chosen || projects[0] || departments[0] || ''
+  const charts: ChartSpec[] = [
+    { title: 'GPU allocation by project over time', unit: 'gpus', lines: (m) => projects.flatMap((p) => linesOf(m.get(p), 'ALLOCATED_GPUS', id(p))) },
+  ]
+  if (entity)
+    charts.push({
+      title: `${entity.startsWith('departments/') ? 'Department' : 'Project'} ${id(entity)}: GPUs over time`,
+      unit: 'gpus',
+      lines: (m) => [...linesOf(m.get(entity), 'ALLOCATED_GPUS', 'Allocated'), ...linesOf(m.get(entity), 'USED_GPUS', 'Used'), ...linesOf(m.get(entity), 'GPU_QUOTA', 'Quota')],
+    })
+  const names = [...new Set([...projects, entity].filter(Boolean))]
+  return (
+    <section aria-labelledby="h-projects-time">
+      <div className="heading">
+        <h2 id="h-projects-time">Over time</h2>
+        <span className="toolbar">
+          <label className="window">
+            Project or department
+            <select value={entity} onChange={(e) => setChosen(e.target.value)}>
+              {[...projects, ...departments].map((n) => <option key={n} value={n}>{n.startsWith('departments/') ? 'Department' : 'Project'} {id(n)}</option>)}
+            </select>
+          </label>
+          <WindowPicker value={window} onChange={setWindow} />
+        </span>
+      </div>
+      {names.length > 0 && <MetricCharts label="Projects over time" names={names} window={window} charts={charts} />}
+    </section>
+  )
+}
 
 // A row per (project or department, node pool): the quota as set and the
 // scheduler's numbers for it now (its queue).
-interface Row { kind: 'Project' | 'Department'; name: string; department: string; pool: string; q?: NodePoolQuota; queue?: Queue; etag?: string; rules: string }
+interface Row {
+  kind: 'Project' | 'Department'; name: string; department: string; pool: string; q?: NodePoolQuota; queue?: Queue; etag?: string
+  rules: string; schedulingRules: SchedulingRules[]
+}
 
 // rulesText is a scope's scheduling rules in one line, per workload type.
 export function rulesText(rs: SchedulingRules[] = []): string {
   return rs
     .map((r) => {
       const parts = [
-        r.timeLimit && `time limit ${r.timeLimit}`,
-        r.idleGpuLimit && `idle GPU limit ${r.idleGpuLimit}${r.preemptWhenIdle ? ' (preempt)' : ''}`,
+        r.timeLimit && `time limit ${showDuration(r.timeLimit)}`,
+        r.idleGpuLimit && `idle GPU limit ${showDuration(r.idleGpuLimit)}${r.preemptWhenIdle ? ' (preempt)' : ''}`,
         r.nodeTypes?.length && `node types ${r.nodeTypes.join(', ')}`,
       ].filter(Boolean)
       return `${workloadType(r.workloadType)}: ${parts.join(', ')}`
@@ -39,11 +81,12 @@ function rows(kind: Row['kind'], items: (Project | Department)[], queues: Map<st
       queue,
       etag: p.etag,
       rules: rulesText(p.schedulingRules),
+      schedulingRules: p.schedulingRules ?? [],
     }))
   })
 }
 
-function cols(onDelete: (r: Row) => void, onEdit: (r: Row) => void): Col<Row>[] {
+function cols(onDelete: (r: Row) => void, onEdit: (r: Row) => void, onRules: (r: Row) => void): Col<Row>[] {
   const np = (r: Row) => r.queue?.nodePools?.find((n) => n.nodePool === r.pool)
   return [
     { id: 'name', header: 'Name', text: (r) => r.name },
@@ -65,6 +108,7 @@ function cols(onDelete: (r: Row) => void, onEdit: (r: Row) => void): Col<Row>[] 
       cell: (r) => (
         <span className="actions">
           <button type="button" onClick={() => onEdit(r)} aria-label={`Edit ${r.kind.toLowerCase()} ${r.name}`}>Edit</button>
+          <button type="button" onClick={() => onRules(r)} aria-label={`Scheduling rules of ${r.kind.toLowerCase()} ${r.name}`}>Rules</button>
           <button type="button" className="danger" onClick={() => onDelete(r)} aria-label={`Delete ${r.kind.toLowerCase()} ${r.name}`}>Delete</button>
         </span>
       ),
@@ -175,12 +219,13 @@ export function Projects() {
         listAll<Queue>('/v1/queues', 'queues', s).catch(() => [] as Queue[]),
       ])
       const queues = new Map(qs.map((q) => [q.name, q]))
-      return { ds, all: [...rows('Department', ds, queues), ...rows('Project', ps, queues)] }
+      return { ds, projectNames: ps.map((p) => p.name), all: [...rows('Department', ds, queues), ...rows('Project', ps, queues)] }
     },
     [],
     3000,
   )
   const [editing, setEditing] = useState<Row | undefined>()
+  const [rulesOf, setRulesOf] = useState<Row | undefined>()
   const [form, setForm] = useState(false)
   const { run, error: actionError } = useAction(reload)
   const del = (r: Row) =>
@@ -189,16 +234,31 @@ export function Projects() {
     <section aria-labelledby="h-projects">
       <div className="heading">
         <h1 id="h-projects">Projects and departments</h1>
-        <button type="button" onClick={() => { setEditing(undefined); setForm(!form) }} aria-expanded={form}>
+        <button type="button" onClick={() => { setEditing(undefined); setRulesOf(undefined); setForm(!form) }} aria-expanded={form}>
           New project or department
         </button>
       </div>
       {(form || editing) && (
         <QuotaForm key={editing ? editing.kind + editing.name + editing.pool : 'new'} editing={editing} departments={data?.ds ?? []} onDone={() => { setForm(false); setEditing(undefined); reload() }} />
       )}
+      {rulesOf && (
+        <RulesForm
+          key={rulesOf.kind + rulesOf.name}
+          scope={`${rulesOf.kind === 'Project' ? 'projects' : 'departments'}/${rulesOf.name}`}
+          rules={rulesOf.schedulingRules}
+          onDone={() => { setRulesOf(undefined); reload() }}
+        />
+      )}
       {(error || actionError) && <p role="alert" className="error">{error || actionError}</p>}
-      {data && <DataTable label="Projects and departments" rows={data.all} cols={cols(del, (r) => { setForm(false); setEditing(r) })} rowKey={(r) => `${r.kind}/${r.name}/${r.pool}`} />}
-      <div className="chart-slot" aria-hidden="true" data-slot="quota-over-time" />
+      {data && (
+        <DataTable
+          label="Projects and departments"
+          rows={data.all}
+          cols={cols(del, (r) => { setForm(false); setRulesOf(undefined); setEditing(r) }, (r) => { setForm(false); setEditing(undefined); setRulesOf(r) })}
+          rowKey={(r) => `${r.kind}/${r.name}/${r.pool}`}
+        />
+      )}
+      {data && <OverTime projects={data.projectNames} departments={data.ds.map((d) => d.name)} />}
     </section>
   )
 }

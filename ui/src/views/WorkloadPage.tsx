@@ -4,6 +4,31 @@ import { useRouter } from '../router'
 import { useAction, useLoad } from '../hooks'
 import { bytes, enumLabel, gpuRequest, gpus, id, phase, time, workloadType } from '../format'
 import type { Explain, PendingReason, Quantity, Workload } from '../types'
+import { MetricCharts, WindowPicker, type ChartSpec } from '../chart'
+import { linesOf } from '../metrics'
+
+// A workload's metrics, one line per pod.
+const WORKLOAD_CHARTS = (name: string): ChartSpec[] => [
+  { title: 'GPU utilisation', unit: 'ratio', lines: (m) => linesOf(m.get(name), 'GPU_UTILIZATION', 'Utilisation') },
+  { title: 'GPUs allocated', unit: 'gpus', lines: (m) => linesOf(m.get(name), 'ALLOCATED_GPUS', 'GPUs allocated') },
+  { title: 'GPU memory used', unit: 'bytes', lines: (m) => linesOf(m.get(name), 'GPU_MEMORY_USED_BYTES', 'GPU memory') },
+  { title: 'CPU cores allocated', unit: 'cores', lines: (m) => linesOf(m.get(name), 'ALLOCATED_CPU_CORES', 'CPU cores') },
+  { title: 'Memory allocated', unit: 'bytes', lines: (m) => linesOf(m.get(name), 'ALLOCATED_MEMORY_BYTES', 'Memory') },
+]
+
+function WorkloadMetrics({ project, name }: { project: string; name: string }) {
+  const [window, setWindow] = useState(3600)
+  const entity = `projects/${project}/workloads/${name}`
+  return (
+    <section aria-labelledby="h-metrics">
+      <div className="heading">
+        <h2 id="h-metrics">Metrics over time</h2>
+        <WindowPicker value={window} onChange={setWindow} />
+      </div>
+      <MetricCharts label="Workload metrics" names={[entity]} window={window} charts={WORKLOAD_CHARTS(entity)} />
+    </section>
+  )
+}
 
 function qty(q?: Quantity) {
   if (!q) return ''
@@ -206,7 +231,7 @@ export function WorkloadPage({ project, name }: { project: string; name: string 
               ))}
             </tbody>
           </table>
-          <div className="chart-slot" aria-hidden="true" data-slot="metrics" />
+          <WorkloadMetrics project={project} name={name} />
           <Logs path={path} phase={st?.phase ?? ''} />
         </>
       )}

@@ -1086,6 +1086,7 @@ type LoginRequest struct {
 	//	*LoginRequest_ClientCredentials
 	//	*LoginRequest_Oidc
 	//	*LoginRequest_RefreshToken
+	//	*LoginRequest_OidcCode
 	Credentials   isLoginRequest_Credentials `protobuf_oneof:"credentials"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1164,6 +1165,15 @@ func (x *LoginRequest) GetRefreshToken() string {
 	return ""
 }
 
+func (x *LoginRequest) GetOidcCode() *OidcAuthorizationCode {
+	if x != nil {
+		if x, ok := x.Credentials.(*LoginRequest_OidcCode); ok {
+			return x.OidcCode
+		}
+	}
+	return nil
+}
+
 type isLoginRequest_Credentials interface {
 	isLoginRequest_Credentials()
 }
@@ -1188,6 +1198,14 @@ type LoginRequest_RefreshToken struct {
 	RefreshToken string `protobuf:"bytes,4,opt,name=refresh_token,json=refreshToken,proto3,oneof"`
 }
 
+type LoginRequest_OidcCode struct {
+	// An authorization code from the configured OpenID Connect provider
+	// (the authorization code flow with PKCE of a public client such as the
+	// web UI): the server redeems it at the provider's token endpoint and
+	// signs in with the ID token it gets.
+	OidcCode *OidcAuthorizationCode `protobuf:"bytes,5,opt,name=oidc_code,json=oidcCode,proto3,oneof"`
+}
+
 func (*LoginRequest_Password) isLoginRequest_Credentials() {}
 
 func (*LoginRequest_ClientCredentials) isLoginRequest_Credentials() {}
@@ -1195,6 +1213,75 @@ func (*LoginRequest_ClientCredentials) isLoginRequest_Credentials() {}
 func (*LoginRequest_Oidc) isLoginRequest_Credentials() {}
 
 func (*LoginRequest_RefreshToken) isLoginRequest_Credentials() {}
+
+func (*LoginRequest_OidcCode) isLoginRequest_Credentials() {}
+
+// OidcAuthorizationCode is what the provider's redirect gave a public
+// client, and the PKCE verifier only that client knows (RFC 7636).
+type OidcAuthorizationCode struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The `code` of the redirect (at most 4096 characters).
+	Code string `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
+	// Required. The PKCE code_verifier whose S256 challenge the authorization
+	// request sent: 43 to 128 characters of [A-Za-z0-9-._~].
+	CodeVerifier string `protobuf:"bytes,2,opt,name=code_verifier,json=codeVerifier,proto3" json:"code_verifier,omitempty"`
+	// Required. The redirect_uri of the authorization request (an http or
+	// https URL, at most 2048 characters).
+	RedirectUri   string `protobuf:"bytes,3,opt,name=redirect_uri,json=redirectUri,proto3" json:"redirect_uri,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OidcAuthorizationCode) Reset() {
+	*x = OidcAuthorizationCode{}
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OidcAuthorizationCode) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OidcAuthorizationCode) ProtoMessage() {}
+
+func (x *OidcAuthorizationCode) ProtoReflect() protoreflect.Message {
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OidcAuthorizationCode.ProtoReflect.Descriptor instead.
+func (*OidcAuthorizationCode) Descriptor() ([]byte, []int) {
+	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *OidcAuthorizationCode) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+func (x *OidcAuthorizationCode) GetCodeVerifier() string {
+	if x != nil {
+		return x.CodeVerifier
+	}
+	return ""
+}
+
+func (x *OidcAuthorizationCode) GetRedirectUri() string {
+	if x != nil {
+		return x.RedirectUri
+	}
+	return ""
+}
 
 // OidcCredentials sign in an SSO user.
 type OidcCredentials struct {
@@ -1208,7 +1295,7 @@ type OidcCredentials struct {
 
 func (x *OidcCredentials) Reset() {
 	*x = OidcCredentials{}
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[20]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1220,7 +1307,7 @@ func (x *OidcCredentials) String() string {
 func (*OidcCredentials) ProtoMessage() {}
 
 func (x *OidcCredentials) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[20]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1233,7 +1320,7 @@ func (x *OidcCredentials) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OidcCredentials.ProtoReflect.Descriptor instead.
 func (*OidcCredentials) Descriptor() ([]byte, []int) {
-	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{20}
+	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *OidcCredentials) GetIdToken() string {
@@ -1259,7 +1346,7 @@ type PasswordCredentials struct {
 
 func (x *PasswordCredentials) Reset() {
 	*x = PasswordCredentials{}
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[21]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1271,7 +1358,7 @@ func (x *PasswordCredentials) String() string {
 func (*PasswordCredentials) ProtoMessage() {}
 
 func (x *PasswordCredentials) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[21]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1284,7 +1371,7 @@ func (x *PasswordCredentials) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PasswordCredentials.ProtoReflect.Descriptor instead.
 func (*PasswordCredentials) Descriptor() ([]byte, []int) {
-	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{21}
+	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PasswordCredentials) GetUser() string {
@@ -1322,7 +1409,7 @@ type ClientCredentials struct {
 
 func (x *ClientCredentials) Reset() {
 	*x = ClientCredentials{}
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[22]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1334,7 +1421,7 @@ func (x *ClientCredentials) String() string {
 func (*ClientCredentials) ProtoMessage() {}
 
 func (x *ClientCredentials) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[22]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1347,7 +1434,7 @@ func (x *ClientCredentials) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientCredentials.ProtoReflect.Descriptor instead.
 func (*ClientCredentials) Descriptor() ([]byte, []int) {
-	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{22}
+	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ClientCredentials) GetClientId() string {
@@ -1387,7 +1474,7 @@ type LoginResponse struct {
 
 func (x *LoginResponse) Reset() {
 	*x = LoginResponse{}
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[23]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1399,7 +1486,7 @@ func (x *LoginResponse) String() string {
 func (*LoginResponse) ProtoMessage() {}
 
 func (x *LoginResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[23]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1412,7 +1499,7 @@ func (x *LoginResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoginResponse.ProtoReflect.Descriptor instead.
 func (*LoginResponse) Descriptor() ([]byte, []int) {
-	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{23}
+	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *LoginResponse) GetAccessToken() string {
@@ -1459,7 +1546,7 @@ type GetCallerRequest struct {
 
 func (x *GetCallerRequest) Reset() {
 	*x = GetCallerRequest{}
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[24]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1471,7 +1558,7 @@ func (x *GetCallerRequest) String() string {
 func (*GetCallerRequest) ProtoMessage() {}
 
 func (x *GetCallerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[24]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1484,7 +1571,7 @@ func (x *GetCallerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCallerRequest.ProtoReflect.Descriptor instead.
 func (*GetCallerRequest) Descriptor() ([]byte, []int) {
-	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{24}
+	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{25}
 }
 
 // Caller is who a token belongs to.
@@ -1505,7 +1592,7 @@ type Caller struct {
 
 func (x *Caller) Reset() {
 	*x = Caller{}
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[25]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1517,7 +1604,7 @@ func (x *Caller) String() string {
 func (*Caller) ProtoMessage() {}
 
 func (x *Caller) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[25]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1530,7 +1617,7 @@ func (x *Caller) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Caller.ProtoReflect.Descriptor instead.
 func (*Caller) Descriptor() ([]byte, []int) {
-	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{25}
+	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Caller) GetPrincipal() string {
@@ -1582,7 +1669,7 @@ type ListAuditEventsRequest struct {
 
 func (x *ListAuditEventsRequest) Reset() {
 	*x = ListAuditEventsRequest{}
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[26]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1594,7 +1681,7 @@ func (x *ListAuditEventsRequest) String() string {
 func (*ListAuditEventsRequest) ProtoMessage() {}
 
 func (x *ListAuditEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[26]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1607,7 +1694,7 @@ func (x *ListAuditEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEventsRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditEventsRequest) Descriptor() ([]byte, []int) {
-	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{26}
+	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListAuditEventsRequest) GetPageSize() int32 {
@@ -1644,7 +1731,7 @@ type ListAuditEventsResponse struct {
 
 func (x *ListAuditEventsResponse) Reset() {
 	*x = ListAuditEventsResponse{}
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[27]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1656,7 +1743,7 @@ func (x *ListAuditEventsResponse) String() string {
 func (*ListAuditEventsResponse) ProtoMessage() {}
 
 func (x *ListAuditEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[27]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1669,7 +1756,7 @@ func (x *ListAuditEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEventsResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditEventsResponse) Descriptor() ([]byte, []int) {
-	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{27}
+	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListAuditEventsResponse) GetAuditEvents() []*AuditEvent {
@@ -1682,6 +1769,160 @@ func (x *ListAuditEventsResponse) GetAuditEvents() []*AuditEvent {
 func (x *ListAuditEventsResponse) GetNextPageToken() string {
 	if x != nil {
 		return x.NextPageToken
+	}
+	return ""
+}
+
+// Request for IdentityService.GetSignInOptions.
+type GetSignInOptionsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetSignInOptionsRequest) Reset() {
+	*x = GetSignInOptionsRequest{}
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetSignInOptionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetSignInOptionsRequest) ProtoMessage() {}
+
+func (x *GetSignInOptionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetSignInOptionsRequest.ProtoReflect.Descriptor instead.
+func (*GetSignInOptionsRequest) Descriptor() ([]byte, []int) {
+	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{29}
+}
+
+// SignInOptions are the ways to sign in besides a password or an
+// application's client credentials.
+type SignInOptions struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The OpenID Connect provider whose ID tokens Login accepts; unset when
+	// single sign-on is not configured.
+	SingleSignOn  *SingleSignOn `protobuf:"bytes,1,opt,name=single_sign_on,json=singleSignOn,proto3" json:"single_sign_on,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SignInOptions) Reset() {
+	*x = SignInOptions{}
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SignInOptions) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SignInOptions) ProtoMessage() {}
+
+func (x *SignInOptions) ProtoReflect() protoreflect.Message {
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SignInOptions.ProtoReflect.Descriptor instead.
+func (*SignInOptions) Descriptor() ([]byte, []int) {
+	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *SignInOptions) GetSingleSignOn() *SingleSignOn {
+	if x != nil {
+		return x.SingleSignOn
+	}
+	return nil
+}
+
+// SingleSignOn is the OpenID Connect provider a public client (the web UI,
+// the CLI) signs in at: with the authorization code flow and PKCE, or the
+// device flow, then Login with the ID token.
+type SingleSignOn struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The provider's issuer URL (its discovery document is at
+	// `{issuer}/.well-known/openid-configuration`).
+	Issuer string `protobuf:"bytes,1,opt,name=issuer,proto3" json:"issuer,omitempty"`
+	// Runway's client id at the provider: the ID tokens' audience.
+	ClientId string `protobuf:"bytes,2,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	// The provider's authorization endpoint (from its discovery document),
+	// where a browser is sent to sign in; empty when the provider could not
+	// be reached.
+	AuthorizationEndpoint string `protobuf:"bytes,3,opt,name=authorization_endpoint,json=authorizationEndpoint,proto3" json:"authorization_endpoint,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *SingleSignOn) Reset() {
+	*x = SingleSignOn{}
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SingleSignOn) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SingleSignOn) ProtoMessage() {}
+
+func (x *SingleSignOn) ProtoReflect() protoreflect.Message {
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SingleSignOn.ProtoReflect.Descriptor instead.
+func (*SingleSignOn) Descriptor() ([]byte, []int) {
+	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *SingleSignOn) GetIssuer() string {
+	if x != nil {
+		return x.Issuer
+	}
+	return ""
+}
+
+func (x *SingleSignOn) GetClientId() string {
+	if x != nil {
+		return x.ClientId
+	}
+	return ""
+}
+
+func (x *SingleSignOn) GetAuthorizationEndpoint() string {
+	if x != nil {
+		return x.AuthorizationEndpoint
 	}
 	return ""
 }
@@ -1751,13 +1992,18 @@ const file_runway_identity_v1_identity_service_proto_rawDesc = "" +
 	"page_token\x18\x02 \x01(\tR\tpageToken\"k\n" +
 	"\x11ListRolesResponse\x12.\n" +
 	"\x05roles\x18\x01 \x03(\v2\x18.runway.identity.v1.RoleR\x05roles\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x9e\x02\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xe8\x02\n" +
 	"\fLoginRequest\x12E\n" +
 	"\bpassword\x18\x01 \x01(\v2'.runway.identity.v1.PasswordCredentialsH\x00R\bpassword\x12V\n" +
 	"\x12client_credentials\x18\x02 \x01(\v2%.runway.identity.v1.ClientCredentialsH\x00R\x11clientCredentials\x129\n" +
 	"\x04oidc\x18\x03 \x01(\v2#.runway.identity.v1.OidcCredentialsH\x00R\x04oidc\x12%\n" +
-	"\rrefresh_token\x18\x04 \x01(\tH\x00R\frefreshTokenB\r\n" +
-	"\vcredentials\",\n" +
+	"\rrefresh_token\x18\x04 \x01(\tH\x00R\frefreshToken\x12H\n" +
+	"\toidc_code\x18\x05 \x01(\v2).runway.identity.v1.OidcAuthorizationCodeH\x00R\boidcCodeB\r\n" +
+	"\vcredentials\"s\n" +
+	"\x15OidcAuthorizationCode\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\tR\x04code\x12#\n" +
+	"\rcode_verifier\x18\x02 \x01(\tR\fcodeVerifier\x12!\n" +
+	"\fredirect_uri\x18\x03 \x01(\tR\vredirectUri\",\n" +
 	"\x0fOidcCredentials\x12\x19\n" +
 	"\bid_token\x18\x01 \x01(\tR\aidToken\"h\n" +
 	"\x13PasswordCredentials\x12\x12\n" +
@@ -1789,7 +2035,14 @@ const file_runway_identity_v1_identity_service_proto_rawDesc = "" +
 	"\x06filter\x18\x03 \x01(\tR\x06filter\"\x84\x01\n" +
 	"\x17ListAuditEventsResponse\x12A\n" +
 	"\faudit_events\x18\x01 \x03(\v2\x1e.runway.identity.v1.AuditEventR\vauditEvents\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken2\xc9\x11\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x19\n" +
+	"\x17GetSignInOptionsRequest\"W\n" +
+	"\rSignInOptions\x12F\n" +
+	"\x0esingle_sign_on\x18\x01 \x01(\v2 .runway.identity.v1.SingleSignOnR\fsingleSignOn\"z\n" +
+	"\fSingleSignOn\x12\x16\n" +
+	"\x06issuer\x18\x01 \x01(\tR\x06issuer\x12\x1b\n" +
+	"\tclient_id\x18\x02 \x01(\tR\bclientId\x125\n" +
+	"\x16authorization_endpoint\x18\x03 \x01(\tR\x15authorizationEndpoint2\xc8\x12\n" +
 	"\x0fIdentityService\x12f\n" +
 	"\n" +
 	"CreateUser\x12%.runway.identity.v1.CreateUserRequest\x1a\x18.runway.identity.v1.User\"\x17\x82\xd3\xe4\x93\x02\x11:\x04user\"\t/v1/users\x12c\n" +
@@ -1811,7 +2064,8 @@ const file_runway_identity_v1_identity_service_proto_rawDesc = "" +
 	"\x05Login\x12 .runway.identity.v1.LoginRequest\x1a!.runway.identity.v1.LoginResponse\"\x19\x82\xd3\xe4\x93\x02\x13:\x01*\"\x0e/v1/auth:login\x12a\n" +
 	"\tGetCaller\x12$.runway.identity.v1.GetCallerRequest\x1a\x1a.runway.identity.v1.Caller\"\x12\x82\xd3\xe4\x93\x02\f\x12\n" +
 	"/v1/caller\x12\x83\x01\n" +
-	"\x0fListAuditEvents\x12*.runway.identity.v1.ListAuditEventsRequest\x1a+.runway.identity.v1.ListAuditEventsResponse\"\x17\x82\xd3\xe4\x93\x02\x11\x12\x0f/v1/auditEventsBAZ?github.com/runwayhq/runway/gen/go/runway/identity/v1;identityv1b\x06proto3"
+	"\x0fListAuditEvents\x12*.runway.identity.v1.ListAuditEventsRequest\x1a+.runway.identity.v1.ListAuditEventsResponse\"\x17\x82\xd3\xe4\x93\x02\x11\x12\x0f/v1/auditEvents\x12}\n" +
+	"\x10GetSignInOptions\x12+.runway.identity.v1.GetSignInOptionsRequest\x1a!.runway.identity.v1.SignInOptions\"\x19\x82\xd3\xe4\x93\x02\x13\x12\x11/v1/signInOptionsBAZ?github.com/runwayhq/runway/gen/go/runway/identity/v1;identityv1b\x06proto3"
 
 var (
 	file_runway_identity_v1_identity_service_proto_rawDescOnce sync.Once
@@ -1825,7 +2079,7 @@ func file_runway_identity_v1_identity_service_proto_rawDescGZIP() []byte {
 	return file_runway_identity_v1_identity_service_proto_rawDescData
 }
 
-var file_runway_identity_v1_identity_service_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_runway_identity_v1_identity_service_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_runway_identity_v1_identity_service_proto_goTypes = []any{
 	(*CreateUserRequest)(nil),                  // 0: runway.identity.v1.CreateUserRequest
 	(*GetUserRequest)(nil),                     // 1: runway.identity.v1.GetUserRequest
@@ -1847,78 +2101,86 @@ var file_runway_identity_v1_identity_service_proto_goTypes = []any{
 	(*ListRolesRequest)(nil),                   // 17: runway.identity.v1.ListRolesRequest
 	(*ListRolesResponse)(nil),                  // 18: runway.identity.v1.ListRolesResponse
 	(*LoginRequest)(nil),                       // 19: runway.identity.v1.LoginRequest
-	(*OidcCredentials)(nil),                    // 20: runway.identity.v1.OidcCredentials
-	(*PasswordCredentials)(nil),                // 21: runway.identity.v1.PasswordCredentials
-	(*ClientCredentials)(nil),                  // 22: runway.identity.v1.ClientCredentials
-	(*LoginResponse)(nil),                      // 23: runway.identity.v1.LoginResponse
-	(*GetCallerRequest)(nil),                   // 24: runway.identity.v1.GetCallerRequest
-	(*Caller)(nil),                             // 25: runway.identity.v1.Caller
-	(*ListAuditEventsRequest)(nil),             // 26: runway.identity.v1.ListAuditEventsRequest
-	(*ListAuditEventsResponse)(nil),            // 27: runway.identity.v1.ListAuditEventsResponse
-	(*User)(nil),                               // 28: runway.identity.v1.User
-	(*Application)(nil),                        // 29: runway.identity.v1.Application
-	(*AccessRule)(nil),                         // 30: runway.identity.v1.AccessRule
-	(*Role)(nil),                               // 31: runway.identity.v1.Role
-	(*timestamppb.Timestamp)(nil),              // 32: google.protobuf.Timestamp
-	(*AuditEvent)(nil),                         // 33: runway.identity.v1.AuditEvent
-	(*emptypb.Empty)(nil),                      // 34: google.protobuf.Empty
+	(*OidcAuthorizationCode)(nil),              // 20: runway.identity.v1.OidcAuthorizationCode
+	(*OidcCredentials)(nil),                    // 21: runway.identity.v1.OidcCredentials
+	(*PasswordCredentials)(nil),                // 22: runway.identity.v1.PasswordCredentials
+	(*ClientCredentials)(nil),                  // 23: runway.identity.v1.ClientCredentials
+	(*LoginResponse)(nil),                      // 24: runway.identity.v1.LoginResponse
+	(*GetCallerRequest)(nil),                   // 25: runway.identity.v1.GetCallerRequest
+	(*Caller)(nil),                             // 26: runway.identity.v1.Caller
+	(*ListAuditEventsRequest)(nil),             // 27: runway.identity.v1.ListAuditEventsRequest
+	(*ListAuditEventsResponse)(nil),            // 28: runway.identity.v1.ListAuditEventsResponse
+	(*GetSignInOptionsRequest)(nil),            // 29: runway.identity.v1.GetSignInOptionsRequest
+	(*SignInOptions)(nil),                      // 30: runway.identity.v1.SignInOptions
+	(*SingleSignOn)(nil),                       // 31: runway.identity.v1.SingleSignOn
+	(*User)(nil),                               // 32: runway.identity.v1.User
+	(*Application)(nil),                        // 33: runway.identity.v1.Application
+	(*AccessRule)(nil),                         // 34: runway.identity.v1.AccessRule
+	(*Role)(nil),                               // 35: runway.identity.v1.Role
+	(*timestamppb.Timestamp)(nil),              // 36: google.protobuf.Timestamp
+	(*AuditEvent)(nil),                         // 37: runway.identity.v1.AuditEvent
+	(*emptypb.Empty)(nil),                      // 38: google.protobuf.Empty
 }
 var file_runway_identity_v1_identity_service_proto_depIdxs = []int32{
-	28, // 0: runway.identity.v1.CreateUserRequest.user:type_name -> runway.identity.v1.User
-	28, // 1: runway.identity.v1.ListUsersResponse.users:type_name -> runway.identity.v1.User
-	29, // 2: runway.identity.v1.CreateApplicationRequest.application:type_name -> runway.identity.v1.Application
-	29, // 3: runway.identity.v1.ListApplicationsResponse.applications:type_name -> runway.identity.v1.Application
-	30, // 4: runway.identity.v1.CreateAccessRuleRequest.access_rule:type_name -> runway.identity.v1.AccessRule
-	30, // 5: runway.identity.v1.ListAccessRulesResponse.access_rules:type_name -> runway.identity.v1.AccessRule
-	31, // 6: runway.identity.v1.ListRolesResponse.roles:type_name -> runway.identity.v1.Role
-	21, // 7: runway.identity.v1.LoginRequest.password:type_name -> runway.identity.v1.PasswordCredentials
-	22, // 8: runway.identity.v1.LoginRequest.client_credentials:type_name -> runway.identity.v1.ClientCredentials
-	20, // 9: runway.identity.v1.LoginRequest.oidc:type_name -> runway.identity.v1.OidcCredentials
-	32, // 10: runway.identity.v1.LoginResponse.expire_time:type_name -> google.protobuf.Timestamp
-	30, // 11: runway.identity.v1.Caller.access_rules:type_name -> runway.identity.v1.AccessRule
-	32, // 12: runway.identity.v1.Caller.expire_time:type_name -> google.protobuf.Timestamp
-	33, // 13: runway.identity.v1.ListAuditEventsResponse.audit_events:type_name -> runway.identity.v1.AuditEvent
-	0,  // 14: runway.identity.v1.IdentityService.CreateUser:input_type -> runway.identity.v1.CreateUserRequest
-	1,  // 15: runway.identity.v1.IdentityService.GetUser:input_type -> runway.identity.v1.GetUserRequest
-	2,  // 16: runway.identity.v1.IdentityService.ListUsers:input_type -> runway.identity.v1.ListUsersRequest
-	4,  // 17: runway.identity.v1.IdentityService.DeleteUser:input_type -> runway.identity.v1.DeleteUserRequest
-	5,  // 18: runway.identity.v1.IdentityService.ResetUserPassword:input_type -> runway.identity.v1.ResetUserPasswordRequest
-	6,  // 19: runway.identity.v1.IdentityService.CreateApplication:input_type -> runway.identity.v1.CreateApplicationRequest
-	7,  // 20: runway.identity.v1.IdentityService.GetApplication:input_type -> runway.identity.v1.GetApplicationRequest
-	8,  // 21: runway.identity.v1.IdentityService.ListApplications:input_type -> runway.identity.v1.ListApplicationsRequest
-	10, // 22: runway.identity.v1.IdentityService.DeleteApplication:input_type -> runway.identity.v1.DeleteApplicationRequest
-	11, // 23: runway.identity.v1.IdentityService.RegenerateApplicationSecret:input_type -> runway.identity.v1.RegenerateApplicationSecretRequest
-	12, // 24: runway.identity.v1.IdentityService.CreateAccessRule:input_type -> runway.identity.v1.CreateAccessRuleRequest
-	13, // 25: runway.identity.v1.IdentityService.GetAccessRule:input_type -> runway.identity.v1.GetAccessRuleRequest
-	14, // 26: runway.identity.v1.IdentityService.ListAccessRules:input_type -> runway.identity.v1.ListAccessRulesRequest
-	16, // 27: runway.identity.v1.IdentityService.DeleteAccessRule:input_type -> runway.identity.v1.DeleteAccessRuleRequest
-	17, // 28: runway.identity.v1.IdentityService.ListRoles:input_type -> runway.identity.v1.ListRolesRequest
-	19, // 29: runway.identity.v1.IdentityService.Login:input_type -> runway.identity.v1.LoginRequest
-	24, // 30: runway.identity.v1.IdentityService.GetCaller:input_type -> runway.identity.v1.GetCallerRequest
-	26, // 31: runway.identity.v1.IdentityService.ListAuditEvents:input_type -> runway.identity.v1.ListAuditEventsRequest
-	28, // 32: runway.identity.v1.IdentityService.CreateUser:output_type -> runway.identity.v1.User
-	28, // 33: runway.identity.v1.IdentityService.GetUser:output_type -> runway.identity.v1.User
-	3,  // 34: runway.identity.v1.IdentityService.ListUsers:output_type -> runway.identity.v1.ListUsersResponse
-	34, // 35: runway.identity.v1.IdentityService.DeleteUser:output_type -> google.protobuf.Empty
-	28, // 36: runway.identity.v1.IdentityService.ResetUserPassword:output_type -> runway.identity.v1.User
-	29, // 37: runway.identity.v1.IdentityService.CreateApplication:output_type -> runway.identity.v1.Application
-	29, // 38: runway.identity.v1.IdentityService.GetApplication:output_type -> runway.identity.v1.Application
-	9,  // 39: runway.identity.v1.IdentityService.ListApplications:output_type -> runway.identity.v1.ListApplicationsResponse
-	34, // 40: runway.identity.v1.IdentityService.DeleteApplication:output_type -> google.protobuf.Empty
-	29, // 41: runway.identity.v1.IdentityService.RegenerateApplicationSecret:output_type -> runway.identity.v1.Application
-	30, // 42: runway.identity.v1.IdentityService.CreateAccessRule:output_type -> runway.identity.v1.AccessRule
-	30, // 43: runway.identity.v1.IdentityService.GetAccessRule:output_type -> runway.identity.v1.AccessRule
-	15, // 44: runway.identity.v1.IdentityService.ListAccessRules:output_type -> runway.identity.v1.ListAccessRulesResponse
-	34, // 45: runway.identity.v1.IdentityService.DeleteAccessRule:output_type -> google.protobuf.Empty
-	18, // 46: runway.identity.v1.IdentityService.ListRoles:output_type -> runway.identity.v1.ListRolesResponse
-	23, // 47: runway.identity.v1.IdentityService.Login:output_type -> runway.identity.v1.LoginResponse
-	25, // 48: runway.identity.v1.IdentityService.GetCaller:output_type -> runway.identity.v1.Caller
-	27, // 49: runway.identity.v1.IdentityService.ListAuditEvents:output_type -> runway.identity.v1.ListAuditEventsResponse
-	32, // [32:50] is the sub-list for method output_type
-	14, // [14:32] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	32, // 0: runway.identity.v1.CreateUserRequest.user:type_name -> runway.identity.v1.User
+	32, // 1: runway.identity.v1.ListUsersResponse.users:type_name -> runway.identity.v1.User
+	33, // 2: runway.identity.v1.CreateApplicationRequest.application:type_name -> runway.identity.v1.Application
+	33, // 3: runway.identity.v1.ListApplicationsResponse.applications:type_name -> runway.identity.v1.Application
+	34, // 4: runway.identity.v1.CreateAccessRuleRequest.access_rule:type_name -> runway.identity.v1.AccessRule
+	34, // 5: runway.identity.v1.ListAccessRulesResponse.access_rules:type_name -> runway.identity.v1.AccessRule
+	35, // 6: runway.identity.v1.ListRolesResponse.roles:type_name -> runway.identity.v1.Role
+	22, // 7: runway.identity.v1.LoginRequest.password:type_name -> runway.identity.v1.PasswordCredentials
+	23, // 8: runway.identity.v1.LoginRequest.client_credentials:type_name -> runway.identity.v1.ClientCredentials
+	21, // 9: runway.identity.v1.LoginRequest.oidc:type_name -> runway.identity.v1.OidcCredentials
+	20, // 10: runway.identity.v1.LoginRequest.oidc_code:type_name -> runway.identity.v1.OidcAuthorizationCode
+	36, // 11: runway.identity.v1.LoginResponse.expire_time:type_name -> google.protobuf.Timestamp
+	34, // 12: runway.identity.v1.Caller.access_rules:type_name -> runway.identity.v1.AccessRule
+	36, // 13: runway.identity.v1.Caller.expire_time:type_name -> google.protobuf.Timestamp
+	37, // 14: runway.identity.v1.ListAuditEventsResponse.audit_events:type_name -> runway.identity.v1.AuditEvent
+	31, // 15: runway.identity.v1.SignInOptions.single_sign_on:type_name -> runway.identity.v1.SingleSignOn
+	0,  // 16: runway.identity.v1.IdentityService.CreateUser:input_type -> runway.identity.v1.CreateUserRequest
+	1,  // 17: runway.identity.v1.IdentityService.GetUser:input_type -> runway.identity.v1.GetUserRequest
+	2,  // 18: runway.identity.v1.IdentityService.ListUsers:input_type -> runway.identity.v1.ListUsersRequest
+	4,  // 19: runway.identity.v1.IdentityService.DeleteUser:input_type -> runway.identity.v1.DeleteUserRequest
+	5,  // 20: runway.identity.v1.IdentityService.ResetUserPassword:input_type -> runway.identity.v1.ResetUserPasswordRequest
+	6,  // 21: runway.identity.v1.IdentityService.CreateApplication:input_type -> runway.identity.v1.CreateApplicationRequest
+	7,  // 22: runway.identity.v1.IdentityService.GetApplication:input_type -> runway.identity.v1.GetApplicationRequest
+	8,  // 23: runway.identity.v1.IdentityService.ListApplications:input_type -> runway.identity.v1.ListApplicationsRequest
+	10, // 24: runway.identity.v1.IdentityService.DeleteApplication:input_type -> runway.identity.v1.DeleteApplicationRequest
+	11, // 25: runway.identity.v1.IdentityService.RegenerateApplicationSecret:input_type -> runway.identity.v1.RegenerateApplicationSecretRequest
+	12, // 26: runway.identity.v1.IdentityService.CreateAccessRule:input_type -> runway.identity.v1.CreateAccessRuleRequest
+	13, // 27: runway.identity.v1.IdentityService.GetAccessRule:input_type -> runway.identity.v1.GetAccessRuleRequest
+	14, // 28: runway.identity.v1.IdentityService.ListAccessRules:input_type -> runway.identity.v1.ListAccessRulesRequest
+	16, // 29: runway.identity.v1.IdentityService.DeleteAccessRule:input_type -> runway.identity.v1.DeleteAccessRuleRequest
+	17, // 30: runway.identity.v1.IdentityService.ListRoles:input_type -> runway.identity.v1.ListRolesRequest
+	19, // 31: runway.identity.v1.IdentityService.Login:input_type -> runway.identity.v1.LoginRequest
+	25, // 32: runway.identity.v1.IdentityService.GetCaller:input_type -> runway.identity.v1.GetCallerRequest
+	27, // 33: runway.identity.v1.IdentityService.ListAuditEvents:input_type -> runway.identity.v1.ListAuditEventsRequest
+	29, // 34: runway.identity.v1.IdentityService.GetSignInOptions:input_type -> runway.identity.v1.GetSignInOptionsRequest
+	32, // 35: runway.identity.v1.IdentityService.CreateUser:output_type -> runway.identity.v1.User
+	32, // 36: runway.identity.v1.IdentityService.GetUser:output_type -> runway.identity.v1.User
+	3,  // 37: runway.identity.v1.IdentityService.ListUsers:output_type -> runway.identity.v1.ListUsersResponse
+	38, // 38: runway.identity.v1.IdentityService.DeleteUser:output_type -> google.protobuf.Empty
+	32, // 39: runway.identity.v1.IdentityService.ResetUserPassword:output_type -> runway.identity.v1.User
+	33, // 40: runway.identity.v1.IdentityService.CreateApplication:output_type -> runway.identity.v1.Application
+	33, // 41: runway.identity.v1.IdentityService.GetApplication:output_type -> runway.identity.v1.Application
+	9,  // 42: runway.identity.v1.IdentityService.ListApplications:output_type -> runway.identity.v1.ListApplicationsResponse
+	38, // 43: runway.identity.v1.IdentityService.DeleteApplication:output_type -> google.protobuf.Empty
+	33, // 44: runway.identity.v1.IdentityService.RegenerateApplicationSecret:output_type -> runway.identity.v1.Application
+	34, // 45: runway.identity.v1.IdentityService.CreateAccessRule:output_type -> runway.identity.v1.AccessRule
+	34, // 46: runway.identity.v1.IdentityService.GetAccessRule:output_type -> runway.identity.v1.AccessRule
+	15, // 47: runway.identity.v1.IdentityService.ListAccessRules:output_type -> runway.identity.v1.ListAccessRulesResponse
+	38, // 48: runway.identity.v1.IdentityService.DeleteAccessRule:output_type -> google.protobuf.Empty
+	18, // 49: runway.identity.v1.IdentityService.ListRoles:output_type -> runway.identity.v1.ListRolesResponse
+	24, // 50: runway.identity.v1.IdentityService.Login:output_type -> runway.identity.v1.LoginResponse
+	26, // 51: runway.identity.v1.IdentityService.GetCaller:output_type -> runway.identity.v1.Caller
+	28, // 52: runway.identity.v1.IdentityService.ListAuditEvents:output_type -> runway.identity.v1.ListAuditEventsResponse
+	30, // 53: runway.identity.v1.IdentityService.GetSignInOptions:output_type -> runway.identity.v1.SignInOptions
+	35, // [35:54] is the sub-list for method output_type
+	16, // [16:35] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_runway_identity_v1_identity_service_proto_init() }
@@ -1936,6 +2198,7 @@ func file_runway_identity_v1_identity_service_proto_init() {
 		(*LoginRequest_ClientCredentials)(nil),
 		(*LoginRequest_Oidc)(nil),
 		(*LoginRequest_RefreshToken)(nil),
+		(*LoginRequest_OidcCode)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1943,7 +2206,7 @@ func file_runway_identity_v1_identity_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_runway_identity_v1_identity_service_proto_rawDesc), len(file_runway_identity_v1_identity_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   28,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

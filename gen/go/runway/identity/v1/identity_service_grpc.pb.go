@@ -38,6 +38,7 @@ const (
 	IdentityService_Login_FullMethodName                       = "/runway.identity.v1.IdentityService/Login"
 	IdentityService_GetCaller_FullMethodName                   = "/runway.identity.v1.IdentityService/GetCaller"
 	IdentityService_ListAuditEvents_FullMethodName             = "/runway.identity.v1.IdentityService/ListAuditEvents"
+	IdentityService_GetSignInOptions_FullMethodName            = "/runway.identity.v1.IdentityService/GetSignInOptions"
 )
 
 // IdentityServiceClient is the client API for IdentityService service.
@@ -101,6 +102,10 @@ type IdentityServiceClient interface {
 	GetCaller(ctx context.Context, in *GetCallerRequest, opts ...grpc.CallOption) (*Caller, error)
 	// Lists audit events, newest first.
 	ListAuditEvents(ctx context.Context, in *ListAuditEventsRequest, opts ...grpc.CallOption) (*ListAuditEventsResponse, error)
+	// Returns how one may sign in: what a sign-in page needs before anyone is
+	// signed in (the single sign-on provider, when one is configured). Needs
+	// no token.
+	GetSignInOptions(ctx context.Context, in *GetSignInOptionsRequest, opts ...grpc.CallOption) (*SignInOptions, error)
 }
 
 type identityServiceClient struct {
@@ -291,6 +296,16 @@ func (c *identityServiceClient) ListAuditEvents(ctx context.Context, in *ListAud
 	return out, nil
 }
 
+func (c *identityServiceClient) GetSignInOptions(ctx context.Context, in *GetSignInOptionsRequest, opts ...grpc.CallOption) (*SignInOptions, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SignInOptions)
+	err := c.cc.Invoke(ctx, IdentityService_GetSignInOptions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // IdentityServiceServer is the server API for IdentityService service.
 // All implementations must embed UnimplementedIdentityServiceServer
 // for forward compatibility.
@@ -352,6 +367,10 @@ type IdentityServiceServer interface {
 	GetCaller(context.Context, *GetCallerRequest) (*Caller, error)
 	// Lists audit events, newest first.
 	ListAuditEvents(context.Context, *ListAuditEventsRequest) (*ListAuditEventsResponse, error)
+	// Returns how one may sign in: what a sign-in page needs before anyone is
+	// signed in (the single sign-on provider, when one is configured). Needs
+	// no token.
+	GetSignInOptions(context.Context, *GetSignInOptionsRequest) (*SignInOptions, error)
 	mustEmbedUnimplementedIdentityServiceServer()
 }
 
@@ -415,6 +434,9 @@ func (UnimplementedIdentityServiceServer) GetCaller(context.Context, *GetCallerR
 }
 func (UnimplementedIdentityServiceServer) ListAuditEvents(context.Context, *ListAuditEventsRequest) (*ListAuditEventsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListAuditEvents not implemented")
+}
+func (UnimplementedIdentityServiceServer) GetSignInOptions(context.Context, *GetSignInOptionsRequest) (*SignInOptions, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetSignInOptions not implemented")
 }
 func (UnimplementedIdentityServiceServer) mustEmbedUnimplementedIdentityServiceServer() {}
 func (UnimplementedIdentityServiceServer) testEmbeddedByValue()                         {}
@@ -761,6 +783,24 @@ func _IdentityService_ListAuditEvents_Handler(srv interface{}, ctx context.Conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _IdentityService_GetSignInOptions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetSignInOptionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(IdentityServiceServer).GetSignInOptions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: IdentityService_GetSignInOptions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(IdentityServiceServer).GetSignInOptions(ctx, req.(*GetSignInOptionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // IdentityService_ServiceDesc is the grpc.ServiceDesc for IdentityService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -839,6 +879,10 @@ var IdentityService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListAuditEvents",
 			Handler:    _IdentityService_ListAuditEvents_Handler,
+		},
+		{
+			MethodName: "GetSignInOptions",
+			Handler:    _IdentityService_GetSignInOptions_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
