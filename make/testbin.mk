@@ -5,6 +5,8 @@
 #                  tests, services/e2e/kube); its replace block pins every
 #                  Kubernetes staging module to v0.37.2 (../shared/TOOLCHAIN.md §4)
 #   testbin/helm/  helm v3, which lints and renders deploy/runway
+#   testbin/kwok/  KWOK v0.8.0, the kubelets of the k8s tests' fake GPU nodes
+#                  (services/nodemanager/kube/kwoktest)
 # Each binary is a file target on its module's go.mod/go.sum: built once
 # (kube-apiserver takes minutes cold), rebuilt only when a pin changes.
 
@@ -25,14 +27,18 @@ $(BIN)/kube-apiserver: testbin/go.mod testbin/go.sum
 $(BIN)/helm: testbin/helm/go.mod testbin/helm/go.sum
 	cd testbin/helm && GOWORK=off $(GO) build -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=v3.22.0" -o $(BIN)/helm helm.sh/helm/v3/cmd/helm
 
-.PHONY: test-bins kube-apiserver helm
-test-bins: $(BIN)/etcd $(BIN)/kube-apiserver $(BIN)/helm ## build the test-only binaries (bin/etcd, bin/kube-apiserver, bin/helm)
+$(BIN)/kwok: testbin/kwok/go.mod testbin/kwok/go.sum
+	cd testbin/kwok && GOWORK=off $(GO) build -ldflags "-s -w" -o $(BIN)/kwok sigs.k8s.io/kwok/cmd/kwok
+
+.PHONY: test-bins kube-apiserver helm kwok
+test-bins: $(BIN)/etcd $(BIN)/kube-apiserver $(BIN)/kwok $(BIN)/helm ## build the test-only binaries (bin/etcd, bin/kube-apiserver, bin/kwok, bin/helm)
 kube-apiserver: $(BIN)/kube-apiserver ## build bin/kube-apiserver for the k8s tests
+kwok: $(BIN)/kwok ## build bin/kwok (KWOK v0.8.0) for the k8s tests
 helm: $(BIN)/helm ## build bin/helm for the chart checks
 
 # The Kubernetes tests alone: the runtime against a real kube-apiserver.
 .PHONY: test-k8s
-test-k8s: $(BIN)/kube-apiserver $(BIN)/helm ## run the Kubernetes runtime tests (real kube-apiserver + etcd)
+test-k8s: $(BIN)/kube-apiserver $(BIN)/kwok $(BIN)/helm ## run the Kubernetes runtime tests (real kube-apiserver + etcd, KWOK nodes)
 	$(GO) test -count=1 ./services/nodemanager/kube/... ./services/e2e/kube/
 
 # The Helm chart: lint, and render with the defaults and with TLS to etcd.

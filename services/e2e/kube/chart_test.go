@@ -33,7 +33,7 @@ func TestChartValidates(t *testing.T) {
 		metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	dyn, err := dynamic.NewForConfig(apiserver)
+	dyn, err := dynamic.NewForConfig(cluster.Config)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,14 +1,18 @@
 package kube_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	nodemanagerv1 "github.com/runwayhq/runway/gen/go/runway/nodemanager/v1"
 	schedulerv1 "github.com/runwayhq/runway/gen/go/runway/scheduler/v1"
@@ -71,22 +75,20 @@ func TestQuickStart(t *testing.T) {
 		t.Errorf("a2's pod: labels %v, RUNWAY_WORKLOAD %q, image %q", a2.Labels, envVar(a2, "RUNWAY_WORKLOAD"), a2.Spec.Containers[0].Image)
 	}
 
-	// The kubelet would report Running: the run report reaches b1's status.
-	b1.Status.Phase = corev1.PodRunning
-	if _, err := e.kube.CoreV1().Pods(e.ns).UpdateStatus(t.Context(), &b1, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
+	// KWOK's kubelets run the pods; what they report reaches each
+	// workload's pod states.
+	for _, w := range [][2]string{{"team-a", "a1"}, {"team-a", "a2"}, {"team-b", "b1"}} {
+		e.podRunning(t, w[0], w[1])
 	}
-	eventually(t, "b1's pod RUNNING in its status", func() string {
-		w := e.get(t, "team-b", "b1")
-		if ps := w.GetStatus().GetPods(); len(ps) != 1 || ps[0].GetState() != workloadv1.PodState_POD_STATE_RUNNING {
-			return fmt.Sprintf("pods %v", ps)
-		}
-		return ""
-	})
 
-	// b2 reclaims team-b's quota from a1.
+	// a1's process takes its time to exit: a finalizer of the test's
+	// holds its pod in its grace period until the test lets it go.
+	e.holdPod(t, a1)
+
+	// b2 reclaims team-b's quota from a1. a1's pod is deleted with a
+	// grace period and a1 is Pending again; b2 is bound to a1's GPU, but
+	// its pod waits while a1's pod still holds that GPU on the node.
 	e.training(t, "team-b", "b2", 1, 1)
-	b2 := e.bound(t, "b2", 1)[0]
 	eventually(t, "a1's pod deleted and a1 Pending", func() string {
 		live, deleting := e.pods(t, "a1")
 		if len(live) != 0 {
@@ -100,8 +102,20 @@ func TestQuickStart(t *testing.T) {
 		if w.GetStatus().GetPhase() != pending || w.GetStatus().GetPreemptionCount() != 1 {
 			return fmt.Sprintf("a1 %v, preemptions %d", w.GetStatus().GetPhase(), w.GetStatus().GetPreemptionCount())
 		}
+		if ps := e.get(t, "team-b", "b2").GetStatus().GetPods(); len(ps) != 1 || ps[0].GetState() != workloadv1.PodState_POD_STATE_BOUND {
+			return fmt.Sprintf("b2's pods %v, want one BOUND", ps)
+		}
 		return ""
 	})
+	for range 20 { // 2 s: b2's pod is not created while a1's holds the GPU
+		if live, _ := e.pods(t, "b2"); len(live) != 0 {
+			t.Fatalf("b2's pod %s created while a1's pod is still in its grace period on %s", live[0].Name, a1.Spec.NodeName)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	e.releasePod(t, a1)
+	b2 := e.bound(t, "b2", 1)[0]
+	e.podRunning(t, "team-b", "b2")
 	if b2.Spec.NodeName != a1.Spec.NodeName {
 		t.Errorf("b2 bound to %s, want a1's node %s", b2.Spec.NodeName, a1.Spec.NodeName)
 	}
@@ -117,6 +131,50 @@ func TestQuickStart(t *testing.T) {
 	if live, _ := e.pods(t, "a2"); len(live) != 1 || live[0].UID != a2.UID {
 		t.Errorf("a2's pod was replaced: %v", live)
 	}
+}
+
+// holdPod puts a finalizer of the test's on the pod, so that once deleted
+// it stays in its grace period until releasePod (KWOK deletes a pod only
+// when it has no finalizers).
+func (e *env) holdPod(t *testing.T, p corev1.Pod) {
+	t.Helper()
+	patch := `{"metadata":{"finalizers":["runway.test/hold"]}}`
+	if _, err := e.kube.CoreV1().Pods(p.Namespace).Patch(t.Context(), p.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.releasePod(t, p) })
+}
+
+func (e *env) releasePod(t *testing.T, p corev1.Pod) {
+	patch := `{"metadata":{"finalizers":null}}`
+	_, err := e.kube.CoreV1().Pods(p.Namespace).Patch(context.Background(), p.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Error(err)
+	}
+}
+
+// podRunning waits until the workload's pods run on their nodes (phase
+// Running, as the kubelet reports it) and its status says so.
+func (e *env) podRunning(t *testing.T, project, id string) {
+	t.Helper()
+	eventually(t, id+"'s pods Running", func() string {
+		live, _ := e.pods(t, id)
+		for _, p := range live {
+			if p.Status.Phase != corev1.PodRunning {
+				return fmt.Sprintf("pod %s %s", p.Name, p.Status.Phase)
+			}
+		}
+		ps := e.get(t, project, id).GetStatus().GetPods()
+		if len(ps) == 0 || len(ps) != len(live) {
+			return fmt.Sprintf("%d pods in the status, %d live", len(ps), len(live))
+		}
+		for _, p := range ps {
+			if p.GetState() != workloadv1.PodState_POD_STATE_RUNNING {
+				return fmt.Sprintf("pod %d %v", p.GetIndex(), p.GetState())
+			}
+		}
+		return ""
+	})
 }
 
 // TestGangAllOrNone: a 4-pod training binds all 4 pods or none. While 1 of

@@ -47,6 +47,15 @@ type Config struct {
 	// DeleteGrace is the grace period of an evicted pod's deletion
 	// (DefaultDeleteGrace when 0).
 	DeleteGrace time.Duration
+	// Tolerations are the taints Runway's pods tolerate: they are put on
+	// every pod Runway creates, and a node with a NoSchedule or NoExecute
+	// taint none of them tolerates is drained (cordon).
+	Tolerations []corev1.Toleration
+	// ReservationImage is the image of the reservation pods that own the
+	// GPUs holding fractions (DefaultReservationImage when empty). Its
+	// container reports the UUID the device plugin gave it
+	// (NVIDIA_VISIBLE_DEVICES) as the pod's AnnotationGPUUUID.
+	ReservationImage string
 	// Resync is the informers' resync period (none when 0).
 	Resync time.Duration
 	// Logger; slog.Default() when nil.
@@ -148,6 +157,7 @@ func Run(ctx context.Context, cfg Config) error {
 			}
 			return nil, nil
 		},
+		indexDevice: func(obj any) ([]string, error) { return r.deviceKeys(obj.(*corev1.Pod)), nil },
 		indexForeign: func(obj any) ([]string, error) {
 			if w := foreignWorkload(obj.(*corev1.Pod)); w != "" {
 				return []string{w}, nil
@@ -239,6 +249,7 @@ func (r *runtime) enqueuePod(obj any, deleted bool) {
 	if w := foreignWorkload(p); deleted && w != "" {
 		r.queue.Add(kindForeign + ":" + w)
 	}
+	r.requeueDevices(p)
 }
 
 // next handles one queue key; false once the queue is shut down.
@@ -287,9 +298,16 @@ func (r *runtime) putBinding(key string, value []byte, rev int64) {
 
 func (r *runtime) deleteBinding(key string) {
 	r.mu.Lock()
+	old, ok := r.bindings[key]
 	delete(r.bindings, key)
 	r.mu.Unlock()
 	r.queue.Add(kindBinding + ":" + key)
+	// A fraction's reservation pods may be left unused (syncReservation).
+	if node, err := r.kubeNode(old.Node); ok && fractional(old) && err == nil {
+		for _, d := range old.Devices {
+			r.queue.Add(kindPod + ":" + r.cfg.Namespace + "/" + reservationName(node, d))
+		}
+	}
 }
 
 // binding returns the binding at key.
