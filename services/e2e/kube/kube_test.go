@@ -332,12 +332,20 @@ func TestUserPod(t *testing.T) {
 	if err := e.kube.CoreV1().Pods(teamNS).Delete(t.Context(), "notebook", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 		t.Fatal(err)
 	}
+	// Deleted stays deleted: no pod replaces it in Runway's namespace while
+	// its workload goes.
 	eventually(t, "the deleted pod's workload deleted", func() string {
+		if l, err := e.kube.CoreV1().Pods(e.ns).List(t.Context(), metav1.ListOptions{}); err != nil || len(l.Items) != 0 {
+			t.Fatalf("the user's deleted pod replaced in Runway's namespace: %v %v", l, err)
+		}
 		if n := len(e.workloads(t, "team-u")); n != 0 {
 			return fmt.Sprintf("%d workloads", n)
 		}
 		return ""
 	})
+	if l, err := e.kube.CoreV1().Pods(e.ns).List(t.Context(), metav1.ListOptions{}); err != nil || len(l.Items) != 0 {
+		t.Fatalf("the user's deleted pod replaced in Runway's namespace: %v %v", len(l.Items), err)
+	}
 }
 
 // userPod is a 1-GPU pod: placed on node by another scheduler when node is

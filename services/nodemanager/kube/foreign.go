@@ -89,6 +89,20 @@ func (r *runtime) ensureForeign(ctx context.Context, p *corev1.Pod) error {
 	return fmt.Errorf("create workload %s for pod %s/%s: %w", name, p.Namespace, p.Name, err)
 }
 
+// EnvUserPod in a workload's spec names the user's pod (namespace/name)
+// it was made from: that pod is the workload's only one.
+const EnvUserPod = "RUNWAY_KUBERNETES_POD"
+
+// userPod is the user's pod a workload was made from; "" for any other.
+func userPod(ws *workloadv1.WorkloadSpec) string {
+	for _, e := range ws.GetEnv() {
+		if e.GetName() == EnvUserPod {
+			return e.GetValue()
+		}
+	}
+	return ""
+}
+
 // LabelWorkloadType on a user's pod names its workload type.
 const LabelWorkloadType = "runway.io/workload-type"
 
@@ -106,7 +120,7 @@ func upper(s string) string {
 // containers' requests (nvidia.com/gpu devices, or the gpu-fraction
 // annotation), the first container's image and command.
 func foreignSpec(p *corev1.Pod) (*workloadv1.WorkloadSpec, error) {
-	spec := &workloadv1.WorkloadSpec{Pods: 1}
+	spec := &workloadv1.WorkloadSpec{Pods: 1, Env: []*workloadv1.EnvVar{{Name: EnvUserPod, Value: p.Namespace + "/" + p.Name}}}
 	var gpus int64
 	for _, c := range p.Spec.Containers {
 		spec.MilliCpu += c.Resources.Requests.Cpu().MilliValue()

@@ -60,7 +60,7 @@ func (r *runtime) syncBinding(ctx context.Context, key string) error {
 		}
 	}
 	if pod == nil {
-		if pod, err = r.createPod(ctx, b, uuids); err != nil {
+		if pod, err = r.createPod(ctx, b, uuids); err != nil || pod == nil {
 			return err
 		}
 		if pod.DeletionTimestamp != nil || pod.Spec.NodeName != "" {
@@ -126,12 +126,18 @@ func (r *runtime) syncPodsOf(ctx context.Context, key string) error {
 	return nil
 }
 
-// createPod creates the pod of a binding from its workload's spec.
+// createPod creates the pod of a binding from its workload's spec; nil
+// when the workload is a user's pod's, which is gone.
 func (r *runtime) createPod(ctx context.Context, b binding, uuids []string) (*corev1.Pod, error) {
 	c := etcdstore.NewCollection(r.cfg.Etcd, etcdstore.PrefixWorkloads, func() *workloadv1.Workload { return new(workloadv1.Workload) })
 	it, err := c.Get(ctx, b.Project+"/"+b.Workload)
 	if err != nil {
 		return nil, fmt.Errorf("read workload %s: %w", b.WorkloadName(), err)
+	}
+	if userPod(it.Msg.GetSpec()) != "" {
+		// A user's pod is its workload's only pod: once it is gone (deleted
+		// by its user) nothing replaces it, and its workload goes too.
+		return nil, r.deleteForeign(ctx, b.WorkloadName())
 	}
 	pod := podSpec(r.cfg.Namespace, b, it.Msg.GetSpec(), uuids)
 	pod.Spec.Tolerations = r.cfg.Tolerations
