@@ -320,9 +320,14 @@ func TestUserPod(t *testing.T) {
 		}
 		return fmt.Sprintf("team-u's queue %v", q.GetNodePools())
 	})
-	if ws := e.workloads(t, "team-u"); len(ws) != 1 || ws[0].GetStatus().GetPhase() != running ||
+	ws := e.workloads(t, "team-u")
+	if len(ws) != 1 || ws[0].GetStatus().GetPhase() != running ||
 		ws[0].GetSpec().GetGpu().GetDevices() != 1 {
 		t.Fatalf("team-u's workloads: %v", ws)
+	}
+	// The runtime acted for team-u alone, not as the service role.
+	if c := ws[0].GetCreator(); c != "services/kubernetes/projects/team-u" {
+		t.Errorf("the user's pod's workload was created by %q, want services/kubernetes/projects/team-u", c)
 	}
 	if p, err := e.kube.CoreV1().Pods(users).Get(t.Context(), "stray", metav1.GetOptions{}); err != nil || p.Spec.NodeName != "" {
 		t.Errorf("the pod labelled team-u outside team-u's namespace: %v, %v; want it left alone", p, err)

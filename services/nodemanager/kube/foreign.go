@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
+	"github.com/runwayhq/runway/pkg/auth"
 )
 
 // ProjectNamespacePrefix: a project's users' pods live in the namespace
@@ -70,7 +71,7 @@ func (r *runtime) ensureForeign(ctx context.Context, p *corev1.Pod) error {
 	if t, ok := workloadv1.WorkloadType_value["WORKLOAD_TYPE_"+upper(p.Labels[LabelWorkloadType])]; ok && t != 0 {
 		typ = workloadv1.WorkloadType(t)
 	}
-	_, err = r.cfg.Workloads.CreateWorkload(ctx, &workloadv1.CreateWorkloadRequest{
+	_, err = r.cfg.Workloads.CreateWorkload(auth.ForProject(ctx, "projects/"+project), &workloadv1.CreateWorkloadRequest{
 		Parent: "projects/" + project, WorkloadId: foreignWorkloadID(p.Name, string(p.UID)),
 		Workload: &workloadv1.Workload{Type: typ, Spec: spec},
 	})
@@ -149,7 +150,8 @@ func foreignSpec(p *corev1.Pod) (*workloadv1.WorkloadSpec, error) {
 
 // deleteForeign deletes the workload of a user's pod that is gone.
 func (r *runtime) deleteForeign(ctx context.Context, name string) error {
-	_, err := r.cfg.Workloads.DeleteWorkload(ctx, &workloadv1.DeleteWorkloadRequest{Name: name})
+	project, _, _ := strings.Cut(name, "/workloads/")
+	_, err := r.cfg.Workloads.DeleteWorkload(auth.ForProject(ctx, project), &workloadv1.DeleteWorkloadRequest{Name: name})
 	if err != nil && status.Code(err) != codes.NotFound {
 		return fmt.Errorf("delete workload %s of a deleted pod: %w", name, err)
 	}

@@ -23,6 +23,10 @@ import (
 	"github.com/runwayhq/runway/services/nodemanager"
 )
 
+// ServiceName is the runtime's service principal, services/kubernetes,
+// which acts as services/kubernetes/projects/{p} (auth.ProjectCredentials).
+const ServiceName = "kubernetes"
+
 // Defaults for zero Config fields.
 const (
 	DefaultNamespace   = "runway"
@@ -37,6 +41,9 @@ type Config struct {
 	// Etcd is Runway's etcd. Required.
 	Etcd *clientv3.Client
 	// Workloads creates and deletes the workloads of users' pods. Required.
+	// Every call's context names the pod's project (auth.ForProject): the
+	// connection is meant to carry auth.Guard.ProjectCredentials, so that
+	// the runtime acts with that project's access alone.
 	Workloads workloadv1.WorkloadServiceClient
 	// Namespace is where the pods of Runway's workloads are created
 	// (DefaultNamespace when empty); it must exist.
