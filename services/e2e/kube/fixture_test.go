@@ -34,18 +34,25 @@ type env struct {
 	rw   *sdk.Client // Runway, through the SDK
 }
 
-// namespace makes a namespace for the test (a project's, say) and deletes
-// it, with its pods, at cleanup.
-func (e *env) namespace(t *testing.T, name string) string {
+// projectNamespace waits until Runway has made the project's namespace,
+// labelled as the project's, and deletes its pods at cleanup.
+func (e *env) projectNamespace(t *testing.T, project string) string {
 	t.Helper()
-	if _, err := e.kube.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}},
-		metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create namespace %s: %v", name, err)
-	}
+	name := kube.ProjectNamespace(project)
 	t.Cleanup(func() {
 		zero := int64(0)
 		_ = e.kube.CoreV1().Pods(name).DeleteCollection(context.Background(), metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
 		_ = e.kube.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	eventually(t, "namespace "+name+" made by Runway", func() string {
+		ns, err := e.kube.CoreV1().Namespaces().Get(t.Context(), name, metav1.GetOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		if ns.Labels[kube.LabelProject] != project {
+			return fmt.Sprintf("labels %v", ns.Labels)
+		}
+		return ""
 	})
 	return name
 }

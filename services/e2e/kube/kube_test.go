@@ -295,7 +295,7 @@ func TestUserPod(t *testing.T) {
 	if _, err := e.kube.CoreV1().Pods(users).Create(t.Context(), stray, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	teamNS := e.namespace(t, kube.ProjectNamespace("team-u"))
+	teamNS := e.projectNamespace(t, "team-u")
 	nb := userPod("notebook", "", "team-u")
 	nb, err := e.kube.CoreV1().Pods(teamNS).Create(t.Context(), nb, metav1.CreateOptions{})
 	if err != nil {

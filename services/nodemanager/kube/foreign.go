@@ -17,8 +17,9 @@ import (
 )
 
 // ProjectNamespacePrefix: a project's users' pods live in the namespace
-// runway-{project}, one per project; whoever may create pods there is in
-// the project as far as the cluster is concerned.
+// runway-{project}, one per project, which Runway creates or adopts
+// (projects.go); whoever may create pods there is in the project as far as
+// the cluster is concerned.
 const ProjectNamespacePrefix = "runway-"
 
 // ProjectNamespace is the namespace of a project's users' pods.
@@ -67,6 +68,15 @@ func (r *runtime) ensureForeign(ctx context.Context, p *corev1.Pod) error {
 		return nil
 	}
 	project := foreignProject(p)
+	if ok, err := r.adopted(ctx, project); err != nil || !ok {
+		// Not (yet) the project's namespace: syncProject queues its pods
+		// again once it adopts it.
+		if err == nil {
+			r.log.Warn("kubernetes runtime: pod's namespace is not its project's (label "+LabelProject+"); not scheduled",
+				"pod", p.Namespace+"/"+p.Name)
+		}
+		return err
+	}
 	typ := workloadv1.WorkloadType_WORKLOAD_TYPE_TRAINING
 	if t, ok := workloadv1.WorkloadType_value["WORKLOAD_TYPE_"+upper(p.Labels[LabelWorkloadType])]; ok && t != 0 {
 		typ = workloadv1.WorkloadType(t)

@@ -100,6 +100,7 @@ const (
 	kindPod      = "p" // namespace/name
 	kindForeign  = "f" // projects/{p}/workloads/{w} of a deleted user's pod
 	kindLease    = "l" // the registration lease was lost
+	kindProject  = "j" // project id: its namespace and quota
 	indexNodeID  = "runwayNodeID"
 	indexBinding = "runwayBinding"
 	indexForeign = "runwayWorkload"
@@ -209,6 +210,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	go r.watchBindings(ctx, rev+1)
 	go r.keepAlive(ctx, lease)
+	go r.watchProjects(ctx)
 	r.log.Info("kubernetes runtime: started", "namespace", cfg.Namespace)
 	// Every object once: nodes registered, bindings run, stale pods deleted.
 	for _, n := range nodeInf.Informer().GetStore().ListKeys() {
@@ -279,6 +281,8 @@ func (r *runtime) next(ctx context.Context) bool {
 		err = r.deleteForeign(ctx, id)
 	case kindLease:
 		err = r.renewLease(ctx)
+	case kindProject:
+		err = r.syncProject(ctx, id)
 	}
 	switch {
 	case err == nil:
