@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -77,4 +78,28 @@ func kubeRuntime(k KubeConfig, etcd *clientv3.Client, workloads *grpc.ClientConn
 		Namespace: k.Namespace, DeleteGrace: k.DeleteGrace, LeaseTTL: k.LeaseTTL, Logger: log,
 		Tolerations: tolerations, ReservationImage: k.ReservationImage}
 	return func(ctx context.Context) error { return kube.Run(ctx, cfg) }, nil
+}
+
+// ReserveGPU is a reservation pod's container: it reports the GPU the
+// device plugin gave it (NVIDIA_VISIBLE_DEVICES) on its own pod (POD_NAME,
+// POD_NAMESPACE from the downward API), then holds the device until ctx
+// ends.
+func ReserveGPU(ctx context.Context) error {
+	rc, err := rest.InClusterConfig()
+	if err != nil {
+		return fmt.Errorf("kubernetes client config: %w", err)
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
+	}
+	ns, pod := os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME")
+	if ns == "" || pod == "" {
+		return errors.New("POD_NAMESPACE and POD_NAME must be set (the downward API)")
+	}
+	if err := kube.ReportGPU(ctx, cs, ns, pod, os.Getenv("NVIDIA_VISIBLE_DEVICES")); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	return nil
 }

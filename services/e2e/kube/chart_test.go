@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/yaml"
@@ -70,14 +71,23 @@ func TestChartValidates(t *testing.T) {
 			r := dyn.Resource(m.Resource)
 			var ri dynamic.ResourceInterface = r
 			if m.Scope.Name() == "namespace" {
-				ri = r.Namespace(ns)
+				in := ns
+				if obj.GetNamespace() != "" { // the workloads' namespace, which the chart expects to exist
+					in = obj.GetNamespace()
+					_, err := cs.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: in}}, metav1.CreateOptions{})
+					if err != nil && !apierrors.IsAlreadyExists(err) {
+						t.Fatal(err)
+					}
+				}
+				ri = r.Namespace(in)
 			}
 			if _, err := ri.Create(t.Context(), &obj, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
 				t.Errorf("%s: %s %s rejected: %v", name, gvk.Kind, obj.GetName(), err)
 			}
 			kinds[gvk.Kind]++
 		}
-		want := map[string]int{"Deployment": 5, "Service": 5, "ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1}
+		want := map[string]int{"Deployment": 5, "Service": 5, "ServiceAccount": 2, "ClusterRole": 1, "ClusterRoleBinding": 1,
+			"Role": 1, "RoleBinding": 1}
 		if name == "local runtime with the agent" {
 			want["DaemonSet"] = 1
 		}

@@ -82,6 +82,12 @@ func TestFractionsShareAReservation(t *testing.T) {
 		r.Spec.Containers[0].Resources.Limits.Name(kube.ResourceGPU, "").Value() != 1 {
 		t.Fatalf("reservation pod %s on %q, uuid %q, limits %v", r.Name, r.Spec.NodeName, uuid, r.Spec.Containers[0].Resources.Limits)
 	}
+	// A reservation reports UUIDs only, never an index.
+	for _, bad := range []string{"0", "all", "", "GPU-a,1"} {
+		if err := kube.ReportGPU(t.Context(), e.kube, e.ns, r.Name, bad); err == nil {
+			t.Errorf("ReportGPU(%q) accepted", bad)
+		}
+	}
 	for _, p := range []corev1.Pod{f1, f2} {
 		if got := envVar(p, "NVIDIA_VISIBLE_DEVICES"); got != uuid {
 			t.Errorf("%s's NVIDIA_VISIBLE_DEVICES = %q, want the reservation's %q", p.Name, got, uuid)

@@ -204,6 +204,9 @@ func podSpec(namespace string, b binding, ws *workloadv1.WorkloadSpec, uuids []s
 		Spec: corev1.PodSpec{
 			SchedulerName: SchedulerName,
 			RestartPolicy: corev1.RestartPolicyNever,
+			// Runway's namespace is trusted (its pods' annotations count):
+			// a workload gets no credentials to the API server there.
+			AutomountServiceAccountToken: new(false),
 			Containers: []corev1.Container{{
 				Name: "main", Image: ws.GetImage(), Command: ws.GetCommand(), Args: ws.GetArgs(),
 				Env: env, Resources: res,

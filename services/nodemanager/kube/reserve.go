@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"slices"
@@ -13,6 +14,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 )
 
 // Devices on Kubernetes. The scheduler places pods on a node's device
@@ -31,6 +34,11 @@ import (
 // DefaultReservationImage runs the reservation pods' container when
 // Config.ReservationImage is empty.
 const DefaultReservationImage = "ghcr.io/runwayhq/runway:latest"
+
+// ReservationServiceAccount is the service account of the reservation
+// pods, in Runway's namespace: it may patch pods there (the chart's Role),
+// to report the GPU. Workloads' pods there get no service account token.
+const ReservationServiceAccount = "runway-gpu-reservation"
 
 // ReservationGrace is the grace period of a reservation pod's deletion:
 // its container holds a device and runs nothing.
@@ -81,8 +89,27 @@ func (r *runtime) holder(node string, b binding) string {
 	return ""
 }
 
-// validUUID is what a reservation pod may report: a GPU or MIG UUID.
-var validUUID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]{0,79}$`)
+// validUUID is what a reservation pod may report: a GPU or MIG UUID (the
+// device plugin's default device ids), never an index.
+var validUUID = regexp.MustCompile(`^(GPU|MIG)-[A-Za-z0-9-]{1,76}$`)
+
+// ReportGPU is what a reservation pod's container does (`runway
+// reserve-gpu`): it writes the devices the device plugin gave it
+// (visible, its NVIDIA_VISIBLE_DEVICES: UUIDs, comma-separated) on its own
+// pod as AnnotationGPUUUID, for the runtime to give them to the fractions.
+func ReportGPU(ctx context.Context, kc kubernetes.Interface, namespace, pod, visible string) error {
+	uuids := strings.Split(visible, ",")
+	for _, u := range uuids {
+		if !validUUID.MatchString(u) {
+			return fmt.Errorf("NVIDIA_VISIBLE_DEVICES=%q: want device UUIDs (GPU-… or MIG-…; the device plugin's deviceIDStrategy uuid)", visible)
+		}
+	}
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{AnnotationGPUUUID: strings.Join(uuids, ",")}}})
+	if _, err := kc.CoreV1().Pods(namespace).Patch(ctx, pod, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("report GPU %s on pod %s/%s: %w", visible, namespace, pod, err)
+	}
+	return nil
+}
 
 // reserve makes the reservation pod of each of a fraction's devices exist
 // on the Kubernetes node and returns their UUIDs; nil until every one has
@@ -126,9 +153,10 @@ func (r *runtime) createReservation(ctx context.Context, node string, d int) err
 		Spec: corev1.PodSpec{
 			// Placed by Runway outright: the device index is its decision.
 			NodeName: node, SchedulerName: SchedulerName, RestartPolicy: corev1.RestartPolicyAlways,
-			Tolerations: r.cfg.Tolerations,
+			ServiceAccountName: ReservationServiceAccount,
+			Tolerations:        r.cfg.Tolerations,
 			Containers: []corev1.Container{{Name: "reserve", Image: image,
-				Command: []string{"runway", "kube", "reserve-gpu"},
+				Command: []string{"runway", "reserve-gpu"},
 				Env: []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: fromField("metadata.name")},
 					{Name: "POD_NAMESPACE", ValueFrom: fromField("metadata.namespace")}},
 				Resources: corev1.ResourceRequirements{Requests: one, Limits: one}}},

@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
@@ -145,6 +144,6 @@ func (d *DevicePlugin) sync(ctx context.Context, p *corev1.Pod) {
 	}
 	held[string(p.UID)] = mine
 	d.mu.Unlock()
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, kube.AnnotationGPUUUID, strings.Join(mine, ","))
-	_, _ = d.c.Kube.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	// What the pod's container would see and report (runway reserve-gpu).
+	_ = kube.ReportGPU(ctx, d.c.Kube, p.Namespace, p.Name, strings.Join(mine, ","))
 }
