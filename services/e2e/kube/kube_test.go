@@ -18,6 +18,7 @@ import (
 	schedulerv1 "github.com/runwayhq/runway/gen/go/runway/scheduler/v1"
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
 	"github.com/runwayhq/runway/services/nodemanager/kube"
+	"github.com/runwayhq/runway/services/nodemanager/kube/kwoktest"
 )
 
 const (
@@ -428,4 +429,43 @@ func TestLateForeignPod(t *testing.T) {
 		}
 		return ""
 	})
+}
+
+// TestPodStateFollowsTheKubelet: a pod bound to a node whose kubelet does
+// not run it (an unmanaged node: KWOK leaves it alone) stays Pending, and
+// its workload reports the pod BOUND, not RUNNING; once the kubelet says
+// Running, so does the workload's pod state.
+func TestPodStateFollowsTheKubelet(t *testing.T) {
+	e := newEnv(t, "pend")
+	e.nodes(t, kwoktest.Node{Name: "pend-node-1", GPUs: 1, Unmanaged: true})
+	e.start(t)
+	e.project(t, "team-p", 1)
+	e.training(t, "team-p", "p1", 1, 1)
+	p := e.bound(t, "p1", 1)[0]
+	state := func() workloadv1.PodState {
+		ps := e.get(t, "team-p", "p1").GetStatus().GetPods()
+		if len(ps) != 1 {
+			return workloadv1.PodState_POD_STATE_UNSPECIFIED
+		}
+		return ps[0].GetState()
+	}
+	eventually(t, "p1's pod BOUND in its status", func() string {
+		if s := state(); s != workloadv1.PodState_POD_STATE_BOUND {
+			return s.String()
+		}
+		return ""
+	})
+	time.Sleep(time.Second)
+	if s := state(); s != workloadv1.PodState_POD_STATE_BOUND {
+		t.Fatalf("p1's pod is %v while its pod is not running", s)
+	}
+	got, err := e.kube.CoreV1().Pods(e.ns).Get(t.Context(), p.Name, metav1.GetOptions{})
+	if err != nil || got.Status.Phase != corev1.PodPending {
+		t.Fatalf("pod on the unmanaged node: %v, %v", got.Status.Phase, err)
+	}
+	got.Status.Phase = corev1.PodRunning
+	if _, err := e.kube.CoreV1().Pods(e.ns).UpdateStatus(t.Context(), got, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.podRunning(t, "team-p", "p1")
 }
