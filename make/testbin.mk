@@ -11,6 +11,8 @@
 #                  with a real server
 #   testbin/versitygw/  Versity Gateway (Apache-2.0), the S3 server that
 #                  pkg/blob's S3 store is tested against (posix backend)
+#   testbin/kwok/  KWOK v0.8.0, the kubelets of the k8s tests' fake GPU nodes
+#                  (services/nodemanager/kube/kwoktest)
 # Each binary is a file target on its module's go.mod/go.sum: built once
 # (kube-apiserver takes minutes cold), rebuilt only when a pin changes.
 
@@ -37,14 +39,18 @@ $(BIN)/prometheus: testbin/prometheus/go.mod testbin/prometheus/go.sum
 $(BIN)/versitygw: testbin/versitygw/go.mod testbin/versitygw/go.sum
 	cd testbin/versitygw && GOWORK=off $(GO) build -ldflags "-s -w" -o $(BIN)/versitygw github.com/versity/versitygw/cmd/versitygw
 
-.PHONY: test-bins kube-apiserver helm
-test-bins: $(BIN)/etcd $(BIN)/kube-apiserver $(BIN)/helm $(BIN)/prometheus $(BIN)/versitygw ## build the test-only binaries (bin/etcd, bin/kube-apiserver, bin/helm, bin/prometheus, bin/versitygw)
+$(BIN)/kwok: testbin/kwok/go.mod testbin/kwok/go.sum
+	cd testbin/kwok && GOWORK=off $(GO) build -ldflags "-s -w" -o $(BIN)/kwok sigs.k8s.io/kwok/cmd/kwok
+
+.PHONY: test-bins kube-apiserver helm kwok
+test-bins: $(BIN)/etcd $(BIN)/kube-apiserver $(BIN)/kwok $(BIN)/helm $(BIN)/prometheus $(BIN)/versitygw ## build the test-only binaries (bin/etcd, bin/kube-apiserver, bin/kwok, bin/helm, bin/prometheus, bin/versitygw)
 kube-apiserver: $(BIN)/kube-apiserver ## build bin/kube-apiserver for the k8s tests
+kwok: $(BIN)/kwok ## build bin/kwok (KWOK v0.8.0) for the k8s tests
 helm: $(BIN)/helm ## build bin/helm for the chart checks
 
 # The Kubernetes tests alone: the runtime against a real kube-apiserver.
 .PHONY: test-k8s
-test-k8s: $(BIN)/kube-apiserver $(BIN)/helm ## run the Kubernetes runtime tests (real kube-apiserver + etcd)
+test-k8s: $(BIN)/kube-apiserver $(BIN)/kwok $(BIN)/helm ## run the Kubernetes runtime tests (real kube-apiserver + etcd, KWOK nodes)
 	$(GO) test -count=1 ./services/nodemanager/kube/... ./services/e2e/kube/
 
 # The Helm chart: lint, and render with the defaults and with TLS to etcd.

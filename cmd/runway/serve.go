@@ -104,6 +104,8 @@ It runs until SIGINT or SIGTERM and then shuts down cleanly.`,
 	f.StringVar(&cfg.Runtime, "runtime", server.RuntimeLocal, "where the scheduler's pods run: local (node agents) or kubernetes (pods, run by the leader)")
 	f.StringVar(&cfg.Kube.Kubeconfig, "kubeconfig", "", "kubeconfig of the cluster for --runtime kubernetes (default: the in-cluster config)")
 	f.StringVar(&cfg.Kube.Namespace, "namespace", "", "namespace of the workloads' pods for --runtime kubernetes (default runway)")
+	f.StringSliceVar(&cfg.Kube.Tolerations, "tolerate", nil, "taints the pods of --runtime kubernetes tolerate, KEY[=VALUE][:EFFECT] comma-separated (a node with a NoSchedule or NoExecute taint they do not tolerate is drained)")
+	f.StringVar(&cfg.Kube.ReservationImage, "reservation-image", "", "image of the pods that reserve the GPUs holding fractions for --runtime kubernetes (default: Runway's own image)")
 	f.StringVar(&cfg.WorkloadServer, "workload-server", "", "the WorkloadService's address (required by --runtime kubernetes: users' pods become workloads there)")
 	f.StringVar(&openapi, "openapi", server.DefaultOpenAPIPath, "OpenAPI document to serve as /openapi.json")
 	oidc.add(f)

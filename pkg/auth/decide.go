@@ -55,6 +55,10 @@ type Attrs struct {
 // Allowed decides whether c holds p on t. attrs is called at most once, and
 // only when the best grant is conditional (Own, Inference).
 func (g *Guard) Allowed(c Caller, p Permission, t Target, attrs func() (Attrs, error)) (bool, error) {
+	if project, ok := projectOfService(c.Principal); ok {
+		r, _ := LookupRole(ProjectServiceRole)
+		return r.Grant(p) == All && t.Level == ProjectLevel && t.Project == project, nil
+	}
 	if strings.HasPrefix(c.Principal, "services/") {
 		r, _ := LookupRole(ServiceRole)
 		return r.Grant(p) == All, nil

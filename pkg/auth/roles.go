@@ -103,6 +103,10 @@ var (
 // each other; it cannot be granted by an access rule.
 const ServiceRole = "service"
 
+// ProjectServiceRole is the role of a service acting for one project
+// (ProjectCredentials): what it grants holds in that project only.
+const ProjectServiceRole = "project-service"
+
 // roles is THE permission table. Every decision of the interceptor, the
 // generated matrix test and `runway role list` read it.
 var roles = []*Role{
@@ -161,13 +165,19 @@ var roles = []*Role{
 			Workloads: {a, n, n, n}, Users: {n, n, n, n}, Applications: {n, n, n, n}, AccessRules: {n, n, n, n},
 			Policies: {a, n, n, n}, Audit: {n, n, n, n}}},
 	// The control plane's services: they read what they check (the workload
-	// service reads projects), node agents report on nodes, and the
-	// Kubernetes runtime turns users' runway pods into workloads and deletes
-	// them with their pods.
+	// service reads projects) and node agents report on nodes. They create
+	// and delete no workload: the Kubernetes runtime does that for one
+	// project at a time, as ProjectServiceRole.
 	{ID: ServiceRole, DisplayName: "Runway service", Description: "The control plane's own services calling each other; not grantable.",
 		Table: map[Entity][4]Grant{
 			Departments: {a, n, n, n}, Projects: {a, n, n, n}, NodePools: {a, n, n, n}, Nodes: {a, n, a, n},
-			Workloads: {a, a, n, a}}},
+			Workloads: {a, n, n, n}}},
+	// The Kubernetes runtime acting for one project's namespace
+	// (services/{name}/projects/{p}): it turns the runway pods users create
+	// there into that project's workloads and deletes them with their pods,
+	// in that project only.
+	{ID: ProjectServiceRole, DisplayName: "Runway service for one project", Description: "A control-plane service acting for one project (the Kubernetes runtime for the project's namespace); not grantable.",
+		Table: map[Entity][4]Grant{Projects: {a, n, n, n}, Workloads: {a, a, n, a}}},
 }
 
 var roleByID = func() map[string]*Role {

@@ -162,6 +162,68 @@ func (s *serviceCreds) GetRequestMetadata(context.Context, ...string) (map[strin
 // plaintext, like the rest of the API.
 func (s *serviceCreds) RequireTransportSecurity() bool { return false }
 
+// ProjectCredentials are the per-call credentials of services/{name}
+// acting for one project at a time: each call's context names the project
+// (ForProject), and the call carries a token of
+// services/{name}/projects/{p}, which holds ProjectServiceRole in that
+// project only. A call whose context names none fails before it is sent:
+// whoever holds these credentials never acts with more than one project's
+// access.
+func (g *Guard) ProjectCredentials(name string) credentials.PerRPCCredentials {
+	return &projectCreds{g: g, name: name, tokens: map[string]*serviceCreds{}}
+}
+
+type projectKey struct{}
+
+// ForProject names the project (projects/{p}) the calls made with ctx act
+// for, through ProjectCredentials.
+func ForProject(ctx context.Context, project string) context.Context {
+	return context.WithValue(ctx, projectKey{}, project)
+}
+
+type projectCreds struct {
+	g    *Guard
+	name string
+
+	mu     sync.Mutex
+	tokens map[string]*serviceCreds // by project; emptied when it grows past maxProjectTokens
+}
+
+const maxProjectTokens = 4096
+
+func (p *projectCreds) GetRequestMetadata(ctx context.Context, uri ...string) (map[string]string, error) {
+	project, _ := ctx.Value(projectKey{}).(string)
+	id, ok := strings.CutPrefix(project, "projects/")
+	if !ok || id == "" || strings.Contains(id, "/") {
+		return nil, fmt.Errorf("services/%s acts for one project: the call's context names none (auth.ForProject)", p.name)
+	}
+	p.mu.Lock()
+	s := p.tokens[project]
+	if s == nil {
+		if len(p.tokens) >= maxProjectTokens {
+			clear(p.tokens)
+		}
+		s = &serviceCreds{g: p.g, principal: "services/" + p.name + "/" + project}
+		p.tokens[project] = s
+	}
+	p.mu.Unlock()
+	return s.GetRequestMetadata(ctx, uri...)
+}
+
+func (p *projectCreds) RequireTransportSecurity() bool { return false }
+
+// projectOfService is the project (projects/{p}) a service principal
+// services/{name}/projects/{p} acts for.
+func projectOfService(principal string) (string, bool) {
+	rest, ok := strings.CutPrefix(principal, "services/")
+	if !ok {
+		return "", false
+	}
+	_, project, ok := strings.Cut(rest, "/")
+	id, isProject := strings.CutPrefix(project, "projects/")
+	return project, ok && isProject && id != "" && !strings.Contains(id, "/")
+}
+
 // Bearer are per-call credentials carrying a fixed token, for clients and
 // tests.
 type Bearer string

@@ -30,6 +30,7 @@ import (
 	"github.com/runwayhq/runway/pkg/runner/local"
 	"github.com/runwayhq/runway/services/identity"
 	"github.com/runwayhq/runway/services/nodemanager/agent"
+	"github.com/runwayhq/runway/services/nodemanager/kube"
 	"github.com/runwayhq/runway/services/scheduler"
 )
 
@@ -227,8 +228,8 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr, token string)) 
 		guard: guard, identity: cfg.Identity}
 	if cfg.Kube != nil {
 		// Users' pods become workloads through the WorkloadService, called
-		// as the scheduler.
-		kconn, err := dialService(srv.Addr(), Scheduler, guard, reg, nil)
+		// for one project at a time (kube.Config.Workloads).
+		kconn, err := dialServiceAs(srv.Addr(), guard.ProjectCredentials(kube.ServiceName), reg, nil)
 		if err != nil {
 			_ = srv.Close()
 			return err

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -36,6 +38,12 @@ type KubeConfig struct {
 	// DeleteGrace of evicted pods and LeaseTTL of the nodes' registration
 	// (the kube package's defaults when 0).
 	DeleteGrace, LeaseTTL time.Duration
+	// Tolerations of Runway's pods, KEY[=VALUE][:EFFECT] each
+	// (kube.ParseToleration).
+	Tolerations []string
+	// ReservationImage of the GPU reservation pods (kube's default when
+	// empty).
+	ReservationImage string
 }
 
 // kubeRuntime returns the function the scheduler runs while it leads: the
@@ -54,11 +62,44 @@ func kubeRuntime(k KubeConfig, etcd *clientv3.Client, workloads *grpc.ClientConn
 	if workloads == nil {
 		return nil, errors.New("the kubernetes runtime needs the workload service's address (--workload-server)")
 	}
+	var tolerations []corev1.Toleration
+	for _, s := range k.Tolerations {
+		t, err := kube.ParseToleration(s)
+		if err != nil {
+			return nil, err
+		}
+		tolerations = append(tolerations, t)
+	}
 	cs, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
 	cfg := kube.Config{Kube: cs, Etcd: etcd, Workloads: workloadv1.NewWorkloadServiceClient(workloads),
-		Namespace: k.Namespace, DeleteGrace: k.DeleteGrace, LeaseTTL: k.LeaseTTL, Logger: log}
+		Namespace: k.Namespace, DeleteGrace: k.DeleteGrace, LeaseTTL: k.LeaseTTL, Logger: log,
+		Tolerations: tolerations, ReservationImage: k.ReservationImage}
 	return func(ctx context.Context) error { return kube.Run(ctx, cfg) }, nil
+}
+
+// ReserveGPU is a reservation pod's container: it reports the GPU the
+// device plugin gave it (NVIDIA_VISIBLE_DEVICES) on its own pod (POD_NAME,
+// POD_NAMESPACE from the downward API), then holds the device until ctx
+// ends.
+func ReserveGPU(ctx context.Context) error {
+	rc, err := rest.InClusterConfig()
+	if err != nil {
+		return fmt.Errorf("kubernetes client config: %w", err)
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
+	}
+	ns, pod := os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME")
+	if ns == "" || pod == "" {
+		return errors.New("POD_NAMESPACE and POD_NAME must be set (the downward API)")
+	}
+	if err := kube.ReportGPU(ctx, cs, ns, pod, os.Getenv("NVIDIA_VISIBLE_DEVICES")); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	return nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/runwayhq/runway/pkg/history"
 	"github.com/runwayhq/runway/pkg/metrics"
 	"github.com/runwayhq/runway/services/identity"
+	"github.com/runwayhq/runway/services/nodemanager/kube"
 	"github.com/runwayhq/runway/services/scheduler"
 )
 
@@ -211,7 +212,7 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	case cfg.Runtime == RuntimeKubernetes && cfg.WorkloadServer == "":
 		return errors.New("--runtime kubernetes needs --workload-server (users' pods become workloads there)")
 	case cfg.Runtime == RuntimeKubernetes:
-		conn, err := dialService(cfg.WorkloadServer, Scheduler, guard, reg, peerTLS)
+		conn, err := dialServiceAs(cfg.WorkloadServer, guard.ProjectCredentials(kube.ServiceName), reg, peerTLS)
 		if err != nil {
 			return err
 		}

@@ -217,6 +217,11 @@ func newEtcdClient(endpoints []string, tlsFiles ...EtcdTLS) (*clientv3.Client, e
 // other service's certificate checked against tc's roots, tc's certificate
 // presented for mutual TLS), else plaintext. reg, when set, counts its calls.
 func dialService(addr, caller string, guard *auth.Guard, reg *metrics.Registry, tc *tls.Config) (*grpc.ClientConn, error) {
+	return dialServiceAs(addr, guard.ServiceCredentials(caller), reg, tc)
+}
+
+// dialServiceAs is dialService sending creds.
+func dialServiceAs(addr string, creds credentials.PerRPCCredentials, reg *metrics.Registry, tc *tls.Config) (*grpc.ClientConn, error) {
 	var opts []grpc.DialOption
 	if reg != nil {
 		opts = reg.DialOptions()
@@ -225,7 +230,7 @@ func dialService(addr, caller string, guard *auth.Guard, reg *metrics.Registry, 
 	if tc != nil {
 		transport = credentials.NewTLS(tc)
 	}
-	return dialWith(addr, transport, guard.ServiceCredentials(caller), opts...)
+	return dialWith(addr, transport, creds, opts...)
 }
 
 // dialAs is a plaintext gRPC connection to a Runway server sending creds.

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/yaml"
@@ -33,7 +34,7 @@ func TestChartValidates(t *testing.T) {
 		metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	dyn, err := dynamic.NewForConfig(apiserver)
+	dyn, err := dynamic.NewForConfig(cluster.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,22 +73,32 @@ func TestChartValidates(t *testing.T) {
 			r := dyn.Resource(m.Resource)
 			var ri dynamic.ResourceInterface = r
 			if m.Scope.Name() == "namespace" {
-				ri = r.Namespace(ns)
+				in := ns
+				if obj.GetNamespace() != "" { // the workloads' namespace, which the chart expects to exist
+					in = obj.GetNamespace()
+					_, err := cs.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: in}}, metav1.CreateOptions{})
+					if err != nil && !apierrors.IsAlreadyExists(err) {
+						t.Fatal(err)
+					}
+				}
+				ri = r.Namespace(in)
 			}
 			if _, err := ri.Create(t.Context(), &obj, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
 				t.Errorf("%s: %s %s rejected: %v", name, gvk.Kind, obj.GetName(), err)
 			}
 			kinds[gvk.Kind]++
 		}
-		want := map[string]int{"Deployment": 5, "Service": 5, "ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1}
+		want := map[string]int{"Deployment": 5, "Service": 5, "ServiceAccount": 2, "ClusterRole": 1, "ClusterRoleBinding": 1,
+			"Role": 1, "RoleBinding": 1}
 		if name == "local runtime with the agent" {
 			want["DaemonSet"] = 1
 		}
 		if name == "the metrics service" {
 			want["Deployment"], want["Service"] = 6, 6
 		}
-		// TLS is on unless turned off: every service serves and calls with it.
-		if tlsArgs := strings.Count(string(out), "--tls-cert-file="); (tlsArgs == want["Deployment"]) != (name != "plaintext") {
+		// TLS is on unless turned off: every service and agent serves and
+		// calls with it.
+		if tlsArgs := strings.Count(string(out), "--tls-cert-file="); (tlsArgs == want["Deployment"]+want["DaemonSet"]) != (name != "plaintext") {
 			t.Errorf("%s: %d services with --tls-cert-file", name, tlsArgs)
 		}
 		for k, n := range want {

@@ -11,7 +11,6 @@ import (
 
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -21,6 +20,7 @@ import (
 	"github.com/runwayhq/runway/pkg/etcdstore/etcdtest"
 	"github.com/runwayhq/runway/pkg/sdk"
 	"github.com/runwayhq/runway/services/nodemanager/kube"
+	"github.com/runwayhq/runway/services/nodemanager/kube/kwoktest"
 	"github.com/runwayhq/runway/services/scheduler"
 )
 
@@ -34,18 +34,25 @@ type env struct {
 	rw   *sdk.Client // Runway, through the SDK
 }
 
-// namespace makes a namespace for the test (a project's, say) and deletes
-// it, with its pods, at cleanup.
-func (e *env) namespace(t *testing.T, name string) string {
+// projectNamespace waits until Runway has made the project's namespace,
+// labelled as the project's, and deletes its pods at cleanup.
+func (e *env) projectNamespace(t *testing.T, project string) string {
 	t.Helper()
-	if _, err := e.kube.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}},
-		metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create namespace %s: %v", name, err)
-	}
+	name := kube.ProjectNamespace(project)
 	t.Cleanup(func() {
 		zero := int64(0)
 		_ = e.kube.CoreV1().Pods(name).DeleteCollection(context.Background(), metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
 		_ = e.kube.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	eventually(t, "namespace "+name+" made by Runway", func() string {
+		ns, err := e.kube.CoreV1().Namespaces().Get(t.Context(), name, metav1.GetOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		if ns.Labels[kube.LabelProject] != project {
+			return fmt.Sprintf("labels %v", ns.Labels)
+		}
+		return ""
 	})
 	return name
 }
@@ -88,7 +95,7 @@ func (e *env) start(t *testing.T) {
 	cfg := server.DevConfig{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Logger: quiet,
 		EtcdOptions: []etcdtest.Option{etcdtest.WithTestSpeedups(), etcdtest.WithLogger(zap.NewNop())},
 		Scheduler:   scheduler.Config{Interval: 100 * time.Millisecond, Debounce: 10 * time.Millisecond},
-		Kube:        &server.KubeConfig{Kubeconfig: kubeconfig, Namespace: e.ns, DeleteGrace: 30 * time.Second, LeaseTTL: 5 * time.Second}}
+		Kube:        &server.KubeConfig{Kubeconfig: cluster.Kubeconfig, Namespace: e.ns, DeleteGrace: 30 * time.Second, LeaseTTL: 5 * time.Second}}
 	go func() { done <- server.RunDev(ctx, cfg, func(addr, token string) { ready <- [2]string{addr, token} }) }()
 	var at [2]string
 	select {
@@ -120,41 +127,37 @@ func (e *env) start(t *testing.T) {
 	e.rw = c
 }
 
-// node creates a Ready node with gpus nvidia.com/gpu and GPU feature
-// discovery's labels, as the kubelet and the device plugin would report it.
+// node creates a node with gpus nvidia.com/gpu and GPU feature
+// discovery's labels, which KWOK plays the kubelet of: it turns Ready and
+// runs the pods bound to it.
 func (e *env) node(t *testing.T, name string, gpus int64) {
 	t.Helper()
-	n, err := e.kube.CoreV1().Nodes().Create(t.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name,
-		Labels: map[string]string{kube.LabelGPUProduct: "NVIDIA-H100-80GB-HBM3", kube.LabelGPUMemory: "81559"}}},
-		metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("create node %s: %v", name, err)
+	e.nodes(t, kwoktest.Node{Name: name, GPUs: gpus})
+}
+
+// nodes creates the nodes and waits until the managed ones are Ready.
+func (e *env) nodes(t *testing.T, nodes ...kwoktest.Node) {
+	t.Helper()
+	if err := cluster.CreateNodes(t.Context(), nodes...); err != nil {
+		t.Fatal(err)
 	}
-	res := corev1.ResourceList{
-		corev1.ResourceCPU: resource.MustParse("16"), corev1.ResourceMemory: resource.MustParse("64Gi"),
-		corev1.ResourcePods: resource.MustParse("110"), kube.ResourceGPU: *resource.NewQuantity(gpus, resource.DecimalSI),
+	var managed []string
+	for _, n := range nodes {
+		if !n.Unmanaged {
+			managed = append(managed, n.Name)
+		}
 	}
-	n.Status.Capacity, n.Status.Allocatable = res, res
-	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
-		LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
-	if _, err := e.kube.CoreV1().Nodes().UpdateStatus(t.Context(), n, metav1.UpdateOptions{}); err != nil {
-		t.Fatalf("node %s status: %v", name, err)
+	if err := cluster.WaitReady(t.Context(), managed...); err != nil {
+		t.Fatal(err)
 	}
 }
 
-// notReady turns the node's Ready condition False, as the node lifecycle
+// notReady has KWOK turn the node NotReady, as the node lifecycle
 // controller does when its kubelet stops posting status.
 func (e *env) notReady(t *testing.T, name string) {
 	t.Helper()
-	n, err := e.kube.CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{})
-	if err != nil {
+	if err := cluster.NotReady(t.Context(), name); err != nil {
 		t.Fatal(err)
-	}
-	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown,
-		Reason: "NodeStatusUnknown", Message: "Kubelet stopped posting node status.",
-		LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
-	if _, err := e.kube.CoreV1().Nodes().UpdateStatus(t.Context(), n, metav1.UpdateOptions{}); err != nil {
-		t.Fatalf("node %s status: %v", name, err)
 	}
 }
 

@@ -1,19 +1,24 @@
 package kube_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	nodemanagerv1 "github.com/runwayhq/runway/gen/go/runway/nodemanager/v1"
 	schedulerv1 "github.com/runwayhq/runway/gen/go/runway/scheduler/v1"
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
 	"github.com/runwayhq/runway/services/nodemanager/kube"
+	"github.com/runwayhq/runway/services/nodemanager/kube/kwoktest"
 )
 
 const (
@@ -71,22 +76,20 @@ func TestQuickStart(t *testing.T) {
 		t.Errorf("a2's pod: labels %v, RUNWAY_WORKLOAD %q, image %q", a2.Labels, envVar(a2, "RUNWAY_WORKLOAD"), a2.Spec.Containers[0].Image)
 	}
 
-	// The kubelet would report Running: the run report reaches b1's status.
-	b1.Status.Phase = corev1.PodRunning
-	if _, err := e.kube.CoreV1().Pods(e.ns).UpdateStatus(t.Context(), &b1, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
+	// KWOK's kubelets run the pods; what they report reaches each
+	// workload's pod states.
+	for _, w := range [][2]string{{"team-a", "a1"}, {"team-a", "a2"}, {"team-b", "b1"}} {
+		e.podRunning(t, w[0], w[1])
 	}
-	eventually(t, "b1's pod RUNNING in its status", func() string {
-		w := e.get(t, "team-b", "b1")
-		if ps := w.GetStatus().GetPods(); len(ps) != 1 || ps[0].GetState() != workloadv1.PodState_POD_STATE_RUNNING {
-			return fmt.Sprintf("pods %v", ps)
-		}
-		return ""
-	})
 
-	// b2 reclaims team-b's quota from a1.
+	// a1's process takes its time to exit: a finalizer of the test's
+	// holds its pod in its grace period until the test lets it go.
+	e.holdPod(t, a1)
+
+	// b2 reclaims team-b's quota from a1. a1's pod is deleted with a
+	// grace period and a1 is Pending again; b2 is bound to a1's GPU, but
+	// its pod waits while a1's pod still holds that GPU on the node.
 	e.training(t, "team-b", "b2", 1, 1)
-	b2 := e.bound(t, "b2", 1)[0]
 	eventually(t, "a1's pod deleted and a1 Pending", func() string {
 		live, deleting := e.pods(t, "a1")
 		if len(live) != 0 {
@@ -100,8 +103,20 @@ func TestQuickStart(t *testing.T) {
 		if w.GetStatus().GetPhase() != pending || w.GetStatus().GetPreemptionCount() != 1 {
 			return fmt.Sprintf("a1 %v, preemptions %d", w.GetStatus().GetPhase(), w.GetStatus().GetPreemptionCount())
 		}
+		if ps := e.get(t, "team-b", "b2").GetStatus().GetPods(); len(ps) != 1 || ps[0].GetState() != workloadv1.PodState_POD_STATE_BOUND {
+			return fmt.Sprintf("b2's pods %v, want one BOUND", ps)
+		}
 		return ""
 	})
+	for range 20 { // 2 s: b2's pod is not created while a1's holds the GPU
+		if live, _ := e.pods(t, "b2"); len(live) != 0 {
+			t.Fatalf("b2's pod %s created while a1's pod is still in its grace period on %s", live[0].Name, a1.Spec.NodeName)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	e.releasePod(t, a1)
+	b2 := e.bound(t, "b2", 1)[0]
+	e.podRunning(t, "team-b", "b2")
 	if b2.Spec.NodeName != a1.Spec.NodeName {
 		t.Errorf("b2 bound to %s, want a1's node %s", b2.Spec.NodeName, a1.Spec.NodeName)
 	}
@@ -117,6 +132,50 @@ func TestQuickStart(t *testing.T) {
 	if live, _ := e.pods(t, "a2"); len(live) != 1 || live[0].UID != a2.UID {
 		t.Errorf("a2's pod was replaced: %v", live)
 	}
+}
+
+// holdPod puts a finalizer of the test's on the pod, so that once deleted
+// it stays in its grace period until releasePod (KWOK deletes a pod only
+// when it has no finalizers).
+func (e *env) holdPod(t *testing.T, p corev1.Pod) {
+	t.Helper()
+	patch := `{"metadata":{"finalizers":["runway.test/hold"]}}`
+	if _, err := e.kube.CoreV1().Pods(p.Namespace).Patch(t.Context(), p.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.releasePod(t, p) })
+}
+
+func (e *env) releasePod(t *testing.T, p corev1.Pod) {
+	patch := `{"metadata":{"finalizers":null}}`
+	_, err := e.kube.CoreV1().Pods(p.Namespace).Patch(context.Background(), p.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Error(err)
+	}
+}
+
+// podRunning waits until the workload's pods run on their nodes (phase
+// Running, as the kubelet reports it) and its status says so.
+func (e *env) podRunning(t *testing.T, project, id string) {
+	t.Helper()
+	eventually(t, id+"'s pods Running", func() string {
+		live, _ := e.pods(t, id)
+		for _, p := range live {
+			if p.Status.Phase != corev1.PodRunning {
+				return fmt.Sprintf("pod %s %s", p.Name, p.Status.Phase)
+			}
+		}
+		ps := e.get(t, project, id).GetStatus().GetPods()
+		if len(ps) == 0 || len(ps) != len(live) {
+			return fmt.Sprintf("%d pods in the status, %d live", len(ps), len(live))
+		}
+		for _, p := range ps {
+			if p.GetState() != workloadv1.PodState_POD_STATE_RUNNING {
+				return fmt.Sprintf("pod %d %v", p.GetIndex(), p.GetState())
+			}
+		}
+		return ""
+	})
 }
 
 // TestGangAllOrNone: a 4-pod training binds all 4 pods or none. While 1 of
@@ -237,7 +296,7 @@ func TestUserPod(t *testing.T) {
 	if _, err := e.kube.CoreV1().Pods(users).Create(t.Context(), stray, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	teamNS := e.namespace(t, kube.ProjectNamespace("team-u"))
+	teamNS := e.projectNamespace(t, "team-u")
 	nb := userPod("notebook", "", "team-u")
 	nb, err := e.kube.CoreV1().Pods(teamNS).Create(t.Context(), nb, metav1.CreateOptions{})
 	if err != nil {
@@ -262,9 +321,14 @@ func TestUserPod(t *testing.T) {
 		}
 		return fmt.Sprintf("team-u's queue %v", q.GetNodePools())
 	})
-	if ws := e.workloads(t, "team-u"); len(ws) != 1 || ws[0].GetStatus().GetPhase() != running ||
+	ws := e.workloads(t, "team-u")
+	if len(ws) != 1 || ws[0].GetStatus().GetPhase() != running ||
 		ws[0].GetSpec().GetGpu().GetDevices() != 1 {
 		t.Fatalf("team-u's workloads: %v", ws)
+	}
+	// The runtime acted for team-u alone, not as the service role.
+	if c := ws[0].GetCreator(); c != "services/kubernetes/projects/team-u" {
+		t.Errorf("the user's pod's workload was created by %q, want services/kubernetes/projects/team-u", c)
 	}
 	if p, err := e.kube.CoreV1().Pods(users).Get(t.Context(), "stray", metav1.GetOptions{}); err != nil || p.Spec.NodeName != "" {
 		t.Errorf("the pod labelled team-u outside team-u's namespace: %v, %v; want it left alone", p, err)
@@ -274,12 +338,20 @@ func TestUserPod(t *testing.T) {
 	if err := e.kube.CoreV1().Pods(teamNS).Delete(t.Context(), "notebook", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 		t.Fatal(err)
 	}
+	// Deleted stays deleted: no pod replaces it in Runway's namespace while
+	// its workload goes.
 	eventually(t, "the deleted pod's workload deleted", func() string {
+		if l, err := e.kube.CoreV1().Pods(e.ns).List(t.Context(), metav1.ListOptions{}); err != nil || len(l.Items) != 0 {
+			t.Fatalf("the user's deleted pod replaced in Runway's namespace: %v %v", l, err)
+		}
 		if n := len(e.workloads(t, "team-u")); n != 0 {
 			return fmt.Sprintf("%d workloads", n)
 		}
 		return ""
 	})
+	if l, err := e.kube.CoreV1().Pods(e.ns).List(t.Context(), metav1.ListOptions{}); err != nil || len(l.Items) != 0 {
+		t.Fatalf("the user's deleted pod replaced in Runway's namespace: %v %v", len(l.Items), err)
+	}
 }
 
 // userPod is a 1-GPU pod: placed on node by another scheduler when node is
@@ -357,4 +429,43 @@ func TestLateForeignPod(t *testing.T) {
 		}
 		return ""
 	})
+}
+
+// TestPodStateFollowsTheKubelet: a pod bound to a node whose kubelet does
+// not run it (an unmanaged node: KWOK leaves it alone) stays Pending, and
+// its workload reports the pod BOUND, not RUNNING; once the kubelet says
+// Running, so does the workload's pod state.
+func TestPodStateFollowsTheKubelet(t *testing.T) {
+	e := newEnv(t, "pend")
+	e.nodes(t, kwoktest.Node{Name: "pend-node-1", GPUs: 1, Unmanaged: true})
+	e.start(t)
+	e.project(t, "team-p", 1)
+	e.training(t, "team-p", "p1", 1, 1)
+	p := e.bound(t, "p1", 1)[0]
+	state := func() workloadv1.PodState {
+		ps := e.get(t, "team-p", "p1").GetStatus().GetPods()
+		if len(ps) != 1 {
+			return workloadv1.PodState_POD_STATE_UNSPECIFIED
+		}
+		return ps[0].GetState()
+	}
+	eventually(t, "p1's pod BOUND in its status", func() string {
+		if s := state(); s != workloadv1.PodState_POD_STATE_BOUND {
+			return s.String()
+		}
+		return ""
+	})
+	time.Sleep(time.Second)
+	if s := state(); s != workloadv1.PodState_POD_STATE_BOUND {
+		t.Fatalf("p1's pod is %v while its pod is not running", s)
+	}
+	got, err := e.kube.CoreV1().Pods(e.ns).Get(t.Context(), p.Name, metav1.GetOptions{})
+	if err != nil || got.Status.Phase != corev1.PodPending {
+		t.Fatalf("pod on the unmanaged node: %v, %v", got.Status.Phase, err)
+	}
+	got.Status.Phase = corev1.PodRunning
+	if _, err := e.kube.CoreV1().Pods(e.ns).UpdateStatus(t.Context(), got, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.podRunning(t, "team-p", "p1")
 }

@@ -11,13 +11,23 @@
 //	                 runway, workload/project labels, requests, RUNWAY_* env),
 //	                 then the Binding subresource; a deleted binding (eviction,
 //	                 lost node) deletes the pod with a grace period
+//	                 (nodes.go: cordon or an untolerated NoSchedule taint is
+//	                 a drain without eviction, NoExecute one with it). The
+//	                 pod waits while a pod of Runway's namespace still holds
+//	                 its device indexes (terminating ones too); a fraction
+//	                 first gets each device's reservation pod and its GPU
+//	                 UUID (reserve.go)
+//	etcd projects/ ─► namespace runway-{project} (labelled, or adopted with
+//	                 the label) and its ResourceQuota (projects.go)
 //	Pod informer ─► pod phase ─► nodemanager.PutRun (runs/<n>/…), the same
 //	                 run reports an agent writes, which the workload status
 //	                 controller folds into the workload's status
 //	             ─► a pod created by a user with schedulerName runway in a
 //	                 project's namespace (runway-{project}; a project label
 //	                 must agree) becomes a one-pod workload of that project
-//	                 (WorkloadService.CreateWorkload, its policies applied);
+//	                 (WorkloadService.CreateWorkload, its policies applied,
+//	                 called as services/kubernetes/projects/{p}: that
+//	                 project's access alone, auth.ProjectCredentials);
 //	                 its binding binds that very pod, and deleting the pod
 //	                 deletes the workload. Binding annotations count only on
 //	                 pods in Runway's namespace or on that workload's own

@@ -13,11 +13,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
+	"github.com/runwayhq/runway/pkg/auth"
 )
 
 // ProjectNamespacePrefix: a project's users' pods live in the namespace
-// runway-{project}, one per project; whoever may create pods there is in
-// the project as far as the cluster is concerned.
+// runway-{project}, one per project, which Runway creates or adopts
+// (projects.go); whoever may create pods there is in the project as far as
+// the cluster is concerned.
 const ProjectNamespacePrefix = "runway-"
 
 // ProjectNamespace is the namespace of a project's users' pods.
@@ -66,11 +68,20 @@ func (r *runtime) ensureForeign(ctx context.Context, p *corev1.Pod) error {
 		return nil
 	}
 	project := foreignProject(p)
+	if ok, err := r.adopted(ctx, project); err != nil || !ok {
+		// Not (yet) the project's namespace: syncProject queues its pods
+		// again once it adopts it.
+		if err == nil {
+			r.log.Warn("kubernetes runtime: pod's namespace is not its project's (label "+LabelProject+"); not scheduled",
+				"pod", p.Namespace+"/"+p.Name)
+		}
+		return err
+	}
 	typ := workloadv1.WorkloadType_WORKLOAD_TYPE_TRAINING
 	if t, ok := workloadv1.WorkloadType_value["WORKLOAD_TYPE_"+upper(p.Labels[LabelWorkloadType])]; ok && t != 0 {
 		typ = workloadv1.WorkloadType(t)
 	}
-	_, err = r.cfg.Workloads.CreateWorkload(ctx, &workloadv1.CreateWorkloadRequest{
+	_, err = r.cfg.Workloads.CreateWorkload(auth.ForProject(ctx, "projects/"+project), &workloadv1.CreateWorkloadRequest{
 		Parent: "projects/" + project, WorkloadId: foreignWorkloadID(p.Name, string(p.UID)),
 		Workload: &workloadv1.Workload{Type: typ, Spec: spec},
 	})
@@ -87,6 +98,20 @@ func (r *runtime) ensureForeign(ctx context.Context, p *corev1.Pod) error {
 		return nil
 	}
 	return fmt.Errorf("create workload %s for pod %s/%s: %w", name, p.Namespace, p.Name, err)
+}
+
+// EnvUserPod in a workload's spec names the user's pod (namespace/name)
+// it was made from: that pod is the workload's only one.
+const EnvUserPod = "RUNWAY_KUBERNETES_POD"
+
+// userPod is the user's pod a workload was made from; "" for any other.
+func userPod(ws *workloadv1.WorkloadSpec) string {
+	for _, e := range ws.GetEnv() {
+		if e.GetName() == EnvUserPod {
+			return e.GetValue()
+		}
+	}
+	return ""
 }
 
 // LabelWorkloadType on a user's pod names its workload type.
@@ -106,7 +131,7 @@ func upper(s string) string {
 // containers' requests (nvidia.com/gpu devices, or the gpu-fraction
 // annotation), the first container's image and command.
 func foreignSpec(p *corev1.Pod) (*workloadv1.WorkloadSpec, error) {
-	spec := &workloadv1.WorkloadSpec{Pods: 1}
+	spec := &workloadv1.WorkloadSpec{Pods: 1, Env: []*workloadv1.EnvVar{{Name: EnvUserPod, Value: p.Namespace + "/" + p.Name}}}
 	var gpus int64
 	for _, c := range p.Spec.Containers {
 		spec.MilliCpu += c.Resources.Requests.Cpu().MilliValue()
@@ -135,7 +160,8 @@ func foreignSpec(p *corev1.Pod) (*workloadv1.WorkloadSpec, error) {
 
 // deleteForeign deletes the workload of a user's pod that is gone.
 func (r *runtime) deleteForeign(ctx context.Context, name string) error {
-	_, err := r.cfg.Workloads.DeleteWorkload(ctx, &workloadv1.DeleteWorkloadRequest{Name: name})
+	project, _, _ := strings.Cut(name, "/workloads/")
+	_, err := r.cfg.Workloads.DeleteWorkload(auth.ForProject(ctx, project), &workloadv1.DeleteWorkloadRequest{Name: name})
 	if err != nil && status.Code(err) != codes.NotFound {
 		return fmt.Errorf("delete workload %s of a deleted pod: %w", name, err)
 	}

@@ -37,6 +37,20 @@ const (
 	// AnnotationGPUFraction on a user's pod asks for a share of one GPU
 	// (0 < f < 1) instead of nvidia.com/gpu devices.
 	AnnotationGPUFraction = "gpu-fraction"
+	// AnnotationDevices on a pod in Runway's namespace lists the Runway
+	// device indexes it holds (comma-separated): a device stays taken
+	// until every pod that names it is gone, terminating ones included.
+	AnnotationDevices = "runway.io/devices"
+	// AnnotationFractionMilli on a pod of a fraction is its share of each
+	// device; fractions on one device share its reservation pod.
+	AnnotationFractionMilli = "runway.io/fraction-milli"
+	// LabelReservation marks the reservation pod that owns one physical GPU
+	// for the fractions on it.
+	LabelReservation = "runway.io/gpu-reservation"
+	// AnnotationGPUUUID on a reservation pod is the UUID of the device the
+	// device plugin gave it, reported from inside the pod (its
+	// NVIDIA_VISIBLE_DEVICES); the fractions on that GPU get it.
+	AnnotationGPUUUID = "runway.io/gpu-uuid"
 )
 
 // nodeID is the Runway node id of a Kubernetes node: its name lower-cased
@@ -63,6 +77,13 @@ func nodeID(name string) string {
 func podName(b nodemanager.Binding, rev int64) string {
 	base := b.Workload + "-" + strconv.Itoa(b.Pod)
 	return trimName(base, 63-9) + "-" + shortHash(b.Node+"/"+strconv.FormatInt(rev, 10))
+}
+
+// reservationName is the name of the reservation pod of device d on the
+// Kubernetes node: one per device, so a second cannot be created while
+// the first is still terminating.
+func reservationName(node string, d int) string {
+	return "gpu-" + trimName(nodeID(node), 40) + "-" + strconv.Itoa(d) + "-" + shortHash(node+"/"+strconv.Itoa(d))
 }
 
 // foreignWorkloadID is the workload id of a user's pod: its name made an

@@ -66,8 +66,37 @@ func TestReadiness(t *testing.T) {
 		if got, _ := readiness(&tc.node); got != tc.want {
 			t.Errorf("%s: readiness = %v, want %v", tc.name, got, tc.want)
 		}
-		if drained, _ := cordon(&tc.node); drained != tc.node.Spec.Unschedulable {
-			t.Errorf("%s: drained = %v, want %v", tc.name, drained, tc.node.Spec.Unschedulable)
+		if drained, evicts, _ := cordon(&tc.node, nil); drained != tc.node.Spec.Unschedulable || evicts {
+			t.Errorf("%s: drained = %v evicts %v, want %v, false", tc.name, drained, evicts, tc.node.Spec.Unschedulable)
+		}
+	}
+}
+
+// Taints Runway's pods do not tolerate drain the node: NoSchedule without
+// eviction, NoExecute with it; a tolerated taint, or PreferNoSchedule, is
+// no drain.
+func TestCordonTaints(t *testing.T) {
+	drain := corev1.Taint{Key: "runai", Value: "drain", Effect: corev1.TaintEffectNoExecute}
+	gpuOnly := corev1.Taint{Key: "nvidia.com/gpu", Effect: corev1.TaintEffectNoSchedule}
+	soft := corev1.Taint{Key: "soft", Effect: corev1.TaintEffectPreferNoSchedule}
+	tolerateGPU := []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists}}
+	for _, tc := range []struct {
+		name          string
+		taints        []corev1.Taint
+		tolerations   []corev1.Toleration
+		drained, evic bool
+	}{
+		{"untainted", nil, nil, false, false},
+		{"NoSchedule", []corev1.Taint{gpuOnly}, nil, true, false},
+		{"NoSchedule tolerated", []corev1.Taint{gpuOnly}, tolerateGPU, false, false},
+		{"NoExecute", []corev1.Taint{drain}, tolerateGPU, true, true},
+		{"NoExecute wins", []corev1.Taint{gpuOnly, drain}, nil, true, true},
+		{"PreferNoSchedule", []corev1.Taint{soft}, nil, false, false},
+	} {
+		n := &corev1.Node{Spec: corev1.NodeSpec{Taints: tc.taints}}
+		drained, evicts, why := cordon(n, tc.tolerations)
+		if drained != tc.drained || evicts != tc.evic || drained != (why != "") {
+			t.Errorf("%s: drained %v evicts %v (%q), want %v %v", tc.name, drained, evicts, why, tc.drained, tc.evic)
 		}
 	}
 }
@@ -116,6 +145,25 @@ func TestForeignProjectIsTheNamespaces(t *testing.T) {
 	} {
 		if got := foreignProject(c.p); got != c.want {
 			t.Errorf("pod in %s with %v: project %q, want %q", c.p.Namespace, c.p.Labels, got, c.want)
+		}
+	}
+}
+
+func TestParseToleration(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want corev1.Toleration
+		bad  bool
+	}{
+		{in: "runai=drain:NoExecute", want: corev1.Toleration{Key: "runai", Operator: corev1.TolerationOpEqual, Value: "drain", Effect: corev1.TaintEffectNoExecute}},
+		{in: "nvidia.com/gpu:NoSchedule", want: corev1.Toleration{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
+		{in: "dedicated", want: corev1.Toleration{Key: "dedicated", Operator: corev1.TolerationOpExists}},
+		{in: "x:Sometimes", bad: true},
+		{in: "=v:NoSchedule", bad: true},
+	} {
+		got, err := ParseToleration(tc.in)
+		if (err != nil) != tc.bad || !tc.bad && got != tc.want {
+			t.Errorf("ParseToleration(%q) = %+v, %v; want %+v (error %v)", tc.in, got, err, tc.want, tc.bad)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -13,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/klog/v2"
 
 	commonv1 "github.com/runwayhq/runway/gen/go/runway/common/v1"
 	nodemanagerv1 "github.com/runwayhq/runway/gen/go/runway/nodemanager/v1"
@@ -142,7 +144,7 @@ func (r *runtime) nodeOf(kn *corev1.Node, id string) *nodemanagerv1.Node {
 		n.NodePool = "nodepools/" + p
 	}
 	n.Readiness, n.ReadinessMessage = readiness(kn)
-	n.Drained, n.DrainReason = cordon(kn)
+	n.Drained, n.DrainEvicts, n.DrainReason = cordon(kn, r.cfg.Tolerations)
 	model := kn.Labels[LabelGPUProduct]
 	mib, _ := strconv.ParseInt(kn.Labels[LabelGPUMemory], 10, 64)
 	for i := range free.MilliGpus / 1000 {
@@ -154,14 +156,39 @@ func (r *runtime) nodeOf(kn *corev1.Node, id string) *nodemanagerv1.Node {
 	return n
 }
 
-// cordon is a cordoned node's drain: a drain without eviction, so that
-// its pods run on and nothing new is placed on it (a drain of Runway's own,
-// in the drain key, still wins when the node registers).
-func cordon(kn *corev1.Node) (bool, string) {
-	if kn.Spec.Unschedulable {
-		return true, "The Kubernetes node is cordoned (unschedulable)."
+// cordon is the drain a Kubernetes node asks for: cordoned
+// (unschedulable) or tainted NoSchedule is a drain without eviction, so
+// that its pods run on and nothing new is placed on it; tainted NoExecute
+// is a drain with eviction (the `runai=drain:NoExecute` style), as the
+// kubelet's taint manager would evict them. Taints that Runway's pods
+// tolerate (Config.Tolerations) are no drain. A drain of Runway's own, in
+// the drain key, still wins when the node registers.
+func cordon(kn *corev1.Node, tolerations []corev1.Toleration) (drained, evicts bool, reason string) {
+	for _, t := range kn.Spec.Taints {
+		if t.Effect != corev1.TaintEffectNoExecute || tolerated(t, tolerations) {
+			continue
+		}
+		return true, true, fmt.Sprintf("The Kubernetes node has the taint %s, which Runway's pods do not tolerate: its pods are evicted.", t.ToString())
 	}
-	return false, ""
+	if kn.Spec.Unschedulable {
+		return true, false, "The Kubernetes node is cordoned (unschedulable)."
+	}
+	for _, t := range kn.Spec.Taints {
+		if t.Effect != corev1.TaintEffectNoSchedule || tolerated(t, tolerations) {
+			continue
+		}
+		return true, false, fmt.Sprintf("The Kubernetes node has the taint %s, which Runway's pods do not tolerate.", t.ToString())
+	}
+	return false, false, ""
+}
+
+func tolerated(t corev1.Taint, tolerations []corev1.Toleration) bool {
+	for _, tol := range tolerations {
+		if tol.ToleratesTaint(klog.Background(), &t, false) {
+			return true
+		}
+	}
+	return false
 }
 
 // readiness is the node's Ready condition.
@@ -204,3 +231,24 @@ func (r *runtime) foreignUse(node string) (cpu, mem, gpus int64) {
 }
 
 var errNoNode = errors.New("the binding's node is not a Kubernetes node")
+
+// ParseToleration reads KEY[=VALUE][:EFFECT] (as `kubectl taint` writes a
+// taint): with a value it tolerates that value only, without one any
+// value; without an effect every effect.
+func ParseToleration(s string) (corev1.Toleration, error) {
+	kv, effect, _ := strings.Cut(s, ":")
+	key, value, hasValue := strings.Cut(kv, "=")
+	t := corev1.Toleration{Key: key, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffect(effect)}
+	if hasValue {
+		t.Operator, t.Value = corev1.TolerationOpEqual, value
+	}
+	switch t.Effect {
+	case "", corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
+	default:
+		return t, fmt.Errorf("toleration %q: effect %q is not NoSchedule, PreferNoSchedule or NoExecute", s, effect)
+	}
+	if key == "" || len(s) > 317 {
+		return t, fmt.Errorf("toleration %q: want KEY[=VALUE][:EFFECT]", s)
+	}
+	return t, nil
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 	corev1 "k8s.io/api/core/v1"
@@ -41,13 +42,30 @@ func (r *runtime) syncBinding(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	if pod == nil {
-		if pod, err = r.createPod(ctx, b); err != nil {
-			return err
+	if pod != nil && (pod.DeletionTimestamp != nil || pod.Spec.NodeName != "") {
+		return r.syncPodsOf(ctx, key)
+	}
+	// The devices must be free on the node itself: a pod evicted from them
+	// holds them through its grace period, and the kubelet would refuse a
+	// pod that asks for them meanwhile. The holder's deletion queues this
+	// binding again.
+	if holder := r.holder(target, b); holder != "" {
+		r.log.Debug("kubernetes runtime: binding waits for its devices", "binding", key, "held by", holder)
+		return nil
+	}
+	var uuids []string
+	if fractional(b) {
+		if uuids, err = r.reserve(ctx, target, b); err != nil || uuids == nil {
+			return err // nil: waiting for the reservation pods' UUIDs
 		}
 	}
-	if pod.DeletionTimestamp != nil || pod.Spec.NodeName != "" {
-		return r.syncPodsOf(ctx, key)
+	if pod == nil {
+		if pod, err = r.createPod(ctx, b, uuids); err != nil || pod == nil {
+			return err
+		}
+		if pod.DeletionTimestamp != nil || pod.Spec.NodeName != "" {
+			return r.syncPodsOf(ctx, key)
+		}
 	}
 	err = r.cfg.Kube.CoreV1().Pods(pod.Namespace).Bind(ctx, &corev1.Binding{
 		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID,
@@ -108,14 +126,21 @@ func (r *runtime) syncPodsOf(ctx context.Context, key string) error {
 	return nil
 }
 
-// createPod creates the pod of a binding from its workload's spec.
-func (r *runtime) createPod(ctx context.Context, b binding) (*corev1.Pod, error) {
+// createPod creates the pod of a binding from its workload's spec; nil
+// when the workload is a user's pod's, which is gone.
+func (r *runtime) createPod(ctx context.Context, b binding, uuids []string) (*corev1.Pod, error) {
 	c := etcdstore.NewCollection(r.cfg.Etcd, etcdstore.PrefixWorkloads, func() *workloadv1.Workload { return new(workloadv1.Workload) })
 	it, err := c.Get(ctx, b.Project+"/"+b.Workload)
 	if err != nil {
 		return nil, fmt.Errorf("read workload %s: %w", b.WorkloadName(), err)
 	}
-	pod := podSpec(r.cfg.Namespace, b, it.Msg.GetSpec())
+	if userPod(it.Msg.GetSpec()) != "" {
+		// A user's pod is its workload's only pod: once it is gone (deleted
+		// by its user) nothing replaces it, and its workload goes too.
+		return nil, r.deleteForeign(ctx, b.WorkloadName())
+	}
+	pod := podSpec(r.cfg.Namespace, b, it.Msg.GetSpec(), uuids)
+	pod.Spec.Tolerations = r.cfg.Tolerations
 	created, err := r.cfg.Kube.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		return r.cfg.Kube.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
@@ -128,10 +153,11 @@ func (r *runtime) createPod(ctx context.Context, b binding) (*corev1.Pod, error)
 
 // podSpec is the pod of one gang member. Whole GPUs are requested from the
 // device plugin (nvidia.com/gpu), so the kubelet hands out the devices; a
-// fraction or GPU-memory request shares a device, requests no
-// nvidia.com/gpu (that would hold a whole one) and gets the device and its
-// share in the same RUNWAY_* environment the local runner sets.
-func podSpec(namespace string, b binding, ws *workloadv1.WorkloadSpec) *corev1.Pod {
+// fraction or GPU-memory request shares devices that reservation pods own
+// (reserve), requests no nvidia.com/gpu (that would hold a whole one) and
+// gets those devices' UUIDs (uuids) and its share in the same RUNWAY_*
+// environment the local runner sets.
+func podSpec(namespace string, b binding, ws *workloadv1.WorkloadSpec, uuids []string) *corev1.Pod {
 	var env []corev1.EnvVar
 	for _, e := range ws.GetEnv() {
 		env = append(env, corev1.EnvVar{Name: e.GetName(), Value: e.GetValue()})
@@ -139,6 +165,10 @@ func podSpec(namespace string, b binding, ws *workloadv1.WorkloadSpec) *corev1.P
 	devs := make([]string, len(b.Devices))
 	for i, d := range b.Devices {
 		devs[i] = strconv.Itoa(d)
+	}
+	annotations := bindingAnnotations(b.key, b.rev)
+	if len(devs) > 0 {
+		annotations[AnnotationDevices] = strings.Join(devs, ",")
 	}
 	env = append(env,
 		corev1.EnvVar{Name: local.EnvWorkload, Value: b.WorkloadName()},
@@ -157,22 +187,26 @@ func podSpec(namespace string, b binding, ws *workloadv1.WorkloadSpec) *corev1.P
 	if n := ws.GetGpu().GetDevices(); n > 0 {
 		q := *resource.NewQuantity(int64(n), resource.DecimalSI)
 		res.Requests[ResourceGPU], res.Limits[ResourceGPU] = q, q
-	} else if len(devs) > 0 {
-		// The device plugin does not hand out shares: the pod names its
-		// device itself.
-		env = append(env, corev1.EnvVar{Name: "NVIDIA_VISIBLE_DEVICES", Value: strings.Join(devs, ",")},
-			corev1.EnvVar{Name: local.EnvVisibleDevices, Value: strings.Join(devs, ",")})
+	} else if len(uuids) > 0 {
+		// The device plugin does not hand out shares: the pod names the
+		// physical devices its reservation pods were given.
+		env = append(env, corev1.EnvVar{Name: "NVIDIA_VISIBLE_DEVICES", Value: strings.Join(uuids, ",")},
+			corev1.EnvVar{Name: local.EnvVisibleDevices, Value: strings.Join(uuids, ",")})
+		annotations[AnnotationFractionMilli] = strconv.FormatInt(b.FractionMilli, 10)
 	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: podName(b.Binding, b.rev), Namespace: namespace,
 			Labels: map[string]string{LabelProject: b.Project, LabelWorkload: b.Workload,
 				LabelPodIndex: strconv.Itoa(b.Pod)},
-			Annotations: bindingAnnotations(b.key, b.rev),
+			Annotations: annotations,
 		},
 		Spec: corev1.PodSpec{
 			SchedulerName: SchedulerName,
 			RestartPolicy: corev1.RestartPolicyNever,
+			// Runway's namespace is trusted (its pods' annotations count):
+			// a workload gets no credentials to the API server there.
+			AutomountServiceAccountToken: new(false),
 			Containers: []corev1.Container{{
 				Name: "main", Image: ws.GetImage(), Command: ws.GetCommand(), Args: ws.GetArgs(),
 				Env: env, Resources: res,
@@ -196,6 +230,9 @@ func (r *runtime) syncPod(ctx context.Context, key string) error {
 	if foreignWorkload(p) != "" && p.Spec.NodeName == "" {
 		return r.ensureForeign(ctx, p)
 	}
+	if p.Namespace == r.cfg.Namespace && p.Labels[LabelReservation] != "" {
+		return r.syncReservation(ctx, p)
+	}
 	bkey := p.Annotations[AnnotationBinding]
 	if bkey == "" {
 		return nil
@@ -208,23 +245,23 @@ func (r *runtime) syncPod(ctx context.Context, key string) error {
 		return nil
 	}
 	if !ok || strconv.FormatInt(b.rev, 10) != p.Annotations[AnnotationBindingRev] {
-		return r.deletePod(ctx, p)
+		return r.deletePod(ctx, p, r.cfg.DeleteGrace)
 	}
 	return r.report(ctx, bkey, b, p)
 }
 
-func (r *runtime) deletePod(ctx context.Context, p *corev1.Pod) error {
+func (r *runtime) deletePod(ctx context.Context, p *corev1.Pod, after time.Duration) error {
 	if p.DeletionTimestamp != nil {
 		return nil
 	}
-	grace := int64(r.cfg.DeleteGrace.Seconds())
+	grace := int64(after.Seconds())
 	err := r.cfg.Kube.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{
 		GracePeriodSeconds: &grace, Preconditions: &metav1.Preconditions{UID: &p.UID}})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return fmt.Errorf("delete pod %s/%s: %w", p.Namespace, p.Name, err)
 	}
-	r.log.Info("kubernetes runtime: pod deleted, its binding is gone", "pod", p.Namespace+"/"+p.Name,
-		"grace", r.cfg.DeleteGrace)
+	r.log.Info("kubernetes runtime: pod deleted, what it ran for is gone", "pod", p.Namespace+"/"+p.Name,
+		"grace", after)
 	return nil
 }
 

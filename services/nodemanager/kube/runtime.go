@@ -23,6 +23,10 @@ import (
 	"github.com/runwayhq/runway/services/nodemanager"
 )
 
+// ServiceName is the runtime's service principal, services/kubernetes,
+// which acts as services/kubernetes/projects/{p} (auth.ProjectCredentials).
+const ServiceName = "kubernetes"
+
 // Defaults for zero Config fields.
 const (
 	DefaultNamespace   = "runway"
@@ -37,6 +41,9 @@ type Config struct {
 	// Etcd is Runway's etcd. Required.
 	Etcd *clientv3.Client
 	// Workloads creates and deletes the workloads of users' pods. Required.
+	// Every call's context names the pod's project (auth.ForProject): the
+	// connection is meant to carry auth.Guard.ProjectCredentials, so that
+	// the runtime acts with that project's access alone.
 	Workloads workloadv1.WorkloadServiceClient
 	// Namespace is where the pods of Runway's workloads are created
 	// (DefaultNamespace when empty); it must exist.
@@ -47,6 +54,15 @@ type Config struct {
 	// DeleteGrace is the grace period of an evicted pod's deletion
 	// (DefaultDeleteGrace when 0).
 	DeleteGrace time.Duration
+	// Tolerations are the taints Runway's pods tolerate: they are put on
+	// every pod Runway creates, and a node with a NoSchedule or NoExecute
+	// taint none of them tolerates is drained (cordon).
+	Tolerations []corev1.Toleration
+	// ReservationImage is the image of the reservation pods that own the
+	// GPUs holding fractions (DefaultReservationImage when empty). Its
+	// container reports the UUID the device plugin gave it
+	// (NVIDIA_VISIBLE_DEVICES) as the pod's AnnotationGPUUUID.
+	ReservationImage string
 	// Resync is the informers' resync period (none when 0).
 	Resync time.Duration
 	// Logger; slog.Default() when nil.
@@ -84,6 +100,7 @@ const (
 	kindPod      = "p" // namespace/name
 	kindForeign  = "f" // projects/{p}/workloads/{w} of a deleted user's pod
 	kindLease    = "l" // the registration lease was lost
+	kindProject  = "j" // project id: its namespace and quota
 	indexNodeID  = "runwayNodeID"
 	indexBinding = "runwayBinding"
 	indexForeign = "runwayWorkload"
@@ -148,6 +165,7 @@ func Run(ctx context.Context, cfg Config) error {
 			}
 			return nil, nil
 		},
+		indexDevice: func(obj any) ([]string, error) { return r.deviceKeys(obj.(*corev1.Pod)), nil },
 		indexForeign: func(obj any) ([]string, error) {
 			if w := foreignWorkload(obj.(*corev1.Pod)); w != "" {
 				return []string{w}, nil
@@ -192,6 +210,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	go r.watchBindings(ctx, rev+1)
 	go r.keepAlive(ctx, lease)
+	go r.watchProjects(ctx)
 	r.log.Info("kubernetes runtime: started", "namespace", cfg.Namespace)
 	// Every object once: nodes registered, bindings run, stale pods deleted.
 	for _, n := range nodeInf.Informer().GetStore().ListKeys() {
@@ -239,6 +258,7 @@ func (r *runtime) enqueuePod(obj any, deleted bool) {
 	if w := foreignWorkload(p); deleted && w != "" {
 		r.queue.Add(kindForeign + ":" + w)
 	}
+	r.requeueDevices(p)
 }
 
 // next handles one queue key; false once the queue is shut down.
@@ -261,6 +281,8 @@ func (r *runtime) next(ctx context.Context) bool {
 		err = r.deleteForeign(ctx, id)
 	case kindLease:
 		err = r.renewLease(ctx)
+	case kindProject:
+		err = r.syncProject(ctx, id)
 	}
 	switch {
 	case err == nil:
@@ -287,9 +309,16 @@ func (r *runtime) putBinding(key string, value []byte, rev int64) {
 
 func (r *runtime) deleteBinding(key string) {
 	r.mu.Lock()
+	old, ok := r.bindings[key]
 	delete(r.bindings, key)
 	r.mu.Unlock()
 	r.queue.Add(kindBinding + ":" + key)
+	// A fraction's reservation pods may be left unused (syncReservation).
+	if node, err := r.kubeNode(old.Node); ok && fractional(old) && err == nil {
+		for _, d := range old.Devices {
+			r.queue.Add(kindPod + ":" + r.cfg.Namespace + "/" + reservationName(node, d))
+		}
+	}
 }
 
 // binding returns the binding at key.
