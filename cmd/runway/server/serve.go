@@ -116,7 +116,9 @@ func (t ServerTLS) serverTLS(addr string, log *slog.Logger) (*tls.Config, error)
 		if t.ClientCAFile != "" {
 			return nil, errors.New("--tls-client-ca-file needs --tls-cert-file and --tls-key-file")
 		}
-		log.Warn("serving plaintext: set --tls-cert-file and --tls-key-file on any network but loopback", "addr", addr)
+		if !metrics.Loopback(addr) {
+			log.Warn("serving plaintext: set --tls-cert-file and --tls-key-file on any network but loopback", "addr", addr)
+		}
 		return nil, nil
 	}
 	return grpcserver.LoadTLS(t.CertFile, t.KeyFile, t.ClientCAFile)
