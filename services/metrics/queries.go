@@ -55,6 +55,7 @@ func queueQueries(kind, id string) []query {
 		{metricsv1.MetricType_METRIC_TYPE_ALLOCATED_GPUS, alloc, false},
 		{metricsv1.MetricType_METRIC_TYPE_USED_GPUS, used, false},
 		{metricsv1.MetricType_METRIC_TYPE_GPU_QUOTA, `sum(runway_queue_deserved_gpus` + sel + `)`, false},
+		{metricsv1.MetricType_METRIC_TYPE_FAIR_SHARE_GPUS, `sum(runway_queue_fair_share_gpus` + sel + `)`, false},
 		{metricsv1.MetricType_METRIC_TYPE_GPU_UTILIZATION, used + ` / ` + alloc, false},
 		{metricsv1.MetricType_METRIC_TYPE_ALLOCATED_CPU_CORES, `sum(runway_queue_allocated_cpu_cores` + sel + `)`, false},
 		{metricsv1.MetricType_METRIC_TYPE_ALLOCATED_MEMORY_BYTES, `sum(runway_queue_allocated_memory_bytes` + sel + `)`, false},
@@ -79,7 +80,9 @@ func deviceQueries(sel string, quota bool) []query {
 		if sel != "" {
 			poolSel = `{kind="project",` + sel[1:]
 		}
-		qs = append(qs, query{metricsv1.MetricType_METRIC_TYPE_GPU_QUOTA, `sum(runway_queue_deserved_gpus` + poolSel + `)`, false})
+		qs = append(qs,
+			query{metricsv1.MetricType_METRIC_TYPE_GPU_QUOTA, `sum(runway_queue_deserved_gpus` + poolSel + `)`, false},
+			query{metricsv1.MetricType_METRIC_TYPE_FAIR_SHARE_GPUS, `sum(runway_queue_fair_share_gpus` + poolSel + `)`, false})
 	}
 	return qs
 }

@@ -179,8 +179,14 @@ describe('web UI against runway dev', () => {
     // label says the numbers, and a table of them.
     const allocated = metrics.getByRole('figure', { name: 'GPUs allocated', exact: true })
     await allocated.getByRole('img', { name: /GPUs allocated: now 2\.00/ }).waitFor({ timeout: 60_000 })
-    for (const name of ['GPU utilisation', 'GPU memory used', 'CPU cores allocated', 'Memory allocated'])
+    for (const name of ['GPU utilisation', 'GPU memory used'])
       await metrics.getByRole('figure', { name, exact: true }).getByRole('img', { name: new RegExp(`^${name}\\. .*: now `) }).waitFor()
+    // CPU and memory as the agent measures a2's pod (sleep: near nothing),
+    // next to what a2 is allocated.
+    await metrics.getByRole('figure', { name: 'CPU cores used', exact: true })
+      .getByRole('img', { name: /CPU used, pod 0: now \d+\.\d\d.*; CPU allocated: now \d+\.\d\d/ }).waitFor({ timeout: 60_000 })
+    await metrics.getByRole('figure', { name: 'Memory used', exact: true })
+      .getByRole('img', { name: /Memory used, pod 0: now \d.*; Memory allocated: now \d/ }).waitFor({ timeout: 60_000 })
     await allocated.locator('canvas').first().waitFor()
     await allocated.getByText(/^Data table/).click()
     const rows = await allocated.getByRole('table').locator('tbody tr').allTextContents()
@@ -192,7 +198,7 @@ describe('web UI against runway dev', () => {
     await byProject.getByRole('img', { name: /team-a: now 2\.00/ }).waitFor({ timeout: 60_000 })
     await byProject.getByRole('img', { name: /team-b: now 2\.00/ }).waitFor({ timeout: 60_000 })
     await page.getByRole('combobox', { name: /^Project or department/ }).selectOption({ label: 'Project team-b' })
-    await page.getByRole('figure', { name: 'Project team-b: GPUs over time' }).getByRole('img', { name: /Allocated: now 2\.00.*Quota: now 2\.00/ }).waitFor({ timeout: 60_000 })
+    await page.getByRole('figure', { name: 'Project team-b: GPUs over time' }).getByRole('img', { name: /Allocated: now 2\.00.*Fair share: now 2\.00.*Quota: now 2\.00/ }).waitFor({ timeout: 60_000 })
     await check('04b-projects-over-time')
   })
 

@@ -3,7 +3,9 @@ import { auditFilter } from './views/Audit'
 import { policyPath } from './views/Governance'
 import { summarize } from './views/Overview'
 import { checkRule, ruleText } from './policy'
-import { milli, rulesText } from './views/Projects'
+import { milli, queueLines, rulesText } from './views/Projects'
+import { WORKLOAD_CHARTS } from './views/WorkloadPage'
+import { summary, type Metrics } from './metrics'
 import { gpuState, holder, planShares } from './views/Nodes'
 import { localInput, reportBody } from './views/Reports'
 import { parseDuration, showDuration, withRule } from './views/Rules'
@@ -157,5 +159,41 @@ describe('node pools', () => {
     expect(parseSelector('gpu')).toBeNull()
     expect(parseSelector('=a100')).toBeNull()
     expect(selectorText({ gpu: 'a100', zone: 'eu' })).toBe('gpu=a100, zone=eu')
+  })
+})
+
+describe('charts over time', () => {
+  const pt = (value: number | string) => [{ time: '2026-01-01T00:00:00Z', value }]
+  it("draw a project's allocation next to its fair share, and no unlimited quota", () => {
+    const m: Metrics = {
+      name: 'projects/team-a',
+      series: [
+        { type: 'METRIC_TYPE_GPU_QUOTA', points: pt('Infinity') },
+        { type: 'METRIC_TYPE_FAIR_SHARE_GPUS', points: pt(3) },
+        { type: 'METRIC_TYPE_ALLOCATED_GPUS', points: pt(2) },
+        { type: 'METRIC_TYPE_USED_GPUS', points: pt(1.5) },
+      ],
+    }
+    const lines = queueLines(m)
+    expect(lines.map((l) => l.label)).toEqual(['Allocated', 'Fair share', 'Used', 'Quota'])
+    expect(summary(lines, 'gpus')).toBe('Allocated: now 2.00, peak 2.00; Fair share: now 3.00, peak 3.00; Used: now 1.50, peak 1.50; Quota: no data.')
+    expect(queueLines(undefined)).toEqual([])
+  })
+  it("draw a workload's measured CPU and memory per pod, with its allocation", () => {
+    const name = 'projects/team-a/workloads/a2'
+    const m = new Map<string, Metrics>([[name, {
+      name,
+      series: [
+        { type: 'METRIC_TYPE_CPU_USAGE_CORES', pod: '0', points: pt(0.25) },
+        { type: 'METRIC_TYPE_CPU_USAGE_CORES', pod: '1', points: pt(0.5) },
+        { type: 'METRIC_TYPE_ALLOCATED_CPU_CORES', points: pt(2) },
+        { type: 'METRIC_TYPE_MEMORY_USAGE_BYTES', pod: '0', points: pt(64 * 1024 ** 2) },
+        { type: 'METRIC_TYPE_ALLOCATED_MEMORY_BYTES', points: pt(1024 ** 3) },
+      ],
+    }]])
+    const chart = (title: string) => WORKLOAD_CHARTS(name).find((c) => c.title === title)!
+    expect(summary(chart('CPU cores used').lines(m), 'cores')).toBe(
+      'CPU used, pod 0: now 0.25, peak 0.25; CPU used, pod 1: now 0.50, peak 0.50; CPU allocated: now 2.00, peak 2.00.')
+    expect(summary(chart('Memory used').lines(m), 'bytes')).toBe('Memory used, pod 0: now 64 MiB, peak 64 MiB; Memory allocated: now 1 GiB, peak 1 GiB.')
   })
 })

@@ -18,6 +18,7 @@ import (
 	"github.com/runwayhq/runway/cmd/runway/server"
 	identityv1 "github.com/runwayhq/runway/gen/go/runway/identity/v1"
 	metricsv1 "github.com/runwayhq/runway/gen/go/runway/metrics/v1"
+	schedulerv1 "github.com/runwayhq/runway/gen/go/runway/scheduler/v1"
 	"github.com/runwayhq/runway/pkg/auth"
 )
 
@@ -57,6 +58,7 @@ func TestMetricsAPI(t *testing.T) {
 		quota     = metricsv1.MetricType_METRIC_TYPE_GPU_QUOTA
 		total     = metricsv1.MetricType_METRIC_TYPE_TOTAL_GPUS
 		util      = metricsv1.MetricType_METRIC_TYPE_GPU_UTILIZATION
+		fairShare = metricsv1.MetricType_METRIC_TYPE_FAIR_SHARE_GPUS
 	)
 	eventually(t, "each entity's series at the quick start's values", func() string {
 		s, e := window()
@@ -90,6 +92,12 @@ func TestMetricsAPI(t *testing.T) {
 			{"cluster allocated", func() (*metricsv1.Metrics, error) {
 				return mc.QueryClusterMetrics(t.Context(), &metricsv1.QueryClusterMetricsRequest{Name: "cluster", StartTime: s, EndTime: e, StepSeconds: 1})
 			}, allocated, 4},
+			{"default department fair share", func() (*metricsv1.Metrics, error) {
+				return mc.QueryDepartmentMetrics(t.Context(), &metricsv1.QueryDepartmentMetricsRequest{Name: "departments/default", StartTime: s, EndTime: e, StepSeconds: 1})
+			}, fairShare, 4},
+			{"pool fair share", func() (*metricsv1.Metrics, error) {
+				return mc.QueryNodePoolMetrics(t.Context(), &metricsv1.QueryNodePoolMetricsRequest{Name: "nodepools/default", StartTime: s, EndTime: e, StepSeconds: 1})
+			}, fairShare, 4},
 		}
 		for _, c := range checks {
 			m, err := c.get()
@@ -106,6 +114,20 @@ func TestMetricsAPI(t *testing.T) {
 		}
 		if got := last(m, util, "0"); got < 0 || got > 1 {
 			return fmt.Sprintf("a2 pod 0 utilisation %v", got)
+		}
+		// After the reclaim, team-a's fair share over time ends at the
+		// scheduler's own number for the queue (2 GPUs).
+		q, err := d.scheduler.GetQueue(t.Context(), &schedulerv1.GetQueueRequest{Name: "projects/team-a/queue"})
+		if err != nil {
+			return err.Error()
+		}
+		want := float64(pool(q).GetFairShare().GetMilliGpus()) / 1000
+		m, err = mc.QueryProjectMetrics(t.Context(), &metricsv1.QueryProjectMetricsRequest{Name: "projects/team-a", StartTime: s, EndTime: e, StepSeconds: 1})
+		if err != nil {
+			return err.Error()
+		}
+		if got := last(m, fairShare); want != 2 || got != want {
+			return fmt.Sprintf("team-a fair share %v over time, %v from the scheduler, want both 2", got, want)
 		}
 		return ""
 	})
@@ -159,6 +181,9 @@ func TestMetricsAPI(t *testing.T) {
 		}
 		if got := last(m, allocated); got != 2 {
 			return fmt.Sprintf("team-b allocated %v", got)
+		}
+		if got := last(m, fairShare); got != 2 {
+			return fmt.Sprintf("team-b fair share %v", got)
 		}
 		return ""
 	})

@@ -6,11 +6,22 @@ import { gpus, id, workloadType } from '../format'
 import type { Department, NodePoolQuota, Project, Queue, SchedulingRules } from '../types'
 import { MetricCharts, WindowPicker, type ChartSpec } from '../chart'
 import { RulesForm, showDuration } from './Rules'
-import { linesOf } from '../metrics'
+import { linesOf, type Line, type Metrics } from '../metrics'
+
+// queueLines are a project's or a department's GPUs over time: allocated,
+// the scheduler's fair share, used, and deserved (the quota); an unlimited
+// fair share or quota is not drawn.
+export function queueLines(m: Metrics | undefined): Line[] {
+  return [
+    ...linesOf(m, 'ALLOCATED_GPUS', 'Allocated'),
+    ...linesOf(m, 'FAIR_SHARE_GPUS', 'Fair share'),
+    ...linesOf(m, 'USED_GPUS', 'Used'),
+    ...linesOf(m, 'GPU_QUOTA', 'Quota'),
+  ]
+}
 
 // OverTime charts every project's allocation, and one chosen project's or
-// department's allocated, used and deserved GPUs (the quota; an unlimited
-// one is not drawn).
+// department's queueLines.
 function OverTime({ projects, departments }: { projects: string[]; departments: string[] }) {
   const [window, setWindow] = useState(3600)
   const [chosen, setChosen] = useState('')
@@ -22,7 +33,7 @@ function OverTime({ projects, departments }: { projects: string[]; departments: 
     charts.push({
       title: `${entity.startsWith('departments/') ? 'Department' : 'Project'} ${id(entity)}: GPUs over time`,
       unit: 'gpus',
-      lines: (m) => [...linesOf(m.get(entity), 'ALLOCATED_GPUS', 'Allocated'), ...linesOf(m.get(entity), 'USED_GPUS', 'Used'), ...linesOf(m.get(entity), 'GPU_QUOTA', 'Quota')],
+      lines: (m) => queueLines(m.get(entity)),
     })
   const names = [...new Set([...projects, entity].filter(Boolean))]
   return (

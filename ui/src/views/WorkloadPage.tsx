@@ -7,13 +7,22 @@ import type { Explain, PendingReason, Quantity, Workload } from '../types'
 import { MetricCharts, WindowPicker, type ChartSpec } from '../chart'
 import { linesOf } from '../metrics'
 
-// A workload's metrics, one line per pod.
-const WORKLOAD_CHARTS = (name: string): ChartSpec[] => [
+// A workload's metrics, one line per pod; CPU and memory as measured by the
+// agents per pod, with the workload's allocation as a line to compare with.
+export const WORKLOAD_CHARTS = (name: string): ChartSpec[] => [
   { title: 'GPU utilisation', unit: 'ratio', lines: (m) => linesOf(m.get(name), 'GPU_UTILIZATION', 'Utilisation') },
   { title: 'GPUs allocated', unit: 'gpus', lines: (m) => linesOf(m.get(name), 'ALLOCATED_GPUS', 'GPUs allocated') },
   { title: 'GPU memory used', unit: 'bytes', lines: (m) => linesOf(m.get(name), 'GPU_MEMORY_USED_BYTES', 'GPU memory') },
-  { title: 'CPU cores allocated', unit: 'cores', lines: (m) => linesOf(m.get(name), 'ALLOCATED_CPU_CORES', 'CPU cores') },
-  { title: 'Memory allocated', unit: 'bytes', lines: (m) => linesOf(m.get(name), 'ALLOCATED_MEMORY_BYTES', 'Memory') },
+  {
+    title: 'CPU cores used',
+    unit: 'cores',
+    lines: (m) => [...linesOf(m.get(name), 'CPU_USAGE_CORES', 'CPU used'), ...linesOf(m.get(name), 'ALLOCATED_CPU_CORES', 'CPU allocated')],
+  },
+  {
+    title: 'Memory used',
+    unit: 'bytes',
+    lines: (m) => [...linesOf(m.get(name), 'MEMORY_USAGE_BYTES', 'Memory used'), ...linesOf(m.get(name), 'ALLOCATED_MEMORY_BYTES', 'Memory allocated')],
+  },
 ]
 
 function WorkloadMetrics({ project, name }: { project: string; name: string }) {

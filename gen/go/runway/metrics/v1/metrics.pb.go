@@ -49,6 +49,10 @@ const (
 	MetricType_METRIC_TYPE_CPU_USAGE_CORES MetricType = 9
 	// Memory used by a pod's processes, in bytes (workloads, per pod).
 	MetricType_METRIC_TYPE_MEMORY_USAGE_BYTES MetricType = 10
+	// GPUs of fair share the scheduler's last cycle computed: deserved plus a
+	// part of what was left (projects, departments; summed over projects for
+	// node pools and the cluster). +Inf when unlimited.
+	MetricType_METRIC_TYPE_FAIR_SHARE_GPUS MetricType = 11
 )
 
 // Enum value maps for MetricType.
@@ -65,6 +69,7 @@ var (
 		8:  "METRIC_TYPE_TOTAL_GPUS",
 		9:  "METRIC_TYPE_CPU_USAGE_CORES",
 		10: "METRIC_TYPE_MEMORY_USAGE_BYTES",
+		11: "METRIC_TYPE_FAIR_SHARE_GPUS",
 	}
 	MetricType_value = map[string]int32{
 		"METRIC_TYPE_UNSPECIFIED":            0,
@@ -78,6 +83,7 @@ var (
 		"METRIC_TYPE_TOTAL_GPUS":             8,
 		"METRIC_TYPE_CPU_USAGE_CORES":        9,
 		"METRIC_TYPE_MEMORY_USAGE_BYTES":     10,
+		"METRIC_TYPE_FAIR_SHARE_GPUS":        11,
 	}
 )
 
@@ -611,7 +617,7 @@ const file_runway_metrics_v1_metrics_proto_rawDesc = "" +
 	"\x0eallocated_gpus\x18\x03 \x01(\x01R\rallocatedGpus\x12\x1b\n" +
 	"\tgpu_quota\x18\x04 \x01(\x01R\bgpuQuota\x12+\n" +
 	"\x11running_workloads\x18\x05 \x01(\x05R\x10runningWorkloads\x12+\n" +
-	"\x11pending_workloads\x18\x06 \x01(\x05R\x10pendingWorkloads*\xf5\x02\n" +
+	"\x11pending_workloads\x18\x06 \x01(\x05R\x10pendingWorkloads*\x96\x03\n" +
 	"\n" +
 	"MetricType\x12\x1b\n" +
 	"\x17METRIC_TYPE_UNSPECIFIED\x10\x00\x12\x1f\n" +
@@ -625,7 +631,8 @@ const file_runway_metrics_v1_metrics_proto_rawDesc = "" +
 	"\x16METRIC_TYPE_TOTAL_GPUS\x10\b\x12\x1f\n" +
 	"\x1bMETRIC_TYPE_CPU_USAGE_CORES\x10\t\x12\"\n" +
 	"\x1eMETRIC_TYPE_MEMORY_USAGE_BYTES\x10\n" +
-	"B?Z=github.com/runwayhq/runway/gen/go/runway/metrics/v1;metricsv1b\x06proto3"
+	"\x12\x1f\n" +
+	"\x1bMETRIC_TYPE_FAIR_SHARE_GPUS\x10\vB?Z=github.com/runwayhq/runway/gen/go/runway/metrics/v1;metricsv1b\x06proto3"
 
 var (
 	file_runway_metrics_v1_metrics_proto_rawDescOnce sync.Once
