@@ -103,7 +103,15 @@ func (f *fixture) bindShare(t *testing.T, id string, device int32, milli int32) 
 
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	eventuallyWithin(t, 15*time.Second, what, cond)
+}
+
+// eventuallyWithin is eventually with its own deadline, for waits on an
+// outside engine (podman starting and pausing containers on a loaded
+// machine).
+func eventuallyWithin(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for !cond() {

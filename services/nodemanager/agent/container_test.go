@@ -109,7 +109,7 @@ func TestRun_containerTimeSlicingPauses(t *testing.T) {
 	}
 	defer cli.Close()
 	paused := map[string]bool{}
-	eventually(t, "each sharer's container paused in turn", func() bool {
+	eventuallyWithin(t, time.Minute, "each sharer's container paused in turn", func() bool {
 		list, err := cli.ContainerList(ctx, client.ContainerListOptions{Filters: client.Filters{}.Add("label", container.LabelProject+"=team-a")})
 		if err != nil {
 			t.Fatal(err)
