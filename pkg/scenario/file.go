@@ -786,4 +786,3 @@ func (p *parser) checkQueue(n *yaml.Node, what, noun, name string, known map[str
 }
 
 func ptr[T any](v T) *T { return &v }
-
