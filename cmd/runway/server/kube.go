@@ -36,7 +36,23 @@ type KubeConfig struct {
 	// DeleteGrace of evicted pods and LeaseTTL of the nodes' registration
 	// (the kube package's defaults when 0).
 	DeleteGrace, LeaseTTL time.Duration
+	// QPS and Burst limit the client's requests to the apiserver
+	// (DefaultKubeQPS and DefaultKubeBurst when 0): client-go's own 5/10
+	// would cap the runtime at a few pods a second.
+	QPS   float32
+	Burst int
+	// Workers is how many objects the runtime handles at once
+	// (kube.DefaultWorkers when 0).
+	Workers int
 }
+
+// The client limits of the Kubernetes runtime by default: two writes per
+// pod, and what a large cluster's scheduler is given.
+const (
+	DefaultKubeQPS     = 1000
+	DefaultKubeBurst   = 2000
+	DefaultKubeWorkers = kube.DefaultWorkers
+)
 
 // kubeRuntime returns the function the scheduler runs while it leads: the
 // Kubernetes runtime, creating users' pods' workloads through workloads.
@@ -54,11 +70,18 @@ func kubeRuntime(k KubeConfig, etcd *clientv3.Client, workloads *grpc.ClientConn
 	if workloads == nil {
 		return nil, errors.New("the kubernetes runtime needs the workload service's address (--workload-server)")
 	}
+	rc.QPS, rc.Burst = k.QPS, k.Burst
+	if rc.QPS <= 0 {
+		rc.QPS = DefaultKubeQPS
+	}
+	if rc.Burst <= 0 {
+		rc.Burst = DefaultKubeBurst
+	}
 	cs, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
 	cfg := kube.Config{Kube: cs, Etcd: etcd, Workloads: workloadv1.NewWorkloadServiceClient(workloads),
-		Namespace: k.Namespace, DeleteGrace: k.DeleteGrace, LeaseTTL: k.LeaseTTL, Logger: log}
+		Namespace: k.Namespace, DeleteGrace: k.DeleteGrace, LeaseTTL: k.LeaseTTL, Workers: k.Workers, Logger: log}
 	return func(ctx context.Context) error { return kube.Run(ctx, cfg) }, nil
 }

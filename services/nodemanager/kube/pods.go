@@ -93,17 +93,17 @@ func (r *runtime) podOf(b binding) (*corev1.Pod, error) {
 	return p, err
 }
 
-// syncPodsOf brings every pod that names the binding up to date.
-func (r *runtime) syncPodsOf(ctx context.Context, key string) error {
+// syncPodsOf queues every pod that names the binding, to be brought up to
+// date under its own key: a pod's reports and deletion are written by one
+// worker at a time, in order.
+func (r *runtime) syncPodsOf(_ context.Context, key string) error {
 	objs, err := r.podIdx.ByIndex(indexBinding, key)
 	if err != nil {
 		return err
 	}
 	for _, o := range objs {
 		p := o.(*corev1.Pod)
-		if err := r.syncPod(ctx, p.Namespace+"/"+p.Name); err != nil {
-			return err
-		}
+		r.queue.Add(kindPod + ":" + p.Namespace + "/" + p.Name)
 	}
 	return nil
 }
@@ -233,7 +233,10 @@ func (r *runtime) deletePod(ctx context.Context, p *corev1.Pod) error {
 func (r *runtime) report(ctx context.Context, bkey string, b binding, p *corev1.Pod) error {
 	state, code, msg := stateOf(p)
 	seen := bkey + "@" + strconv.FormatInt(b.rev, 10)
-	if state == workloadv1.PodState_POD_STATE_UNSPECIFIED || r.reported[seen] == state {
+	r.mu.Lock()
+	last := r.reported[seen]
+	r.mu.Unlock()
+	if state == workloadv1.PodState_POD_STATE_UNSPECIFIED || last == state {
 		return nil
 	}
 	if len(msg) > 1024 {
@@ -246,7 +249,9 @@ func (r *runtime) report(ctx context.Context, bkey string, b binding, p *corev1.
 	if err != nil {
 		return fmt.Errorf("run report of %s: %w", bkey, err)
 	}
+	r.mu.Lock()
 	r.reported[seen] = state
+	r.mu.Unlock()
 	return nil
 }
 
