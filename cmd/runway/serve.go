@@ -35,12 +35,15 @@ token of each call against the access rules in etcd.
 
 With --runtime kubernetes the scheduler's leader is the Kubernetes cluster's
 scheduler for GPU pods: it registers the cluster's nodes, runs bound
-workloads as pods (schedulerName runway) bound through the Binding
-subresource, and schedules users' pods that name schedulerName runway in a
+workloads as pods (schedulerName runway) created on their node, and schedules users' pods that name schedulerName runway in a
 project's namespace, runway-{project}, as workloads of that project, with
 its policies (--workload-server); a runway.io/project label, if any, must
 name the same project.
-It uses --kubeconfig, or the in-cluster config when run in a pod.
+It uses --kubeconfig, or the in-cluster config when run in a pod, with at
+most --kube-api-qps requests a second to the apiserver, handling
+--kube-workers pods, bindings and nodes at once.
+
+Clients reach every service at one address through runway gateway.
 
 The metrics service answers over-time metrics and telemetry from the
 Prometheus-compatible server at --prometheus-url (which scrapes every

@@ -102,7 +102,7 @@ leaderElection:
 		b.Fatal(err)
 	}
 	ksched := startProcess(b, c.dir, "kube-scheduler", bin(b, "kube-scheduler"), "--config", cfg,
-		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(freePort(b)), "-v=2")
+		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(freePort(b)))
 	defer ksched.stop()
 	// Ready once it binds a pod: its informers have synced.
 	probe := gpuPod(ns, "probe")
