@@ -77,12 +77,13 @@ func TestChartValidates(t *testing.T) {
 			}
 			kinds[gvk.Kind]++
 		}
-		want := map[string]int{"Deployment": 5, "Service": 5, "ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1}
+		// The five services and the gateway in front of them.
+		want := map[string]int{"Deployment": 6, "Service": 6, "ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1}
 		if name == "local runtime with the agent" {
 			want["DaemonSet"] = 1
 		}
 		// TLS is on unless turned off: every service serves and calls with it.
-		if tlsArgs := strings.Count(string(out), "--tls-cert-file="); (tlsArgs == 5) != (name != "plaintext") {
+		if tlsArgs := strings.Count(string(out), "--tls-cert-file="); (tlsArgs == 6) != (name != "plaintext") {
 			t.Errorf("%s: %d services with --tls-cert-file", name, tlsArgs)
 		}
 		for k, n := range want {
