@@ -26,6 +26,8 @@ for s in identity quota workload nodemanager scheduler gateway; do has "$d" "nam
 # The gateway: one address for every service.
 has "$d" "- gateway"
 for s in identity quota workload scheduler nodemanager; do has "$d" "- --$s-server=rw-runway-$s:7070"; done
+"$helm" template rw "$chart" --set 'gateway.trustedBy={10.244.0.0/16}' >"$out/trusted.yaml"
+[ "$(grep -c -- '- --trusted-proxies=10.244.0.0/16' "$out/trusted.yaml")" = 5 ] || fail "gateway.trustedBy: want --trusted-proxies on the 5 services"
 has "$d" "- --tls-ca-file=/etc/runway/tls/ca.crt"
 has "$d" "secretName: runway-tls"
 has "$d" "scheme: HTTPS"
