@@ -69,6 +69,7 @@ func BenchmarkK8sScheduling(b *testing.B) {
 	for i := range b.N {
 		b.StopTimer()
 		ks, ksCPU := c.kubeScheduler(b, fmt.Sprintf("bench-kube-%d", i), pods, want)
+		fmt.Printf("k8s-bench-round: kube-scheduler %.0f/s (%d pods Running in %v)\n", float64(want)/ks.Seconds(), want, ks.Round(time.Millisecond))
 		rw, rwCPU := c.runway(b, fmt.Sprintf("bench-runway-%d", i), pods, want)
 		ksRate, rwRate := float64(want)/ks.Seconds(), float64(want)/rw.Seconds()
 		b.ReportMetric(rwRate, "runway-pods/s")
