@@ -1,9 +1,12 @@
 # Test-only binaries, built from their own tools modules kept out of go.work
 # (GOWORK=off): etcd's and Kubernetes' go.mod have replace directives, so
 # `go install ...@version` cannot build them.
-#   testbin/       etcd (services/e2e) and kube-apiserver v1.37.2 (the k8s
-#                  tests, services/e2e/kube); its replace block pins every
-#                  Kubernetes staging module to v0.37.2 (../shared/TOOLCHAIN.md §4)
+#   testbin/       etcd (services/e2e), kube-apiserver v1.37.2 (the k8s
+#                  tests, services/e2e/kube) and kube-scheduler v1.37.2 (make
+#                  bench-k8s); its replace block pins every Kubernetes staging
+#                  module to v0.37.2 (../shared/TOOLCHAIN.md §4)
+#   kwok           sigs.k8s.io/kwok v0.8.0, the fake kubelets (go install works:
+#                  its go.mod has no replace directives)
 #   testbin/helm/  helm v3, which lints and renders deploy/runway
 #   testbin/prometheus/  Prometheus v0.316.0's cmd/prometheus (the module
 #                  go.mod pins for the TSDB), which scrapes runway dev in
@@ -30,6 +33,13 @@ $(BIN)/etcdctl: testbin/go.mod testbin/go.sum
 $(BIN)/kube-apiserver: testbin/go.mod testbin/go.sum
 	cd testbin && GOWORK=off $(GO) build -ldflags "$(KUBE_LDFLAGS)" -o $(BIN)/kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
 
+$(BIN)/kube-scheduler: testbin/go.mod testbin/go.sum
+	cd testbin && GOWORK=off $(GO) build -ldflags "$(KUBE_LDFLAGS)" -o $(BIN)/kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler
+
+KWOK_VERSION := v0.8.0
+$(BIN)/kwok:
+	GOBIN=$(BIN) GOWORK=off $(GO) install sigs.k8s.io/kwok/cmd/kwok@$(KWOK_VERSION)
+
 $(BIN)/helm: testbin/helm/go.mod testbin/helm/go.sum
 	cd testbin/helm && GOWORK=off $(GO) build -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=v3.22.0" -o $(BIN)/helm helm.sh/helm/v3/cmd/helm
 
@@ -52,6 +62,23 @@ helm: $(BIN)/helm ## build bin/helm for the chart checks
 .PHONY: test-k8s
 test-k8s: $(BIN)/kube-apiserver $(BIN)/kwok $(BIN)/helm ## run the Kubernetes runtime tests (real kube-apiserver + etcd, KWOK nodes)
 	$(GO) test -count=1 ./services/nodemanager/kube/... ./services/e2e/kube/
+
+# Runway's Kubernetes runtime beside kube-scheduler (services/e2e/kubebench):
+# the same PODS one-GPU pods on NODES KWOK nodes of 8 GPUs, through one real
+# kube-apiserver; it prints "k8s-bench: nodes=N pods=P runway=X/s
+# kube-scheduler=Y/s ratio=R" and leaves Runway's CPU profile in
+# BENCH_K8S_PROFILE (go tool pprof -top bin/kubebench.test PROFILE).
+NODES ?= 1000
+PODS  ?= 10000
+BENCH_K8S_PROFILE ?= $(CURDIR)/.cache/bench-k8s/runway.cpu.pprof
+.PHONY: bench-k8s
+bench-k8s: $(BIN)/etcd $(BIN)/kube-apiserver $(BIN)/kube-scheduler $(BIN)/kwok ## Runway's Kubernetes runtime beside kube-scheduler (NODES=1000 PODS=10000)
+	mkdir -p $(dir $(BENCH_K8S_PROFILE))
+	$(GO) test -c -tags k8sbench -o $(BIN)/kubebench.test ./services/e2e/kubebench/
+	cd services/e2e/kubebench && RUNWAY_BENCH_NODES=$(NODES) RUNWAY_BENCH_PODS=$(PODS) \
+		RUNWAY_KWOK_STAGES=$$(GOWORK=off $(GO) env GOMODCACHE)/sigs.k8s.io/kwok@$(KWOK_VERSION)/kustomize/stage \
+		RUNWAY_BENCH_CPUPROFILE=$(BENCH_K8S_PROFILE) \
+		$(BIN)/kubebench.test -test.run '^$$' -test.bench '^BenchmarkK8sScheduling$$' -test.benchtime 1x -test.timeout 90m
 
 # The Helm chart: lint, and render with the defaults and with TLS to etcd.
 .PHONY: test-chart

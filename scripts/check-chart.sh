@@ -3,10 +3,9 @@
 # each service a Deployment, the scheduler with 2 replicas on the Kubernetes
 # runtime with the RBAC it needs, etcd TLS mounted, the agent DaemonSet on
 # GPU nodes when enabled (mutual TLS on its listener), TLS on every service by default (the identity
-# service among them), the metrics port, scrape annotations, the Grafana
-# dashboard and the ServiceMonitor, the metrics service (Prometheus URL, S3
-# bucket and credentials) when enabled, and a clear failure without etcd
-# endpoints.
+# service among them), the gateway in front of them all, the metrics port, scrape annotations, the
+# Grafana dashboard and the ServiceMonitor, the metrics service (Prometheus URL, S3 bucket and
+# credentials) when enabled, and a clear failure without etcd endpoints.
 # Usage: check-chart.sh HELM CHART_DIR
 set -euo pipefail
 helm=$1 chart=$2
@@ -21,10 +20,15 @@ has() { grep -qF -- "$2" "$1" || fail "$(basename "$1"): missing: $2"; }
   --set etcd.tls.enabled=false --set 'etcd.endpoints={http://etcd:2379}' >"$out/local.yaml"
 
 d=$out/default.yaml
-[ "$(grep -c '^kind: Deployment' "$d")" = 5 ] || fail "default: want 5 Deployments (identity, quota, workload, nodemanager, scheduler)"
+[ "$(grep -c '^kind: Deployment' "$d")" = 6 ] || fail "default: want 6 Deployments (identity, quota, workload, nodemanager, scheduler, gateway)"
 grep -q '^kind: DaemonSet' "$d" && fail "default: the agent DaemonSet must be off with runtime kubernetes"
-for s in identity quota workload nodemanager scheduler; do has "$d" "name: rw-runway-$s"; done
-[ "$(grep -c -- '- --tls-cert-file=/etc/runway/tls/tls.crt' "$d")" = 5 ] || fail "default: want TLS on the 5 services"
+for s in identity quota workload nodemanager scheduler gateway; do has "$d" "name: rw-runway-$s"; done
+[ "$(grep -c -- '- --tls-cert-file=/etc/runway/tls/tls.crt' "$d")" = 6 ] || fail "default: want TLS on the 5 services and the gateway"
+# The gateway: one address for every service.
+has "$d" "- gateway"
+for s in identity quota workload scheduler nodemanager; do has "$d" "- --$s-server=rw-runway-$s:7070"; done
+"$helm" template rw "$chart" --set 'gateway.trustedBy={10.244.0.0/16}' >"$out/trusted.yaml"
+[ "$(grep -c -- '- --trusted-proxies=10.244.0.0/16' "$out/trusted.yaml")" = 5 ] || fail "gateway.trustedBy: want --trusted-proxies on the 5 services"
 has "$d" "- --tls-ca-file=/etc/runway/tls/ca.crt"
 has "$d" "secretName: runway-tls"
 has "$d" "scheme: HTTPS"
@@ -48,14 +52,14 @@ has "$l" "- --node=\$(NODE_NAME)"
 has "$l" "- --runtime=local"
 has "$l" "- --etcd-endpoints=http://etcd:2379"
 grep -q -- '--etcd-ca-file' "$l" && fail "local: TLS flags rendered with etcd.tls.enabled=false"
-grep -q -- '--workload-server' "$l" && fail "local: --workload-server rendered with runtime local"
+[ "$(grep -c -- '--workload-server' "$l")" = 1 ] || fail "local: --workload-server rendered on the scheduler with runtime local (the gateway's alone is expected)"
 # The agents serve mutual TLS on the pod's IP; the workload service checks
 # their one certificate name.
 has "$l" "- --listen=0.0.0.0:7072"
 has "$l" "- --advertise-address=\$(POD_IP)"
 has "$l" "- --tls-client-ca-file=/etc/runway/tls/ca.crt"
 has "$l" "- --tls-agent-server-name=rw-runway-agent"
-[ "$(grep -c -- '- --tls-cert-file=/etc/runway/tls/tls.crt' "$l")" = 6 ] || fail "local: want TLS on the 5 services and the agent"
+[ "$(grep -c -- '- --tls-cert-file=/etc/runway/tls/tls.crt' "$l")" = 7 ] || fail "local: want TLS on the 5 services, the gateway and the agent"
 grep -q -- '--tls-agent-server-name' "$d" && fail "default: --tls-agent-server-name rendered without agents"
 
 # Observability: every service's operations port behind the metrics token,

@@ -37,7 +37,7 @@ func rootCommand() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.PersistentFlags().String("server", "", "the Runway server, host:port (default: $"+sdk.EnvServer+" or the config file)")
-	root.AddCommand(simCommand(), devCommand(), serveCommand(), agentCommand(), reserveGPUCommand())
+	root.AddCommand(simCommand(), devCommand(), serveCommand(), gatewayCommand(), agentCommand(), reserveGPUCommand())
 	root.AddCommand(submitCommands()...)
 	root.AddCommand(workloadCommand(), projectCommand(), departmentCommand(), nodePoolCommand(), nodeCommand())
 	root.AddCommand(policyCommand(), environmentCommand(), computeResourceCommand())

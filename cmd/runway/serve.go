@@ -35,12 +35,15 @@ token of each call against the access rules in etcd.
 
 With --runtime kubernetes the scheduler's leader is the Kubernetes cluster's
 scheduler for GPU pods: it registers the cluster's nodes, runs bound
-workloads as pods (schedulerName runway) bound through the Binding
-subresource, and schedules users' pods that name schedulerName runway in a
+workloads as pods (schedulerName runway) created on their node, and schedules users' pods that name schedulerName runway in a
 project's namespace, runway-{project}, as workloads of that project, with
 its policies (--workload-server); a runway.io/project label, if any, must
 name the same project.
-It uses --kubeconfig, or the in-cluster config when run in a pod.
+It uses --kubeconfig, or the in-cluster config when run in a pod, with at
+most --kube-api-qps requests a second to the apiserver, handling
+--kube-workers pods, bindings and nodes at once.
+
+Clients reach every service at one address through runway gateway.
 
 The metrics service answers over-time metrics and telemetry from the
 Prometheus-compatible server at --prometheus-url (which scrapes every
@@ -106,6 +109,9 @@ It runs until SIGINT or SIGTERM and then shuts down cleanly.`,
 	f.StringVar(&cfg.Kube.Namespace, "namespace", "", "namespace of the workloads' pods for --runtime kubernetes (default runway)")
 	f.StringSliceVar(&cfg.Kube.Tolerations, "tolerate", nil, "taints the pods of --runtime kubernetes tolerate, KEY[=VALUE][:EFFECT] comma-separated (a node with a NoSchedule or NoExecute taint they do not tolerate is drained)")
 	f.StringVar(&cfg.Kube.ReservationImage, "reservation-image", "", "image of the pods that reserve the GPUs holding fractions for --runtime kubernetes (default: Runway's own image)")
+	f.Float32Var(&cfg.Kube.QPS, "kube-api-qps", server.DefaultKubeQPS, "requests per second to the Kubernetes apiserver for --runtime kubernetes")
+	f.IntVar(&cfg.Kube.Burst, "kube-api-burst", server.DefaultKubeBurst, "burst of requests to the Kubernetes apiserver for --runtime kubernetes")
+	f.IntVar(&cfg.Kube.Workers, "kube-workers", server.DefaultKubeWorkers, "pods, bindings and nodes the Kubernetes runtime handles at once")
 	f.StringVar(&cfg.WorkloadServer, "workload-server", "", "the WorkloadService's address (required by --runtime kubernetes: users' pods become workloads there)")
 	f.StringVar(&openapi, "openapi", server.DefaultOpenAPIPath, "OpenAPI document to serve as /openapi.json")
 	oidc.add(f)

@@ -272,29 +272,14 @@ func leftovers(dirs ...string) []string {
 	return out
 }
 
-// TestQuickStartMultiProcess is the product quick start with every part of
-// the control plane as its own process: a standalone etcd, `runway serve`
-// quota, workload, two scheduler replicas and nodemanager, and two
-// `runway agent` nodes with 2 simulated GPUs each. team-a and team-b deserve
-// 2 GPUs each; a1 (1), a2 (2) and b1 (1) run, team-a over its quota. b2 (1)
-// reclaims team-b's quota: a1 goes back to PENDING with a PREEMPTED event
-// naming b2, and both queues hold 2 GPUs.
-func TestQuickStartMultiProcess(t *testing.T) {
+// startEtcd runs bin/etcd on loopback with its data in dir and waits until
+// it is healthy; it returns its client address.
+func startEtcd(t *testing.T, dir string) (string, *proc) {
+	t.Helper()
 	etcd := etcdBin(t)
-	tmp := t.TempDir()
-	agentsDir := filepath.Join(tmp, "agents")
-
-	// Checked last (t.Cleanup is LIFO): every agent has stopped by then.
-	t.Cleanup(func() {
-		work := []string{local.DefaultWorkDir(filepath.Join(agentsDir, "node-1")), local.DefaultWorkDir(filepath.Join(agentsDir, "node-2"))}
-		if left := leftovers(work...); len(left) > 0 {
-			t.Errorf("processes left running in the agents' work directories (killed now): %v", left)
-		}
-	})
-
 	clientAddr, peerAddr := freeAddr(t), freeAddr(t)
 	clientURL, peerURL := "http://"+clientAddr, "http://"+peerAddr
-	etcdProc := start(t, "etcd", etcd, "--name", "e2e", "--data-dir", filepath.Join(tmp, "etcd"),
+	etcdProc := start(t, "etcd", etcd, "--name", "e2e", "--data-dir", dir,
 		"--listen-client-urls", clientURL, "--advertise-client-urls", clientURL,
 		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
 		"--initial-cluster", "e2e="+peerURL, "--initial-cluster-state", "new",
@@ -314,6 +299,46 @@ func TestQuickStartMultiProcess(t *testing.T) {
 		}
 		return ""
 	})
+	return clientAddr, etcdProc
+}
+
+// oneTimePassword waits until the identity service p has printed the
+// bootstrap administrator's one-time password.
+func oneTimePassword(t *testing.T, p *proc) string {
+	t.Helper()
+	var password string
+	eventually(t, 10*time.Second, "the one-time password", []*proc{p}, func() string {
+		for line := range strings.Lines(p.out.String()) {
+			if _, pw, ok := strings.Cut(strings.TrimSpace(line), "one-time password: "); ok {
+				password = pw
+				return ""
+			}
+		}
+		return "not printed yet"
+	})
+	return password
+}
+
+// TestQuickStartMultiProcess is the product quick start with every part of
+// the control plane as its own process: a standalone etcd, `runway serve`
+// quota, workload, two scheduler replicas and nodemanager, and two
+// `runway agent` nodes with 2 simulated GPUs each. team-a and team-b deserve
+// 2 GPUs each; a1 (1), a2 (2) and b1 (1) run, team-a over its quota. b2 (1)
+// reclaims team-b's quota: a1 goes back to PENDING with a PREEMPTED event
+// naming b2, and both queues hold 2 GPUs.
+func TestQuickStartMultiProcess(t *testing.T) {
+	tmp := t.TempDir()
+	agentsDir := filepath.Join(tmp, "agents")
+
+	// Checked last (t.Cleanup is LIFO): every agent has stopped by then.
+	t.Cleanup(func() {
+		work := []string{local.DefaultWorkDir(filepath.Join(agentsDir, "node-1")), local.DefaultWorkDir(filepath.Join(agentsDir, "node-2"))}
+		if left := leftovers(work...); len(left) > 0 {
+			t.Errorf("processes left running in the agents' work directories (killed now): %v", left)
+		}
+	})
+
+	clientAddr, etcdProc := startEtcd(t, filepath.Join(tmp, "etcd"))
 	all := []*proc{etcdProc}
 
 	serve := func(name string, args ...string) (string, *grpc.ClientConn) {
@@ -329,16 +354,7 @@ func TestQuickStartMultiProcess(t *testing.T) {
 	// one-time password; signing in with it (setting a new one) gives the
 	// token every other call carries.
 	identityAddr, identityConn := serve("identity", "identity")
-	var password string
-	eventually(t, 10*time.Second, "the one-time password", all, func() string {
-		for line := range strings.Lines(all[len(all)-1].out.String()) {
-			if _, p, ok := strings.Cut(strings.TrimSpace(line), "one-time password: "); ok {
-				password = p
-				return ""
-			}
-		}
-		return "not printed yet"
-	})
+	password := oneTimePassword(t, all[len(all)-1])
 	login, err := identityv1.NewIdentityServiceClient(identityConn).Login(t.Context(), &identityv1.LoginRequest{
 		Credentials: &identityv1.LoginRequest_Password{Password: &identityv1.PasswordCredentials{
 			User: "admin", Password: password, NewPassword: "the administrator's own password"}}})

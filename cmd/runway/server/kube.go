@@ -44,7 +44,23 @@ type KubeConfig struct {
 	// ReservationImage of the GPU reservation pods (kube's default when
 	// empty).
 	ReservationImage string
+	// QPS and Burst limit the client's requests to the apiserver
+	// (DefaultKubeQPS and DefaultKubeBurst when 0): client-go's own 5/10
+	// would cap the runtime at a few pods a second.
+	QPS   float32
+	Burst int
+	// Workers is how many objects the runtime handles at once
+	// (kube.DefaultWorkers when 0).
+	Workers int
 }
+
+// The client limits of the Kubernetes runtime by default: two writes per
+// pod, and what a large cluster's scheduler is given.
+const (
+	DefaultKubeQPS     = 1000
+	DefaultKubeBurst   = 2000
+	DefaultKubeWorkers = kube.DefaultWorkers
+)
 
 // kubeRuntime returns the function the scheduler runs while it leads: the
 // Kubernetes runtime, creating users' pods' workloads through workloads.
@@ -70,12 +86,19 @@ func kubeRuntime(k KubeConfig, etcd *clientv3.Client, workloads *grpc.ClientConn
 		}
 		tolerations = append(tolerations, t)
 	}
+	rc.QPS, rc.Burst = k.QPS, k.Burst
+	if rc.QPS <= 0 {
+		rc.QPS = DefaultKubeQPS
+	}
+	if rc.Burst <= 0 {
+		rc.Burst = DefaultKubeBurst
+	}
 	cs, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
 	cfg := kube.Config{Kube: cs, Etcd: etcd, Workloads: workloadv1.NewWorkloadServiceClient(workloads),
-		Namespace: k.Namespace, DeleteGrace: k.DeleteGrace, LeaseTTL: k.LeaseTTL, Logger: log,
+		Namespace: k.Namespace, DeleteGrace: k.DeleteGrace, LeaseTTL: k.LeaseTTL, Workers: k.Workers, Logger: log,
 		Tolerations: tolerations, ReservationImage: k.ReservationImage}
 	return func(ctx context.Context) error { return kube.Run(ctx, cfg) }, nil
 }

@@ -88,16 +88,17 @@ func TestChartValidates(t *testing.T) {
 			}
 			kinds[gvk.Kind]++
 		}
-		want := map[string]int{"Deployment": 5, "Service": 5, "ServiceAccount": 2, "ClusterRole": 1, "ClusterRoleBinding": 1,
+		// The five services and the gateway in front of them.
+		want := map[string]int{"Deployment": 6, "Service": 6, "ServiceAccount": 2, "ClusterRole": 1, "ClusterRoleBinding": 1,
 			"Role": 1, "RoleBinding": 1}
 		if name == "local runtime with the agent" {
 			want["DaemonSet"] = 1
 		}
 		if name == "the metrics service" {
-			want["Deployment"], want["Service"] = 6, 6
+			want["Deployment"], want["Service"] = 7, 7
 		}
-		// TLS is on unless turned off: every service and agent serves and
-		// calls with it.
+		// TLS is on unless turned off: every service, the gateway and the
+		// agents serve and call with it.
 		if tlsArgs := strings.Count(string(out), "--tls-cert-file="); (tlsArgs == want["Deployment"]+want["DaemonSet"]) != (name != "plaintext") {
 			t.Errorf("%s: %d services with --tls-cert-file", name, tlsArgs)
 		}

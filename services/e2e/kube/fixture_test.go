@@ -233,7 +233,12 @@ func (e *env) bound(t *testing.T, workload string, n int) []corev1.Pod {
 	return out
 }
 
+// scheduled: bound by the Binding subresource (PodScheduled), or created
+// bound by Runway (a pod of its own, with its node from the start).
 func scheduled(p corev1.Pod) bool {
+	if p.Labels[kube.LabelWorkload] != "" && p.Spec.NodeName != "" {
+		return true
+	}
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue {
 			return true

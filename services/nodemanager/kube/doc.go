@@ -9,8 +9,9 @@
 //	                 node take their GPUs off what is offered
 //	list + watch bindings/ ─► a Pod per bound gang member (schedulerName
 //	                 runway, workload/project labels, requests, RUNWAY_* env),
-//	                 then the Binding subresource; a deleted binding (eviction,
-//	                 lost node) deletes the pod with a grace period
+//	                 created with its node set (one write; a user's pod is
+//	                 bound with the Binding subresource); a deleted binding
+//	                 (eviction, lost node) deletes the pod with a grace period
 //	                 (nodes.go: cordon or an untolerated NoSchedule taint is
 //	                 a drain without eviction, NoExecute one with it). The
 //	                 pod waits while a pod of Runway's namespace still holds
@@ -33,7 +34,12 @@
 //	                 pods in Runway's namespace or on that workload's own
 //	                 user pod, so no pod reports another workload's state
 //
-// Every change is a key on one work queue handled by one worker, so the
-// reconcilers need no locks; each reads the informers' caches and the
+// Every change is a key on one work queue (a node, a binding, a pod),
+// handled by Config.Workers workers; the queue never hands one key to two
+// of them, and everything written about a pod is written under the pod's
+// key, so one object's writes keep their order while thousands of pods are
+// written at once. Each reconciler reads the informers' caches and the
 // bindings map, so a missed event is repaired by the next one or a resync.
+// The client's limits (client-go's 5 requests/s by default) are the
+// caller's: `runway serve --kube-api-qps/--kube-api-burst`.
 package kube

@@ -59,7 +59,7 @@ func foreignWorkload(p *corev1.Pod) string {
 // (label runway.io/workload-type: workspace|training|inference).
 func (r *runtime) ensureForeign(ctx context.Context, p *corev1.Pod) error {
 	name := foreignWorkload(p)
-	if r.created[name] || p.DeletionTimestamp != nil {
+	if r.isCreated(name) || p.DeletionTimestamp != nil {
 		return nil
 	}
 	spec, err := foreignSpec(p)
@@ -87,14 +87,14 @@ func (r *runtime) ensureForeign(ctx context.Context, p *corev1.Pod) error {
 	})
 	switch status.Code(err) {
 	case codes.OK, codes.AlreadyExists:
-		r.created[name] = true
+		r.setCreated(name, true)
 		r.log.Info("kubernetes runtime: pod scheduled as a workload", "pod", p.Namespace+"/"+p.Name, "workload", name)
 		return nil
 	case codes.InvalidArgument, codes.NotFound, codes.FailedPrecondition, codes.PermissionDenied:
 		// The pod asks for something Runway refuses (no such project, a bad
 		// request): retrying does not help; it stays Pending.
 		r.log.Warn("kubernetes runtime: pod's workload refused", "pod", p.Namespace+"/"+p.Name, "err", err)
-		r.created[name] = true
+		r.setCreated(name, true)
 		return nil
 	}
 	return fmt.Errorf("create workload %s for pod %s/%s: %w", name, p.Namespace, p.Name, err)
@@ -165,6 +165,22 @@ func (r *runtime) deleteForeign(ctx context.Context, name string) error {
 	if err != nil && status.Code(err) != codes.NotFound {
 		return fmt.Errorf("delete workload %s of a deleted pod: %w", name, err)
 	}
-	delete(r.created, name)
+	r.setCreated(name, false)
 	return nil
+}
+
+func (r *runtime) isCreated(name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.created[name]
+}
+
+func (r *runtime) setCreated(name string, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if ok {
+		r.created[name] = true
+	} else {
+		delete(r.created, name)
+	}
 }

@@ -56,8 +56,10 @@ func (r *runtime) renewLease(ctx context.Context) error {
 		return err
 	}
 	r.log.Warn("kubernetes runtime: nodes' lease lost; registering every node again")
+	r.mu.Lock()
 	r.lease = lease
 	clear(r.registered)
+	r.mu.Unlock()
 	go r.keepAlive(ctx, lease)
 	nodes, err := r.nodes.List(everything)
 	if err != nil {
@@ -79,10 +81,13 @@ func (r *runtime) syncNode(ctx context.Context, name string) error {
 	}
 	kn, err := r.nodes.Get(name)
 	if apierrors.IsNotFound(err) {
-		if _, ok := r.registered[id]; !ok {
+		r.mu.Lock()
+		_, ok := r.registered[id]
+		delete(r.registered, id)
+		r.mu.Unlock()
+		if !ok {
 			return nil
 		}
-		delete(r.registered, id)
 		_, err := r.cfg.Etcd.Txn(ctx).Then(
 			clientv3.OpDelete(etcdstore.PrefixNodes+id), clientv3.OpDelete(etcdstore.PrefixLeases+id)).Commit()
 		return err
@@ -91,7 +96,9 @@ func (r *runtime) syncNode(ctx context.Context, name string) error {
 		return err
 	}
 	n := r.nodeOf(kn, id)
+	r.mu.Lock()
 	old := r.registered[id]
+	r.mu.Unlock()
 	if old != nil {
 		n.Uid, n.CreateTime, n.ReadinessChangeTime = old.Uid, old.CreateTime, old.ReadinessChangeTime
 		if n.Readiness != old.Readiness {
@@ -105,10 +112,12 @@ func (r *runtime) syncNode(ctx context.Context, name string) error {
 		n.Uid, n.CreateTime, n.ReadinessChangeTime = nodemanager.NewUID(), timestamppb.Now(), timestamppb.Now()
 	}
 	n.UpdateTime, n.HeartbeatTime = timestamppb.Now(), timestamppb.Now()
-	if err := nodemanager.RegisterNode(ctx, r.cfg.Etcd, n, r.lease); err != nil {
+	if err := nodemanager.RegisterNode(ctx, r.cfg.Etcd, n, r.leaseID()); err != nil {
 		return err
 	}
+	r.mu.Lock()
 	r.registered[id] = n
+	r.mu.Unlock()
 	return nil
 }
 
@@ -208,13 +217,13 @@ func readiness(kn *corev1.Node) (nodemanagerv1.Readiness, string) {
 // foreignUse sums the requests of the live pods other schedulers placed on
 // the node (milli-CPU, bytes, GPUs).
 func (r *runtime) foreignUse(node string) (cpu, mem, gpus int64) {
-	pods, err := r.pods.List(everything)
+	objs, err := r.podIdx.ByIndex(indexPodNode, node)
 	if err != nil {
 		return 0, 0, 0
 	}
-	for _, p := range pods {
-		if p.Spec.NodeName != node || p.Spec.SchedulerName == SchedulerName ||
-			p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+	for _, o := range objs {
+		p := o.(*corev1.Pod)
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
 		for _, c := range p.Spec.Containers {

@@ -60,7 +60,7 @@ func (r *runtime) syncBinding(ctx context.Context, key string) error {
 		}
 	}
 	if pod == nil {
-		if pod, err = r.createPod(ctx, b, uuids); err != nil || pod == nil {
+		if pod, err = r.createPod(ctx, b, target, uuids); err != nil || pod == nil {
 			return err
 		}
 		if pod.DeletionTimestamp != nil || pod.Spec.NodeName != "" {
@@ -111,24 +111,26 @@ func (r *runtime) podOf(b binding) (*corev1.Pod, error) {
 	return p, err
 }
 
-// syncPodsOf brings every pod that names the binding up to date.
-func (r *runtime) syncPodsOf(ctx context.Context, key string) error {
+// syncPodsOf queues every pod that names the binding, to be brought up to
+// date under its own key: a pod's reports and deletion are written by one
+// worker at a time, in order.
+func (r *runtime) syncPodsOf(_ context.Context, key string) error {
 	objs, err := r.podIdx.ByIndex(indexBinding, key)
 	if err != nil {
 		return err
 	}
 	for _, o := range objs {
 		p := o.(*corev1.Pod)
-		if err := r.syncPod(ctx, p.Namespace+"/"+p.Name); err != nil {
-			return err
-		}
+		r.queue.Add(kindPod + ":" + p.Namespace + "/" + p.Name)
 	}
 	return nil
 }
 
-// createPod creates the pod of a binding from its workload's spec; nil
-// when the workload is a user's pod's, which is gone.
-func (r *runtime) createPod(ctx context.Context, b binding, uuids []string) (*corev1.Pod, error) {
+// createPod creates the pod of a binding from its workload's spec, bound
+// to its node already (one write where a create and a Binding would be
+// two, which is most of what the apiserver spends per pod); nil when the
+// workload is a user's pod's, which is gone.
+func (r *runtime) createPod(ctx context.Context, b binding, node string, uuids []string) (*corev1.Pod, error) {
 	c := etcdstore.NewCollection(r.cfg.Etcd, etcdstore.PrefixWorkloads, func() *workloadv1.Workload { return new(workloadv1.Workload) })
 	it, err := c.Get(ctx, b.Project+"/"+b.Workload)
 	if err != nil {
@@ -141,6 +143,7 @@ func (r *runtime) createPod(ctx context.Context, b binding, uuids []string) (*co
 	}
 	pod := podSpec(r.cfg.Namespace, b, it.Msg.GetSpec(), uuids)
 	pod.Spec.Tolerations = r.cfg.Tolerations
+	pod.Spec.NodeName = node
 	created, err := r.cfg.Kube.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		return r.cfg.Kube.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
@@ -270,7 +273,10 @@ func (r *runtime) deletePod(ctx context.Context, p *corev1.Pod, after time.Durat
 func (r *runtime) report(ctx context.Context, bkey string, b binding, p *corev1.Pod) error {
 	state, code, msg := stateOf(p)
 	seen := bkey + "@" + strconv.FormatInt(b.rev, 10)
-	if state == workloadv1.PodState_POD_STATE_UNSPECIFIED || r.reported[seen] == state {
+	r.mu.Lock()
+	last := r.reported[seen]
+	r.mu.Unlock()
+	if state == workloadv1.PodState_POD_STATE_UNSPECIFIED || last == state {
 		return nil
 	}
 	if len(msg) > 1024 {
@@ -283,7 +289,9 @@ func (r *runtime) report(ctx context.Context, bkey string, b binding, p *corev1.
 	if err != nil {
 		return fmt.Errorf("run report of %s: %w", bkey, err)
 	}
+	r.mu.Lock()
 	r.reported[seen] = state
+	r.mu.Unlock()
 	return nil
 }
 

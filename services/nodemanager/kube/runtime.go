@@ -32,6 +32,10 @@ const (
 	DefaultNamespace   = "runway"
 	DefaultLeaseTTL    = 10 * time.Second
 	DefaultDeleteGrace = 30 * time.Second
+	// DefaultWorkers: enough concurrent requests to keep an apiserver busy
+	// (its default --max-requests-inflight is 400, 200 of them writes)
+	// without queueing many of them there.
+	DefaultWorkers = 64
 )
 
 // Config is one runtime.
@@ -65,6 +69,10 @@ type Config struct {
 	ReservationImage string
 	// Resync is the informers' resync period (none when 0).
 	Resync time.Duration
+	// Workers is how many queue keys are handled at once (DefaultWorkers
+	// when 0); one key (one pod, binding or node) is never handled by two
+	// workers at once, so each object's writes keep their order.
+	Workers int
 	// Logger; slog.Default() when nil.
 	Logger *slog.Logger
 }
@@ -87,6 +95,9 @@ func (cfg *Config) check() error {
 	if cfg.DeleteGrace <= 0 {
 		cfg.DeleteGrace = DefaultDeleteGrace
 	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = DefaultWorkers
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -104,6 +115,7 @@ const (
 	indexNodeID  = "runwayNodeID"
 	indexBinding = "runwayBinding"
 	indexForeign = "runwayWorkload"
+	indexPodNode = "runwayPodNode"
 )
 
 // binding is one binding the watch delivered, with its create revision.
@@ -113,8 +125,9 @@ type binding struct {
 	rev int64
 }
 
-// runtime is one Run's state; only the worker goroutine touches the maps,
-// except bindings (under mu), which the watch goroutine keeps.
+// runtime is one Run's state. The work queue hands a key to one worker at a
+// time, so all writes about one object are in order; the maps that workers
+// share are under mu.
 type runtime struct {
 	cfg   Config
 	log   *slog.Logger
@@ -127,10 +140,10 @@ type runtime struct {
 	mu       sync.Mutex
 	bindings map[string]binding // by key below PrefixBindings, written by the watch goroutine
 
-	lease      clientv3.LeaseID
-	registered map[string]*nodemanagerv1.Node // by node id: what was last written
-	reported   map[string]workloadv1.PodState // by binding key "@" create revision
-	created    map[string]bool                // users' pods' workloads created, by name
+	lease      clientv3.LeaseID               // under mu
+	registered map[string]*nodemanagerv1.Node // under mu, by node id: what was last written
+	reported   map[string]workloadv1.PodState // under mu, by binding key "@" create revision
+	created    map[string]bool                // under mu, users' pods' workloads created, by name
 }
 
 // Run registers the cluster's nodes and runs Runway's bindings as pods
@@ -172,6 +185,13 @@ func Run(ctx context.Context, cfg Config) error {
 			}
 			return nil, nil
 		},
+		// Other schedulers' pods by node: what they hold of it (foreignUse).
+		indexPodNode: func(obj any) ([]string, error) {
+			if p := obj.(*corev1.Pod); p.Spec.NodeName != "" && p.Spec.SchedulerName != SchedulerName {
+				return []string{p.Spec.NodeName}, nil
+			}
+			return nil, nil
+		},
 	}); err != nil {
 		return err
 	}
@@ -203,7 +223,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	r.lease = lease
+	r.setLease(lease)
 	rev, err := r.listBindings(ctx)
 	if err != nil {
 		return err
@@ -211,7 +231,7 @@ func Run(ctx context.Context, cfg Config) error {
 	go r.watchBindings(ctx, rev+1)
 	go r.keepAlive(ctx, lease)
 	go r.watchProjects(ctx)
-	r.log.Info("kubernetes runtime: started", "namespace", cfg.Namespace)
+	r.log.Info("kubernetes runtime: started", "namespace", cfg.Namespace, "workers", cfg.Workers)
 	// Every object once: nodes registered, bindings run, stale pods deleted.
 	for _, n := range nodeInf.Informer().GetStore().ListKeys() {
 		r.queue.Add(kindNode + ":" + n)
@@ -223,8 +243,14 @@ func Run(ctx context.Context, cfg Config) error {
 		<-ctx.Done()
 		r.queue.ShutDown()
 	}()
-	for r.next(ctx) {
+	var wg sync.WaitGroup
+	for range cfg.Workers {
+		wg.Go(func() {
+			for r.next(ctx) {
+			}
+		})
 	}
+	wg.Wait()
 	return ctx.Err()
 }
 
@@ -319,6 +345,18 @@ func (r *runtime) deleteBinding(key string) {
 			r.queue.Add(kindPod + ":" + r.cfg.Namespace + "/" + reservationName(node, d))
 		}
 	}
+}
+
+func (r *runtime) setLease(l clientv3.LeaseID) {
+	r.mu.Lock()
+	r.lease = l
+	r.mu.Unlock()
+}
+
+func (r *runtime) leaseID() clientv3.LeaseID {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lease
 }
 
 // binding returns the binding at key.
