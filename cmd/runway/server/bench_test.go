@@ -101,22 +101,28 @@ func (h etcdAddr) Handle(_ context.Context, r slog.Record) error {
 // to the last binding stored) and cpu-us/submit: the CPU time (user and
 // system) of this process (services, etcd, agents) over the timed part per
 // submit, which a machine loaded by others stretches less than the wall
-// time (the pods' own processes are not in it).
+// time (the pods' own processes are not in it). With agents, started/s
+// runs the clock on until every pod's agent has reported it running (its
+// run record under etcdstore.PrefixRuns): bound and started.
 func BenchmarkSubmitEndToEnd(b *testing.B) {
 	b.Run("agents=0", func(b *testing.B) { benchEndToEnd(b, false) })
 	b.Run(fmt.Sprintf("agents=%d", benchNodes), func(b *testing.B) { benchEndToEnd(b, true) })
 }
 
 func benchEndToEnd(b *testing.B, agents bool) {
-	var total, creating, cpu time.Duration
+	var total, creating, started, cpu time.Duration
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		c, e, u := benchSubmit(b, agents)
+		c, e, s, u := benchSubmit(b, agents)
 		total += c + e
 		creating += c
+		started += s
 		cpu += u
 	}
 	n := float64(b.N * benchSubmits)
+	if agents {
+		b.ReportMetric(n/started.Seconds(), "started/s")
+	}
 	b.ReportMetric(float64(cpu.Microseconds())/n, "cpu-us/submit")
 	b.ReportMetric(n/total.Seconds(), "submits/s")
 	b.ReportMetric(n/creating.Seconds(), "create-submits/s")
@@ -126,9 +132,10 @@ func benchEndToEnd(b *testing.B, agents bool) {
 
 // benchSubmit runs one iteration; the timer is stopped on entry and
 // started around the measured part. It returns the time the creates took,
-// the time from then until every binding was stored, and the CPU time the
-// process used meanwhile.
-func benchSubmit(b *testing.B, agents bool) (creating, binding, cpu time.Duration) {
+// the time from then until every binding was stored, the time from the
+// first submit until every pod was reported running (with agents), and
+// the CPU time the process used until the bindings were stored.
+func benchSubmit(b *testing.B, agents bool) (creating, binding, started, cpu time.Duration) {
 	dir := b.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -197,8 +204,8 @@ func benchSubmit(b *testing.B, agents bool) (creating, binding, cpu time.Duratio
 			Gpu: &quotav1.GpuQuota{DeservedMilliGpus: &deserved}}}}}); err != nil {
 		b.Fatalf("CreateProject: %v", err)
 	}
-	bindings := func() int64 {
-		r, err := cli.Get(ctx, etcdstore.PrefixBindings, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	count := func(prefix string) int64 {
+		r, err := cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -235,14 +242,21 @@ func benchSubmit(b *testing.B, agents bool) (creating, binding, cpu time.Duratio
 	for err := range errs {
 		b.Fatal(err)
 	}
-	for deadline := time.Now().Add(120 * time.Second); bindings() < int64(benchSubmits); time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(120 * time.Second); count(etcdstore.PrefixBindings) < int64(benchSubmits); time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			b.Fatalf("%d of %d bindings stored after 120s", bindings(), benchSubmits)
+			b.Fatalf("%d of %d bindings stored after 120s", count(etcdstore.PrefixBindings), benchSubmits)
 		}
 	}
 	end, cpu1 := time.Now(), processCPU(b)
+	if agents {
+		for deadline := time.Now().Add(120 * time.Second); count(etcdstore.PrefixRuns) < int64(benchSubmits); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				b.Fatalf("%d of %d pods reported running after 120s", count(etcdstore.PrefixRuns), benchSubmits)
+			}
+		}
+	}
 	b.StopTimer()
-	return created.Sub(start), end.Sub(created), cpu1 - cpu0
+	return created.Sub(start), end.Sub(created), time.Since(start), cpu1 - cpu0
 }
 
 // processCPU is this process's user and system CPU time so far.

@@ -347,6 +347,7 @@ func TestRunner_CPUGrows(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(p.Kill) // a failed wait must not leave it spinning
 		var last time.Duration
 		for i := range 3 {
 			eventually(t, fmt.Sprintf("%s: CPU read %d above %v", r.Tracking(), i, last), func() bool {
@@ -377,10 +378,12 @@ func TestRunner_Usage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(busy.Kill) // a failed wait must not leave it spinning
 		idle, err := r.Start(local.Spec{ID: "idle", Command: []string{"sleep", "300"}})
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(idle.Kill)
 		var u []local.Usage
 		eventually(t, r.Tracking()+": 200 ms of CPU and 64 MiB", func() bool {
 			u = r.Usage(busy, idle)
