@@ -548,7 +548,8 @@ describe('web UI against runway dev', () => {
     await expect(shared.textContent()).resolves.toMatch(/team-a\/half-1 pod 0 \(50%\).*team-a\/half-2 pod 0 \(50%\)/)
     await expect(shared.getByRole('img').getAttribute('aria-label')).resolves.toBe('100% held')
     // team-b's two GPUs: their holders are hidden from her, and not links.
-    await expect(page.locator('.hidden-holder').count()).resolves.toBe(2)
+    // The map fills in as the nodes' holders arrive: wait for both.
+    await expect.poll(() => page.locator('.hidden-holder').count(), { timeout: 15_000 }).toBe(2)
     await expect(page.getByRole('link', { name: /^-\/-$|a workload you may not view/ }).count()).resolves.toBe(0)
     await check('19-nodes-shared-gpu')
   })
