@@ -83,7 +83,7 @@ grep -q -- '--metrics-listen' "$out/nometrics.yaml" && fail "metrics.enabled=fal
 "$helm" template rw "$chart" --set metricsService.enabled=true --set metricsService.prometheusUrl=http://prometheus:9090 \
   --set metricsService.s3.endpoint=https://s3.example.com --set metricsService.s3.caSecret=s3-ca >"$out/metricssvc.yaml"
 m=$out/metricssvc.yaml
-[ "$(grep -c '^kind: Deployment' "$m")" = 6 ] || fail "metricsService: want 6 Deployments"
+[ "$(grep -c '^kind: Deployment' "$m")" = 7 ] || fail "metricsService: want 7 Deployments (6 services and the gateway)"
 has "$m" "name: rw-runway-metrics"
 for a in "- metrics" "- --prometheus-url=http://prometheus:9090" "- --blob-s3-endpoint=https://s3.example.com" \
   "- --blob-s3-bucket=runway-reports" "- --blob-s3-access-key-file=/etc/runway/s3/access-key" \
