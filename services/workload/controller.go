@@ -26,9 +26,9 @@ import (
 // status, so that the workloads prefix keeps one writer (this service):
 //
 //   - bindings (`bindings/{node}/{project}.{workload}.{pod}`, the
-//     scheduler's): newly bound pods fold SCHEDULED (RUNNING once min pods
-//     are bound, as Fold defines); status.pods, nodes, node_pool (the
-//     nodes' pool, from `nodes/`) and the allocated GPUs, CPU and memory
+//     scheduler's): newly bound pods fold SCHEDULED (still PENDING, with
+//     the reason STARTING, until min pods are reported running);
+//     status.pods, nodes, node_pool (the nodes' pool, from `nodes/`) and the allocated GPUs, CPU and memory
 //     (the spec's per pod) follow the bound set; a workload whose bindings are all
 //     gone without an event is Released (STOPPED when suspended);
 //   - evictions (`evictions/{project}/{workload}/{unixnano}-{n}`, PREEMPTED
@@ -40,7 +40,8 @@ import (
 //     PENDING workload's status.pending_reasons by FoldReasons; they are
 //     cleared when it is scheduled, stopped or finished (Fold);
 //   - run reports (`runs/{node}/{project}.{workload}.{pod}`, the node
-//     agents'): pods reported RUNNING fold STARTED; once every bound pod
+//     agents'): pods reported RUNNING fold STARTED (RUNNING once min
+//     pods run, as Fold defines: bound is not running); once every bound pod
 //     (at least the requested pods) has ended, FINISHED (COMPLETED when
 //     every pod exited 0, FAILED otherwise). A report counts only when it
 //     is newer than its pod's binding (ModRevision > the binding's

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,6 +64,14 @@ func (e *env) bind(t *testing.T, node, project, id string, pod int32) {
 	if _, err := etcdstore.NewBatch(e.etcd.Client).Put(bindingKey(node, project, id, pod), ps).Commit(t.Context()); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// bindRunning binds a pod and then reports it RUNNING, as its node agent
+// does once the process started: the workload runs only then.
+func (e *env) bindRunning(t *testing.T, node, project, id string, pod int32) {
+	t.Helper()
+	e.bind(t, node, project, id, pod)
+	e.report(t, node, project, id, pod, workloadv1.PodState_POD_STATE_RUNNING, 0)
 }
 
 func bindingKey(node, project, id string, pod int32) string {
@@ -147,31 +156,38 @@ func TestController_BindRunFinish(t *testing.T) {
 		t.Errorf("phase with 1 of 2 pods bound %v, want PENDING", p)
 	}
 	e.bind(t, "n2", "team-a", "train", 1)
+	got = e.await(t, w.GetName(), "both pods bound", func(w *workloadv1.Workload) bool { return w.GetStatus().GetRunningPods() == 2 })
+	// Bound is not running: without a run report it stays PENDING and says why.
+	if st := got.GetStatus(); st.GetPhase() != workloadv1.WorkloadPhase_WORKLOAD_PHASE_PENDING || st.GetStartTime() != nil ||
+		len(st.GetPendingReasons()) != 1 || st.GetPendingReasons()[0].GetCheck() != workloadv1.PendingCheck_PENDING_CHECK_STARTING ||
+		!strings.Contains(st.GetPendingReasons()[0].GetMessage(), "0 of 2 running; waiting for pod 0 on n1, 1 on n2") {
+		t.Errorf("bound, not started: phase %v, start %v, reasons %v; want PENDING with STARTING naming both pods", st.GetPhase(), st.GetStartTime(), st.GetPendingReasons())
+	}
+	e.report(t, "n1", "team-a", "train", 0, workloadv1.PodState_POD_STATE_RUNNING, 0)
+	got = e.await(t, w.GetName(), "one started", func(w *workloadv1.Workload) bool { return slices.Contains(eventTypes(w), evStarted) })
+	if st := got.GetStatus(); st.GetPhase() != workloadv1.WorkloadPhase_WORKLOAD_PHASE_PENDING ||
+		!strings.Contains(st.GetPendingReasons()[0].GetMessage(), "1 of 2 running; waiting for pod 1 on n2") {
+		t.Errorf("1 of 2 started: phase %v, reasons %v; want PENDING waiting for pod 1", st.GetPhase(), st.GetPendingReasons())
+	}
+	e.report(t, "n2", "team-a", "train", 1, workloadv1.PodState_POD_STATE_RUNNING, 0)
 	got = e.await(t, w.GetName(), "running", phaseIs(workloadv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING))
 	st := got.GetStatus()
 	if st.GetRunningPods() != 2 || !slices.Equal(st.GetNodes(), []string{"nodes/n1", "nodes/n2"}) ||
 		st.GetAllocatedMilliGpus() != 2000 || len(st.GetPods()) != 2 || st.GetStartTime() == nil {
 		t.Errorf("running status %v", st)
 	}
-	if want := []workloadv1.WorkloadEventType{evSubmitted, evScheduled, evScheduled}; !slices.Equal(eventTypes(got), want) {
+	if len(st.GetPendingReasons()) != 0 {
+		t.Errorf("running with pending reasons %v", st.GetPendingReasons())
+	}
+	if want := []workloadv1.WorkloadEventType{evSubmitted, evScheduled, evScheduled, evStarted, evStarted}; !slices.Equal(eventTypes(got), want) {
 		t.Errorf("events %v, want %v", eventTypes(got), want)
 	}
 
-	// A restart re-folds the same bindings: nothing is added.
+	// A restart re-folds the same bindings and reports: nothing is added.
 	stop()
 	e.runController(t)
 	e.stable(t, got)
 
-	e.report(t, "n1", "team-a", "train", 0, workloadv1.PodState_POD_STATE_RUNNING, 0)
-	e.report(t, "n2", "team-a", "train", 1, workloadv1.PodState_POD_STATE_RUNNING, 0)
-	got = e.await(t, w.GetName(), "both started", func(w *workloadv1.Workload) bool {
-		for _, p := range w.GetStatus().GetPods() {
-			if p.GetState() != workloadv1.PodState_POD_STATE_RUNNING {
-				return false
-			}
-		}
-		return true
-	})
 	e.report(t, "n1", "team-a", "train", 0, workloadv1.PodState_POD_STATE_SUCCEEDED, 0)
 	e.report(t, "n2", "team-a", "train", 1, workloadv1.PodState_POD_STATE_SUCCEEDED, 0)
 	got = e.await(t, w.GetName(), "completed", phaseIs(workloadv1.WorkloadPhase_WORKLOAD_PHASE_COMPLETED))
@@ -191,7 +207,7 @@ func TestController_FailedExitCode(t *testing.T) {
 	e.addProjects(t, "team-a")
 	w := e.create(t, "team-a", "job", training())
 	e.runController(t)
-	e.bind(t, "n1", "team-a", "job", 0)
+	e.bindRunning(t, "n1", "team-a", "job", 0)
 	e.await(t, w.GetName(), "running", phaseIs(workloadv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING))
 	e.report(t, "n1", "team-a", "job", 0, workloadv1.PodState_POD_STATE_SUCCEEDED, 3)
 	got := e.await(t, w.GetName(), "failed", phaseIs(workloadv1.WorkloadPhase_WORKLOAD_PHASE_FAILED))
@@ -207,7 +223,7 @@ func TestController_FailedPodReasonInEvent(t *testing.T) {
 	e.addProjects(t, "team-a")
 	w := e.create(t, "team-a", "job", training())
 	e.runController(t)
-	e.bind(t, "n1", "team-a", "job", 0)
+	e.bindRunning(t, "n1", "team-a", "job", 0)
 	e.await(t, w.GetName(), "running", phaseIs(workloadv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING))
 	const why = "Out of GPU memory: the pod used 46.6 GiB on GPU 1, over its slice of 40.0 GiB; the node agent ended it."
 	rep := &nodemanagerv1.ReportWorkloadStateRequest{Node: "nodes/n1", Workload: w.GetName(), PodIndex: 0,
@@ -227,7 +243,7 @@ func TestController_EvictionConsumedOnce(t *testing.T) {
 	e.addProjects(t, "team-a")
 	w := e.create(t, "team-a", "train", training())
 	stop := e.runController(t)
-	e.bind(t, "n1", "team-a", "train", 0)
+	e.bindRunning(t, "n1", "team-a", "train", 0)
 	e.await(t, w.GetName(), "running", phaseIs(workloadv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING))
 
 	// The scheduler's eviction: the binding deleted and the event put in one
@@ -263,12 +279,12 @@ func TestController_EvictionConsumedOnce(t *testing.T) {
 	e.stable(t, got)
 
 	// Bound again after the eviction: SCHEDULED once more, count kept.
-	e.bind(t, "n2", "team-a", "train", 0)
+	e.bindRunning(t, "n2", "team-a", "train", 0)
 	got = e.await(t, w.GetName(), "running again", phaseIs(workloadv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING))
 	if got.GetStatus().GetPreemptionCount() != 1 || !slices.Equal(got.GetStatus().GetNodes(), []string{"nodes/n2"}) {
 		t.Errorf("rebound status %v", got.GetStatus())
 	}
-	want := []workloadv1.WorkloadEventType{evSubmitted, evScheduled, evPreempted, evScheduled}
+	want := []workloadv1.WorkloadEventType{evSubmitted, evScheduled, evStarted, evPreempted, evScheduled, evStarted}
 	if !slices.Equal(eventTypes(got), want) {
 		t.Errorf("events %v, want %v", eventTypes(got), want)
 	}
@@ -279,7 +295,7 @@ func TestController_SuspendedReleased(t *testing.T) {
 	e.addProjects(t, "team-a")
 	w := e.create(t, "team-a", "nb", training())
 	e.runController(t)
-	e.bind(t, "n1", "team-a", "nb", 0)
+	e.bindRunning(t, "n1", "team-a", "nb", 0)
 	e.await(t, w.GetName(), "running", phaseIs(workloadv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING))
 	if _, err := e.client.SuspendWorkload(t.Context(), &workloadv1.SuspendWorkloadRequest{Name: w.GetName()}); err != nil {
 		t.Fatal(err)
@@ -291,7 +307,7 @@ func TestController_SuspendedReleased(t *testing.T) {
 	if st := got.GetStatus(); st.GetRunningPods() != 0 || len(st.GetNodes()) != 0 || st.GetAllocatedMilliGpus() != 0 {
 		t.Errorf("stopped status %v", st)
 	}
-	if want := []workloadv1.WorkloadEventType{evSubmitted, evScheduled, evSuspended}; !slices.Equal(eventTypes(got), want) {
+	if want := []workloadv1.WorkloadEventType{evSubmitted, evScheduled, evStarted, evSuspended}; !slices.Equal(eventTypes(got), want) {
 		t.Errorf("events %v, want %v", eventTypes(got), want)
 	}
 }
@@ -379,7 +395,7 @@ func TestController_SkipsUndecodable(t *testing.T) {
 	}
 	reg := prometheus.NewRegistry()
 	e.runControllerWith(t, &fixedClock{}, workload.WithRegisterer(reg))
-	e.bind(t, "n1", "team-a", "train", 0)
+	e.bindRunning(t, "n1", "team-a", "train", 0)
 	e.await(t, w.GetName(), "running despite the garbled values", phaseIs(workloadv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING))
 	// A garbled report of the bound pod (newer than its binding: it counts).
 	if _, err := e.etcd.Client.Put(t.Context(), fmt.Sprintf("%sn1/team-a.train.0", etcdstore.PrefixRuns), "\xff"); err != nil {
@@ -417,8 +433,8 @@ func TestController_FillsPlacement(t *testing.T) {
 		}
 	}
 	e.runController(t)
-	e.bind(t, "n1", "team-a", "train", 0)
-	e.bind(t, "n2", "team-a", "train", 1)
+	e.bindRunning(t, "n1", "team-a", "train", 0)
+	e.bindRunning(t, "n2", "team-a", "train", 1)
 	got := e.await(t, w.GetName(), "running", phaseIs(workloadv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING))
 	if st := got.GetStatus(); st.GetNodePool() != "nodepools/a100" || st.GetAllocatedMilliCpu() != 3000 || st.GetAllocatedMemoryBytes() != 4<<30 {
 		t.Errorf("node pool %q, CPU %d, memory %d; want nodepools/a100, 3000, 4 GiB", st.GetNodePool(), st.GetAllocatedMilliCpu(), st.GetAllocatedMemoryBytes())

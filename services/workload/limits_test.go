@@ -103,7 +103,7 @@ func TestTimeLimit_PreemptedHalfWayResumesWithItsRemainingTime(t *testing.T) {
 		t.Fatalf("limits %v, want the project's 1h time limit copied", l)
 	}
 
-	e.bind(t, "n1", "team-a", "train", 0)
+	e.bindRunning(t, "n1", "team-a", "train", 0)
 	e.await(t, w.GetName(), "running", phaseIs(workloadv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING))
 	clk.advance(30 * time.Minute)
 	e.evict(t, "n1", "team-a", "train")
@@ -114,7 +114,7 @@ func TestTimeLimit_PreemptedHalfWayResumesWithItsRemainingTime(t *testing.T) {
 
 	clk.advance(2 * time.Hour) // pending time does not count
 	e.untouched(t, w.GetName())
-	e.bind(t, "n2", "team-a", "train", 0)
+	e.bindRunning(t, "n2", "team-a", "train", 0)
 	e.await(t, w.GetName(), "running again", phaseIs(workloadv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING))
 	clk.advance(29 * time.Minute)
 	e.untouched(t, w.GetName())
@@ -148,8 +148,8 @@ func TestTimeLimit_OnlyForWorkloadsSubmittedAfterTheRule(t *testing.T) {
 		t.Fatal(err)
 	}
 	after := e.create(t, "team-a", "after", training())
-	e.bind(t, "n1", "team-a", "before", 0)
-	e.bind(t, "n2", "team-a", "after", 0)
+	e.bindRunning(t, "n1", "team-a", "before", 0)
+	e.bindRunning(t, "n2", "team-a", "after", 0)
 	e.await(t, w.GetName(), "running", phaseIs(workloadv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING))
 	e.await(t, after.GetName(), "running", phaseIs(workloadv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING))
 	clk.advance(time.Hour)
@@ -213,7 +213,7 @@ func TestIdleGPULimit_PreemptWhenIdle(t *testing.T) {
 		t.Errorf("workspace stop reason %q", got.GetStatus().GetStopReason())
 	}
 	// Placed again, it starts with fresh pods and a fresh idle time.
-	e.bind(t, "n3", "team-a", "train", 0)
+	e.bindRunning(t, "n3", "team-a", "train", 0)
 	e.await(t, train.GetName(), "train running again", phaseIs(workloadv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING))
 	e.untouched(t, train.GetName())
 }

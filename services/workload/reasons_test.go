@@ -38,6 +38,13 @@ func TestController_PendingReasons(t *testing.T) {
 		Put(bindingKey("n1", "team-a", "train", 0), ps).Commit(t.Context()); err != nil {
 		t.Fatal(err)
 	}
+	// Bound, not yet started: the scheduler's reasons give way to STARTING.
+	got = e.await(t, w.GetName(), "bound", func(w *workloadv1.Workload) bool { return w.GetStatus().GetRunningPods() == 1 })
+	if rs := got.GetStatus().GetPendingReasons(); got.GetStatus().GetPhase() != workloadv1.WorkloadPhase_WORKLOAD_PHASE_PENDING ||
+		len(rs) != 1 || rs[0].GetCheck() != workloadv1.PendingCheck_PENDING_CHECK_STARTING {
+		t.Errorf("bound, not started: phase %v, reasons %v; want PENDING with STARTING only", got.GetStatus().GetPhase(), rs)
+	}
+	e.report(t, "n1", "team-a", "train", 0, workloadv1.PodState_POD_STATE_RUNNING, 0)
 	got = e.await(t, w.GetName(), "running", phaseIs(workloadv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING))
 	if rs := got.GetStatus().GetPendingReasons(); len(rs) != 0 {
 		t.Errorf("pending reasons of a running workload: %v", rs)

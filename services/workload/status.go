@@ -1,7 +1,9 @@
 package workload
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -35,9 +37,10 @@ func NewEvent(typ workloadv1.WorkloadEventType, at time.Time, message string) *w
 //	SUBMITTED  phase PENDING, or STOPPED when spec.suspended; requested_pods
 //	           from the spec; pending reason NOT_YET_CONSIDERED unless stopped.
 //	SCHEDULED  running_pods += ev.pods and ev.nodes join nodes; pending
-//	           reasons cleared; RUNNING (start_time = ev.time) once
-//	           running_pods reaches min_pods.
-//	STARTED    history only: the pods' states say which run.
+//	           reasons cleared; then as STARTED.
+//	STARTED    RUNNING (start_time = ev.time) once min_pods of status.pods
+//	           are reported running; until then a PENDING workload with
+//	           bound pods has the one reason STARTING, naming them.
 //	PREEMPTED  ev.pods 0 or >= running_pods: the whole workload is evicted,
 //	           its placement cleared, preemption_count + 1, back to PENDING
 //	           (STOPPED when suspended); otherwise running_pods -= ev.pods.
@@ -84,10 +87,9 @@ func Fold(w *workloadv1.Workload, ev *workloadv1.WorkloadEvent) {
 		st.RunningPods += ev.GetPods()
 		st.Nodes = mergeSorted(st.Nodes, ev.GetNodes())
 		st.PendingReasons = nil
-		if st.Phase != workloadv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING && st.RunningPods >= clusterproto.EffectiveMinPods(w.GetSpec()) {
-			st.Phase = workloadv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING
-			st.StartTime = ev.GetTime()
-		}
+		startOrWait(w, ev)
+	case workloadv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_STARTED:
+		startOrWait(w, ev)
 	case workloadv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_PREEMPTED:
 		if ev.GetPods() == 0 || ev.GetPods() >= st.RunningPods {
 			// A consolidation move is bound again by the same plan: the event
@@ -125,6 +127,42 @@ func Fold(w *workloadv1.Workload, ev *workloadv1.WorkloadEvent) {
 		st.PendingReasons = nil
 		st.EndTime = ev.GetTime()
 	}
+}
+
+// startOrWait moves a workload whose pods are bound to RUNNING once
+// min_pods of them run (as the node agent or the kubelet reports it): bound
+// is not running, a pod may wait on its node for a long time. Until then a
+// PENDING workload says what it waits for.
+func startOrWait(w *workloadv1.Workload, ev *workloadv1.WorkloadEvent) {
+	st := w.Status
+	if st.Phase == workloadv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING {
+		return
+	}
+	minPods := clusterproto.EffectiveMinPods(w.GetSpec())
+	var running int32
+	var waiting []string
+	for _, p := range st.GetPods() {
+		if s := p.GetState(); s == workloadv1.PodState_POD_STATE_RUNNING || s == workloadv1.PodState_POD_STATE_SUCCEEDED {
+			running++ // a pod that exited 0 has run
+		} else {
+			waiting = append(waiting, fmt.Sprintf("%d on %s", p.GetIndex(), strings.TrimPrefix(p.GetNode(), "nodes/")))
+		}
+	}
+	if running >= minPods && running > 0 {
+		st.Phase = workloadv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING
+		st.StartTime = ev.GetTime()
+		st.PendingReasons = nil
+		return
+	}
+	if st.Phase != workloadv1.WorkloadPhase_WORKLOAD_PHASE_PENDING || len(waiting) == 0 {
+		return
+	}
+	st.PendingReasons = []*workloadv1.PendingReason{{
+		Check:    workloadv1.PendingCheck_PENDING_CHECK_STARTING,
+		NodePool: st.GetNodePool(),
+		Message: fmt.Sprintf("Bound, waiting for the pods to start (%d of %d running; waiting for pod %s).",
+			running, minPods, strings.Join(waiting, ", ")),
+	}}
 }
 
 // Released records that every pod of w is gone without an event of its own

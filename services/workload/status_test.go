@@ -56,8 +56,19 @@ func TestFold(t *testing.T) {
 		suspendAt  int // fold events after setting spec.suspended from this index; -1 never
 		events     []*workloadv1.WorkloadEvent
 		podsBefore []*workloadv1.PodStatus // status.pods set before the last event
+		// notStarted: the pods a SCHEDULED event binds are not yet reported
+		// running (by default they are, as the controller sets status.pods
+		// before it folds the event).
+		notStarted bool
 		want       *workloadv1.WorkloadStatus
 	}{
+		"bound pods that do not run yet leave it pending, saying so": {
+			spec: gang, suspendAt: -1, notStarted: true, events: []*workloadv1.WorkloadEvent{
+				event(submittedEv, 0, 0), event(scheduledEv, 1, 2, "nodes/n1")},
+			want: &workloadv1.WorkloadStatus{Phase: pending, RequestedPods: 4, RunningPods: 2, Nodes: []string{"nodes/n1"},
+				PendingReasons: []*workloadv1.PendingReason{{Check: workloadv1.PendingCheck_PENDING_CHECK_STARTING,
+					Message: "Bound, waiting for the pods to start (0 of 2 running; waiting for pod 0 on n1, 1 on n1)."}}},
+		},
 		"a submitted workload waits for a cycle": {
 			spec: gang, suspendAt: -1, events: []*workloadv1.WorkloadEvent{event(submittedEv, 0, 0)},
 			want: &workloadv1.WorkloadStatus{Phase: pending, RequestedPods: 4, PendingReasons: waiting},
@@ -151,11 +162,24 @@ func TestFold(t *testing.T) {
 				if i == len(tc.events)-1 && tc.podsBefore != nil {
 					w.Status.Pods = tc.podsBefore
 				}
+				if ev.GetType() == scheduledEv && !workload.IsFinal(w.GetStatus().GetPhase()) {
+					state := workloadv1.PodState_POD_STATE_RUNNING
+					if tc.notStarted {
+						state = workloadv1.PodState_POD_STATE_BOUND
+					}
+					for range ev.GetPods() {
+						w.Status.Pods = append(w.Status.Pods, &workloadv1.PodStatus{Index: int32(len(w.Status.Pods)), Node: ev.GetNodes()[0], State: state})
+					}
+				}
 				workload.Fold(w, ev)
 			}
 			tc.want.Events = tc.events
-			if diff := cmp.Diff(tc.want, w.GetStatus(), protocmp.Transform()); diff != "" {
+			// status.pods is this test's input (the controller's); Fold only clears it.
+			if diff := cmp.Diff(tc.want, w.GetStatus(), protocmp.Transform(), protocmp.IgnoreFields(&workloadv1.WorkloadStatus{}, "pods")); diff != "" {
 				t.Errorf("status (-want +got):\n%s", diff)
+			}
+			if tc.want.GetRunningPods() == 0 && len(w.GetStatus().GetPods()) != 0 {
+				t.Errorf("pods %v left on a workload that holds none", w.GetStatus().GetPods())
 			}
 			if last := tc.events[len(tc.events)-1].GetTime(); !w.GetUpdateTime().AsTime().Equal(last.AsTime()) {
 				t.Errorf("update_time %v, want the last event's %v", w.GetUpdateTime().AsTime(), last.AsTime())

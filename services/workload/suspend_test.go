@@ -41,6 +41,9 @@ func (e *env) setPhase(t testing.TB, w *workloadv1.Workload, phase workloadv1.Wo
 		case workloadv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING:
 			ev := workload.NewEvent(workloadv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_SCHEDULED, t0, "Scheduled.")
 			ev.Pods, ev.Nodes = w.GetSpec().GetPods(), []string{"nodes/n1"}
+			for i := range max(w.GetSpec().GetPods(), 1) { // reported running: RUNNING needs that
+				w.Status.Pods = append(w.Status.Pods, &workloadv1.PodStatus{Index: i, Node: "nodes/n1", State: workloadv1.PodState_POD_STATE_RUNNING})
+			}
 			workload.Fold(w, ev)
 		case workloadv1.WorkloadPhase_WORKLOAD_PHASE_FAILED:
 			w.Status.Pods = []*workloadv1.PodStatus{{State: workloadv1.PodState_POD_STATE_FAILED, ExitCode: 1}}

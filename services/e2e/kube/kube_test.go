@@ -174,6 +174,9 @@ func (e *env) podRunning(t *testing.T, project, id string) {
 				return fmt.Sprintf("pod %d %v", p.GetIndex(), p.GetState())
 			}
 		}
+		if ph := e.get(t, project, id).GetStatus().GetPhase(); ph != running {
+			return "workload " + ph.String()
+		}
 		return ""
 	})
 }
@@ -321,10 +324,17 @@ func TestUserPod(t *testing.T) {
 		}
 		return fmt.Sprintf("team-u's queue %v", q.GetNodePools())
 	})
-	ws := e.workloads(t, "team-u")
-	if len(ws) != 1 || ws[0].GetStatus().GetPhase() != running ||
-		ws[0].GetSpec().GetGpu().GetDevices() != 1 {
-		t.Fatalf("team-u's workloads: %v", ws)
+	// RUNNING once the kubelet (KWOK) runs the pod, not when it is bound.
+	var ws []*workloadv1.Workload
+	eventually(t, "the user's pod's workload RUNNING", func() string {
+		ws = e.workloads(t, "team-u")
+		if len(ws) != 1 || ws[0].GetStatus().GetPhase() != running {
+			return fmt.Sprintf("team-u's workloads: %v", ws)
+		}
+		return ""
+	})
+	if ws[0].GetSpec().GetGpu().GetDevices() != 1 {
+		t.Fatalf("team-u's workload: %v", ws[0])
 	}
 	// The runtime acted for team-u alone, not as the service role.
 	if c := ws[0].GetCreator(); c != "services/kubernetes/projects/team-u" {
@@ -433,8 +443,9 @@ func TestLateForeignPod(t *testing.T) {
 
 // TestPodStateFollowsTheKubelet: a pod bound to a node whose kubelet does
 // not run it (an unmanaged node: KWOK leaves it alone) stays Pending, and
-// its workload reports the pod BOUND, not RUNNING; once the kubelet says
-// Running, so does the workload's pod state.
+// its workload reports the pod BOUND and stays PENDING with the reason
+// STARTING, not RUNNING; once the kubelet says Running, so do the pod
+// state and the workload's phase.
 func TestPodStateFollowsTheKubelet(t *testing.T) {
 	e := newEnv(t, "pend")
 	e.nodes(t, kwoktest.Node{Name: "pend-node-1", GPUs: 1, Unmanaged: true})
@@ -458,6 +469,12 @@ func TestPodStateFollowsTheKubelet(t *testing.T) {
 	time.Sleep(time.Second)
 	if s := state(); s != workloadv1.PodState_POD_STATE_BOUND {
 		t.Fatalf("p1's pod is %v while its pod is not running", s)
+	}
+	st := e.get(t, "team-p", "p1").GetStatus()
+	if rs := st.GetPendingReasons(); st.GetPhase() != workloadv1.WorkloadPhase_WORKLOAD_PHASE_PENDING || st.GetStartTime() != nil ||
+		len(rs) != 1 || rs[0].GetCheck() != workloadv1.PendingCheck_PENDING_CHECK_STARTING || !strings.Contains(rs[0].GetMessage(), "pend-node-1") {
+		t.Fatalf("p1 while its pod is not running: phase %v, start %v, reasons %v; want PENDING, STARTING on pend-node-1",
+			st.GetPhase(), st.GetStartTime(), rs)
 	}
 	got, err := e.kube.CoreV1().Pods(e.ns).Get(t.Context(), p.Name, metav1.GetOptions{})
 	if err != nil || got.Status.Phase != corev1.PodPending {

@@ -241,7 +241,7 @@ func (r *runtime) syncPod(ctx context.Context, key string) error {
 		return nil
 	}
 	b, ok := r.binding(bkey)
-	if own := foreignWorkload(p); p.Namespace != r.cfg.Namespace && (own == "" || ok && own != b.Workload) {
+	if own := foreignWorkload(p); p.Namespace != r.cfg.Namespace && (own == "" || ok && own != b.WorkloadName()) {
 		// Annotations are the pod's author's to write: outside Runway's own
 		// namespace they count only on the user's pod of that very workload,
 		// so no pod can report, or end, another workload's state.

@@ -97,10 +97,13 @@ const (
 	WorkloadPhase_WORKLOAD_PHASE_UNSPECIFIED WorkloadPhase = 0
 	// Waiting to be placed, or sent back by preemption, reclaim, node loss or
 	// drain. Being over quota or not fitting is not an error: the workload
-	// stays here with pending_reasons.
+	// stays here with pending_reasons. A workload whose pods are bound but not
+	// yet running (fewer than min_pods reported RUNNING) also stays here, with
+	// the reason PENDING_CHECK_STARTING; it holds its resources meanwhile.
 	WorkloadPhase_WORKLOAD_PHASE_PENDING WorkloadPhase = 1
-	// The scheduler has bound at least min_pods pods: the workload holds its
-	// resources. Pod states tell whether each pod has started.
+	// At least min_pods pods are reported running (pod state RUNNING, as the
+	// node agent or the kubelet says), not merely bound. It stays RUNNING
+	// until it is preempted, released or finishes.
 	WorkloadPhase_WORKLOAD_PHASE_RUNNING WorkloadPhase = 2
 	// Every pod exited with code 0. Final; holds nothing.
 	WorkloadPhase_WORKLOAD_PHASE_COMPLETED WorkloadPhase = 3
@@ -256,21 +259,27 @@ const (
 	// Preemption inside the project found no set of lower-priority workloads
 	// whose eviction makes room.
 	PendingCheck_PENDING_CHECK_PREEMPT PendingCheck = 9
+	// Placed: min_pods pods are bound (they hold their resources), but fewer
+	// than min_pods are reported running yet (the node agent or the kubelet
+	// has not started them). Not a scheduling check; the message names the
+	// pods and nodes waited for.
+	PendingCheck_PENDING_CHECK_STARTING PendingCheck = 10
 )
 
 // Enum value maps for PendingCheck.
 var (
 	PendingCheck_name = map[int32]string{
-		0: "PENDING_CHECK_UNSPECIFIED",
-		1: "PENDING_CHECK_NOT_YET_CONSIDERED",
-		2: "PENDING_CHECK_LIMIT",
-		3: "PENDING_CHECK_NON_PREEMPTIBLE_DESERVED",
-		4: "PENDING_CHECK_NODE_POOL",
-		5: "PENDING_CHECK_NODE_TYPE",
-		6: "PENDING_CHECK_CAPACITY",
-		7: "PENDING_CHECK_GANG",
-		8: "PENDING_CHECK_RECLAIM",
-		9: "PENDING_CHECK_PREEMPT",
+		0:  "PENDING_CHECK_UNSPECIFIED",
+		1:  "PENDING_CHECK_NOT_YET_CONSIDERED",
+		2:  "PENDING_CHECK_LIMIT",
+		3:  "PENDING_CHECK_NON_PREEMPTIBLE_DESERVED",
+		4:  "PENDING_CHECK_NODE_POOL",
+		5:  "PENDING_CHECK_NODE_TYPE",
+		6:  "PENDING_CHECK_CAPACITY",
+		7:  "PENDING_CHECK_GANG",
+		8:  "PENDING_CHECK_RECLAIM",
+		9:  "PENDING_CHECK_PREEMPT",
+		10: "PENDING_CHECK_STARTING",
 	}
 	PendingCheck_value = map[string]int32{
 		"PENDING_CHECK_UNSPECIFIED":              0,
@@ -283,6 +292,7 @@ var (
 		"PENDING_CHECK_GANG":                     7,
 		"PENDING_CHECK_RECLAIM":                  8,
 		"PENDING_CHECK_PREEMPT":                  9,
+		"PENDING_CHECK_STARTING":                 10,
 	}
 )
 
@@ -1705,7 +1715,7 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\x11POD_STATE_RUNNING\x10\x03\x12\x17\n" +
 	"\x13POD_STATE_SUCCEEDED\x10\x04\x12\x14\n" +
 	"\x10POD_STATE_FAILED\x10\x05\x12\x15\n" +
-	"\x11POD_STATE_STOPPED\x10\x06*\xbc\x02\n" +
+	"\x11POD_STATE_STOPPED\x10\x06*\xd8\x02\n" +
 	"\fPendingCheck\x12\x1d\n" +
 	"\x19PENDING_CHECK_UNSPECIFIED\x10\x00\x12$\n" +
 	" PENDING_CHECK_NOT_YET_CONSIDERED\x10\x01\x12\x17\n" +
@@ -1716,7 +1726,9 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\x16PENDING_CHECK_CAPACITY\x10\x06\x12\x16\n" +
 	"\x12PENDING_CHECK_GANG\x10\a\x12\x19\n" +
 	"\x15PENDING_CHECK_RECLAIM\x10\b\x12\x19\n" +
-	"\x15PENDING_CHECK_PREEMPT\x10\t*\xcf\x02\n" +
+	"\x15PENDING_CHECK_PREEMPT\x10\t\x12\x1a\n" +
+	"\x16PENDING_CHECK_STARTING\x10\n" +
+	"*\xcf\x02\n" +
 	"\x11WorkloadEventType\x12#\n" +
 	"\x1fWORKLOAD_EVENT_TYPE_UNSPECIFIED\x10\x00\x12!\n" +
 	"\x1dWORKLOAD_EVENT_TYPE_SUBMITTED\x10\x01\x12!\n" +
