@@ -252,12 +252,20 @@ func (ks kills) stats() (failover, firstBinding millis) {
 // after it) and the kill was sent before to.
 func (ks kills) agentKilledBetween(node string, from, to time.Time) bool {
 	for _, k := range ks {
-		if k.target == node && k.dead.After(from) && k.at.Before(to) {
+		// A pod the agent was starting as it was killed is not yet in its
+		// working directory, so killUnder misses it: it writes its ledger
+		// line just after the kill, and the restarted agent reaps it and
+		// starts it again. Its line is then up to podStartSlack after dead.
+		if k.target == node && k.dead.After(from.Add(-podStartSlack)) && k.at.Before(to) {
 			return true
 		}
 	}
 	return false
 }
+
+// podStartSlack bounds how long after its start a pod writes its ledger
+// line (a shell's fork and exec on a loaded machine).
+const podStartSlack = 5 * time.Second
 
 func (ks kills) summary() string {
 	count := map[string]int{}
