@@ -46,11 +46,15 @@ MEASURED = TestRun_strictRatio|TestRun_fairIdleLeasesGoToBusy
 # commit and the status controller, the node agent. (The time-slicing
 # enforcer's only tests are the CPU-time measurements above, which the
 # detector's overhead would distort.)
+# The strict plan's pauses of podman containers follow lease timing, which
+# the detector's overhead stretches past the test's wait; that test runs in
+# the plain pass above.
+RACE_SKIP = TestRun_containerTimeSlicingPauses
 RACE_PKGS = ./pkg/etcdstore/... ./services/scheduler/ ./services/workload/ ./services/nodemanager/...
 
 test: build check $(BIN)/etcd podman test-ui ## run the whole test suite (checks, unit, property, scenarios, the short chaos run, the web UI in Chromium, containers on podman)
 	$(GO) test -count=1 -skip '$(MEASURED)' $(PKGS)
-	$(GO) test -count=1 -race $(RACE_PKGS)
+	$(GO) test -count=1 -race -skip '$(RACE_SKIP)' $(RACE_PKGS)
 	$(GO) test -count=1 -run '$(MEASURED)' ./pkg/runner/timeslicer/
 	./scripts/check-scenarios.sh $(BIN)/runway scenarios $(CONTRACT) $(CONTRACT_SUBDIRS)
 	$(MAKE) fuzz FUZZTIME=2s
