@@ -36,10 +36,6 @@ $(BIN)/kube-apiserver: testbin/go.mod testbin/go.sum
 $(BIN)/kube-scheduler: testbin/go.mod testbin/go.sum
 	cd testbin && GOWORK=off $(GO) build -ldflags "$(KUBE_LDFLAGS)" -o $(BIN)/kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler
 
-KWOK_VERSION := v0.8.0
-$(BIN)/kwok:
-	GOBIN=$(BIN) GOWORK=off $(GO) install sigs.k8s.io/kwok/cmd/kwok@$(KWOK_VERSION)
-
 $(BIN)/helm: testbin/helm/go.mod testbin/helm/go.sum
 	cd testbin/helm && GOWORK=off $(GO) build -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=v3.22.0" -o $(BIN)/helm helm.sh/helm/v3/cmd/helm
 
@@ -49,6 +45,7 @@ $(BIN)/prometheus: testbin/prometheus/go.mod testbin/prometheus/go.sum
 $(BIN)/versitygw: testbin/versitygw/go.mod testbin/versitygw/go.sum
 	cd testbin/versitygw && GOWORK=off $(GO) build -ldflags "-s -w" -o $(BIN)/versitygw github.com/versity/versitygw/cmd/versitygw
 
+KWOK_VERSION := v0.8.0 # as pinned in testbin/kwok/go.mod (the bench reads its stages from the module cache)
 $(BIN)/kwok: testbin/kwok/go.mod testbin/kwok/go.sum
 	cd testbin/kwok && GOWORK=off $(GO) build -ldflags "-s -w" -o $(BIN)/kwok sigs.k8s.io/kwok/cmd/kwok
 
