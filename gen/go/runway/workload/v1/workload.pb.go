@@ -523,7 +523,12 @@ type Workload struct {
 	// Output only. Who submitted the workload, `users/{user}` or
 	// `applications/{application}`; roles that may change only their own
 	// workloads (the L1 researcher) compare it with the caller.
-	Creator       string `protobuf:"bytes,11,opt,name=creator,proto3" json:"creator,omitempty"`
+	Creator string `protobuf:"bytes,11,opt,name=creator,proto3" json:"creator,omitempty"`
+	// Output only. The uid of the user whose access the creator acted with
+	// (the user, or a user application's creator); empty for services and
+	// managed applications. A user deleted and created again under the same
+	// name is another user and does not own these workloads.
+	CreatorUid    string `protobuf:"bytes,12,opt,name=creator_uid,json=creatorUid,proto3" json:"creator_uid,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -631,6 +636,13 @@ func (x *Workload) GetLimits() *WorkloadLimits {
 func (x *Workload) GetCreator() string {
 	if x != nil {
 		return x.Creator
+	}
+	return ""
+}
+
+func (x *Workload) GetCreatorUid() string {
+	if x != nil {
+		return x.CreatorUid
 	}
 	return ""
 }
@@ -1599,7 +1611,7 @@ var File_runway_workload_v1_workload_proto protoreflect.FileDescriptor
 
 const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\n" +
-	"!runway/workload/v1/workload.proto\x12\x12runway.workload.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a runway/common/v1/resources.proto\"\xd6\x03\n" +
+	"!runway/workload/v1/workload.proto\x12\x12runway.workload.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a runway/common/v1/resources.proto\"\xf7\x03\n" +
 	"\bWorkload\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03uid\x18\x02 \x01(\tR\x03uid\x12\x18\n" +
@@ -1614,7 +1626,9 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\x04etag\x18\t \x01(\tR\x04etag\x12:\n" +
 	"\x06limits\x18\n" +
 	" \x01(\v2\".runway.workload.v1.WorkloadLimitsR\x06limits\x12\x18\n" +
-	"\acreator\x18\v \x01(\tR\acreator\"\xee\x01\n" +
+	"\acreator\x18\v \x01(\tR\acreator\x12\x1f\n" +
+	"\vcreator_uid\x18\f \x01(\tR\n" +
+	"creatorUid\"\xee\x01\n" +
 	"\x0eWorkloadLimits\x128\n" +
 	"\n" +
 	"time_limit\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\ttimeLimit\x12?\n" +
