@@ -45,11 +45,14 @@ func covers(s *identityv1.Scope, t Target) bool {
 	return false
 }
 
-// Attrs are what conditional grants look at: who created the resource and
+// Attrs are what conditional grants look at: who created the resource (and
+// the uid of the user it acted for, where recorded: a user deleted and
+// created again under the same name owns nothing of the first's) and
 // whether it is an inference workload.
 type Attrs struct {
-	Creator   string
-	Inference bool
+	Creator    string
+	CreatorUID string
+	Inference  bool
 }
 
 // Allowed decides whether c holds p on t. attrs is called at most once, and
@@ -84,7 +87,8 @@ func (g *Guard) Allowed(c Caller, p Permission, t Target, attrs func() (Attrs, e
 		return false, err
 	}
 	for _, gr := range conditional {
-		own := at.Creator != "" && (at.Creator == c.Principal || at.Creator == c.Creator)
+		own := at.Creator != "" && (at.Creator == c.Principal || at.Creator == c.Creator) &&
+			(at.CreatorUID == "" || at.CreatorUID == c.UserUID)
 		if gr == Own && own || gr == Inference && at.Inference {
 			return true, nil
 		}

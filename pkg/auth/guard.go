@@ -185,6 +185,7 @@ type Caller struct {
 	Principal string    // users/{user}, applications/{application} or services/{service}
 	Groups    []string  // a user's groups (a user application's: its creator's)
 	Creator   string    // a user application's creator, users/{user}, whose access it acts with; "" otherwise
+	UserUID   string    // the uid of the user whose access it acts with (itself or Creator); "" for others
 	Expire    time.Time // when its token expires
 }
 
@@ -227,6 +228,7 @@ func (g *Guard) caller(principal string, exp time.Time) Caller {
 	case "users":
 		if u, ok := g.users.get(id); ok {
 			out.Groups = slices.Clone(u.GetUser().GetGroups())
+			out.UserUID = u.GetUser().GetUid()
 		}
 	case "applications":
 		// A managed application is itself alone; a user application is its
@@ -235,6 +237,7 @@ func (g *Guard) caller(principal string, exp time.Time) Caller {
 			out.Creator = a.GetApplication().GetCreator()
 			if u, ok := g.users.get(strings.TrimPrefix(out.Creator, "users/")); ok {
 				out.Groups = slices.Clone(u.GetUser().GetGroups())
+				out.UserUID = u.GetUser().GetUid()
 			}
 		}
 	}

@@ -113,7 +113,7 @@ func listParent(g *Guard, parent string) Target {
 }
 
 func workloadAttrs(w *workloadv1.Workload) Attrs {
-	return Attrs{Creator: w.GetCreator(), Inference: w.GetType() == workloadv1.WorkloadType_WORKLOAD_TYPE_INFERENCE}
+	return Attrs{Creator: w.GetCreator(), CreatorUID: w.GetCreatorUid(), Inference: w.GetType() == workloadv1.WorkloadType_WORKLOAD_TYPE_INFERENCE}
 }
 
 // storedWorkload reads a workload's creator and type from etcd: only for
@@ -293,7 +293,7 @@ var methods = map[string]Method{
 			return g.ProjectTarget(req.GetParent(), req.GetParent()+"/workloads/"+req.GetWorkloadId())
 		},
 		Attrs: func(_ context.Context, _ *Guard, c Caller, r any) (Attrs, error) {
-			return Attrs{Creator: c.Principal,
+			return Attrs{Creator: c.Principal, CreatorUID: c.UserUID,
 				Inference: r.(*workloadv1.CreateWorkloadRequest).GetWorkload().GetType() == workloadv1.WorkloadType_WORKLOAD_TYPE_INFERENCE}, nil
 		}},
 	workloadSvc + "GetWorkload": {Perm: perm(Workloads, View), Target: inProject},

@@ -183,7 +183,8 @@ func (s *Server) CreateWorkload(ctx context.Context, req *workloadv1.CreateWorkl
 	w := s.newWorkload(project, req.GetWorkloadId(), sub.req.GetWorkload())
 	w.Limits = sub.limits
 	if c, ok := auth.CallerFrom(ctx); ok {
-		w.Creator = c.Principal // what "own workloads" in pkg/auth's role table compares
+		// What "own workloads" in pkg/auth's role table compares.
+		w.Creator, w.CreatorUid = c.Principal, c.UserUID
 	}
 	out, err := s.store.create(ctx, project, req.GetWorkloadId(), w)
 	if errors.Is(err, errProjectGone) {

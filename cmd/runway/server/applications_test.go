@@ -156,3 +156,34 @@ func TestUserApplicationActsAsItsCreator(t *testing.T) {
 		t.Errorf("the old application's sign-in after alice is re-created: %v, want Unauthenticated", err)
 	}
 }
+
+// A user deleted and created again under the same id is another user: the
+// workloads of the first are not its own (the creator's uid is compared,
+// not only the name).
+func TestRecreatedUserOwnsNothingOfTheFirst(t *testing.T) {
+	tn := startTenancy(t)
+	scope := &identityv1.Scope{Kind: identityv1.ScopeKind_SCOPE_KIND_PROJECT, Name: "projects/team-a"}
+	first := workloadv1.NewWorkloadServiceClient(tn.conn(t, tn.member(t, "alice", "roles/l1-researcher", scope)))
+	old, err := first.CreateWorkload(t.Context(), training("projects/team-a", "old"))
+	if err != nil || old.GetCreator() != "users/alice" || old.GetCreatorUid() == "" {
+		t.Fatalf("CreateWorkload = %v, %v; want a creator and its uid", old, err)
+	}
+	admin := identityv1.NewIdentityServiceClient(tn.admin)
+	if _, err := admin.DeleteUser(t.Context(), &identityv1.DeleteUserRequest{Name: "users/alice"}); err != nil {
+		t.Fatal(err)
+	}
+	second := workloadv1.NewWorkloadServiceClient(tn.conn(t, tn.member(t, "alice", "roles/l1-researcher", scope)))
+	if _, err := second.SuspendWorkload(t.Context(), &workloadv1.SuspendWorkloadRequest{Name: old.GetName()}); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("the new alice suspends the first's workload: %v, want PermissionDenied", err)
+	}
+	if _, err := second.DeleteWorkload(t.Context(), &workloadv1.DeleteWorkloadRequest{Name: old.GetName()}); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("the new alice deletes the first's workload: %v, want PermissionDenied", err)
+	}
+	mine, err := second.CreateWorkload(t.Context(), training("projects/team-a", "new"))
+	if err != nil || mine.GetCreatorUid() == old.GetCreatorUid() {
+		t.Fatalf("CreateWorkload = %v, %v; want another creator uid than %s", mine, err, old.GetCreatorUid())
+	}
+	if _, err := second.DeleteWorkload(t.Context(), &workloadv1.DeleteWorkloadRequest{Name: mine.GetName()}); err != nil {
+		t.Errorf("the new alice deletes her own workload: %v", err)
+	}
+}
