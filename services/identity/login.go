@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -274,6 +275,15 @@ func (s *Server) loginOIDC(ctx context.Context, raw string) (auth.Subject, error
 	return s.upsertSSOUser(ctx, c)
 }
 
+// sameSignIn reports whether stored already holds what the sign-in that
+// made want would write, its sign-in time apart.
+func sameSignIn(stored, want *identityv1.StoredUser) bool {
+	a, b := stored.GetUser(), want.GetUser()
+	return a.GetUid() == b.GetUid() && stored.GetOidcSubject() == want.GetOidcSubject() && a.GetIdentityProvider() == b.GetIdentityProvider() &&
+		a.GetEmail() == b.GetEmail() && slices.Equal(a.GetGroups(), b.GetGroups()) &&
+		stored.GetCredentialGeneration() == want.GetCredentialGeneration()
+}
+
 func (s *Server) upsertSSOUser(ctx context.Context, c ssoClaims) (auth.Subject, error) {
 	issuer := s.cfg.OIDC.Issuer
 	for attempt := 0; attempt < 3; attempt++ {
@@ -316,6 +326,12 @@ func (s *Server) upsertSSOUser(ctx context.Context, c ssoClaims) (auth.Subject, 
 			next.User.Email = c.email
 		}
 		if _, err := s.users.Update(ctx, found.ID, next, found.Etag); errors.Is(err, etcdstore.ErrEtagMismatch) {
+			// The usual writer in between is another sign-in of the same
+			// user (a browser's tabs, a CLI and the UI at once): when it
+			// wrote what this one would, this sign-in is done too.
+			if cur, err := s.users.Get(ctx, found.ID); err == nil && sameSignIn(cur.Msg, next) {
+				return userSubject(cur.Msg), nil
+			}
 			continue
 		} else if err != nil {
 			return auth.Subject{}, err

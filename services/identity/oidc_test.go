@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -238,5 +239,55 @@ func TestOIDCCodeRedemptionsAreBounded(t *testing.T) {
 	}
 	if err := login(101); err != nil {
 		t.Fatalf("after the provider answered: %v", err)
+	}
+}
+
+// Many sign-ins of one SSO user at once (the UI in several tabs, a CLI)
+// all succeed and leave one user: their writes of the same record conflict,
+// and a conflict with a sign-in that wrote the same is no failure.
+func TestConcurrentSSOSignIns(t *testing.T) {
+	p, e := newSSOEnv(t, "runway")
+	claims := jwt.MapClaims{"email": "kim@example.com", "groups": []string{"ml-team"}}
+	first, err := e.client(t, "").Login(t.Context(), &identityv1.LoginRequest{
+		Credentials: &identityv1.LoginRequest_Oidc{Oidc: &identityv1.OidcCredentials{IdToken: p.IDToken(t, nil, claims)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 16
+	toks := make([]string, n)
+	for i := range toks {
+		toks[i] = p.IDToken(t, nil, claims)
+	}
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	for _, tok := range toks {
+		wg.Go(func() {
+			r, err := e.client(t, "").Login(t.Context(), &identityv1.LoginRequest{
+				Credentials: &identityv1.LoginRequest_Oidc{Oidc: &identityv1.OidcCredentials{IdToken: tok}}})
+			if err == nil && r.GetPrincipal() != first.GetPrincipal() {
+				err = fmt.Errorf("signed in as %s, want %s", r.GetPrincipal(), first.GetPrincipal())
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("a concurrent sign-in: %v", err)
+		}
+	}
+	l, err := e.admin.ListUsers(t.Context(), &identityv1.ListUsersRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sso int
+	for _, u := range l.GetUsers() {
+		if u.GetIdentityProvider() == p.URL {
+			sso++
+		}
+	}
+	if sso != 1 {
+		t.Errorf("%d SSO users after one user's sign-ins, want 1", sso)
 	}
 }
