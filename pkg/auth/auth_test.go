@@ -127,3 +127,28 @@ func TestRoleTableComplete(t *testing.T) {
 		t.Errorf("the service role must exist and be grantable nowhere: %v", r)
 	}
 }
+
+// A session's access token is judged by the sessions mirror once the
+// mirror has seen the session's start, and by etcd before (a token used on
+// a replica the moment another issued it): neither a lagging mirror refuses
+// a live session nor an ended one passes.
+func TestSessionLiveWhileTheMirrorLags(t *testing.T) {
+	g, _, cluster := newGuard(t, Config{}) // Run not started: the mirror stays at its load
+	put, err := cluster.Client.Put(t.Context(), etcdstore.PrefixSessions+"s1", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev := put.Header.GetRevision()
+	if !g.sessionLive(t.Context(), "s1", rev) {
+		t.Error("a session started after the mirror's load is refused")
+	}
+	if _, err := cluster.Client.Delete(t.Context(), etcdstore.PrefixSessions+"s1"); err != nil {
+		t.Fatal(err)
+	}
+	if g.sessionLive(t.Context(), "s1", rev) {
+		t.Error("an ended session passes while the mirror lags")
+	}
+	if g.sessionLive(t.Context(), "never", g.sessions.revision()) {
+		t.Error("a session the mirror has seen the revision of, and lacks, passes")
+	}
+}

@@ -69,6 +69,7 @@ type Guard struct {
 	apps     *mirror[*identityv1.StoredApplication]
 	rules    *mirror[*identityv1.AccessRule]
 	projects *mirror[*quotav1.Project]
+	sessions *mirror[*identityv1.Session]
 	audit    *recorder
 }
 
@@ -97,6 +98,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Guard, error) {
 		apps:     newMirror(c, etcdstore.PrefixApplications, func() *identityv1.StoredApplication { return new(identityv1.StoredApplication) }),
 		rules:    newMirror(c, etcdstore.PrefixAccessRules, func() *identityv1.AccessRule { return new(identityv1.AccessRule) }),
 		projects: newMirror(c, etcdstore.PrefixProjects, func() *quotav1.Project { return new(quotav1.Project) }),
+		sessions: newMirror(c, etcdstore.PrefixSessions, func() *identityv1.Session { return new(identityv1.Session) }),
 	}
 	g.keys = &keyring{client: c, rotation: cfg.Rotation, maxTTL: cfg.MaxTokenTTL, now: deps.Now,
 		keys: newMirror(c, etcdstore.PrefixSigningKeys, func() *identityv1.SigningKey { return new(identityv1.SigningKey) })}
@@ -119,7 +121,7 @@ type loader interface {
 }
 
 func (g *Guard) loaders() []loader {
-	return []loader{g.users, g.apps, g.rules, g.projects, g.keys.keys}
+	return []loader{g.users, g.apps, g.rules, g.projects, g.sessions, g.keys.keys}
 }
 
 // Run follows etcd, rotates keys, writes audit events and drops expired
@@ -214,7 +216,7 @@ func (g *Guard) authenticate(ctx context.Context) (Caller, error) {
 		return Caller{}, apierr.Unauthenticated(commonv1.ErrorReason_CREDENTIALS_INVALID)
 	}
 	c, err := g.parse(strings.TrimSpace(token), AccessToken)
-	if err != nil {
+	if err != nil || c.Sid != "" && !g.sessionLive(ctx, c.Sid, c.Srev) {
 		return Caller{}, apierr.Unauthenticated(commonv1.ErrorReason_CREDENTIALS_INVALID)
 	}
 	return g.caller(c.Subject, c.ExpiresAt.Time), nil

@@ -9,7 +9,10 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/credentials"
+
+	"github.com/runwayhq/runway/pkg/etcdstore"
 )
 
 // TokenType tells what a token may be used for.
@@ -31,9 +34,12 @@ type claims struct {
 	UID  string    `json:"uid,omitempty"`
 	Gen  int64     `json:"gen,omitempty"`
 	// Sid and Seq place a refresh token in its session (its family) and
-	// its turn there.
-	Sid string `json:"sid,omitempty"`
-	Seq int64  `json:"seq,omitempty"`
+	// its turn there; an access token of a session works only while the
+	// session lasts. Srev is the etcd revision that started the session:
+	// a mirror at or past it that lacks the session knows it ended.
+	Sid  string `json:"sid,omitempty"`
+	Seq  int64  `json:"seq,omitempty"`
+	Srev int64  `json:"srev,omitempty"`
 }
 
 // Subject is who a token is issued to.
@@ -41,8 +47,10 @@ type Subject struct {
 	Principal string // users/{user}, applications/{application} or services/{service}
 	UID       string // the user's or application's uid
 	Gen       int64  // its credential generation
-	Session   string // a refresh token's session (services/identity)
-	Sequence  int64  // its place in the session
+	Session   string // the sign-in's session (services/identity)
+	Sequence  int64  // a refresh token's place in the session
+	// SessionRevision is the etcd revision that stored the session.
+	SessionRevision int64
 }
 
 // errInvalidToken is every reason a token is refused; callers get one
@@ -64,7 +72,7 @@ func (g *Guard) Issue(s Subject, typ TokenType, ttl time.Duration) (string, time
 	t := jwt.NewWithClaims(jwt.SigningMethodHS256, claims{
 		RegisteredClaims: jwt.RegisteredClaims{Issuer: issuer, Subject: s.Principal,
 			IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(exp)},
-		Type: typ, UID: s.UID, Gen: s.Gen, Sid: s.Session, Seq: s.Sequence})
+		Type: typ, UID: s.UID, Gen: s.Gen, Sid: s.Session, Seq: s.Sequence, Srev: s.SessionRevision})
 	t.Header["kid"] = key.GetId()
 	signed, err := t.SignedString(key.GetSecret())
 	if err != nil {
@@ -124,7 +132,23 @@ func (g *Guard) VerifyRefresh(token string) (Subject, error) {
 	if err != nil {
 		return Subject{}, err
 	}
-	return Subject{Principal: c.Subject, UID: c.UID, Gen: c.Gen, Session: c.Sid, Sequence: c.Seq}, nil
+	return Subject{Principal: c.Subject, UID: c.UID, Gen: c.Gen, Session: c.Sid, Sequence: c.Seq, SessionRevision: c.Srev}, nil
+}
+
+// sessionLive reports whether the session an access token belongs to
+// still exists: a session ended (a refresh token used twice, an SSO user
+// no longer trusted) takes its access tokens with it. The mirror decides
+// once it has seen the revision that started the session; before that (a
+// token used the moment it was issued, on another replica) etcd does.
+func (g *Guard) sessionLive(ctx context.Context, id string, rev int64) bool {
+	if _, ok := g.sessions.get(id); ok {
+		return true
+	}
+	if g.sessions.revision() >= rev {
+		return false
+	}
+	resp, err := g.client.Get(ctx, etcdstore.PrefixSessions+id, clientv3.WithCountOnly())
+	return err == nil && resp.Count > 0
 }
 
 // ServiceCredentials are the per-call credentials a control-plane service

@@ -41,10 +41,11 @@ func (s *Server) startSession(ctx context.Context, sub auth.Subject, sso bool) (
 	if err != nil {
 		return sub, err
 	}
-	if _, err := s.client.Put(ctx, sessionKey(sess.GetId()), string(b), clientv3.WithLease(lease.ID)); err != nil {
+	put, err := s.client.Put(ctx, sessionKey(sess.GetId()), string(b), clientv3.WithLease(lease.ID))
+	if err != nil {
 		return sub, fmt.Errorf("start a session: %w", err)
 	}
-	sub.Session, sub.Sequence = sess.GetId(), sess.GetSequence()
+	sub.Session, sub.Sequence, sub.SessionRevision = sess.GetId(), sess.GetSequence(), put.Header.GetRevision()
 	return sub, nil
 }
 

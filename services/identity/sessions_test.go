@@ -43,6 +43,16 @@ func TestRefreshTokensRotateWithReuseDetection(t *testing.T) {
 	if _, err := e.refresh(t, other.GetRefreshToken()); err != nil {
 		t.Errorf("another session of the same user: %v", err)
 	}
+	// The ended session's access tokens end with it; the other session's
+	// keeps working.
+	e.sync(t)
+	for what, tok := range map[string]string{"first": first.GetAccessToken(), "second": second.GetAccessToken()} {
+		_, err := e.client(t, tok).GetCaller(t.Context(), &identityv1.GetCallerRequest{})
+		wantCode(t, "the "+what+" access token of a session ended by reuse", err, codes.Unauthenticated, "CREDENTIALS_INVALID")
+	}
+	if _, err := e.client(t, other.GetAccessToken()).GetCaller(t.Context(), &identityv1.GetCallerRequest{}); err != nil {
+		t.Errorf("the access token of another session of the same user: %v", err)
+	}
 
 	race, err := e.login(t, "rita", pw, "")
 	if err != nil {
