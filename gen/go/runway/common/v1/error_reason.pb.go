@@ -187,6 +187,10 @@ const (
 	// Too many failed sign-ins for this user or client id: wait and retry.
 	// Code RESOURCE_EXHAUSTED, with a google.rpc.RetryInfo.
 	ErrorReason_TOO_MANY_SIGN_IN_ATTEMPTS ErrorReason = 74
+	// Logout needs a token of a sign-in: this one (a service's, the `runway
+	// dev` operator's) belongs to no session and ends only when it expires.
+	// Code FAILED_PRECONDITION. Metadata: "principal".
+	ErrorReason_NO_SESSION ErrorReason = 75
 	// The scheduler replica that received the request is not the leader, or
 	// there is no leader right now. Retry after the delay. Code UNAVAILABLE,
 	// with a google.rpc.RetryInfo.
@@ -256,6 +260,7 @@ var (
 		72:  "PERMISSION_DENIED",
 		73:  "PASSWORD_CHANGE_REQUIRED",
 		74:  "TOO_MANY_SIGN_IN_ATTEMPTS",
+		75:  "NO_SESSION",
 		80:  "NOT_LEADER",
 		81:  "STORE_UNAVAILABLE",
 		82:  "INTERNAL_ERROR",
@@ -310,6 +315,7 @@ var (
 		"PERMISSION_DENIED":               72,
 		"PASSWORD_CHANGE_REQUIRED":        73,
 		"TOO_MANY_SIGN_IN_ATTEMPTS":       74,
+		"NO_SESSION":                      75,
 		"NOT_LEADER":                      80,
 		"STORE_UNAVAILABLE":               81,
 		"INTERNAL_ERROR":                  82,
@@ -350,7 +356,7 @@ var File_runway_common_v1_error_reason_proto protoreflect.FileDescriptor
 
 const file_runway_common_v1_error_reason_proto_rawDesc = "" +
 	"\n" +
-	"#runway/common/v1/error_reason.proto\x12\x10runway.common.v1*\xb3\n" +
+	"#runway/common/v1/error_reason.proto\x12\x10runway.common.v1*\xc3\n" +
 	"\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x11\n" +
@@ -400,6 +406,8 @@ const file_runway_common_v1_error_reason_proto_rawDesc = "" +
 	"\x11PERMISSION_DENIED\x10H\x12\x1c\n" +
 	"\x18PASSWORD_CHANGE_REQUIRED\x10I\x12\x1d\n" +
 	"\x19TOO_MANY_SIGN_IN_ATTEMPTS\x10J\x12\x0e\n" +
+	"\n" +
+	"NO_SESSION\x10K\x12\x0e\n" +
 	"\n" +
 	"NOT_LEADER\x10P\x12\x15\n" +
 	"\x11STORE_UNAVAILABLE\x10Q\x12\x12\n" +

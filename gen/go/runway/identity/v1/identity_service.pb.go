@@ -1574,6 +1574,43 @@ func (*GetCallerRequest) Descriptor() ([]byte, []int) {
 	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{25}
 }
 
+// LogoutRequest ends the caller's own session; it names nothing else.
+type LogoutRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LogoutRequest) Reset() {
+	*x = LogoutRequest{}
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LogoutRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LogoutRequest) ProtoMessage() {}
+
+func (x *LogoutRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LogoutRequest.ProtoReflect.Descriptor instead.
+func (*LogoutRequest) Descriptor() ([]byte, []int) {
+	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{26}
+}
+
 // Caller is who a token belongs to.
 type Caller struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1592,7 +1629,7 @@ type Caller struct {
 
 func (x *Caller) Reset() {
 	*x = Caller{}
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[26]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1604,7 +1641,7 @@ func (x *Caller) String() string {
 func (*Caller) ProtoMessage() {}
 
 func (x *Caller) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[26]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1617,7 +1654,7 @@ func (x *Caller) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Caller.ProtoReflect.Descriptor instead.
 func (*Caller) Descriptor() ([]byte, []int) {
-	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{26}
+	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Caller) GetPrincipal() string {
@@ -1669,7 +1706,7 @@ type ListAuditEventsRequest struct {
 
 func (x *ListAuditEventsRequest) Reset() {
 	*x = ListAuditEventsRequest{}
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[27]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1681,7 +1718,7 @@ func (x *ListAuditEventsRequest) String() string {
 func (*ListAuditEventsRequest) ProtoMessage() {}
 
 func (x *ListAuditEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[27]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1694,7 +1731,7 @@ func (x *ListAuditEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEventsRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditEventsRequest) Descriptor() ([]byte, []int) {
-	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{27}
+	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListAuditEventsRequest) GetPageSize() int32 {
@@ -1731,7 +1768,7 @@ type ListAuditEventsResponse struct {
 
 func (x *ListAuditEventsResponse) Reset() {
 	*x = ListAuditEventsResponse{}
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[28]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1743,7 +1780,7 @@ func (x *ListAuditEventsResponse) String() string {
 func (*ListAuditEventsResponse) ProtoMessage() {}
 
 func (x *ListAuditEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[28]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1756,7 +1793,7 @@ func (x *ListAuditEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEventsResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditEventsResponse) Descriptor() ([]byte, []int) {
-	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{28}
+	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListAuditEventsResponse) GetAuditEvents() []*AuditEvent {
@@ -1782,7 +1819,7 @@ type GetSignInOptionsRequest struct {
 
 func (x *GetSignInOptionsRequest) Reset() {
 	*x = GetSignInOptionsRequest{}
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[29]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1794,7 +1831,7 @@ func (x *GetSignInOptionsRequest) String() string {
 func (*GetSignInOptionsRequest) ProtoMessage() {}
 
 func (x *GetSignInOptionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[29]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1807,7 +1844,7 @@ func (x *GetSignInOptionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSignInOptionsRequest.ProtoReflect.Descriptor instead.
 func (*GetSignInOptionsRequest) Descriptor() ([]byte, []int) {
-	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{29}
+	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{30}
 }
 
 // SignInOptions are the ways to sign in besides a password or an
@@ -1823,7 +1860,7 @@ type SignInOptions struct {
 
 func (x *SignInOptions) Reset() {
 	*x = SignInOptions{}
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[30]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1835,7 +1872,7 @@ func (x *SignInOptions) String() string {
 func (*SignInOptions) ProtoMessage() {}
 
 func (x *SignInOptions) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[30]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1848,7 +1885,7 @@ func (x *SignInOptions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignInOptions.ProtoReflect.Descriptor instead.
 func (*SignInOptions) Descriptor() ([]byte, []int) {
-	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{30}
+	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SignInOptions) GetSingleSignOn() *SingleSignOn {
@@ -1878,7 +1915,7 @@ type SingleSignOn struct {
 
 func (x *SingleSignOn) Reset() {
 	*x = SingleSignOn{}
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[31]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1890,7 +1927,7 @@ func (x *SingleSignOn) String() string {
 func (*SingleSignOn) ProtoMessage() {}
 
 func (x *SingleSignOn) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[31]
+	mi := &file_runway_identity_v1_identity_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1903,7 +1940,7 @@ func (x *SingleSignOn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SingleSignOn.ProtoReflect.Descriptor instead.
 func (*SingleSignOn) Descriptor() ([]byte, []int) {
-	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{31}
+	return file_runway_identity_v1_identity_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SingleSignOn) GetIssuer() string {
@@ -2021,7 +2058,8 @@ const file_runway_identity_v1_identity_service_proto_rawDesc = "" +
 	"expireTime\x12\x1c\n" +
 	"\tprincipal\x18\x04 \x01(\tR\tprincipal\x12#\n" +
 	"\rrefresh_token\x18\x05 \x01(\tR\frefreshToken\"\x12\n" +
-	"\x10GetCallerRequest\"\xbe\x01\n" +
+	"\x10GetCallerRequest\"\x0f\n" +
+	"\rLogoutRequest\"\xbe\x01\n" +
 	"\x06Caller\x12\x1c\n" +
 	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12\x16\n" +
 	"\x06groups\x18\x02 \x03(\tR\x06groups\x12A\n" +
@@ -2042,7 +2080,7 @@ const file_runway_identity_v1_identity_service_proto_rawDesc = "" +
 	"\fSingleSignOn\x12\x16\n" +
 	"\x06issuer\x18\x01 \x01(\tR\x06issuer\x12\x1b\n" +
 	"\tclient_id\x18\x02 \x01(\tR\bclientId\x125\n" +
-	"\x16authorization_endpoint\x18\x03 \x01(\tR\x15authorizationEndpoint2\xc8\x12\n" +
+	"\x16authorization_endpoint\x18\x03 \x01(\tR\x15authorizationEndpoint2\xa9\x13\n" +
 	"\x0fIdentityService\x12f\n" +
 	"\n" +
 	"CreateUser\x12%.runway.identity.v1.CreateUserRequest\x1a\x18.runway.identity.v1.User\"\x17\x82\xd3\xe4\x93\x02\x11:\x04user\"\t/v1/users\x12c\n" +
@@ -2065,7 +2103,8 @@ const file_runway_identity_v1_identity_service_proto_rawDesc = "" +
 	"\tGetCaller\x12$.runway.identity.v1.GetCallerRequest\x1a\x1a.runway.identity.v1.Caller\"\x12\x82\xd3\xe4\x93\x02\f\x12\n" +
 	"/v1/caller\x12\x83\x01\n" +
 	"\x0fListAuditEvents\x12*.runway.identity.v1.ListAuditEventsRequest\x1a+.runway.identity.v1.ListAuditEventsResponse\"\x17\x82\xd3\xe4\x93\x02\x11\x12\x0f/v1/auditEvents\x12}\n" +
-	"\x10GetSignInOptions\x12+.runway.identity.v1.GetSignInOptionsRequest\x1a!.runway.identity.v1.SignInOptions\"\x19\x82\xd3\xe4\x93\x02\x13\x12\x11/v1/signInOptionsBAZ?github.com/runwayhq/runway/gen/go/runway/identity/v1;identityv1b\x06proto3"
+	"\x10GetSignInOptions\x12+.runway.identity.v1.GetSignInOptionsRequest\x1a!.runway.identity.v1.SignInOptions\"\x19\x82\xd3\xe4\x93\x02\x13\x12\x11/v1/signInOptions\x12_\n" +
+	"\x06Logout\x12!.runway.identity.v1.LogoutRequest\x1a\x16.google.protobuf.Empty\"\x1a\x82\xd3\xe4\x93\x02\x14:\x01*\"\x0f/v1/auth:logoutBAZ?github.com/runwayhq/runway/gen/go/runway/identity/v1;identityv1b\x06proto3"
 
 var (
 	file_runway_identity_v1_identity_service_proto_rawDescOnce sync.Once
@@ -2079,7 +2118,7 @@ func file_runway_identity_v1_identity_service_proto_rawDescGZIP() []byte {
 	return file_runway_identity_v1_identity_service_proto_rawDescData
 }
 
-var file_runway_identity_v1_identity_service_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_runway_identity_v1_identity_service_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_runway_identity_v1_identity_service_proto_goTypes = []any{
 	(*CreateUserRequest)(nil),                  // 0: runway.identity.v1.CreateUserRequest
 	(*GetUserRequest)(nil),                     // 1: runway.identity.v1.GetUserRequest
@@ -2107,37 +2146,38 @@ var file_runway_identity_v1_identity_service_proto_goTypes = []any{
 	(*ClientCredentials)(nil),                  // 23: runway.identity.v1.ClientCredentials
 	(*LoginResponse)(nil),                      // 24: runway.identity.v1.LoginResponse
 	(*GetCallerRequest)(nil),                   // 25: runway.identity.v1.GetCallerRequest
-	(*Caller)(nil),                             // 26: runway.identity.v1.Caller
-	(*ListAuditEventsRequest)(nil),             // 27: runway.identity.v1.ListAuditEventsRequest
-	(*ListAuditEventsResponse)(nil),            // 28: runway.identity.v1.ListAuditEventsResponse
-	(*GetSignInOptionsRequest)(nil),            // 29: runway.identity.v1.GetSignInOptionsRequest
-	(*SignInOptions)(nil),                      // 30: runway.identity.v1.SignInOptions
-	(*SingleSignOn)(nil),                       // 31: runway.identity.v1.SingleSignOn
-	(*User)(nil),                               // 32: runway.identity.v1.User
-	(*Application)(nil),                        // 33: runway.identity.v1.Application
-	(*AccessRule)(nil),                         // 34: runway.identity.v1.AccessRule
-	(*Role)(nil),                               // 35: runway.identity.v1.Role
-	(*timestamppb.Timestamp)(nil),              // 36: google.protobuf.Timestamp
-	(*AuditEvent)(nil),                         // 37: runway.identity.v1.AuditEvent
-	(*emptypb.Empty)(nil),                      // 38: google.protobuf.Empty
+	(*LogoutRequest)(nil),                      // 26: runway.identity.v1.LogoutRequest
+	(*Caller)(nil),                             // 27: runway.identity.v1.Caller
+	(*ListAuditEventsRequest)(nil),             // 28: runway.identity.v1.ListAuditEventsRequest
+	(*ListAuditEventsResponse)(nil),            // 29: runway.identity.v1.ListAuditEventsResponse
+	(*GetSignInOptionsRequest)(nil),            // 30: runway.identity.v1.GetSignInOptionsRequest
+	(*SignInOptions)(nil),                      // 31: runway.identity.v1.SignInOptions
+	(*SingleSignOn)(nil),                       // 32: runway.identity.v1.SingleSignOn
+	(*User)(nil),                               // 33: runway.identity.v1.User
+	(*Application)(nil),                        // 34: runway.identity.v1.Application
+	(*AccessRule)(nil),                         // 35: runway.identity.v1.AccessRule
+	(*Role)(nil),                               // 36: runway.identity.v1.Role
+	(*timestamppb.Timestamp)(nil),              // 37: google.protobuf.Timestamp
+	(*AuditEvent)(nil),                         // 38: runway.identity.v1.AuditEvent
+	(*emptypb.Empty)(nil),                      // 39: google.protobuf.Empty
 }
 var file_runway_identity_v1_identity_service_proto_depIdxs = []int32{
-	32, // 0: runway.identity.v1.CreateUserRequest.user:type_name -> runway.identity.v1.User
-	32, // 1: runway.identity.v1.ListUsersResponse.users:type_name -> runway.identity.v1.User
-	33, // 2: runway.identity.v1.CreateApplicationRequest.application:type_name -> runway.identity.v1.Application
-	33, // 3: runway.identity.v1.ListApplicationsResponse.applications:type_name -> runway.identity.v1.Application
-	34, // 4: runway.identity.v1.CreateAccessRuleRequest.access_rule:type_name -> runway.identity.v1.AccessRule
-	34, // 5: runway.identity.v1.ListAccessRulesResponse.access_rules:type_name -> runway.identity.v1.AccessRule
-	35, // 6: runway.identity.v1.ListRolesResponse.roles:type_name -> runway.identity.v1.Role
+	33, // 0: runway.identity.v1.CreateUserRequest.user:type_name -> runway.identity.v1.User
+	33, // 1: runway.identity.v1.ListUsersResponse.users:type_name -> runway.identity.v1.User
+	34, // 2: runway.identity.v1.CreateApplicationRequest.application:type_name -> runway.identity.v1.Application
+	34, // 3: runway.identity.v1.ListApplicationsResponse.applications:type_name -> runway.identity.v1.Application
+	35, // 4: runway.identity.v1.CreateAccessRuleRequest.access_rule:type_name -> runway.identity.v1.AccessRule
+	35, // 5: runway.identity.v1.ListAccessRulesResponse.access_rules:type_name -> runway.identity.v1.AccessRule
+	36, // 6: runway.identity.v1.ListRolesResponse.roles:type_name -> runway.identity.v1.Role
 	22, // 7: runway.identity.v1.LoginRequest.password:type_name -> runway.identity.v1.PasswordCredentials
 	23, // 8: runway.identity.v1.LoginRequest.client_credentials:type_name -> runway.identity.v1.ClientCredentials
 	21, // 9: runway.identity.v1.LoginRequest.oidc:type_name -> runway.identity.v1.OidcCredentials
 	20, // 10: runway.identity.v1.LoginRequest.oidc_code:type_name -> runway.identity.v1.OidcAuthorizationCode
-	36, // 11: runway.identity.v1.LoginResponse.expire_time:type_name -> google.protobuf.Timestamp
-	34, // 12: runway.identity.v1.Caller.access_rules:type_name -> runway.identity.v1.AccessRule
-	36, // 13: runway.identity.v1.Caller.expire_time:type_name -> google.protobuf.Timestamp
-	37, // 14: runway.identity.v1.ListAuditEventsResponse.audit_events:type_name -> runway.identity.v1.AuditEvent
-	31, // 15: runway.identity.v1.SignInOptions.single_sign_on:type_name -> runway.identity.v1.SingleSignOn
+	37, // 11: runway.identity.v1.LoginResponse.expire_time:type_name -> google.protobuf.Timestamp
+	35, // 12: runway.identity.v1.Caller.access_rules:type_name -> runway.identity.v1.AccessRule
+	37, // 13: runway.identity.v1.Caller.expire_time:type_name -> google.protobuf.Timestamp
+	38, // 14: runway.identity.v1.ListAuditEventsResponse.audit_events:type_name -> runway.identity.v1.AuditEvent
+	32, // 15: runway.identity.v1.SignInOptions.single_sign_on:type_name -> runway.identity.v1.SingleSignOn
 	0,  // 16: runway.identity.v1.IdentityService.CreateUser:input_type -> runway.identity.v1.CreateUserRequest
 	1,  // 17: runway.identity.v1.IdentityService.GetUser:input_type -> runway.identity.v1.GetUserRequest
 	2,  // 18: runway.identity.v1.IdentityService.ListUsers:input_type -> runway.identity.v1.ListUsersRequest
@@ -2155,29 +2195,31 @@ var file_runway_identity_v1_identity_service_proto_depIdxs = []int32{
 	17, // 30: runway.identity.v1.IdentityService.ListRoles:input_type -> runway.identity.v1.ListRolesRequest
 	19, // 31: runway.identity.v1.IdentityService.Login:input_type -> runway.identity.v1.LoginRequest
 	25, // 32: runway.identity.v1.IdentityService.GetCaller:input_type -> runway.identity.v1.GetCallerRequest
-	27, // 33: runway.identity.v1.IdentityService.ListAuditEvents:input_type -> runway.identity.v1.ListAuditEventsRequest
-	29, // 34: runway.identity.v1.IdentityService.GetSignInOptions:input_type -> runway.identity.v1.GetSignInOptionsRequest
-	32, // 35: runway.identity.v1.IdentityService.CreateUser:output_type -> runway.identity.v1.User
-	32, // 36: runway.identity.v1.IdentityService.GetUser:output_type -> runway.identity.v1.User
-	3,  // 37: runway.identity.v1.IdentityService.ListUsers:output_type -> runway.identity.v1.ListUsersResponse
-	38, // 38: runway.identity.v1.IdentityService.DeleteUser:output_type -> google.protobuf.Empty
-	32, // 39: runway.identity.v1.IdentityService.ResetUserPassword:output_type -> runway.identity.v1.User
-	33, // 40: runway.identity.v1.IdentityService.CreateApplication:output_type -> runway.identity.v1.Application
-	33, // 41: runway.identity.v1.IdentityService.GetApplication:output_type -> runway.identity.v1.Application
-	9,  // 42: runway.identity.v1.IdentityService.ListApplications:output_type -> runway.identity.v1.ListApplicationsResponse
-	38, // 43: runway.identity.v1.IdentityService.DeleteApplication:output_type -> google.protobuf.Empty
-	33, // 44: runway.identity.v1.IdentityService.RegenerateApplicationSecret:output_type -> runway.identity.v1.Application
-	34, // 45: runway.identity.v1.IdentityService.CreateAccessRule:output_type -> runway.identity.v1.AccessRule
-	34, // 46: runway.identity.v1.IdentityService.GetAccessRule:output_type -> runway.identity.v1.AccessRule
-	15, // 47: runway.identity.v1.IdentityService.ListAccessRules:output_type -> runway.identity.v1.ListAccessRulesResponse
-	38, // 48: runway.identity.v1.IdentityService.DeleteAccessRule:output_type -> google.protobuf.Empty
-	18, // 49: runway.identity.v1.IdentityService.ListRoles:output_type -> runway.identity.v1.ListRolesResponse
-	24, // 50: runway.identity.v1.IdentityService.Login:output_type -> runway.identity.v1.LoginResponse
-	26, // 51: runway.identity.v1.IdentityService.GetCaller:output_type -> runway.identity.v1.Caller
-	28, // 52: runway.identity.v1.IdentityService.ListAuditEvents:output_type -> runway.identity.v1.ListAuditEventsResponse
-	30, // 53: runway.identity.v1.IdentityService.GetSignInOptions:output_type -> runway.identity.v1.SignInOptions
-	35, // [35:54] is the sub-list for method output_type
-	16, // [16:35] is the sub-list for method input_type
+	28, // 33: runway.identity.v1.IdentityService.ListAuditEvents:input_type -> runway.identity.v1.ListAuditEventsRequest
+	30, // 34: runway.identity.v1.IdentityService.GetSignInOptions:input_type -> runway.identity.v1.GetSignInOptionsRequest
+	26, // 35: runway.identity.v1.IdentityService.Logout:input_type -> runway.identity.v1.LogoutRequest
+	33, // 36: runway.identity.v1.IdentityService.CreateUser:output_type -> runway.identity.v1.User
+	33, // 37: runway.identity.v1.IdentityService.GetUser:output_type -> runway.identity.v1.User
+	3,  // 38: runway.identity.v1.IdentityService.ListUsers:output_type -> runway.identity.v1.ListUsersResponse
+	39, // 39: runway.identity.v1.IdentityService.DeleteUser:output_type -> google.protobuf.Empty
+	33, // 40: runway.identity.v1.IdentityService.ResetUserPassword:output_type -> runway.identity.v1.User
+	34, // 41: runway.identity.v1.IdentityService.CreateApplication:output_type -> runway.identity.v1.Application
+	34, // 42: runway.identity.v1.IdentityService.GetApplication:output_type -> runway.identity.v1.Application
+	9,  // 43: runway.identity.v1.IdentityService.ListApplications:output_type -> runway.identity.v1.ListApplicationsResponse
+	39, // 44: runway.identity.v1.IdentityService.DeleteApplication:output_type -> google.protobuf.Empty
+	34, // 45: runway.identity.v1.IdentityService.RegenerateApplicationSecret:output_type -> runway.identity.v1.Application
+	35, // 46: runway.identity.v1.IdentityService.CreateAccessRule:output_type -> runway.identity.v1.AccessRule
+	35, // 47: runway.identity.v1.IdentityService.GetAccessRule:output_type -> runway.identity.v1.AccessRule
+	15, // 48: runway.identity.v1.IdentityService.ListAccessRules:output_type -> runway.identity.v1.ListAccessRulesResponse
+	39, // 49: runway.identity.v1.IdentityService.DeleteAccessRule:output_type -> google.protobuf.Empty
+	18, // 50: runway.identity.v1.IdentityService.ListRoles:output_type -> runway.identity.v1.ListRolesResponse
+	24, // 51: runway.identity.v1.IdentityService.Login:output_type -> runway.identity.v1.LoginResponse
+	27, // 52: runway.identity.v1.IdentityService.GetCaller:output_type -> runway.identity.v1.Caller
+	29, // 53: runway.identity.v1.IdentityService.ListAuditEvents:output_type -> runway.identity.v1.ListAuditEventsResponse
+	31, // 54: runway.identity.v1.IdentityService.GetSignInOptions:output_type -> runway.identity.v1.SignInOptions
+	39, // 55: runway.identity.v1.IdentityService.Logout:output_type -> google.protobuf.Empty
+	36, // [36:56] is the sub-list for method output_type
+	16, // [16:36] is the sub-list for method input_type
 	16, // [16:16] is the sub-list for extension type_name
 	16, // [16:16] is the sub-list for extension extendee
 	0,  // [0:16] is the sub-list for field type_name
@@ -2206,7 +2248,7 @@ func file_runway_identity_v1_identity_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_runway_identity_v1_identity_service_proto_rawDesc), len(file_runway_identity_v1_identity_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   32,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

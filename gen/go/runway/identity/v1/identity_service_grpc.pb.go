@@ -39,6 +39,7 @@ const (
 	IdentityService_GetCaller_FullMethodName                   = "/runway.identity.v1.IdentityService/GetCaller"
 	IdentityService_ListAuditEvents_FullMethodName             = "/runway.identity.v1.IdentityService/ListAuditEvents"
 	IdentityService_GetSignInOptions_FullMethodName            = "/runway.identity.v1.IdentityService/GetSignInOptions"
+	IdentityService_Logout_FullMethodName                      = "/runway.identity.v1.IdentityService/Logout"
 )
 
 // IdentityServiceClient is the client API for IdentityService service.
@@ -106,6 +107,12 @@ type IdentityServiceClient interface {
 	// signed in (the single sign-on provider, when one is configured). Needs
 	// no token.
 	GetSignInOptions(ctx context.Context, in *GetSignInOptionsRequest, opts ...grpc.CallOption) (*SignInOptions, error)
+	// Ends the caller's sign-in: the session its access token belongs to
+	// ends, and with it that token, every other access token of the sign-in
+	// and its refresh token, on every replica within moments. Other sign-ins
+	// of the same user are untouched. A token without a session (a service's,
+	// the `runway dev` operator's) fails with FAILED_PRECONDITION.
+	Logout(ctx context.Context, in *LogoutRequest, opts ...grpc.CallOption) (*emptypb.Empty, error)
 }
 
 type identityServiceClient struct {
@@ -306,6 +313,16 @@ func (c *identityServiceClient) GetSignInOptions(ctx context.Context, in *GetSig
 	return out, nil
 }
 
+func (c *identityServiceClient) Logout(ctx context.Context, in *LogoutRequest, opts ...grpc.CallOption) (*emptypb.Empty, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(emptypb.Empty)
+	err := c.cc.Invoke(ctx, IdentityService_Logout_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // IdentityServiceServer is the server API for IdentityService service.
 // All implementations must embed UnimplementedIdentityServiceServer
 // for forward compatibility.
@@ -371,6 +388,12 @@ type IdentityServiceServer interface {
 	// signed in (the single sign-on provider, when one is configured). Needs
 	// no token.
 	GetSignInOptions(context.Context, *GetSignInOptionsRequest) (*SignInOptions, error)
+	// Ends the caller's sign-in: the session its access token belongs to
+	// ends, and with it that token, every other access token of the sign-in
+	// and its refresh token, on every replica within moments. Other sign-ins
+	// of the same user are untouched. A token without a session (a service's,
+	// the `runway dev` operator's) fails with FAILED_PRECONDITION.
+	Logout(context.Context, *LogoutRequest) (*emptypb.Empty, error)
 	mustEmbedUnimplementedIdentityServiceServer()
 }
 
@@ -437,6 +460,9 @@ func (UnimplementedIdentityServiceServer) ListAuditEvents(context.Context, *List
 }
 func (UnimplementedIdentityServiceServer) GetSignInOptions(context.Context, *GetSignInOptionsRequest) (*SignInOptions, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetSignInOptions not implemented")
+}
+func (UnimplementedIdentityServiceServer) Logout(context.Context, *LogoutRequest) (*emptypb.Empty, error) {
+	return nil, status.Error(codes.Unimplemented, "method Logout not implemented")
 }
 func (UnimplementedIdentityServiceServer) mustEmbedUnimplementedIdentityServiceServer() {}
 func (UnimplementedIdentityServiceServer) testEmbeddedByValue()                         {}
@@ -801,6 +827,24 @@ func _IdentityService_GetSignInOptions_Handler(srv interface{}, ctx context.Cont
 	return interceptor(ctx, in, info, handler)
 }
 
+func _IdentityService_Logout_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LogoutRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(IdentityServiceServer).Logout(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: IdentityService_Logout_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(IdentityServiceServer).Logout(ctx, req.(*LogoutRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // IdentityService_ServiceDesc is the grpc.ServiceDesc for IdentityService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -883,6 +927,10 @@ var IdentityService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetSignInOptions",
 			Handler:    _IdentityService_GetSignInOptions_Handler,
+		},
+		{
+			MethodName: "Logout",
+			Handler:    _IdentityService_Logout_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
