@@ -207,9 +207,23 @@ func TestCLI_SSODeviceLogin(t *testing.T) {
 	if fresh := readConfig(t, bob.config); fresh.Token == "" || fresh.RefreshToken == "" || time.Until(fresh.Expiry) < 30*time.Minute {
 		t.Errorf("not refreshed: %+v", fresh)
 	}
+	signedIn := readConfig(t, bob.config)
 	bob.ok(t, "", "logout")
 	if c := readConfig(t, bob.config); c.Token != "" || c.RefreshToken != "" {
 		t.Errorf("logout left %+v", c)
+	}
+	// The sign-in ended on the server: a copy of its tokens is refused too
+	// (once this process's guard has seen the session go).
+	writeConfig(t, bob.config, signedIn)
+	deadline := time.Now().Add(10 * time.Second)
+	for r := bob.run(t, "", "whoami"); r.code != 1 || !strings.HasSuffix(r.stderr, "[CREDENTIALS_INVALID]\n"); r = bob.run(t, "", "whoami") {
+		if time.Now().After(deadline) {
+			t.Fatalf("whoami with a copy of the signed-out tokens: exit %d %q", r.code, r.stderr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if r := bob.run(t, "", "logout"); r.code != 0 || r.stderr != "" {
+		t.Errorf("logout with a token already ended: exit %d %q, want a quiet success", r.code, r.stderr)
 	}
 	if r := bob.run(t, "", "login", "--sso", "--issuer", p.URL); r.code != 2 {
 		t.Errorf("--sso without --sso-client-id: exit %d, %q", r.code, r.stderr)

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	commonv1 "github.com/runwayhq/runway/gen/go/runway/common/v1"
 	identityv1 "github.com/runwayhq/runway/gen/go/runway/identity/v1"
@@ -134,14 +136,28 @@ func readLine(r *bufio.Reader) (string, error) {
 
 func logoutCommand() *cobra.Command {
 	return &cobra.Command{
-		Use:     "logout",
-		Short:   "Forget the token kept in the config file",
+		Use:   "logout",
+		Short: "End the sign-in and forget its token",
+		Long: `End the sign-in on the server (its access and refresh tokens stop working
+everywhere) and forget the token kept in the config file. When the server
+cannot end it, the token is forgotten here all the same and a warning says
+that it stays valid until it expires.`,
 		Example: "  runway logout",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := sdk.LoadConfig()
 			if err != nil {
 				return err
+			}
+			if cfg.Token != "" {
+				err := withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
+					_, err := c.IdentityService.Logout(ctx, &identityv1.LogoutRequest{})
+					return err
+				})
+				// A token already refused has nothing left to end.
+				if err != nil && status.Code(err) != codes.Unauthenticated {
+					fmt.Fprintf(cmd.ErrOrStderr(), "warning: the sign-in was not ended on the server (%s); its token stays valid until it expires\n", errorLine(err))
+				}
 			}
 			cfg.Token, cfg.RefreshToken, cfg.Expiry = "", "", time.Time{}
 			if err := sdk.SaveConfig(cfg); err != nil {

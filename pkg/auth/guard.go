@@ -187,6 +187,7 @@ type Caller struct {
 	Principal string    // users/{user}, applications/{application} or services/{service}
 	Groups    []string  // a user's groups (a user application's: its creator's)
 	Creator   string    // a user application's creator, users/{user}, whose access it acts with; "" otherwise
+	Session   string    // the sign-in (services/identity's session) its token belongs to; "" for none
 	UserUID   string    // the uid of the user whose access it acts with (itself or Creator); "" for others
 	Expire    time.Time // when its token expires
 }
@@ -219,7 +220,9 @@ func (g *Guard) authenticate(ctx context.Context) (Caller, error) {
 	if err != nil || c.Sid != "" && !g.sessionLive(ctx, c.Sid, c.Srev) {
 		return Caller{}, apierr.Unauthenticated(commonv1.ErrorReason_CREDENTIALS_INVALID)
 	}
-	return g.caller(c.Subject, c.ExpiresAt.Time), nil
+	out := g.caller(c.Subject, c.ExpiresAt.Time)
+	out.Session = c.Sid
+	return out, nil
 }
 
 // caller is what decisions need to know about principal.

@@ -354,6 +354,7 @@ var methods = map[string]Method{
 	identitySvc + "GetSignInOptions": {Access: Public},
 	identitySvc + "ListRoles":        {Access: Authenticated},
 	identitySvc + "GetCaller":        {Access: Authenticated},
+	identitySvc + "Logout":           {Access: Authenticated},
 	identitySvc + "CreateUser": {Perm: perm(Users, Create), Target: func(_ *Guard, r any) Target {
 		return account("users/" + r.(*identityv1.CreateUserRequest).GetUserId())
 	}},

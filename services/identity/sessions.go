@@ -5,11 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/emptypb"
 
+	commonv1 "github.com/runwayhq/runway/gen/go/runway/common/v1"
 	identityv1 "github.com/runwayhq/runway/gen/go/runway/identity/v1"
+	"github.com/runwayhq/runway/pkg/apierr"
 	"github.com/runwayhq/runway/pkg/auth"
 	"github.com/runwayhq/runway/pkg/etcdstore"
 )
@@ -114,4 +118,21 @@ func (s *Server) stillSSO(ctx context.Context, sess *identityv1.Session) error {
 		return errors.New("the user is no longer an SSO user of the session's issuer")
 	}
 	return nil
+}
+
+// Logout ends the caller's session: the guards drop its access tokens as
+// their mirrors see the delete, and its refresh token finds nothing.
+func (s *Server) Logout(ctx context.Context, _ *identityv1.LogoutRequest) (*emptypb.Empty, error) {
+	c, ok := auth.CallerFrom(ctx)
+	if !ok {
+		return nil, apierr.Unauthenticated(commonv1.ErrorReason_CREDENTIALS_MISSING)
+	}
+	if c.Session == "" {
+		return nil, apierr.FailedPrecondition(commonv1.ErrorReason_NO_SESSION, c.Principal,
+			"This token belongs to no sign-in and cannot be signed out; it ends when it expires.")
+	}
+	if _, err := s.client.Delete(ctx, sessionKey(c.Session)); err != nil {
+		return nil, apierr.Unavailable(commonv1.ErrorReason_STORE_UNAVAILABLE, time.Second).WithCause(err)
+	}
+	return &emptypb.Empty{}, nil
 }

@@ -129,3 +129,32 @@ func TestBootstrapOnlyOnce(t *testing.T) {
 	_, err = root2.GetAccessRule(t.Context(), &identityv1.GetAccessRuleRequest{Name: "accessRules/bootstrap-admin"})
 	wantCode(t, "the deleted bootstrap rule", err, codes.NotFound, "ACCESS_RULE_NOT_FOUND")
 }
+
+// Logout ends the caller's sign-in: its access and refresh tokens stop
+// working, another sign-in of the same user does not; a token of no
+// sign-in cannot be signed out.
+func TestLogoutEndsTheSignIn(t *testing.T) {
+	e := newEnv(t)
+	pw := e.user(t, "lou")
+	gone, err := e.login(t, "lou", pw, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, err := e.login(t, "lou", pw, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.client(t, gone.GetAccessToken()).Logout(t.Context(), &identityv1.LogoutRequest{}); err != nil {
+		t.Fatalf("Logout: %v", err)
+	}
+	e.sync(t)
+	_, err = e.client(t, gone.GetAccessToken()).GetCaller(t.Context(), &identityv1.GetCallerRequest{})
+	wantCode(t, "the access token of a signed-out sign-in", err, codes.Unauthenticated, "CREDENTIALS_INVALID")
+	_, err = e.refresh(t, gone.GetRefreshToken())
+	wantCode(t, "the refresh token of a signed-out sign-in", err, codes.Unauthenticated, "CREDENTIALS_INVALID")
+	if _, err := e.client(t, kept.GetAccessToken()).GetCaller(t.Context(), &identityv1.GetCallerRequest{}); err != nil {
+		t.Errorf("another sign-in of the same user: %v", err)
+	}
+	_, err = e.admin.Logout(t.Context(), &identityv1.LogoutRequest{}) // the fixture's token of no sign-in
+	wantCode(t, "Logout with a token of no sign-in", err, codes.FailedPrecondition, "NO_SESSION")
+}

@@ -576,8 +576,11 @@ describe('web UI against runway dev', () => {
     await nav('Workloads')
     await page.getByText('Nothing to show.').or(page.getByRole('alert')).first().waitFor()
     await check('20-signed-in-sso')
-    // Signed out, the sign-in page offers both ways again.
+    // Signed out (the sign-in ended on the server too), the sign-in page
+    // offers both ways again.
+    const logout = page.waitForResponse((r) => r.url().endsWith('/v1/auth:logout'))
     await page.getByRole('button', { name: 'Sign out' }).click()
+    expect((await logout).status()).toBe(200)
     await page.getByRole('button', { name: 'Sign in with single sign-on' }).waitFor()
     await check('01b-sign-in-sso')
     // Back in, to look at every view as this user.

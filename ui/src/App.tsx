@@ -1,5 +1,5 @@
 import { useEffect, useState } from 'react'
-import { onSignedOut, setToken } from './api'
+import { call, onSignedOut, setToken } from './api'
 import { Login } from './Login'
 import { Link, RouterProvider, useRouter } from './router'
 import { id } from './format'
@@ -96,9 +96,15 @@ function Shell({ caller, signOut }: { caller: Caller; signOut: () => void }) {
 export function App() {
   const [caller, setCaller] = useState<Caller | null>(null)
   useEffect(() => onSignedOut(() => setCaller(null)), [])
+  // Signing out ends the sign-in on the server too (its tokens stop working
+  // everywhere); the page forgets the token whatever the answer.
   const signOut = () => {
-    setToken('')
-    setCaller(null)
+    call('POST', '/v1/auth:logout', {})
+      .catch(() => {})
+      .finally(() => {
+        setToken('')
+        setCaller(null)
+      })
   }
   return <RouterProvider>{caller ? <Shell caller={caller} signOut={signOut} /> : <Login onSignedIn={setCaller} />}</RouterProvider>
 }
