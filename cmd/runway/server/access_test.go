@@ -561,10 +561,24 @@ func TestCrossTenant(t *testing.T) {
 		t.Errorf("ListWorkloads projects/- = %v, %v; want only team-a's", names(l.GetWorkloads()), err)
 	}
 	// The watch sends only team-a's too: its initial listing is every
-	// workload it may see, then the test's own change.
+	// workload it may see, then the test's own change (made once the
+	// listing is over: a change made before the server reads the listing
+	// would be in it, not after it).
 	ws, err := w.WatchWorkloads(t.Context(), &workloadv1.WatchWorkloadsRequest{Parent: "projects/-"})
 	if err != nil {
 		t.Fatal(err)
+	}
+	for {
+		ev, err := ws.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.GetWorkload() == nil { // SYNCED
+			break
+		}
+		if !strings.HasPrefix(ev.GetWorkload().GetName(), "projects/team-a/") {
+			t.Fatalf("the watch's listing sent %v", ev)
+		}
 	}
 	if _, err := workloadv1.NewWorkloadServiceClient(tn.admin).SuspendWorkload(t.Context(),
 		&workloadv1.SuspendWorkloadRequest{Name: wb}); err != nil {
@@ -578,7 +592,7 @@ func TestCrossTenant(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ev.GetWorkload() == nil { // SYNCED: the initial listing is over
+		if ev.GetWorkload() == nil {
 			continue
 		}
 		if !strings.HasPrefix(ev.GetWorkload().GetName(), "projects/team-a/") {
