@@ -255,7 +255,7 @@ team-b   default     default    2.00       unlimited  1       2.00       2.00
 	// describe tells why a1 waits and what happened to it.
 	out := d.ok(t, "workload", "describe", "a1", "-p", "team-a")
 	for _, s := range []string{"Status:     Pending (sent back to pending 1 time)", "Why it waits:", "fair share of 2",
-		"Preempted  project team-b reclaimed 1 GPU for b2"} {
+		"Preempted  project team-b reclaimed 1 GPU: project team-a held"} {
 		if !strings.Contains(out, s) {
 			t.Errorf("describe lacks %q:\n%s", s, out)
 		}

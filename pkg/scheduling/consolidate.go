@@ -150,8 +150,10 @@ func (c *cycle) move(j *cluster.Workload, p *cluster.Pool, units []unit, set []i
 	if k := j.NextPods(); k > 1 {
 		need = fmt.Sprintf("%d pods of %s on nodes with room", k, cluster.Quantity(r, j.Pod.Counted(p.MinDeviceMemory).Get(r)))
 	}
-	why := fmt.Sprintf("moved in node pool %s to make room for %s of project %s, which needed %s while the pool had %s free in total",
-		p.Name, j.Name, j.Project.Name, need, cluster.Quantity(r, p.Free().Get(r)))
+	// The moved workloads may be other tenants': j's project is named, j
+	// is not.
+	why := fmt.Sprintf("moved in node pool %s to make room for a workload of project %s, which needed %s while the pool had %s free in total",
+		p.Name, j.Project.Name, need, cluster.Quantity(r, p.Free().Get(r)))
 	c.placedFor[j] = true
 	for _, i := range set {
 		c.movedBy[units[i].w] = len(c.plan.Evictions)

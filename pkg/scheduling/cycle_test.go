@@ -576,7 +576,7 @@ func TestEvictionReasons(t *testing.T) {
 	}{
 		"reclaim names the reclaimer, what the victim's project held and its fair share": {
 			cluster:    quickStart(),
-			wantReason: map[string]string{"a1": "project team-b reclaimed 1 GPU for b2: project team-a held 3 GPUs (deserved 2, fair share 2)"},
+			wantReason: map[string]string{"a1": "project team-b reclaimed 1 GPU: project team-a held 3 GPUs (deserved 2, fair share 2)"},
 		},
 		"two victims of one project: each sees the earlier one gone": {
 			cluster: NewCluster().Node("n1", 4).
@@ -589,8 +589,8 @@ func TestEvictionReasons(t *testing.T) {
 					W("b-4").Project("b").GPU(1).At(time.Second).On("n1"),
 					W("j").Project("a").GPU(2).At(2*time.Second)),
 			wantReason: map[string]string{
-				"b-3": "project a reclaimed 1 GPU for j: project b held 4 GPUs (deserved 2, fair share 2)",
-				"b-4": "project a reclaimed 1 GPU for j: project b held 3 GPUs (deserved 2, fair share 2)",
+				"b-3": "project a reclaimed 1 GPU: project b held 4 GPUs (deserved 2, fair share 2)",
+				"b-4": "project a reclaimed 1 GPU: project b held 3 GPUs (deserved 2, fair share 2)",
 			},
 		},
 		"preemption names both priorities": {

@@ -230,8 +230,10 @@ func reclaimReason(j *cluster.Workload, u unit, p *cluster.Pool) string {
 	_, b := meeting(j.Project, u.w.Project)
 	alloc := b.Usage[p.Index].Allocated.GPU
 	quota := b.Quotas[p.Index].Deserved.GPU
-	return fmt.Sprintf("project %s reclaimed %s for %s: %s %s held %s (deserved %s, fair share %s)",
-		j.Project.Name, cluster.Quantity(cluster.GPU, u.held.GPU), j.Name, b.Kind, b.Name, cluster.Quantity(cluster.GPU, alloc),
+	// The reclaimer's workload is another tenant's: its project is named,
+	// the workload is not.
+	return fmt.Sprintf("project %s reclaimed %s: %s %s held %s (deserved %s, fair share %s)",
+		j.Project.Name, cluster.Quantity(cluster.GPU, u.held.GPU), b.Kind, b.Name, cluster.Quantity(cluster.GPU, alloc),
 		deservedText(quota), cluster.FormatAmount(cluster.GPU, b.FairShare[p.Index].GPU))
 }
 

@@ -141,7 +141,7 @@ describe('web UI against runway dev', () => {
     await expect(reasons.textContent()).resolves.toMatch(/fair share/)
     const events = page.getByRole('table', { name: 'Events' })
     await events.getByRole('cell', { name: 'Preempted', exact: true }).waitFor()
-    await expect(events.textContent()).resolves.toMatch(/project team-b reclaimed 1 GPU for b2/)
+    await expect(events.textContent()).resolves.toMatch(/project team-b reclaimed 1 GPU: project team-a held/)
     await page.getByText(/^Last decision \(.*not placed\): needs 1 GPU on one node/).waitFor()
     await check('06-workload-a1-pending')
     await page.getByRole('region', { name: 'Logs' }).waitFor()
