@@ -36,8 +36,11 @@ import (
 const DefaultReservationImage = "ghcr.io/runwayhq/runway:latest"
 
 // ReservationServiceAccount is the service account of the reservation
-// pods, in Runway's namespace: it may patch pods there (the chart's Role),
-// to report the GPU. Workloads' pods there get no service account token.
+// pods, in Runway's namespace, to report the GPU. The chart's Role lets it
+// patch pods there, and the chart's ValidatingAdmissionPolicy narrows that
+// to the pod its token is bound to (the kubelet mounts such a token) and
+// to writing AnnotationGPUUUID once: RBAC's resourceNames cannot name pods
+// made at run time. Workloads' pods there get no service account token.
 const ReservationServiceAccount = "runway-gpu-reservation"
 
 // ReservationGrace is the grace period of a reservation pod's deletion:
