@@ -1,0 +1,115 @@
+package kube_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+
+	"github.com/runwayhq/runway/pkg/runner/local"
+	"github.com/runwayhq/runway/services/nodemanager/kube"
+)
+
+// fractionPod is a user's pod asking Runway for half a GPU; with envFrom it
+// reads its GPU from the ConfigMap Runway writes at binding.
+func fractionPod(name string, envFrom bool) *corev1.Pod {
+	cpu := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}
+	c := corev1.Container{Name: "main", Image: "pytorch", Resources: corev1.ResourceRequirements{Requests: cpu}}
+	if envFrom {
+		c.EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: kube.UserGPUConfigMap(name)}}}}
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{kube.AnnotationGPUFraction: "0.5"}},
+		Spec:       corev1.PodSpec{SchedulerName: kube.SchedulerName, Containers: []corev1.Container{c}},
+	}
+}
+
+// TestUserPodFraction: a user's own pod asking for 0.5 GPU gets a
+// reservation pod, and the ConfigMap it reads its environment from holds
+// the UUID that reservation reports (and RUNWAY_*), owned by the pod; a
+// whole-GPU pod never gets that GPU. A fraction's pod that does not read
+// the ConfigMap is not bound, and an event on it says why.
+func TestUserPodFraction(t *testing.T) {
+	e := newEnv(t, "ufrac")
+	plugin, err := cluster.StartDevicePlugin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.node(t, "ufrac-node-1", 2)
+	e.start(t)
+	e.project(t, "team-uf", 2)
+	ns := e.projectNamespace(t, "team-uf")
+
+	nb, err := e.kube.CoreV1().Pods(ns).Create(t.Context(), fractionPod("nb", true), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.kube.CoreV1().Pods(ns).Create(t.Context(), fractionPod("blind", false), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var uuid string
+	eventually(t, "the user's fraction pod bound, its GPU in its ConfigMap", func() string {
+		p, err := e.kube.CoreV1().Pods(ns).Get(t.Context(), "nb", metav1.GetOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		if p.Spec.NodeName != "ufrac-node-1" {
+			return fmt.Sprintf("nodeName %q", p.Spec.NodeName)
+		}
+		res := e.reservations(t)
+		if len(res) != 1 || res[0].Annotations[kube.AnnotationGPUUUID] == "" {
+			return fmt.Sprintf("reservation pods %v", res)
+		}
+		uuid = res[0].Annotations[kube.AnnotationGPUUUID]
+		return ""
+	})
+	cm, err := e.kube.CoreV1().ConfigMaps(ns).Get(t.Context(), kube.UserGPUConfigMap("nb"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the bound fraction pod's ConfigMap: %v", err)
+	}
+	for k, want := range map[string]string{"NVIDIA_VISIBLE_DEVICES": uuid, local.EnvVisibleDevices: uuid,
+		local.EnvFractionMilli: "500", local.EnvProject: "team-uf"} {
+		if cm.Data[k] != want {
+			t.Errorf("ConfigMap %s: %s=%q, want %q (all: %v)", cm.Name, k, cm.Data[k], want, cm.Data)
+		}
+	}
+	if o := cm.OwnerReferences; len(o) != 1 || o[0].Kind != "Pod" || o[0].UID != nb.UID {
+		t.Errorf("ConfigMap %s owned by %v, want the pod %s", cm.Name, o, nb.UID)
+	}
+
+	// A whole GPU goes to another pod: the kubelet never gives that one.
+	e.wholeGPUElsewhere(t, "team-uf", "w1", uuid)
+
+	// The pod without the reference: refused, said so, never bound.
+	eventually(t, "an event on the refused pod", func() string {
+		evs, err := e.kube.CoreV1().Events(ns).List(t.Context(), metav1.ListOptions{
+			FieldSelector: fields.OneTermEqualSelector("involvedObject.name", "blind").String()})
+		if err != nil {
+			return err.Error()
+		}
+		for _, ev := range evs.Items {
+			if ev.Reason == kube.EventReasonNoGPUConfigMap && ev.Type == corev1.EventTypeWarning {
+				return ""
+			}
+		}
+		return fmt.Sprintf("events %v", evs.Items)
+	})
+	time.Sleep(500 * time.Millisecond)
+	if p, err := e.kube.CoreV1().Pods(ns).Get(t.Context(), "blind", metav1.GetOptions{}); err != nil || p.Spec.NodeName != "" {
+		t.Errorf("the fraction pod without its ConfigMap: %v on %q, want it left unbound", err, p.Spec.NodeName)
+	}
+	if _, err := e.kube.CoreV1().ConfigMaps(ns).Get(t.Context(), kube.UserGPUConfigMap("blind"), metav1.GetOptions{}); err == nil {
+		t.Errorf("a ConfigMap written for the refused pod")
+	}
+	if ws := e.workloads(t, "team-uf"); len(ws) != 2 {
+		t.Errorf("team-uf's workloads: %d, want nb's and w1 (none for the refused pod)", len(ws))
+	}
+	if r := plugin.Refused(); len(r) != 0 {
+		t.Errorf("the kubelet would have refused %v", r)
+	}
+}
