@@ -2,6 +2,7 @@ package kube_test
 
 import (
 	"fmt"
+	"path"
 	"testing"
 	"time"
 
@@ -32,8 +33,9 @@ func fractionPod(name string, envFrom bool) *corev1.Pod {
 // TestUserPodFraction: a user's own pod asking for 0.5 GPU gets a
 // reservation pod, and the ConfigMap it reads its environment from holds
 // the UUID that reservation reports (and RUNWAY_*), owned by the pod; a
-// whole-GPU pod never gets that GPU. A fraction's pod that does not read
-// the ConfigMap is not bound, and an event on it says why.
+// whole-GPU pod never gets that GPU, even while the user's pod, evicted,
+// is in its grace period. A fraction's pod that does not read the
+// ConfigMap is not bound, and an event on it says why.
 func TestUserPodFraction(t *testing.T) {
 	e := newEnv(t, "ufrac")
 	plugin, err := cluster.StartDevicePlugin(t.Context())
@@ -108,6 +110,37 @@ func TestUserPodFraction(t *testing.T) {
 	}
 	if ws := e.workloads(t, "team-uf"); len(ws) != 2 {
 		t.Errorf("team-uf's workloads: %d, want nb's and w1 (none for the refused pod)", len(ws))
+	}
+
+	// Evicted (its workload deleted), the user's pod keeps its GPU through
+	// its grace period: the reservation stays and no whole-GPU pod is put
+	// on that GPU until the pod is gone.
+	e.holdPod(t, *nb)
+	for _, w := range e.workloads(t, "team-uf") {
+		if id := path.Base(w.GetName()); id != "w1" {
+			if err := e.rw.DeleteWorkload(t.Context(), "team-uf", id); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	eventually(t, "the user's pod terminating", func() string {
+		if p, err := e.kube.CoreV1().Pods(ns).Get(t.Context(), "nb", metav1.GetOptions{}); err != nil || p.DeletionTimestamp == nil {
+			return fmt.Sprintf("%v", err)
+		}
+		return ""
+	})
+	e.training(t, "team-uf", "w2", 1, 1)
+	time.Sleep(time.Second)
+	if res := e.reservations(t); len(res) != 1 || res[0].DeletionTimestamp != nil {
+		t.Fatalf("the reservation went while the evicted user's pod still uses its GPU: %v", res)
+	}
+	if live, _ := e.pods(t, "w2"); len(live) != 0 {
+		t.Fatalf("w2's pod %s created while the evicted user's pod still uses the GPU", live[0].Name)
+	}
+	e.releasePod(t, *nb)
+	e.bound(t, "w2", 1)
+	if res := e.reservations(t); len(res) != 0 {
+		t.Errorf("reservation pods after the user's pod went: %v", res)
 	}
 	if r := plugin.Refused(); len(r) != 0 {
 		t.Errorf("the kubelet would have refused %v", r)

@@ -69,7 +69,7 @@ func (r *runtime) syncBinding(ctx context.Context, key string) error {
 	} else if uuids != nil {
 		// A user's pod cannot be given its GPU in its spec: it reads it
 		// from the ConfigMap written now, before it is bound.
-		if ok, err := r.writeUserGPU(ctx, pod, b, uuids); err != nil || !ok {
+		if ok, err := r.writeUserGPU(ctx, pod, target, b, uuids); err != nil || !ok {
 			return err
 		}
 	}
@@ -240,11 +240,13 @@ func (r *runtime) syncPod(ctx context.Context, key string) error {
 	ns, name, _ := strings.Cut(key, "/")
 	p, err := r.pods.Pods(ns).Get(name)
 	if apierrors.IsNotFound(err) {
+		r.releaseUserDevices(key, nil)
 		return nil
 	}
 	if err != nil {
 		return err
 	}
+	r.releaseUserDevices(key, p)
 	if foreignWorkload(p) != "" && p.Spec.NodeName == "" {
 		return r.ensureForeign(ctx, p)
 	}

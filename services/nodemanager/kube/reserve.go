@@ -88,6 +88,9 @@ func (r *runtime) holder(node string, b binding) string {
 				return p.Name
 			}
 		}
+		if h := r.userHolder(node + "/" + strconv.Itoa(d)); h != "" && !fractional(b) {
+			return h
+		}
 	}
 	return ""
 }
@@ -190,6 +193,9 @@ func (r *runtime) syncReservation(ctx context.Context, p *corev1.Pod) error {
 			return nil
 		}
 	}
+	if r.userHolder(key) != "" {
+		return nil // a user's fraction pod still uses it, in its grace period perhaps
+	}
 	d, err := strconv.Atoi(p.Annotations[AnnotationDevices])
 	if err != nil {
 		return r.deletePod(ctx, p, ReservationGrace)
@@ -216,8 +222,10 @@ func (r *runtime) fractionBound(node string, d int) bool {
 // requeueDevices queues what a change of a pod holding devices may free or
 // complete: the bindings on its node (a pod waiting for the devices, or
 // for a reservation's UUID) and the reservation pods of its devices.
-func (r *runtime) requeueDevices(p *corev1.Pod) {
-	keys := r.deviceKeys(p)
+func (r *runtime) requeueDevices(p *corev1.Pod) { r.requeueDeviceKeys(r.deviceKeys(p)) }
+
+// requeueDeviceKeys is requeueDevices for devices by "kube node/index".
+func (r *runtime) requeueDeviceKeys(keys []string) {
 	if len(keys) == 0 {
 		return
 	}
@@ -227,7 +235,8 @@ func (r *runtime) requeueDevices(p *corev1.Pod) {
 			r.queue.Add(kindPod + ":" + r.cfg.Namespace + "/" + reservationName(node, i))
 		}
 	}
-	id := nodeID(p.Spec.NodeName)
+	node, _, _ := strings.Cut(keys[0], "/")
+	id := nodeID(node)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for k, b := range r.bindings {

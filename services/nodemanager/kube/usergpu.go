@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
 	"github.com/runwayhq/runway/pkg/etcdstore"
@@ -86,9 +89,9 @@ func (r *runtime) refuseUserGPU(ctx context.Context, p *corev1.Pod, why error) {
 }
 
 // writeUserGPU writes a user's fraction pod's ConfigMap with its devices
-// (uuids) and RUNWAY_* variables; false (and nothing bound) for a pod that
-// does not read it.
-func (r *runtime) writeUserGPU(ctx context.Context, p *corev1.Pod, b binding, uuids []string) (bool, error) {
+// (uuids) and RUNWAY_* variables, and holds the devices on node for it;
+// false (and nothing bound) for a pod that does not read it.
+func (r *runtime) writeUserGPU(ctx context.Context, p *corev1.Pod, node string, b binding, uuids []string) (bool, error) {
 	if foreignWorkload(p) == "" {
 		return true, nil
 	}
@@ -128,7 +131,73 @@ func (r *runtime) writeUserGPU(ctx context.Context, p *corev1.Pod, b binding, uu
 	if err != nil {
 		return false, fmt.Errorf("write ConfigMap %s/%s: %w", p.Namespace, want.Name, err)
 	}
+	r.holdUserDevices(p, node, b.Devices)
 	return true, nil
+}
+
+// userHold is what a user's fraction pod that Runway bound uses: its
+// devices ("kube node/index"). Its annotations are its user's to write, so
+// they do not say (deviceKeys counts only Runway's namespace); Runway
+// remembers, from the pod's binding until the pod is gone, so that a
+// reservation outlives an evicted pod's grace period and no whole-GPU pod
+// is placed on the device meanwhile. A restarted runtime knows the devices
+// of the pods whose bindings stand (fractionBound), not those of pods
+// already terminating.
+type userHold struct {
+	uid  types.UID
+	keys []string
+}
+
+func (r *runtime) holdUserDevices(p *corev1.Pod, node string, devices []int) {
+	h := userHold{uid: p.UID}
+	for _, d := range devices {
+		h.keys = append(h.keys, node+"/"+strconv.Itoa(d))
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.userHolds == nil {
+		r.userHolds = map[string]userHold{}
+	}
+	r.userHolds[p.Namespace+"/"+p.Name] = h
+}
+
+// releaseUserDevices forgets the devices of the pod at key once it is gone
+// (p nil, or another pod of that name) or was never bound and no binding
+// is left for it, and queues what waited for them.
+func (r *runtime) releaseUserDevices(key string, p *corev1.Pod) {
+	r.mu.Lock()
+	h, ok := r.userHolds[key]
+	gone := ok && (p == nil || p.UID != h.uid || p.Spec.NodeName == "" && !r.workloadBound(foreignWorkload(p)))
+	if gone {
+		delete(r.userHolds, key)
+	}
+	r.mu.Unlock()
+	if gone {
+		r.requeueDeviceKeys(h.keys)
+	}
+}
+
+// workloadBound says whether a binding names the workload; under mu.
+func (r *runtime) workloadBound(name string) bool {
+	for _, b := range r.bindings {
+		if b.WorkloadName() == name {
+			return true
+		}
+	}
+	return false
+}
+
+// userHolder is the key of a user's pod that uses the device ("kube
+// node/index"); "" when none does.
+func (r *runtime) userHolder(device string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k, h := range r.userHolds {
+		if slices.Contains(h.keys, device) {
+			return k
+		}
+	}
+	return ""
 }
 
 func ownedBy(cm *corev1.ConfigMap, p *corev1.Pod) bool {
