@@ -1,16 +1,22 @@
 package kube_test
 
 import (
+	"context"
+	"crypto/tls"
 	"fmt"
+	"net/http"
+	"os"
 	"path"
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 
+	"github.com/runwayhq/runway/pkg/grpcserver/tlstest"
 	"github.com/runwayhq/runway/pkg/runner/local"
 	"github.com/runwayhq/runway/services/nodemanager/kube"
 )
@@ -145,4 +151,95 @@ func TestUserPodFraction(t *testing.T) {
 	if r := plugin.Refused(); len(r) != 0 {
 		t.Errorf("the kubelet would have refused %v", r)
 	}
+}
+
+// TestAdmissionWebhookAddsGPUConfigMap: with kube.AdmissionHandler served
+// over TLS as a mutating webhook of the real apiserver, a user's fraction
+// pod whose name is generated (as a Job's or a Deployment's are) gets the
+// envFrom reference and a ConfigMap name of the webhook's choosing, is
+// bound, and reads the reservation's UUID from that ConfigMap.
+func TestAdmissionWebhookAddsGPUConfigMap(t *testing.T) {
+	e := newEnv(t, "uhook")
+	if _, err := cluster.StartDevicePlugin(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	e.node(t, "uhook-node-1", 1)
+	e.start(t)
+	e.project(t, "team-uh", 1)
+	ns := e.projectNamespace(t, "team-uh")
+
+	certs := tlstest.New(t)
+	cert, err := tls.LoadX509KeyPair(certs.Cert, certs.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: kube.AdmissionHandler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	ca, err := os.ReadFile(certs.CA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "https://" + l.Addr().String() + "/mutate-pods"
+	none, fail := admissionregistrationv1.SideEffectClassNone, admissionregistrationv1.Fail
+	hooks := e.kube.AdmissionregistrationV1().MutatingWebhookConfigurations()
+	if _, err := hooks.Create(t.Context(), &admissionregistrationv1.MutatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "uhook-runway-gpu"},
+		Webhooks: []admissionregistrationv1.MutatingWebhook{{Name: "gpu-configmap.runway.io",
+			ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: ca},
+			Rules: []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+				Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}}}},
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}},
+			SideEffects:       &none, FailurePolicy: &fail, AdmissionReviewVersions: []string{"v1"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = hooks.Delete(context.Background(), "uhook-runway-gpu", metav1.DeleteOptions{}) })
+
+	job := fractionPod("", false)
+	job.GenerateName = "train-"
+	// The apiserver loads the webhook shortly after it is created.
+	eventually(t, "the webhook called", func() string {
+		p, err := e.kube.CoreV1().Pods(ns).Create(t.Context(), job, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			return err.Error()
+		}
+		if len(p.Spec.Containers[0].EnvFrom) == 0 {
+			return "not mutated yet"
+		}
+		return ""
+	})
+	created, err := e.kube.CoreV1().Pods(ns).Create(t.Context(), job, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmName := created.Annotations[kube.AnnotationGPUConfigMap]
+	if ef := created.Spec.Containers[0].EnvFrom; cmName == "" || len(ef) != 1 || ef[0].ConfigMapRef == nil || ef[0].ConfigMapRef.Name != cmName {
+		t.Fatalf("the generated pod %s: annotation %q, envFrom %v; want both naming one ConfigMap", created.Name, cmName, ef)
+	}
+	eventually(t, "the generated fraction pod bound, its GPU in its ConfigMap", func() string {
+		p, err := e.kube.CoreV1().Pods(ns).Get(t.Context(), created.Name, metav1.GetOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		if p.Spec.NodeName != "uhook-node-1" {
+			return fmt.Sprintf("nodeName %q", p.Spec.NodeName)
+		}
+		res := e.reservations(t)
+		if len(res) != 1 || res[0].Annotations[kube.AnnotationGPUUUID] == "" {
+			return fmt.Sprintf("reservation pods %v", res)
+		}
+		cm, err := e.kube.CoreV1().ConfigMaps(ns).Get(t.Context(), cmName, metav1.GetOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		if got, want := cm.Data["NVIDIA_VISIBLE_DEVICES"], res[0].Annotations[kube.AnnotationGPUUUID]; got != want {
+			t.Fatalf("ConfigMap %s: NVIDIA_VISIBLE_DEVICES=%q, want the reservation's %q", cmName, got, want)
+		}
+		return ""
+	})
 }

@@ -6,11 +6,13 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
 	"github.com/runwayhq/runway/pkg/etcdstore"
@@ -33,13 +35,25 @@ import (
 // it. A fraction's pod without that reference in every container is not
 // scheduled (an event on the pod says why): without it a container would
 // see what its image says (CUDA images say NVIDIA_VISIBLE_DEVICES=all).
+// The admission webhook (webhook.go) adds the reference to pods that lack
+// it, under a name of its choosing for pods whose name is generated.
 
-// UserGPUConfigMap is the ConfigMap a user's fraction pod reads its GPU
-// from.
+// UserGPUConfigMap is the ConfigMap a user's fraction pod named pod reads
+// its GPU from, unless AnnotationGPUConfigMap names another.
 func UserGPUConfigMap(pod string) string { return pod + "-runway-gpu" }
 
-// maxObjectName is the longest name of a ConfigMap (a DNS subdomain).
-const maxObjectName = 253
+// AnnotationGPUConfigMap on a user's fraction pod names the ConfigMap it
+// reads its GPU from: the admission webhook (webhook.go) sets it on pods
+// whose name is generated, which no template can name in advance.
+const AnnotationGPUConfigMap = "runway.io/gpu-configmap"
+
+// gpuConfigMap is the ConfigMap a user's fraction pod reads its GPU from.
+func gpuConfigMap(p *corev1.Pod) string {
+	if n := p.Annotations[AnnotationGPUConfigMap]; n != "" {
+		return n
+	}
+	return UserGPUConfigMap(p.Name)
+}
 
 // EventReasonNoGPUConfigMap is the reason of the event on a user's
 // fraction pod that does not read its GPU from UserGPUConfigMap.
@@ -48,10 +62,10 @@ const EventReasonNoGPUConfigMap = "RunwayFractionNeedsGPUConfigMap"
 // checkUserGPU says why a user's fraction pod cannot be given its GPU; nil
 // when every container reads UserGPUConfigMap.
 func checkUserGPU(p *corev1.Pod) error {
-	name := UserGPUConfigMap(p.Name)
-	if len(name) > maxObjectName {
-		return fmt.Errorf("a pod asking for a GPU fraction may have a name of at most %d characters (its ConfigMap %s-runway-gpu)",
-			maxObjectName-len(UserGPUConfigMap("")), p.Name)
+	name := gpuConfigMap(p)
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return fmt.Errorf("a pod asking for a GPU fraction reads its GPU from the ConfigMap %q, which is no ConfigMap name: %s",
+			name, strings.Join(errs, "; "))
 	}
 	for _, c := range p.Spec.Containers {
 		if !readsConfigMap(c, name) {
@@ -109,7 +123,7 @@ func (r *runtime) writeUserGPU(ctx context.Context, p *corev1.Pod, node string, 
 		data[e.Name] = e.Value
 	}
 	want := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: UserGPUConfigMap(p.Name), Namespace: p.Namespace,
+		ObjectMeta: metav1.ObjectMeta{Name: gpuConfigMap(p), Namespace: p.Namespace,
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: p.Name, UID: p.UID}}},
 		Data: data,
 	}
@@ -124,6 +138,13 @@ func (r *runtime) writeUserGPU(ctx context.Context, p *corev1.Pod, node string, 
 		}
 		if maps.Equal(cur.Data, want.Data) && len(cur.BinaryData) == 0 && ownedBy(cur, p) {
 			return true, nil
+		}
+		for _, o := range cur.OwnerReferences {
+			if o.Kind == "Pod" && o.UID != p.UID {
+				r.log.Warn("kubernetes runtime: pod not bound: its GPU ConfigMap is another pod's", "pod", p.Namespace+"/"+p.Name,
+					"configmap", want.Name, "owner", o.Name)
+				return false, nil
+			}
 		}
 		want.ResourceVersion = cur.ResourceVersion
 		_, err = cms.Update(ctx, want, metav1.UpdateOptions{})
