@@ -114,6 +114,7 @@ func TestChartValidates(t *testing.T) {
 		"mutual TLS and SSO":           {"--set", "tls.mutual=true", "--set", "identity.oidc.issuer=https://login.example.com", "--set", "identity.oidc.clientId=runway"},
 		"the metrics service": {"--set", "metricsService.enabled=true", "--set", "metricsService.prometheusUrl=http://prometheus:9090",
 			"--set", "metricsService.s3.endpoint=https://s3.example.com", "--set", "metricsService.s3.caSecret=s3-ca"},
+		"the admission webhook": {"--set", "scheduler.admissionWebhook.enabled=true", "--set", "scheduler.admissionWebhook.caBundle=Y2VydA=="},
 	} {
 		kinds := map[string]int{}
 		tlsArgs := 0
@@ -134,6 +135,9 @@ func TestChartValidates(t *testing.T) {
 		}
 		if name == "the metrics service" {
 			want["Deployment"], want["Service"] = 7, 7
+		}
+		if name == "the admission webhook" {
+			want["MutatingWebhookConfiguration"] = 1
 		}
 		// TLS is on unless turned off: every service, the gateway and the
 		// agents serve and call with it.

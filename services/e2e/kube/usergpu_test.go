@@ -2,9 +2,8 @@ package kube_test
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
-	"net/http"
+	"net"
 	"os"
 	"path"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 
+	"github.com/runwayhq/runway/pkg/grpcserver"
 	"github.com/runwayhq/runway/pkg/grpcserver/tlstest"
 	"github.com/runwayhq/runway/pkg/runner/local"
 	"github.com/runwayhq/runway/services/nodemanager/kube"
@@ -153,8 +153,9 @@ func TestUserPodFraction(t *testing.T) {
 	}
 }
 
-// TestAdmissionWebhookAddsGPUConfigMap: with kube.AdmissionHandler served
-// over TLS as a mutating webhook of the real apiserver, a user's fraction
+// TestAdmissionWebhookAddsGPUConfigMap: with kube.ServeAdmission (what
+// `runway serve scheduler --kube-webhook-listen` runs) as a mutating
+// webhook of the real apiserver, a user's fraction
 // pod whose name is generated (as a Job's or a Deployment's are) gets the
 // envFrom reference and a ConfigMap name of the webhook's choosing, is
 // bound, and reads the reservation's UUID from that ConfigMap.
@@ -169,17 +170,23 @@ func TestAdmissionWebhookAddsGPUConfigMap(t *testing.T) {
 	ns := e.projectNamespace(t, "team-uh")
 
 	certs := tlstest.New(t)
-	cert, err := tls.LoadX509KeyPair(certs.Cert, certs.Key)
+	tlsCfg, err := grpcserver.LoadTLS(certs.Cert, certs.Key, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: kube.AdmissionHandler(), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(l) }()
-	t.Cleanup(func() { _ = srv.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- kube.ServeAdmission(ctx, l, tlsCfg, quiet) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-served; err != nil {
+			t.Errorf("ServeAdmission: %v", err)
+		}
+	})
 	ca, err := os.ReadFile(certs.CA)
 	if err != nil {
 		t.Fatal(err)

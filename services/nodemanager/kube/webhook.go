@@ -1,12 +1,17 @@
 package kube
 
 import (
+	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"strings"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -88,4 +93,25 @@ func gpuConfigMapPatch(p *corev1.Pod) []patchOp {
 		}
 	}
 	return ops
+}
+
+// ServeAdmission serves AdmissionHandler at /mutate-pods on l, over TLS
+// with cfg, until ctx ends.
+func ServeAdmission(ctx context.Context, l net.Listener, cfg *tls.Config, log *slog.Logger) error {
+	mux := http.NewServeMux()
+	mux.Handle("POST /mutate-pods", AdmissionHandler())
+	srv := &http.Server{Handler: mux, TLSConfig: cfg, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	done := make(chan error, 1)
+	go func() { done <- srv.ServeTLS(l, "", "") }()
+	log.Info("kubernetes runtime: admission webhook serving", "addr", l.Addr().String())
+	select {
+	case err := <-done:
+		return fmt.Errorf("admission webhook: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(sctx)
+	return nil
 }
