@@ -64,7 +64,7 @@ grep -q -- '--tls-agent-server-name' "$d" && fail "default: --tls-agent-server-n
 
 # Observability: every service's operations port behind the metrics token,
 # scrape annotations, the Grafana dashboard; the ServiceMonitor on request.
-[ "$(grep -c -- '- --metrics-listen=0.0.0.0:9464' "$d")" = 5 ] || fail "default: want --metrics-listen on the 5 services"
+[ "$(grep -c -- '- --metrics-listen=0.0.0.0:9464' "$d")" = 6 ] || fail "default: want --metrics-listen on the 5 services and the gateway"
 has "$d" "- --metrics-token-file=/etc/runway/metrics/token"
 has "$d" "secretName: runway-metrics-token"
 has "$d" 'prometheus.io/scrape: "true"'
@@ -89,7 +89,7 @@ for a in "- metrics" "- --prometheus-url=http://prometheus:9090" "- --blob-s3-en
   "- --blob-s3-bucket=runway-reports" "- --blob-s3-access-key-file=/etc/runway/s3/access-key" \
   "- --blob-s3-secret-key-file=/etc/runway/s3/secret-key" "- --blob-s3-ca-file=/etc/runway/s3-ca/ca.crt" \
   "secretName: runway-s3-credentials" "secretName: s3-ca"; do has "$m" "$a"; done
-[ "$(grep -c -- '- --metrics-listen=0.0.0.0:9464' "$m")" = 6 ] || fail "metricsService: want --metrics-listen on the 6 services"
+[ "$(grep -c -- '- --metrics-listen=0.0.0.0:9464' "$m")" = 7 ] || fail "metricsService: want --metrics-listen on the 6 services and the gateway"
 grep -q -- '--blob-s3' "$d" && fail "default: the metrics service must be off unless asked for"
 for missing in "metricsService.prometheusUrl" "metricsService.s3.endpoint"; do
   set -- --set metricsService.enabled=true --set metricsService.prometheusUrl=http://p:9090 --set metricsService.s3.endpoint=https://s3

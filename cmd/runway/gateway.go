@@ -13,6 +13,7 @@ func gatewayCommand() *cobra.Command {
 		cfg     server.FrontDoorConfig
 		proxies []string
 		openapi string
+		mf      metricsFlags
 	)
 	servers := map[string]*string{}
 	cmd := &cobra.Command{
@@ -27,7 +28,13 @@ Calls pass through unchanged, with their caller's token: each service
 authenticates and authorises them itself. The gateway adds the client's address
 (X-Forwarded-For), which a service believes when the gateway is one of its
 --trusted-proxies. A call for a service without an address here is
-Unimplemented.
+Unimplemented. It holds each call to the services' limits before passing it
+on: 1 MiB a message or REST body, pkg/bounds' limits on every field, and the
+services' timeouts on slow clients.
+
+--metrics-listen serves its Prometheus metrics (the calls it passed, by
+method and code, and its calls to each service) on an operations address of
+its own; one that is not loopback needs --metrics-token-file.
 
 It runs until SIGINT or SIGTERM and then shuts down cleanly.`,
 		Example: `  runway gateway --listen 0.0.0.0:7070 --identity-server identity:7070 --quota-server quota:7070 \
@@ -52,6 +59,9 @@ It runs until SIGINT or SIGTERM and then shuts down cleanly.`,
 				return &exitError{code: 2, msg: err.Error()}
 			}
 			cfg.OpenAPI = b
+			if cfg.Metrics, err = mf.config(""); err != nil {
+				return usageError("%v", err)
+			}
 			ctx, stop := untilSignal(cmd.Context())
 			defer stop()
 			return server.FrontDoor(ctx, cfg)
@@ -67,6 +77,7 @@ It runs until SIGINT or SIGTERM and then shuts down cleanly.`,
 	f.StringVar(&cfg.TLS.ClientCAFile, "tls-client-ca-file", "", "CA bundle (PEM) clients' certificates must chain to: mutual TLS")
 	f.StringVar(&cfg.TLS.CAFile, "tls-ca-file", "", "CA bundle (PEM) the services' certificates chain to: call them over TLS")
 	f.StringSliceVar(&proxies, "trusted-proxies", nil, "CIDRs of the load balancers whose X-Forwarded-For the gateway believes, comma-separated")
+	mf.add(f, "serve Prometheus metrics on ADDR/metrics (for example 127.0.0.1:7071); none by default")
 	f.StringVar(&openapi, "openapi", server.DefaultOpenAPIPath, "OpenAPI document to serve as /openapi.json")
 	return cmd
 }

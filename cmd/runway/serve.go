@@ -41,7 +41,11 @@ its policies (--workload-server); a runway.io/project label, if any, must
 name the same project.
 It uses --kubeconfig, or the in-cluster config when run in a pod, with at
 most --kube-api-qps requests a second to the apiserver, handling
---kube-workers pods, bindings and nodes at once.
+--kube-workers pods, bindings and nodes at once. A user's pod asking for a
+GPU fraction reads its GPU from a ConfigMap the runtime writes at binding
+(envFrom, <pod>-runway-gpu); --kube-webhook-listen serves the admission
+webhook that adds that reference (over TLS: --kube-webhook-cert-file,
+--kube-webhook-key-file).
 
 Clients reach every service at one address through runway gateway.
 
@@ -112,6 +116,9 @@ It runs until SIGINT or SIGTERM and then shuts down cleanly.`,
 	f.Float32Var(&cfg.Kube.QPS, "kube-api-qps", server.DefaultKubeQPS, "requests per second to the Kubernetes apiserver for --runtime kubernetes")
 	f.IntVar(&cfg.Kube.Burst, "kube-api-burst", server.DefaultKubeBurst, "burst of requests to the Kubernetes apiserver for --runtime kubernetes")
 	f.IntVar(&cfg.Kube.Workers, "kube-workers", server.DefaultKubeWorkers, "pods, bindings and nodes the Kubernetes runtime handles at once")
+	f.StringVar(&cfg.Kube.WebhookListen, "kube-webhook-listen", "", "serve the admission webhook that gives users' GPU-fraction pods their GPU ConfigMap (POST /mutate-pods, TLS) on ADDR, with --runtime kubernetes")
+	f.StringVar(&cfg.Kube.WebhookCertFile, "kube-webhook-cert-file", "", "certificate (PEM) of --kube-webhook-listen")
+	f.StringVar(&cfg.Kube.WebhookKeyFile, "kube-webhook-key-file", "", "key (PEM) of --kube-webhook-cert-file")
 	f.StringVar(&cfg.WorkloadServer, "workload-server", "", "the WorkloadService's address (required by --runtime kubernetes: users' pods become workloads there)")
 	f.StringVar(&openapi, "openapi", server.DefaultOpenAPIPath, "OpenAPI document to serve as /openapi.json")
 	oidc.add(f)

@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -27,8 +28,11 @@ import (
 type Store interface {
 	// Put writes the object at key whole (a reader never sees half of it).
 	Put(ctx context.Context, key string, data []byte) error
-	// Get reads the object at key; ErrNotFound when there is none.
-	Get(ctx context.Context, key string) ([]byte, error)
+	// Get reads the object at key, of at most max bytes: ErrNotFound when
+	// there is none, ErrTooLarge (with its size) for a larger one, found
+	// before anything is read, so stored data never makes the reader
+	// allocate more than max.
+	Get(ctx context.Context, key string, max int64) ([]byte, error)
 	// Delete removes the object at key; none is not an error.
 	Delete(ctx context.Context, key string) error
 	// List returns the keys that start with prefix, sorted.
@@ -37,6 +41,25 @@ type Store interface {
 
 // ErrNotFound: no object at the key.
 var ErrNotFound = errors.New("blob: not found")
+
+// ErrTooLarge: the object is larger than the reader takes.
+var ErrTooLarge = errors.New("blob: object too large")
+
+// readAtMost reads r, of size bytes as the store says, unless it is larger
+// than max, reading no more than max+1 bytes in case it grew meanwhile.
+func readAtMost(r io.Reader, key string, size, max int64) ([]byte, error) {
+	if size > max {
+		return nil, fmt.Errorf("%w: %s is %d bytes, more than %d", ErrTooLarge, key, size, max)
+	}
+	b, err := io.ReadAll(io.LimitReader(r, max+1))
+	if err != nil {
+		return nil, fmt.Errorf("blob: read %s: %w", key, err)
+	}
+	if int64(len(b)) > max {
+		return nil, fmt.Errorf("%w: %s is more than %d bytes", ErrTooLarge, key, max)
+	}
+	return b, nil
+}
 
 // keyPattern is what keys may be: path segments of [a-z0-9._-], so a key
 // cannot leave the store's directory.
@@ -100,19 +123,24 @@ func (d *Dir) Put(_ context.Context, key string, data []byte) error {
 }
 
 // Get reads the file at key.
-func (d *Dir) Get(_ context.Context, key string) ([]byte, error) {
+func (d *Dir) Get(_ context.Context, key string, max int64) ([]byte, error) {
 	p, err := d.path(key)
 	if err != nil {
 		return nil, err
 	}
-	b, err := os.ReadFile(p)
+	f, err := os.Open(p)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, ErrNotFound
 	}
 	if err != nil {
 		return nil, fmt.Errorf("blob: %w", err)
 	}
-	return b, nil
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("blob: %w", err)
+	}
+	return readAtMost(f, key, st.Size(), max)
 }
 
 // Delete removes the file at key.

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/runwayhq/runway/pkg/blob"
@@ -25,7 +27,7 @@ func contract(t *testing.T, s blob.Store) {
 	if keys, err := s.List(ctx, ""); err != nil || len(keys) != 0 {
 		t.Fatalf("List of an empty store = %q, %v", keys, err)
 	}
-	if _, err := s.Get(ctx, "reports/missing.csv"); !errors.Is(err, blob.ErrNotFound) {
+	if _, err := s.Get(ctx, "reports/missing.csv", 1<<20); !errors.Is(err, blob.ErrNotFound) {
 		t.Errorf("Get of a missing key: %v, want ErrNotFound", err)
 	}
 	if err := s.Delete(ctx, "reports/missing.csv"); err != nil {
@@ -36,7 +38,7 @@ func contract(t *testing.T, s blob.Store) {
 			t.Fatalf("Put(%s): %v", kv[0], err)
 		}
 	}
-	if b, err := s.Get(ctx, "reports/r1.csv"); err != nil || string(b) != "a,b\n1,2\n" {
+	if b, err := s.Get(ctx, "reports/r1.csv", 1<<20); err != nil || string(b) != "a,b\n1,2\n" {
 		t.Errorf("Get after overwrite = %q, %v; want the second write", b, err)
 	}
 	if keys, err := s.List(ctx, "reports/"); err != nil || !slices.Equal(keys, []string{"reports/r1.csv", "reports/r2.csv"}) {
@@ -48,7 +50,7 @@ func contract(t *testing.T, s blob.Store) {
 	if err := s.Delete(ctx, "reports/r1.csv"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Get(ctx, "reports/r1.csv"); !errors.Is(err, blob.ErrNotFound) {
+	if _, err := s.Get(ctx, "reports/r1.csv", 1<<20); !errors.Is(err, blob.ErrNotFound) {
 		t.Errorf("Get after Delete: %v, want ErrNotFound", err)
 	}
 	if keys, err := s.List(ctx, "reports/"); err != nil || !slices.Equal(keys, []string{"reports/r2.csv"}) {
@@ -62,20 +64,25 @@ func contract(t *testing.T, s blob.Store) {
 	if err := s.Put(ctx, "reports/big.csv", big); err != nil {
 		t.Fatalf("Put of 20 MiB: %v", err)
 	}
-	if b, err := s.Get(ctx, "reports/big.csv"); err != nil || !bytes.Equal(b, big) {
+	if b, err := s.Get(ctx, "reports/big.csv", int64(len(big))); err != nil || !bytes.Equal(b, big) {
 		t.Errorf("Get of 20 MiB: %d bytes, equal %v, %v", len(b), bytes.Equal(b, big), err)
+	}
+	// A reader that takes less is refused before the object is read.
+	if b, err := s.Get(ctx, "reports/big.csv", int64(len(big))-1); !errors.Is(err, blob.ErrTooLarge) || b != nil ||
+		!strings.Contains(err.Error(), fmt.Sprint(len(big))) {
+		t.Errorf("Get of 20 MiB with a limit a byte short: %d bytes, %v; want ErrTooLarge with its size", len(b), err)
 	}
 	if err := s.Put(ctx, "empty", nil); err != nil {
 		t.Fatal(err)
 	}
-	if b, err := s.Get(ctx, "empty"); err != nil || len(b) != 0 {
+	if b, err := s.Get(ctx, "empty", 0); err != nil || len(b) != 0 {
 		t.Errorf("Get of an empty object = %q, %v", b, err)
 	}
 	for _, bad := range []string{"../x", "/etc/passwd", "a/../../b", "", "A", "a//b"} {
 		if err := s.Put(ctx, bad, nil); err == nil {
 			t.Errorf("Put(%q) accepted", bad)
 		}
-		if _, err := s.Get(ctx, bad); err == nil || errors.Is(err, blob.ErrNotFound) {
+		if _, err := s.Get(ctx, bad, 1<<20); err == nil || errors.Is(err, blob.ErrNotFound) {
 			t.Errorf("Get(%q) = %v, want an invalid key", bad, err)
 		}
 	}

@@ -7,7 +7,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -141,8 +140,9 @@ func (s *S3) Put(ctx context.Context, key string, data []byte) error {
 	return nil
 }
 
-// Get downloads the object.
-func (s *S3) Get(ctx context.Context, key string) ([]byte, error) {
+// Get downloads the object, once its size (the GET's Content-Length) is
+// known to be within max.
+func (s *S3) Get(ctx context.Context, key string, max int64) ([]byte, error) {
 	if err := checkKey(key); err != nil {
 		return nil, err
 	}
@@ -151,11 +151,11 @@ func (s *S3) Get(ctx context.Context, key string) ([]byte, error) {
 		return nil, s.err("get", key, err)
 	}
 	defer o.Close()
-	b, err := io.ReadAll(o)
+	info, err := o.Stat()
 	if err != nil {
 		return nil, s.err("get", key, err)
 	}
-	return b, nil
+	return readAtMost(o, key, info.Size, max)
 }
 
 // Delete removes the object (S3 answers a missing one with success).

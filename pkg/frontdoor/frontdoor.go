@@ -18,7 +18,14 @@
 // believes when the front door is one of its --trusted-proxies.
 //
 // The front door runs on pkg/grpcserver, so its listener is the services'
-// (TLS, the message size limit, request ids, the access log, the web UI).
+// (TLS, the 1 MiB message and REST body limit, the timeouts, request ids,
+// the access log, the web UI). It holds what it passes to the same bounds
+// as the services: a call names a method of the API (else Unimplemented,
+// before anything counts it, so a caller cannot grow the metrics' label
+// sets), and each request message is decoded as that method's input and
+// checked by pkg/bounds (INVALID_ARGUMENT naming the field) before it goes
+// on. A refusal of the front door's own reaches the client as it is, and
+// ends the backend's call.
 package frontdoor
 
 import (
@@ -36,7 +43,13 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/dynamicpb"
 
+	"github.com/runwayhq/runway/pkg/apierr"
+	"github.com/runwayhq/runway/pkg/bounds"
 	"github.com/runwayhq/runway/pkg/grpcserver"
 )
 
@@ -47,10 +60,45 @@ type Routes map[string]*grpc.ClientConn
 // ServerOptions make a grpc.Server (through grpcserver.Config.ServerOptions)
 // pass every call for a service it does not serve itself to routes. The
 // server keeps its own services (health, reflection): they decode as
-// usual.
+// usual. Interceptors given after these (metrics) see only calls of known
+// methods.
 func ServerOptions(routes Routes) []grpc.ServerOption {
 	p := &proxy{routes: routes}
-	return []grpc.ServerOption{grpc.ForceServerCodecV2(codec{}), grpc.UnknownServiceHandler(p.handle)}
+	return []grpc.ServerOption{grpc.ForceServerCodecV2(codec{}), grpc.UnknownServiceHandler(p.handle),
+		grpc.ChainStreamInterceptor(knownMethods)}
+}
+
+// knownMethods refuses a stream for a method this binary has no descriptor
+// of (every method of the API, health and reflection have one).
+func knownMethods(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if _, err := methodOf(info.FullMethod); err != nil {
+		return err
+	}
+	return handler(srv, ss)
+}
+
+// methodOf is the descriptor of a full method ("/pkg.Service/Method").
+func methodOf(full string) (protoreflect.MethodDescriptor, error) {
+	service, method, _ := strings.Cut(strings.TrimPrefix(full, "/"), "/")
+	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(service))
+	if err == nil {
+		if sd, ok := d.(protoreflect.ServiceDescriptor); ok {
+			if md := sd.Methods().ByName(protoreflect.Name(method)); md != nil {
+				return md, nil
+			}
+		}
+	}
+	return nil, status.Errorf(codes.Unimplemented, "no service behind this address serves %s", full)
+}
+
+// checkFrame decodes a request message as the method's input and holds it
+// to pkg/bounds, as the service behind will.
+func checkFrame(input protoreflect.MessageDescriptor, f *frame) error {
+	m := dynamicpb.NewMessage(input)
+	if err := proto.Unmarshal(f.data, m); err != nil {
+		return apierr.InvalidField("body", fmt.Sprintf("is not a valid %s: %v", input.FullName(), err))
+	}
+	return bounds.Check(m)
 }
 
 type proxy struct{ routes Routes }
@@ -65,7 +113,11 @@ func (p *proxy) handle(_ any, ss grpc.ServerStream) error {
 	if !ok {
 		return status.Error(codes.Internal, "frontdoor: a call without a method")
 	}
-	service, _, _ := strings.Cut(strings.TrimPrefix(method, "/"), "/")
+	desc, err := methodOf(method)
+	if err != nil {
+		return err
+	}
+	service := string(desc.Parent().FullName())
 	conn := p.routes[service]
 	if conn == nil {
 		return status.Errorf(codes.Unimplemented, "no service behind this address serves %s", service)
@@ -97,16 +149,23 @@ func (p *proxy) handle(_ any, ss grpc.ServerStream) error {
 		return backendError(nil, ss, err)
 	}
 	// Client to backend, until the client half-closes; a client that goes
-	// away or sends what cannot be read ends the backend's call.
+	// away or sends what cannot be read or is out of bounds ends the
+	// backend's call, and the client gets why.
+	refused := make(chan error, 1)
 	go func() {
 		for {
 			f := new(frame)
-			if err := ss.RecvMsg(f); err != nil {
-				if errors.Is(err, io.EOF) {
-					_ = cs.CloseSend()
-				} else {
-					cancel()
-				}
+			err := ss.RecvMsg(f)
+			if errors.Is(err, io.EOF) {
+				_ = cs.CloseSend()
+				return
+			}
+			if err == nil {
+				err = checkFrame(desc.Input(), f)
+			}
+			if err != nil {
+				refused <- err
+				cancel()
 				return
 			}
 			if cs.SendMsg(f) != nil {
@@ -117,7 +176,7 @@ func (p *proxy) handle(_ any, ss grpc.ServerStream) error {
 	// Backend to client, until the backend ends the call.
 	h, err := cs.Header()
 	if err != nil {
-		return backendError(cs, ss, err)
+		return refusedOr(refused, backendError(cs, ss, err))
 	}
 	delete(h, grpcserver.RequestIDHeader) // the front door's own is the same id
 	if err := ss.SendHeader(h); err != nil {
@@ -130,11 +189,22 @@ func (p *proxy) handle(_ any, ss grpc.ServerStream) error {
 				ss.SetTrailer(cs.Trailer())
 				return nil
 			}
-			return backendError(cs, ss, err)
+			return refusedOr(refused, backendError(cs, ss, err))
 		}
 		if err := ss.SendMsg(f); err != nil {
 			return err
 		}
+	}
+}
+
+// refusedOr is the front door's own refusal of the client's message, when
+// that is what ended the call, else err.
+func refusedOr(refused <-chan error, err error) error {
+	select {
+	case r := <-refused:
+		return r
+	default:
+		return err
 	}
 }
 

@@ -80,10 +80,21 @@ func backend(t *testing.T, register func(*grpc.Server)) *grpc.ClientConn {
 // frontDoor serves routes on a grpcserver listener, as `runway gateway`
 // does, and returns a client connection to it.
 func frontDoor(t *testing.T, routes frontdoor.Routes) *grpc.ClientConn {
+	conn, _ := frontDoorAt(t, routes, grpcserver.Config{})
+	return conn
+}
+
+// frontDoorAt is frontDoor with cfg's settings and REST handlers, and its
+// address.
+func frontDoorAt(t *testing.T, routes frontdoor.Routes, cfg grpcserver.Config, gateways ...grpcserver.GatewayFunc) (*grpc.ClientConn, string) {
 	t.Helper()
-	srv, err := grpcserver.New(grpcserver.Config{Listen: "127.0.0.1:0", ServerOptions: frontdoor.ServerOptions(routes)})
+	cfg.Listen, cfg.ServerOptions = "127.0.0.1:0", frontdoor.ServerOptions(routes)
+	srv, err := grpcserver.New(cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, g := range gateways {
+		srv.RegisterGateway(g)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -94,7 +105,7 @@ func frontDoor(t *testing.T, routes frontdoor.Routes) *grpc.ClientConn {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	return conn
+	return conn, srv.Addr()
 }
 
 func TestFrontDoorRoutesByService(t *testing.T) {

@@ -31,7 +31,9 @@
 //     pkg/bounds' limits, else INVALID_ARGUMENT naming the field, before
 //     anything holds on to it. The whole message is bounded before it is
 //     read: Config.MaxMessageBytes (1 MiB) as grpc.MaxRecvMsgSize, and as
-//     the REST body's limit (413 naming it).
+//     the REST body's limit (413 naming it). A REST body must arrive within
+//     Config.BodyTimeout (408), headers within 10 s, and an idle keep-alive
+//     connection is closed after 2 minutes.
 //   - auth: Config.Auth / Config.AuthStream (pkg/auth), skipped when nil.
 //     Errors it returns itself are mapped like handler errors.
 //   - apierr: an error the handler returns that is not already a gRPC status

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
+	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -46,8 +48,9 @@ func (s *Server) routes() http.Handler {
 	})
 }
 
-// boundBody reads a REST body of at most MaxMessageBytes, answering 413 with
-// the limit for a longer one (before the gateway would decode it whole);
+// boundBody reads a REST body of at most MaxMessageBytes within
+// BodyTimeout, answering 413 with the limit for a longer one (before the
+// gateway would decode it whole) and 408 for a client too slow to send it;
 // it reports whether the call may go on.
 func (s *Server) boundBody(w http.ResponseWriter, r *http.Request) bool {
 	if r.Body == nil || r.Body == http.NoBody {
@@ -57,7 +60,10 @@ func (s *Server) boundBody(w http.ResponseWriter, r *http.Request) bool {
 	var body []byte
 	var err error
 	if r.ContentLength <= limit {
+		rc := http.NewResponseController(w)
+		_ = rc.SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout))
 		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+		_ = rc.SetReadDeadline(time.Time{})
 	}
 	var tooLarge *http.MaxBytesError
 	if r.ContentLength > limit || errors.As(err, &tooLarge) {
@@ -67,6 +73,11 @@ func (s *Server) boundBody(w http.ResponseWriter, r *http.Request) bool {
 		w.Header().Set("Connection", "close")
 		w.WriteHeader(http.StatusRequestEntityTooLarge)
 		_, _ = w.Write(b)
+		return false
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		w.Header().Set("Connection", "close")
+		http.Error(w, fmt.Sprintf("the request body did not arrive within %s", s.cfg.BodyTimeout), http.StatusRequestTimeout)
 		return false
 	}
 	if err != nil {

@@ -33,6 +33,14 @@ const DefaultShutdownTimeout = 10 * time.Second
 // write, so a request that fits is never refused by the store for its size.
 const DefaultMaxMessageBytes = 1 << 20
 
+// DefaultBodyTimeout is how long a REST client may take to send its body
+// when Config.BodyTimeout is 0: a 1 MiB body at well under 100 KiB/s.
+const DefaultBodyTimeout = 30 * time.Second
+
+// idleTimeout closes a keep-alive connection without requests, so idle
+// clients do not hold connections (and their goroutines) for ever.
+const idleTimeout = 2 * time.Minute
+
 // Config is what a service (or `runway dev`) decides about its server.
 type Config struct {
 	// Listen is the one address for gRPC and REST, such as "127.0.0.1:7070".
@@ -73,6 +81,10 @@ type Config struct {
 	// refused with RESOURCE_EXHAUSTED naming the limit before they are read)
 	// and a REST body (413). 0 means DefaultMaxMessageBytes.
 	MaxMessageBytes int
+	// BodyTimeout bounds the time a REST client takes to send its body
+	// (408 past it), so a slow client cannot hold a call open; 0 means
+	// DefaultBodyTimeout. The headers have 10 s.
+	BodyTimeout time.Duration
 	// ShutdownTimeout bounds the graceful part of shutdown; 0 means
 	// DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
@@ -125,6 +137,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxMessageBytes <= 0 {
 		cfg.MaxMessageBytes = DefaultMaxMessageBytes
 	}
+	if cfg.BodyTimeout <= 0 {
+		cfg.BodyTimeout = DefaultBodyTimeout
+	}
 	lis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("grpcserver: listen: %w", err)
@@ -152,6 +167,7 @@ func New(cfg Config) (*Server, error) {
 		Handler:           s.routes(),
 		Protocols:         &protocols,
 		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       idleTimeout,
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
 		TLSConfig:         cfg.TLS,
 	}

@@ -110,6 +110,16 @@ func Compute(ctx context.Context, src history.Source, r *metricsv1.Report, inter
 	return out, nil
 }
 
+// CSVWithin is CSV(rows), or an error saying so when it is over max bytes.
+func CSVWithin(rows []Row, max int64) ([]byte, error) {
+	b := CSV(rows)
+	if int64(len(b)) > max {
+		return nil, fmt.Errorf("the report's CSV would be %d bytes (%d rows), more than the %d one download carries: report on a shorter window or a coarser segment",
+			len(b), len(rows), max)
+	}
+	return b, nil
+}
+
 // CSV writes rows under CSVHeader.
 func CSV(rows []Row) []byte {
 	var b bytes.Buffer

@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -136,5 +138,19 @@ func TestReportGPUHours(t *testing.T) {
 		if len(recs) != len(rows)+1 || len(recs[0]) != 7 || recs[0][2] != "gpu_hours_allocated" || recs[1][0] != tc.segments[0] {
 			t.Errorf("CSV %v", recs)
 		}
+	}
+}
+
+// A report whose CSV would be over the bound fails with the size, rather
+// than storing what no download can carry.
+func TestCSVWithin(t *testing.T) {
+	rows := []metrics.Row{{Segment: "projects/a", NodePool: "default", GPUHoursAllocated: 1}, {Segment: "projects/b", NodePool: "default"}}
+	whole := metrics.CSV(rows)
+	if b, err := metrics.CSVWithin(rows, int64(len(whole))); err != nil || !bytes.Equal(b, whole) {
+		t.Errorf("CSVWithin at its size: %q, %v; want the CSV", b, err)
+	}
+	_, err := metrics.CSVWithin(rows, int64(len(whole))-1)
+	if err == nil || !strings.Contains(err.Error(), strconv.Itoa(len(whole))+" bytes (2 rows)") {
+		t.Errorf("CSVWithin a byte short: %v, want an error with its size", err)
 	}
 }

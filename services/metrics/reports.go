@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sort"
 	"strings"
@@ -33,6 +34,11 @@ const (
 	MaxReportsPerCreator = 100
 	// MaxReportWindow is the longest window a report may cover.
 	MaxReportWindow = 400 * 24 * time.Hour
+	// MaxCSVBytes is the largest CSV a report may have. A download is one
+	// gRPC message, and its readers (the SDK, the front door, the REST
+	// gateway) take gRPC's default 4 MiB; a report that would be larger
+	// fails, and a stored CSV that is larger is refused unread.
+	MaxCSVBytes = 4<<20 - 1<<10
 )
 
 // ReportDeps are the report service's collaborators.
@@ -43,8 +49,10 @@ type ReportDeps struct {
 	Guard  *auth.Guard      // who may see which report. Required.
 	// Interval is the history's sampling interval, the unit of integration.
 	Interval time.Duration
-	Logger   *slog.Logger
-	Now      func() time.Time
+	// MaxCSVBytes bounds a report's CSV; 0 means MaxCSVBytes.
+	MaxCSVBytes int64
+	Logger      *slog.Logger
+	Now         func() time.Time
 }
 
 // Reports is the ReportService and its background computation (Run).
@@ -65,6 +73,9 @@ func NewReports(d ReportDeps) (*Reports, error) {
 	}
 	if d.Now == nil {
 		d.Now = time.Now
+	}
+	if d.MaxCSVBytes <= 0 {
+		d.MaxCSVBytes = MaxCSVBytes
 	}
 	return &Reports{d: d, wake: make(chan struct{}, 1),
 		reports: etcdstore.NewCollection(d.Client, etcdstore.PrefixReports, func() *metricsv1.Report { return new(metricsv1.Report) })}, nil
@@ -273,7 +284,11 @@ func (s *Reports) DownloadReport(ctx context.Context, req *metricsv1.DownloadRep
 		return nil, apierr.FailedPrecondition(commonv1.ErrorReason_REPORT_NOT_READY, req.GetName(),
 			"The report is "+strings.ToLower(strings.TrimPrefix(it.Msg.GetState().String(), "REPORT_STATE_"))+"; download it once it is ready.")
 	}
-	b, err := s.d.Blobs.Get(ctx, blobKey(it.ID))
+	b, err := s.d.Blobs.Get(ctx, blobKey(it.ID), s.d.MaxCSVBytes)
+	if errors.Is(err, blob.ErrTooLarge) {
+		return nil, apierr.FailedPrecondition(commonv1.ErrorReason_REPORT_NOT_READY, req.GetName(),
+			fmt.Sprintf("The report's stored CSV is larger than one download carries (%d bytes); delete it and report on a shorter window.", s.d.MaxCSVBytes)).WithCause(err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -382,8 +397,12 @@ func (s *Reports) computePending(ctx context.Context) {
 func (s *Reports) compute(ctx context.Context, it etcdstore.Item[*metricsv1.Report]) {
 	r := it.Msg
 	rows, err := Compute(ctx, s.d.Source, r, s.d.Interval)
+	var b []byte
 	if err == nil {
-		err = s.d.Blobs.Put(ctx, blobKey(it.ID), CSV(rows))
+		b, err = CSVWithin(rows, s.d.MaxCSVBytes)
+	}
+	if err == nil {
+		err = s.d.Blobs.Put(ctx, blobKey(it.ID), b)
 	}
 	if ctx.Err() != nil {
 		return

@@ -21,6 +21,7 @@ import (
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
 	"github.com/runwayhq/runway/pkg/frontdoor"
 	"github.com/runwayhq/runway/pkg/grpcserver"
+	"github.com/runwayhq/runway/pkg/metrics"
 	"github.com/runwayhq/runway/pkg/webui"
 )
 
@@ -40,6 +41,9 @@ type FrontDoorConfig struct {
 	TrustedProxies []netip.Prefix
 	// OpenAPI is served as GET /openapi.json.
 	OpenAPI []byte
+	// Metrics is the operations listener (GET /metrics): the calls it
+	// passes, by method and code, as a service's.
+	Metrics MetricsConfig
 	// Logger; slog.Default() when nil.
 	Logger *slog.Logger
 	// Ready, when set, is called with the listening address.
@@ -83,6 +87,10 @@ func FrontDoor(ctx context.Context, cfg FrontDoorConfig) error {
 	if peerTLS != nil {
 		transport = credentials.NewTLS(peerTLS)
 	}
+	reg, err := metrics.NewRegistry()
+	if err != nil {
+		return err
+	}
 	routes := frontdoor.Routes{}
 	var gateways []grpcserver.GatewayFunc
 	for _, name := range Services {
@@ -91,7 +99,8 @@ func FrontDoor(ctx context.Context, cfg FrontDoorConfig) error {
 			continue
 		}
 		// No credentials of its own: each call carries its caller's.
-		conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(transport))
+		conn, err := grpc.NewClient("passthrough:///"+addr,
+			append(reg.DialOptions(), grpc.WithTransportCredentials(transport))...)
 		if err != nil {
 			return fmt.Errorf("connect to the %s service at %s: %w", name, addr, err)
 		}
@@ -108,7 +117,7 @@ func FrontDoor(ctx context.Context, cfg FrontDoorConfig) error {
 	}
 	scfg := grpcserver.Config{Listen: cfg.Listen, Logger: cfg.Logger, OpenAPI: cfg.OpenAPI, UI: webui.Handler(),
 		ShutdownTimeout: DefaultShutdownTimeout, TrustedProxies: cfg.TrustedProxies,
-		ServerOptions: frontdoor.ServerOptions(routes)}
+		ServerOptions: append(frontdoor.ServerOptions(routes), reg.ServerOptions()...)}
 	if cfg.TLS.CertFile != "" || cfg.TLS.KeyFile != "" {
 		if scfg.TLS, err = grpcserver.LoadTLS(cfg.TLS.CertFile, cfg.TLS.KeyFile, cfg.TLS.ClientCAFile); err != nil {
 			return err
@@ -116,15 +125,28 @@ func FrontDoor(ctx context.Context, cfg FrontDoorConfig) error {
 	} else {
 		cfg.Logger.Warn("serving plaintext: set --tls-cert-file and --tls-key-file on any network but loopback", "addr", cfg.Listen)
 	}
-	srv, err := grpcserver.New(scfg)
+	ops, err := cfg.Metrics.listen(reg, cfg.Logger, nil)
 	if err != nil {
 		return err
 	}
+	srv, err := grpcserver.New(scfg)
+	if err != nil {
+		if ops != nil {
+			_ = ops.Close()
+		}
+		return err
+	}
+	srv.Register(reg.InitializeServer)
 	for _, g := range gateways {
 		srv.RegisterGateway(g)
+	}
+	g := newGroup(ctx)
+	g.Go("server", srv.Serve)
+	if ops != nil {
+		g.Go("operations listener", ops.Serve)
 	}
 	if cfg.Ready != nil {
 		cfg.Ready(srv.Addr())
 	}
-	return srv.Serve(ctx)
+	return g.Wait()
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
+	"github.com/runwayhq/runway/pkg/grpcserver"
 	"github.com/runwayhq/runway/services/nodemanager/kube"
 )
 
@@ -52,6 +54,31 @@ type KubeConfig struct {
 	// Workers is how many objects the runtime handles at once
 	// (kube.DefaultWorkers when 0).
 	Workers int
+	// WebhookListen, when set, serves the admission webhook that gives
+	// users' fraction pods their GPU ConfigMap's reference
+	// (kube.AdmissionHandler, POST /mutate-pods) over TLS with
+	// WebhookCertFile and WebhookKeyFile, on every replica.
+	WebhookListen, WebhookCertFile, WebhookKeyFile string
+}
+
+// webhook returns the admission webhook's server, nil when none is
+// configured; it listens at once.
+func (k KubeConfig) webhook(log *slog.Logger) (func(context.Context) error, error) {
+	if k.WebhookListen == "" {
+		return nil, nil
+	}
+	if k.WebhookCertFile == "" || k.WebhookKeyFile == "" {
+		return nil, errors.New("--kube-webhook-listen needs --kube-webhook-cert-file and --kube-webhook-key-file (the apiserver calls webhooks over TLS only)")
+	}
+	cfg, err := grpcserver.LoadTLS(k.WebhookCertFile, k.WebhookKeyFile, "")
+	if err != nil {
+		return nil, err
+	}
+	l, err := net.Listen("tcp", k.WebhookListen)
+	if err != nil {
+		return nil, fmt.Errorf("--kube-webhook-listen: %w", err)
+	}
+	return func(ctx context.Context) error { return kube.ServeAdmission(ctx, l, cfg, log) }, nil
 }
 
 // The client limits of the Kubernetes runtime by default: two writes per

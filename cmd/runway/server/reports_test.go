@@ -19,6 +19,7 @@ import (
 	identityv1 "github.com/runwayhq/runway/gen/go/runway/identity/v1"
 	metricsv1 "github.com/runwayhq/runway/gen/go/runway/metrics/v1"
 	"github.com/runwayhq/runway/pkg/auth"
+	metricssvc "github.com/runwayhq/runway/services/metrics"
 )
 
 // researcher creates user id with the l1-researcher role in project and
@@ -177,23 +178,26 @@ func TestReports(t *testing.T) {
 	}
 }
 
+// adminReports is the report service of d, as its administrator.
+func adminReports(t *testing.T, d *dev) metricsv1.ReportServiceClient {
+	t.Helper()
+	conn, err := grpc.NewClient("passthrough:///"+d.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithPerRPCCredentials(auth.Bearer(d.token)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return metricsv1.NewReportServiceClient(conn)
+}
+
 // A CSV whose report is gone (a delete that failed half-way, a
 // computation that outran a delete) is swept when the service starts; the
 // CSVs of live reports stay.
 func TestReportsSweepOrphanCSVs(t *testing.T) {
 	dir := t.TempDir()
 	fast := func(c *server.DevConfig) { c.History = server.HistoryConfig{Interval: 50 * time.Millisecond} }
-	create := func(d *dev) metricsv1.ReportServiceClient {
-		conn, err := grpc.NewClient("passthrough:///"+d.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithPerRPCCredentials(auth.Bearer(d.token)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { conn.Close() })
-		return metricsv1.NewReportServiceClient(conn)
-	}
 	t.Run("first start", func(t *testing.T) {
-		rc := create(startDev(t, dir, 1, 1, fast))
+		rc := adminReports(t, startDev(t, dir, 1, 1, fast))
 		_, err := rc.CreateReport(t.Context(), &metricsv1.CreateReportRequest{ReportId: "kept", Report: &metricsv1.Report{DisplayName: "kept",
 			StartTime: timestamppb.New(time.Now().Add(-time.Minute)), EndTime: timestamppb.Now(),
 			SegmentBy: metricsv1.ReportSegment_REPORT_SEGMENT_PROJECT}})
@@ -207,7 +211,7 @@ func TestReportsSweepOrphanCSVs(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Run("second start", func(t *testing.T) {
-		rc := create(startDev(t, dir, 1, 1, fast))
+		rc := adminReports(t, startDev(t, dir, 1, 1, fast))
 		eventually(t, "the orphan CSV swept", func() string {
 			if _, err := os.Stat(orphan); err == nil {
 				return orphan + " is still there"
@@ -218,4 +222,27 @@ func TestReportsSweepOrphanCSVs(t *testing.T) {
 			t.Errorf("the live report's CSV: %v", err)
 		}
 	})
+}
+
+// A stored CSV larger than one download carries (a bucket written by
+// something else) is refused, FAILED_PRECONDITION with the limit, and not
+// read into memory.
+func TestReportTooLargeToDownload(t *testing.T) {
+	dir := t.TempDir()
+	d := startDev(t, dir, 1, 1, func(c *server.DevConfig) { c.History = server.HistoryConfig{Interval: 50 * time.Millisecond} })
+	rc := adminReports(t, d)
+	if _, err := rc.CreateReport(t.Context(), &metricsv1.CreateReportRequest{ReportId: "big", Report: &metricsv1.Report{DisplayName: "big",
+		StartTime: timestamppb.New(time.Now().Add(-time.Minute)), EndTime: timestamppb.Now(),
+		SegmentBy: metricsv1.ReportSegment_REPORT_SEGMENT_PROJECT}}); err != nil {
+		t.Fatal(err)
+	}
+	readyCSV(t, rc, "reports/big")
+	stored := filepath.Join(dir, "blobs", "reports", "big.csv")
+	if err := os.WriteFile(stored, []byte(strings.Repeat("x", metricssvc.MaxCSVBytes+1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := rc.DownloadReport(t.Context(), &metricsv1.DownloadReportRequest{Name: "reports/big"})
+	if s, _ := status.FromError(err); s.Code() != codes.FailedPrecondition || !strings.Contains(s.Message(), strconv.Itoa(metricssvc.MaxCSVBytes)) {
+		t.Errorf("downloading a stored CSV over %d bytes: %v, want FailedPrecondition naming the limit", metricssvc.MaxCSVBytes, err)
+	}
 }

@@ -208,6 +208,7 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 		defer conn.Close()
 		d.quotaConn = conn
 	}
+	var webhook func(context.Context) error
 	switch {
 	case cfg.Runtime == RuntimeKubernetes && cfg.Service != Scheduler:
 		return errors.New("--runtime kubernetes is the scheduler's (it runs on the leader)")
@@ -220,6 +221,9 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 		}
 		defer conn.Close()
 		if d.scheduler.WhileLeading, err = kubeRuntime(cfg.Kube, cli, conn, cfg.Logger); err != nil {
+			return err
+		}
+		if webhook, err = cfg.Kube.webhook(cfg.Logger); err != nil {
 			return err
 		}
 	case cfg.Runtime != "" && cfg.Runtime != RuntimeLocal:
@@ -276,6 +280,9 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	g.Go("server", srv.Serve)
 	if ops != nil {
 		g.Go("operations listener", ops.Serve)
+	}
+	if webhook != nil {
+		g.Go("admission webhook", webhook)
 	}
 	if b.run != nil {
 		g.Go(b.name, b.run)

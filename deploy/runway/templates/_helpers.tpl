@@ -52,7 +52,8 @@ Called with (dict "root" $ "name" SERVICE). */}}
 {{- define "runway.serviceVolumeMounts" -}}
 {{- $v := .root.Values -}}
 {{- $s3 := eq .name "metrics" -}}
-{{- if or $v.etcd.tls.enabled $v.tls.enabled $v.metrics.enabled $s3 }}
+{{- $hook := and (eq .name "scheduler") $v.scheduler.admissionWebhook.enabled -}}
+{{- if or $v.etcd.tls.enabled $v.tls.enabled $v.metrics.enabled $s3 $hook }}
 volumeMounts:
 {{- if $v.etcd.tls.enabled }}
   - name: etcd-tls
@@ -67,6 +68,11 @@ volumeMounts:
 {{- if $v.metrics.enabled }}
   - name: metrics-token
     mountPath: /etc/runway/metrics
+    readOnly: true
+{{- end }}
+{{- if $hook }}
+  - name: webhook-tls
+    mountPath: /etc/runway/webhook
     readOnly: true
 {{- end }}
 {{- if $s3 }}
@@ -85,7 +91,8 @@ volumeMounts:
 {{- define "runway.serviceVolumes" -}}
 {{- $v := .root.Values -}}
 {{- $s3 := eq .name "metrics" -}}
-{{- if or $v.etcd.tls.enabled $v.tls.enabled $v.metrics.enabled $s3 }}
+{{- $hook := and (eq .name "scheduler") $v.scheduler.admissionWebhook.enabled -}}
+{{- if or $v.etcd.tls.enabled $v.tls.enabled $v.metrics.enabled $s3 $hook }}
 volumes:
 {{- if $v.etcd.tls.enabled }}
   - name: etcd-tls
@@ -101,6 +108,11 @@ volumes:
   - name: metrics-token
     secret:
       secretName: {{ required "metrics.tokenSecret is required with metrics.enabled" $v.metrics.tokenSecret }}
+{{- end }}
+{{- if $hook }}
+  - name: webhook-tls
+    secret:
+      secretName: {{ required "scheduler.admissionWebhook.certSecret is required with it enabled" $v.scheduler.admissionWebhook.certSecret }}
 {{- end }}
 {{- if $s3 }}
   - name: s3-credentials

@@ -54,6 +54,28 @@ func (e *env) waiting(t *testing.T, project, id, why string) {
 	}
 }
 
+// wholeGPUElsewhere submits a one-GPU training and checks that the device
+// plugin gives its pod a GPU other than the fractions' (uuid).
+func (e *env) wholeGPUElsewhere(t *testing.T, project, id, uuid string) {
+	t.Helper()
+	e.training(t, project, id, 1, 1)
+	w := e.bound(t, id, 1)[0]
+	eventually(t, id+"'s pod given a device", func() string {
+		p, err := e.kube.CoreV1().Pods(w.Namespace).Get(t.Context(), w.Name, metav1.GetOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		got := p.Annotations[kube.AnnotationGPUUUID]
+		if got == "" {
+			return "no device yet"
+		}
+		if got == uuid {
+			t.Fatalf("the whole-GPU pod %s got the fractions' GPU %s", p.Name, uuid)
+		}
+		return ""
+	})
+}
+
 // TestFractionsShareAReservation: two 0.5 fractions on one GPU of a 2-GPU
 // node share one reservation pod, which the device plugin (the test's
 // stand-in) gave a physical GPU, and both get that GPU's UUID; a whole-GPU
@@ -98,22 +120,7 @@ func TestFractionsShareAReservation(t *testing.T) {
 	}
 	e.podRunning(t, "team-f", "f1")
 
-	e.training(t, "team-f", "w1", 1, 1)
-	w1 := e.bound(t, "w1", 1)[0]
-	eventually(t, "w1's pod given a device", func() string {
-		p, err := e.kube.CoreV1().Pods(e.ns).Get(t.Context(), w1.Name, metav1.GetOptions{})
-		if err != nil {
-			return err.Error()
-		}
-		got := p.Annotations[kube.AnnotationGPUUUID]
-		if got == "" {
-			return "no device yet"
-		}
-		if got == uuid {
-			t.Fatalf("the whole-GPU pod %s got the fractions' GPU %s", p.Name, uuid)
-		}
-		return ""
-	})
+	e.wholeGPUElsewhere(t, "team-f", "w1", uuid)
 	e.training(t, "team-f", "w2", 1, 1)
 	e.waiting(t, "team-f", "w2", "both GPUs are taken")
 

@@ -77,6 +77,14 @@ func (r *runtime) ensureForeign(ctx context.Context, p *corev1.Pod) error {
 		}
 		return err
 	}
+	if spec.GetGpu().GetFractionMilli() > 0 {
+		if err := checkUserGPU(p); err != nil {
+			// Its containers cannot change: refused once, for good.
+			r.refuseUserGPU(ctx, p, err)
+			r.setCreated(name, true)
+			return nil
+		}
+	}
 	typ := workloadv1.WorkloadType_WORKLOAD_TYPE_TRAINING
 	if t, ok := workloadv1.WorkloadType_value["WORKLOAD_TYPE_"+upper(p.Labels[LabelWorkloadType])]; ok && t != 0 {
 		typ = workloadv1.WorkloadType(t)

@@ -66,6 +66,12 @@ func (r *runtime) syncBinding(ctx context.Context, key string) error {
 		if pod.DeletionTimestamp != nil || pod.Spec.NodeName != "" {
 			return r.syncPodsOf(ctx, key)
 		}
+	} else if uuids != nil {
+		// A user's pod cannot be given its GPU in its spec: it reads it
+		// from the ConfigMap written now, before it is bound.
+		if ok, err := r.writeUserGPU(ctx, pod, target, b, uuids); err != nil || !ok {
+			return err
+		}
 	}
 	err = r.cfg.Kube.CoreV1().Pods(pod.Namespace).Bind(ctx, &corev1.Binding{
 		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID,
@@ -173,13 +179,7 @@ func podSpec(namespace string, b binding, ws *workloadv1.WorkloadSpec, uuids []s
 	if len(devs) > 0 {
 		annotations[AnnotationDevices] = strings.Join(devs, ",")
 	}
-	env = append(env,
-		corev1.EnvVar{Name: local.EnvWorkload, Value: b.WorkloadName()},
-		corev1.EnvVar{Name: local.EnvProject, Value: b.Project},
-		corev1.EnvVar{Name: local.EnvPodIndex, Value: strconv.Itoa(b.Pod)},
-		corev1.EnvVar{Name: local.EnvFractionMilli, Value: strconv.FormatInt(b.FractionMilli, 10)},
-		corev1.EnvVar{Name: local.EnvGPUMemoryLimit, Value: strconv.FormatInt(ws.GetGpu().GetGpuMemoryBytes(), 10)},
-	)
+	env = append(env, runwayEnv(b, ws, uuids)...)
 	res := corev1.ResourceRequirements{Requests: corev1.ResourceList{}, Limits: corev1.ResourceList{}}
 	if ws.GetMilliCpu() > 0 {
 		res.Requests[corev1.ResourceCPU] = *resource.NewMilliQuantity(ws.GetMilliCpu(), resource.DecimalSI)
@@ -191,10 +191,6 @@ func podSpec(namespace string, b binding, ws *workloadv1.WorkloadSpec, uuids []s
 		q := *resource.NewQuantity(int64(n), resource.DecimalSI)
 		res.Requests[ResourceGPU], res.Limits[ResourceGPU] = q, q
 	} else if len(uuids) > 0 {
-		// The device plugin does not hand out shares: the pod names the
-		// physical devices its reservation pods were given.
-		env = append(env, corev1.EnvVar{Name: "NVIDIA_VISIBLE_DEVICES", Value: strings.Join(uuids, ",")},
-			corev1.EnvVar{Name: local.EnvVisibleDevices, Value: strings.Join(uuids, ",")})
 		annotations[AnnotationFractionMilli] = strconv.FormatInt(b.FractionMilli, 10)
 	}
 	return &corev1.Pod{
@@ -218,6 +214,25 @@ func podSpec(namespace string, b binding, ws *workloadv1.WorkloadSpec, uuids []s
 	}
 }
 
+// runwayEnv is the environment the local runner sets for a binding's pod:
+// its workload, project, index and share and, for a fraction, the physical
+// devices its reservation pods were given (uuids: the device plugin does
+// not hand out shares, so the pod names them itself).
+func runwayEnv(b binding, ws *workloadv1.WorkloadSpec, uuids []string) []corev1.EnvVar {
+	env := []corev1.EnvVar{
+		{Name: local.EnvWorkload, Value: b.WorkloadName()},
+		{Name: local.EnvProject, Value: b.Project},
+		{Name: local.EnvPodIndex, Value: strconv.Itoa(b.Pod)},
+		{Name: local.EnvFractionMilli, Value: strconv.FormatInt(b.FractionMilli, 10)},
+		{Name: local.EnvGPUMemoryLimit, Value: strconv.FormatInt(ws.GetGpu().GetGpuMemoryBytes(), 10)},
+	}
+	if len(uuids) > 0 {
+		env = append(env, corev1.EnvVar{Name: "NVIDIA_VISIBLE_DEVICES", Value: strings.Join(uuids, ",")},
+			corev1.EnvVar{Name: local.EnvVisibleDevices, Value: strings.Join(uuids, ",")})
+	}
+	return env
+}
+
 // syncPod deletes a pod whose binding is gone (evicted, its node lost, its
 // workload deleted or suspended) or was made again, and reports the phase
 // of a pod whose binding stands.
@@ -225,11 +240,13 @@ func (r *runtime) syncPod(ctx context.Context, key string) error {
 	ns, name, _ := strings.Cut(key, "/")
 	p, err := r.pods.Pods(ns).Get(name)
 	if apierrors.IsNotFound(err) {
+		r.releaseUserDevices(key, nil)
 		return nil
 	}
 	if err != nil {
 		return err
 	}
+	r.releaseUserDevices(key, p)
 	if foreignWorkload(p) != "" && p.Spec.NodeName == "" {
 		return r.ensureForeign(ctx, p)
 	}

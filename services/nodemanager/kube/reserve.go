@@ -36,8 +36,11 @@ import (
 const DefaultReservationImage = "ghcr.io/runwayhq/runway:latest"
 
 // ReservationServiceAccount is the service account of the reservation
-// pods, in Runway's namespace: it may patch pods there (the chart's Role),
-// to report the GPU. Workloads' pods there get no service account token.
+// pods, in Runway's namespace, to report the GPU. The chart's Role lets it
+// patch pods there, and the chart's ValidatingAdmissionPolicy narrows that
+// to the pod its token is bound to (the kubelet mounts such a token) and
+// to writing AnnotationGPUUUID once: RBAC's resourceNames cannot name pods
+// made at run time. Workloads' pods there get no service account token.
 const ReservationServiceAccount = "runway-gpu-reservation"
 
 // ReservationGrace is the grace period of a reservation pod's deletion:
@@ -84,6 +87,9 @@ func (r *runtime) holder(node string, b binding) string {
 			default:
 				return p.Name
 			}
+		}
+		if h := r.userHolder(node + "/" + strconv.Itoa(d)); h != "" && !fractional(b) {
+			return h
 		}
 	}
 	return ""
@@ -187,6 +193,9 @@ func (r *runtime) syncReservation(ctx context.Context, p *corev1.Pod) error {
 			return nil
 		}
 	}
+	if r.userHolder(key) != "" {
+		return nil // a user's fraction pod still uses it, in its grace period perhaps
+	}
 	d, err := strconv.Atoi(p.Annotations[AnnotationDevices])
 	if err != nil {
 		return r.deletePod(ctx, p, ReservationGrace)
@@ -213,8 +222,10 @@ func (r *runtime) fractionBound(node string, d int) bool {
 // requeueDevices queues what a change of a pod holding devices may free or
 // complete: the bindings on its node (a pod waiting for the devices, or
 // for a reservation's UUID) and the reservation pods of its devices.
-func (r *runtime) requeueDevices(p *corev1.Pod) {
-	keys := r.deviceKeys(p)
+func (r *runtime) requeueDevices(p *corev1.Pod) { r.requeueDeviceKeys(r.deviceKeys(p)) }
+
+// requeueDeviceKeys is requeueDevices for devices by "kube node/index".
+func (r *runtime) requeueDeviceKeys(keys []string) {
 	if len(keys) == 0 {
 		return
 	}
@@ -224,7 +235,8 @@ func (r *runtime) requeueDevices(p *corev1.Pod) {
 			r.queue.Add(kindPod + ":" + r.cfg.Namespace + "/" + reservationName(node, i))
 		}
 	}
-	id := nodeID(p.Spec.NodeName)
+	node, _, _ := strings.Cut(keys[0], "/")
+	id := nodeID(node)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for k, b := range r.bindings {

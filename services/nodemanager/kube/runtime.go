@@ -144,6 +144,7 @@ type runtime struct {
 	registered map[string]*nodemanagerv1.Node // under mu, by node id: what was last written
 	reported   map[string]workloadv1.PodState // under mu, by binding key "@" create revision
 	created    map[string]bool                // under mu, users' pods' workloads created, by name
+	userHolds  map[string]userHold            // under mu, users' fraction pods' devices, by pod key (usergpu.go)
 }
 
 // Run registers the cluster's nodes and runs Runway's bindings as pods

@@ -22,7 +22,8 @@ import (
 	"github.com/runwayhq/runway/pkg/etcdstore/etcdtest"
 )
 
-// adminToken is the apiserver's one user, in group system:masters.
+// adminToken is the apiserver's one user, in group system:masters (RBAC
+// lets it do anything; service accounts' tokens get what their roles say).
 const adminToken = "runway-test-admin"
 
 // StartAPIServer starts an embedded etcd and bin (a kube-apiserver) against
@@ -70,7 +71,7 @@ func StartAPIServer(bin, dir string) (stop func(), cfg *rest.Config, err error) 
 		"--service-account-key-file="+filepath.Join(dir, "sa.pub"),
 		"--service-account-signing-key-file="+filepath.Join(dir, "sa.key"),
 		"--service-cluster-ip-range=10.96.0.0/16",
-		"--token-auth-file="+filepath.Join(dir, "tokens.csv"), "--authorization-mode=AlwaysAllow",
+		"--token-auth-file="+filepath.Join(dir, "tokens.csv"), "--authorization-mode=RBAC",
 		// No controller-manager runs: no one creates service accounts, or
 		// lifts the not-ready taint a new node is created with.
 		"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition")

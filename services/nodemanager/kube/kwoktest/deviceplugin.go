@@ -27,10 +27,15 @@ import (
 // recorded in Refused and gets nothing.
 type DevicePlugin struct {
 	c       *Cluster
-	events  chan *corev1.Pod
+	events  chan podEvent
 	mu      sync.Mutex
 	held    map[string]map[string][]string // node → pod uid → devices
 	refused []string
+}
+
+type podEvent struct {
+	pod     *corev1.Pod
+	deleted bool
 }
 
 // DeviceUUID is the UUID of the node's device i.
@@ -38,27 +43,23 @@ func DeviceUUID(node string, i int64) string { return fmt.Sprintf("GPU-%s-%d", n
 
 // StartDevicePlugin runs the stand-in until ctx ends.
 func (c *Cluster) StartDevicePlugin(ctx context.Context) (*DevicePlugin, error) {
-	d := &DevicePlugin{c: c, events: make(chan *corev1.Pod, 1024), held: map[string]map[string][]string{}}
+	d := &DevicePlugin{c: c, events: make(chan podEvent, 1024), held: map[string]map[string][]string{}}
 	f := informers.NewSharedInformerFactory(c.Kube, 0)
 	inf := f.Core().V1().Pods().Informer()
-	send := func(obj any) {
+	// Deletions go through the same channel as the rest, so that an update
+	// queued before a pod's deletion cannot give it devices after it.
+	send := func(obj any, deleted bool) {
 		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = t.Obj
 		}
 		if p, ok := obj.(*corev1.Pod); ok {
-			d.events <- p
+			d.events <- podEvent{p, deleted}
 		}
 	}
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: send, UpdateFunc: func(_, obj any) { send(obj) },
-		DeleteFunc: func(obj any) {
-			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = t.Obj
-			}
-			if p, ok := obj.(*corev1.Pod); ok {
-				d.release(p)
-			}
-		},
+		AddFunc:    func(obj any) { send(obj, false) },
+		UpdateFunc: func(_, obj any) { send(obj, false) },
+		DeleteFunc: func(obj any) { send(obj, true) },
 	}); err != nil {
 		return nil, err
 	}
@@ -70,8 +71,12 @@ func (c *Cluster) StartDevicePlugin(ctx context.Context) (*DevicePlugin, error) 
 			select {
 			case <-ctx.Done():
 				return
-			case p := <-d.events:
-				d.sync(ctx, p)
+			case ev := <-d.events:
+				if ev.deleted {
+					d.release(ev.pod)
+				} else {
+					d.sync(ctx, ev.pod)
+				}
 			}
 		}
 	}()
@@ -103,6 +108,9 @@ func (d *DevicePlugin) release(p *corev1.Pod) {
 func (d *DevicePlugin) sync(ctx context.Context, p *corev1.Pod) {
 	if p.Spec.NodeName == "" || gpuLimit(p) == 0 {
 		return
+	}
+	if p.DeletionTimestamp != nil {
+		return // the kubelet admits no pod that is being deleted
 	}
 	if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 		d.release(p)
