@@ -24,6 +24,7 @@ func (e *env) fraction(t *testing.T, project, id string, milli int32) {
 	if err != nil {
 		t.Fatalf("CreateWorkload(%s/%s): %v", project, id, err)
 	}
+	e.projectOf[id] = project
 }
 
 // reservations lists the live reservation pods in Runway's namespace.
@@ -101,7 +102,7 @@ func TestFractionsShareAReservation(t *testing.T) {
 	e.training(t, "team-f", "w1", 1, 1)
 	w1 := e.bound(t, "w1", 1)[0]
 	eventually(t, "w1's pod given a device", func() string {
-		p, err := e.kube.CoreV1().Pods(e.ns).Get(t.Context(), w1.Name, metav1.GetOptions{})
+		p, err := e.kube.CoreV1().Pods(w1.Namespace).Get(t.Context(), w1.Name, metav1.GetOptions{})
 		if err != nil {
 			return err.Error()
 		}

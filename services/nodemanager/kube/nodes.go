@@ -229,12 +229,8 @@ func (r *runtime) foreignUse(node string) (cpu, mem, gpus int64) {
 		for _, c := range p.Spec.Containers {
 			cpu += c.Resources.Requests.Cpu().MilliValue()
 			mem += c.Resources.Requests.Memory().Value()
-			g := c.Resources.Requests.Name(ResourceGPU, resource.DecimalSI)
-			if g.IsZero() {
-				g = c.Resources.Limits.Name(ResourceGPU, resource.DecimalSI)
-			}
-			gpus += g.Value()
 		}
+		gpus += podGPUs(p)
 	}
 	return cpu, mem, gpus
 }

@@ -27,9 +27,10 @@ import (
 //     index, in Runway's namespace, requesting nvidia.com/gpu: 1) that owns
 //     a physical GPU and reports its UUID; the fractions' pods get that
 //     UUID, and the kubelet never gives that GPU to another pod;
-//   - a device index is taken while any pod of Runway's namespace naming
-//     it exists, terminating ones included, so that a pod is never bound
-//     while the kubelet still counts the GPU it needs as used.
+//   - a device index is taken while any pod of Runway's naming it exists
+//     (in Runway's namespace or marked in a project's, mark.go),
+//     terminating ones included, so that a pod is never bound while the
+//     kubelet still counts the GPU it needs as used.
 
 // DefaultReservationImage runs the reservation pods' container when
 // Config.ReservationImage is empty.
@@ -37,19 +38,20 @@ const DefaultReservationImage = "ghcr.io/runwayhq/runway:latest"
 
 // ReservationServiceAccount is the service account of the reservation
 // pods, in Runway's namespace: it may patch pods there (the chart's Role),
-// to report the GPU. Workloads' pods there get no service account token.
+// to report the GPU. No workload's pod runs there (they run in their
+// projects' namespaces, with no service account token).
 const ReservationServiceAccount = "runway-gpu-reservation"
 
 // ReservationGrace is the grace period of a reservation pod's deletion:
 // its container holds a device and runs nothing.
 const ReservationGrace = time.Second
 
-// indexDevice keys the pods of Runway's namespace by "kube node/device
-// index" for each device they name (AnnotationDevices).
+// indexDevice keys Runway's pods by "kube node/device index" for each
+// device they name (AnnotationDevices).
 const indexDevice = "runwayDevice"
 
 func (r *runtime) deviceKeys(p *corev1.Pod) []string {
-	if p.Namespace != r.cfg.Namespace || p.Spec.NodeName == "" || p.Annotations[AnnotationDevices] == "" {
+	if p.Spec.NodeName == "" || p.Annotations[AnnotationDevices] == "" || !r.ours(p) {
 		return nil
 	}
 	var keys []string

@@ -49,8 +49,10 @@ type Config struct {
 	// connection is meant to carry auth.Guard.ProjectCredentials, so that
 	// the runtime acts with that project's access alone.
 	Workloads workloadv1.WorkloadServiceClient
-	// Namespace is where the pods of Runway's workloads are created
-	// (DefaultNamespace when empty); it must exist.
+	// Namespace is Runway's own namespace (DefaultNamespace when empty),
+	// where the reservation pods of fractions' GPUs are created; it must
+	// exist. The pods of workloads are created in their project's
+	// namespace (ProjectNamespace).
 	Namespace string
 	// LeaseTTL is the TTL of the lease the nodes are registered under: how
 	// long they stay after the runtime dies (DefaultLeaseTTL when 0).
@@ -129,9 +131,10 @@ type binding struct {
 // time, so all writes about one object are in order; the maps that workers
 // share are under mu.
 type runtime struct {
-	cfg   Config
-	log   *slog.Logger
-	queue workqueue.TypedRateLimitingInterface[string]
+	cfg    Config
+	log    *slog.Logger
+	queue  workqueue.TypedRateLimitingInterface[string]
+	marker marker // the mark of Runway's pods in projects' namespaces
 
 	nodes    corelisters.NodeLister
 	nodeIdx  cache.Indexer
@@ -144,6 +147,7 @@ type runtime struct {
 	registered map[string]*nodemanagerv1.Node // under mu, by node id: what was last written
 	reported   map[string]workloadv1.PodState // under mu, by binding key "@" create revision
 	created    map[string]bool                // under mu, users' pods' workloads created, by name
+	namespaces map[string]bool                // under mu, projects whose namespace is Runway's, by id
 }
 
 // Run registers the cluster's nodes and runs Runway's bindings as pods
@@ -158,8 +162,13 @@ func Run(ctx context.Context, cfg Config) error {
 		queue:      workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
 		bindings:   map[string]binding{},
 		registered: map[string]*nodemanagerv1.Node{}, reported: map[string]workloadv1.PodState{},
-		created: map[string]bool{}}
+		created: map[string]bool{}, namespaces: map[string]bool{}}
 	defer r.queue.ShutDown()
+	// Before the informers: their indexes tell Runway's pods by the mark.
+	var err error
+	if r.marker, err = loadMarker(ctx, cfg.Etcd); err != nil {
+		return err
+	}
 
 	f := informers.NewSharedInformerFactory(cfg.Kube, cfg.Resync)
 	nodeInf, podInf := f.Core().V1().Nodes(), f.Core().V1().Pods()
@@ -173,8 +182,8 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if err := podInf.Informer().AddIndexers(cache.Indexers{
 		indexBinding: func(obj any) ([]string, error) {
-			if k := obj.(*corev1.Pod).Annotations[AnnotationBinding]; k != "" {
-				return []string{k}, nil
+			if p := obj.(*corev1.Pod); p.Annotations[AnnotationBinding] != "" && r.ours(p) {
+				return []string{p.Annotations[AnnotationBinding]}, nil
 			}
 			return nil, nil
 		},
@@ -185,9 +194,10 @@ func Run(ctx context.Context, cfg Config) error {
 			}
 			return nil, nil
 		},
-		// Other schedulers' pods by node: what they hold of it (foreignUse).
+		// Pods Runway did not place, by node: what they hold of it
+		// (foreignUse), a user's pod that names its node itself included.
 		indexPodNode: func(obj any) ([]string, error) {
-			if p := obj.(*corev1.Pod); p.Spec.NodeName != "" && p.Spec.SchedulerName != SchedulerName {
+			if p := obj.(*corev1.Pod); p.Spec.NodeName != "" && !r.ours(p) {
 				return []string{p.Spec.NodeName}, nil
 			}
 			return nil, nil
@@ -275,10 +285,11 @@ func (r *runtime) enqueuePod(obj any, deleted bool) {
 		return
 	}
 	r.queue.Add(kindPod + ":" + p.Namespace + "/" + p.Name)
-	if p.Spec.NodeName != "" && p.Spec.SchedulerName != SchedulerName {
+	ours := r.ours(p)
+	if p.Spec.NodeName != "" && !ours {
 		r.queue.Add(kindNode + ":" + p.Spec.NodeName)
 	}
-	if k := p.Annotations[AnnotationBinding]; k != "" {
+	if k := p.Annotations[AnnotationBinding]; k != "" && ours {
 		r.queue.Add(kindBinding + ":" + k)
 	}
 	if w := foreignWorkload(p); deleted && w != "" {
