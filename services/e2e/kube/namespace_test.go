@@ -3,11 +3,13 @@ package kube_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -245,6 +247,16 @@ func (e *env) quotaController(t *testing.T, ns string, hard, used int64) string 
 	}
 	if h := rq.Spec.Hard[name]; h.Value() != hard || n != used {
 		return fmt.Sprintf("hard %v, %d GPUs used; want %d of %d", rq.Spec.Hard, n, used, hard)
+	}
+	// The apiserver's admission reads the status from its own cache: a pod
+	// asking for one GPU more than is left (not created: a dry run) must be
+	// refused before the test goes on.
+	probe := userPod("quota-probe", "", "")
+	more := corev1.ResourceList{kube.ResourceGPU: *resource.NewQuantity(hard-used+1, resource.DecimalSI)}
+	probe.Spec.Containers[0].Resources = corev1.ResourceRequirements{Requests: more, Limits: more}
+	_, err = e.kube.CoreV1().Pods(ns).Create(t.Context(), probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "exceeded quota") {
+		return fmt.Sprintf("the quota not enforced yet (a dry-run pod of %d GPUs: %v)", hard-used+1, err)
 	}
 	return ""
 }
