@@ -107,7 +107,7 @@ It runs until SIGINT or SIGTERM and then shuts down cleanly.`,
 	f.StringVar(&cfg.Runtime, "runtime", server.RuntimeLocal, "where the scheduler's pods run: local (node agents) or kubernetes (pods, run by the leader)")
 	f.StringVar(&cfg.Kube.Kubeconfig, "kubeconfig", "", "kubeconfig of the cluster for --runtime kubernetes (default: the in-cluster config)")
 	f.StringVar(&cfg.Kube.Namespace, "namespace", "", "Runway's namespace for --runtime kubernetes, of its GPU reservation pods (default runway); workloads' pods run in their projects' namespaces, runway-PROJECT")
-	f.StringSliceVar(&cfg.Kube.Tolerations, "tolerate", nil, "taints the pods of --runtime kubernetes tolerate, KEY[=VALUE][:EFFECT] comma-separated (a node with a NoSchedule or NoExecute taint they do not tolerate is drained)")
+	f.StringSliceVar(&cfg.Kube.Tolerations, "tolerate", nil, "taints the pods of --runtime kubernetes tolerate on every node, KEY[=VALUE][:EFFECT] comma-separated, beside their node pool's tolerations (a node with a NoSchedule or NoExecute taint neither tolerates is drained)")
 	f.StringVar(&cfg.Kube.ReservationImage, "reservation-image", "", "image of the pods that reserve the GPUs holding fractions for --runtime kubernetes (default: Runway's own image)")
 	f.Float32Var(&cfg.Kube.QPS, "kube-api-qps", server.DefaultKubeQPS, "requests per second to the Kubernetes apiserver for --runtime kubernetes")
 	f.IntVar(&cfg.Kube.Burst, "kube-api-burst", server.DefaultKubeBurst, "burst of requests to the Kubernetes apiserver for --runtime kubernetes")

@@ -36,6 +36,7 @@ type env struct {
 	// kube.ProjectNamespace(project).
 	projectOf map[string]string
 	projects  []string // the projects made, whose namespaces' pods go at cleanup
+	tolerate  []string // the runtime's global tolerations (KubeConfig.Tolerations), set before start
 }
 
 // projectNamespace waits until Runway has made the project's namespace,
@@ -102,7 +103,8 @@ func (e *env) start(t *testing.T) {
 	cfg := server.DevConfig{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Logger: quiet,
 		EtcdOptions: []etcdtest.Option{etcdtest.WithTestSpeedups(), etcdtest.WithLogger(zap.NewNop())},
 		Scheduler:   scheduler.Config{Interval: 100 * time.Millisecond, Debounce: 10 * time.Millisecond},
-		Kube:        &server.KubeConfig{Kubeconfig: cluster.Kubeconfig, Namespace: e.ns, DeleteGrace: 30 * time.Second, LeaseTTL: 5 * time.Second}}
+		Kube: &server.KubeConfig{Kubeconfig: cluster.Kubeconfig, Namespace: e.ns, DeleteGrace: 30 * time.Second, LeaseTTL: 5 * time.Second,
+			Tolerations: e.tolerate}}
 	go func() { done <- server.RunDev(ctx, cfg, func(addr, token string) { ready <- [2]string{addr, token} }) }()
 	var at [2]string
 	select {

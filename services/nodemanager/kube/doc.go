@@ -6,7 +6,10 @@
 //	Node informer ─► nodemanager.RegisterNode under one lease (nodes/<n>):
 //	                 nvidia.com/gpu, gpu.product / gpu.memory labels, Ready,
 //	                 labels (pools, node types); other schedulers' pods on the
-//	                 node take their GPUs off what is offered
+//	                 node take their GPUs off what is offered; taints that
+//	                 neither --tolerate nor the node's pool tolerates drain it
+//	etcd nodepools/ ─► each pool's tolerations, put on Runway's pods in the
+//	                 pool with --tolerate's (pools.go)
 //	list + watch bindings/ ─► a Pod per bound gang member in its project's
 //	                 namespace runway-{project} (schedulerName runway,
 //	                 workload/project labels, Runway's mark (mark.go),

@@ -187,7 +187,7 @@ func (r *runtime) createPod(ctx context.Context, b binding, node string, uuids [
 		return nil, err
 	}
 	pod := podSpec(ns, r.marker.podName(b.Binding, b.rev), b, it.Msg.GetSpec(), uuids)
-	pod.Spec.Tolerations = r.cfg.Tolerations
+	pod.Spec.Tolerations = r.nodeTolerations(node)
 	pod.Spec.NodeName = node
 	maps.Copy(pod.Annotations, r.bindingAnnotations(ns, pod.Name, node, b.key, b.rev, pod.Annotations))
 	created, err := r.cfg.Kube.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})

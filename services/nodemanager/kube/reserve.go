@@ -156,7 +156,7 @@ func (r *runtime) createReservation(ctx context.Context, node string, d int) err
 			// Placed by Runway outright: the device index is its decision.
 			NodeName: node, SchedulerName: SchedulerName, RestartPolicy: corev1.RestartPolicyAlways,
 			ServiceAccountName: ReservationServiceAccount,
-			Tolerations:        r.cfg.Tolerations,
+			Tolerations:        r.nodeTolerations(node),
 			Containers: []corev1.Container{{Name: "reserve", Image: image,
 				Command: []string{"runway", "reserve-gpu"},
 				Env: []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: fromField("metadata.name")},

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	nodemanagerv1 "github.com/runwayhq/runway/gen/go/runway/nodemanager/v1"
+	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
 	"github.com/runwayhq/runway/pkg/etcdstore"
 	"github.com/runwayhq/runway/services/nodemanager"
@@ -60,9 +61,10 @@ type Config struct {
 	// DeleteGrace is the grace period of an evicted pod's deletion
 	// (DefaultDeleteGrace when 0).
 	DeleteGrace time.Duration
-	// Tolerations are the taints Runway's pods tolerate: they are put on
-	// every pod Runway creates, and a node with a NoSchedule or NoExecute
-	// taint none of them tolerates is drained (cordon).
+	// Tolerations are the taints Runway's pods tolerate everywhere: they
+	// are put on every pod Runway creates, with those of the node pool the
+	// pod's node is in (pools.go), and a node with a NoSchedule or
+	// NoExecute taint none of them tolerates is drained (cordon).
 	Tolerations []corev1.Toleration
 	// ReservationImage is the image of the reservation pods that own the
 	// GPUs holding fractions (DefaultReservationImage when empty). Its
@@ -148,6 +150,7 @@ type runtime struct {
 	reported   map[string]workloadv1.PodState // under mu, by binding key "@" create revision
 	created    map[string]bool                // under mu, users' pods' workloads created, by name
 	namespaces map[string]bool                // under mu, projects whose namespace is Runway's, by id
+	pools      map[string]*quotav1.NodePool   // under mu, by name: their tolerations
 }
 
 // Run registers the cluster's nodes and runs Runway's bindings as pods
@@ -229,6 +232,10 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 
+	poolRev, err := r.listPools(ctx)
+	if err != nil {
+		return err
+	}
 	lease, err := r.grant(ctx)
 	if err != nil {
 		return err
@@ -241,6 +248,7 @@ func Run(ctx context.Context, cfg Config) error {
 	go r.watchBindings(ctx, rev+1)
 	go r.keepAlive(ctx, lease)
 	go r.watchProjects(ctx)
+	go r.watchPools(ctx, poolRev+1)
 	r.log.Info("kubernetes runtime: started", "namespace", cfg.Namespace, "workers", cfg.Workers)
 	// Every object once: nodes registered, bindings run, stale pods deleted.
 	for _, n := range nodeInf.Informer().GetStore().ListKeys() {
