@@ -70,6 +70,13 @@ func nodeID(name string) string {
 	return s
 }
 
+// legacyPodName is the name a binding's pod had in Runway's namespace
+// before pods moved to their projects' namespaces (mark.go's podName).
+func legacyPodName(b nodemanager.Binding, rev int64) string {
+	base := b.Workload + "-" + strconv.Itoa(b.Pod)
+	return trimName(base, 63-9) + "-" + shortHash(b.Node+"/"+strconv.FormatInt(rev, 10))
+}
+
 // reservationName is the name of the reservation pod of device d on the
 // Kubernetes node: one per device, so a second cannot be created while
 // the first is still terminating.

@@ -111,10 +111,10 @@ func (r *runtime) podOf(b binding) (*corev1.Pod, error) {
 	if len(objs) > 0 {
 		return objs[0].(*corev1.Pod), nil
 	}
-	name := r.marker.podName(b.Binding, b.rev)
-	for _, ns := range []string{ProjectNamespace(b.Project), r.cfg.Namespace} {
-		// Runway's namespace: a pod made before workloads' pods moved to
-		// their project's namespace runs on there.
+	for ns, name := range map[string]string{ProjectNamespace(b.Project): r.marker.podName(b.Binding, b.rev),
+		// A pod made before workloads' pods moved to their project's
+		// namespace runs on in Runway's, under the name it had.
+		r.cfg.Namespace: legacyPodName(b.Binding, b.rev)} {
 		p, err := r.pods.Pods(ns).Get(name)
 		switch {
 		case apierrors.IsNotFound(err):
