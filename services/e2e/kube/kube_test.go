@@ -334,6 +334,15 @@ func TestUserPod(t *testing.T) {
 		}
 		return fmt.Sprintf("team-u's queue %v", q.GetNodePools())
 	})
+	// The Binding subresource marked the user's pod as Runway's: its GPU
+	// is the binding's, not also another scheduler's taken off the node.
+	if p, err := e.kube.CoreV1().Pods(teamNS).Get(t.Context(), "notebook", metav1.GetOptions{}); err != nil || p.Annotations[kube.AnnotationMark] == "" {
+		t.Fatalf("the bound user's pod has no mark: %v, %v", p.GetAnnotations(), err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if n, err := e.rw.GetNode(t.Context(), "user-node-1"); err != nil || n.GetAllocatable().GetMilliGpus() != 1000 {
+		t.Fatalf("user-node-1 once Runway bound the user's pod: allocatable %v, %v; want the other scheduler's GPU alone taken off", n.GetAllocatable(), err)
+	}
 	// RUNNING once the kubelet (KWOK) runs the pod, not when it is bound.
 	var ws []*workloadv1.Workload
 	eventually(t, "the user's pod's workload RUNNING", func() string {
