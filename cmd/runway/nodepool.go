@@ -16,6 +16,7 @@ import (
 
 	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
 	"github.com/runwayhq/runway/pkg/sdk"
+	"github.com/runwayhq/runway/pkg/toleration"
 )
 
 // nodePoolFlags are the settings `nodepool create` and `update` take.
@@ -28,6 +29,7 @@ type nodePoolFlags struct {
 	description string
 	halfLife    time.Duration
 	k           float64
+	tolerations []string
 }
 
 func (n *nodePoolFlags) add(cmd *cobra.Command) {
@@ -40,6 +42,7 @@ func (n *nodePoolFlags) add(cmd *cobra.Command) {
 	f.StringVar(&n.description, "description", "", "free text")
 	f.DurationVar(&n.halfLife, "fairshare-half-life", 0, "time-based fair share: how fast past usage is forgotten, such as 1h (0 turns it off)")
 	f.Float64Var(&n.k, "fairshare-k", 1, "time-based fair share: how strongly past usage moves the over-quota weights (0-10)")
+	f.StringArrayVar(&n.tolerations, "toleration", nil, "Kubernetes taint KEY[=VALUE][:EFFECT] that Runway's pods in the pool tolerate (repeat; on update the list replaces the pool's, and --toleration '' clears it)")
 }
 
 // pool builds the node pool and the update mask of the flags given.
@@ -112,6 +115,19 @@ func (n *nodePoolFlags) pool(cmd *cobra.Command, name string) (*quotav1.NodePool
 		}
 		p.TimeBasedFairShare = tb
 	}
+	if changed("toleration") {
+		for _, s := range n.tolerations {
+			if s == "" && len(n.tolerations) == 1 {
+				break // none
+			}
+			t, err := toleration.Parse(s)
+			if err != nil {
+				return nil, nil, usageError("--toleration: %v", err)
+			}
+			p.Tolerations = append(p.Tolerations, t)
+		}
+		mask = append(mask, "tolerations")
+	}
 	return p, mask, nil
 }
 
@@ -119,10 +135,11 @@ func nodePoolCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "nodepool", Aliases: []string{"nodepools", "node-pool"}, Short: "Node pools: groups of nodes by label, with placement and GPU-sharing settings"}
 	var cf, uf nodePoolFlags
 	create := &cobra.Command{
-		Use:   "create NAME [--label K=V] [--placement binpack|spread] [--time-slicing off|strict|fair] [--fairshare-half-life 1h]",
+		Use:   "create NAME [--label K=V] [--placement binpack|spread] [--time-slicing off|strict|fair] [--fairshare-half-life 1h] [--toleration KEY[=VALUE][:EFFECT]]",
 		Short: "Create a node pool",
 		Example: `  runway nodepool create a100 --label gpu=a100 --placement spread
-  runway nodepool create h100 --label gpu=h100 --fairshare-half-life 1h --fairshare-k 0.5`,
+  runway nodepool create h100 --label gpu=h100 --fairshare-half-life 1h --fairshare-k 0.5
+  runway nodepool create ml --label pool=ml --toleration dedicated=ml:NoSchedule`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, _, err := cf.pool(cmd, args[0])
@@ -140,12 +157,14 @@ func nodePoolCommand() *cobra.Command {
 	}
 	cf.add(create)
 	update := &cobra.Command{
-		Use:   "update NAME [--time-slicing off|strict|fair] [--lease 250ms] [--precision 5%] [--placement P] [--label K=V] [--fairshare-half-life 1h] [--fairshare-k 0.5]",
+		Use:   "update NAME [--time-slicing off|strict|fair] [--lease 250ms] [--precision 5%] [--placement P] [--label K=V] [--fairshare-half-life 1h] [--fairshare-k 0.5] [--toleration KEY[=VALUE][:EFFECT]]",
 		Short: "Change a node pool's settings (only the flags given)",
 		Example: `  runway nodepool update default --time-slicing strict
   runway nodepool update default --time-slicing fair --lease 250ms --precision 5%
   runway nodepool update default --fairshare-half-life 1h --fairshare-k 0.5   # time-based fair share
-  runway nodepool update default --fairshare-half-life 0                      # turn it off`,
+  runway nodepool update default --fairshare-half-life 0                      # turn it off
+  runway nodepool update default --toleration dedicated:NoSchedule --toleration gpu=h100
+  runway nodepool update default --toleration ''                             # tolerate nothing more`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, mask, err := uf.pool(cmd, args[0])
@@ -196,12 +215,53 @@ func nodePoolCommand() *cobra.Command {
 	outputFlag(list, &output)
 	watchFlag(list, &watch)
 
+	var getOutput string
+	get := &cobra.Command{
+		Use:     "get NAME",
+		Short:   "Show a node pool's settings",
+		Example: "  runway nodepool get default",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkFormat(getOutput); err != nil {
+				return err
+			}
+			return withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
+				p, err := c.QuotaService.GetNodePool(ctx, &quotav1.GetNodePoolRequest{Name: sdk.NodePoolName(args[0])})
+				if err != nil {
+					return err
+				}
+				w := cmd.OutOrStdout()
+				if getOutput != formatTable {
+					return printMessages(w, getOutput, false, p)
+				}
+				f := fields{w: w}
+				f.add("Name", args[0])
+				if p.GetDescription() != "" {
+					f.add("Description", p.GetDescription())
+				}
+				f.add("Labels", orDefault(selector(p.GetNodeSelector()), "-"))
+				f.add("Placement", enumLabel(p.GetPlacementStrategy().String(), "PLACEMENT_STRATEGY_"))
+				f.add("Time slicing", timeSlicing(p.GetTimeSlicing()))
+				f.add("Time-based fair share", timeBased(p.GetTimeBasedFairShare()))
+				var ts []string
+				for _, t := range p.GetTolerations() {
+					ts = append(ts, toleration.String(t))
+				}
+				f.add("Tolerations", orDefault(strings.Join(ts, ", "), "-"))
+				f.add("Created", formatTime(p.GetCreateTime().AsTime()))
+				f.flush()
+				return nil
+			})
+		},
+	}
+	outputFlag(get, &getOutput)
+
 	del := deleteCommand("node pool", "Delete a node pool",
 		func(ctx context.Context, c *sdk.Client, id string) error {
 			_, err := c.QuotaService.DeleteNodePool(ctx, &quotav1.DeleteNodePoolRequest{Name: sdk.NodePoolName(id)})
 			return err
 		})
-	cmd.AddCommand(create, update, list, del)
+	cmd.AddCommand(create, update, get, list, del)
 	return cmd
 }
 

@@ -93,6 +93,10 @@ const (
 	// PrefixPlans holds each node's current time-slicing plan (a
 	// nodemanagerv1.TimeSlicePlan), written by its agent when it changes.
 	PrefixPlans = Root + "plans/" // {node}
+	// KeyKubePodMark is the Kubernetes runtime's key for the marks on its
+	// pods (32 random bytes, made once): a pod in a project's namespace is
+	// Runway's only with a mark made with it.
+	KeyKubePodMark = Root + "kubernetes/pod-mark-key"
 
 	// Identity service.
 	PrefixUsers        = Root + "users/"        // {user}
@@ -145,6 +149,7 @@ var prefixes = []PrefixInfo{
 	{PrefixRuns, OwnerNodeManager, false, "run reports by node/project.workload"},
 	{PrefixDrains, OwnerNodeManager, false, "drain requests by node"},
 	{PrefixPlans, OwnerNodeManager, false, "time-slicing plan (TimeSlicePlan) by node"},
+	{KeyKubePodMark, OwnerNodeManager, true, "the Kubernetes runtime's key for its pods' marks (made once)"},
 	{PrefixUsers, OwnerIdentity, false, "User by id"},
 	{PrefixApplications, OwnerIdentity, false, "Application by id"},
 	{PrefixAccessRules, OwnerIdentity, false, "AccessRule by id"},

@@ -328,6 +328,52 @@ func TestListProjects_pages(t *testing.T) {
 	wantCode(t, err, codes.InvalidArgument, "INVALID_PAGE_TOKEN")
 }
 
+// A pool's tolerations are stored and read back, replaced by an update
+// that names them, and cleared by one that names them empty.
+func TestNodePool_Tolerations(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	ts := []*quotav1.Toleration{{Key: "dedicated", Value: "ml", Effect: quotav1.TaintEffect_TAINT_EFFECT_NO_SCHEDULE},
+		{Key: "nvidia.com/gpu", Operator: quotav1.TolerationOperator_TOLERATION_OPERATOR_EXISTS}}
+	if _, err := e.client.CreateNodePool(ctx, &quotav1.CreateNodePoolRequest{NodePoolId: "ml",
+		NodePool: &quotav1.NodePool{NodeSelector: map[string]string{"pool": "ml"}, Tolerations: ts}}); err != nil {
+		t.Fatal(err)
+	}
+	get := func() []*quotav1.Toleration {
+		t.Helper()
+		got, err := e.client.GetNodePool(ctx, &quotav1.GetNodePoolRequest{Name: "nodepools/ml"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.GetTolerations()
+	}
+	if diff := cmp.Diff(ts, get(), protocmp.Transform()); diff != "" {
+		t.Fatalf("tolerations as stored (-want +got):\n%s", diff)
+	}
+	// An update of another field leaves them; one naming them replaces them.
+	if _, err := e.client.UpdateNodePool(ctx, &quotav1.UpdateNodePoolRequest{NodePool: &quotav1.NodePool{Name: "nodepools/ml",
+		Description: "x"}, UpdateMask: mask("description")}); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(ts, get(), protocmp.Transform()); diff != "" {
+		t.Fatalf("tolerations after updating the description (-want +got):\n%s", diff)
+	}
+	if _, err := e.client.UpdateNodePool(ctx, &quotav1.UpdateNodePoolRequest{NodePool: &quotav1.NodePool{Name: "nodepools/ml",
+		Tolerations: ts[1:]}, UpdateMask: mask("tolerations")}); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(ts[1:], get(), protocmp.Transform()); diff != "" {
+		t.Fatalf("tolerations after replacing them (-want +got):\n%s", diff)
+	}
+	if _, err := e.client.UpdateNodePool(ctx, &quotav1.UpdateNodePoolRequest{NodePool: &quotav1.NodePool{Name: "nodepools/ml"},
+		UpdateMask: mask("tolerations")}); err != nil {
+		t.Fatal(err)
+	}
+	if got := get(); len(got) != 0 {
+		t.Fatalf("tolerations after clearing them: %v", got)
+	}
+}
+
 // Time-based fair share is off by default; setting the half-life turns it
 // on (k defaults to 1), k changes alone, and naming it empty turns it off.
 func TestNodePool_TimeBasedFairShare(t *testing.T) {

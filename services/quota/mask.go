@@ -30,7 +30,7 @@ var (
 	nodePoolFields = fieldRules{
 		mutable: []string{"description", "node_selector", "placement_strategy", "time_slicing",
 			"time_slicing.mode", "time_slicing.lease_duration", "time_slicing.precision_percent",
-			"time_based_fair_share", "time_based_fair_share.half_life", "time_based_fair_share.k"},
+			"time_based_fair_share", "time_based_fair_share.half_life", "time_based_fair_share.k", "tolerations"},
 		outputOnly: []string{"uid", "create_time", "update_time"},
 	}
 	departmentFields = fieldRules{

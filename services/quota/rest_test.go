@@ -130,3 +130,28 @@ func violates(r restError, field string) bool {
 	}
 	return false
 }
+
+// TestREST_NodePoolTolerations: a pool's tolerations over REST, in the
+// JSON names and enum spellings of the API, and a bad one refused with its
+// field.
+func TestREST_NodePoolTolerations(t *testing.T) {
+	e := newEnv(t)
+	code, body := e.rest(t, http.MethodPost, "/v1/nodepools?nodePoolId=ml",
+		`{"nodeSelector":{"pool":"ml"},"tolerations":[{"key":"dedicated","value":"ml","effect":"TAINT_EFFECT_NO_SCHEDULE"}]}`)
+	if code != http.StatusOK {
+		t.Fatalf("create node pool: %d %s", code, body)
+	}
+	code, body = e.rest(t, http.MethodGet, "/v1/nodepools/ml", "")
+	var got quotav1.NodePool
+	decode(t, body, &got)
+	if ts := got.GetTolerations(); code != http.StatusOK || len(ts) != 1 || ts[0].GetKey() != "dedicated" || ts[0].GetValue() != "ml" ||
+		ts[0].GetEffect() != quotav1.TaintEffect_TAINT_EFFECT_NO_SCHEDULE {
+		t.Fatalf("get: %d %s", code, body)
+	}
+	before := e.state(t)
+	code, body = e.rest(t, http.MethodPatch, "/v1/nodepools/ml", `{"tolerations":[{"key":"-bad"}]}`)
+	if r := wantREST(t, code, body, http.StatusBadRequest, "INVALID_FIELD"); !violates(r, "node_pool.tolerations[0].key") {
+		t.Fatalf("body %s, want a field violation on node_pool.tolerations[0].key", body)
+	}
+	assertSameState(t, before, e.state(t))
+}

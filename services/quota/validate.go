@@ -12,6 +12,7 @@ import (
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
 	"github.com/runwayhq/runway/pkg/apierr"
 	"github.com/runwayhq/runway/pkg/timeslice"
+	"github.com/runwayhq/runway/pkg/toleration"
 )
 
 // Request rules. Every check adds a violation with its AIP-193 field path
@@ -155,6 +156,15 @@ func (v *violations) checkNodePool(field string, np *quotav1.NodePool, id string
 		// NaN fails both comparisons, so it is rejected too.
 		if k := tb.GetK(); !(k >= 0 && k <= maxFairShareK) {
 			v.add(field+".time_based_fair_share.k", "must be between 0 and %g", float64(maxFairShareK))
+		}
+	}
+	if ts := np.GetTolerations(); len(ts) > toleration.Max {
+		v.add(field+".tolerations", "must have at most %d entries", toleration.Max)
+	} else {
+		for i, t := range ts {
+			if f, why := toleration.Check(t); f != "" {
+				v.add(fmt.Sprintf("%s.tolerations[%d].%s", field, i, f), "%s", why)
+			}
 		}
 	}
 }

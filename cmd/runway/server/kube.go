@@ -35,7 +35,9 @@ type KubeConfig struct {
 	// Kubeconfig is a kubeconfig file; empty means the in-cluster config
 	// (the scheduler runs in a pod).
 	Kubeconfig string
-	// Namespace of the workloads' pods (kube.DefaultNamespace when empty).
+	// Namespace is Runway's own, of the GPU reservation pods
+	// (kube.DefaultNamespace when empty); workloads' pods run in their
+	// projects' namespaces.
 	Namespace string
 	// DeleteGrace of evicted pods and LeaseTTL of the nodes' registration
 	// (the kube package's defaults when 0).

@@ -2,13 +2,16 @@ package kube_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
 	"github.com/runwayhq/runway/services/nodemanager/kube"
 	"github.com/runwayhq/runway/services/nodemanager/kube/kwoktest"
@@ -24,6 +27,7 @@ func (e *env) fraction(t *testing.T, project, id string, milli int32) {
 	if err != nil {
 		t.Fatalf("CreateWorkload(%s/%s): %v", project, id, err)
 	}
+	e.projectOf[id] = project
 }
 
 // reservations lists the live reservation pods in Runway's namespace.
@@ -210,5 +214,89 @@ func TestTaintsAndCordon(t *testing.T) {
 	})
 	if live, _ := e.pods(t, "big1"); len(live) != 1 || live[0].UID != b1.UID {
 		t.Errorf("big1's pod on the cordoned node was not kept: %v", live)
+	}
+}
+
+// TestTolerationsPerPool: two node pools, each with a node tainted
+// dedicated=gpu:NoSchedule; tol-a tolerates the taint, tol-b does not.
+// Runway's pods in tol-a go to its tainted node and tolerate what the
+// runtime tolerates everywhere plus tol-a's toleration, nothing more;
+// tol-b's node is drained (without eviction) and a training for tol-b gets
+// no pod.
+func TestTolerationsPerPool(t *testing.T) {
+	e := newEnv(t, "tol")
+	e.tolerate = []string{"runway.test/global:NoExecute"}
+	e.start(t)
+	const label = "runway.test/pool"
+	for pool, ts := range map[string][]*quotav1.Toleration{
+		"tol-a": {{Key: "dedicated", Value: "gpu", Effect: quotav1.TaintEffect_TAINT_EFFECT_NO_SCHEDULE}},
+		"tol-b": nil,
+	} {
+		if _, err := e.rw.QuotaService.CreateNodePool(t.Context(), &quotav1.CreateNodePoolRequest{NodePoolId: pool,
+			NodePool: &quotav1.NodePool{NodeSelector: map[string]string{label: pool}, Tolerations: ts}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	taint := []corev1.Taint{{Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule}}
+	e.nodes(t, kwoktest.Node{Name: "tol-node-a", GPUs: 2, Labels: map[string]string{label: "tol-a"}, Taints: taint},
+		kwoktest.Node{Name: "tol-node-b", GPUs: 2, Labels: map[string]string{label: "tol-b"}, Taints: taint})
+	two := int64(2000)
+	if _, err := e.rw.CreateProject(t.Context(), "team-tol", &quotav1.Project{NodePoolQuotas: []*quotav1.NodePoolQuota{
+		{NodePool: "nodepools/tol-a", Gpu: &quotav1.GpuQuota{DeservedMilliGpus: &two}},
+		{NodePool: "nodepools/tol-b", Gpu: &quotav1.GpuQuota{DeservedMilliGpus: &two}}}}); err != nil {
+		t.Fatal(err)
+	}
+	e.projects = append(e.projects, "team-tol")
+	eventually(t, "tol-node-b drained for its taint, tol-node-a not", func() string {
+		a, err := e.rw.GetNode(t.Context(), "tol-node-a")
+		if err != nil {
+			return err.Error()
+		}
+		b, err := e.rw.GetNode(t.Context(), "tol-node-b")
+		if err != nil {
+			return err.Error()
+		}
+		if a.GetNodePool() != "nodepools/tol-a" || a.GetDrained() || b.GetNodePool() != "nodepools/tol-b" || !b.GetDrained() ||
+			b.GetDrainEvicts() || !strings.Contains(b.GetDrainReason(), "dedicated=gpu:NoSchedule") {
+			return fmt.Sprintf("tol-node-a %s drained %v; tol-node-b %s drained %v evicts %v (%s)", a.GetNodePool(), a.GetDrained(),
+				b.GetNodePool(), b.GetDrained(), b.GetDrainEvicts(), b.GetDrainReason())
+		}
+		return ""
+	})
+	submit := func(id, pool string) {
+		t.Helper()
+		_, err := e.rw.SubmitWorkload(t.Context(), "team-tol", id, workloadv1.WorkloadType_WORKLOAD_TYPE_TRAINING,
+			&workloadv1.WorkloadSpec{Image: "busybox", Command: []string{"sleep", "3600"}, Pods: 1, NodePools: []string{pool},
+				Gpu: &workloadv1.GpuRequest{Amount: &workloadv1.GpuRequest_Devices{Devices: 2}}})
+		if err != nil {
+			t.Fatalf("CreateWorkload(%s): %v", id, err)
+		}
+		e.projectOf[id] = "team-tol"
+	}
+	submit("ta", "nodepools/tol-a")
+	pa := e.bound(t, "ta", 1)[0]
+	want := []corev1.Toleration{{Key: "runway.test/global", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute},
+		{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "gpu", Effect: corev1.TaintEffectNoSchedule}}
+	// The apiserver's DefaultTolerationSeconds admission adds its own
+	// node.kubernetes.io/not-ready and unreachable tolerations.
+	got := slices.DeleteFunc(slices.Clone(pa.Spec.Tolerations), func(t corev1.Toleration) bool {
+		return strings.HasPrefix(t.Key, "node.kubernetes.io/")
+	})
+	if pa.Spec.NodeName != "tol-node-a" || !slices.Equal(got, want) {
+		t.Fatalf("ta's pod on %q tolerates %v; want it on tol-node-a tolerating %v", pa.Spec.NodeName, pa.Spec.Tolerations, want)
+	}
+	e.podRunning(t, "team-tol", "ta")
+	submit("tb", "nodepools/tol-b")
+	e.waiting(t, "team-tol", "tb", "tol-b's only node has a taint tol-b does not tolerate")
+
+	// Once tol-b tolerates the taint too, its node is undrained and tb
+	// placed there.
+	if _, err := e.rw.QuotaService.UpdateNodePool(t.Context(), &quotav1.UpdateNodePoolRequest{NodePool: &quotav1.NodePool{
+		Name: "nodepools/tol-b", Tolerations: []*quotav1.Toleration{{Key: "dedicated"}}},
+		UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"tolerations"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if pb := e.bound(t, "tb", 1)[0]; pb.Spec.NodeName != "tol-node-b" {
+		t.Fatalf("tb's pod on %q, want tol-node-b", pb.Spec.NodeName)
 	}
 }

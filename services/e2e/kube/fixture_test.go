@@ -30,8 +30,13 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 // no node agents) on the shared apiserver, and clients of both.
 type env struct {
 	kube kubernetes.Interface
-	ns   string      // where Runway creates its pods
+	ns   string      // Runway's namespace: its reservation pods
 	rw   *sdk.Client // Runway, through the SDK
+	// The project of each workload the test submitted: its pods are in
+	// kube.ProjectNamespace(project).
+	projectOf map[string]string
+	projects  []string // the projects made, whose namespaces' pods go at cleanup
+	tolerate  []string // the runtime's global tolerations (KubeConfig.Tolerations), set before start
 }
 
 // projectNamespace waits until Runway has made the project's namespace,
@@ -63,7 +68,7 @@ func (e *env) projectNamespace(t *testing.T, project string) string {
 func newEnv(t *testing.T, prefix string) *env {
 	t.Helper()
 	cs := kubeClient(t)
-	e := &env{kube: cs, ns: prefix + "-pods"}
+	e := &env{kube: cs, ns: prefix + "-pods", projectOf: map[string]string{}}
 	for _, ns := range []string{e.ns, prefix + "-users"} {
 		if _, err := cs.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
 			metav1.CreateOptions{}); err != nil {
@@ -75,6 +80,9 @@ func newEnv(t *testing.T, prefix string) *env {
 		zero := int64(0)
 		for _, ns := range []string{e.ns, prefix + "-users"} {
 			_ = cs.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
+		}
+		for _, p := range e.projects {
+			_ = cs.CoreV1().Pods(kube.ProjectNamespace(p)).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
 		}
 		nodes, _ := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		for _, n := range nodes.Items {
@@ -95,7 +103,8 @@ func (e *env) start(t *testing.T) {
 	cfg := server.DevConfig{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Logger: quiet,
 		EtcdOptions: []etcdtest.Option{etcdtest.WithTestSpeedups(), etcdtest.WithLogger(zap.NewNop())},
 		Scheduler:   scheduler.Config{Interval: 100 * time.Millisecond, Debounce: 10 * time.Millisecond},
-		Kube:        &server.KubeConfig{Kubeconfig: cluster.Kubeconfig, Namespace: e.ns, DeleteGrace: 30 * time.Second, LeaseTTL: 5 * time.Second}}
+		Kube: &server.KubeConfig{Kubeconfig: cluster.Kubeconfig, Namespace: e.ns, DeleteGrace: 30 * time.Second, LeaseTTL: 5 * time.Second,
+			Tolerations: e.tolerate}}
 	go func() { done <- server.RunDev(ctx, cfg, func(addr, token string) { ready <- [2]string{addr, token} }) }()
 	var at [2]string
 	select {
@@ -170,6 +179,7 @@ func (e *env) project(t *testing.T, id string, gpus int64) {
 	if err != nil {
 		t.Fatalf("CreateProject(%s): %v", id, err)
 	}
+	e.projects = append(e.projects, id)
 }
 
 // training submits a training of pods pods with gpus GPUs each.
@@ -182,6 +192,7 @@ func (e *env) training(t *testing.T, project, id string, pods, gpus int32) {
 	if err != nil {
 		t.Fatalf("CreateWorkload(%s/%s): %v", project, id, err)
 	}
+	e.projectOf[id] = project
 }
 
 func (e *env) get(t *testing.T, project, id string) *workloadv1.Workload {
@@ -193,11 +204,15 @@ func (e *env) get(t *testing.T, project, id string) *workloadv1.Workload {
 	return w
 }
 
-// pods lists the workload's pods in the API server: live ones (not being
-// deleted) and those being deleted.
+// pods lists the workload's pods in the API server, in its project's
+// namespace: live ones (not being deleted) and those being deleted.
 func (e *env) pods(t *testing.T, workload string) (live, deleting []corev1.Pod) {
 	t.Helper()
-	l, err := e.kube.CoreV1().Pods(e.ns).List(t.Context(), metav1.ListOptions{LabelSelector: kube.LabelWorkload + "=" + workload})
+	project, ok := e.projectOf[workload]
+	if !ok {
+		t.Fatalf("workload %s was not submitted by the test", workload)
+	}
+	l, err := e.kube.CoreV1().Pods(kube.ProjectNamespace(project)).List(t.Context(), metav1.ListOptions{LabelSelector: kube.LabelWorkload + "=" + workload})
 	if err != nil {
 		t.Fatal(err)
 	}

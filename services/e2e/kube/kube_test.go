@@ -71,6 +71,16 @@ func TestQuickStart(t *testing.T) {
 	if perNode["qs-node-1"] != 2 || perNode["qs-node-2"] != 2 {
 		t.Errorf("GPUs requested per node = %v, want 2 on each", perNode)
 	}
+	// Each workload's pods run in its project's namespace, marked as
+	// Runway's; none in Runway's own.
+	for _, p := range []corev1.Pod{a1, a2, b1} {
+		if want := kube.ProjectNamespace(p.Labels[kube.LabelProject]); p.Namespace != want || p.Annotations[kube.AnnotationMark] == "" {
+			t.Errorf("pod %s in namespace %q with mark %q, want it marked in %s", p.Name, p.Namespace, p.Annotations[kube.AnnotationMark], want)
+		}
+	}
+	if l, err := e.kube.CoreV1().Pods(e.ns).List(t.Context(), metav1.ListOptions{}); err != nil || len(l.Items) != 0 {
+		t.Errorf("pods in Runway's namespace: %v, %v", l, err)
+	}
 	if a2.Labels[kube.LabelProject] != "team-a" || envVar(a2, "RUNWAY_WORKLOAD") != "projects/team-a/workloads/a2" ||
 		a2.Spec.Containers[0].Image != "busybox" {
 		t.Errorf("a2's pod: labels %v, RUNWAY_WORKLOAD %q, image %q", a2.Labels, envVar(a2, "RUNWAY_WORKLOAD"), a2.Spec.Containers[0].Image)
@@ -324,6 +334,15 @@ func TestUserPod(t *testing.T) {
 		}
 		return fmt.Sprintf("team-u's queue %v", q.GetNodePools())
 	})
+	// The Binding subresource marked the user's pod as Runway's: its GPU
+	// is the binding's, not also another scheduler's taken off the node.
+	if p, err := e.kube.CoreV1().Pods(teamNS).Get(t.Context(), "notebook", metav1.GetOptions{}); err != nil || p.Annotations[kube.AnnotationMark] == "" {
+		t.Fatalf("the bound user's pod has no mark: %v, %v", p.GetAnnotations(), err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if n, err := e.rw.GetNode(t.Context(), "user-node-1"); err != nil || n.GetAllocatable().GetMilliGpus() != 1000 {
+		t.Fatalf("user-node-1 once Runway bound the user's pod: allocatable %v, %v; want the other scheduler's GPU alone taken off", n.GetAllocatable(), err)
+	}
 	// RUNNING once the kubelet (KWOK) runs the pod, not when it is bound.
 	var ws []*workloadv1.Workload
 	eventually(t, "the user's pod's workload RUNNING", func() string {
@@ -348,20 +367,23 @@ func TestUserPod(t *testing.T) {
 	if err := e.kube.CoreV1().Pods(teamNS).Delete(t.Context(), "notebook", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 		t.Fatal(err)
 	}
-	// Deleted stays deleted: no pod replaces it in Runway's namespace while
-	// its workload goes.
-	eventually(t, "the deleted pod's workload deleted", func() string {
-		if l, err := e.kube.CoreV1().Pods(e.ns).List(t.Context(), metav1.ListOptions{}); err != nil || len(l.Items) != 0 {
-			t.Fatalf("the user's deleted pod replaced in Runway's namespace: %v %v", l, err)
+	// Deleted stays deleted: no pod replaces it, in its namespace or
+	// Runway's, while its workload goes.
+	replaced := func() {
+		for _, ns := range []string{e.ns, teamNS} {
+			if l, err := e.kube.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{}); err != nil || len(l.Items) != 0 {
+				t.Fatalf("the user's deleted pod replaced in %s: %v %v", ns, l, err)
+			}
 		}
+	}
+	eventually(t, "the deleted pod's workload deleted", func() string {
+		replaced()
 		if n := len(e.workloads(t, "team-u")); n != 0 {
 			return fmt.Sprintf("%d workloads", n)
 		}
 		return ""
 	})
-	if l, err := e.kube.CoreV1().Pods(e.ns).List(t.Context(), metav1.ListOptions{}); err != nil || len(l.Items) != 0 {
-		t.Fatalf("the user's deleted pod replaced in Runway's namespace: %v %v", len(l.Items), err)
-	}
+	replaced()
 }
 
 // userPod is a 1-GPU pod: placed on node by another scheduler when node is
@@ -476,12 +498,12 @@ func TestPodStateFollowsTheKubelet(t *testing.T) {
 		t.Fatalf("p1 while its pod is not running: phase %v, start %v, reasons %v; want PENDING, STARTING on pend-node-1",
 			st.GetPhase(), st.GetStartTime(), rs)
 	}
-	got, err := e.kube.CoreV1().Pods(e.ns).Get(t.Context(), p.Name, metav1.GetOptions{})
+	got, err := e.kube.CoreV1().Pods(p.Namespace).Get(t.Context(), p.Name, metav1.GetOptions{})
 	if err != nil || got.Status.Phase != corev1.PodPending {
 		t.Fatalf("pod on the unmanaged node: %v, %v", got.Status.Phase, err)
 	}
 	got.Status.Phase = corev1.PodRunning
-	if _, err := e.kube.CoreV1().Pods(e.ns).UpdateStatus(t.Context(), got, metav1.UpdateOptions{}); err != nil {
+	if _, err := e.kube.CoreV1().Pods(p.Namespace).UpdateStatus(t.Context(), got, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	e.podRunning(t, "team-p", "p1")

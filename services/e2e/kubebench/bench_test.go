@@ -203,7 +203,8 @@ func (c *cluster) runway(b *testing.B, ns string, pods, want int) (time.Duration
 		}
 	}
 
-	r := watchRunning(b, c.kube, ns, want)
+	// Runway's pods run in their projects' namespaces.
+	r := watchRunning(b, c.kube, "", want)
 	if p := os.Getenv("RUNWAY_BENCH_CPUPROFILE"); p != "" {
 		f, err := os.Create(p)
 		if err != nil {
@@ -241,6 +242,9 @@ func (c *cluster) runway(b *testing.B, ns string, pods, want int) (time.Duration
 		b.Error("RunDev did not stop within a minute")
 	}
 	c.deletePods(b, ns)
+	for j := 0; j*projectPods < pods; j++ {
+		c.deletePods(b, kube.ProjectNamespace(fmt.Sprintf("bench-%d", j)))
+	}
 	return took, cpu
 }
 

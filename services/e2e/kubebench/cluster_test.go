@@ -378,7 +378,11 @@ func watchRunning(b *testing.B, cs kubernetes.Interface, ns string, want int) *r
 	b.Helper()
 	ctx, cancel := context.WithCancel(b.Context())
 	r := &running{want: want, seen: map[string]bool{}, done: make(chan struct{}), stop: cancel}
-	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns))
+	opt := informers.WithNamespace(ns)
+	if ns == "" { // Runway's pods, in every project's namespace
+		opt = informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = kube.LabelWorkload })
+	}
+	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, opt)
 	inf := f.Core().V1().Pods().Informer()
 	var see func(obj any)
 	added := func(obj any) {
@@ -398,13 +402,13 @@ func watchRunning(b *testing.B, cs kubernetes.Interface, ns string, want int) *r
 		}
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		if r.seen[p.Name] {
+		if r.seen[p.Namespace+"/"+p.Name] {
 			return
 		}
 		if len(r.seen) == 0 {
 			r.firstRunning = time.Now()
 		}
-		r.seen[p.Name] = true
+		r.seen[p.Namespace+"/"+p.Name] = true
 		if n := r.count.Add(1); int(n) == r.want {
 			r.at = time.Now()
 			close(r.done)

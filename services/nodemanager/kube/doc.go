@@ -6,16 +6,21 @@
 //	Node informer ─► nodemanager.RegisterNode under one lease (nodes/<n>):
 //	                 nvidia.com/gpu, gpu.product / gpu.memory labels, Ready,
 //	                 labels (pools, node types); other schedulers' pods on the
-//	                 node take their GPUs off what is offered
-//	list + watch bindings/ ─► a Pod per bound gang member (schedulerName
-//	                 runway, workload/project labels, requests, RUNWAY_* env),
-//	                 created with its node set (one write; a user's pod is
-//	                 bound with the Binding subresource); a deleted binding
+//	                 node take their GPUs off what is offered; taints that
+//	                 neither --tolerate nor the node's pool tolerates drain it
+//	etcd nodepools/ ─► each pool's tolerations, put on Runway's pods in the
+//	                 pool with --tolerate's (pools.go)
+//	list + watch bindings/ ─► a Pod per bound gang member in its project's
+//	                 namespace runway-{project} (schedulerName runway,
+//	                 workload/project labels, Runway's mark (mark.go),
+//	                 requests, RUNWAY_* env), created with its node set (one
+//	                 write; a user's pod is bound with the Binding
+//	                 subresource, which marks it); a deleted binding
 //	                 (eviction, lost node) deletes the pod with a grace period
 //	                 (nodes.go: cordon or an untolerated NoSchedule taint is
 //	                 a drain without eviction, NoExecute one with it). The
-//	                 pod waits while a pod of Runway's namespace still holds
-//	                 its device indexes (terminating ones too); a fraction
+//	                 pod waits while one of Runway's pods still holds its
+//	                 device indexes (terminating ones too); a fraction
 //	                 first gets each device's reservation pod and its GPU
 //	                 UUID (reserve.go)
 //	etcd projects/ ─► namespace runway-{project} (labelled, or adopted with
@@ -31,8 +36,10 @@
 //	                 project's access alone, auth.ProjectCredentials);
 //	                 its binding binds that very pod, and deleting the pod
 //	                 deletes the workload. Binding annotations count only on
-//	                 pods in Runway's namespace or on that workload's own
-//	                 user pod, so no pod reports another workload's state
+//	                 Runway's pods: in Runway's own namespace (the
+//	                 reservation pods) or marked, so no pod reports another
+//	                 workload's state; every other pod on a node holds what
+//	                 it requests there
 //
 // Every change is a key on one work queue (a node, a binding, a pod),
 // handled by Config.Workers workers; the queue never hands one key to two

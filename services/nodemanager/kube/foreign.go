@@ -140,15 +140,10 @@ func upper(s string) string {
 // annotation), the first container's image and command.
 func foreignSpec(p *corev1.Pod) (*workloadv1.WorkloadSpec, error) {
 	spec := &workloadv1.WorkloadSpec{Pods: 1, Env: []*workloadv1.EnvVar{{Name: EnvUserPod, Value: p.Namespace + "/" + p.Name}}}
-	var gpus int64
+	gpus := podGPUs(p)
 	for _, c := range p.Spec.Containers {
 		spec.MilliCpu += c.Resources.Requests.Cpu().MilliValue()
 		spec.MemoryBytes += c.Resources.Requests.Memory().Value()
-		g := c.Resources.Requests.Name(ResourceGPU, resource.DecimalSI)
-		if g.IsZero() {
-			g = c.Resources.Limits.Name(ResourceGPU, resource.DecimalSI)
-		}
-		gpus += g.Value()
 	}
 	if len(p.Spec.Containers) > 0 {
 		c := p.Spec.Containers[0]
@@ -164,6 +159,20 @@ func foreignSpec(p *corev1.Pod) (*workloadv1.WorkloadSpec, error) {
 		spec.Gpu = &workloadv1.GpuRequest{Amount: &workloadv1.GpuRequest_Devices{Devices: int32(gpus)}}
 	}
 	return spec, nil
+}
+
+// podGPUs is what the pod's containers request of nvidia.com/gpu (their
+// limits where they name no request).
+func podGPUs(p *corev1.Pod) int64 {
+	var gpus int64
+	for _, c := range p.Spec.Containers {
+		g := c.Resources.Requests.Name(ResourceGPU, resource.DecimalSI)
+		if g.IsZero() {
+			g = c.Resources.Limits.Name(ResourceGPU, resource.DecimalSI)
+		}
+		gpus += g.Value()
+	}
+	return gpus
 }
 
 // deleteForeign deletes the workload of a user's pod that is gone.

@@ -70,11 +70,9 @@ func nodeID(name string) string {
 	return s
 }
 
-// podName is the name of the pod Runway creates for a binding. The
-// binding's create revision makes it unique: a gracefully deleted pod can
-// stay terminating for a while (until its kubelet confirms), and the pod
-// that replaces it (same workload and index, bound again) must not collide.
-func podName(b nodemanager.Binding, rev int64) string {
+// legacyPodName is the name a binding's pod had in Runway's namespace
+// before pods moved to their projects' namespaces (mark.go's podName).
+func legacyPodName(b nodemanager.Binding, rev int64) string {
 	base := b.Workload + "-" + strconv.Itoa(b.Pod)
 	return trimName(base, 63-9) + "-" + shortHash(b.Node+"/"+strconv.FormatInt(rev, 10))
 }

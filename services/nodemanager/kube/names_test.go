@@ -28,9 +28,10 @@ func TestNodeID(t *testing.T) {
 
 func TestPodNameUniquePerBinding(t *testing.T) {
 	b := nodemanager.Binding{Node: "node-1", Project: "team-a", Workload: strings.Repeat("w", 70), Pod: 3}
-	a, c := podName(b, 10), podName(b, 11)
-	if a == c {
-		t.Errorf("the pods of two bindings of one pod share the name %q", a)
+	m := marker{key: []byte("k")}
+	a, c := m.podName(b, 10), m.podName(b, 11)
+	if a == c || a == (marker{key: []byte("other")}).podName(b, 10) {
+		t.Errorf("the pods of two bindings of one pod, or under two keys, share the name %q", a)
 	}
 	if len(a) > 63 || strings.Contains(a, "--") {
 		t.Errorf("podName = %q: want at most 63 characters, no empty segment", a)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -153,7 +152,7 @@ func (r *runtime) nodeOf(kn *corev1.Node, id string) *nodemanagerv1.Node {
 		n.NodePool = "nodepools/" + p
 	}
 	n.Readiness, n.ReadinessMessage = readiness(kn)
-	n.Drained, n.DrainEvicts, n.DrainReason = cordon(kn, r.cfg.Tolerations)
+	n.Drained, n.DrainEvicts, n.DrainReason = cordon(kn, r.tolerations(kn))
 	model := kn.Labels[LabelGPUProduct]
 	mib, _ := strconv.ParseInt(kn.Labels[LabelGPUMemory], 10, 64)
 	for i := range free.MilliGpus / 1000 {
@@ -170,8 +169,9 @@ func (r *runtime) nodeOf(kn *corev1.Node, id string) *nodemanagerv1.Node {
 // that its pods run on and nothing new is placed on it; tainted NoExecute
 // is a drain with eviction (the `runai=drain:NoExecute` style), as the
 // kubelet's taint manager would evict them. Taints that Runway's pods
-// tolerate (Config.Tolerations) are no drain. A drain of Runway's own, in
-// the drain key, still wins when the node registers.
+// there tolerate (Config.Tolerations and the node pool's, pools.go) are no
+// drain. A drain of Runway's own, in the drain key, still wins when the
+// node registers.
 func cordon(kn *corev1.Node, tolerations []corev1.Toleration) (drained, evicts bool, reason string) {
 	for _, t := range kn.Spec.Taints {
 		if t.Effect != corev1.TaintEffectNoExecute || tolerated(t, tolerations) {
@@ -229,35 +229,10 @@ func (r *runtime) foreignUse(node string) (cpu, mem, gpus int64) {
 		for _, c := range p.Spec.Containers {
 			cpu += c.Resources.Requests.Cpu().MilliValue()
 			mem += c.Resources.Requests.Memory().Value()
-			g := c.Resources.Requests.Name(ResourceGPU, resource.DecimalSI)
-			if g.IsZero() {
-				g = c.Resources.Limits.Name(ResourceGPU, resource.DecimalSI)
-			}
-			gpus += g.Value()
 		}
+		gpus += podGPUs(p)
 	}
 	return cpu, mem, gpus
 }
 
 var errNoNode = errors.New("the binding's node is not a Kubernetes node")
-
-// ParseToleration reads KEY[=VALUE][:EFFECT] (as `kubectl taint` writes a
-// taint): with a value it tolerates that value only, without one any
-// value; without an effect every effect.
-func ParseToleration(s string) (corev1.Toleration, error) {
-	kv, effect, _ := strings.Cut(s, ":")
-	key, value, hasValue := strings.Cut(kv, "=")
-	t := corev1.Toleration{Key: key, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffect(effect)}
-	if hasValue {
-		t.Operator, t.Value = corev1.TolerationOpEqual, value
-	}
-	switch t.Effect {
-	case "", corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
-	default:
-		return t, fmt.Errorf("toleration %q: effect %q is not NoSchedule, PreferNoSchedule or NoExecute", s, effect)
-	}
-	if key == "" || len(s) > 317 {
-		return t, fmt.Errorf("toleration %q: want KEY[=VALUE][:EFFECT]", s)
-	}
-	return t, nil
-}

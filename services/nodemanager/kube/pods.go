@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"time"
@@ -39,7 +40,7 @@ func (r *runtime) syncBinding(ctx context.Context, key string) error {
 		return err
 	}
 	pod, err := r.podOf(b)
-	if err != nil {
+	if err != nil || pod == nil && r.taken(ctx, b) {
 		return err
 	}
 	if pod != nil && (pod.DeletionTimestamp != nil || pod.Spec.NodeName != "") {
@@ -75,7 +76,7 @@ func (r *runtime) syncBinding(ctx context.Context, key string) error {
 	}
 	err = r.cfg.Kube.CoreV1().Pods(pod.Namespace).Bind(ctx, &corev1.Binding{
 		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID,
-			Annotations: bindingAnnotations(key, b.rev)},
+			Annotations: r.bindingAnnotations(pod.Namespace, pod.Name, target, key, b.rev, nil)},
 		Target: corev1.ObjectReference{Kind: "Node", Name: target},
 	}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsConflict(err) {
@@ -84,8 +85,13 @@ func (r *runtime) syncBinding(ctx context.Context, key string) error {
 	return nil
 }
 
-func bindingAnnotations(key string, rev int64) map[string]string {
-	return map[string]string{AnnotationBinding: key, AnnotationBindingRev: strconv.FormatInt(rev, 10)}
+// bindingAnnotations name the binding a pod runs, with the pod's mark
+// over them and the pod's other annotations (the Binding subresource
+// copies them onto a user's pod).
+func (r *runtime) bindingAnnotations(namespace, name, node, key string, rev int64, other map[string]string) map[string]string {
+	srev := strconv.FormatInt(rev, 10)
+	return map[string]string{AnnotationBinding: key, AnnotationBindingRev: srev,
+		AnnotationMark: r.marker.mark(namespace, name, node, key, srev, other[AnnotationDevices], other[AnnotationFractionMilli])}
 }
 
 // kubeNode is the Kubernetes node of a Runway node id.
@@ -101,7 +107,8 @@ func (r *runtime) kubeNode(id string) (string, error) {
 }
 
 // podOf finds the binding's pod: a user's pod for its workload, or the
-// pod created for this very binding (nil when there is none yet).
+// pod created for this very binding in its project's namespace (nil when
+// there is none yet, or when a pod Runway did not make has its name).
 func (r *runtime) podOf(b binding) (*corev1.Pod, error) {
 	objs, err := r.podIdx.ByIndex(indexForeign, b.WorkloadName())
 	if err != nil {
@@ -110,11 +117,45 @@ func (r *runtime) podOf(b binding) (*corev1.Pod, error) {
 	if len(objs) > 0 {
 		return objs[0].(*corev1.Pod), nil
 	}
-	p, err := r.pods.Pods(r.cfg.Namespace).Get(podName(b.Binding, b.rev))
-	if apierrors.IsNotFound(err) {
-		return nil, nil
+	for ns, name := range map[string]string{ProjectNamespace(b.Project): r.marker.podName(b.Binding, b.rev),
+		// A pod made before workloads' pods moved to their project's
+		// namespace runs on in Runway's, under the name it had.
+		r.cfg.Namespace: legacyPodName(b.Binding, b.rev)} {
+		p, err := r.pods.Pods(ns).Get(name)
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return nil, err
+		case r.ours(p):
+			return p, nil
+		}
 	}
-	return p, err
+	return nil, nil
+}
+
+// taken says whether a pod Runway did not make has the name of the
+// binding's pod (only by guessing its keyed hash): it is logged and the
+// binding's pod reported failed, so that the workload is placed again
+// under another name; the impostor is left to its author.
+func (r *runtime) taken(ctx context.Context, b binding) bool {
+	ns, name := ProjectNamespace(b.Project), r.marker.podName(b.Binding, b.rev)
+	p, err := r.pods.Pods(ns).Get(name)
+	if err != nil || r.ours(p) {
+		return false
+	}
+	r.impostor(ctx, b, p)
+	return true
+}
+
+// impostor logs a pod Runway did not make that has its binding's pod's
+// name, and reports the binding's pod failed (once per binding).
+func (r *runtime) impostor(ctx context.Context, b binding, p *corev1.Pod) {
+	r.log.Warn("kubernetes runtime: a pod Runway did not make has its pod's name; not taken for Runway's",
+		"pod", p.Namespace+"/"+p.Name, "binding", b.key)
+	msg := fmt.Sprintf("The pod name %s/%s is taken by a pod Runway did not create (its mark does not verify).", p.Namespace, p.Name)
+	if err := r.putReport(ctx, b, workloadv1.PodState_POD_STATE_FAILED, 0, msg); err != nil {
+		r.log.Warn("kubernetes runtime: report an impostor", "binding", b.key, "err", err)
+	}
 }
 
 // syncPodsOf queues every pod that names the binding, to be brought up to
@@ -147,15 +188,31 @@ func (r *runtime) createPod(ctx context.Context, b binding, node string, uuids [
 		// by its user) nothing replaces it, and its workload goes too.
 		return nil, r.deleteForeign(ctx, b.WorkloadName())
 	}
-	pod := podSpec(r.cfg.Namespace, b, it.Msg.GetSpec(), uuids)
-	pod.Spec.Tolerations = r.cfg.Tolerations
-	pod.Spec.NodeName = node
-	created, err := r.cfg.Kube.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{})
-	if apierrors.IsAlreadyExists(err) {
-		return r.cfg.Kube.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+	ns := ProjectNamespace(b.Project)
+	if err := r.projectNamespace(ctx, b.Project); err != nil {
+		return nil, err
 	}
-	if err != nil {
-		return nil, fmt.Errorf("create pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	pod := podSpec(ns, r.marker.podName(b.Binding, b.rev), b, it.Msg.GetSpec(), uuids)
+	pod.Spec.Tolerations = r.nodeTolerations(node)
+	pod.Spec.NodeName = node
+	maps.Copy(pod.Annotations, r.bindingAnnotations(ns, pod.Name, node, b.key, b.rev, pod.Annotations))
+	created, err := r.cfg.Kube.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+	switch {
+	case apierrors.IsAlreadyExists(err):
+		got, err := r.cfg.Kube.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil || r.ours(got) {
+			return got, err
+		}
+		r.impostor(ctx, b, got)
+		return nil, nil
+	case isOverQuota(err):
+		// A pod of the namespace that is still terminating counts in its
+		// ResourceQuota until it is gone; the quota's status follows later.
+		r.log.Info("kubernetes runtime: pod waits for room in its namespace's quota", "binding", b.key, "err", err)
+		r.queue.AddAfter(kindBinding+":"+b.key, quotaRetry)
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("create pod %s/%s: %w", ns, pod.Name, err)
 	}
 	return created, nil
 }
@@ -166,7 +223,7 @@ func (r *runtime) createPod(ctx context.Context, b binding, node string, uuids [
 // (reserve), requests no nvidia.com/gpu (that would hold a whole one) and
 // gets those devices' UUIDs (uuids) and its share in the same RUNWAY_*
 // environment the local runner sets.
-func podSpec(namespace string, b binding, ws *workloadv1.WorkloadSpec, uuids []string) *corev1.Pod {
+func podSpec(namespace, name string, b binding, ws *workloadv1.WorkloadSpec, uuids []string) *corev1.Pod {
 	var env []corev1.EnvVar
 	for _, e := range ws.GetEnv() {
 		env = append(env, corev1.EnvVar{Name: e.GetName(), Value: e.GetValue()})
@@ -175,7 +232,7 @@ func podSpec(namespace string, b binding, ws *workloadv1.WorkloadSpec, uuids []s
 	for i, d := range b.Devices {
 		devs[i] = strconv.Itoa(d)
 	}
-	annotations := bindingAnnotations(b.key, b.rev)
+	annotations := map[string]string{}
 	if len(devs) > 0 {
 		annotations[AnnotationDevices] = strings.Join(devs, ",")
 	}
@@ -195,7 +252,7 @@ func podSpec(namespace string, b binding, ws *workloadv1.WorkloadSpec, uuids []s
 	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: podName(b.Binding, b.rev), Namespace: namespace,
+			Name: name, Namespace: namespace,
 			Labels: map[string]string{LabelProject: b.Project, LabelWorkload: b.Workload,
 				LabelPodIndex: strconv.Itoa(b.Pod)},
 			Annotations: annotations,
@@ -203,8 +260,7 @@ func podSpec(namespace string, b binding, ws *workloadv1.WorkloadSpec, uuids []s
 		Spec: corev1.PodSpec{
 			SchedulerName: SchedulerName,
 			RestartPolicy: corev1.RestartPolicyNever,
-			// Runway's namespace is trusted (its pods' annotations count):
-			// a workload gets no credentials to the API server there.
+			// A workload gets no credentials to the API server.
 			AutomountServiceAccountToken: new(false),
 			Containers: []corev1.Container{{
 				Name: "main", Image: ws.GetImage(), Command: ws.GetCommand(), Args: ws.GetArgs(),
@@ -254,20 +310,24 @@ func (r *runtime) syncPod(ctx context.Context, key string) error {
 		return r.syncReservation(ctx, p)
 	}
 	bkey := p.Annotations[AnnotationBinding]
+	if !r.ours(p) {
+		// Annotations and labels are the pod's author's to write: on a pod
+		// without Runway's mark they count for nothing, so no pod can
+		// report, or end, another workload's state.
+		if bkey != "" || p.Labels[LabelWorkload] != "" {
+			r.log.Warn("kubernetes runtime: a pod with Runway's labels or annotations but not its mark; not Runway's",
+				"pod", p.Namespace+"/"+p.Name, "binding", bkey)
+		}
+		return nil
+	}
 	if bkey == "" {
 		return nil
 	}
 	b, ok := r.binding(bkey)
-	if own := foreignWorkload(p); p.Namespace != r.cfg.Namespace && (own == "" || ok && own != b.WorkloadName()) {
-		// Annotations are the pod's author's to write: outside Runway's own
-		// namespace they count only on the user's pod of that very workload,
-		// so no pod can report, or end, another workload's state.
-		return nil
-	}
 	if !ok || strconv.FormatInt(b.rev, 10) != p.Annotations[AnnotationBindingRev] {
 		return r.deletePod(ctx, p, r.cfg.DeleteGrace)
 	}
-	return r.report(ctx, bkey, b, p)
+	return r.report(ctx, b, p)
 }
 
 func (r *runtime) deletePod(ctx context.Context, p *corev1.Pod, after time.Duration) error {
@@ -287,13 +347,21 @@ func (r *runtime) deletePod(ctx context.Context, p *corev1.Pod, after time.Durat
 
 // report writes the pod's phase as the binding's run report, as an agent
 // does, when it changed.
-func (r *runtime) report(ctx context.Context, bkey string, b binding, p *corev1.Pod) error {
+func (r *runtime) report(ctx context.Context, b binding, p *corev1.Pod) error {
 	state, code, msg := stateOf(p)
-	seen := bkey + "@" + strconv.FormatInt(b.rev, 10)
+	if state == workloadv1.PodState_POD_STATE_UNSPECIFIED {
+		return nil
+	}
+	return r.putReport(ctx, b, state, code, msg)
+}
+
+// putReport writes the binding's run report unless it says that already.
+func (r *runtime) putReport(ctx context.Context, b binding, state workloadv1.PodState, code int32, msg string) error {
+	seen := b.key + "@" + strconv.FormatInt(b.rev, 10)
 	r.mu.Lock()
 	last := r.reported[seen]
 	r.mu.Unlock()
-	if state == workloadv1.PodState_POD_STATE_UNSPECIFIED || last == state {
+	if last == state {
 		return nil
 	}
 	if len(msg) > 1024 {
@@ -304,7 +372,7 @@ func (r *runtime) report(ctx context.Context, bkey string, b binding, p *corev1.
 		State: state, ExitCode: code, Message: msg, ObserveTime: timestamppb.Now(),
 	})
 	if err != nil {
-		return fmt.Errorf("run report of %s: %w", bkey, err)
+		return fmt.Errorf("run report of %s: %w", b.key, err)
 	}
 	r.mu.Lock()
 	r.reported[seen] = state

@@ -20,11 +20,16 @@ import (
 // A namespace per project. For each project the runtime makes the
 // namespace runway-{project}, labelled LabelProject={project}, or adopts
 // one that already carries that label; a namespace of that name without
-// the label is not Runway's, and its pods are never taken for the
-// project's. A ResourceQuota (QuotaName) there caps what the project's
-// users' pods may request of nvidia.com/gpu at the project's GPU limit.
-// A deleted project's namespace is left to the administrator (it may hold
-// users' pods); its pods are refused (the project is gone).
+// the label is not Runway's: its pods are never taken for the project's,
+// and Runway puts none there. The pods of the project's workloads run
+// there. A ResourceQuota (QuotaName) there caps what the namespace's pods,
+// Runway's and its users', may request of nvidia.com/gpu at the project's
+// GPU limit: what Runway places for the project (over quota included)
+// never passes it, except for a moment while an evicted pod of the
+// namespace still terminates, and Runway's next pod then waits
+// (quotaRetry). A deleted project's namespace is left to the
+// administrator (it may hold users' pods); its pods are refused (the
+// project is gone).
 
 // QuotaName is the ResourceQuota the runtime keeps in a project's
 // namespace.
@@ -32,6 +37,37 @@ const QuotaName = "runway-project-quota"
 
 // LabelManagedBy says who made a namespace.
 const LabelManagedBy = "app.kubernetes.io/managed-by"
+
+// quotaRetry is how soon a pod its namespace's quota refused is tried
+// again.
+const quotaRetry = 2 * time.Second
+
+// isOverQuota says whether the apiserver refused a pod for a namespace
+// ResourceQuota.
+func isOverQuota(err error) bool {
+	return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "exceeded quota")
+}
+
+// projectNamespace makes sure the project's namespace is Runway's before
+// a pod of its goes there: a binding may come before the project's sync.
+func (r *runtime) projectNamespace(ctx context.Context, project string) error {
+	r.mu.Lock()
+	ok := r.namespaces[project]
+	r.mu.Unlock()
+	if ok {
+		return nil
+	}
+	if err := r.syncProject(ctx, project); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	ok = r.namespaces[project]
+	r.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("namespace %s is not project %s's (no label %s=%s): its pods wait", ProjectNamespace(project), project, LabelProject, project)
+	}
+	return nil
+}
 
 // watchProjects queues every project, then each one that changes; when the
 // watch breaks it queues them all again.
@@ -95,6 +131,9 @@ func (r *runtime) syncProject(ctx context.Context, id string) error {
 			"namespace", ns)
 		return nil
 	}
+	r.mu.Lock()
+	r.namespaces[id] = true
+	r.mu.Unlock()
 	// Its users' pods that waited for the namespace to be adopted.
 	pods, err := r.pods.Pods(ns).List(everything)
 	if err != nil {

@@ -27,9 +27,10 @@ import (
 //     index, in Runway's namespace, requesting nvidia.com/gpu: 1) that owns
 //     a physical GPU and reports its UUID; the fractions' pods get that
 //     UUID, and the kubelet never gives that GPU to another pod;
-//   - a device index is taken while any pod of Runway's namespace naming
-//     it exists, terminating ones included, so that a pod is never bound
-//     while the kubelet still counts the GPU it needs as used.
+//   - a device index is taken while any pod of Runway's naming it exists
+//     (in Runway's namespace or marked in a project's, mark.go),
+//     terminating ones included, so that a pod is never bound while the
+//     kubelet still counts the GPU it needs as used.
 
 // DefaultReservationImage runs the reservation pods' container when
 // Config.ReservationImage is empty.
@@ -40,19 +41,20 @@ const DefaultReservationImage = "ghcr.io/runwayhq/runway:latest"
 // patch pods there, and the chart's ValidatingAdmissionPolicy narrows that
 // to the pod its token is bound to (the kubelet mounts such a token) and
 // to writing AnnotationGPUUUID once: RBAC's resourceNames cannot name pods
-// made at run time. Workloads' pods there get no service account token.
+// made at run time. No workload's pod runs there (they run in their
+// projects' namespaces, with no service account token).
 const ReservationServiceAccount = "runway-gpu-reservation"
 
 // ReservationGrace is the grace period of a reservation pod's deletion:
 // its container holds a device and runs nothing.
 const ReservationGrace = time.Second
 
-// indexDevice keys the pods of Runway's namespace by "kube node/device
-// index" for each device they name (AnnotationDevices).
+// indexDevice keys Runway's pods by "kube node/device index" for each
+// device they name (AnnotationDevices).
 const indexDevice = "runwayDevice"
 
 func (r *runtime) deviceKeys(p *corev1.Pod) []string {
-	if p.Namespace != r.cfg.Namespace || p.Spec.NodeName == "" || p.Annotations[AnnotationDevices] == "" {
+	if p.Spec.NodeName == "" || p.Annotations[AnnotationDevices] == "" || !r.ours(p) {
 		return nil
 	}
 	var keys []string
@@ -160,7 +162,7 @@ func (r *runtime) createReservation(ctx context.Context, node string, d int) err
 			// Placed by Runway outright: the device index is its decision.
 			NodeName: node, SchedulerName: SchedulerName, RestartPolicy: corev1.RestartPolicyAlways,
 			ServiceAccountName: ReservationServiceAccount,
-			Tolerations:        r.cfg.Tolerations,
+			Tolerations:        r.nodeTolerations(node),
 			Containers: []corev1.Container{{Name: "reserve", Image: image,
 				Command: []string{"runway", "reserve-gpu"},
 				Env: []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: fromField("metadata.name")},

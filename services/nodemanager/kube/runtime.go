@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	nodemanagerv1 "github.com/runwayhq/runway/gen/go/runway/nodemanager/v1"
+	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
 	"github.com/runwayhq/runway/pkg/etcdstore"
 	"github.com/runwayhq/runway/services/nodemanager"
@@ -49,8 +50,10 @@ type Config struct {
 	// connection is meant to carry auth.Guard.ProjectCredentials, so that
 	// the runtime acts with that project's access alone.
 	Workloads workloadv1.WorkloadServiceClient
-	// Namespace is where the pods of Runway's workloads are created
-	// (DefaultNamespace when empty); it must exist.
+	// Namespace is Runway's own namespace (DefaultNamespace when empty),
+	// where the reservation pods of fractions' GPUs are created; it must
+	// exist. The pods of workloads are created in their project's
+	// namespace (ProjectNamespace).
 	Namespace string
 	// LeaseTTL is the TTL of the lease the nodes are registered under: how
 	// long they stay after the runtime dies (DefaultLeaseTTL when 0).
@@ -58,9 +61,10 @@ type Config struct {
 	// DeleteGrace is the grace period of an evicted pod's deletion
 	// (DefaultDeleteGrace when 0).
 	DeleteGrace time.Duration
-	// Tolerations are the taints Runway's pods tolerate: they are put on
-	// every pod Runway creates, and a node with a NoSchedule or NoExecute
-	// taint none of them tolerates is drained (cordon).
+	// Tolerations are the taints Runway's pods tolerate everywhere: they
+	// are put on every pod Runway creates, with those of the node pool the
+	// pod's node is in (pools.go), and a node with a NoSchedule or
+	// NoExecute taint none of them tolerates is drained (cordon).
 	Tolerations []corev1.Toleration
 	// ReservationImage is the image of the reservation pods that own the
 	// GPUs holding fractions (DefaultReservationImage when empty). Its
@@ -129,9 +133,10 @@ type binding struct {
 // time, so all writes about one object are in order; the maps that workers
 // share are under mu.
 type runtime struct {
-	cfg   Config
-	log   *slog.Logger
-	queue workqueue.TypedRateLimitingInterface[string]
+	cfg    Config
+	log    *slog.Logger
+	queue  workqueue.TypedRateLimitingInterface[string]
+	marker marker // the mark of Runway's pods in projects' namespaces
 
 	nodes    corelisters.NodeLister
 	nodeIdx  cache.Indexer
@@ -145,6 +150,8 @@ type runtime struct {
 	reported   map[string]workloadv1.PodState // under mu, by binding key "@" create revision
 	created    map[string]bool                // under mu, users' pods' workloads created, by name
 	userHolds  map[string]userHold            // under mu, users' fraction pods' devices, by pod key (usergpu.go)
+	namespaces map[string]bool                // under mu, projects whose namespace is Runway's, by id
+	pools      map[string]*quotav1.NodePool   // under mu, by name: their tolerations
 }
 
 // Run registers the cluster's nodes and runs Runway's bindings as pods
@@ -159,8 +166,13 @@ func Run(ctx context.Context, cfg Config) error {
 		queue:      workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
 		bindings:   map[string]binding{},
 		registered: map[string]*nodemanagerv1.Node{}, reported: map[string]workloadv1.PodState{},
-		created: map[string]bool{}}
+		created: map[string]bool{}, namespaces: map[string]bool{}}
 	defer r.queue.ShutDown()
+	// Before the informers: their indexes tell Runway's pods by the mark.
+	var err error
+	if r.marker, err = loadMarker(ctx, cfg.Etcd); err != nil {
+		return err
+	}
 
 	f := informers.NewSharedInformerFactory(cfg.Kube, cfg.Resync)
 	nodeInf, podInf := f.Core().V1().Nodes(), f.Core().V1().Pods()
@@ -174,8 +186,8 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if err := podInf.Informer().AddIndexers(cache.Indexers{
 		indexBinding: func(obj any) ([]string, error) {
-			if k := obj.(*corev1.Pod).Annotations[AnnotationBinding]; k != "" {
-				return []string{k}, nil
+			if p := obj.(*corev1.Pod); p.Annotations[AnnotationBinding] != "" && r.ours(p) {
+				return []string{p.Annotations[AnnotationBinding]}, nil
 			}
 			return nil, nil
 		},
@@ -186,9 +198,10 @@ func Run(ctx context.Context, cfg Config) error {
 			}
 			return nil, nil
 		},
-		// Other schedulers' pods by node: what they hold of it (foreignUse).
+		// Pods Runway did not place, by node: what they hold of it
+		// (foreignUse), a user's pod that names its node itself included.
 		indexPodNode: func(obj any) ([]string, error) {
-			if p := obj.(*corev1.Pod); p.Spec.NodeName != "" && p.Spec.SchedulerName != SchedulerName {
+			if p := obj.(*corev1.Pod); p.Spec.NodeName != "" && !r.ours(p) {
 				return []string{p.Spec.NodeName}, nil
 			}
 			return nil, nil
@@ -220,6 +233,10 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 
+	poolRev, err := r.listPools(ctx)
+	if err != nil {
+		return err
+	}
 	lease, err := r.grant(ctx)
 	if err != nil {
 		return err
@@ -232,6 +249,7 @@ func Run(ctx context.Context, cfg Config) error {
 	go r.watchBindings(ctx, rev+1)
 	go r.keepAlive(ctx, lease)
 	go r.watchProjects(ctx)
+	go r.watchPools(ctx, poolRev+1)
 	r.log.Info("kubernetes runtime: started", "namespace", cfg.Namespace, "workers", cfg.Workers)
 	// Every object once: nodes registered, bindings run, stale pods deleted.
 	for _, n := range nodeInf.Informer().GetStore().ListKeys() {
@@ -276,10 +294,11 @@ func (r *runtime) enqueuePod(obj any, deleted bool) {
 		return
 	}
 	r.queue.Add(kindPod + ":" + p.Namespace + "/" + p.Name)
-	if p.Spec.NodeName != "" && p.Spec.SchedulerName != SchedulerName {
+	ours := r.ours(p)
+	if p.Spec.NodeName != "" && !ours {
 		r.queue.Add(kindNode + ":" + p.Spec.NodeName)
 	}
-	if k := p.Annotations[AnnotationBinding]; k != "" {
+	if k := p.Annotations[AnnotationBinding]; k != "" && ours {
 		r.queue.Add(kindBinding + ":" + k)
 	}
 	if w := foreignWorkload(p); deleted && w != "" {

@@ -23,6 +23,116 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// TolerationOperator is how a toleration matches a taint's value.
+type TolerationOperator int32
+
+const (
+	// Not set: EQUAL when the toleration has a value, EXISTS when not.
+	TolerationOperator_TOLERATION_OPERATOR_UNSPECIFIED TolerationOperator = 0
+	// Any value of the key.
+	TolerationOperator_TOLERATION_OPERATOR_EXISTS TolerationOperator = 1
+	// The toleration's value only.
+	TolerationOperator_TOLERATION_OPERATOR_EQUAL TolerationOperator = 2
+)
+
+// Enum value maps for TolerationOperator.
+var (
+	TolerationOperator_name = map[int32]string{
+		0: "TOLERATION_OPERATOR_UNSPECIFIED",
+		1: "TOLERATION_OPERATOR_EXISTS",
+		2: "TOLERATION_OPERATOR_EQUAL",
+	}
+	TolerationOperator_value = map[string]int32{
+		"TOLERATION_OPERATOR_UNSPECIFIED": 0,
+		"TOLERATION_OPERATOR_EXISTS":      1,
+		"TOLERATION_OPERATOR_EQUAL":       2,
+	}
+)
+
+func (x TolerationOperator) Enum() *TolerationOperator {
+	p := new(TolerationOperator)
+	*p = x
+	return p
+}
+
+func (x TolerationOperator) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (TolerationOperator) Descriptor() protoreflect.EnumDescriptor {
+	return file_runway_quota_v1_node_pool_proto_enumTypes[0].Descriptor()
+}
+
+func (TolerationOperator) Type() protoreflect.EnumType {
+	return &file_runway_quota_v1_node_pool_proto_enumTypes[0]
+}
+
+func (x TolerationOperator) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use TolerationOperator.Descriptor instead.
+func (TolerationOperator) EnumDescriptor() ([]byte, []int) {
+	return file_runway_quota_v1_node_pool_proto_rawDescGZIP(), []int{0}
+}
+
+// TaintEffect is the effect of a Kubernetes taint.
+type TaintEffect int32
+
+const (
+	// Not set; in a toleration, every effect.
+	TaintEffect_TAINT_EFFECT_UNSPECIFIED TaintEffect = 0
+	// New pods are not placed on the node.
+	TaintEffect_TAINT_EFFECT_NO_SCHEDULE TaintEffect = 1
+	// New pods avoid the node (Runway ignores it: it is no drain).
+	TaintEffect_TAINT_EFFECT_PREFER_NO_SCHEDULE TaintEffect = 2
+	// Running pods are evicted from the node and new ones not placed.
+	TaintEffect_TAINT_EFFECT_NO_EXECUTE TaintEffect = 3
+)
+
+// Enum value maps for TaintEffect.
+var (
+	TaintEffect_name = map[int32]string{
+		0: "TAINT_EFFECT_UNSPECIFIED",
+		1: "TAINT_EFFECT_NO_SCHEDULE",
+		2: "TAINT_EFFECT_PREFER_NO_SCHEDULE",
+		3: "TAINT_EFFECT_NO_EXECUTE",
+	}
+	TaintEffect_value = map[string]int32{
+		"TAINT_EFFECT_UNSPECIFIED":        0,
+		"TAINT_EFFECT_NO_SCHEDULE":        1,
+		"TAINT_EFFECT_PREFER_NO_SCHEDULE": 2,
+		"TAINT_EFFECT_NO_EXECUTE":         3,
+	}
+)
+
+func (x TaintEffect) Enum() *TaintEffect {
+	p := new(TaintEffect)
+	*p = x
+	return p
+}
+
+func (x TaintEffect) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (TaintEffect) Descriptor() protoreflect.EnumDescriptor {
+	return file_runway_quota_v1_node_pool_proto_enumTypes[1].Descriptor()
+}
+
+func (TaintEffect) Type() protoreflect.EnumType {
+	return &file_runway_quota_v1_node_pool_proto_enumTypes[1]
+}
+
+func (x TaintEffect) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use TaintEffect.Descriptor instead.
+func (TaintEffect) EnumDescriptor() ([]byte, []int) {
+	return file_runway_quota_v1_node_pool_proto_rawDescGZIP(), []int{1}
+}
+
 // PlacementStrategy chooses between filling nodes and spreading over them.
 type PlacementStrategy int32
 
@@ -63,11 +173,11 @@ func (x PlacementStrategy) String() string {
 }
 
 func (PlacementStrategy) Descriptor() protoreflect.EnumDescriptor {
-	return file_runway_quota_v1_node_pool_proto_enumTypes[0].Descriptor()
+	return file_runway_quota_v1_node_pool_proto_enumTypes[2].Descriptor()
 }
 
 func (PlacementStrategy) Type() protoreflect.EnumType {
-	return &file_runway_quota_v1_node_pool_proto_enumTypes[0]
+	return &file_runway_quota_v1_node_pool_proto_enumTypes[2]
 }
 
 func (x PlacementStrategy) Number() protoreflect.EnumNumber {
@@ -76,7 +186,7 @@ func (x PlacementStrategy) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PlacementStrategy.Descriptor instead.
 func (PlacementStrategy) EnumDescriptor() ([]byte, []int) {
-	return file_runway_quota_v1_node_pool_proto_rawDescGZIP(), []int{0}
+	return file_runway_quota_v1_node_pool_proto_rawDescGZIP(), []int{2}
 }
 
 // TimeSlicingMode is how a shared GPU's compute time is divided.
@@ -124,11 +234,11 @@ func (x TimeSlicingMode) String() string {
 }
 
 func (TimeSlicingMode) Descriptor() protoreflect.EnumDescriptor {
-	return file_runway_quota_v1_node_pool_proto_enumTypes[1].Descriptor()
+	return file_runway_quota_v1_node_pool_proto_enumTypes[3].Descriptor()
 }
 
 func (TimeSlicingMode) Type() protoreflect.EnumType {
-	return &file_runway_quota_v1_node_pool_proto_enumTypes[1]
+	return &file_runway_quota_v1_node_pool_proto_enumTypes[3]
 }
 
 func (x TimeSlicingMode) Number() protoreflect.EnumNumber {
@@ -137,7 +247,7 @@ func (x TimeSlicingMode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use TimeSlicingMode.Descriptor instead.
 func (TimeSlicingMode) EnumDescriptor() ([]byte, []int) {
-	return file_runway_quota_v1_node_pool_proto_rawDescGZIP(), []int{1}
+	return file_runway_quota_v1_node_pool_proto_rawDescGZIP(), []int{3}
 }
 
 // A NodePool is a named set of nodes that is scheduled on its own: it has its
@@ -183,8 +293,15 @@ type NodePool struct {
 	// recently get less of what is left over quota (shared/SCHEDULING.md
 	// section 2). Unset means off.
 	TimeBasedFairShare *TimeBasedFairShare `protobuf:"bytes,10,opt,name=time_based_fair_share,json=timeBasedFairShare,proto3" json:"time_based_fair_share,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Optional. The Kubernetes node taints that Runway's pods in this pool
+	// tolerate, besides those the Kubernetes runtime tolerates everywhere
+	// (`runway serve --tolerate`): every pod Runway places on the pool's nodes
+	// carries both, and a node of the pool with a NoSchedule or NoExecute taint
+	// that neither tolerates is drained. At most 32; no effect outside
+	// Kubernetes.
+	Tolerations   []*Toleration `protobuf:"bytes,11,rep,name=tolerations,proto3" json:"tolerations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodePool) Reset() {
@@ -287,6 +404,93 @@ func (x *NodePool) GetTimeBasedFairShare() *TimeBasedFairShare {
 	return nil
 }
 
+func (x *NodePool) GetTolerations() []*Toleration {
+	if x != nil {
+		return x.Tolerations
+	}
+	return nil
+}
+
+// Toleration is a Kubernetes toleration (core/v1 Toleration) of the pods
+// Runway places in a node pool. On the command line it is written
+// KEY[=VALUE][:EFFECT], as `kubectl taint` writes a taint.
+type Toleration struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The taint's key: a Kubernetes qualified name
+	// ([DNS-subdomain/]name, the name at most 63 characters of [A-Za-z0-9-_.]
+	// starting and ending with a letter or digit).
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// How the value is compared. Unspecified means TOLERATION_OPERATOR_EQUAL
+	// when value is set, TOLERATION_OPERATOR_EXISTS when it is not.
+	Operator TolerationOperator `protobuf:"varint,2,opt,name=operator,proto3,enum=runway.quota.v1.TolerationOperator" json:"operator,omitempty"`
+	// The taint's value, for TOLERATION_OPERATOR_EQUAL: a Kubernetes label
+	// value (at most 63 characters of [A-Za-z0-9-_.], starting and ending with
+	// a letter or digit). Must be empty for TOLERATION_OPERATOR_EXISTS.
+	Value string `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
+	// The taint effect tolerated. Unspecified means every effect.
+	Effect        TaintEffect `protobuf:"varint,4,opt,name=effect,proto3,enum=runway.quota.v1.TaintEffect" json:"effect,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Toleration) Reset() {
+	*x = Toleration{}
+	mi := &file_runway_quota_v1_node_pool_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Toleration) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Toleration) ProtoMessage() {}
+
+func (x *Toleration) ProtoReflect() protoreflect.Message {
+	mi := &file_runway_quota_v1_node_pool_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Toleration.ProtoReflect.Descriptor instead.
+func (*Toleration) Descriptor() ([]byte, []int) {
+	return file_runway_quota_v1_node_pool_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Toleration) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *Toleration) GetOperator() TolerationOperator {
+	if x != nil {
+		return x.Operator
+	}
+	return TolerationOperator_TOLERATION_OPERATOR_UNSPECIFIED
+}
+
+func (x *Toleration) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+func (x *Toleration) GetEffect() TaintEffect {
+	if x != nil {
+		return x.Effect
+	}
+	return TaintEffect_TAINT_EFFECT_UNSPECIFIED
+}
+
 // TimeBasedFairShare lowers the over-quota weight of queues that used more
 // than their weight's share of a node pool recently, and raises it for those
 // that used less; deserved quotas are never touched. The scheduler keeps one
@@ -311,7 +515,7 @@ type TimeBasedFairShare struct {
 
 func (x *TimeBasedFairShare) Reset() {
 	*x = TimeBasedFairShare{}
-	mi := &file_runway_quota_v1_node_pool_proto_msgTypes[1]
+	mi := &file_runway_quota_v1_node_pool_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -323,7 +527,7 @@ func (x *TimeBasedFairShare) String() string {
 func (*TimeBasedFairShare) ProtoMessage() {}
 
 func (x *TimeBasedFairShare) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_quota_v1_node_pool_proto_msgTypes[1]
+	mi := &file_runway_quota_v1_node_pool_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -336,7 +540,7 @@ func (x *TimeBasedFairShare) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimeBasedFairShare.ProtoReflect.Descriptor instead.
 func (*TimeBasedFairShare) Descriptor() ([]byte, []int) {
-	return file_runway_quota_v1_node_pool_proto_rawDescGZIP(), []int{1}
+	return file_runway_quota_v1_node_pool_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *TimeBasedFairShare) GetHalfLife() *durationpb.Duration {
@@ -377,7 +581,7 @@ type TimeSlicing struct {
 
 func (x *TimeSlicing) Reset() {
 	*x = TimeSlicing{}
-	mi := &file_runway_quota_v1_node_pool_proto_msgTypes[2]
+	mi := &file_runway_quota_v1_node_pool_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -389,7 +593,7 @@ func (x *TimeSlicing) String() string {
 func (*TimeSlicing) ProtoMessage() {}
 
 func (x *TimeSlicing) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_quota_v1_node_pool_proto_msgTypes[2]
+	mi := &file_runway_quota_v1_node_pool_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -402,7 +606,7 @@ func (x *TimeSlicing) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimeSlicing.ProtoReflect.Descriptor instead.
 func (*TimeSlicing) Descriptor() ([]byte, []int) {
-	return file_runway_quota_v1_node_pool_proto_rawDescGZIP(), []int{2}
+	return file_runway_quota_v1_node_pool_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *TimeSlicing) GetMode() TimeSlicingMode {
@@ -430,7 +634,7 @@ var File_runway_quota_v1_node_pool_proto protoreflect.FileDescriptor
 
 const file_runway_quota_v1_node_pool_proto_rawDesc = "" +
 	"\n" +
-	"\x1frunway/quota/v1/node_pool.proto\x12\x0frunway.quota.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xdf\x04\n" +
+	"\x1frunway/quota/v1/node_pool.proto\x12\x0frunway.quota.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9e\x05\n" +
 	"\bNodePool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03uid\x18\x02 \x01(\tR\x03uid\x12 \n" +
@@ -444,10 +648,17 @@ const file_runway_quota_v1_node_pool_proto_rawDesc = "" +
 	"updateTime\x12\x12\n" +
 	"\x04etag\x18\t \x01(\tR\x04etag\x12V\n" +
 	"\x15time_based_fair_share\x18\n" +
-	" \x01(\v2#.runway.quota.v1.TimeBasedFairShareR\x12timeBasedFairShare\x1a?\n" +
+	" \x01(\v2#.runway.quota.v1.TimeBasedFairShareR\x12timeBasedFairShare\x12=\n" +
+	"\vtolerations\x18\v \x03(\v2\x1b.runway.quota.v1.TolerationR\vtolerations\x1a?\n" +
 	"\x11NodeSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"e\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xab\x01\n" +
+	"\n" +
+	"Toleration\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12?\n" +
+	"\boperator\x18\x02 \x01(\x0e2#.runway.quota.v1.TolerationOperatorR\boperator\x12\x14\n" +
+	"\x05value\x18\x03 \x01(\tR\x05value\x124\n" +
+	"\x06effect\x18\x04 \x01(\x0e2\x1c.runway.quota.v1.TaintEffectR\x06effect\"e\n" +
 	"\x12TimeBasedFairShare\x126\n" +
 	"\thalf_life\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\bhalfLife\x12\x11\n" +
 	"\x01k\x18\x02 \x01(\x01H\x00R\x01k\x88\x01\x01B\x04\n" +
@@ -455,7 +666,16 @@ const file_runway_quota_v1_node_pool_proto_rawDesc = "" +
 	"\vTimeSlicing\x124\n" +
 	"\x04mode\x18\x01 \x01(\x0e2 .runway.quota.v1.TimeSlicingModeR\x04mode\x12@\n" +
 	"\x0elease_duration\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\rleaseDuration\x12+\n" +
-	"\x11precision_percent\x18\x03 \x01(\x05R\x10precisionPercent*v\n" +
+	"\x11precision_percent\x18\x03 \x01(\x05R\x10precisionPercent*x\n" +
+	"\x12TolerationOperator\x12#\n" +
+	"\x1fTOLERATION_OPERATOR_UNSPECIFIED\x10\x00\x12\x1e\n" +
+	"\x1aTOLERATION_OPERATOR_EXISTS\x10\x01\x12\x1d\n" +
+	"\x19TOLERATION_OPERATOR_EQUAL\x10\x02*\x8b\x01\n" +
+	"\vTaintEffect\x12\x1c\n" +
+	"\x18TAINT_EFFECT_UNSPECIFIED\x10\x00\x12\x1c\n" +
+	"\x18TAINT_EFFECT_NO_SCHEDULE\x10\x01\x12#\n" +
+	"\x1fTAINT_EFFECT_PREFER_NO_SCHEDULE\x10\x02\x12\x1b\n" +
+	"\x17TAINT_EFFECT_NO_EXECUTE\x10\x03*v\n" +
 	"\x11PlacementStrategy\x12\"\n" +
 	"\x1ePLACEMENT_STRATEGY_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aPLACEMENT_STRATEGY_BINPACK\x10\x01\x12\x1d\n" +
@@ -478,33 +698,39 @@ func file_runway_quota_v1_node_pool_proto_rawDescGZIP() []byte {
 	return file_runway_quota_v1_node_pool_proto_rawDescData
 }
 
-var file_runway_quota_v1_node_pool_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_runway_quota_v1_node_pool_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_runway_quota_v1_node_pool_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_runway_quota_v1_node_pool_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_runway_quota_v1_node_pool_proto_goTypes = []any{
-	(PlacementStrategy)(0),        // 0: runway.quota.v1.PlacementStrategy
-	(TimeSlicingMode)(0),          // 1: runway.quota.v1.TimeSlicingMode
-	(*NodePool)(nil),              // 2: runway.quota.v1.NodePool
-	(*TimeBasedFairShare)(nil),    // 3: runway.quota.v1.TimeBasedFairShare
-	(*TimeSlicing)(nil),           // 4: runway.quota.v1.TimeSlicing
-	nil,                           // 5: runway.quota.v1.NodePool.NodeSelectorEntry
-	(*timestamppb.Timestamp)(nil), // 6: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 7: google.protobuf.Duration
+	(TolerationOperator)(0),       // 0: runway.quota.v1.TolerationOperator
+	(TaintEffect)(0),              // 1: runway.quota.v1.TaintEffect
+	(PlacementStrategy)(0),        // 2: runway.quota.v1.PlacementStrategy
+	(TimeSlicingMode)(0),          // 3: runway.quota.v1.TimeSlicingMode
+	(*NodePool)(nil),              // 4: runway.quota.v1.NodePool
+	(*Toleration)(nil),            // 5: runway.quota.v1.Toleration
+	(*TimeBasedFairShare)(nil),    // 6: runway.quota.v1.TimeBasedFairShare
+	(*TimeSlicing)(nil),           // 7: runway.quota.v1.TimeSlicing
+	nil,                           // 8: runway.quota.v1.NodePool.NodeSelectorEntry
+	(*timestamppb.Timestamp)(nil), // 9: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 10: google.protobuf.Duration
 }
 var file_runway_quota_v1_node_pool_proto_depIdxs = []int32{
-	5, // 0: runway.quota.v1.NodePool.node_selector:type_name -> runway.quota.v1.NodePool.NodeSelectorEntry
-	0, // 1: runway.quota.v1.NodePool.placement_strategy:type_name -> runway.quota.v1.PlacementStrategy
-	4, // 2: runway.quota.v1.NodePool.time_slicing:type_name -> runway.quota.v1.TimeSlicing
-	6, // 3: runway.quota.v1.NodePool.create_time:type_name -> google.protobuf.Timestamp
-	6, // 4: runway.quota.v1.NodePool.update_time:type_name -> google.protobuf.Timestamp
-	3, // 5: runway.quota.v1.NodePool.time_based_fair_share:type_name -> runway.quota.v1.TimeBasedFairShare
-	7, // 6: runway.quota.v1.TimeBasedFairShare.half_life:type_name -> google.protobuf.Duration
-	1, // 7: runway.quota.v1.TimeSlicing.mode:type_name -> runway.quota.v1.TimeSlicingMode
-	7, // 8: runway.quota.v1.TimeSlicing.lease_duration:type_name -> google.protobuf.Duration
-	9, // [9:9] is the sub-list for method output_type
-	9, // [9:9] is the sub-list for method input_type
-	9, // [9:9] is the sub-list for extension type_name
-	9, // [9:9] is the sub-list for extension extendee
-	0, // [0:9] is the sub-list for field type_name
+	8,  // 0: runway.quota.v1.NodePool.node_selector:type_name -> runway.quota.v1.NodePool.NodeSelectorEntry
+	2,  // 1: runway.quota.v1.NodePool.placement_strategy:type_name -> runway.quota.v1.PlacementStrategy
+	7,  // 2: runway.quota.v1.NodePool.time_slicing:type_name -> runway.quota.v1.TimeSlicing
+	9,  // 3: runway.quota.v1.NodePool.create_time:type_name -> google.protobuf.Timestamp
+	9,  // 4: runway.quota.v1.NodePool.update_time:type_name -> google.protobuf.Timestamp
+	6,  // 5: runway.quota.v1.NodePool.time_based_fair_share:type_name -> runway.quota.v1.TimeBasedFairShare
+	5,  // 6: runway.quota.v1.NodePool.tolerations:type_name -> runway.quota.v1.Toleration
+	0,  // 7: runway.quota.v1.Toleration.operator:type_name -> runway.quota.v1.TolerationOperator
+	1,  // 8: runway.quota.v1.Toleration.effect:type_name -> runway.quota.v1.TaintEffect
+	10, // 9: runway.quota.v1.TimeBasedFairShare.half_life:type_name -> google.protobuf.Duration
+	3,  // 10: runway.quota.v1.TimeSlicing.mode:type_name -> runway.quota.v1.TimeSlicingMode
+	10, // 11: runway.quota.v1.TimeSlicing.lease_duration:type_name -> google.protobuf.Duration
+	12, // [12:12] is the sub-list for method output_type
+	12, // [12:12] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_runway_quota_v1_node_pool_proto_init() }
@@ -512,14 +738,14 @@ func file_runway_quota_v1_node_pool_proto_init() {
 	if File_runway_quota_v1_node_pool_proto != nil {
 		return
 	}
-	file_runway_quota_v1_node_pool_proto_msgTypes[1].OneofWrappers = []any{}
+	file_runway_quota_v1_node_pool_proto_msgTypes[2].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_runway_quota_v1_node_pool_proto_rawDesc), len(file_runway_quota_v1_node_pool_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   4,
+			NumEnums:      4,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,120 @@
+package kube
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/runwayhq/runway/pkg/etcdstore"
+	"github.com/runwayhq/runway/services/nodemanager"
+)
+
+// Runway's pods share their project's namespace with the project's users,
+// who may create, label and annotate pods there as they like. So a pod
+// outside Runway's own namespace is Runway's only when it carries
+// AnnotationMark: an HMAC-SHA256, under a key only Runway holds
+// (etcdstore.KeyKubePodMark, made once), over the pod's namespace, name,
+// node, the binding it runs and the devices it holds, and its GPU request
+// must match those devices (resources cannot change after creation). A
+// user cannot make one: a pod with
+// Runway's name and labels but no valid mark is never taken for Runway's
+// (it holds no device, reports nothing, is not adopted), and its conflict
+// is logged. The names of Runway's pods end in a keyed hash too, so a user
+// cannot take one before Runway creates it.
+
+// AnnotationMark is a pod's mark (mark.go).
+const AnnotationMark = "runway.io/mark"
+
+// marker makes and checks marks with the key.
+type marker struct{ key []byte }
+
+// loadMarker reads the mark key from etcd, making it the first time.
+func loadMarker(ctx context.Context, etcd *clientv3.Client) (marker, error) {
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return marker{}, fmt.Errorf("kube: mark key: %w", err)
+	}
+	resp, err := etcd.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(etcdstore.KeyKubePodMark), "=", 0)).
+		Then(clientv3.OpPut(etcdstore.KeyKubePodMark, string(key))).
+		Else(clientv3.OpGet(etcdstore.KeyKubePodMark)).
+		Commit()
+	if err != nil {
+		return marker{}, fmt.Errorf("kube: read the pods' mark key: %w", err)
+	}
+	if !resp.Succeeded {
+		kvs := resp.Responses[0].GetResponseRange().Kvs
+		if len(kvs) != 1 || len(kvs[0].Value) < 32 {
+			return marker{}, fmt.Errorf("kube: the pods' mark key %s is unreadable", etcdstore.KeyKubePodMark)
+		}
+		key = kvs[0].Value
+	}
+	return marker{key: key}, nil
+}
+
+func (m marker) sum(parts ...string) []byte {
+	h := hmac.New(sha256.New, m.key)
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return h.Sum(nil)
+}
+
+// mark is the mark of a pod namespace/name on node running the binding
+// (key, rev) on the devices (AnnotationDevices and
+// AnnotationFractionMilli; both empty on a user's pod).
+func (m marker) mark(namespace, name, node, binding, rev, devices, fraction string) string {
+	return base64.RawURLEncoding.EncodeToString(m.sum("runway pod mark", namespace, name, node, binding, rev, devices, fraction))
+}
+
+// marked says whether the pod carries the mark of its namespace, name,
+// node and annotations, and requests the GPUs they name: a copy of one of
+// Runway's pods (a user may read them) holds no more than Runway placed.
+func (m marker) marked(p *corev1.Pod) bool {
+	got, a := p.Annotations[AnnotationMark], p.Annotations
+	if got == "" || p.Spec.NodeName == "" || a[AnnotationBinding] == "" {
+		return false
+	}
+	want := m.mark(p.Namespace, p.Name, p.Spec.NodeName, a[AnnotationBinding], a[AnnotationBindingRev], a[AnnotationDevices], a[AnnotationFractionMilli])
+	if !hmac.Equal([]byte(got), []byte(want)) {
+		return false
+	}
+	if a[AnnotationDevices] == "" {
+		return true // a user's pod: its request is what its workload was made from
+	}
+	whole := int64(strings.Count(a[AnnotationDevices], ",") + 1)
+	if a[AnnotationFractionMilli] != "" {
+		whole = 0 // shares devices its reservation pods hold
+	}
+	return podGPUs(p) == whole
+}
+
+// podName is the name of the pod Runway creates for a binding. The
+// binding's create revision makes it unique: a gracefully deleted pod can
+// stay terminating for a while (until its kubelet confirms), and the pod
+// that replaces it (same workload and index, bound again) must not collide.
+// The hash is keyed, so no user can create a pod of that name first.
+func (m marker) podName(b nodemanager.Binding, rev int64) string {
+	base := b.Workload + "-" + strconv.Itoa(b.Pod)
+	h := m.sum("runway pod name", b.Node, b.Project, b.Workload, strconv.Itoa(b.Pod), strconv.FormatInt(rev, 10))
+	return trimName(base, 63-9) + "-" + hex.EncodeToString(h[:4])
+}
+
+// ours says whether Runway placed the pod: one of Runway's own namespace
+// (no one else makes pods there), or a marked one.
+func (r *runtime) ours(p *corev1.Pod) bool {
+	if p.Spec.SchedulerName != SchedulerName {
+		return false
+	}
+	return p.Namespace == r.cfg.Namespace || r.marker.marked(p)
+}
