@@ -21,7 +21,7 @@ import (
 )
 
 // TestChartValidates sends every object the Helm chart renders (defaults,
-// and the agent DaemonSet with the local runtime) to the API server as a
+// and the agent DaemonSet with the local runtime and in Kubernetes mode) to the API server as a
 // server-side dry run: the server's own validation accepts the manifests.
 func TestChartValidates(t *testing.T) {
 	cs := kubeClient(t)
@@ -42,6 +42,7 @@ func TestChartValidates(t *testing.T) {
 	for name, args := range map[string][]string{
 		"defaults":                     nil,
 		"local runtime with the agent": {"--set", "agent.enabled=true", "--set", "scheduler.runtime=local"},
+		"the agent in Kubernetes mode": {"--set", "agent.enabled=true"},
 		"plaintext":                    {"--set", "tls.enabled=false"},
 		"mutual TLS and SSO":           {"--set", "tls.mutual=true", "--set", "identity.oidc.issuer=https://login.example.com", "--set", "identity.oidc.clientId=runway"},
 		"the metrics service": {"--set", "metricsService.enabled=true", "--set", "metricsService.prometheusUrl=http://prometheus:9090",
@@ -94,12 +95,19 @@ func TestChartValidates(t *testing.T) {
 		if name == "local runtime with the agent" {
 			want["DaemonSet"] = 1
 		}
+		if name == "the agent in Kubernetes mode" { // it serves nothing: no TLS listener
+			want["DaemonSet"], want["ServiceAccount"], want["Role"], want["RoleBinding"] = 1, 3, 2, 2
+		}
 		if name == "the metrics service" {
 			want["Deployment"], want["Service"] = 7, 7
 		}
 		// TLS is on unless turned off: every service, the gateway and the
 		// agents serve and call with it.
-		if tlsArgs := strings.Count(string(out), "--tls-cert-file="); (tlsArgs == want["Deployment"]+want["DaemonSet"]) != (name != "plaintext") {
+		listeners := want["Deployment"] + want["DaemonSet"]
+		if name == "the agent in Kubernetes mode" {
+			listeners = want["Deployment"]
+		}
+		if tlsArgs := strings.Count(string(out), "--tls-cert-file="); (tlsArgs == listeners) != (name != "plaintext") {
 			t.Errorf("%s: %d services with --tls-cert-file", name, tlsArgs)
 		}
 		for k, n := range want {

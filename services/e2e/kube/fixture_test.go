@@ -32,6 +32,7 @@ type env struct {
 	kube kubernetes.Interface
 	ns   string      // where Runway creates its pods
 	rw   *sdk.Client // Runway, through the SDK
+	dir  string      // Runway's data directory (its etcd answers on dir/etcd/client.sock)
 }
 
 // projectNamespace waits until Runway has made the project's namespace,
@@ -92,7 +93,8 @@ func (e *env) start(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan [2]string, 1)
 	done := make(chan error, 1)
-	cfg := server.DevConfig{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Logger: quiet,
+	e.dir = t.TempDir()
+	cfg := server.DevConfig{DataDir: e.dir, Listen: "127.0.0.1:0", Logger: quiet,
 		EtcdOptions: []etcdtest.Option{etcdtest.WithTestSpeedups(), etcdtest.WithLogger(zap.NewNop())},
 		Scheduler:   scheduler.Config{Interval: 100 * time.Millisecond, Debounce: 10 * time.Millisecond},
 		Kube:        &server.KubeConfig{Kubeconfig: cluster.Kubeconfig, Namespace: e.ns, DeleteGrace: 30 * time.Second, LeaseTTL: 5 * time.Second}}

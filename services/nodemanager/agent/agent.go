@@ -109,6 +109,12 @@ type Config struct {
 	// (pkg/auth's guard); nil serves it to anyone.
 	Auth       grpc.UnaryServerInterceptor
 	AuthStream grpc.StreamServerInterceptor
+	// Kube, when set, runs the agent in Kubernetes mode (KubeMode): the
+	// kubelet runs the pods, the agent holds the Runway pods on its node
+	// to their GPU memory slices and time-slicing plans and reports their
+	// GPU metrics and idle time; it registers no node and runs nothing.
+	// DataDir, the runtime fields and Listen are not used.
+	Kube *KubeMode
 	// Logger; slog.Default() when nil.
 	Logger *slog.Logger
 }
@@ -119,6 +125,9 @@ type Config struct {
 func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.check(); err != nil {
 		return err
+	}
+	if cfg.Kube != nil {
+		return runKube(ctx, cfg)
 	}
 	node, devices, err := cfg.node()
 	if err != nil {
@@ -164,7 +173,7 @@ func Run(ctx context.Context, cfg Config) error {
 			}
 		}
 	}()
-	g := newGPUManager(cfg, devices, r, log)
+	g := newGPUManager(cfg, devices, runnerCPU(r), log)
 	g.health = health
 	sampled := make(chan struct{})
 	go func() { defer close(sampled); g.run(ctx) }()
@@ -212,7 +221,7 @@ func (cfg *Config) check() error {
 		return errors.New("agent: Config.Backend is nil")
 	case cfg.Client == nil:
 		return errors.New("agent: Config.Client is nil")
-	case cfg.DataDir == "":
+	case cfg.DataDir == "" && cfg.Kube == nil:
 		return errors.New("agent: Config.DataDir is empty")
 	}
 	if cfg.LeaseTTL <= 0 {

@@ -3,10 +3,12 @@ package kube
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
 
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -272,27 +274,48 @@ func (r *runtime) deletePod(ctx context.Context, p *corev1.Pod, after time.Durat
 // does, when it changed.
 func (r *runtime) report(ctx context.Context, bkey string, b binding, p *corev1.Pod) error {
 	state, code, msg := stateOf(p)
+	var idle time.Duration
+	if p.Namespace == r.cfg.Namespace {
+		// The node agent's findings (agent.KubeMode); only Runway's own
+		// pods count, whose annotations no workload can write.
+		if why := p.Annotations[AnnotationEndedByAgent]; why != "" && state != workloadv1.PodState_POD_STATE_SUCCEEDED {
+			state, code, msg = workloadv1.PodState_POD_STATE_FAILED, 128+9, why // killed by SIGKILL
+		}
+		if s, err := strconv.ParseInt(p.Annotations[AnnotationGPUIdleSeconds], 10, 64); err == nil && s > 0 {
+			idle = time.Duration(min(s, int64(math.MaxInt64/time.Second))) * time.Second
+		}
+	}
+	if len(msg) > 1024 {
+		msg = strings.ToValidUTF8(msg[:1024], "")
+	}
+	now := runReport{state: state, msg: msg, idle: idle}
 	seen := bkey + "@" + strconv.FormatInt(b.rev, 10)
 	r.mu.Lock()
 	last := r.reported[seen]
 	r.mu.Unlock()
-	if state == workloadv1.PodState_POD_STATE_UNSPECIFIED || last == state {
+	if state == workloadv1.PodState_POD_STATE_UNSPECIFIED || last == now ||
+		last.state == state && state != workloadv1.PodState_POD_STATE_RUNNING && last.msg == msg {
 		return nil
-	}
-	if len(msg) > 1024 {
-		msg = msg[:1024]
 	}
 	err := nodemanager.PutRun(ctx, r.cfg.Etcd, &nodemanagerv1.ReportWorkloadStateRequest{
 		Node: nodemanager.NodeName(b.Node), Workload: b.WorkloadName(), PodIndex: int32(b.Pod),
-		State: state, ExitCode: code, Message: msg, ObserveTime: timestamppb.Now(),
+		State: state, ExitCode: code, Message: msg, ObserveTime: timestamppb.Now(), GpuIdleTime: durationpb.New(idle),
 	})
 	if err != nil {
 		return fmt.Errorf("run report of %s: %w", bkey, err)
 	}
 	r.mu.Lock()
-	r.reported[seen] = state
+	r.reported[seen] = now
 	r.mu.Unlock()
 	return nil
+}
+
+// runReport is what was last reported of a pod: a pod is reported again
+// when its state, its message or (running) its GPU idle time changes.
+type runReport struct {
+	state workloadv1.PodState
+	msg   string
+	idle  time.Duration
 }
 
 // stateOf maps a bound pod's phase to a run report's state; UNSPECIFIED

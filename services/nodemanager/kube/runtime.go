@@ -142,7 +142,7 @@ type runtime struct {
 
 	lease      clientv3.LeaseID               // under mu
 	registered map[string]*nodemanagerv1.Node // under mu, by node id: what was last written
-	reported   map[string]workloadv1.PodState // under mu, by binding key "@" create revision
+	reported   map[string]runReport           // under mu, by binding key "@" create revision
 	created    map[string]bool                // under mu, users' pods' workloads created, by name
 }
 
@@ -157,7 +157,7 @@ func Run(ctx context.Context, cfg Config) error {
 	r := &runtime{cfg: cfg, log: cfg.Logger.With("runtime", "kubernetes"),
 		queue:      workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
 		bindings:   map[string]binding{},
-		registered: map[string]*nodemanagerv1.Node{}, reported: map[string]workloadv1.PodState{},
+		registered: map[string]*nodemanagerv1.Node{}, reported: map[string]runReport{},
 		created: map[string]bool{}}
 	defer r.queue.ShutDown()
 
