@@ -64,16 +64,16 @@ has "$l" "- --tls-agent-server-name=rw-runway-agent"
 grep -q -- '--tls-agent-server-name' "$d" && fail "default: --tls-agent-server-name rendered without agents"
 
 # The agent in Kubernetes mode (runtime kubernetes): the host's pids and
-# cgroup tree, not privileged, a ServiceAccount that reads and annotates the
-# workloads' pods only; no data directory, no listener.
+# cgroup tree, the kubelet's logs read-only, not privileged, a
+# ServiceAccount that reads and annotates the workloads' pods only; no data
+# directory; its listener with mutual TLS as the local agent's.
 k=$out/kubeagent.yaml
 has "$k" "kind: DaemonSet"
 for a in "- --runtime=kubernetes" "- --namespace=runway-workloads" "- --cgroup-root=/host/sys/fs/cgroup" \
-  "hostPID: true" "privileged: false" "path: /sys/fs/cgroup" "serviceAccountName: rw-runway-agent" \
-  "verbs: [get, list, watch, patch]"; do has "$k" "$a"; done
-for a in "--data-dir" "--listen=0.0.0.0:7072" "--tls-agent-server-name"; do
-  grep -q -- "$a" "$k" && fail "kubernetes-mode agent: $a rendered"
-done
+  "- --log-root=/host/var/log/pods" "path: /var/log/pods" "hostPID: true" "privileged: false" "path: /sys/fs/cgroup" \
+  "serviceAccountName: rw-runway-agent" "verbs: [get, list, watch, patch]" "- --listen=0.0.0.0:7072" \
+  "- --tls-client-ca-file=/etc/runway/tls/ca.crt" "- --tls-agent-server-name=rw-runway-agent"; do has "$k" "$a"; done
+grep -q -- "--data-dir" "$k" && fail "kubernetes-mode agent: --data-dir rendered"
 [ "$(grep -c '^kind: Role$' "$k")" = 2 ] || fail "kubernetes-mode agent: want the reservation pods' Role and the agent's"
 
 # Observability: every service's operations port behind the metrics token,

@@ -44,8 +44,9 @@ pods and the runtime registers the node and reports the pods' phases; the
 agent finds the processes of the Runway pods on its node (--namespace) by
 their cgroup (--proc-root, --cgroup-root: the host's, with hostPID), kills a
 pod over its GPU memory slice and annotates it with why, freezes and thaws
-pods' cgroups for time-slicing, and exports the GPU metrics and idle time;
-it needs no --data-dir, and serves no pod output (the kubelet keeps it).
+pods' cgroups for time-slicing, exports the GPU metrics and idle time, and
+serves the kubelet's log files (--log-root) on --listen as the pods' output;
+it needs no --data-dir.
 
 With --tls-cert-file and --tls-key-file it serves --listen over TLS only, and
 with --tls-client-ca-file only to callers presenting a certificate of that CA
@@ -87,6 +88,7 @@ with its lease.`,
 	f.StringVar(&cfg.KubeNamespace, "namespace", "", "with --runtime kubernetes: Runway's workload namespace (default runway)")
 	f.StringVar(&cfg.ProcRoot, "proc-root", "", "with --runtime kubernetes: the host's /proc (default /proc; run with hostPID)")
 	f.StringVar(&cfg.CgroupRoot, "cgroup-root", "", "with --runtime kubernetes: the host's cgroup mount (default /sys/fs/cgroup)")
+	f.StringVar(&cfg.LogRoot, "log-root", "", "with --runtime kubernetes: the kubelet's pod logs, served as the pods' output (default /var/log/pods)")
 	f.StringVar(&cfg.RunAsUser, "run-as-user", local.DefaultUser, "when root and --pod-uids is empty, pods run as this unprivileged user")
 	f.StringVar(&cfg.PodUIDs, "pod-uids", fmt.Sprintf("%d-%d", local.DefaultUIDs.First, local.DefaultUIDs.Last),
 		"when root, each running pod gets a uid and gid of its own from FIRST-LAST (empty: all run as --run-as-user)")

@@ -93,6 +93,10 @@ const (
 	// PrefixPlans holds each node's current time-slicing plan (a
 	// nodemanagerv1.TimeSlicePlan), written by its agent when it changes.
 	PrefixPlans = Root + "plans/" // {node}
+	// PrefixAgents holds the address of each Kubernetes node's agent
+	// (Kubernetes mode: the runtime writes the node key), under the
+	// agent's lease.
+	PrefixAgents = Root + "agents/" // {node}
 
 	// Identity service.
 	PrefixUsers        = Root + "users/"        // {user}
@@ -145,6 +149,7 @@ var prefixes = []PrefixInfo{
 	{PrefixRuns, OwnerNodeManager, false, "run reports by node/project.workload"},
 	{PrefixDrains, OwnerNodeManager, false, "drain requests by node"},
 	{PrefixPlans, OwnerNodeManager, false, "time-slicing plan (TimeSlicePlan) by node"},
+	{PrefixAgents, OwnerNodeManager, false, "address of a Kubernetes node's agent by node, leased"},
 	{PrefixUsers, OwnerIdentity, false, "User by id"},
 	{PrefixApplications, OwnerIdentity, false, "Application by id"},
 	{PrefixAccessRules, OwnerIdentity, false, "AccessRule by id"},

@@ -112,6 +112,9 @@ type AgentConfig struct {
 	// ProcRoot and CgroupRoot are where the host's processes and cgroups
 	// are seen (RuntimeKubernetes; /proc and /sys/fs/cgroup when empty).
 	ProcRoot, CgroupRoot string
+	// LogRoot is the kubelet's pod log directory (RuntimeKubernetes;
+	// agent.DefaultLogRoot when empty).
+	LogRoot string
 	// Logger; slog.Default() when nil.
 	Logger *slog.Logger
 }
@@ -204,7 +207,7 @@ func kubeMode(cfg AgentConfig) (*agent.KubeMode, error) {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
 	return &agent.KubeMode{Client: cs, NodeName: cfg.Node, Namespace: cfg.KubeNamespace,
-		Procs: kubelet.Config{ProcRoot: cfg.ProcRoot, CgroupRoot: cfg.CgroupRoot}}, nil
+		Procs: kubelet.Config{ProcRoot: cfg.ProcRoot, CgroupRoot: cfg.CgroupRoot}, LogRoot: cfg.LogRoot}, nil
 }
 
 // openBackend picks the GPU backend, saying in the log when auto falls

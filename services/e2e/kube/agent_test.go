@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -60,7 +61,40 @@ func TestAgentKubernetesMode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.runAgent(t, node, 2, cg.config(t), m)
+	// The kubelet's log of the pod's container (CRI lines): the agent
+	// serves the text the container wrote.
+	logs := t.TempDir()
+	logDir := filepath.Join(logs, pod.Namespace+"_"+pod.Name+"_"+string(pod.UID), pod.Spec.Containers[0].Name)
+	const cri = "2026-12-01T10:00:00.000000000Z stdout P step 1 \n2026-12-01T10:00:00.100000000Z stdout F of 10\n"
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(logDir, "0.log"), []byte(cri), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.runAgent(t, node, 2, cg.config(t), logs, m)
+	eventually(t, "hog's output through the workload service", func() string {
+		st, err := e.rw.WorkloadService.ReadWorkloadLogs(t.Context(), &workloadv1.ReadWorkloadLogsRequest{
+			Name: "projects/team-k/workloads/hog", TailLines: 10})
+		if err != nil {
+			return err.Error()
+		}
+		var got []byte
+		for {
+			r, err := st.Recv()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return err.Error()
+			}
+			got = append(got, r.GetData()...)
+		}
+		if want := "step 1 of 10\n"; string(got) != want {
+			return fmt.Sprintf("output %q, want %q", got, want)
+		}
+		return ""
+	})
 
 	// Within its slice (half of 79.6 GiB): measured, and left running.
 	series := map[string]string{"node": kube.NodeID(node), "project": "team-k", "workload": "hog", "pod": "0"}
@@ -210,7 +244,7 @@ func startProc(t *testing.T, dir string, argv ...string) (pid int, exited chan e
 
 // runAgent runs the node's agent in Kubernetes mode, with simulated GPUs
 // of the UUIDs the device plugin stand-in hands out, until cleanup.
-func (e *env) runAgent(t *testing.T, node string, gpus int, procs kubelet.Config, m *gpumetrics.Metrics) {
+func (e *env) runAgent(t *testing.T, node string, gpus int, procs kubelet.Config, logs string, m *gpumetrics.Metrics) {
 	t.Helper()
 	sim := simulated.New(simulated.Config{Count: gpus, MemoryBytes: kwoktest.GPUMemoryMiB << 20,
 		UUID: func(i int) string { return kwoktest.DeviceUUID(node, int64(i)) }})
@@ -224,8 +258,8 @@ func (e *env) runAgent(t *testing.T, node string, gpus int, procs kubelet.Config
 	ran := make(chan error, 1)
 	go func() {
 		ran <- agent.Run(ctx, agent.Config{Node: kube.NodeID(node), Backend: sim, Client: etcd, Logger: quiet,
-			SampleInterval: 50 * time.Millisecond, Metrics: m,
-			Kube: &agent.KubeMode{Client: e.kube, NodeName: node, Namespace: e.ns, Procs: procs}})
+			SampleInterval: 50 * time.Millisecond, Metrics: m, Listen: "127.0.0.1:0",
+			Kube: &agent.KubeMode{Client: e.kube, NodeName: node, Namespace: e.ns, Procs: procs, LogRoot: logs}})
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -310,7 +344,7 @@ func TestAgentKubernetesModeTimeSlicing(t *testing.T) {
 		cg.put(t, pid, uid)
 		pods = append(pods, busy{pid, uid})
 	}
-	e.runAgent(t, node, 1, cg.config(t), nil)
+	e.runAgent(t, node, 1, cg.config(t), t.TempDir(), nil)
 
 	eventually(t, "the node's plan published", func() string {
 		p, err := e.rw.NodeManagerService.GetTimeSlicePlan(t.Context(),

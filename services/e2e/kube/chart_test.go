@@ -95,7 +95,7 @@ func TestChartValidates(t *testing.T) {
 		if name == "local runtime with the agent" {
 			want["DaemonSet"] = 1
 		}
-		if name == "the agent in Kubernetes mode" { // it serves nothing: no TLS listener
+		if name == "the agent in Kubernetes mode" {
 			want["DaemonSet"], want["ServiceAccount"], want["Role"], want["RoleBinding"] = 1, 3, 2, 2
 		}
 		if name == "the metrics service" {
@@ -103,11 +103,7 @@ func TestChartValidates(t *testing.T) {
 		}
 		// TLS is on unless turned off: every service, the gateway and the
 		// agents serve and call with it.
-		listeners := want["Deployment"] + want["DaemonSet"]
-		if name == "the agent in Kubernetes mode" {
-			listeners = want["Deployment"]
-		}
-		if tlsArgs := strings.Count(string(out), "--tls-cert-file="); (tlsArgs == listeners) != (name != "plaintext") {
+		if tlsArgs := strings.Count(string(out), "--tls-cert-file="); (tlsArgs == want["Deployment"]+want["DaemonSet"]) != (name != "plaintext") {
 			t.Errorf("%s: %d services with --tls-cert-file", name, tlsArgs)
 		}
 		for k, n := range want {

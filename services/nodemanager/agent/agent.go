@@ -113,7 +113,8 @@ type Config struct {
 	// kubelet runs the pods, the agent holds the Runway pods on its node
 	// to their GPU memory slices and time-slicing plans and reports their
 	// GPU metrics and idle time; it registers no node and runs nothing.
-	// DataDir, the runtime fields and Listen are not used.
+	// DataDir and the runtime fields are not used; Listen serves the
+	// kubelet's log files of those pods.
 	Kube *KubeMode
 	// Logger; slog.Default() when nil.
 	Logger *slog.Logger
@@ -144,18 +145,11 @@ func Run(ctx context.Context, cfg Config) error {
 	running := &runningPods{}
 	served := make(chan error, 1)
 	if cfg.Listen != "" {
-		srv, err := grpcserver.New(grpcserver.Config{Listen: cfg.Listen, Logger: cfg.Logger, ShutdownTimeout: time.Second,
-			Auth: cfg.Auth, AuthStream: cfg.AuthStream, TLS: cfg.TLS})
+		srv, addr, err := cfg.listen(&logServer{client: cfg.Client, find: runnerLogs(r, running)})
 		if err != nil {
-			return fmt.Errorf("agent: %w", err)
+			return err
 		}
-		srv.Register(func(g *grpc.Server) {
-			nodemanagerv1.RegisterNodeAgentServiceServer(g, &logServer{client: cfg.Client, runner: r, running: running})
-		})
-		if node.AgentAddress, err = advertised(cfg.AdvertiseAddress, srv.Addr()); err != nil {
-			_ = srv.Close()
-			return fmt.Errorf("agent: %w", err)
-		}
+		node.AgentAddress = addr
 		go func() { served <- srv.Serve(ctx) }()
 	} else {
 		served <- nil
@@ -201,6 +195,23 @@ func Run(ctx context.Context, cfg Config) error {
 		err = serr
 	}
 	return err
+}
+
+// listen serves the NodeAgentService (pod output) on cfg.Listen, and says
+// at which address the workload service reaches it.
+func (cfg *Config) listen(ls *logServer) (*grpcserver.Server, string, error) {
+	srv, err := grpcserver.New(grpcserver.Config{Listen: cfg.Listen, Logger: cfg.Logger, ShutdownTimeout: time.Second,
+		Auth: cfg.Auth, AuthStream: cfg.AuthStream, TLS: cfg.TLS})
+	if err != nil {
+		return nil, "", fmt.Errorf("agent: %w", err)
+	}
+	srv.Register(func(g *grpc.Server) { nodemanagerv1.RegisterNodeAgentServiceServer(g, ls) })
+	addr, err := advertised(cfg.AdvertiseAddress, srv.Addr())
+	if err != nil {
+		_ = srv.Close()
+		return nil, "", fmt.Errorf("agent: %w", err)
+	}
+	return srv, addr, nil
 }
 
 // runner is the pods' runtime: containers on cfg.Engine, else local

@@ -3,14 +3,18 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -19,6 +23,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
+	"github.com/runwayhq/runway/pkg/clusterproto"
 	"github.com/runwayhq/runway/pkg/gpu"
 	"github.com/runwayhq/runway/pkg/runner"
 	"github.com/runwayhq/runway/pkg/runner/kubelet"
@@ -48,7 +54,14 @@ type KubeMode struct {
 	Namespace string
 	// Procs is where the node's processes and cgroups are seen.
 	Procs kubelet.Config
+	// LogRoot is the kubelet's pod log directory (DefaultLogRoot when
+	// empty): <ns>_<pod>_<uid>/<container>/<restart>.log, served as the
+	// pods' output when Config.Listen is set.
+	LogRoot string
 }
+
+// DefaultLogRoot is where the kubelet keeps the pods' logs.
+const DefaultLogRoot = "/var/log/pods"
 
 // annotateTimeout bounds one write of a pod's annotations.
 const annotateTimeout = 10 * time.Second
@@ -62,6 +75,8 @@ type kubeAgent struct {
 	log  *slog.Logger
 	ctx  context.Context
 
+	store cache.Store // the informer's pods
+
 	mu   sync.Mutex
 	pods map[types.UID]*kubePod // followed, by UID
 }
@@ -71,19 +86,25 @@ func runKube(ctx context.Context, cfg Config) error {
 	km := *cfg.Kube
 	switch {
 	case km.Client == nil:
-		return fmt.Errorf("agent: Config.Kube.Client is nil")
+		return errors.New("agent: Config.Kube.Client is nil")
 	case km.NodeName == "":
-		return fmt.Errorf("agent: Config.Kube.NodeName is empty")
+		return errors.New("agent: Config.Kube.NodeName is empty")
 	}
 	if km.Namespace == "" {
 		km.Namespace = kube.DefaultNamespace
+	}
+	if km.LogRoot == "" {
+		km.LogRoot = DefaultLogRoot
 	}
 	devices, err := cfg.Backend.Devices()
 	if err != nil {
 		return fmt.Errorf("agent: read GPUs: %w", err)
 	}
 	log := cfg.Logger.With("node", cfg.Node, "kubernetes node", km.NodeName)
+	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	defer cancel()
 	a := &kubeAgent{cfg: cfg, km: km, node: kubelet.New(km.Procs), log: log, ctx: ctx, pods: map[types.UID]*kubePod{}}
 	a.gpus = newGPUManager(cfg, devices, a.cpu, log)
@@ -91,7 +112,6 @@ func runKube(ctx context.Context, cfg Config) error {
 	// device plugin takes an unhealthy device off the node's allocatable.
 	health := make(chan map[int]string, 1)
 	a.gpus.health = health
-	var wg sync.WaitGroup
 	wg.Go(func() {
 		for {
 			select {
@@ -117,7 +137,7 @@ func runKube(ctx context.Context, cfg Config) error {
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { a.sync(obj) },
 		UpdateFunc: func(_, obj any) { a.sync(obj) },
-		DeleteFunc: func(obj any) { a.sync(obj) },
+		DeleteFunc: func(obj any) { a.gone(obj) },
 	}); err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
@@ -126,16 +146,35 @@ func runKube(ctx context.Context, cfg Config) error {
 	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 		return ctx.Err()
 	}
+	a.store = inf.GetStore()
+	served := make(chan error, 1)
+	if cfg.Listen != "" {
+		srv, addr, err := cfg.listen(&logServer{client: cfg.Client, find: a.logFile})
+		if err != nil {
+			return err
+		}
+		wg.Go(func() {
+			served <- srv.Serve(ctx)
+			cancel() // the agent stops with its listener
+		})
+		wg.Go(func() { a.advertise(ctx, addr) })
+	}
 	log.Info("node agent: Kubernetes mode, following the pods the kubelet runs", "namespace", km.Namespace)
 	a.gpus.run(ctx)
-	cancel()
-	wg.Wait()
+	f.Shutdown() // no more events: nothing is followed again
 	a.mu.Lock()
 	for uid := range a.pods {
 		a.forget(uid)
 	}
 	a.mu.Unlock()
-	return ctx.Err()
+	select {
+	case err := <-served:
+		if err != nil && parent.Err() == nil {
+			return fmt.Errorf("agent: pod output: %w", err)
+		}
+	default:
+	}
+	return parent.Err()
 }
 
 // cpu refreshes the node's processes (one walk of /proc for every pod)
@@ -150,11 +189,8 @@ func (a *kubeAgent) cpu(ps []podProcs) []time.Duration {
 }
 
 // sync follows a Runway pod while it runs on the node, and forgets it once
-// it is gone, ended or being deleted.
+// it has ended or is being deleted.
 func (a *kubeAgent) sync(obj any) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
 		return
@@ -173,6 +209,22 @@ func (a *kubeAgent) sync(obj any) {
 		go kp.annotate()
 		a.log.Info("following pod", "pod", p.Namespace+"/"+p.Name, "devices", gp.b.Devices, "memory limit", gp.limit)
 	case !want && followed:
+		a.forget(p.UID)
+	}
+}
+
+// gone forgets a deleted pod.
+func (a *kubeAgent) gone(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, followed := a.pods[p.UID]; followed {
 		a.forget(p.UID)
 	}
 }
@@ -218,6 +270,80 @@ func (a *kubeAgent) gpuPod(p *corev1.Pod) (*gpuPod, bool) {
 	}
 	request, _ := strconv.ParseInt(env[runner.EnvGPUMemoryLimit], 10, 64)
 	return &gpuPod{id: string(p.UID), b: b, limit: a.gpus.memoryLimit(b, request)}, true
+}
+
+// logFile is the kubelet's log of the main container of pod index of w
+// on this node (its latest restart's); path "" when the node has no such
+// pod. The newest such pod is the workload's:
+// an older one of the same name is being deleted.
+func (a *kubeAgent) logFile(w *workloadv1.Workload, index int) logFile {
+	project, workload, _ := clusterproto.ParseWorkloadName(w.GetName())
+	var pod *corev1.Pod
+	for _, obj := range a.store.List() {
+		p := obj.(*corev1.Pod)
+		if p.Labels[kube.LabelProject] == project && p.Labels[kube.LabelWorkload] == workload &&
+			p.Labels[kube.LabelPodIndex] == strconv.Itoa(index) && p.Namespace == a.km.Namespace &&
+			(pod == nil || pod.CreationTimestamp.Before(&p.CreationTimestamp)) {
+			pod = p
+		}
+	}
+	if pod == nil || len(pod.Spec.Containers) == 0 {
+		return logFile{}
+	}
+	dir := filepath.Join(a.km.LogRoot, pod.Namespace+"_"+pod.Name+"_"+string(pod.UID), pod.Spec.Containers[0].Name)
+	ents, _ := os.ReadDir(dir)
+	last := -1
+	for _, e := range ents {
+		if n, err := strconv.Atoi(strings.TrimSuffix(e.Name(), ".log")); err == nil && strings.HasSuffix(e.Name(), ".log") && n > last {
+			last = n
+		}
+	}
+	if last < 0 {
+		return logFile{}
+	}
+	key, uid := pod.Namespace+"/"+pod.Name, pod.UID
+	return logFile{path: filepath.Join(dir, strconv.Itoa(last)+".log"), cri: true, alive: func() bool {
+		obj, ok, _ := a.store.GetByKey(key)
+		p, _ := obj.(*corev1.Pod)
+		return ok && p.UID == uid && p.DeletionTimestamp == nil &&
+			(p.Status.Phase == corev1.PodRunning || p.Status.Phase == corev1.PodPending)
+	}}
+}
+
+// advertise keeps agents/<node> (the address of the agent's pod output,
+// which the workload service relays) under a lease of the agent's own:
+// the node key is the runtime's. A lost lease is granted again.
+func (a *kubeAgent) advertise(ctx context.Context, addr string) {
+	ttl := int64((a.cfg.LeaseTTL + time.Second - 1) / time.Second)
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := func() error {
+			lease, err := a.cfg.Client.Grant(ctx, ttl)
+			if err != nil {
+				return err
+			}
+			if _, err := a.cfg.Client.Put(ctx, nodemanager.AgentKey(a.cfg.Node), addr, clientv3.WithLease(lease.ID)); err != nil {
+				return err
+			}
+			alive, err := a.cfg.Client.KeepAlive(ctx, lease.ID)
+			if err != nil {
+				return err
+			}
+			backoff = 100 * time.Millisecond
+			for range alive {
+			}
+			return errors.New("lease keep-alive ended")
+		}()
+		if ctx.Err() != nil {
+			return
+		}
+		a.log.Warn("agent address not kept; writing it again", "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
 }
 
 // kubePod is a followed pod's reports: what the GPU manager finds is
