@@ -70,7 +70,8 @@ grep -q -- '--tls-agent-server-name' "$d" && fail "default: --tls-agent-server-n
 k=$out/kubeagent.yaml
 has "$k" "kind: DaemonSet"
 for a in "- --runtime=kubernetes" "- --namespace=runway-workloads" "- --cgroup-root=/host/sys/fs/cgroup" \
-  "- --log-root=/host/var/log/pods" "path: /var/log/pods" "hostPID: true" "privileged: false" "path: /sys/fs/cgroup" \
+  "- --log-root=/host/var/log/pods" "path: /var/log/pods" "path: /var/lib/kubelet/pod-resources" \
+  "- --pod-resources=/host/var/lib/kubelet/pod-resources/kubelet.sock" "hostPID: true" "privileged: false" "path: /sys/fs/cgroup" \
   "serviceAccountName: rw-runway-agent" "verbs: [get, list, watch, patch]" "- --listen=0.0.0.0:7072" \
   "- --tls-client-ca-file=/etc/runway/tls/ca.crt" "- --tls-agent-server-name=rw-runway-agent"; do has "$k" "$a"; done
 grep -q -- "--data-dir" "$k" && fail "kubernetes-mode agent: --data-dir rendered"

@@ -88,6 +88,7 @@ with its lease.`,
 	f.StringVar(&cfg.KubeNamespace, "namespace", "", "with --runtime kubernetes: Runway's workload namespace (default runway)")
 	f.StringVar(&cfg.ProcRoot, "proc-root", "", "with --runtime kubernetes: the host's /proc (default /proc; run with hostPID)")
 	f.StringVar(&cfg.CgroupRoot, "cgroup-root", "", "with --runtime kubernetes: the host's cgroup mount (default /sys/fs/cgroup)")
+	f.StringVar(&cfg.PodResources, "pod-resources", "", "with --runtime kubernetes: the kubelet's pod-resources socket, which says the GPUs of whole-GPU pods (default /var/lib/kubelet/pod-resources/kubelet.sock)")
 	f.StringVar(&cfg.LogRoot, "log-root", "", "with --runtime kubernetes: the kubelet's pod logs, served as the pods' output (default /var/log/pods)")
 	f.StringVar(&cfg.RunAsUser, "run-as-user", local.DefaultUser, "when root and --pod-uids is empty, pods run as this unprivileged user")
 	f.StringVar(&cfg.PodUIDs, "pod-uids", fmt.Sprintf("%d-%d", local.DefaultUIDs.First, local.DefaultUIDs.Last),

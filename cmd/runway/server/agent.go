@@ -115,6 +115,9 @@ type AgentConfig struct {
 	// LogRoot is the kubelet's pod log directory (RuntimeKubernetes;
 	// agent.DefaultLogRoot when empty).
 	LogRoot string
+	// PodResources is the kubelet's pod-resources socket
+	// (RuntimeKubernetes; kubelet.DefaultPodResources when empty).
+	PodResources string
 	// Logger; slog.Default() when nil.
 	Logger *slog.Logger
 }
@@ -207,7 +210,8 @@ func kubeMode(cfg AgentConfig) (*agent.KubeMode, error) {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
 	return &agent.KubeMode{Client: cs, NodeName: cfg.Node, Namespace: cfg.KubeNamespace,
-		Procs: kubelet.Config{ProcRoot: cfg.ProcRoot, CgroupRoot: cfg.CgroupRoot}, LogRoot: cfg.LogRoot}, nil
+		Procs: kubelet.Config{ProcRoot: cfg.ProcRoot, CgroupRoot: cfg.CgroupRoot}, LogRoot: cfg.LogRoot,
+		PodResources: cfg.PodResources}, nil
 }
 
 // openBackend picks the GPU backend, saying in the log when auto falls

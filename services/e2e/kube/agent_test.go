@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	nodemanagerv1 "github.com/runwayhq/runway/gen/go/runway/nodemanager/v1"
@@ -37,8 +38,9 @@ import (
 // the device plugin stand-in hands out) finds the pod's process by its
 // cgroup (a real process the test starts, in a real cgroup named as the
 // kubelet's systemd driver names the pod's, or a proc tree saying so where
-// no cgroup v2 is writable), measures its GPU memory, kills it when it
-// goes over its slice, and the workload fails saying why.
+// no cgroup v2 is writable), measures its GPU memory, reports its GPU idle
+// time, serves its log, kills it when it goes over its slice, and the
+// workload fails saying why.
 func TestAgentKubernetesMode(t *testing.T) {
 	e := newEnv(t, "kagent")
 	if _, err := cluster.StartDevicePlugin(t.Context()); err != nil {
@@ -56,11 +58,6 @@ func TestAgentKubernetesMode(t *testing.T) {
 	pid, exited := startProc(t, work, "sleep", "3600")
 	cg := newPodCgroups(t)
 	cg.put(t, pid, string(pod.UID))
-	reg := prometheus.NewRegistry()
-	m, err := gpumetrics.NewMetrics(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The kubelet's log of the pod's container (CRI lines): the agent
 	// serves the text the container wrote.
 	logs := t.TempDir()
@@ -72,7 +69,7 @@ func TestAgentKubernetesMode(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(logDir, "0.log"), []byte(cri), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	e.runAgent(t, node, 2, cg.config(t), logs, m)
+	reg := e.runAgent(t, node, 2, agent.KubeMode{Procs: cg.config(t), LogRoot: logs})
 	eventually(t, "hog's output through the workload service", func() string {
 		st, err := e.rw.WorkloadService.ReadWorkloadLogs(t.Context(), &workloadv1.ReadWorkloadLogsRequest{
 			Name: "projects/team-k/workloads/hog", TailLines: 10})
@@ -104,6 +101,14 @@ func TestAgentKubernetesMode(t *testing.T) {
 	eventually(t, "the agent measuring the pod's 30 GiB", func() string {
 		if v, ok := gauge(t, reg, "runway_gpu_memory_used_bytes", series); !ok || v != 30<<30 {
 			return fmt.Sprintf("runway_gpu_memory_used_bytes %v (series there: %v)", v, ok)
+		}
+		return ""
+	})
+	// A sleeper: its GPU idle time reaches the workload's status.
+	eventually(t, "hog's GPU idle time in its status", func() string {
+		st := e.get(t, "team-k", "hog").GetStatus()
+		if st.GetGpuIdleTime().AsDuration() <= 0 {
+			return fmt.Sprintf("status %v", st)
 		}
 		return ""
 	})
@@ -244,8 +249,14 @@ func startProc(t *testing.T, dir string, argv ...string) (pid int, exited chan e
 
 // runAgent runs the node's agent in Kubernetes mode, with simulated GPUs
 // of the UUIDs the device plugin stand-in hands out, until cleanup.
-func (e *env) runAgent(t *testing.T, node string, gpus int, procs kubelet.Config, logs string, m *gpumetrics.Metrics) {
+// Its GPU metrics are in the registry it returns.
+func (e *env) runAgent(t *testing.T, node string, gpus int, km agent.KubeMode) *prometheus.Registry {
 	t.Helper()
+	reg := prometheus.NewRegistry()
+	m, err := gpumetrics.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	sim := simulated.New(simulated.Config{Count: gpus, MemoryBytes: kwoktest.GPUMemoryMiB << 20,
 		UUID: func(i int) string { return kwoktest.DeviceUUID(node, int64(i)) }})
 	etcd, err := clientv3.New(clientv3.Config{Endpoints: []string{"unix://" + filepath.Join(e.dir, "etcd", "client.sock")},
@@ -254,12 +265,13 @@ func (e *env) runAgent(t *testing.T, node string, gpus int, procs kubelet.Config
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = etcd.Close() })
+	km.Client, km.NodeName, km.Namespace = e.kube, node, e.ns
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan error, 1)
 	go func() {
 		ran <- agent.Run(ctx, agent.Config{Node: kube.NodeID(node), Backend: sim, Client: etcd, Logger: quiet,
-			SampleInterval: 50 * time.Millisecond, Metrics: m, Listen: "127.0.0.1:0",
-			Kube: &agent.KubeMode{Client: e.kube, NodeName: node, Namespace: e.ns, Procs: procs, LogRoot: logs}})
+			SampleInterval: 50 * time.Millisecond, IdleWindow: 200 * time.Millisecond, Metrics: m, Listen: "127.0.0.1:0",
+			Kube: &km})
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -267,6 +279,7 @@ func (e *env) runAgent(t *testing.T, node string, gpus int, procs kubelet.Config
 			t.Errorf("agent.Run = %v, want context.Canceled", err)
 		}
 	})
+	return reg
 }
 
 // removeCgroups removes the cgroup tree under root, deepest first, once
@@ -344,7 +357,7 @@ func TestAgentKubernetesModeTimeSlicing(t *testing.T) {
 		cg.put(t, pid, uid)
 		pods = append(pods, busy{pid, uid})
 	}
-	e.runAgent(t, node, 1, cg.config(t), t.TempDir(), nil)
+	e.runAgent(t, node, 1, agent.KubeMode{Procs: cg.config(t)})
 
 	eventually(t, "the node's plan published", func() string {
 		p, err := e.rw.NodeManagerService.GetTimeSlicePlan(t.Context(),
@@ -366,4 +379,59 @@ func TestAgentKubernetesModeTimeSlicing(t *testing.T) {
 			return fmt.Sprintf("frozen: %v and %v", cg.frozen(p.pid, p.uid), cg.frozen(other.pid, other.uid))
 		})
 	}
+}
+
+// TestAgentKubernetesModeWholeGPU: a whole-GPU pod's device is the device
+// plugin's choice, which its spec does not name; the agent asks the
+// kubelet's pod-resources API (the stand-in answers with the device plugin
+// stand-in's allocations) and attributes the pod's GPU memory and idle
+// time to it on that device.
+func TestAgentKubernetesModeWholeGPU(t *testing.T) {
+	e := newEnv(t, "kwhole")
+	plugin, err := cluster.StartDevicePlugin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const node = "kwhole-node-1"
+	e.node(t, node, 2)
+	socket := filepath.Join(t.TempDir(), "kubelet.sock")
+	if err := plugin.ServePodResources(t.Context(), socket, node); err != nil {
+		t.Fatal(err)
+	}
+	e.start(t)
+	e.project(t, "team-w", 2)
+	e.training(t, "team-w", "w1", 1, 1)
+	e.podRunning(t, "team-w", "w1")
+	var pod corev1.Pod
+	eventually(t, "w1's pod given a device", func() string {
+		pod = e.bound(t, "w1", 1)[0]
+		if pod.Annotations[kube.AnnotationGPUUUID] == "" {
+			return "no device yet"
+		}
+		return ""
+	})
+	device := strings.TrimPrefix(pod.Annotations[kube.AnnotationGPUUUID], "GPU-"+node+"-")
+
+	work := t.TempDir()
+	if err := os.WriteFile(filepath.Join(work, simulated.MemoryFile), []byte(strconv.Itoa(10<<30)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := startProc(t, work, "sleep", "3600")
+	cg := newPodCgroups(t)
+	cg.put(t, pid, string(pod.UID))
+	reg := e.runAgent(t, node, 2, agent.KubeMode{Procs: cg.config(t), PodResources: socket})
+
+	series := map[string]string{"node": kube.NodeID(node), "device": device, "project": "team-w", "workload": "w1", "pod": "0"}
+	eventually(t, "w1's 10 GiB on its device "+device, func() string {
+		if v, ok := gauge(t, reg, "runway_gpu_memory_used_bytes", series); !ok || v != 10<<30 {
+			return fmt.Sprintf("runway_gpu_memory_used_bytes %v (series there: %v)", v, ok)
+		}
+		return ""
+	})
+	eventually(t, "w1's GPU idle time in its status", func() string {
+		if st := e.get(t, "team-w", "w1").GetStatus(); st.GetGpuIdleTime().AsDuration() <= 0 {
+			return fmt.Sprintf("status %v", st)
+		}
+		return ""
+	})
 }

@@ -54,6 +54,10 @@ type KubeMode struct {
 	Namespace string
 	// Procs is where the node's processes and cgroups are seen.
 	Procs kubelet.Config
+	// PodResources is the kubelet's pod-resources socket
+	// (kubelet.DefaultPodResources when empty): which GPUs the device
+	// plugin gave a whole-GPU pod.
+	PodResources string
 	// LogRoot is the kubelet's pod log directory (DefaultLogRoot when
 	// empty): <ns>_<pod>_<uid>/<container>/<restart>.log, served as the
 	// pods' output when Config.Listen is set.
@@ -62,6 +66,10 @@ type KubeMode struct {
 
 // DefaultLogRoot is where the kubelet keeps the pods' logs.
 const DefaultLogRoot = "/var/log/pods"
+
+// kubeResync is how often every pod is looked at again (a whole-GPU pod
+// whose devices the kubelet did not say is asked again).
+const kubeResync = 30 * time.Second
 
 // annotateTimeout bounds one write of a pod's annotations.
 const annotateTimeout = 10 * time.Second
@@ -129,7 +137,7 @@ func runKube(ctx context.Context, cfg Config) error {
 			}
 		})
 	}
-	f := informers.NewSharedInformerFactoryWithOptions(km.Client, 0, informers.WithNamespace(km.Namespace),
+	f := informers.NewSharedInformerFactoryWithOptions(km.Client, kubeResync, informers.WithNamespace(km.Namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", km.NodeName).String()
 		}))
@@ -198,9 +206,13 @@ func (a *kubeAgent) sync(obj any) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	_, followed := a.pods[p.UID]
-	gp, want := a.gpuPod(p)
-	switch {
-	case want && !followed:
+	if followed {
+		if !a.runs(p) {
+			a.forget(p.UID)
+		}
+		return
+	}
+	if gp, want := a.gpuPod(p); want {
 		kp := &kubePod{a: a, ns: p.Namespace, name: p.Name, uid: p.UID, wake: make(chan struct{}, 1), stop: make(chan struct{})}
 		kp.proc = a.node.Follow(string(p.UID))
 		gp.proc, gp.run = kp.proc, kp
@@ -208,9 +220,14 @@ func (a *kubeAgent) sync(obj any) {
 		a.gpus.add(gp)
 		go kp.annotate()
 		a.log.Info("following pod", "pod", p.Namespace+"/"+p.Name, "devices", gp.b.Devices, "memory limit", gp.limit)
-	case !want && followed:
-		a.forget(p.UID)
 	}
+}
+
+// runs reports whether p is a pod of Runway's namespace running on the
+// node.
+func (a *kubeAgent) runs(p *corev1.Pod) bool {
+	return p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning && p.Spec.NodeName == a.km.NodeName &&
+		p.Namespace == a.km.Namespace
 }
 
 // gone forgets a deleted pod.
@@ -238,13 +255,13 @@ func (a *kubeAgent) forget(uid types.UID) {
 	close(kp.stop)
 }
 
-// gpuPod is what the GPU manager tracks of a running Runway pod that
-// shares devices (its devices named by UUID: a fraction), and false for
-// any other pod. Whole-GPU pods get their devices from the device plugin,
-// which their spec does not name.
+// gpuPod is what the GPU manager tracks of a running Runway pod that holds
+// GPUs, and false for any other pod. A fraction's devices are the UUIDs the
+// runtime gave it; a whole-GPU pod's are the device plugin's choice, which
+// only the kubelet knows (its pod-resources API, asked once per pod; a
+// failed question is asked again at the informer's next resync).
 func (a *kubeAgent) gpuPod(p *corev1.Pod) (*gpuPod, bool) {
-	if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning || p.Spec.NodeName != a.km.NodeName ||
-		p.Namespace != a.km.Namespace {
+	if !a.runs(p) {
 		return nil, false
 	}
 	project, workload := p.Labels[kube.LabelProject], p.Labels[kube.LabelWorkload]
@@ -260,12 +277,24 @@ func (a *kubeAgent) gpuPod(p *corev1.Pod) (*gpuPod, bool) {
 			env[e.Name] = e.Value
 		}
 	}
-	for u := range strings.SplitSeq(env["NVIDIA_VISIBLE_DEVICES"], ",") {
+	uuids := strings.Split(env["NVIDIA_VISIBLE_DEVICES"], ",")
+	if b.FractionMilli <= 0 || b.FractionMilli >= 1000 {
+		if !wholeGPUs(p) {
+			return nil, false
+		}
+		ids, err := kubelet.Devices(a.ctx, a.km.PodResources, p.Namespace, p.Name, kube.ResourceGPU)
+		if err != nil {
+			a.log.Warn("the kubelet did not say which GPUs the pod holds", "pod", p.Namespace+"/"+p.Name, "err", err)
+			return nil, false
+		}
+		uuids, b.FractionMilli = ids, 1000
+	}
+	for _, u := range uuids {
 		if i := slices.IndexFunc(a.gpus.devices, func(d gpu.DeviceInfo) bool { return d.UUID == u }); i >= 0 {
 			b.Devices = append(b.Devices, a.gpus.devices[i].Index)
 		}
 	}
-	if len(b.Devices) == 0 || b.FractionMilli <= 0 || b.FractionMilli >= 1000 {
+	if len(b.Devices) == 0 {
 		return nil, false
 	}
 	request, _ := strconv.ParseInt(env[runner.EnvGPUMemoryLimit], 10, 64)
@@ -344,6 +373,16 @@ func (a *kubeAgent) advertise(ctx context.Context, addr string) {
 		}
 		backoff = min(2*backoff, 5*time.Second)
 	}
+}
+
+// wholeGPUs reports whether a pod asks the device plugin for GPUs.
+func wholeGPUs(p *corev1.Pod) bool {
+	for _, c := range p.Spec.Containers {
+		if q, ok := c.Resources.Limits[kube.ResourceGPU]; ok && q.Value() > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // kubePod is a followed pod's reports: what the GPU manager finds is
