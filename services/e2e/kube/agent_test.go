@@ -282,9 +282,10 @@ func (e *env) runAgent(t *testing.T, node string, gpus int, km agent.KubeMode) *
 	return reg
 }
 
-// removeCgroups removes the cgroup tree under root, deepest first, once
-// its processes are gone.
+// removeCgroups ends the processes left in the cgroup tree under root
+// (cgroup.kill) and removes the tree, deepest first.
 func removeCgroups(root string) {
+	_ = os.WriteFile(filepath.Join(root, "cgroup.kill"), []byte("1"), 0)
 	var dirs []string
 	_ = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
 		if err == nil && d.IsDir() {
