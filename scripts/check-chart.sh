@@ -76,6 +76,10 @@ for a in "- --runtime=kubernetes" "- --namespace=runway-workloads" "- --cgroup-r
   "- --tls-client-ca-file=/etc/runway/tls/ca.crt" "- --tls-agent-server-name=rw-runway-agent"; do has "$k" "$a"; done
 grep -q -- "--data-dir" "$k" && fail "kubernetes-mode agent: --data-dir rendered"
 [ "$(grep -c '^kind: Role$' "$k")" = 2 ] || fail "kubernetes-mode agent: want the reservation pods' Role and the agent's"
+has "$k" "kind: ValidatingAdmissionPolicy"
+has "$k" "kind: ValidatingAdmissionPolicyBinding"
+has "$k" 'request.userInfo.username == "system:serviceaccount:runway-system:rw-runway-agent"'
+grep -q '^kind: ValidatingAdmissionPolicy' "$out/local.yaml" && fail "local: the Kubernetes-mode agent's admission policy rendered"
 
 # Observability: every service's operations port behind the metrics token,
 # scrape annotations, the Grafana dashboard; the ServiceMonitor on request.

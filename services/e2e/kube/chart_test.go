@@ -97,6 +97,7 @@ func TestChartValidates(t *testing.T) {
 		}
 		if name == "the agent in Kubernetes mode" {
 			want["DaemonSet"], want["ServiceAccount"], want["Role"], want["RoleBinding"] = 1, 3, 2, 2
+			want["ValidatingAdmissionPolicy"], want["ValidatingAdmissionPolicyBinding"] = 1, 1
 		}
 		if name == "the metrics service" {
 			want["Deployment"], want["Service"] = 7, 7
