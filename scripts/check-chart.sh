@@ -2,7 +2,7 @@
 # Lints and renders the Helm chart, and checks what the renders must hold:
 # each service a Deployment, the scheduler with 2 replicas on the Kubernetes
 # runtime with the RBAC it needs, etcd TLS mounted, the agent DaemonSet on
-# GPU nodes when enabled (mutual TLS on its listener), TLS on every service by default (the identity
+# GPU nodes when enabled (mutual TLS on its listener; in Kubernetes mode with runtime kubernetes), TLS on every service by default (the identity
 # service among them), the gateway in front of them all, the metrics port, scrape annotations, the
 # Grafana dashboard and the ServiceMonitor, the metrics service (Prometheus URL, S3 bucket and
 # credentials) when enabled, and a clear failure without etcd endpoints.
@@ -18,6 +18,7 @@ has() { grep -qF -- "$2" "$1" || fail "$(basename "$1"): missing: $2"; }
 "$helm" template rw "$chart" --namespace runway-system >"$out/default.yaml"
 "$helm" template rw "$chart" --set agent.enabled=true --set scheduler.runtime=local \
   --set etcd.tls.enabled=false --set 'etcd.endpoints={http://etcd:2379}' >"$out/local.yaml"
+"$helm" template rw "$chart" --namespace runway-system --set agent.enabled=true >"$out/kubeagent.yaml"
 
 d=$out/default.yaml
 [ "$(grep -c '^kind: Deployment' "$d")" = 6 ] || fail "default: want 6 Deployments (identity, quota, workload, nodemanager, scheduler, gateway)"
@@ -61,6 +62,24 @@ has "$l" "- --tls-client-ca-file=/etc/runway/tls/ca.crt"
 has "$l" "- --tls-agent-server-name=rw-runway-agent"
 [ "$(grep -c -- '- --tls-cert-file=/etc/runway/tls/tls.crt' "$l")" = 7 ] || fail "local: want TLS on the 5 services, the gateway and the agent"
 grep -q -- '--tls-agent-server-name' "$d" && fail "default: --tls-agent-server-name rendered without agents"
+
+# The agent in Kubernetes mode (runtime kubernetes): the host's pids and
+# cgroup tree, the kubelet's logs read-only, not privileged, a
+# ServiceAccount that reads and annotates the workloads' pods only; no data
+# directory; its listener with mutual TLS as the local agent's.
+k=$out/kubeagent.yaml
+has "$k" "kind: DaemonSet"
+for a in "- --runtime=kubernetes" "- --namespace=runway-workloads" "- --cgroup-root=/host/sys/fs/cgroup" \
+  "- --log-root=/host/var/log/pods" "path: /var/log/pods" "path: /var/lib/kubelet/pod-resources" \
+  "- --pod-resources=/host/var/lib/kubelet/pod-resources/kubelet.sock" "hostPID: true" "privileged: false" "path: /sys/fs/cgroup" \
+  "serviceAccountName: rw-runway-agent" "verbs: [get, list, watch, patch]" "- --listen=0.0.0.0:7072" \
+  "- --tls-client-ca-file=/etc/runway/tls/ca.crt" "- --tls-agent-server-name=rw-runway-agent"; do has "$k" "$a"; done
+grep -q -- "--data-dir" "$k" && fail "kubernetes-mode agent: --data-dir rendered"
+[ "$(grep -c '^kind: Role$' "$k")" = 2 ] || fail "kubernetes-mode agent: want the reservation pods' Role and the agent's"
+has "$k" "kind: ValidatingAdmissionPolicy"
+has "$k" "kind: ValidatingAdmissionPolicyBinding"
+has "$k" 'request.userInfo.username == "system:serviceaccount:runway-system:rw-runway-agent"'
+grep -q '^kind: ValidatingAdmissionPolicy' "$out/local.yaml" && fail "local: the Kubernetes-mode agent's admission policy rendered"
 
 # Observability: every service's operations port behind the metrics token,
 # scrape annotations, the Grafana dashboard; the ServiceMonitor on request.

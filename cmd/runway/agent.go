@@ -37,7 +37,16 @@ root, each as an unprivileged uid of its own (--pod-uids), with only the
 RUNWAY_* variables, the workload's env and a minimal PATH/HOME, in a working
 directory under --work-dir, every descendant followed by a cgroup of its own
 where cgroup v2 is writable (else by session). "auto" (the default):
-containers when an engine answers, else processes.
+containers when an engine answers, else processes. "kubernetes": the agent of
+a Kubernetes node, run by the chart's DaemonSet where the scheduler runs the
+Kubernetes runtime: --node is the Kubernetes node's name, the kubelet runs the
+pods and the runtime registers the node and reports the pods' phases; the
+agent finds the processes of the Runway pods on its node (--namespace) by
+their cgroup (--proc-root, --cgroup-root: the host's, with hostPID), kills a
+pod over its GPU memory slice and annotates it with why, freezes and thaws
+pods' cgroups for time-slicing, exports the GPU metrics and idle time, and
+serves the kubelet's log files (--log-root) on --listen as the pods' output;
+it needs no --data-dir.
 
 With --tls-cert-file and --tls-key-file it serves --listen over TLS only, and
 with --tls-client-ca-file only to callers presenting a certificate of that CA
@@ -50,7 +59,8 @@ with its lease.`,
 		Example: `  runway agent --node gpu-1 --etcd-endpoints 127.0.0.1:2379 --data-dir /var/lib/runway --metrics-listen :9400
   runway agent --node gpu-1 --etcd-endpoints 127.0.0.1:2379 --data-dir /var/lib/runway --listen :7072 \
     --tls-cert-file agent.crt --tls-key-file agent.key --tls-client-ca-file ca.crt
-  runway agent --node sim-1 --etcd-endpoints 127.0.0.1:2379 --gpu-backend simulated --gpus 8 --data-dir /tmp/sim-1`,
+  runway agent --node sim-1 --etcd-endpoints 127.0.0.1:2379 --gpu-backend simulated --gpus 8 --data-dir /tmp/sim-1
+  runway agent --runtime kubernetes --node "$NODE_NAME" --namespace runway-workloads --etcd-endpoints etcd:2379`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := untilSignal(cmd.Context())
@@ -59,7 +69,7 @@ with its lease.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&cfg.Node, "node", "", "node id, 1-63 characters of [a-z0-9-] (required)")
+	f.StringVar(&cfg.Node, "node", "", "node id, 1-63 characters of [a-z0-9-]; with --runtime kubernetes, the Kubernetes node's name (required)")
 	f.StringSliceVar(&cfg.EtcdEndpoints, "etcd-endpoints", nil, "etcd client endpoints, comma-separated (required)")
 	f.StringVar(&cfg.EtcdTLS.CAFile, "etcd-ca-file", "", "CA bundle that verifies etcd's certificate (TLS to etcd)")
 	f.StringVar(&cfg.EtcdTLS.CertFile, "etcd-cert-file", "", "client certificate for etcd")
@@ -73,7 +83,13 @@ with its lease.`,
 	f.StringToStringVar(&cfg.Labels, "label", nil, "node label K=V (repeatable): run.ai/type=dgx, or what a pool's node selector matches")
 	f.StringVar(&cfg.DataDir, "data-dir", "", "the agent's own directory: pod logs and records, never readable by pods (required)")
 	f.StringVar(&cfg.WorkDir, "work-dir", "", "directory of the pods' working directories, outside --data-dir (default $TMPDIR/runway-pods/HASH)")
-	f.StringVar(&cfg.Runtime, "runtime", server.RuntimeAuto, "how pods run: auto (containers when a Docker Engine API answers, else host processes), container or process")
+	f.StringVar(&cfg.Runtime, "runtime", server.RuntimeAuto, "how pods run: auto (containers when a Docker Engine API answers, else host processes), container, process, or kubernetes (the kubelet runs them; the agent enforces their GPU slices)")
+	f.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "with --runtime kubernetes: kubeconfig file (default: the in-cluster config)")
+	f.StringVar(&cfg.KubeNamespace, "namespace", "", "with --runtime kubernetes: Runway's workload namespace (default runway)")
+	f.StringVar(&cfg.ProcRoot, "proc-root", "", "with --runtime kubernetes: the host's /proc (default /proc; run with hostPID)")
+	f.StringVar(&cfg.CgroupRoot, "cgroup-root", "", "with --runtime kubernetes: the host's cgroup mount (default /sys/fs/cgroup)")
+	f.StringVar(&cfg.PodResources, "pod-resources", "", "with --runtime kubernetes: the kubelet's pod-resources socket, which says the GPUs of whole-GPU pods (default /var/lib/kubelet/pod-resources/kubelet.sock)")
+	f.StringVar(&cfg.LogRoot, "log-root", "", "with --runtime kubernetes: the kubelet's pod logs, served as the pods' output (default /var/log/pods)")
 	f.StringVar(&cfg.RunAsUser, "run-as-user", local.DefaultUser, "when root and --pod-uids is empty, pods run as this unprivileged user")
 	f.StringVar(&cfg.PodUIDs, "pod-uids", fmt.Sprintf("%d-%d", local.DefaultUIDs.First, local.DefaultUIDs.Last),
 		"when root, each running pod gets a uid and gid of its own from FIRST-LAST (empty: all run as --run-as-user)")
@@ -82,6 +98,5 @@ with its lease.`,
 	f.StringVar(&cfg.AdvertiseAddress, "advertise-address", "", "HOST or HOST:PORT the workload service reaches the agent at (default: --listen's address; the host name when it listens on every interface)")
 	_ = cmd.MarkFlagRequired("node")
 	_ = cmd.MarkFlagRequired("etcd-endpoints")
-	_ = cmd.MarkFlagRequired("data-dir")
 	return cmd
 }

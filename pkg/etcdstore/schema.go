@@ -97,6 +97,10 @@ const (
 	// pods (32 random bytes, made once): a pod in a project's namespace is
 	// Runway's only with a mark made with it.
 	KeyKubePodMark = Root + "kubernetes/pod-mark-key"
+	// PrefixAgents holds the address of each Kubernetes node's agent
+	// (Kubernetes mode: the runtime writes the node key), under the
+	// agent's lease.
+	PrefixAgents = Root + "agents/" // {node}
 
 	// Identity service.
 	PrefixUsers        = Root + "users/"        // {user}
@@ -150,6 +154,7 @@ var prefixes = []PrefixInfo{
 	{PrefixDrains, OwnerNodeManager, false, "drain requests by node"},
 	{PrefixPlans, OwnerNodeManager, false, "time-slicing plan (TimeSlicePlan) by node"},
 	{KeyKubePodMark, OwnerNodeManager, true, "the Kubernetes runtime's key for its pods' marks (made once)"},
+	{PrefixAgents, OwnerNodeManager, false, "address of a Kubernetes node's agent by node, leased"},
 	{PrefixUsers, OwnerIdentity, false, "User by id"},
 	{PrefixApplications, OwnerIdentity, false, "Application by id"},
 	{PrefixAccessRules, OwnerIdentity, false, "AccessRule by id"},

@@ -51,8 +51,12 @@ func Snapshot() map[int]Proc {
 
 // Read reads one process by its pid (decimal); false when it is gone or a
 // zombie.
-func Read(pid string) (Proc, bool) {
-	b, err := os.ReadFile("/proc/" + pid + "/stat")
+func Read(pid string) (Proc, bool) { return ReadIn("/proc", pid) }
+
+// ReadIn is Read under another proc mount (a host's /proc seen from a
+// container, or a test's tree).
+func ReadIn(root, pid string) (Proc, bool) {
+	b, err := os.ReadFile(root + "/" + pid + "/stat")
 	if err != nil {
 		return Proc{}, false
 	}

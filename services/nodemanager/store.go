@@ -39,6 +39,10 @@ func drainKey(node string) string { return etcdstore.PrefixDrains + node }
 func leaseKey(node string) string { return etcdstore.PrefixLeases + node }
 func nodeKey(node string) string  { return etcdstore.PrefixNodes + node }
 
+// AgentKey is the key of the address of a Kubernetes node's agent (its
+// pod output), which that agent keeps under a lease of its own.
+func AgentKey(node string) string { return etcdstore.PrefixAgents + node }
+
 // RunKey is the key of one pod's run report.
 func RunKey(node, project, workload string, pod int) string {
 	return etcdstore.PrefixRuns + node + "/" + project + "." + workload + "." + strconv.Itoa(pod)

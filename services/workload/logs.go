@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 
 	commonv1 "github.com/runwayhq/runway/gen/go/runway/common/v1"
@@ -68,17 +70,31 @@ func (s *Server) ReadWorkloadLogs(req *workloadv1.ReadWorkloadLogsRequest, strea
 		With("podIndex", fmt.Sprint(req.GetPodIndex()))
 }
 
-// agents are the registered nodes that serve NodeAgentService.
+// agents are the registered nodes that serve NodeAgentService: a node's
+// agent_address, else (a Kubernetes node, whose key the runtime writes)
+// the address its agent keeps in agents/<node>.
 func (s *Server) agents(ctx context.Context) ([]*nodemanagerv1.Node, error) {
 	c := etcdstore.NewCollection(s.store.client, etcdstore.PrefixNodes, func() *nodemanagerv1.Node { return new(nodemanagerv1.Node) })
 	items, _, err := c.ListAll(ctx, "")
 	if err != nil {
 		return nil, fmt.Errorf("read nodes: %w", err)
 	}
+	resp, err := s.store.client.Get(ctx, etcdstore.PrefixAgents, clientv3.WithPrefix())
+	if err != nil {
+		return nil, fmt.Errorf("read agent addresses: %w", err)
+	}
+	kube := map[string]string{}
+	for _, kv := range resp.Kvs {
+		kube[strings.TrimPrefix(string(kv.Key), etcdstore.PrefixAgents)] = string(kv.Value)
+	}
 	var out []*nodemanagerv1.Node
 	for _, it := range items {
-		if it.Msg.GetAgentAddress() != "" {
-			out = append(out, it.Msg)
+		n := it.Msg
+		if addr := kube[it.ID]; n.GetAgentAddress() == "" && addr != "" {
+			n.AgentAddress = addr
+		}
+		if n.GetAgentAddress() != "" {
+			out = append(out, n)
 		}
 	}
 	return out, nil

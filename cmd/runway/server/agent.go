@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 
+	"k8s.io/client-go/kubernetes"
+
 	"github.com/runwayhq/runway/pkg/auth"
 	"github.com/runwayhq/runway/pkg/gpu"
 	"github.com/runwayhq/runway/pkg/gpu/nvidia"
@@ -13,8 +15,10 @@ import (
 	"github.com/runwayhq/runway/pkg/gpumetrics"
 	"github.com/runwayhq/runway/pkg/metrics"
 	"github.com/runwayhq/runway/pkg/runner/container"
+	"github.com/runwayhq/runway/pkg/runner/kubelet"
 	"github.com/runwayhq/runway/pkg/runner/local"
 	"github.com/runwayhq/runway/services/nodemanager/agent"
+	"github.com/runwayhq/runway/services/nodemanager/kube"
 )
 
 // GPU backends an agent can use (AgentConfig.GPUBackend).
@@ -95,8 +99,25 @@ type AgentConfig struct {
 	// agent.Config.MPSPipeDir); empty when there is none.
 	MPSPipeDir string
 	// Runtime is RuntimeAuto (when empty), RuntimeContainer or
-	// RuntimeProcess (ResolveRuntime).
+	// RuntimeProcess (ResolveRuntime), or RuntimeKubernetes: the agent of
+	// a Kubernetes node (agent.KubeMode), where Node is the Kubernetes
+	// node's name and the pods are the kubelet's.
 	Runtime string
+	// Kubeconfig is the Kubernetes client's kubeconfig file
+	// (RuntimeKubernetes); empty: the in-cluster config.
+	Kubeconfig string
+	// KubeNamespace is Runway's workload namespace (RuntimeKubernetes;
+	// kube.DefaultNamespace when empty).
+	KubeNamespace string
+	// ProcRoot and CgroupRoot are where the host's processes and cgroups
+	// are seen (RuntimeKubernetes; /proc and /sys/fs/cgroup when empty).
+	ProcRoot, CgroupRoot string
+	// LogRoot is the kubelet's pod log directory (RuntimeKubernetes;
+	// agent.DefaultLogRoot when empty).
+	LogRoot string
+	// PodResources is the kubelet's pod-resources socket
+	// (RuntimeKubernetes; kubelet.DefaultPodResources when empty).
+	PodResources string
 	// Logger; slog.Default() when nil.
 	Logger *slog.Logger
 }
@@ -104,7 +125,7 @@ type AgentConfig struct {
 // RunAgent connects to etcd and runs the agent until ctx ends; it returns
 // nil then, or the agent's error.
 func RunAgent(ctx context.Context, cfg AgentConfig) error {
-	if cfg.DataDir == "" {
+	if cfg.DataDir == "" && cfg.Runtime != RuntimeKubernetes {
 		return errors.New("--data-dir is required")
 	}
 	if cfg.Logger == nil {
@@ -118,8 +139,17 @@ func RunAgent(ctx context.Context, cfg AgentConfig) error {
 	if err != nil {
 		return err
 	}
-	engine, err := ResolveRuntime(ctx, cfg.Runtime)
-	if err != nil {
+	var km *agent.KubeMode
+	engine := ""
+	if cfg.Runtime == RuntimeKubernetes {
+		if km, err = kubeMode(cfg); err != nil {
+			return err
+		}
+		cfg.Node = kube.NodeID(km.NodeName)
+		if cfg.Node == "" {
+			return fmt.Errorf("--node %q: not a Kubernetes node name Runway can use", km.NodeName)
+		}
+	} else if engine, err = ResolveRuntime(ctx, cfg.Runtime); err != nil {
 		return err
 	}
 	backend, closeBackend, err := openBackend(cfg)
@@ -134,7 +164,7 @@ func RunAgent(ctx context.Context, cfg AgentConfig) error {
 	defer cli.Close()
 	acfg := agent.Config{Node: cfg.Node, Pool: cfg.Pool, Labels: cfg.Labels, Client: cli, DataDir: cfg.DataDir, Listen: cfg.Listen,
 		WorkDir: cfg.WorkDir, User: cfg.RunAsUser, PodUIDs: uids, AdvertiseAddress: cfg.AdvertiseAddress,
-		Backend: backend, MPSPipeDir: cfg.MPSPipeDir, Engine: engine, TLS: listenTLS, Logger: cfg.Logger}
+		Backend: backend, MPSPipeDir: cfg.MPSPipeDir, Engine: engine, TLS: listenTLS, Logger: cfg.Logger, Kube: km}
 	var ops *metrics.Ops
 	if cfg.MetricsListen != "" {
 		reg, err := metrics.NewRegistry()
@@ -167,6 +197,21 @@ func RunAgent(ctx context.Context, cfg AgentConfig) error {
 		g.Go("metrics", ops.Serve)
 	}
 	return g.Wait()
+}
+
+// kubeMode is the Kubernetes mode of the agent of node cfg.Node.
+func kubeMode(cfg AgentConfig) (*agent.KubeMode, error) {
+	rc, err := kubeClientConfig(cfg.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return &agent.KubeMode{Client: cs, NodeName: cfg.Node, Namespace: cfg.KubeNamespace,
+		Procs: kubelet.Config{ProcRoot: cfg.ProcRoot, CgroupRoot: cfg.CgroupRoot}, LogRoot: cfg.LogRoot,
+		PodResources: cfg.PodResources}, nil
 }
 
 // openBackend picks the GPU backend, saying in the log when auto falls

@@ -94,15 +94,9 @@ const (
 // kubeRuntime returns the function the scheduler runs while it leads: the
 // Kubernetes runtime, creating users' pods' workloads through workloads.
 func kubeRuntime(k KubeConfig, etcd *clientv3.Client, workloads *grpc.ClientConn, log *slog.Logger) (func(context.Context) error, error) {
-	var rc *rest.Config
-	var err error
-	if k.Kubeconfig != "" {
-		rc, err = clientcmd.BuildConfigFromFlags("", k.Kubeconfig)
-	} else {
-		rc, err = rest.InClusterConfig()
-	}
+	rc, err := kubeClientConfig(k.Kubeconfig)
 	if err != nil {
-		return nil, fmt.Errorf("kubernetes client config: %w", err)
+		return nil, err
 	}
 	if workloads == nil {
 		return nil, errors.New("the kubernetes runtime needs the workload service's address (--workload-server)")
@@ -130,6 +124,22 @@ func kubeRuntime(k KubeConfig, etcd *clientv3.Client, workloads *grpc.ClientConn
 		Namespace: k.Namespace, DeleteGrace: k.DeleteGrace, LeaseTTL: k.LeaseTTL, Workers: k.Workers, Logger: log,
 		Tolerations: tolerations, ReservationImage: k.ReservationImage}
 	return func(ctx context.Context) error { return kube.Run(ctx, cfg) }, nil
+}
+
+// kubeClientConfig is the client config of a kubeconfig file, or the
+// in-cluster one (a pod's service account) when kubeconfig is empty.
+func kubeClientConfig(kubeconfig string) (*rest.Config, error) {
+	var rc *rest.Config
+	var err error
+	if kubeconfig != "" {
+		rc, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	} else {
+		rc, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client config: %w", err)
+	}
+	return rc, nil
 }
 
 // ReserveGPU is a reservation pod's container: it reports the GPU the

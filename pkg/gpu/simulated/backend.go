@@ -37,6 +37,9 @@ type Config struct {
 	// Node seeds the UUIDs so that devices of different simulated nodes
 	// differ; may be empty.
 	Node string
+	// UUID names device i (GPU-sim-{Node}-{i} when nil): a test gives the
+	// devices the UUIDs its stand-in device plugin hands out.
+	UUID func(i int) string
 }
 
 // Backend is a fixed set of simulated devices. It is safe for concurrent
@@ -92,6 +95,9 @@ func New(cfg Config) *Backend {
 			UUID:        fmt.Sprintf("GPU-sim-%s-%d", cfg.Node, i),
 			Model:       cfg.Model,
 			MemoryBytes: cfg.MemoryBytes,
+		}
+		if cfg.UUID != nil {
+			b.devices[i].UUID = cfg.UUID(i)
 		}
 	}
 	return b

@@ -98,7 +98,8 @@ func (c *chart) create(obj *unstructured.Unstructured, ns string, dryRun bool) e
 }
 
 // TestChartValidates sends every object the Helm chart renders (defaults,
-// and the agent DaemonSet with the local runtime) to the API server as a
+// and the agent DaemonSet with the local runtime and in Kubernetes mode) to
+// the API server as a
 // server-side dry run: the server's own validation accepts the manifests.
 func TestChartValidates(t *testing.T) {
 	c := newChart(t)
@@ -110,6 +111,7 @@ func TestChartValidates(t *testing.T) {
 	for name, args := range map[string][]string{
 		"defaults":                     nil,
 		"local runtime with the agent": {"--set", "agent.enabled=true", "--set", "scheduler.runtime=local"},
+		"the agent in Kubernetes mode": {"--set", "agent.enabled=true"},
 		"plaintext":                    {"--set", "tls.enabled=false"},
 		"mutual TLS and SSO":           {"--set", "tls.mutual=true", "--set", "identity.oidc.issuer=https://login.example.com", "--set", "identity.oidc.clientId=runway"},
 		"the metrics service": {"--set", "metricsService.enabled=true", "--set", "metricsService.prometheusUrl=http://prometheus:9090",
@@ -132,6 +134,10 @@ func TestChartValidates(t *testing.T) {
 			"Role": 1, "RoleBinding": 1, "ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1}
 		if name == "local runtime with the agent" {
 			want["DaemonSet"] = 1
+		}
+		if name == "the agent in Kubernetes mode" {
+			want["DaemonSet"], want["ServiceAccount"], want["Role"], want["RoleBinding"] = 1, 3, 2, 2
+			want["ValidatingAdmissionPolicy"], want["ValidatingAdmissionPolicyBinding"] = 2, 2
 		}
 		if name == "the metrics service" {
 			want["Deployment"], want["Service"] = 7, 7

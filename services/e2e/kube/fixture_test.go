@@ -37,6 +37,7 @@ type env struct {
 	projectOf map[string]string
 	projects  []string // the projects made, whose namespaces' pods go at cleanup
 	tolerate  []string // the runtime's global tolerations (KubeConfig.Tolerations), set before start
+	dir       string   // Runway's data directory (its etcd answers on dir/etcd/client.sock)
 }
 
 // projectNamespace waits until Runway has made the project's namespace,
@@ -100,7 +101,8 @@ func (e *env) start(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan [2]string, 1)
 	done := make(chan error, 1)
-	cfg := server.DevConfig{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Logger: quiet,
+	e.dir = t.TempDir()
+	cfg := server.DevConfig{DataDir: e.dir, Listen: "127.0.0.1:0", Logger: quiet,
 		EtcdOptions: []etcdtest.Option{etcdtest.WithTestSpeedups(), etcdtest.WithLogger(zap.NewNop())},
 		Scheduler:   scheduler.Config{Interval: 100 * time.Millisecond, Debounce: 10 * time.Millisecond},
 		Kube: &server.KubeConfig{Kubeconfig: cluster.Kubeconfig, Namespace: e.ns, DeleteGrace: 30 * time.Second, LeaseTTL: 5 * time.Second,

@@ -109,6 +109,13 @@ type Config struct {
 	// (pkg/auth's guard); nil serves it to anyone.
 	Auth       grpc.UnaryServerInterceptor
 	AuthStream grpc.StreamServerInterceptor
+	// Kube, when set, runs the agent in Kubernetes mode (KubeMode): the
+	// kubelet runs the pods, the agent holds the Runway pods on its node
+	// to their GPU memory slices and time-slicing plans and reports their
+	// GPU metrics and idle time; it registers no node and runs nothing.
+	// DataDir and the runtime fields are not used; Listen serves the
+	// kubelet's log files of those pods.
+	Kube *KubeMode
 	// Logger; slog.Default() when nil.
 	Logger *slog.Logger
 }
@@ -119,6 +126,9 @@ type Config struct {
 func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.check(); err != nil {
 		return err
+	}
+	if cfg.Kube != nil {
+		return runKube(ctx, cfg)
 	}
 	node, devices, err := cfg.node()
 	if err != nil {
@@ -135,18 +145,11 @@ func Run(ctx context.Context, cfg Config) error {
 	running := &runningPods{}
 	served := make(chan error, 1)
 	if cfg.Listen != "" {
-		srv, err := grpcserver.New(grpcserver.Config{Listen: cfg.Listen, Logger: cfg.Logger, ShutdownTimeout: time.Second,
-			Auth: cfg.Auth, AuthStream: cfg.AuthStream, TLS: cfg.TLS})
+		srv, addr, err := cfg.listen(&logServer{client: cfg.Client, find: runnerLogs(r, running)})
 		if err != nil {
-			return fmt.Errorf("agent: %w", err)
+			return err
 		}
-		srv.Register(func(g *grpc.Server) {
-			nodemanagerv1.RegisterNodeAgentServiceServer(g, &logServer{client: cfg.Client, runner: r, running: running})
-		})
-		if node.AgentAddress, err = advertised(cfg.AdvertiseAddress, srv.Addr()); err != nil {
-			_ = srv.Close()
-			return fmt.Errorf("agent: %w", err)
-		}
+		node.AgentAddress = addr
 		go func() { served <- srv.Serve(ctx) }()
 	} else {
 		served <- nil
@@ -164,7 +167,7 @@ func Run(ctx context.Context, cfg Config) error {
 			}
 		}
 	}()
-	g := newGPUManager(cfg, devices, r, log)
+	g := newGPUManager(cfg, devices, runnerCPU(r), log)
 	g.health = health
 	sampled := make(chan struct{})
 	go func() { defer close(sampled); g.run(ctx) }()
@@ -194,6 +197,23 @@ func Run(ctx context.Context, cfg Config) error {
 	return err
 }
 
+// listen serves the NodeAgentService (pod output) on cfg.Listen, and says
+// at which address the workload service reaches it.
+func (cfg *Config) listen(ls *logServer) (*grpcserver.Server, string, error) {
+	srv, err := grpcserver.New(grpcserver.Config{Listen: cfg.Listen, Logger: cfg.Logger, ShutdownTimeout: time.Second,
+		Auth: cfg.Auth, AuthStream: cfg.AuthStream, TLS: cfg.TLS})
+	if err != nil {
+		return nil, "", fmt.Errorf("agent: %w", err)
+	}
+	srv.Register(func(g *grpc.Server) { nodemanagerv1.RegisterNodeAgentServiceServer(g, ls) })
+	addr, err := advertised(cfg.AdvertiseAddress, srv.Addr())
+	if err != nil {
+		_ = srv.Close()
+		return nil, "", fmt.Errorf("agent: %w", err)
+	}
+	return srv, addr, nil
+}
+
 // runner is the pods' runtime: containers on cfg.Engine, else local
 // processes.
 func (cfg *Config) runner(ctx context.Context) (runner.Runner, error) {
@@ -212,7 +232,7 @@ func (cfg *Config) check() error {
 		return errors.New("agent: Config.Backend is nil")
 	case cfg.Client == nil:
 		return errors.New("agent: Config.Client is nil")
-	case cfg.DataDir == "":
+	case cfg.DataDir == "" && cfg.Kube == nil:
 		return errors.New("agent: Config.DataDir is empty")
 	}
 	if cfg.LeaseTTL <= 0 {

@@ -21,6 +21,12 @@
 //	        their memory slice, track idle time, export metrics, compute and
 //	        enforce each shared device's time-slicing plan, publish plans/<node>
 //
+// In Kubernetes mode (Config.Kube, kube.go) the kubelet runs the pods and
+// the Kubernetes runtime registers the node and reports the pods: the agent
+// then only follows the Runway pods on its node (a pod informer, their
+// processes by cgroup through pkg/runner/kubelet) with the same GPU
+// manager, and writes what it finds on the pods' annotations.
+//
 // Cancelling Run's context stops the pods it started but does not revoke
 // the lease: a killed agent and a cancelled one look the same to the
 // cluster, and the node key expires with the lease TTL.

@@ -30,12 +30,47 @@ const DefaultSampleInterval = time.Second
 
 // gpuPod is a running pod that holds GPUs, as the GPU manager tracks it.
 type gpuPod struct {
-	id    string // {workload uid}.{pod}
+	id    string // {workload uid}.{pod}; a Kubernetes pod's UID
 	b     nodemanager.Binding
-	proc  runner.Pod
+	proc  podProcs
 	limit int64 // device memory it may hold on each device; 0 is no limit
-	run   *podRun
+	run   podReports
 	idle  *gpumetrics.Idle // touched by the sampling loop only
+}
+
+// podProcs is what the GPU manager needs of a pod's processes: a
+// runner.Pod the agent started, or a pod the kubelet runs
+// (kubelet.Pod).
+type podProcs interface {
+	Pid() int
+	Dir() string
+	Owns(pid int) bool
+	timeslicer.Group
+}
+
+// podReports is where the GPU manager's findings about a pod go: the run
+// reports of a pod the agent runs (podRun), or the annotations of a
+// Kubernetes pod (kubePod).
+type podReports interface {
+	// outOfMemory ends the pod for reason.
+	outOfMemory(reason string)
+	// idleChanged reports the pod's new GPU idle time.
+	idleChanged(idle time.Duration)
+}
+
+// cpuMeter is the CPU time of each pod in one pass for all (at most one
+// walk of /proc).
+type cpuMeter func(ps []podProcs) []time.Duration
+
+// runnerCPU measures the pods of r, which are all runner.Pods.
+func runnerCPU(r runner.Runner) cpuMeter {
+	return func(ps []podProcs) []time.Duration {
+		procs := make([]runner.Pod, len(ps))
+		for i, p := range ps {
+			procs[i] = p.(runner.Pod)
+		}
+		return r.CPU(procs...)
+	}
 }
 
 // gpuManager samples the node's GPUs for the pods on them: it ends a pod
@@ -45,7 +80,7 @@ type gpuPod struct {
 type gpuManager struct {
 	cfg     Config
 	devices []gpu.DeviceInfo
-	runner  runner.Runner
+	cpu     cpuMeter
 	log     *slog.Logger
 
 	mu   sync.Mutex
@@ -69,8 +104,8 @@ type enforcer struct {
 	done   chan struct{}
 }
 
-func newGPUManager(cfg Config, devices []gpu.DeviceInfo, r runner.Runner, log *slog.Logger) *gpuManager {
-	return &gpuManager{cfg: cfg, devices: devices, runner: r, log: log, pods: map[string]*gpuPod{},
+func newGPUManager(cfg Config, devices []gpu.DeviceInfo, cpu cpuMeter, log *slog.Logger) *gpuManager {
+	return &gpuManager{cfg: cfg, devices: devices, cpu: cpu, log: log, pods: map[string]*gpuPod{},
 		enforcers: map[int]*enforcer{}, plans: map[int]timeslice.Plan{}, series: map[gpumetrics.Series]bool{}}
 }
 
@@ -192,12 +227,12 @@ func onDevice(pods []*gpuPod, d int) []*gpuPod {
 // once for all devices (at most one walk of /proc).
 func (g *gpuManager) sample(pods []*gpuPod) {
 	now := time.Now()
-	procs := make([]runner.Pod, len(pods))
+	procs := make([]podProcs, len(pods))
 	for i, p := range pods {
 		procs[i] = p.proc
 	}
 	cpu := map[string]time.Duration{}
-	for i, d := range g.runner.CPU(procs...) {
+	for i, d := range g.cpu(procs) {
 		cpu[pods[i].id] = d
 	}
 	podUtil := map[string]float64{}

@@ -31,12 +31,29 @@ const logChunk = 32 << 10
 
 // logServer is the agent's NodeAgentService: pod output from the log files
 // the local runner keeps in each pod's directory (they stay after the pod
-// ends, so the output of finished and preempted pods can still be read).
+// ends, so the output of finished and preempted pods can still be read),
+// or (Kubernetes mode) the kubelet's.
 type logServer struct {
 	nodemanagerv1.UnimplementedNodeAgentServiceServer
-	client  *clientv3.Client
-	runner  runner.Runner
-	running *runningPods
+	client *clientv3.Client
+	// find is the log file of pod index of workload w; path "" when the
+	// node has none.
+	find func(w *workloadv1.Workload, index int) logFile
+}
+
+// logFile is one pod's log.
+type logFile struct {
+	path  string
+	alive func() bool // whether the pod still runs: a followed log ends when it stops
+	cri   bool        // the kubelet's CRI lines, served as the text the container wrote
+}
+
+// runnerLogs finds the logs the runner keeps.
+func runnerLogs(r runner.Runner, running *runningPods) func(*workloadv1.Workload, int) logFile {
+	return func(w *workloadv1.Workload, index int) logFile {
+		id := podID(w.GetUid(), index)
+		return logFile{path: filepath.Join(r.RecordDir(id), runner.LogName), alive: func() bool { return running.has(id) }}
+	}
 }
 
 // runningPods is the set of pods (by runner id) whose process is alive:
@@ -79,7 +96,11 @@ func (s *logServer) ReadPodLogs(req *nodemanagerv1.ReadPodLogsRequest, stream no
 		return fmt.Errorf("read workload %s: %w", req.GetWorkload(), err)
 	}
 	id := podID(w.Msg.GetUid(), int(req.GetPodIndex()))
-	f, err := os.Open(filepath.Join(s.runner.RecordDir(id), runner.LogName))
+	lf := s.find(w.Msg, int(req.GetPodIndex()))
+	if lf.path == "" {
+		return noLogs
+	}
+	f, err := os.Open(lf.path)
 	if errors.Is(err, os.ErrNotExist) {
 		return noLogs
 	}
@@ -96,11 +117,20 @@ func (s *logServer) ReadPodLogs(req *nodemanagerv1.ReadPodLogsRequest, stream no
 			return fmt.Errorf("read pod %s's log: %w", id, err)
 		}
 	}
+	var text criText
+	send := func(b []byte) error {
+		if lf.cri {
+			if b = text.decode(b); len(b) == 0 {
+				return nil
+			}
+		}
+		return stream.Send(&nodemanagerv1.ReadPodLogsResponse{Data: bytes.Clone(b)})
+	}
 	buf := make([]byte, logChunk)
 	for {
 		n, err := f.Read(buf)
 		if n > 0 {
-			if err := stream.Send(&nodemanagerv1.ReadPodLogsResponse{Data: bytes.Clone(buf[:n])}); err != nil {
+			if err := send(buf[:n]); err != nil {
 				return err
 			}
 			continue
@@ -113,7 +143,7 @@ func (s *logServer) ReadPodLogs(req *nodemanagerv1.ReadPodLogsRequest, stream no
 		if !req.GetFollow() {
 			return nil
 		}
-		alive := s.running.has(id)
+		alive := lf.alive()
 		select {
 		case <-stream.Context().Done():
 			return nil
@@ -121,7 +151,7 @@ func (s *logServer) ReadPodLogs(req *nodemanagerv1.ReadPodLogsRequest, stream no
 		}
 		if !alive {
 			if n, _ := f.Read(buf); n > 0 {
-				if err := stream.Send(&nodemanagerv1.ReadPodLogsResponse{Data: bytes.Clone(buf[:n])}); err != nil {
+				if err := send(buf[:n]); err != nil {
 					return err
 				}
 				continue
@@ -129,6 +159,46 @@ func (s *logServer) ReadPodLogs(req *nodemanagerv1.ReadPodLogsRequest, stream no
 			return nil
 		}
 	}
+}
+
+// criText turns the kubelet's CRI log lines ("<time> <stream> <F|P>
+// <text>") back into the text the container wrote (a P line is a part
+// that the next line continues), across reads that split lines.
+type criText struct{ rest []byte }
+
+// maxCRILine bounds a line held across reads; the kubelet writes at most
+// 16 KiB of text per line, so a longer one is not its and goes as is.
+const maxCRILine = 64 << 10
+
+func (c *criText) decode(b []byte) []byte {
+	b = append(c.rest, b...)
+	var out []byte
+	for {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			break
+		}
+		f := bytes.SplitN(b[:i], []byte(" "), 4)
+		cri := len(f) >= 3 && (string(f[1]) == "stdout" || string(f[1]) == "stderr") &&
+			(string(f[2]) == "F" || string(f[2]) == "P")
+		switch {
+		case !cri:
+			out = append(out, b[:i+1]...)
+		default:
+			if len(f) == 4 {
+				out = append(out, f[3]...)
+			}
+			if string(f[2]) == "F" {
+				out = append(out, '\n')
+			}
+		}
+		b = b[i+1:]
+	}
+	if len(b) > maxCRILine {
+		out, b = append(out, b...), nil
+	}
+	c.rest = append(c.rest[:0:0], b...)
+	return out
 }
 
 // tailOffset is where the last n lines of f begin (a final line without a

@@ -53,3 +53,29 @@ func trim(s string) string {
 	}
 	return s
 }
+
+// The kubelet's CRI lines come back as the container's text, whatever
+// read splits them: a P line is continued by the next, stdout and stderr
+// interleave, a line not in the format goes as is.
+func TestCRIText(t *testing.T) {
+	in := "2026-12-01T10:00:00.1Z stdout P step 1 \n" +
+		"2026-12-01T10:00:00.2Z stdout F of 10\n" +
+		"2026-12-01T10:00:00.3Z stderr F warning: slow\n" +
+		"2026-12-01T10:00:00.4Z stdout F\n" +
+		"not a CRI line\n" +
+		"2026-12-01T10:00:00.5Z stdout F last"
+	want := "step 1 of 10\nwarning: slow\n\nnot a CRI line\n"
+	for _, size := range []int{1, 7, 64, len(in)} {
+		var c criText
+		var got []byte
+		for b := []byte(in); len(b) > 0; b = b[min(size, len(b)):] {
+			got = append(got, c.decode(b[:min(size, len(b))])...)
+		}
+		if string(got) != want {
+			t.Errorf("reads of %d bytes: %q, want %q", size, got, want)
+		}
+		if string(c.rest) != "2026-12-01T10:00:00.5Z stdout F last" {
+			t.Errorf("reads of %d bytes: held %q, want the unfinished last line", size, c.rest)
+		}
+	}
+}

@@ -87,7 +87,7 @@ func TestImpostorTakesThePodName(t *testing.T) {
 		key: "n1/team-a.train.0", rev: 42}
 	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{indexForeign: func(any) ([]string, error) { return nil, nil }})
 	r := &runtime{cfg: Config{Namespace: "runway", Etcd: etcd}, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		marker: m, pods: corelisters.NewPodLister(idx), podIdx: idx, reported: map[string]workloadv1.PodState{}}
+		marker: m, pods: corelisters.NewPodLister(idx), podIdx: idx, reported: map[string]runReport{}}
 	impostor := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: m.podName(b.Binding, b.rev), Namespace: ProjectNamespace("team-a"),
 			Labels:      map[string]string{LabelProject: "team-a", LabelWorkload: "train", LabelPodIndex: "0"},

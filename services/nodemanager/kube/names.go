@@ -51,7 +51,19 @@ const (
 	// device plugin gave it, reported from inside the pod (its
 	// NVIDIA_VISIBLE_DEVICES); the fractions on that GPU get it.
 	AnnotationGPUUUID = "runway.io/gpu-uuid"
+	// AnnotationEndedByAgent on a pod in Runway's namespace says why the
+	// node agent (Kubernetes mode) killed it, for example over its GPU
+	// memory slice: the runtime reports the pod FAILED with it.
+	AnnotationEndedByAgent = "runway.io/ended-by-agent"
+	// AnnotationGPUIdleSeconds on a pod in Runway's namespace is its GPU
+	// idle time as the node agent measures it, in whole seconds: the
+	// runtime puts it in the pod's run reports.
+	AnnotationGPUIdleSeconds = "runway.io/gpu-idle-seconds"
 )
+
+// NodeID is the Runway node id of the Kubernetes node name (what the node
+// agent on it goes by): see nodeID.
+func NodeID(name string) string { return nodeID(name) }
 
 // nodeID is the Runway node id of a Kubernetes node: its name lower-cased
 // with every character outside [a-z0-9-] (a DNS name's dots) made '-', cut

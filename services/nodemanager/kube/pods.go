@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math"
 	"strconv"
 	"strings"
 	"time"
 
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -153,7 +155,7 @@ func (r *runtime) impostor(ctx context.Context, b binding, p *corev1.Pod) {
 	r.log.Warn("kubernetes runtime: a pod Runway did not make has its pod's name; not taken for Runway's",
 		"pod", p.Namespace+"/"+p.Name, "binding", b.key)
 	msg := fmt.Sprintf("The pod name %s/%s is taken by a pod Runway did not create (its mark does not verify).", p.Namespace, p.Name)
-	if err := r.putReport(ctx, b, workloadv1.PodState_POD_STATE_FAILED, 0, msg); err != nil {
+	if err := r.putReport(ctx, b, workloadv1.PodState_POD_STATE_FAILED, 0, msg, 0); err != nil {
 		r.log.Warn("kubernetes runtime: report an impostor", "binding", b.key, "err", err)
 	}
 }
@@ -349,35 +351,53 @@ func (r *runtime) deletePod(ctx context.Context, p *corev1.Pod, after time.Durat
 // does, when it changed.
 func (r *runtime) report(ctx context.Context, b binding, p *corev1.Pod) error {
 	state, code, msg := stateOf(p)
-	if state == workloadv1.PodState_POD_STATE_UNSPECIFIED {
-		return nil
+	var idle time.Duration
+	if p.Namespace == r.cfg.Namespace {
+		// The node agent's findings (agent.KubeMode); only Runway's own
+		// pods count, whose annotations no workload can write.
+		if why := p.Annotations[AnnotationEndedByAgent]; why != "" && state != workloadv1.PodState_POD_STATE_SUCCEEDED {
+			state, code, msg = workloadv1.PodState_POD_STATE_FAILED, 128+9, why // killed by SIGKILL
+		}
+		if s, err := strconv.ParseInt(p.Annotations[AnnotationGPUIdleSeconds], 10, 64); err == nil && s > 0 {
+			idle = time.Duration(min(s, int64(math.MaxInt64/time.Second))) * time.Second
+		}
 	}
-	return r.putReport(ctx, b, state, code, msg)
+	return r.putReport(ctx, b, state, code, msg, idle)
 }
 
 // putReport writes the binding's run report unless it says that already.
-func (r *runtime) putReport(ctx context.Context, b binding, state workloadv1.PodState, code int32, msg string) error {
+func (r *runtime) putReport(ctx context.Context, b binding, state workloadv1.PodState, code int32, msg string, idle time.Duration) error {
+	if len(msg) > 1024 {
+		msg = strings.ToValidUTF8(msg[:1024], "")
+	}
+	now := runReport{state: state, msg: msg, idle: idle}
 	seen := b.key + "@" + strconv.FormatInt(b.rev, 10)
 	r.mu.Lock()
 	last := r.reported[seen]
 	r.mu.Unlock()
-	if last == state {
+	if state == workloadv1.PodState_POD_STATE_UNSPECIFIED || last == now ||
+		last.state == state && state != workloadv1.PodState_POD_STATE_RUNNING && last.msg == msg {
 		return nil
-	}
-	if len(msg) > 1024 {
-		msg = msg[:1024]
 	}
 	err := nodemanager.PutRun(ctx, r.cfg.Etcd, &nodemanagerv1.ReportWorkloadStateRequest{
 		Node: nodemanager.NodeName(b.Node), Workload: b.WorkloadName(), PodIndex: int32(b.Pod),
-		State: state, ExitCode: code, Message: msg, ObserveTime: timestamppb.Now(),
+		State: state, ExitCode: code, Message: msg, ObserveTime: timestamppb.Now(), GpuIdleTime: durationpb.New(idle),
 	})
 	if err != nil {
 		return fmt.Errorf("run report of %s: %w", b.key, err)
 	}
 	r.mu.Lock()
-	r.reported[seen] = state
+	r.reported[seen] = now
 	r.mu.Unlock()
 	return nil
+}
+
+// runReport is what was last reported of a pod: a pod is reported again
+// when its state, its message or (running) its GPU idle time changes.
+type runReport struct {
+	state workloadv1.PodState
+	msg   string
+	idle  time.Duration
 }
 
 // stateOf maps a bound pod's phase to a run report's state; UNSPECIFIED

@@ -147,7 +147,7 @@ type runtime struct {
 
 	lease      clientv3.LeaseID               // under mu
 	registered map[string]*nodemanagerv1.Node // under mu, by node id: what was last written
-	reported   map[string]workloadv1.PodState // under mu, by binding key "@" create revision
+	reported   map[string]runReport           // under mu, by binding key "@" create revision
 	created    map[string]bool                // under mu, users' pods' workloads created, by name
 	userHolds  map[string]userHold            // under mu, users' fraction pods' devices, by pod key (usergpu.go)
 	namespaces map[string]bool                // under mu, projects whose namespace is Runway's, by id
@@ -165,7 +165,7 @@ func Run(ctx context.Context, cfg Config) error {
 	r := &runtime{cfg: cfg, log: cfg.Logger.With("runtime", "kubernetes"),
 		queue:      workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
 		bindings:   map[string]binding{},
-		registered: map[string]*nodemanagerv1.Node{}, reported: map[string]workloadv1.PodState{},
+		registered: map[string]*nodemanagerv1.Node{}, reported: map[string]runReport{},
 		created: map[string]bool{}, namespaces: map[string]bool{}}
 	defer r.queue.ShutDown()
 	// Before the informers: their indexes tell Runway's pods by the mark.
