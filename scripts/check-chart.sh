@@ -65,7 +65,8 @@ grep -q -- '--tls-agent-server-name' "$d" && fail "default: --tls-agent-server-n
 
 # The agent in Kubernetes mode (runtime kubernetes): the host's pids and
 # cgroup tree, the kubelet's logs read-only, not privileged, a
-# ServiceAccount that reads and annotates the workloads' pods only; no data
+# ServiceAccount that reads and annotates pods (Runway's, in the projects'
+# namespaces; an admission policy narrows it to its node's); no data
 # directory; its listener with mutual TLS as the local agent's.
 k=$out/kubeagent.yaml
 has "$k" "kind: DaemonSet"
@@ -75,11 +76,12 @@ for a in "- --runtime=kubernetes" "- --namespace=runway-workloads" "- --cgroup-r
   "serviceAccountName: rw-runway-agent" "verbs: [get, list, watch, patch]" "- --listen=0.0.0.0:7072" \
   "- --tls-client-ca-file=/etc/runway/tls/ca.crt" "- --tls-agent-server-name=rw-runway-agent"; do has "$k" "$a"; done
 grep -q -- "--data-dir" "$k" && fail "kubernetes-mode agent: --data-dir rendered"
-[ "$(grep -c '^kind: Role$' "$k")" = 2 ] || fail "kubernetes-mode agent: want the reservation pods' Role and the agent's"
+[ "$(grep -c '^kind: Role$' "$k")" = 1 ] || fail "kubernetes-mode agent: want the reservation pods' Role"
+[ "$(grep -c '^kind: ClusterRole$' "$k")" = 2 ] || fail "kubernetes-mode agent: want the scheduler's ClusterRole and the agent's (Runway's pods are in every project's namespace)"
 has "$k" "kind: ValidatingAdmissionPolicy"
 has "$k" "kind: ValidatingAdmissionPolicyBinding"
 has "$k" 'request.userInfo.username == "system:serviceaccount:runway-system:rw-runway-agent"'
-grep -q '^kind: ValidatingAdmissionPolicy' "$out/local.yaml" && fail "local: the Kubernetes-mode agent's admission policy rendered"
+grep -q 'system:serviceaccount:runway-system:rw-runway-agent' "$out/local.yaml" && fail "local: the Kubernetes-mode agent's admission policy rendered"
 
 # Observability: every service's operations port behind the metrics token,
 # scrape annotations, the Grafana dashboard; the ServiceMonitor on request.

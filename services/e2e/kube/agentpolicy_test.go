@@ -26,7 +26,7 @@ import (
 
 // TestAgentPodPolicy: the chart's admission policy holds a Kubernetes-mode
 // agent's token (a ServiceAccount token issued on node-a, impersonated
-// here) to what RBAC cannot: the two annotations it writes, on pods of its
+// here) to what RBAC cannot: the annotations it writes, on pods of its
 // own node only; the same patches by another user pass.
 func TestAgentPodPolicy(t *testing.T) {
 	cs := kubeClient(t)
@@ -53,15 +53,21 @@ func TestAgentPodPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resources := map[string]string{"ValidatingAdmissionPolicy": "validatingadmissionpolicies",
-		"ValidatingAdmissionPolicyBinding": "validatingadmissionpolicybindings"}
+	// The agent's policy and its binding, and its RBAC (the apiserver
+	// authorizes with RBAC: the policy narrows what RBAC grants).
+	resources := map[string]schema.GroupVersionResource{
+		"ValidatingAdmissionPolicy":        {Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicies"},
+		"ValidatingAdmissionPolicyBinding": {Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicybindings"},
+		"ClusterRole":                      {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"},
+		"ClusterRoleBinding":               {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"},
+	}
 	dec := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
 	for made := 0; ; {
 		var obj unstructured.Unstructured
 		err := dec.Decode(&obj.Object)
 		if errors.Is(err, io.EOF) {
-			if made != 2 {
-				t.Fatalf("the chart renders %d of the agent's admission policy and its binding, want both", made)
+			if made != len(resources) {
+				t.Fatalf("the chart renders %d of the agent's admission policy, its binding, ClusterRole and ClusterRoleBinding, want all %d", made, len(resources))
 			}
 			break
 		}
@@ -69,10 +75,10 @@ func TestAgentPodPolicy(t *testing.T) {
 			t.Fatal(err)
 		}
 		res, ok := resources[obj.GetKind()]
-		if !ok {
+		if !ok || obj.GetName() != "rw-runway-agent" { // not the reservation pods' or the scheduler's
 			continue
 		}
-		r := dyn.Resource(schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: res})
+		r := dyn.Resource(res)
 		if _, err := r.Create(t.Context(), &obj, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("create %s: %v", obj.GetKind(), err)
 		}
@@ -119,6 +125,8 @@ func TestAgentPodPolicy(t *testing.T) {
 	}{
 		{"its own node's pod, why it ended it", "on-a", ended, true},
 		{"its own node's pod, the idle time", "on-a", `{"metadata":{"annotations":{"` + kube.AnnotationGPUIdleSeconds + `":"30"}}}`, true},
+		{"its own node's pod, the findings' signature", "on-a", `{"metadata":{"annotations":{"` + kube.AnnotationAgentReportMAC + `":"1.x"}}}`, true},
+		{"its own node's pod, clearing why it ended", "on-a", `{"metadata":{"annotations":{"` + kube.AnnotationEndedByAgent + `":null}}}`, true},
 		{"another node's pod", "on-b", ended, false},
 		{"the binding annotation", "on-a", `{"metadata":{"annotations":{"` + kube.AnnotationBinding + `":"bindings/x/p.v.0"}}}`, false},
 		{"a label", "on-a", `{"metadata":{"labels":{"` + kube.LabelWorkload + `":"v"}}}`, false},

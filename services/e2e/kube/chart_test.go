@@ -136,7 +136,7 @@ func TestChartValidates(t *testing.T) {
 			want["DaemonSet"] = 1
 		}
 		if name == "the agent in Kubernetes mode" {
-			want["DaemonSet"], want["ServiceAccount"], want["Role"], want["RoleBinding"] = 1, 3, 2, 2
+			want["DaemonSet"], want["ServiceAccount"], want["ClusterRole"], want["ClusterRoleBinding"] = 1, 3, 2, 2
 			want["ValidatingAdmissionPolicy"], want["ValidatingAdmissionPolicyBinding"] = 2, 2
 		}
 		if name == "the metrics service" {

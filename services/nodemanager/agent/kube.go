@@ -25,6 +25,7 @@ import (
 
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
 	"github.com/runwayhq/runway/pkg/clusterproto"
+	"github.com/runwayhq/runway/pkg/etcdstore"
 	"github.com/runwayhq/runway/pkg/gpu"
 	"github.com/runwayhq/runway/pkg/runner"
 	"github.com/runwayhq/runway/pkg/runner/kubelet"
@@ -36,7 +37,8 @@ import (
 // runs the pods and the Kubernetes runtime registers the node and reports
 // the pods' phases, so the agent registers nothing and writes no run
 // report. It does the GPU manager's part for the Runway pods on its node:
-// found by a pod informer (spec.nodeName, Runway's namespace), their
+// found by a pod informer (spec.nodeName; Runway's pods by their mark,
+// kube.Marks, since they share their projects' namespaces), their
 // processes by cgroup (pkg/runner/kubelet), their devices by the UUIDs
 // the runtime gave them. Its findings go on the pod, where the runtime
 // folds them into the run report: a pod over its memory slice is killed
@@ -49,8 +51,7 @@ type KubeMode struct {
 	// id, kube.NodeID). Required.
 	NodeName string
 	// Namespace is Runway's namespace (kube.DefaultNamespace when empty):
-	// only its pods are followed, since their annotations and environment
-	// are the runtime's alone (a workload there has no API credentials).
+	// its pods are Runway's; elsewhere only marked ones are (kube.Marks).
 	Namespace string
 	// Procs is where the node's processes and cgroups are seen.
 	Procs kubelet.Config
@@ -84,6 +85,7 @@ type kubeAgent struct {
 	ctx  context.Context
 
 	store cache.Store // the informer's pods
+	marks kube.Marks  // tells Runway's pods from their users' and signs the findings
 
 	mu   sync.Mutex
 	pods map[types.UID]*kubePod // followed, by UID
@@ -108,13 +110,17 @@ func runKube(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("agent: read GPUs: %w", err)
 	}
+	marks, err := kube.LoadMarks(ctx, cfg.Client)
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
 	log := cfg.Logger.With("node", cfg.Node, "kubernetes node", km.NodeName)
 	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
-	a := &kubeAgent{cfg: cfg, km: km, node: kubelet.New(km.Procs), log: log, ctx: ctx, pods: map[types.UID]*kubePod{}}
+	a := &kubeAgent{cfg: cfg, km: km, node: kubelet.New(km.Procs), log: log, ctx: ctx, pods: map[types.UID]*kubePod{}, marks: marks}
 	a.gpus = newGPUManager(cfg, devices, a.cpu, log)
 	// The node key is the runtime's: device faults are logged here, and the
 	// device plugin takes an unhealthy device off the node's allocatable.
@@ -137,7 +143,7 @@ func runKube(ctx context.Context, cfg Config) error {
 			}
 		})
 	}
-	f := informers.NewSharedInformerFactoryWithOptions(km.Client, kubeResync, informers.WithNamespace(km.Namespace),
+	f := informers.NewSharedInformerFactoryWithOptions(km.Client, kubeResync,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", km.NodeName).String()
 		}))
@@ -167,7 +173,7 @@ func runKube(ctx context.Context, cfg Config) error {
 		})
 		wg.Go(func() { a.advertise(ctx, addr) })
 	}
-	log.Info("node agent: Kubernetes mode, following the pods the kubelet runs", "namespace", km.Namespace)
+	log.Info("node agent: Kubernetes mode, following the Runway pods the kubelet runs")
 	a.gpus.run(ctx)
 	f.Shutdown() // no more events: nothing is followed again
 	a.mu.Lock()
@@ -223,11 +229,17 @@ func (a *kubeAgent) sync(obj any) {
 	}
 }
 
-// runs reports whether p is a pod of Runway's namespace running on the
-// node.
+// runs reports whether p is one of Runway's pods running on the node.
 func (a *kubeAgent) runs(p *corev1.Pod) bool {
 	return p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning && p.Spec.NodeName == a.km.NodeName &&
-		p.Namespace == a.km.Namespace
+		a.marks.Ours(p, a.km.Namespace)
+}
+
+// bindingOf is the binding p runs, from its annotation (which its mark
+// covers; labels do not count: users may change them).
+func (a *kubeAgent) bindingOf(p *corev1.Pod) (nodemanager.Binding, bool) {
+	b, err := nodemanager.DecodeBinding(etcdstore.PrefixBindings+p.Annotations[kube.AnnotationBinding], nil)
+	return b, err == nil && b.Node == a.cfg.Node
 }
 
 // gone forgets a deleted pod.
@@ -264,12 +276,11 @@ func (a *kubeAgent) gpuPod(p *corev1.Pod) (*gpuPod, bool) {
 	if !a.runs(p) {
 		return nil, false
 	}
-	project, workload := p.Labels[kube.LabelProject], p.Labels[kube.LabelWorkload]
-	index, err := strconv.Atoi(p.Labels[kube.LabelPodIndex])
-	if project == "" || workload == "" || err != nil {
+	bound, ok := a.bindingOf(p)
+	if !ok {
 		return nil, false
 	}
-	b := nodemanager.Binding{Node: a.cfg.Node, Project: project, Workload: workload, Pod: index}
+	b := nodemanager.Binding{Node: a.cfg.Node, Project: bound.Project, Workload: bound.Workload, Pod: bound.Pod}
 	b.FractionMilli, _ = strconv.ParseInt(p.Annotations[kube.AnnotationFractionMilli], 10, 64)
 	env := map[string]string{}
 	for _, c := range p.Spec.Containers {
@@ -310,8 +321,8 @@ func (a *kubeAgent) logFile(w *workloadv1.Workload, index int) logFile {
 	var pod *corev1.Pod
 	for _, obj := range a.store.List() {
 		p := obj.(*corev1.Pod)
-		if p.Labels[kube.LabelProject] == project && p.Labels[kube.LabelWorkload] == workload &&
-			p.Labels[kube.LabelPodIndex] == strconv.Itoa(index) && p.Namespace == a.km.Namespace &&
+		b, ok := a.bindingOf(p)
+		if ok && b.Project == project && b.Workload == workload && b.Pod == index && a.marks.Ours(p, a.km.Namespace) &&
 			(pod == nil || pod.CreationTimestamp.Before(&p.CreationTimestamp)) {
 			pod = p
 		}
@@ -446,7 +457,11 @@ func (p *kubePod) annotate() {
 		}
 		for {
 			p.mu.Lock()
-			ann, dirty := map[string]string{kube.AnnotationGPUIdleSeconds: strconv.FormatInt(int64(p.idle/time.Second), 10)}, p.dirty
+			idle := strconv.FormatInt(int64(p.idle/time.Second), 10)
+			// Every finding is written each time, a null deleting an
+			// ended-by someone else wrote: the signature covers them all.
+			ann, dirty := map[string]any{kube.AnnotationGPUIdleSeconds: idle, kube.AnnotationEndedByAgent: nil,
+				kube.AnnotationAgentReportMAC: p.a.marks.SignAgentReport(p.ns, p.name, string(p.uid), p.ended, idle, time.Now())}, p.dirty
 			if p.ended != "" {
 				ann[kube.AnnotationEndedByAgent] = p.ended
 			}
@@ -476,7 +491,7 @@ func (p *kubePod) annotate() {
 
 // patch merges ann into the pod's annotations, only on this very pod (its
 // UID is a precondition: a pod of the same name made again is not it).
-func (p *kubePod) patch(ann map[string]string) error {
+func (p *kubePod) patch(ann map[string]any) error {
 	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"uid": p.uid, "annotations": ann}})
 	if err != nil {
 		return err

@@ -27,10 +27,10 @@
 //	                 the label) and its ResourceQuota (projects.go)
 //	Pod informer ─► pod phase ─► nodemanager.PutRun (runs/<n>/…), the same
 //	                 run reports an agent writes, which the workload status
-//	                 controller folds into the workload's status; on pods of
-//	                 Runway's namespace, with what the node agent (Kubernetes
-//	                 mode) annotated: why it ended the pod (FAILED), its GPU
-//	                 idle time
+//	                 controller folds into the workload's status, with what
+//	                 the node agent (Kubernetes mode) annotated and signed
+//	                 (mark.go): why it ended the pod (FAILED), its GPU idle
+//	                 time
 //	             ─► a pod created by a user with schedulerName runway in a
 //	                 project's namespace (runway-{project}; a project label
 //	                 must agree) becomes a one-pod workload of that project

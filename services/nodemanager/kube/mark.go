@@ -8,8 +8,10 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
@@ -113,8 +115,55 @@ func (m marker) podName(b nodemanager.Binding, rev int64) string {
 // ours says whether Runway placed the pod: one of Runway's own namespace
 // (no one else makes pods there), or a marked one.
 func (r *runtime) ours(p *corev1.Pod) bool {
-	if p.Spec.SchedulerName != SchedulerName {
-		return false
+	return Marks{m: r.marker}.Ours(p, r.cfg.Namespace)
+}
+
+// Marks checks the marks on Runway's pods and signs the node agent's
+// findings on them, with the runtime's key: the node agent in Kubernetes
+// mode (services/nodemanager/agent) holds it too, as trusted as the
+// runtime (both write etcd).
+type Marks struct{ m marker }
+
+// LoadMarks reads the mark key from etcd, making it the first time.
+func LoadMarks(ctx context.Context, etcd *clientv3.Client) (Marks, error) {
+	m, err := loadMarker(ctx, etcd)
+	return Marks{m: m}, err
+}
+
+// Ours says whether Runway placed p: a pod of Runway's namespace ns (no one
+// else makes pods there) or a marked one.
+func (k Marks) Ours(p *corev1.Pod, ns string) bool {
+	return p.Spec.SchedulerName == SchedulerName && (p.Namespace == ns || k.m.marked(p))
+}
+
+// SignAgentReport is AnnotationAgentReportMAC for the agent's findings on
+// the pod namespace/name of that uid at time at: why it ended the pod (AnnotationEndedByAgent, "" for not)
+// and its GPU idle seconds (AnnotationGPUIdleSeconds).
+func (k Marks) SignAgentReport(namespace, name, uid, ended, idle string, at time.Time) string {
+	t := strconv.FormatInt(at.UnixNano(), 10)
+	return t + "." + base64.RawURLEncoding.EncodeToString(k.m.agentSum(namespace, name, uid, ended, idle, t))
+}
+
+func (m marker) agentSum(namespace, name, uid, ended, idle, t string) []byte {
+	return m.sum("runway agent report", namespace, name, uid, ended, idle, t)
+}
+
+// agentReport is the node agent's findings on p and when it made them,
+// ok only when its signature holds: a pod's annotations are also its
+// project's users' to write, so nothing unsigned counts.
+func (m marker) agentReport(p *corev1.Pod) (ended string, idle time.Duration, at int64, ok bool) {
+	a := p.Annotations
+	t, mac, found := strings.Cut(a[AnnotationAgentReportMAC], ".")
+	got, err := base64.RawURLEncoding.DecodeString(mac)
+	if !found || err != nil {
+		return "", 0, 0, false
 	}
-	return p.Namespace == r.cfg.Namespace || r.marker.marked(p)
+	at, err = strconv.ParseInt(t, 10, 64)
+	if err != nil || !hmac.Equal(got, m.agentSum(p.Namespace, p.Name, string(p.UID), a[AnnotationEndedByAgent], a[AnnotationGPUIdleSeconds], t)) {
+		return "", 0, 0, false
+	}
+	if s, err := strconv.ParseInt(a[AnnotationGPUIdleSeconds], 10, 64); err == nil && s > 0 {
+		idle = time.Duration(min(s, int64(math.MaxInt64/time.Second))) * time.Second
+	}
+	return a[AnnotationEndedByAgent], idle, at, true
 }

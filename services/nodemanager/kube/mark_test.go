@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
@@ -125,5 +126,42 @@ func TestImpostorTakesThePodName(t *testing.T) {
 	}
 	if p, err := r.podOf(b); p == nil || err != nil {
 		t.Fatalf("podOf = %v, %v; want the marked pod", p, err)
+	}
+}
+
+// TestAgentReportSigned: the node agent's findings count only as it signed
+// them, on the pod it signed them for; a user who edits the idle time or
+// why the pod ended, or copies the findings onto another pod, gets nothing
+// counted.
+func TestAgentReportSigned(t *testing.T) {
+	k := Marks{m: marker{key: []byte("0123456789abcdef0123456789abcdef")}}
+	at := time.Unix(1700000000, 5)
+	pod := func() *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "train-0-1a2b3c4d", Namespace: "runway-team-a", UID: "u1",
+			Annotations: map[string]string{AnnotationGPUIdleSeconds: "600", AnnotationEndedByAgent: "Out of GPU memory"}}}
+		p.Annotations[AnnotationAgentReportMAC] = k.SignAgentReport(p.Namespace, p.Name, string(p.UID), "Out of GPU memory", "600", at)
+		return p
+	}
+	ended, idle, when, ok := k.m.agentReport(pod())
+	if !ok || ended != "Out of GPU memory" || idle != 10*time.Minute || when != at.UnixNano() {
+		t.Fatalf("agentReport of a signed pod = %q %v %d %v", ended, idle, when, ok)
+	}
+	for what, change := range map[string]func(*corev1.Pod){
+		"idle time edited": func(p *corev1.Pod) { p.Annotations[AnnotationGPUIdleSeconds] = "0" },
+		"why removed":      func(p *corev1.Pod) { delete(p.Annotations, AnnotationEndedByAgent) },
+		"time moved": func(p *corev1.Pod) {
+			p.Annotations[AnnotationAgentReportMAC] = "9" + p.Annotations[AnnotationAgentReportMAC]
+		},
+		"copied to another": func(p *corev1.Pod) { p.UID = "u2" },
+		"no signature":      func(p *corev1.Pod) { delete(p.Annotations, AnnotationAgentReportMAC) },
+		"another key signed": func(p *corev1.Pod) {
+			p.Annotations[AnnotationAgentReportMAC] = Marks{m: marker{key: []byte("another key of thirty-two bytes!")}}.SignAgentReport(p.Namespace, p.Name, string(p.UID), "Out of GPU memory", "600", at)
+		},
+	} {
+		p := pod()
+		change(p)
+		if _, _, _, ok := k.m.agentReport(p); ok {
+			t.Errorf("%s: the findings still count", what)
+		}
 	}
 }

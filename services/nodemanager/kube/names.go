@@ -51,14 +51,19 @@ const (
 	// device plugin gave it, reported from inside the pod (its
 	// NVIDIA_VISIBLE_DEVICES); the fractions on that GPU get it.
 	AnnotationGPUUUID = "runway.io/gpu-uuid"
-	// AnnotationEndedByAgent on a pod in Runway's namespace says why the
-	// node agent (Kubernetes mode) killed it, for example over its GPU
-	// memory slice: the runtime reports the pod FAILED with it.
+	// AnnotationEndedByAgent on one of Runway's pods says why the node
+	// agent (Kubernetes mode) killed it, for example over its GPU memory
+	// slice: the runtime reports the pod FAILED with it.
 	AnnotationEndedByAgent = "runway.io/ended-by-agent"
-	// AnnotationGPUIdleSeconds on a pod in Runway's namespace is its GPU
-	// idle time as the node agent measures it, in whole seconds: the
-	// runtime puts it in the pod's run reports.
+	// AnnotationGPUIdleSeconds on one of Runway's pods is its GPU idle time
+	// as the node agent measures it, in whole seconds: the runtime puts it
+	// in the pod's run reports.
 	AnnotationGPUIdleSeconds = "runway.io/gpu-idle-seconds"
+	// AnnotationAgentReportMAC signs the two above and when the agent
+	// wrote them (Marks.SignAgentReport): only signed findings count, and
+	// only ones newer than the last that counted, since the pod's users may
+	// write its annotations too.
+	AnnotationAgentReportMAC = "runway.io/agent-report-mac"
 )
 
 // NodeID is the Runway node id of the Kubernetes node name (what the node

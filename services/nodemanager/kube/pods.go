@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -351,18 +350,27 @@ func (r *runtime) deletePod(ctx context.Context, p *corev1.Pod, after time.Durat
 // does, when it changed.
 func (r *runtime) report(ctx context.Context, b binding, p *corev1.Pod) error {
 	state, code, msg := stateOf(p)
-	var idle time.Duration
-	if p.Namespace == r.cfg.Namespace {
-		// The node agent's findings (agent.KubeMode); only Runway's own
-		// pods count, whose annotations no workload can write.
-		if why := p.Annotations[AnnotationEndedByAgent]; why != "" && state != workloadv1.PodState_POD_STATE_SUCCEEDED {
-			state, code, msg = workloadv1.PodState_POD_STATE_FAILED, 128+9, why // killed by SIGKILL
-		}
-		if s, err := strconv.ParseInt(p.Annotations[AnnotationGPUIdleSeconds], 10, 64); err == nil && s > 0 {
-			idle = time.Duration(min(s, int64(math.MaxInt64/time.Second))) * time.Second
-		}
+	// The node agent's findings (agent.KubeMode): the newest signed ones;
+	// a forged, stale or removed annotation leaves the last that counted.
+	seen := b.key + "@" + strconv.FormatInt(b.rev, 10)
+	r.mu.Lock()
+	found := r.agentFound[seen]
+	if ended, idle, at, ok := r.marker.agentReport(p); ok && at > found.at {
+		found = agentFound{ended: ended, idle: idle, at: at}
+		r.agentFound[seen] = found
 	}
-	return r.putReport(ctx, b, state, code, msg, idle)
+	r.mu.Unlock()
+	if found.ended != "" && state != workloadv1.PodState_POD_STATE_SUCCEEDED {
+		state, code, msg = workloadv1.PodState_POD_STATE_FAILED, 128+9, found.ended // killed by SIGKILL
+	}
+	return r.putReport(ctx, b, state, code, msg, found.idle)
+}
+
+// agentFound is what the node agent last reported of a pod, signed.
+type agentFound struct {
+	ended string
+	idle  time.Duration
+	at    int64 // when the agent wrote it, Unix nanoseconds
 }
 
 // putReport writes the binding's run report unless it says that already.

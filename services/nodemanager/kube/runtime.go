@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -148,6 +149,7 @@ type runtime struct {
 	lease      clientv3.LeaseID               // under mu
 	registered map[string]*nodemanagerv1.Node // under mu, by node id: what was last written
 	reported   map[string]runReport           // under mu, by binding key "@" create revision
+	agentFound map[string]agentFound          // under mu, likewise: the node agents' signed findings
 	created    map[string]bool                // under mu, users' pods' workloads created, by name
 	userHolds  map[string]userHold            // under mu, users' fraction pods' devices, by pod key (usergpu.go)
 	namespaces map[string]bool                // under mu, projects whose namespace is Runway's, by id
@@ -165,7 +167,7 @@ func Run(ctx context.Context, cfg Config) error {
 	r := &runtime{cfg: cfg, log: cfg.Logger.With("runtime", "kubernetes"),
 		queue:      workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
 		bindings:   map[string]binding{},
-		registered: map[string]*nodemanagerv1.Node{}, reported: map[string]runReport{},
+		registered: map[string]*nodemanagerv1.Node{}, reported: map[string]runReport{}, agentFound: map[string]agentFound{},
 		created: map[string]bool{}, namespaces: map[string]bool{}}
 	defer r.queue.ShutDown()
 	// Before the informers: their indexes tell Runway's pods by the mark.
@@ -357,6 +359,11 @@ func (r *runtime) deleteBinding(key string) {
 	r.mu.Lock()
 	old, ok := r.bindings[key]
 	delete(r.bindings, key)
+	if ok { // its pod reports nothing more (syncPod deletes it)
+		seen := key + "@" + strconv.FormatInt(old.rev, 10)
+		delete(r.reported, seen)
+		delete(r.agentFound, seen)
+	}
 	r.mu.Unlock()
 	r.queue.Add(kindBinding + ":" + key)
 	// A fraction's reservation pods may be left unused (syncReservation).
