@@ -70,6 +70,7 @@ type Guard struct {
 	rules    *mirror[*identityv1.AccessRule]
 	projects *mirror[*quotav1.Project]
 	audit    *recorder
+	verified verifiedTokens // tokens whose signature was checked (verified.go)
 }
 
 // Deps are the guard's collaborators.
