@@ -68,13 +68,14 @@ test-k8s: $(BIN)/kube-apiserver $(BIN)/kwok $(BIN)/helm ## run the Kubernetes ru
 NODES ?= 1000
 PODS  ?= 10000
 BENCH_K8S_PROFILE ?= $(CURDIR)/.cache/bench-k8s/runway.cpu.pprof
+BENCH_K8S_MEMPROFILE ?= $(CURDIR)/.cache/bench-k8s/runway.allocs.pprof
 .PHONY: bench-k8s
 bench-k8s: $(BIN)/etcd $(BIN)/kube-apiserver $(BIN)/kube-scheduler $(BIN)/kwok ## Runway's Kubernetes runtime beside kube-scheduler (NODES=1000 PODS=10000)
 	mkdir -p $(dir $(BENCH_K8S_PROFILE))
 	$(GO) test -c -tags k8sbench -o $(BIN)/kubebench.test ./services/e2e/kubebench/
 	cd services/e2e/kubebench && RUNWAY_BENCH_NODES=$(NODES) RUNWAY_BENCH_PODS=$(PODS) \
 		RUNWAY_KWOK_STAGES=$$(GOWORK=off $(GO) env GOMODCACHE)/sigs.k8s.io/kwok@$(KWOK_VERSION)/kustomize/stage \
-		RUNWAY_BENCH_CPUPROFILE=$(BENCH_K8S_PROFILE) \
+		RUNWAY_BENCH_CPUPROFILE=$(BENCH_K8S_PROFILE) RUNWAY_BENCH_MEMPROFILE=$(BENCH_K8S_MEMPROFILE) \
 		$(BIN)/kubebench.test -test.run '^$$' -test.bench '^BenchmarkK8sScheduling$$' -test.benchtime 1x -test.timeout 90m
 
 # The Helm chart: lint, and render with the defaults and with TLS to etcd.

@@ -71,6 +71,7 @@ type Guard struct {
 	projects *mirror[*quotav1.Project]
 	sessions *mirror[*identityv1.Session]
 	audit    *recorder
+	verified verifiedTokens // tokens whose signature was checked (verified.go)
 }
 
 // Deps are the guard's collaborators.

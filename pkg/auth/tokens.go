@@ -85,20 +85,27 @@ const issuer = "runway"
 
 // parse checks the signature (a known, unretired key), the expiry and the
 // type, and that the principal still holds the credentials the token was
-// issued for.
+// issued for. The signature and decoding of a token seen before come from
+// g.verified, which checks its key and expiry again (verified.go).
 func (g *Guard) parse(token string, want TokenType) (*claims, error) {
-	c := &claims{}
-	_, err := jwt.ParseWithClaims(token, c, func(t *jwt.Token) (any, error) {
-		kid, _ := t.Header["kid"].(string)
-		secret, ok := g.keys.verifier(kid)
-		if !ok {
+	now := g.now()
+	c, ok := g.verified.get(token, now, g.keys.verifier)
+	if !ok {
+		c = &claims{}
+		var kid string
+		var secret []byte
+		_, err := jwt.ParseWithClaims(token, c, func(t *jwt.Token) (any, error) {
+			kid, _ = t.Header["kid"].(string)
+			if secret, ok = g.keys.verifier(kid); !ok {
+				return nil, errInvalidToken
+			}
+			return secret, nil
+		}, jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}), jwt.WithIssuer(issuer),
+			jwt.WithExpirationRequired(), jwt.WithTimeFunc(func() time.Time { return now }))
+		if err != nil {
 			return nil, errInvalidToken
 		}
-		return secret, nil
-	}, jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}), jwt.WithIssuer(issuer),
-		jwt.WithExpirationRequired(), jwt.WithTimeFunc(g.now))
-	if err != nil {
-		return nil, errInvalidToken
+		g.verified.put(token, c, kid, secret, now)
 	}
 	if c.Type != want && !(want == AccessToken && c.Type == ServiceToken) {
 		return nil, errInvalidToken

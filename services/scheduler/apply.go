@@ -171,55 +171,6 @@ func podKeyOf(workloadID string, pod int) string {
 	return etcdstore.PrefixPods + workloadID + "/" + strconv.Itoa(pod)
 }
 
-// orphanWrites deletes bindings the model cannot use: their workload is gone
-// (or final, or suspended), or their node is lost (deleted past the grace
-// period, NotReady: NODE_LOST) or drained with eviction (NODE_DRAINED); the
-// pod is scheduled again elsewhere. A node missing within the grace period,
-// or drained without eviction, keeps its bindings.
-func (c *Cache) orphanWrites(del func(string), event func(string, *workloadv1.WorkloadEvent), now time.Time) {
-	ids := make([]string, 0)
-	for bid := range c.bindings {
-		ids = append(ids, bid)
-	}
-	sort.Strings(ids)
-	type lostKey struct {
-		workload string
-		rule     workloadv1.SchedulingRule
-	}
-	lost := map[lostKey]int{}
-	var lostOrder []lostKey
-	for _, bid := range ids {
-		b := c.bindings[bid]
-		if raw, ok := c.workloads[b.Workload]; !ok || !schedulable(raw) {
-			del(bid)
-			continue
-		}
-		rule := c.nodeGone(b.Node)
-		if rule == workloadv1.SchedulingRule_SCHEDULING_RULE_UNSPECIFIED {
-			continue
-		}
-		if c.state.Workload(b.Workload) == nil {
-			continue // not in the model yet; wait
-		}
-		del(bid)
-		k := lostKey{b.Workload, rule}
-		if _, seen := lost[k]; !seen {
-			lostOrder = append(lostOrder, k)
-		}
-		lost[k]++
-	}
-	for _, k := range lostOrder {
-		msg := fmt.Sprintf("%d pods lost with their node.", lost[k])
-		if k.rule == workloadv1.SchedulingRule_SCHEDULING_RULE_NODE_DRAINED {
-			msg = fmt.Sprintf("%d pods evicted: their node was drained.", lost[k])
-		}
-		event(k.workload, &workloadv1.WorkloadEvent{
-			Type: workloadv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_PREEMPTED, Time: timestamppb.New(now),
-			Message: msg, Rule: k.rule, Pods: int32(lost[k]),
-		})
-	}
-}
-
 // nodeGone says why a node's bindings must go (NODE_LOST, NODE_DRAINED), or
 // UNSPECIFIED when they stay.
 func (c *Cache) nodeGone(id string) workloadv1.SchedulingRule {

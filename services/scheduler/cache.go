@@ -98,6 +98,7 @@ type Cache struct {
 	workloads   map[string]*workloadv1.Workload // by cluster ID
 	bindings    map[string]binding              // by id below PrefixBindings
 	byPod       map[podKey]string               // binding id of each bound pod
+	orphans     orphanIndex                     // bindings by workload and node, and which may be orphans (orphans.go)
 	submitted   map[string]*workloadv1.WorkloadSpec
 	held        map[string]*workloadv1.WorkloadSpec // set aside after an invariant failure, with the spec it had (contain.go)
 	dirty       [numKinds]map[string]bool
@@ -143,6 +144,7 @@ func (c *Cache) reset() {
 	c.workloads = map[string]*workloadv1.Workload{}
 	c.bindings = map[string]binding{}
 	c.byPod = map[podKey]string{}
+	c.orphans = newOrphanIndex()
 	c.submitted = map[string]*workloadv1.WorkloadSpec{}
 	if c.held == nil { // kept across relists: the same state fails the same way
 		c.held = map[string]*workloadv1.WorkloadSpec{}
@@ -354,8 +356,10 @@ func (c *Cache) record(u update) {
 		case had && c.lostGrace > 0:
 			c.missing[u.id] = c.clock()
 		}
+		c.orphans.nodes[u.id] = true
 	case kindWorkload:
 		setOrDelete(c.workloads, u)
+		c.orphans.workloads[u.id] = true
 	case kindBinding:
 		c.recordBinding(u)
 		if u.rev > c.bindingRev {
@@ -382,6 +386,7 @@ func (c *Cache) recordBinding(u update) {
 			return
 		}
 		delete(c.bindings, u.id)
+		c.orphans.remove(u.id, b)
 		pk := podKey{b.Workload, b.Pod}
 		if c.byPod[pk] == u.id {
 			delete(c.byPod, pk)
@@ -395,7 +400,11 @@ func (c *Cache) recordBinding(u update) {
 		return
 	}
 	b.Revision, b.Created = u.rev, u.created
+	if old, ok := c.bindings[u.id]; ok {
+		c.orphans.remove(u.id, old)
+	}
 	c.bindings[u.id] = b
+	c.orphans.add(u.id, b)
 	c.byPod[podKey{b.Workload, b.Pod}] = u.id
 }
 
@@ -596,14 +605,6 @@ func (c *Cache) hasBindingOn(node string, ref cluster.PodRef) bool {
 	return ok
 }
 
-func (c *Cache) markBindingsOn(node string) {
-	for bid, b := range c.bindings {
-		if b.Node == node {
-			c.dirty[kindBinding][bid] = true
-		}
-	}
-}
-
 // nodeSpec describes a stored node (nodes/{node}, written by the node
 // manager) to the model: its pool is node_pool ("default" when empty), its
 // GPUs the listed devices (else capacity / 1000), GPU memory the first
@@ -655,6 +656,7 @@ func (c *Cache) expireMissing(now time.Time) {
 		if now.Sub(since) >= c.lostGrace {
 			delete(c.missing, id)
 			c.dirty[kindNode][id] = true
+			c.orphans.nodes[id] = true
 			expired = true
 		}
 	}

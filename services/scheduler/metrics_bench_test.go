@@ -20,8 +20,8 @@ import (
 
 // benchServer is a scheduler whose model holds nodes × 8 GPUs, 50
 // departments of 20 projects, and workloads 1-GPU workloads: as many
-// placed as there are GPUs, the rest pending (for capacity). No etcd: the
-// collector reads only the model.
+// placed as there are GPUs (each with its binding), the rest pending (for
+// capacity). No etcd: the collector reads only the model.
 func benchServer(b *testing.B, nodes, workloads int) *Server {
 	b.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -36,7 +36,7 @@ func benchServer(b *testing.B, nodes, workloads int) *Server {
 		if _, err := st.AddNode(cluster.NodeSpec{Name: name, Pool: "default", GPUs: 8, GPUMemory: 80 << 30, CPU: 128_000, Memory: 1 << 40}); err != nil {
 			b.Fatal(err)
 		}
-		raw := &nodemanagerv1.Node{Name: "nodes/" + name}
+		raw := &nodemanagerv1.Node{Name: "nodes/" + name, Readiness: nodemanagerv1.Readiness_READINESS_READY}
 		for d := range 8 {
 			raw.Devices = append(raw.Devices, &nodemanagerv1.GpuDevice{Index: int32(d), Healthy: true})
 		}
@@ -66,8 +66,12 @@ func benchServer(b *testing.B, nodes, workloads int) *Server {
 		}
 		c.workloads[id] = &workloadv1.Workload{Type: workloadv1.WorkloadType_WORKLOAD_TYPE_TRAINING}
 		if placed < nodes*8 {
-			st.Place(w, 0, st.Node(fmt.Sprintf("node-%05d", placed/8)), []int{placed % 8}, 1000)
+			node := fmt.Sprintf("node-%05d", placed/8)
+			st.Place(w, 0, st.Node(node), []int{placed % 8}, 1000)
 			placed++
+			// Its binding, as the watch records it (BenchmarkPlanWrites).
+			c.record(update{kind: kindBinding, id: bindingID(node, id, 0), rev: int64(placed), created: int64(placed),
+				msg: &workloadv1.PodStatus{Node: "nodes/" + node, DeviceIndexes: []int32{int32((placed - 1) % 8)}, FractionMilli: 1000}})
 			continue
 		}
 		s.lastPlan[id] = decision{pending: []scheduling.Reason{{Check: scheduling.CheckCapacity, Pool: "default"}}}

@@ -1,14 +1,9 @@
 package workload
 
 import (
-	"context"
-	"fmt"
 	"sync"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/runwayhq/runway/pkg/apierr"
-	"github.com/runwayhq/runway/pkg/etcdstore"
 )
 
 // Per-project caps on objects: a project's members cannot fill etcd or the
@@ -18,18 +13,6 @@ const (
 	DefaultMaxWorkloadsPerProject = 5000
 	DefaultMaxWatchesPerProject   = 64
 )
-
-// underWorkloadCap: the project has room for one more workload.
-func (s *Server) underWorkloadCap(ctx context.Context, project string) error {
-	resp, err := s.store.client.Get(ctx, etcdstore.PrefixWorkloads+project+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
-	if err != nil {
-		return fmt.Errorf("count the workloads of %s: %w", project, err)
-	}
-	if resp.Count >= int64(s.cfg.MaxWorkloadsPerProject) {
-		return apierr.ObjectLimit(projectsPrefix+project, "workloads", s.cfg.MaxWorkloadsPerProject)
-	}
-	return nil
-}
 
 // openWatches counts the watch streams open per project in this process.
 type openWatches struct {

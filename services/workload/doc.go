@@ -22,9 +22,11 @@
 //   - pkg/clusterproto (not here): ToClusterSpec and the Effective*
 //     defaults, shared with the scheduler service without an import
 //     between services;
-//   - projects.go: ProjectChecker, and QuotaProjects, its production
-//     implementation over the generated QuotaService client (projects,
-//     departments, their scheduling rules);
+//   - projects.go: ProjectChecker; StoredProjects, its production
+//     implementation, which reads projects and departments (their
+//     scheduling rules) where the quota service stores them; and
+//     QuotaProjects, over the generated QuotaService client, which
+//     StoredProjects asks for a department's projects;
 //   - governance.go, assets.go, scopes.go, examples.go: the
 //     GovernanceService (policies, environments, compute resources at the
 //     account, department or project scope), registered beside the

@@ -2,11 +2,9 @@ package workload_test
 
 import (
 	"context"
-	"errors"
 	"io"
 	"log/slog"
 	"net/http"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -49,33 +47,13 @@ func (c *fixedClock) Now() time.Time {
 	return t0.Add(time.Duration(c.n-1) * time.Millisecond)
 }
 
-// etcdProjects is the test's ProjectChecker: it reads projects and
-// departments under their prefixes of the same etcd (as the quota service
-// would write them), without a QuotaService server.
+// etcdProjects is the test's ProjectChecker: the production StoredProjects,
+// reading projects and departments under their prefixes of the same etcd
+// (as the quota service would write them), and a department's projects
+// listed there too, without a QuotaService server.
 type etcdProjects struct {
-	c     *etcdstore.Collection[*quotav1.Project]
-	depts *etcdstore.Collection[*quotav1.Department]
-}
-
-func (p etcdProjects) ProjectExists(ctx context.Context, name string) error {
-	_, err := p.Project(ctx, name)
-	return err
-}
-
-func (p etcdProjects) Project(ctx context.Context, name string) (*quotav1.Project, error) {
-	it, err := p.c.Get(ctx, strings.TrimPrefix(name, "projects/"))
-	if errors.Is(err, etcdstore.ErrNotFound) {
-		return nil, apierr.NotFound(apierr.Project, name)
-	}
-	return it.Msg, err
-}
-
-func (p etcdProjects) Department(ctx context.Context, name string) (*quotav1.Department, error) {
-	it, err := p.depts.Get(ctx, strings.TrimPrefix(name, "departments/"))
-	if errors.Is(err, etcdstore.ErrNotFound) {
-		return nil, apierr.NotFound(apierr.Department, name)
-	}
-	return it.Msg, err
+	workload.StoredProjects
+	c *etcdstore.Collection[*quotav1.Project]
 }
 
 func (p etcdProjects) DepartmentProjects(ctx context.Context, dept string) ([]string, error) {
@@ -123,7 +101,7 @@ func startWith(t testing.TB, clock workload.Clock, cfg workload.Config, opts ...
 		func() *quotav1.Department { return new(quotav1.Department) })
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	svc, err := workload.New(cfg, workload.Deps{
-		Client: e.etcd.Client, Projects: etcdProjects{e.projects, e.depts}, Logger: quiet, Clock: e.clock,
+		Client: e.etcd.Client, Projects: etcdProjects{workload.NewStoredProjects(e.etcd.Client, nil), e.projects}, Logger: quiet, Clock: e.clock,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -2,13 +2,18 @@ package workload
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
 	"github.com/runwayhq/runway/pkg/apierr"
+	"github.com/runwayhq/runway/pkg/etcdstore"
 )
 
 // ProjectChecker reads the organisation: whether a project exists, which
@@ -75,6 +80,68 @@ func (q QuotaProjects) DepartmentProjects(ctx context.Context, department string
 		}
 		req.PageToken = resp.GetNextPageToken()
 	}
+}
+
+// StoredProjects is the ProjectChecker of the service in production: it
+// reads a project or a department where the quota service stores it (one
+// etcd read, as current as GetProject's, which makes the same read),
+// read-only, instead of asking over gRPC: CreateWorkload makes two calls
+// fewer, each with its own authentication and encoding. Only the quota
+// service writes these keys. A department's projects, a paged listing, are
+// still asked of the quota service.
+type StoredProjects struct {
+	projects    *etcdstore.Collection[*quotav1.Project]
+	departments *etcdstore.Collection[*quotav1.Department]
+	quota       ProjectChecker
+}
+
+// NewStoredProjects reads projects and departments from client, and asks
+// quota for a department's projects.
+func NewStoredProjects(client *clientv3.Client, quota ProjectChecker) StoredProjects {
+	return StoredProjects{
+		projects:    etcdstore.NewCollection(client, etcdstore.PrefixProjects, func() *quotav1.Project { return new(quotav1.Project) }),
+		departments: etcdstore.NewCollection(client, etcdstore.PrefixDepartments, func() *quotav1.Department { return new(quotav1.Department) }),
+		quota:       quota,
+	}
+}
+
+// ProjectExists reads the project.
+func (p StoredProjects) ProjectExists(ctx context.Context, project string) error {
+	_, err := p.Project(ctx, project)
+	return err
+}
+
+// Project reads `projects/{project}`: PROJECT_NOT_FOUND when it is not
+// stored (or the name is not a project's).
+func (p StoredProjects) Project(ctx context.Context, project string) (*quotav1.Project, error) {
+	return readStored(ctx, p.projects, apierr.Project, project, projectsPrefix)
+}
+
+// Department reads `departments/{department}`: DEPARTMENT_NOT_FOUND when it
+// is not stored.
+func (p StoredProjects) Department(ctx context.Context, department string) (*quotav1.Department, error) {
+	return readStored(ctx, p.departments, apierr.Department, department, "departments/")
+}
+
+// DepartmentProjects asks the quota service.
+func (p StoredProjects) DepartmentProjects(ctx context.Context, department string) ([]string, error) {
+	return p.quota.DepartmentProjects(ctx, department)
+}
+
+func readStored[T proto.Message](ctx context.Context, c *etcdstore.Collection[T], r apierr.Resource, name, prefix string) (T, error) {
+	var zero T
+	id, ok := strings.CutPrefix(name, prefix)
+	if !ok || !validID(id) {
+		return zero, apierr.NotFound(r, name)
+	}
+	it, err := c.Get(ctx, id)
+	if errors.Is(err, etcdstore.ErrNotFound) {
+		return zero, apierr.NotFound(r, name).WithCause(err)
+	}
+	if err != nil {
+		return zero, fmt.Errorf("read %s: %w", name, err)
+	}
+	return it.Msg, nil
 }
 
 func quotaErr(err error, r apierr.Resource, name string) error {

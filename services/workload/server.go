@@ -177,16 +177,13 @@ func (s *Server) CreateWorkload(ctx context.Context, req *workloadv1.CreateWorkl
 	if err != nil {
 		return nil, err
 	}
-	if err := s.underWorkloadCap(ctx, project); err != nil {
-		return nil, err
-	}
 	w := s.newWorkload(project, req.GetWorkloadId(), sub.req.GetWorkload())
 	w.Limits = sub.limits
 	if c, ok := auth.CallerFrom(ctx); ok {
 		// What "own workloads" in pkg/auth's role table compares.
 		w.Creator, w.CreatorUid = c.Principal, c.UserUID
 	}
-	out, err := s.store.create(ctx, project, req.GetWorkloadId(), w)
+	out, err := s.store.createUnderCap(ctx, project, req.GetWorkloadId(), w, s.cfg.MaxWorkloadsPerProject)
 	if errors.Is(err, errProjectGone) {
 		return nil, apierr.NotFound(apierr.Project, req.GetParent()).WithCause(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
+	"github.com/runwayhq/runway/pkg/apierr"
 	"github.com/runwayhq/runway/pkg/clusterproto"
 	"github.com/runwayhq/runway/pkg/etcdstore"
 )
@@ -64,18 +65,34 @@ func (s *store) get(ctx context.Context, project, id string) (*workloadv1.Worklo
 // CreateRevision), so a project deleted meanwhile leaves no orphan
 // (errProjectGone).
 func (s *store) create(ctx context.Context, project, id string, w *workloadv1.Workload) (*workloadv1.Workload, error) {
+	return s.createUnderCap(ctx, project, id, w, 0)
+}
+
+// createUnderCap is create that first counts the project's workloads in the
+// same read as the project's key (one read-only Txn, not two round trips):
+// with maxWorkloads > 0, a project holding that many already is refused
+// (OBJECT_LIMIT).
+func (s *store) createUnderCap(ctx context.Context, project, id string, w *workloadv1.Workload, maxWorkloads int) (*workloadv1.Workload, error) {
 	key := etcdstore.PrefixProjects + project
-	resp, err := s.client.Get(ctx, key, clientv3.WithKeysOnly())
+	reads := []clientv3.Op{clientv3.OpGet(key, clientv3.WithKeysOnly())}
+	if maxWorkloads > 0 {
+		reads = append(reads, clientv3.OpGet(etcdstore.PrefixWorkloads+project+"/", clientv3.WithPrefix(), clientv3.WithCountOnly()))
+	}
+	resp, err := s.client.Txn(ctx).Then(reads...).Commit()
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 		return nil, fmt.Errorf("read project %s: %w: %w", key, etcdstore.ErrUnavailable, err)
 	}
-	if len(resp.Kvs) == 0 {
+	kvs := resp.Responses[0].GetResponseRange().GetKvs()
+	if len(kvs) == 0 {
 		return nil, fmt.Errorf("create in %s: %w", key, errProjectGone)
 	}
-	it, err := s.groupCreate(ctx, clusterproto.ClusterID(project, id), forWrite(w), projectRef{key: key, rev: resp.Kvs[0].CreateRevision})
+	if maxWorkloads > 0 && resp.Responses[1].GetResponseRange().GetCount() >= int64(maxWorkloads) {
+		return nil, apierr.ObjectLimit(projectsPrefix+project, "workloads", maxWorkloads)
+	}
+	it, err := s.groupCreate(ctx, clusterproto.ClusterID(project, id), forWrite(w), projectRef{key: key, rev: kvs[0].CreateRevision})
 	if err != nil {
 		return nil, err
 	}

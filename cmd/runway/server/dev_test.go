@@ -44,6 +44,7 @@ type dev struct {
 	token     string // the bootstrap administrator's, from RunDev
 	quota     quotav1.QuotaServiceClient
 	workload  workloadv1.WorkloadServiceClient
+	gov       workloadv1.GovernanceServiceClient
 	scheduler schedulerv1.SchedulerServiceClient
 	nodes     nodemanagerv1.NodeManagerServiceClient
 }
@@ -92,7 +93,7 @@ func startDev(t *testing.T, dir string, nodes, gpus int, opts ...func(*server.De
 	}
 	t.Cleanup(func() { _ = conn.Close() })
 	return &dev{identity: identityv1.NewIdentityServiceClient(conn), addr: addr, token: token, quota: quotav1.NewQuotaServiceClient(conn),
-		workload: workloadv1.NewWorkloadServiceClient(conn), scheduler: schedulerv1.NewSchedulerServiceClient(conn),
+		workload: workloadv1.NewWorkloadServiceClient(conn), gov: workloadv1.NewGovernanceServiceClient(conn), scheduler: schedulerv1.NewSchedulerServiceClient(conn),
 		nodes: nodemanagerv1.NewNodeManagerServiceClient(conn)}
 }
 

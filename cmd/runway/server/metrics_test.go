@@ -17,6 +17,7 @@ import (
 
 	"github.com/runwayhq/runway/cmd/runway/server"
 	identityv1 "github.com/runwayhq/runway/gen/go/runway/identity/v1"
+	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
 	"github.com/runwayhq/runway/pkg/metrics"
 )
 
@@ -183,6 +184,15 @@ func TestDevMetricsAfterQuickStart(t *testing.T) {
 		t.Fatal("metrics served on the API listener")
 	}
 	quickStart(t, d)
+	// A department's policy: the workload service asks the quota service
+	// for the department's projects, its one call to another service (it
+	// reads projects where the quota service stores them), so that
+	// grpc_client_* has series.
+	maxCPU := float64(64000)
+	if _, err := d.gov.UpdatePolicy(t.Context(), &workloadv1.UpdatePolicyRequest{AllowMissing: true, Policy: &workloadv1.Policy{
+		Name: "departments/default/policies/training", Rules: map[string]*workloadv1.FieldRule{"milliCpu": {Max: &maxCPU}}}}); err != nil {
+		t.Fatal(err)
+	}
 
 	// A sign-in that fails and one that works.
 	if _, err := d.identity.CreateUser(t.Context(), &identityv1.CreateUserRequest{UserId: "alice",

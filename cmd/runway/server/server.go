@@ -137,7 +137,7 @@ func build(name string, d buildDeps) (built, error) {
 			return built{}, errors.New("the workload service needs the quota service's address")
 		}
 		deps := workload.Deps{Client: d.etcd, Logger: d.logger,
-			Projects:         workload.QuotaProjects{Client: quotav1.NewQuotaServiceClient(d.quotaConn)},
+			Projects:         workload.NewStoredProjects(d.etcd, workload.QuotaProjects{Client: quotav1.NewQuotaServiceClient(d.quotaConn)}),
 			AgentCredentials: d.guard.ServiceCredentials(Workload), AgentTLS: d.agentTLS}
 		s, err := workload.New(workload.Config{Examples: d.examples}, deps)
 		if err != nil {

@@ -216,6 +216,7 @@ func (c *cluster) runway(b *testing.B, ns string, pods, want int) (time.Duration
 		}
 		defer pprof.StopCPUProfile()
 	}
+	memProfile(b, ".base")
 	cpu0, self0 := c.cpu(), selfCPU()
 	start := time.Now()
 	spec := &workloadv1.WorkloadSpec{Image: "busybox", Command: []string{"sleep", "3600"}, Pods: 1,
@@ -232,6 +233,7 @@ func (c *cluster) runway(b *testing.B, ns string, pods, want int) (time.Duration
 	cpu := fmt.Sprintf("submitted %v, ", submitted.Round(10*time.Millisecond)) + r.timeline(start) + " cpu: " +
 		c.cpuSince(cpu0) + fmt.Sprintf(" runway+bench=%v", (selfCPU()-self0).Round(time.Second))
 	pprof.StopCPUProfile()
+	memProfile(b, "")
 	cancel()
 	select {
 	case err := <-done:
@@ -246,6 +248,26 @@ func (c *cluster) runway(b *testing.B, ns string, pods, want int) (time.Duration
 		c.deletePods(b, kube.ProjectNamespace(fmt.Sprintf("bench-%d", j)))
 	}
 	return took, cpu
+}
+
+// memProfile writes the allocations so far to RUNWAY_BENCH_MEMPROFILE plus
+// suffix, if set: the bench writes one before Runway's round (".base") and
+// one after, so that `go tool pprof -sample_index=alloc_space -base X.base X`
+// shows what the round allocated.
+func memProfile(b *testing.B, suffix string) {
+	b.Helper()
+	p := os.Getenv("RUNWAY_BENCH_MEMPROFILE")
+	if p == "" {
+		return
+	}
+	f, err := os.Create(p + suffix)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		b.Fatalf("write %s: %v", f.Name(), err)
+	}
 }
 
 // waitRegistered waits until Runway lists every Kubernetes node as Ready.

@@ -39,6 +39,10 @@ import (
 // GPUsPerNode is each fake node's nvidia.com/gpu.
 const GPUsPerNode = 8
 
+// kwokPodParallelism is how many pods KWOK moves through their stages at
+// once (its default is 4): as many as the bench creates pods at once.
+const kwokPodParallelism = 64
+
 // cluster is a kube-apiserver on its own etcd, with KWOK playing every
 // node's kubelet, all of them processes of the repository's bin/.
 type cluster struct {
@@ -158,8 +162,25 @@ current-context: bench
 		b.Fatal(err)
 	}
 	c.kube = cs
+	// A real cluster has a kubelet per node, each starting its own pods;
+	// KWOK plays them all and by default plays 4 pod stages at a time, so
+	// that at a few hundred pods a second the fake kubelets, not the
+	// scheduler, set the pace for both. It plays kwokPodParallelism (a
+	// configuration file sets every parallelism; the others are KWOK's
+	// defaults).
+	kwokConf := filepath.Join(c.dir, "kwok.yaml")
+	if err := os.WriteFile(kwokConf, fmt.Appendf(nil, `apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokConfiguration
+options:
+  podPlayStageParallelism: %d
+  nodePlayStageParallelism: 4
+  nodeLeaseParallelism: 4
+  podsOnNodeSyncParallelism: 1
+`, kwokPodParallelism), 0o600); err != nil {
+		b.Fatal(err)
+	}
 	c.procs["kwok"] = c.start(b, "kwok", bin(b, "kwok"), append([]string{"--kubeconfig", c.kubeconfig,
-		"--manage-all-nodes=true", "--server-address", "127.0.0.1:0"}, kwokStages(b)...)...)
+		"--manage-all-nodes=true", "--server-address", "127.0.0.1:0", "-c", kwokConf}, kwokStages(b)...)...)
 	c.createNodes(b, nodes)
 	return c
 }

@@ -213,8 +213,8 @@ func (r *runtime) syncReservation(ctx context.Context, p *corev1.Pod) error {
 func (r *runtime) fractionBound(node string, d int) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, b := range r.bindings {
-		if b.Node == node && fractional(b) && slices.Contains(b.Devices, d) {
+	for k := range r.onNode[node] {
+		if b := r.bindings[k]; fractional(b) && slices.Contains(b.Devices, d) {
 			return true
 		}
 	}
@@ -241,9 +241,7 @@ func (r *runtime) requeueDeviceKeys(keys []string) {
 	id := nodeID(node)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for k, b := range r.bindings {
-		if b.Node == id {
-			r.queue.Add(kindBinding + ":" + k)
-		}
+	for k := range r.onNode[id] {
+		r.queue.Add(kindBinding + ":" + k)
 	}
 }

@@ -145,6 +145,9 @@ type runtime struct {
 	podIdx   cache.Indexer
 	mu       sync.Mutex
 	bindings map[string]binding // by key below PrefixBindings, written by the watch goroutine
+	// onNode is the keys of bindings by Runway node id (under mu): what a
+	// pod event on a node requeues, without a walk of every binding.
+	onNode map[string]map[string]struct{}
 
 	lease      clientv3.LeaseID               // under mu
 	registered map[string]*nodemanagerv1.Node // under mu, by node id: what was last written
@@ -167,6 +170,7 @@ func Run(ctx context.Context, cfg Config) error {
 	r := &runtime{cfg: cfg, log: cfg.Logger.With("runtime", "kubernetes"),
 		queue:      workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
 		bindings:   map[string]binding{},
+		onNode:     map[string]map[string]struct{}{},
 		registered: map[string]*nodemanagerv1.Node{}, reported: map[string]runReport{}, agentFound: map[string]agentFound{},
 		created: map[string]bool{}, namespaces: map[string]bool{}}
 	defer r.queue.ShutDown()
@@ -351,6 +355,12 @@ func (r *runtime) putBinding(key string, value []byte, rev int64) {
 	}
 	r.mu.Lock()
 	r.bindings[key] = binding{Binding: b, key: key, rev: rev}
+	keys, ok := r.onNode[b.Node]
+	if !ok {
+		keys = map[string]struct{}{}
+		r.onNode[b.Node] = keys
+	}
+	keys[key] = struct{}{}
 	r.mu.Unlock()
 	r.queue.Add(kindBinding + ":" + key)
 }
@@ -363,6 +373,11 @@ func (r *runtime) deleteBinding(key string) {
 		seen := key + "@" + strconv.FormatInt(old.rev, 10)
 		delete(r.reported, seen)
 		delete(r.agentFound, seen)
+		keys := r.onNode[old.Node]
+		delete(keys, key)
+		if len(keys) == 0 {
+			delete(r.onNode, old.Node)
+		}
 	}
 	r.mu.Unlock()
 	r.queue.Add(kindBinding + ":" + key)
