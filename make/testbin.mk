@@ -45,7 +45,8 @@ $(BIN)/prometheus: testbin/prometheus/go.mod testbin/prometheus/go.sum
 $(BIN)/versitygw: testbin/versitygw/go.mod testbin/versitygw/go.sum
 	cd testbin/versitygw && GOWORK=off $(GO) build -ldflags "-s -w" -o $(BIN)/versitygw github.com/versity/versitygw/cmd/versitygw
 
-KWOK_VERSION := v0.8.0 # as pinned in testbin/kwok/go.mod (the bench reads its stages from the module cache)
+# As pinned in testbin/kwok/go.mod: the bench reads KWOK's stages from the module cache.
+KWOK_VERSION := v0.8.0
 $(BIN)/kwok: testbin/kwok/go.mod testbin/kwok/go.sum
 	cd testbin/kwok && GOWORK=off $(GO) build -ldflags "-s -w" -o $(BIN)/kwok sigs.k8s.io/kwok/cmd/kwok
 
