@@ -62,6 +62,12 @@ func Fold(w *workloadv1.Workload, ev *workloadv1.WorkloadEvent) {
 		w.Status = &workloadv1.WorkloadStatus{}
 	}
 	st := w.Status
+	if IsFinal(st.GetPhase()) && (ev.GetType() == workloadv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_SCHEDULED ||
+		ev.GetType() == workloadv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_PREEMPTED) {
+		// Its pods have ended: a late placement event (a binding left after
+		// the pods exited, lost with its node) is not true of it.
+		return
+	}
 	if ev.GetTime() != nil {
 		w.UpdateTime = ev.GetTime()
 	}
