@@ -250,3 +250,45 @@ func TestAdmissionWebhookAddsGPUConfigMap(t *testing.T) {
 		return ""
 	})
 }
+
+// TestUserPodConfigMapNotTakenOver: a user's fraction pod that names a
+// ConfigMap Runway did not write for it (an administrator's, or
+// kube-root-ca.crt) is not bound, and that ConfigMap is left as it was: the
+// pod's annotations are its user's, not a lever on Runway's RBAC.
+func TestUserPodConfigMapNotTakenOver(t *testing.T) {
+	e := newEnv(t, "ucm")
+	if _, err := cluster.StartDevicePlugin(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	e.node(t, "ucm-node-1", 1)
+	e.start(t)
+	e.project(t, "team-ucm", 1)
+	ns := e.projectNamespace(t, "team-ucm")
+	admins := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "team-settings", Namespace: ns}, Data: map[string]string{"keep": "me"}}
+	if _, err := e.kube.CoreV1().ConfigMaps(ns).Create(t.Context(), admins, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p := fractionPod("squat", false)
+	p.Annotations[kube.AnnotationGPUConfigMap] = "team-settings"
+	p.Spec.Containers[0].EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{
+		LocalObjectReference: corev1.LocalObjectReference{Name: "team-settings"}}}}
+	if _, err := e.kube.CoreV1().Pods(ns).Create(t.Context(), p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The runtime got as far as the GPU: the reservation reports its UUID,
+	// which is what the ConfigMap would hold.
+	eventually(t, "the pod's reservation with its GPU", func() string {
+		if res := e.reservations(t); len(res) != 1 || res[0].Annotations[kube.AnnotationGPUUUID] == "" {
+			return fmt.Sprintf("reservation pods %v", res)
+		}
+		return ""
+	})
+	time.Sleep(time.Second)
+	cm, err := e.kube.CoreV1().ConfigMaps(ns).Get(t.Context(), "team-settings", metav1.GetOptions{})
+	if err != nil || len(cm.Data) != 1 || cm.Data["keep"] != "me" || len(cm.OwnerReferences) != 0 {
+		t.Errorf("the administrator's ConfigMap after the pod named it: %v %v (owners %v), want it untouched", cm.Data, err, cm.OwnerReferences)
+	}
+	if got, err := e.kube.CoreV1().Pods(ns).Get(t.Context(), "squat", metav1.GetOptions{}); err != nil || got.Spec.NodeName != "" {
+		t.Errorf("the pod naming another's ConfigMap: %v on %q, want it left unbound", err, got.Spec.NodeName)
+	}
+}

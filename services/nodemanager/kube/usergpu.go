@@ -130,21 +130,21 @@ func (r *runtime) writeUserGPU(ctx context.Context, p *corev1.Pod, node string, 
 	cms := r.cfg.Kube.CoreV1().ConfigMaps(p.Namespace)
 	_, err = cms.Create(ctx, want, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
-		// Written before (a retried binding), or by someone else: what
-		// Runway decided replaces it.
+		// Written before for this pod (a retried binding): what Runway
+		// decided replaces it. Any other ConfigMap of that name (an
+		// admin's, kube-root-ca.crt, another pod's) is never taken over:
+		// the pod names it, and the pod is its user's to write.
 		cur, gerr := cms.Get(ctx, want.Name, metav1.GetOptions{})
 		if gerr != nil {
 			return false, fmt.Errorf("read ConfigMap %s/%s: %w", p.Namespace, want.Name, gerr)
 		}
-		if maps.Equal(cur.Data, want.Data) && len(cur.BinaryData) == 0 && ownedBy(cur, p) {
-			return true, nil
+		if !ownedBy(cur, p) {
+			r.log.Warn("kubernetes runtime: pod not bound: its GPU ConfigMap exists and is not Runway's for this pod",
+				"pod", p.Namespace+"/"+p.Name, "configmap", want.Name)
+			return false, nil
 		}
-		for _, o := range cur.OwnerReferences {
-			if o.Kind == "Pod" && o.UID != p.UID {
-				r.log.Warn("kubernetes runtime: pod not bound: its GPU ConfigMap is another pod's", "pod", p.Namespace+"/"+p.Name,
-					"configmap", want.Name, "owner", o.Name)
-				return false, nil
-			}
+		if maps.Equal(cur.Data, want.Data) && len(cur.BinaryData) == 0 {
+			return true, nil
 		}
 		want.ResourceVersion = cur.ResourceVersion
 		_, err = cms.Update(ctx, want, metav1.UpdateOptions{})
