@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/net/netutil"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -95,15 +96,21 @@ func gpuConfigMapPatch(p *corev1.Pod) []patchOp {
 	return ops
 }
 
+// maxAdmissionConns bounds the webhook's open connections (each may hold
+// a review of up to maxAdmissionReview bytes).
+const maxAdmissionConns = 256
+
 // ServeAdmission serves AdmissionHandler at /mutate-pods on l, over TLS
 // with cfg, until ctx ends.
 func ServeAdmission(ctx context.Context, l net.Listener, cfg *tls.Config, log *slog.Logger) error {
 	mux := http.NewServeMux()
 	mux.Handle("POST /mutate-pods", AdmissionHandler())
-	srv := &http.Server{Handler: mux, TLSConfig: cfg, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	// The apiserver gives a webhook 10 s at most; a slow client holds no
+	// buffer past that, and no more than maxAdmissionConns are open at once.
+	srv := &http.Server{Handler: mux, TLSConfig: cfg, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 15 * time.Second,
+		WriteTimeout: 15 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	done := make(chan error, 1)
-	go func() { done <- srv.ServeTLS(l, "", "") }()
+	go func() { done <- srv.ServeTLS(netutil.LimitListener(l, maxAdmissionConns), "", "") }()
 	log.Info("kubernetes runtime: admission webhook serving", "addr", l.Addr().String())
 	select {
 	case err := <-done:
