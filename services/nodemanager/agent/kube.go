@@ -148,6 +148,7 @@ func runKube(ctx context.Context, cfg Config) error {
 			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", km.NodeName).String()
 		}))
 	inf := f.Core().V1().Pods().Informer()
+	a.store = inf.GetStore() // the handlers read it (reservedUUIDs) from the first event
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { a.sync(obj) },
 		UpdateFunc: func(_, obj any) { a.sync(obj) },
@@ -160,7 +161,6 @@ func runKube(ctx context.Context, cfg Config) error {
 	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 		return ctx.Err()
 	}
-	a.store = inf.GetStore()
 	served := make(chan error, 1)
 	if cfg.Listen != "" {
 		srv, addr, err := cfg.listen(&logServer{client: cfg.Client, find: a.logFile})
@@ -288,8 +288,10 @@ func (a *kubeAgent) gpuPod(p *corev1.Pod) (*gpuPod, bool) {
 			env[e.Name] = e.Value
 		}
 	}
-	uuids := strings.Split(env["NVIDIA_VISIBLE_DEVICES"], ",")
-	if b.FractionMilli <= 0 || b.FractionMilli >= 1000 {
+	var uuids []string
+	if b.FractionMilli > 0 && b.FractionMilli < 1000 {
+		uuids = a.reservedUUIDs(p)
+	} else {
 		if !wholeGPUs(p) {
 			return nil, false
 		}
@@ -310,6 +312,27 @@ func (a *kubeAgent) gpuPod(p *corev1.Pod) (*gpuPod, bool) {
 	}
 	request, _ := strconv.ParseInt(env[runner.EnvGPUMemoryLimit], 10, 64)
 	return &gpuPod{id: string(p.UID), b: b, limit: a.gpus.memoryLimit(b, request)}, true
+}
+
+// reservedUUIDs are the GPUs of a fraction's pod: for each device its
+// marked annotation names, the UUID its reservation pod (Runway's
+// namespace) reports. Never the pod's own environment: a copy of the pod
+// (the mark does not cover the spec) could name another tenant's GPU there.
+func (a *kubeAgent) reservedUUIDs(p *corev1.Pod) []string {
+	var out []string
+	for _, d := range strings.Split(p.Annotations[kube.AnnotationDevices], ",") {
+		i, err := strconv.Atoi(d)
+		if err != nil {
+			return nil
+		}
+		obj, ok, _ := a.store.GetByKey(a.km.Namespace + "/" + kube.ReservationName(p.Spec.NodeName, i))
+		r, isPod := obj.(*corev1.Pod)
+		if !ok || !isPod || r.Annotations[kube.AnnotationGPUUUID] == "" {
+			return nil // not reported yet: looked at again at the next resync
+		}
+		out = append(out, r.Annotations[kube.AnnotationGPUUUID])
+	}
+	return out
 }
 
 // logFile is the kubelet's log of the main container of pod index of w

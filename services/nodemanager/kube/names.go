@@ -97,6 +97,10 @@ func legacyPodName(b nodemanager.Binding, rev int64) string {
 // reservationName is the name of the reservation pod of device d on the
 // Kubernetes node: one per device, so a second cannot be created while
 // the first is still terminating.
+// ReservationName is the name of the reservation pod (in Runway's
+// namespace) of Runway device index d on the Kubernetes node.
+func ReservationName(node string, d int) string { return reservationName(node, d) }
+
 func reservationName(node string, d int) string {
 	return "gpu-" + trimName(nodeID(node), 40) + "-" + strconv.Itoa(d) + "-" + shortHash(node+"/"+strconv.Itoa(d))
 }
