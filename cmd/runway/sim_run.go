@@ -56,8 +56,11 @@ func simRun(cmd *cobra.Command, path string) error {
 		for _, f := range res.Failures {
 			fmt.Fprintf(cmd.ErrOrStderr(), "%s:%d: expectation failed: %s\n", path, f.Line, f.Msg)
 		}
-		return &exitError{code: 1, msg: fmt.Sprintf("%s: %d of %d expectation checks failed", path,
-			len(res.Failures), res.Output.Expectations.Passed+res.Output.Expectations.Failed)}
+		// An expect block is one expectation, however many of its checks
+		// failed (each is listed above).
+		e := res.Output.Expectations
+		return &exitError{code: 1, msg: fmt.Sprintf("%s: %d of %d expectations failed (%d failed checks)", path,
+			e.Failed, e.Passed+e.Failed, len(res.Failures))}
 	}
 	return nil
 }

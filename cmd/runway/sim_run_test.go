@@ -106,11 +106,39 @@ actions:
 	if !strings.HasPrefix(stderr, want) {
 		t.Errorf("stderr %q; want it to start with %q", stderr, want)
 	}
-	if !strings.Contains(stderr, "error: "+path+": 1 of 1 expectation checks failed") {
+	if !strings.Contains(stderr, "error: "+path+": 1 of 1 expectations failed (1 failed checks)") {
 		t.Errorf("stderr %q; want the count of failed checks", stderr)
 	}
 	if !json.Valid([]byte(stdout)) {
 		t.Errorf("stdout is not JSON: %q", stdout)
+	}
+}
+
+// The closing line counts expect blocks and their failed checks apart: one
+// block of three failed checks beside a block that passed is 1 of 2, not
+// "3 of 2".
+func TestSimRunCountsBlocksAndChecks(t *testing.T) {
+	path := writeScenario(t, `name: many-checks
+nodes:
+  - {name: n1, gpus: 2}
+projects:
+  - {name: p}
+actions:
+  - submit: {name: a, project: p, gpu: 4}
+  - submit: {name: b, project: p, gpu: 4}
+  - run: 1
+  - expect: {pending: [a, b]}
+  - expect: {running: [a, b], cluster: {allocatedGpus: 2}}
+`)
+	code, _, stderr := runBinary(t, path)
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	if got := strings.Count(stderr, "expectation failed:"); got != 3 {
+		t.Errorf("stderr %q lists %d failed checks; want 3", stderr, got)
+	}
+	if !strings.Contains(stderr, "error: "+path+": 1 of 2 expectations failed (3 failed checks)") {
+		t.Errorf("stderr %q; want 1 of 2 expectations failed (3 failed checks)", stderr)
 	}
 }
 
