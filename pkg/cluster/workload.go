@@ -152,6 +152,9 @@ type Workload struct {
 	BelowMinSince time.Duration
 	// FirstRunning is when the workload first held its minimum (-1: never).
 	FirstRunning time.Duration
+	// Aside: a step of a cycle failed on it (scheduling.InvariantError), so
+	// cycles neither place, evict nor move it; its pods stay counted.
+	Aside bool
 
 	pool    *Pool // where its pods are (one pool at a time)
 	placed  int

@@ -85,7 +85,9 @@ func (c *cycle) waitingWorkloads() []*cluster.Workload {
 	for _, q := range c.s.Projects() {
 		start := len(out)
 		for w := range q.Waiting() {
-			out = append(out, w)
+			if !w.Aside {
+				out = append(out, w)
+			}
 		}
 		part := out[start:]
 		sort.Slice(part, func(i, j int) bool { return part[i].Seq < part[j].Seq })
@@ -108,6 +110,7 @@ func (c *cycle) allocatePool(p *cluster.Pool, cands []*cluster.Workload) []*clus
 		w := pl.list[0]
 		pl.list = pl.list[1:]
 		d.best = -1
+		c.on(StepAllocate, w)
 		if !c.tryAllocate(w, p) {
 			failed = append(failed, w)
 			continue

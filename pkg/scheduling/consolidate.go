@@ -23,6 +23,7 @@ import (
 // by node, the minimal subsets of that node's units after which it fits (as
 // in the victim search); a gang's are searched by findGangMove.
 func (c *cycle) consolidate(j *cluster.Workload) bool {
+	c.on(StepConsolidate, j)
 	p := c.homePool(j)
 	req := request(j, p)
 	if j.NextPods() == 0 || checkQuota(j, p, req).Check != 0 {
@@ -58,7 +59,7 @@ func (c *cycle) movable(p *cluster.Pool, j *cluster.Workload) []unit {
 	for _, q := range c.s.Projects() {
 		var ws []*cluster.Workload
 		for w := range q.Running() {
-			if w != j && w.Priority.Preemptible && w.Pool() == p && !c.touched[w] && len(c.evicted[w]) == 0 {
+			if w != j && w.Priority.Preemptible && w.Pool() == p && !c.touched[w] && len(c.evicted[w]) == 0 && !w.Aside {
 				ws = append(ws, w)
 			}
 		}

@@ -53,11 +53,16 @@ type cycle struct {
 	// noRoom remembers victim searches that found nothing, valid while the
 	// plan has not changed since.
 	noRoom map[searchKey]noRoom
+	// step and subject are what the cycle is working on (see on).
+	step    Step
+	subject *cluster.Workload
 }
 
 // Cycle computes fair shares and runs allocate, reclaim and preempt on s, and
 // returns the plan. s is left as it was, except for the queues' FairShare,
-// which the cycle sets from the state.
+// which the cycle sets from the state. Any panic comes out as an
+// InvariantError naming the step and the workload it was working on; s is
+// then left for the caller to roll back.
 func Cycle(s *cluster.State, cfg Config) Plan {
 	if cfg.SearchBound <= 0 {
 		cfg.SearchBound = DefaultConfig().SearchBound
@@ -69,9 +74,15 @@ func Cycle(s *cluster.State, cfg Config) Plan {
 		touchedIn: map[*cluster.Queue][]*cluster.Workload{},
 		lists:     make([]perQueue[*candidateList], len(s.Pools)), orders: map[poolQueue]orderedQueues{},
 		noFit: map[shape]noFit{}, noRoom: map[searchKey]noRoom{}}
+	defer func() {
+		if r := recover(); r != nil {
+			panic(c.contain(r))
+		}
+	}()
 	mark := s.Mark()
 	c.gangTimeouts()
 	c.settle()
+	c.step, c.subject = "", nil
 	c.explain()
 	c.dropUnbound()
 	s.Rollback(mark)
@@ -83,9 +94,10 @@ func Cycle(s *cluster.State, cfg Config) Plan {
 // GangTimeout (SCHEDULING.md §4).
 func (c *cycle) gangTimeouts() {
 	for _, w := range c.s.BelowMinimum() {
-		if w.BelowMinSince < 0 || c.cfg.Now-w.BelowMinSince < c.cfg.GangTimeout {
+		if w.BelowMinSince < 0 || c.cfg.Now-w.BelowMinSince < c.cfg.GangTimeout || w.Aside {
 			continue
 		}
+		c.on(StepGangMinimum, w)
 		why := fmt.Sprintf("held %d of its minimum %d pods for %s", w.PlacedPods(), w.MinPods, c.cfg.GangTimeout)
 		c.evict(unit{w: w, pods: placedPods(w)}, RuleGangMinimum, nil, why)
 	}

@@ -19,6 +19,9 @@ type Config struct {
 	// SearchBound caps the victim sets examined for one workload before the
 	// search falls back to a greedy set pruned to a minimal one.
 	SearchBound int
+	// Observe, when set, is called as each step takes up a workload (fault
+	// injection: a panic in it is contained like one of the step's own).
+	Observe func(step Step, workload string)
 }
 
 // DefaultConfig is the platform's configuration.

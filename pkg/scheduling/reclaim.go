@@ -57,6 +57,7 @@ func (c *cycle) rememberNoRoom(j *cluster.Workload, p *cluster.Pool, key searchK
 // reclaim tries to make room for j by evicting preemptible workloads of other
 // projects (SCHEDULING.md §3 "Reclaim"). It reports whether j was placed.
 func (c *cycle) reclaim(j *cluster.Workload) bool {
+	c.on(StepReclaim, j)
 	p := c.homePool(j)
 	q := j.Project
 	req := request(j, p)
@@ -138,6 +139,7 @@ var lowestPreemptible = func() int {
 // workloads of its own project (SCHEDULING.md §3 "Preempt"). It reports
 // whether j was placed.
 func (c *cycle) preempt(j *cluster.Workload) bool {
+	c.on(StepPreempt, j)
 	if j.Priority.Value <= lowestPreemptible {
 		return false // nothing preemptible ranks below it
 	}

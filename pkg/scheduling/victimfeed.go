@@ -141,7 +141,7 @@ func (c *cycle) candidates(v *cluster.Queue, p *cluster.Pool) *candidateList {
 
 // candidate reports whether w (running) may be a victim in pool p.
 func (c *cycle) candidate(w *cluster.Workload, p *cluster.Pool) bool {
-	return w.PlacedPods() > 0 && w.Priority.Preemptible && w.Pool() == p && !c.placedFor[w]
+	return w.PlacedPods() > 0 && w.Priority.Preemptible && w.Pool() == p && !c.placedFor[w] && !w.Aside
 }
 
 // victimLess is the order of a candidate list: lowest priority first, then

@@ -61,6 +61,15 @@ func (w writes) empty() bool {
 	return len(w.groups) == 0 && len(w.reasons) == 0 && len(w.usage) == 0
 }
 
+// takeUp records the workload whose writes planWrites builds next: a panic
+// then is that workload's (planWritesContained).
+func (c *Cache) takeUp(workload string) {
+	c.writing = workload
+	if c.onWrite != nil {
+		c.onWrite(workload)
+	}
+}
+
 // planBuilder collects a plan's writes by workload.
 type planBuilder struct {
 	out   writes
@@ -119,6 +128,7 @@ func (c *Cache) planWrites(plan scheduling.Plan, now time.Time) writes {
 		}
 	}
 	for _, e := range plan.Evictions {
+		c.takeUp(e.Workload)
 		w := c.state.Workload(e.Workload)
 		if w == nil {
 			continue
@@ -145,6 +155,7 @@ func (c *Cache) planWrites(plan scheduling.Plan, now time.Time) writes {
 	}
 	c.orphanWrites(del, event, now)
 	for _, b := range plan.Bindings {
+		c.takeUp(b.Workload)
 		id := bindingID(b.Node, b.Workload, b.Pod)
 		if old, ok := c.byPod[podKey{b.Workload, b.Pod}]; ok {
 			// Still bound (elsewhere: its node was lost; or here, stale):

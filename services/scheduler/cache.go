@@ -90,6 +90,10 @@ type Cache struct {
 
 	mu          sync.Mutex
 	state       *cluster.State
+	// writing is the workload planWrites is taking up, for containment
+	// (contain.go); onWrite is the test hook called then.
+	writing string
+	onWrite func(workload string)
 	ready       bool // the initial lists are applied
 	pools       map[string]*quotav1.NodePool
 	departments map[string]*quotav1.Department
@@ -682,11 +686,15 @@ func schedulable(w *workloadv1.Workload) bool {
 func (c *Cache) syncWorkload(id string) bool {
 	raw := c.workloads[id]
 	cur := c.state.Workload(id)
+	aside := false
 	if spec, ok := c.held[id]; ok {
-		if schedulable(raw) && proto.Equal(spec, raw.GetSpec()) {
+		if !schedulable(raw) || !proto.Equal(spec, raw.GetSpec()) {
+			delete(c.held, id)
+		} else if cur != nil || !c.boundAny(id, raw) {
 			return true // still set aside
+		} else {
+			aside = true // a relist: its pods must be counted, the workload left alone
 		}
-		delete(c.held, id)
 	}
 	if !schedulable(raw) {
 		if cur != nil {
@@ -712,9 +720,11 @@ func (c *Cache) syncWorkload(id string) bool {
 		c.state.Remove(cur)
 		delete(c.submitted, id)
 	}
-	if _, err := c.state.Submit(spec); err != nil {
+	w, err := c.state.Submit(spec)
+	if err != nil {
 		return false // its project or a pool is not there yet
 	}
+	w.Aside = aside
 	c.submitted[id] = raw.GetSpec()
 	for pod := range spec.Pods {
 		if bid, ok := c.byPod[podKey{id, pod}]; ok {
@@ -722,6 +732,16 @@ func (c *Cache) syncWorkload(id string) bool {
 		}
 	}
 	return true
+}
+
+// boundAny reports whether any pod of the workload has a binding.
+func (c *Cache) boundAny(id string, raw *workloadv1.Workload) bool {
+	for pod := range clusterproto.EffectivePods(raw.GetSpec()) {
+		if _, ok := c.byPod[podKey{id, int(pod)}]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // syncBinding places a bound pod on its node. A binding whose workload or

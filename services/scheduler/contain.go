@@ -1,22 +1,28 @@
 package scheduler
 
 import (
+	"context"
 	"fmt"
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
+	"github.com/runwayhq/runway/pkg/etcdstore"
 	"github.com/runwayhq/runway/pkg/scheduling"
 )
 
+// stepApply is the step of a failure while the plan's writes are built.
+const stepApply scheduling.Step = "apply"
+
 // runCycle runs the scheduling core on the cache's state (locked by the
-// caller). A failed invariant in the core (a panic) must not take the
-// replica down with the lock held, nor each next leader after it: the
-// state is rolled back to where the cycle found it, the plan is dropped,
-// the failure is counted and logged with the state that caused it, and
-// the workload being placed is set aside (hold) so the next cycle
-// schedules the others. ok is false when the plan was dropped.
+// caller). A panic of any step of the core must not take the replica down
+// with the lock held, nor each next leader after it, nor stall the
+// cluster: the state is rolled back to where the cycle found it, the plan
+// is dropped, and the workload the step was working on is set aside
+// (setAside), so the next cycle schedules every other. ok is false when
+// the plan was dropped.
 func (s *Server) runCycle(now time.Time) (plan scheduling.Plan, ok bool) {
 	c := s.cache
 	mark := c.state.Mark()
@@ -27,17 +33,11 @@ func (s *Server) runCycle(now time.Time) (plan scheduling.Plan, ok bool) {
 		}
 		c.state.Rollback(mark)
 		c.state.StopLog()
-		s.metrics.invariantFailures.Inc()
 		inv, isInv := r.(scheduling.InvariantError)
 		if !isInv {
 			inv = scheduling.InvariantError{What: fmt.Sprint(r)}
 		}
-		s.log.Error("scheduler: invariant failed; plan dropped", "replica", s.cfg.Replica,
-			"workload", inv.Workload, "what", inv.What, "state", c.summary())
-		if inv.Workload != "" && c.hold(inv.Workload) {
-			s.held[inv.Workload] = "The scheduler set this workload aside: " + inv.What +
-				" (an internal check failed; it is retried when its spec changes or the scheduler restarts)."
-		}
+		s.setAside(inv, now)
 		plan, ok = scheduling.Plan{}, false
 	}()
 	cfg := s.cfg.Scheduling
@@ -54,17 +54,83 @@ func (s *Server) runCycle(now time.Time) (plan scheduling.Plan, ok bool) {
 	return plan, true
 }
 
-// hold takes a workload that holds no pods out of the model until its spec
-// changes; false if it cannot (it is not there, or holds pods whose room
-// the model must keep counting). Called with mu held.
+// planWritesContained is planWrites with a panic contained like one of the
+// core's: the plan is dropped and the workload whose writes were being
+// built is set aside. Called with mu held.
+func (s *Server) planWritesContained(plan scheduling.Plan, now time.Time) (ws writes, ok bool) {
+	c := s.cache
+	c.writing = ""
+	defer func() {
+		if r := recover(); r != nil {
+			s.setAside(scheduling.InvariantError{Workload: c.writing, Step: stepApply, What: fmt.Sprint(r)}, now)
+			ws, ok = writes{}, false
+		}
+	}()
+	return c.planWrites(plan, now), true
+}
+
+// setAside counts and logs a contained failure and sets its workload aside
+// with a reason it shows and a SET_ASIDE event. Called with mu held.
+func (s *Server) setAside(inv scheduling.InvariantError, now time.Time) {
+	c := s.cache
+	s.metrics.invariantFailures.Inc()
+	step := string(inv.Step)
+	if step == "" {
+		step = "none"
+	}
+	s.log.Error("scheduler: invariant failed; plan dropped", "replica", s.cfg.Replica,
+		"workload", inv.Workload, "step", step, "what", inv.What, "state", c.summary())
+	if inv.Workload == "" || !c.hold(inv.Workload) {
+		return
+	}
+	s.metrics.setAside.WithLabelValues(step).Inc()
+	why := fmt.Sprintf("The scheduler set this workload aside: its %s step failed: %s"+
+		" (an internal check failed; it is retried when its spec changes or the scheduler restarts).", step, inv.What)
+	s.held[inv.Workload] = why
+	s.asideEvents = append(s.asideEvents, asideEvent{workload: inv.Workload, ev: &workloadv1.WorkloadEvent{
+		Type: workloadv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_SET_ASIDE, Time: timestamppb.New(now), Message: why}})
+}
+
+// asideEvent is a SET_ASIDE event waiting to be written.
+type asideEvent struct {
+	workload string
+	ev       *workloadv1.WorkloadEvent
+}
+
+// writeAsideEvents writes the pending SET_ASIDE events, fenced like a plan;
+// those not written are tried again before the next cycle.
+func (s *Server) writeAsideEvents(ctx context.Context, f fence, now time.Time) {
+	if len(s.asideEvents) == 0 {
+		return
+	}
+	var pb planBuilder
+	for i, a := range s.asideEvents {
+		key := fmt.Sprintf("%s%s/%020d-a%d", etcdstore.PrefixEvictions, a.workload, now.UnixNano(), i)
+		pb.add(a.workload, write{key: key, msg: a.ev})
+	}
+	if _, err := apply(ctx, s.client, f, pb.out, s.cfg.MaxOps); err != nil {
+		s.log.Warn("scheduler: set-aside events not written", "replica", s.cfg.Replica, "err", err)
+		return
+	}
+	s.asideEvents = nil
+}
+
+// hold sets a workload aside until its spec changes: one that holds no pods
+// leaves the model; one that holds pods stays (its room is counted) marked
+// Aside, which cycles neither place, evict nor move. false if it is not
+// there. Called with mu held.
 func (c *Cache) hold(id string) bool {
 	w := c.state.Workload(id)
 	raw := c.workloads[id]
-	if w == nil || raw == nil || w.PlacedPods() > 0 {
+	if w == nil || raw == nil {
 		return false
 	}
-	c.state.Remove(w)
-	delete(c.submitted, id)
+	if w.PlacedPods() > 0 {
+		w.Aside = true
+	} else {
+		c.state.Remove(w)
+		delete(c.submitted, id)
+	}
 	c.held[id] = proto.Clone(raw.GetSpec()).(*workloadv1.WorkloadSpec)
 	return true
 }

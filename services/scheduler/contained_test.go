@@ -178,3 +178,72 @@ func TestCache_SkipsUndecodable(t *testing.T) {
 		t.Errorf("the cache listed %d times, want once (no relist loop)", lists)
 	}
 }
+
+// TestCycle_PanicInEveryStepContained: a panic in any step of a cycle (the
+// core's allocate, reclaim, preempt and consolidate, and the writes of the
+// plan) sets aside only the workload that step was working on, with a
+// SET_ASIDE event, its reason and a count by step; the next cycle schedules
+// every other workload. A 3-GPU workload on nodes of 2 GPUs goes through
+// every step of the core; a 1-GPU one is bound, so its writes are built.
+func TestCycle_PanicInEveryStepContained(t *testing.T) {
+	tests := []struct {
+		step scheduling.Step
+		gpus int32
+	}{
+		{scheduling.StepAllocate, 1},
+		{scheduling.StepReclaim, 3},
+		{scheduling.StepPreempt, 3},
+		{scheduling.StepConsolidate, 3},
+		{stepApply, 1},
+	}
+	for _, tc := range tests {
+		t.Run(string(tc.step), func(t *testing.T) {
+			cl := etcdtest.New(t)
+			quickStart(t, cl)
+			inject := func(workload string) {
+				if workload == "team-a/bad" {
+					panic("injected")
+				}
+			}
+			r := startReplica(t, cl, "r1", func(c *Config) {
+				if tc.step == stepApply {
+					c.onWrite = inject
+					return
+				}
+				c.Scheduling = scheduling.DefaultConfig()
+				c.Scheduling.Observe = func(step scheduling.Step, workload string) {
+					if step == tc.step {
+						inject(workload)
+					}
+				}
+			})
+			waitFor(t, 5*time.Second, "a leader", r.leading)
+			training(t, cl.Client, "team-a", "bad", tc.gpus, 0)
+			training(t, cl.Client, "team-b", "b1", 1, 1)
+			waitFor(t, 5*time.Second, "b1 bound", func() bool { return slices.Contains(bound(t, cl.Client), "team-b/b1") })
+			if slices.Contains(bound(t, cl.Client), "team-a/bad") {
+				t.Error("the workload whose step failed was bound")
+			}
+			if n := testutil.ToFloat64(r.metrics.setAside.WithLabelValues(string(tc.step))); n != 1 {
+				t.Errorf("set aside in %s counted %v, want 1", tc.step, n)
+			}
+			waitFor(t, 3*time.Second, "bad's SET_ASIDE event", func() bool {
+				resp, err := cl.Client.Get(t.Context(), etcdstore.PrefixEvictions+"team-a/bad/", clientv3.WithPrefix())
+				if err != nil {
+					return false
+				}
+				for _, kv := range resp.Kvs {
+					ev := &workloadv1.WorkloadEvent{}
+					if proto.Unmarshal(kv.Value, ev) == nil && ev.GetType() == workloadv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_SET_ASIDE &&
+						strings.Contains(ev.GetMessage(), "its "+string(tc.step)+" step failed: injected") {
+						return true
+					}
+				}
+				return false
+			})
+			if !r.leading() {
+				t.Error("the replica stopped leading")
+			}
+		})
+	}
+}

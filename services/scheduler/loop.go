@@ -152,17 +152,22 @@ func (s *Server) cycle(ctx context.Context, f fence) {
 	s.usage.accrue(c.state, now)
 	start := time.Now()
 	plan, ok := s.runCycle(now)
+	var ws writes
+	if ok {
+		ws, ok = s.planWritesContained(plan, now)
+	}
 	if !ok {
 		c.mu.Unlock()
+		s.writeAsideEvents(ctx, f, now)
 		return
 	}
-	ws := c.planWrites(plan, now)
 	var usage map[string]*schedulerv1.QueueUsage
 	ws.usage, usage = s.usage.writes(c.state, now, s.cfg.UsageInterval)
 	pools := c.poolsOf(plan)
 	c.mu.Unlock()
 	s.metrics.cycle.WithLabelValues(actionSchedule).Observe(time.Since(start).Seconds())
 	s.recordCycle(plan, pools, now)
+	s.writeAsideEvents(ctx, f, now)
 	var written map[string]string
 	ws.reasons, written = reasonsWrites(s.written, plan.Waiting)
 	if ws.empty() {

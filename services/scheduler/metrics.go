@@ -24,6 +24,7 @@ type metrics struct {
 
 	// What went wrong and was contained.
 	invariantFailures prometheus.Counter
+	setAside          *prometheus.CounterVec
 	planDropped       prometheus.Counter
 	modelBehind       prometheus.Counter
 	undecodable       *prometheus.CounterVec
@@ -57,6 +58,9 @@ func newMetrics() *metrics {
 		invariantFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "runway_scheduler_invariant_failures_total",
 			Help: "Cycles whose plan was dropped because an invariant of the scheduling core failed."}),
+		setAside: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "runway_scheduler_workloads_set_aside_total",
+			Help: "Workloads set aside because a step of a cycle failed on them, by step."}, []string{"step"}),
 		planDropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "runway_scheduler_workload_plans_dropped_total",
 			Help: "Workloads whose writes were left out of a plan because they exceed one transaction."}),
@@ -97,7 +101,7 @@ func (s *Server) Collectors() []prometheus.Collector {
 		m.evictions.WithLabelValues(string(r))
 	}
 	return []prometheus.Collector{m.cycle, m.apply, m.conflicts, m.bindings, m.evictions, m.leader,
-		m.invariantFailures, m.planDropped, m.modelBehind, m.undecodable, modelCollector{s}}
+		m.invariantFailures, m.setAside, m.planDropped, m.modelBehind, m.undecodable, modelCollector{s}}
 }
 
 // desc builds a descriptor of the model's series.

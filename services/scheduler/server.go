@@ -63,6 +63,9 @@ type Config struct {
 	ApplyWait time.Duration
 	// cycle is the scheduling core (scheduling.Cycle; tests replace it).
 	cycle func(*cluster.State, scheduling.Config) scheduling.Plan
+	// onWrite, when set, is called as the plan's writes take up each
+	// workload (tests inject faults of the apply step through it).
+	onWrite func(workload string)
 	// WhileLeading, when set, runs beside the cycle loop for as long as
 	// this replica leads, with a context that ends when leadership does: a
 	// runtime that must act once for the whole cluster (the Kubernetes
@@ -113,6 +116,9 @@ type Server struct {
 	// workload is set aside after an invariant failure (loop goroutine).
 	behind *behind
 	held   map[string]string
+	// asideEvents are the SET_ASIDE events of workloads set aside by a
+	// dropped plan, written before the next cycle (loop goroutine only).
+	asideEvents []asideEvent
 }
 
 // decision is what one cycle said about one workload.
@@ -144,7 +150,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if cfg.Debounce <= 0 {
 		cfg.Debounce = 50 * time.Millisecond
 	}
-	if cfg.Scheduling == (scheduling.Config{}) {
+	if sc := cfg.Scheduling; sc.Placement == 0 && sc.GangTimeout == 0 && sc.SearchBound == 0 && sc.Observe == nil {
 		cfg.Scheduling = scheduling.DefaultConfig()
 	}
 	if cfg.Clock == nil {
@@ -166,8 +172,9 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		cfg.cycle = scheduling.Cycle
 	}
 	m := newMetrics()
-	return &Server{cfg: cfg, client: deps.Client, log: cfg.Logger, metrics: m,
-		cache:    newCache(deps.Client, cfg.Clock, cfg.Logger, m, max(cfg.NodeLostGrace, 0)),
+	c := newCache(deps.Client, cfg.Clock, cfg.Logger, m, max(cfg.NodeLostGrace, 0))
+	c.onWrite = cfg.onWrite
+	return &Server{cfg: cfg, client: deps.Client, log: cfg.Logger, metrics: m, cache: c,
 		lastPlan: map[string]decision{}, lastEvents: map[string]decision{}, held: map[string]string{}}, nil
 }
 

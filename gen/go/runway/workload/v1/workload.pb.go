@@ -347,6 +347,10 @@ const (
 	// A scheduling rule (time limit, idle-GPU limit) stopped the workload, or
 	// preempted it back to PENDING.
 	WorkloadEventType_WORKLOAD_EVENT_TYPE_LIMIT_REACHED WorkloadEventType = 8
+	// A step of the scheduler failed on the workload (an internal check): the
+	// scheduler set it aside, neither placing, evicting nor moving it, until
+	// its spec changes or the scheduler restarts. The message names the step.
+	WorkloadEventType_WORKLOAD_EVENT_TYPE_SET_ASIDE WorkloadEventType = 9
 )
 
 // Enum value maps for WorkloadEventType.
@@ -361,6 +365,7 @@ var (
 		6: "WORKLOAD_EVENT_TYPE_RESUMED",
 		7: "WORKLOAD_EVENT_TYPE_FINISHED",
 		8: "WORKLOAD_EVENT_TYPE_LIMIT_REACHED",
+		9: "WORKLOAD_EVENT_TYPE_SET_ASIDE",
 	}
 	WorkloadEventType_value = map[string]int32{
 		"WORKLOAD_EVENT_TYPE_UNSPECIFIED":   0,
@@ -372,6 +377,7 @@ var (
 		"WORKLOAD_EVENT_TYPE_RESUMED":       6,
 		"WORKLOAD_EVENT_TYPE_FINISHED":      7,
 		"WORKLOAD_EVENT_TYPE_LIMIT_REACHED": 8,
+		"WORKLOAD_EVENT_TYPE_SET_ASIDE":     9,
 	}
 )
 
@@ -1742,7 +1748,7 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\x15PENDING_CHECK_RECLAIM\x10\b\x12\x19\n" +
 	"\x15PENDING_CHECK_PREEMPT\x10\t\x12\x1a\n" +
 	"\x16PENDING_CHECK_STARTING\x10\n" +
-	"*\xcf\x02\n" +
+	"*\xf2\x02\n" +
 	"\x11WorkloadEventType\x12#\n" +
 	"\x1fWORKLOAD_EVENT_TYPE_UNSPECIFIED\x10\x00\x12!\n" +
 	"\x1dWORKLOAD_EVENT_TYPE_SUBMITTED\x10\x01\x12!\n" +
@@ -1752,7 +1758,8 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\x1dWORKLOAD_EVENT_TYPE_SUSPENDED\x10\x05\x12\x1f\n" +
 	"\x1bWORKLOAD_EVENT_TYPE_RESUMED\x10\x06\x12 \n" +
 	"\x1cWORKLOAD_EVENT_TYPE_FINISHED\x10\a\x12%\n" +
-	"!WORKLOAD_EVENT_TYPE_LIMIT_REACHED\x10\b*\x8f\x02\n" +
+	"!WORKLOAD_EVENT_TYPE_LIMIT_REACHED\x10\b\x12!\n" +
+	"\x1dWORKLOAD_EVENT_TYPE_SET_ASIDE\x10\t*\x8f\x02\n" +
 	"\x0eSchedulingRule\x12\x1f\n" +
 	"\x1bSCHEDULING_RULE_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18SCHEDULING_RULE_ALLOCATE\x10\x01\x12\x1b\n" +
