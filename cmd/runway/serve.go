@@ -125,7 +125,7 @@ It runs until SIGINT or SIGTERM and then shuts down cleanly.`,
 	f.StringVar(&openapi, "openapi", server.DefaultOpenAPIPath, "OpenAPI document to serve as /openapi.json")
 	oidc.add(f)
 	f.StringVar(&cfg.PrometheusURL, "prometheus-url", "", "the Prometheus-compatible server the metrics service reads history from (required by it)")
-	f.DurationVar(&cfg.HistoryInterval, "history-interval", history.DefaultInterval, "that server's scrape interval: what a consumption report's sample stands for")
+	f.DurationVar(&cfg.HistoryInterval, "history-interval", history.DefaultInterval, "that server's scrape interval: rate() windows span several; consumption reports integrate over the samples' own timestamps and use it only for a series of one sample")
 	f.StringVar(&cfg.BlobDir, "blob-dir", "", "directory of the consumption reports' CSVs (the metrics service needs it or --blob-s3-endpoint)")
 	f.StringVar(&cfg.BlobS3.Endpoint, "blob-s3-endpoint", "", "URL (https://HOST[:PORT]) of the S3-compatible store that keeps the consumption reports' CSVs; http only to loopback")
 	f.StringVar(&cfg.BlobS3.Bucket, "blob-s3-bucket", "runway-reports", "that store's bucket (it must exist)")

@@ -76,8 +76,9 @@ type ServeConfig struct {
 	// Metrics is the operations listener (GET /metrics).
 	Metrics MetricsConfig
 	// PrometheusURL is the Prometheus-compatible server the metrics
-	// service reads history from, scraping every HistoryInterval (the unit
-	// reports integrate over). The reports' CSVs are kept in a bucket of
+	// service reads history from, scraping every HistoryInterval (rate()
+	// windows span several; reports integrate over the samples' own
+	// timestamps, whatever the interval). The reports' CSVs are kept in a bucket of
 	// an S3-compatible store (BlobS3, when its Endpoint is set) or in
 	// BlobDir. A history and one blob store are required by the metrics
 	// service.
