@@ -38,7 +38,9 @@ scheduler for GPU pods: it registers the cluster's nodes, runs bound
 workloads as pods (schedulerName runway) created on their node, and schedules users' pods that name schedulerName runway in a
 project's namespace, runway-{project}, as workloads of that project, with
 its policies (--workload-server); a runway.io/project label, if any, must
-name the same project.
+name the same project. A NotReady node keeps its pods, cordoned, for
+--node-lost-grace (5m by default, Kubernetes' not-ready toleration, which
+Runway's pods carry for as long).
 It uses --kubeconfig, or the in-cluster config when run in a pod, with at
 most --kube-api-qps requests a second to the apiserver, handling
 --kube-workers pods, bindings and nodes at once. A user's pod asking for a
@@ -107,7 +109,7 @@ It runs until SIGINT or SIGTERM and then shuts down cleanly.`,
 	f.StringVar(&cfg.AgentServerName, "tls-agent-server-name", "", "with --tls-ca-file: the name every node agent's certificate must carry (default: the host of each agent's advertised address)")
 	f.StringVar(&cfg.QuotaServer, "quota-server", "", "the QuotaService's address (required by the workload service)")
 	f.StringVar(&cfg.Replica, "replica", "", "the scheduler replica's name in the election (default: the host name)")
-	f.DurationVar(&cfg.NodeLostGrace, "node-lost-grace", server.DefaultNodeLostGrace, "scheduler: how long a node whose agent's lease expired keeps its pods before they are lost (NODE_LOST)")
+	f.DurationVar(&cfg.NodeLostGrace, "node-lost-grace", 0, "scheduler: how long a node whose agent's lease expired, or a NotReady Kubernetes node, keeps its pods before they are lost (NODE_LOST); 0 is the default, "+server.DefaultNodeLostGrace.String()+" ("+server.DefaultKubeNodeLostGrace.String()+" with --runtime kubernetes, Kubernetes' not-ready toleration); negative is none")
 	f.StringVar(&cfg.Runtime, "runtime", server.RuntimeLocal, "where the scheduler's pods run: local (node agents) or kubernetes (pods, run by the leader)")
 	f.StringVar(&cfg.Kube.Kubeconfig, "kubeconfig", "", "kubeconfig of the cluster for --runtime kubernetes (default: the in-cluster config)")
 	f.StringVar(&cfg.Kube.Namespace, "namespace", "", "Runway's namespace for --runtime kubernetes, of its GPU reservation pods (default runway); workloads' pods run in their projects' namespaces, runway-PROJECT")
@@ -123,7 +125,7 @@ It runs until SIGINT or SIGTERM and then shuts down cleanly.`,
 	f.StringVar(&openapi, "openapi", server.DefaultOpenAPIPath, "OpenAPI document to serve as /openapi.json")
 	oidc.add(f)
 	f.StringVar(&cfg.PrometheusURL, "prometheus-url", "", "the Prometheus-compatible server the metrics service reads history from (required by it)")
-	f.DurationVar(&cfg.HistoryInterval, "history-interval", history.DefaultInterval, "that server's scrape interval: what a consumption report's sample stands for")
+	f.DurationVar(&cfg.HistoryInterval, "history-interval", history.DefaultInterval, "that server's scrape interval: rate() windows span several; consumption reports integrate over the samples' own timestamps and use it only for a series of one sample")
 	f.StringVar(&cfg.BlobDir, "blob-dir", "", "directory of the consumption reports' CSVs (the metrics service needs it or --blob-s3-endpoint)")
 	f.StringVar(&cfg.BlobS3.Endpoint, "blob-s3-endpoint", "", "URL (https://HOST[:PORT]) of the S3-compatible store that keeps the consumption reports' CSVs; http only to loopback")
 	f.StringVar(&cfg.BlobS3.Bucket, "blob-s3-bucket", "runway-reports", "that store's bucket (it must exist)")

@@ -20,6 +20,37 @@ type Source interface {
 	Range(ctx context.Context, q string, start, end time.Time, step time.Duration) (model.Matrix, error)
 	// Instant evaluates q at t.
 	Instant(ctx context.Context, q string, t time.Time) (model.Vector, error)
+	// Samples are the raw samples, at the times they were taken, of the
+	// series selector matches in (start, end] (staleness markers left
+	// out): what integrating over the samples' own timestamps needs,
+	// whatever the interval the store sampled at.
+	Samples(ctx context.Context, selector string, start, end time.Time) (model.Matrix, error)
+}
+
+// samplesQuery is the instant query, at end, of the raw samples in
+// (start, end].
+func samplesQuery(selector string, start, end time.Time) (string, error) {
+	if !end.After(start) {
+		return "", &QueryError{Bad: true, Err: errors.New("samples: the end is not after the start")}
+	}
+	return selector + "[" + model.Duration(end.Sub(start)).String() + "]", nil
+}
+
+// Samples implements Source.
+func (s *Store) Samples(ctx context.Context, selector string, start, end time.Time) (model.Matrix, error) {
+	q, err := samplesQuery(selector, start, end)
+	if err != nil {
+		return nil, err
+	}
+	v, err := s.Query(ctx, q, end)
+	if err != nil {
+		return nil, err
+	}
+	m, ok := v.(promql.Matrix)
+	if !ok {
+		return nil, &QueryError{Bad: true, Err: fmt.Errorf("samples of %s: a %s, not a range vector", selector, v.Type())}
+	}
+	return matrix(m), nil
 }
 
 // Range implements Source.
@@ -32,15 +63,7 @@ func (s *Store) Range(ctx context.Context, q string, start, end time.Time, step 
 	if !ok {
 		return nil, &QueryError{Bad: true, Err: fmt.Errorf("the query gives a %s, not a range vector", v.Type())}
 	}
-	out := make(model.Matrix, 0, len(m))
-	for _, s := range m {
-		ss := &model.SampleStream{Metric: metric(s.Metric), Values: make([]model.SamplePair, 0, len(s.Floats))}
-		for _, p := range s.Floats {
-			ss.Values = append(ss.Values, model.SamplePair{Timestamp: model.Time(p.T), Value: model.SampleValue(p.F)})
-		}
-		out = append(out, ss)
-	}
-	return out, nil
+	return matrix(m), nil
 }
 
 // Instant implements Source.
@@ -60,6 +83,19 @@ func (s *Store) Instant(ctx context.Context, q string, t time.Time) (model.Vecto
 		return model.Vector{{Metric: model.Metric{}, Timestamp: model.Time(v.T), Value: model.SampleValue(v.V)}}, nil
 	}
 	return nil, &QueryError{Bad: true, Err: fmt.Errorf("the query gives a %s, not an instant vector", v.Type())}
+}
+
+// matrix is the engine's range vector as the client API has it.
+func matrix(m promql.Matrix) model.Matrix {
+	out := make(model.Matrix, 0, len(m))
+	for _, s := range m {
+		ss := &model.SampleStream{Metric: metric(s.Metric), Values: make([]model.SamplePair, 0, len(s.Floats))}
+		for _, p := range s.Floats {
+			ss.Values = append(ss.Values, model.SamplePair{Timestamp: model.Time(p.T), Value: model.SampleValue(p.F)})
+		}
+		out = append(out, ss)
+	}
+	return out
 }
 
 func metric(ls labels.Labels) model.Metric {
@@ -99,6 +135,23 @@ func (r *Remote) Range(ctx context.Context, q string, start, end time.Time, step
 	m, ok := v.(model.Matrix)
 	if !ok {
 		return nil, &QueryError{Bad: true, Err: fmt.Errorf("the query gives a %s, not a range vector", v.Type())}
+	}
+	return m, nil
+}
+
+// Samples implements Source.
+func (r *Remote) Samples(ctx context.Context, selector string, start, end time.Time) (model.Matrix, error) {
+	q, err := samplesQuery(selector, start, end)
+	if err != nil {
+		return nil, err
+	}
+	v, _, _, err := r.api.Query(ctx, q, end)
+	if err != nil {
+		return nil, remoteError(err)
+	}
+	m, ok := v.(model.Matrix)
+	if !ok {
+		return nil, &QueryError{Bad: true, Err: fmt.Errorf("samples of %s: a %s, not a range vector", selector, v.Type())}
 	}
 	return m, nil
 }

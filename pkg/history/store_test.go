@@ -234,6 +234,24 @@ func TestAPIAndRemote(t *testing.T) {
 			t.Errorf("%s: remote\n%v\nembedded\n%v", q, got, want)
 		}
 	}
+	// The raw samples of (2 min, 5 min]: 12 at their own times, 15 s apart,
+	// the first just after the start; the same from both.
+	from, to := t0.Add(2*time.Minute), t0.Add(5*time.Minute)
+	want, err := s.Samples(t.Context(), `runway_queue_allocated_gpus{queue="team-a"}`, from, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(want) != 1 || len(want[0].Values) != 12 || !want[0].Values[0].Timestamp.Time().Equal(from.Add(15*time.Second)) ||
+		!want[0].Values[11].Timestamp.Time().Equal(to) || want[0].Values[11].Value != 2 {
+		t.Errorf("samples of (2 min, 5 min]: %v, want 12 from 2m15s to 5m, the last 2 GPUs", want)
+	}
+	got, err := remote.Samples(t.Context(), `runway_queue_allocated_gpus{queue="team-a"}`, from, to)
+	if err != nil || got.String() != want.String() {
+		t.Errorf("samples: remote %v (%v), embedded %v", got, err, want)
+	}
+	if _, err := remote.Samples(t.Context(), `runway_queue_allocated_gpus`, to, from); err == nil {
+		t.Error("samples of an empty window: no error")
+	}
 }
 
 // A series that leaves the registry stops at once (a staleness marker), not
@@ -253,5 +271,10 @@ func TestSeriesThatLeaveAreStale(t *testing.T) {
 	}
 	if len(v) != 1 || v[0].Value != 1 {
 		t.Errorf("series counted after team-a left: %v, want 1", v)
+	}
+	// Its raw samples end with it: the marker is no sample.
+	m, err := s.Samples(t.Context(), `runway_queue_allocated_gpus{queue="team-a"}`, t0.Add(-time.Second), t0.Add(time.Minute))
+	if err != nil || len(m) != 1 || len(m[0].Values) != 1 {
+		t.Errorf("team-a's samples: %v (%v), want the one before it left", m, err)
 	}
 }

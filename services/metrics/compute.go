@@ -20,8 +20,8 @@ import (
 type Row struct {
 	Segment, NodePool string
 	GPUHoursAllocated float64
-	// GPUHoursUsed is the allocation weighted by the pods' GPU utilisation
-	// (each workload's mean over the window).
+	// GPUHoursUsed is the allocation weighted, sample by sample, by the
+	// workload's GPU utilisation then (the mean over its pods' devices).
 	GPUHoursUsed   float64
 	CPUCoreHours   float64
 	MemoryGiBHours float64
@@ -33,9 +33,10 @@ type Row struct {
 var CSVHeader = []string{"segment", "node_pool", "gpu_hours_allocated", "gpu_hours_used", "cpu_core_hours", "memory_gib_hours", "workloads"}
 
 // Compute integrates the per-workload allocation series of the history
-// over the report's window: each sample stands for one collection interval
-// (the history's sampling), so a workload's hours are its samples times the
-// interval, within one interval of the truth.
+// over the report's window, over the samples' own timestamps
+// (integrate.go): the store may sample at any interval, and interval is
+// only the length a series of one sample stands for. GPU-hours used weight
+// each allocation sample by the workload's utilisation at that time.
 func Compute(ctx context.Context, src history.Source, r *metricsv1.Report, interval time.Duration) ([]Row, error) {
 	start, end := r.GetStartTime().AsTime(), r.GetEndTime().AsTime()
 	if !end.After(start) || interval <= 0 {
@@ -43,62 +44,59 @@ func Compute(ctx context.Context, src history.Source, r *metricsv1.Report, inter
 	}
 	seg := map[metricsv1.ReportSegment]string{metricsv1.ReportSegment_REPORT_SEGMENT_PROJECT: "project",
 		metricsv1.ReportSegment_REPORT_SEGMENT_DEPARTMENT: "department"}[r.GetSegmentBy()]
-	by := "node_pool"
-	if seg != "" {
-		by = seg + ", node_pool"
-	}
-	filter := ""
+	filter, utilFilter := "", `workload!=""`
 	switch {
 	case r.GetProject() != "":
 		filter = fmt.Sprintf(`project=%q`, strings.TrimPrefix(r.GetProject(), "projects/"))
+		utilFilter += "," + filter
 	case r.GetDepartment() != "":
+		// Utilisation has no department: the allocation series choose.
 		filter = fmt.Sprintf(`department=%q`, strings.TrimPrefix(r.GetDepartment(), "departments/"))
 	}
-	w := model.Duration(end.Sub(start)).String()
-	hours := interval.Hours()
 	sel := func(name string) string { return name + "{" + filter + "}" }
-	queries := []struct {
-		q     string
-		scale float64
-		set   func(*Row, float64)
-	}{
-		{fmt.Sprintf(`sum by (%s) (sum_over_time(%s[%s]))`, by, sel("runway_workload_allocated_gpus"), w), hours,
-			func(r *Row, v float64) { r.GPUHoursAllocated = v }},
-		// A workload's GPU-hours times its pods' mean utilisation over the
-		// window (no subquery: a 30-day one over every workload is too slow).
-		{fmt.Sprintf(`sum by (%s) (sum_over_time(%s[%s]) * on (project, workload) group_left () `+
-			`avg by (project, workload) (avg_over_time(runway_gpu_utilization{workload!=""}[%s])))`,
-			by, sel("runway_workload_allocated_gpus"), w, w), hours,
-			func(r *Row, v float64) { r.GPUHoursUsed = v }},
-		{fmt.Sprintf(`sum by (%s) (sum_over_time(%s[%s]))`, by, sel("runway_workload_allocated_cpu_cores"), w), hours,
-			func(r *Row, v float64) { r.CPUCoreHours = v }},
-		{fmt.Sprintf(`sum by (%s) (sum_over_time(%s[%s]))`, by, sel("runway_workload_allocated_memory_bytes"), w), hours / (1 << 30),
-			func(r *Row, v float64) { r.MemoryGiBHours = v }},
-		{fmt.Sprintf(`count by (%s) (count_over_time(%s[%s]))`, by, sel("runway_workload_allocated_gpus"), w), 1,
-			func(r *Row, v float64) { r.Workloads = int(v) }},
-	}
 	type key struct{ seg, pool string }
 	rows := map[key]*Row{}
-	for _, q := range queries {
-		v, err := src.Instant(ctx, q.q, end)
+	workloads := map[key]map[workloadKey]bool{}
+	row := func(m model.Metric) (*Row, key) {
+		k := key{string(m[model.LabelName(seg)]), string(m["node_pool"])}
+		if seg == "" {
+			k.seg = k.pool
+		}
+		if rows[k] == nil {
+			rows[k] = &Row{Segment: k.seg, NodePool: k.pool}
+		}
+		return rows[k], k
+	}
+	for _, q := range []struct {
+		name  string
+		util  string // the utilisation series that weight it, if any
+		scale float64
+		set   func(r *Row, v, used float64)
+	}{
+		{"runway_workload_allocated_gpus", "runway_gpu_utilization{" + utilFilter + "}", 1,
+			func(r *Row, v, used float64) { r.GPUHoursAllocated += v; r.GPUHoursUsed += used }},
+		{"runway_workload_allocated_cpu_cores", "", 1, func(r *Row, v, _ float64) { r.CPUCoreHours += v }},
+		{"runway_workload_allocated_memory_bytes", "", 1.0 / (1 << 30), func(r *Row, v, _ float64) { r.MemoryGiBHours += v }},
+	} {
+		series, err := integrate(ctx, src, sel(q.name), q.util, start, end)
 		if err != nil {
 			return nil, err
 		}
-		for _, s := range v {
-			k := key{string(s.Metric[model.LabelName(seg)]), string(s.Metric["node_pool"])}
-			if seg == "" {
-				k.seg = k.pool
+		for _, s := range series {
+			v, used := s.a.seconds(end, interval)
+			r, k := row(s.m)
+			q.set(r, v/3600*q.scale, used/3600*q.scale)
+			if q.util != "" {
+				if workloads[k] == nil {
+					workloads[k] = map[workloadKey]bool{}
+				}
+				workloads[k][workloadOf(s.m)] = true
 			}
-			row, ok := rows[k]
-			if !ok {
-				row = &Row{Segment: k.seg, NodePool: k.pool}
-				rows[k] = row
-			}
-			q.set(row, float64(s.Value)*q.scale)
 		}
 	}
 	out := make([]Row, 0, len(rows))
-	for _, r := range rows {
+	for k, r := range rows {
+		r.Workloads = len(workloads[k])
 		out = append(out, *r)
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -107,6 +105,54 @@ func Compute(ctx context.Context, src history.Source, r *metricsv1.Report, inter
 		}
 		return out[i].NodePool < out[j].NodePool
 	})
+	return out, nil
+}
+
+// integrated is one allocation series and its integral.
+type integrated struct {
+	m model.Metric
+	a integral
+}
+
+// integrate reads the samples of the series alloc selects over (start,
+// end], piece by piece, each weighted by the utilisation util selects (none
+// when empty), and integrates each series.
+func integrate(ctx context.Context, src history.Source, alloc, util string, start, end time.Time) (map[model.Fingerprint]*integrated, error) {
+	sels := []string{alloc}
+	if util != "" {
+		sels = append(sels, util)
+	}
+	ps, err := pieces(ctx, src, sels, start, end)
+	if err != nil {
+		return nil, err
+	}
+	u := utilisation{latest: map[workloadKey]map[model.Fingerprint]model.SamplePair{}}
+	out := map[model.Fingerprint]*integrated{}
+	for _, pc := range ps {
+		m, err := src.Samples(ctx, alloc, pc[0], pc[1])
+		if err != nil {
+			return nil, err
+		}
+		var events map[workloadKey][]event
+		if util != "" {
+			um, err := src.Samples(ctx, util, pc[0], pc[1])
+			if err != nil {
+				return nil, err
+			}
+			events = u.timeline(um)
+		}
+		for _, s := range m {
+			fp := s.Metric.Fingerprint()
+			x := out[fp]
+			if x == nil {
+				x = &integrated{m: s.Metric}
+				out[fp] = x
+			}
+			k := workloadOf(s.Metric)
+			u.walk(&x.a, s.Values, k, events[k])
+		}
+		u.carry(events)
+	}
 	return out, nil
 }
 

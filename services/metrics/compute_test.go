@@ -51,9 +51,18 @@ type hold struct {
 	start, d                      time.Duration
 }
 
-// play writes the holds into a store at one gathering per interval, from
+// play writes the holds into a store at one gathering every interval, from
 // t0 for span.
 func play(t *testing.T, holds []hold, span time.Duration) *history.Store {
+	t.Helper()
+	return playEvery(t, holds, span, interval, nil)
+}
+
+// playEvery writes the holds into a store at one gathering every step, from
+// t0 for span, but for the gatherings missed says to leave out (a scrape
+// that timed out). Holds of the same workload in turn are one series whose
+// value changes.
+func playEvery(t *testing.T, holds []hold, span, step time.Duration, missed func(at time.Duration) bool) *history.Store {
 	t.Helper()
 	s, err := history.Open(history.Config{Dir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
@@ -61,19 +70,20 @@ func play(t *testing.T, holds []hold, span time.Duration) *history.Store {
 	}
 	t.Cleanup(func() { _ = s.Close() })
 	u := newUsage()
-	for at := time.Duration(0); at <= span; at += interval {
+	for at := time.Duration(0); at <= span; at += step {
+		if missed != nil && missed(at) {
+			continue
+		}
+		for _, g := range []*prometheus.GaugeVec{u.gpus, u.cpu, u.mem, u.util} {
+			g.Reset()
+		}
 		for _, h := range holds {
-			l := []string{h.project, h.workload, "default", h.department}
 			if at >= h.start && at < h.start+h.d {
+				l := []string{h.project, h.workload, "default", h.department}
 				u.gpus.WithLabelValues(l...).Set(h.gpus)
 				u.cpu.WithLabelValues(l...).Set(4 * h.gpus)
 				u.mem.WithLabelValues(l...).Set(16 * (1 << 30) * h.gpus)
 				u.util.WithLabelValues("node-1", "0", h.project, h.workload, "0").Set(h.util)
-			} else {
-				u.gpus.DeleteLabelValues(l...)
-				u.cpu.DeleteLabelValues(l...)
-				u.mem.DeleteLabelValues(l...)
-				u.util.DeleteLabelValues("node-1", "0", h.project, h.workload, "0")
 			}
 		}
 		s.CollectOnce(t.Context(), u.reg, t0.Add(at))
@@ -137,6 +147,59 @@ func TestReportGPUHours(t *testing.T) {
 		}
 		if len(recs) != len(rows)+1 || len(recs[0]) != 7 || recs[0][2] != "gpu_hours_allocated" || recs[1][0] != tc.segments[0] {
 			t.Errorf("CSV %v", recs)
+		}
+	}
+}
+
+// TestReportHoursWhateverTheInterval: the same activity sampled every 15 s,
+// every 30 s (an external Prometheus's interval) and every 30 s with
+// scrapes missed gives the same hours, the truth within one sampling
+// interval per workload, though the service is told 15 s. GPU-hours used
+// are weighted at each step: e1 holds 1 GPU for an hour at 100 %, then 3
+// for an hour at 0 %, which is 1 GPU-hour used (4 GPU-hours at the mean
+// utilisation would be 2).
+func TestReportHoursWhateverTheInterval(t *testing.T) {
+	holds := []hold{
+		{"team-a", "e1", "dept-a", 1, 1, 10 * time.Minute, time.Hour},
+		{"team-a", "e1", "dept-a", 3, 0, 70 * time.Minute, time.Hour},
+		{"team-b", "b1", "dept-b", 2, 0.25, 40 * time.Minute, 2 * time.Hour},
+	}
+	const span = 3 * time.Hour
+	report := &metricsv1.Report{StartTime: timestamppb.New(t0), EndTime: timestamppb.New(t0.Add(span)),
+		SegmentBy: metricsv1.ReportSegment_REPORT_SEGMENT_PROJECT}
+	type want struct{ alloc, used, gpus float64 }
+	truth := map[string]want{"team-a": {4, 1, 3}, "team-b": {4, 1, 2}}
+	for _, h := range []struct {
+		name   string
+		step   time.Duration
+		missed func(time.Duration) bool
+		gap    time.Duration // the longest gap between two samples: the tolerance per GPU
+	}{
+		{"every 15 s", 15 * time.Second, nil, 15 * time.Second},
+		{"every 30 s", 30 * time.Second, nil, 30 * time.Second},
+		// Two scrapes in a row lost every 7 minutes: the series is there
+		// all along (within PromQL's lookback), so nothing is lost but
+		// where a change falls in a gap (e1's at 70 min does).
+		{"every 30 s, scrapes missed", 30 * time.Second, func(at time.Duration) bool { return at%(7*time.Minute) < time.Minute && at > 0 },
+			90 * time.Second},
+		{"every 2 min", 2 * time.Minute, nil, 2 * time.Minute},
+	} {
+		rows, err := metrics.Compute(t.Context(), playEvery(t, holds, span, h.step, h.missed), report, interval)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rows) != 2 {
+			t.Fatalf("%s: rows %+v, want team-a and team-b", h.name, rows)
+		}
+		t.Logf("%s: team-a %.4f/%.4f, team-b %.4f/%.4f GPU-hours allocated/used", h.name,
+			rows[0].GPUHoursAllocated, rows[0].GPUHoursUsed, rows[1].GPUHoursAllocated, rows[1].GPUHoursUsed)
+		for _, r := range rows {
+			w := truth[r.Segment]
+			tol := w.gpus*h.gap.Hours() + 1e-9
+			if math.Abs(r.GPUHoursAllocated-w.alloc) > tol || math.Abs(r.GPUHoursUsed-w.used) > tol ||
+				math.Abs(r.CPUCoreHours-4*w.alloc) > 4*tol || math.Abs(r.MemoryGiBHours-16*w.alloc) > 16*tol || r.Workloads != 1 {
+				t.Errorf("%s: %s %+v, want %v GPU-hours allocated, %v used (within %.4f), 1 workload", h.name, r.Segment, r, w.alloc, w.used, tol)
+			}
 		}
 	}
 }

@@ -47,7 +47,8 @@ type ReportDeps struct {
 	Blobs  blob.Store       // reports' CSVs. Required.
 	Source history.Source   // what reports are computed from. Required.
 	Guard  *auth.Guard      // who may see which report. Required.
-	// Interval is the history's sampling interval, the unit of integration.
+	// Interval is the history's sampling interval: what a series of one
+	// sample stands for (Compute integrates over the samples' timestamps).
 	Interval time.Duration
 	// MaxCSVBytes bounds a report's CSV; 0 means MaxCSVBytes.
 	MaxCSVBytes int64

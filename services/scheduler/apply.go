@@ -188,11 +188,11 @@ func (c *Cache) nodeGone(id string) workloadv1.SchedulingRule {
 	n, ok := c.nodes[id]
 	switch {
 	case !ok:
-		if _, inGrace := c.missing[id]; inGrace {
+		if c.graces.missingInGrace(id) {
 			return workloadv1.SchedulingRule_SCHEDULING_RULE_UNSPECIFIED
 		}
 		return workloadv1.SchedulingRule_SCHEDULING_RULE_NODE_LOST
-	case n.GetReadiness() != nodemanagerv1.Readiness_READINESS_READY:
+	case n.GetReadiness() != nodemanagerv1.Readiness_READINESS_READY && !c.graces.unreadyInGrace(id, n):
 		return workloadv1.SchedulingRule_SCHEDULING_RULE_NODE_LOST
 	case n.GetDrained() && n.GetDrainEvicts():
 		return workloadv1.SchedulingRule_SCHEDULING_RULE_NODE_DRAINED

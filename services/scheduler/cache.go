@@ -117,11 +117,9 @@ type Cache struct {
 
 	changed chan struct{} // a non-blocking "something changed" for the loop
 
-	// missing are the nodes whose key went (their agent's lease expired)
-	// and when: for lostGrace they keep their pods, cordoned; then they
-	// are lost (NODE_LOST).
-	missing   map[string]time.Time
-	lostGrace time.Duration
+	// graces are the nodes missing or NotReady, keeping their pods for
+	// the grace period (grace.go).
+	graces graces
 
 	lists     int    // how many times the cache listed (1 + relists and rebuilds), for tests
 	afterList func() // test seam: runs between a list and its watch
@@ -131,7 +129,7 @@ type Cache struct {
 }
 
 func newCache(client *clientv3.Client, clock func() time.Time, log *slog.Logger, m *metrics, lostGrace time.Duration) *Cache {
-	c := &Cache{client: client, clock: clock, log: log, changed: make(chan struct{}, 1), lostGrace: lostGrace, missing: map[string]time.Time{},
+	c := &Cache{client: client, clock: clock, log: log, changed: make(chan struct{}, 1), graces: newGraces(lostGrace),
 		skipped: etcdstore.NewSkipLog(log, "scheduler cache", func(prefix string) { m.undecodable.WithLabelValues(prefix).Inc() })}
 	c.reset()
 	return c
@@ -352,14 +350,9 @@ func (c *Cache) record(u update) {
 	case kindProject:
 		setOrDelete(c.projects, u)
 	case kindNode:
-		_, had := c.nodes[u.id]
+		old, had := c.nodes[u.id]
 		setOrDelete(c.nodes, u)
-		switch {
-		case !u.removed:
-			delete(c.missing, u.id)
-		case had && c.lostGrace > 0:
-			c.missing[u.id] = c.clock()
-		}
+		c.graces.note(u.id, old, had, c.nodes[u.id], c.clock())
 		c.orphans.nodes[u.id] = true
 	case kindWorkload:
 		setOrDelete(c.workloads, u)
@@ -572,13 +565,17 @@ func (c *Cache) syncNode(id string) bool {
 		if c.state.Pool(spec.Pool) == nil {
 			return false
 		}
+		if c.graces.unreadyInGrace(id, raw) {
+			spec.NotReady, spec.Cordoned = false, true
+		}
 		_, err := c.state.AddNode(spec)
 		c.markBindingsOn(id)
 		return err == nil
 	}
 	// A node gone past its grace, or moved to another pool, is more than
-	// State can change in place. Within the grace it stays, cordoned.
-	_, inGrace := c.missing[id]
+	// State can change in place. Within the grace it stays, cordoned, as
+	// does a NotReady one.
+	inGrace := c.graces.missingInGrace(id)
 	if (!ok && !inGrace) || (ok && nodeSpec(id, raw).Pool != n.Pool.Name) {
 		c.rebuild = true
 		return true
@@ -589,8 +586,9 @@ func (c *Cache) syncNode(id string) bool {
 		// shape has their devices.
 		lost = c.state.Reshape(n, spec)
 	}
-	ready := (ok && nodeReady(raw)) || (!ok && inGrace && n.Ready)
-	c.state.SetCordoned(n, ready && (!ok || cordoned(raw)))
+	unready := ok && c.graces.unreadyInGrace(id, raw)
+	ready := (ok && (nodeReady(raw) || unready)) || (!ok && inGrace && n.Ready)
+	c.state.SetCordoned(n, ready && (!ok || unready || cordoned(raw)))
 	lost = append(lost, c.state.SetReady(n, ready)...)
 	if ready {
 		c.markBindingsOn(id)
@@ -651,23 +649,6 @@ func nodeReady(n *nodemanagerv1.Node) bool {
 // cordoned: drained without eviction, the node keeps its pods and takes
 // nothing new.
 func cordoned(n *nodemanagerv1.Node) bool { return n.GetDrained() && !n.GetDrainEvicts() }
-
-// expireMissing loses the nodes missing for longer than the grace period.
-// Called with mu held, before a cycle.
-func (c *Cache) expireMissing(now time.Time) {
-	expired := false
-	for id, since := range c.missing {
-		if now.Sub(since) >= c.lostGrace {
-			delete(c.missing, id)
-			c.dirty[kindNode][id] = true
-			c.orphans.nodes[id] = true
-			expired = true
-		}
-	}
-	if expired {
-		c.sync()
-	}
-}
 
 // schedulable reports whether the scheduler should hold a workload in its
 // model: not final and not suspended.

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -113,5 +114,83 @@ func TestNodeLostGrace(t *testing.T) {
 	waitFor(t, 5*time.Second, "a1's binding deleted past the grace", func() bool { return len(bound(t, cl.Client)) == 0 })
 	if evs := evictions(t, cl.Client, "team-a/a1"); len(evs) != 1 || evs[0].GetRule() != workloadv1.SchedulingRule_SCHEDULING_RULE_NODE_LOST {
 		t.Errorf("events %v, want one NODE_LOST", evs)
+	}
+}
+
+// A node stored NotReady (a Kubernetes node's Ready condition) keeps its
+// pods for the grace period, takes nothing new, and gets new pods again
+// once Ready; a second spell has a grace of its own, and past it the pods
+// are lost (NODE_LOST). The scheduler's clock is the test's: 5 minutes (the
+// Kubernetes runtime's default) pass without waiting them.
+func TestNodeNotReadyGrace(t *testing.T) {
+	cl := etcdtest.New(t)
+	node(t, cl.Client, "node-1", 2)
+	project(t, cl.Client, "team-a", 4)
+	var skew atomic.Int64
+	advance := func(d time.Duration) { skew.Add(int64(d)) }
+	r := startReplica(t, cl, "r1", func(c *Config) {
+		c.NodeLostGrace = 5 * time.Minute
+		c.Clock = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	})
+	training(t, cl.Client, "team-a", "a1", 1, 0)
+	waitFor(t, 3*time.Second, "a1 bound", func() bool { return len(bound(t, cl.Client)) == 1 })
+	setReady := func(ready bool) {
+		setNode(t, cl, "node-1", func(n *nodemanagerv1.Node) {
+			n.Readiness, n.ReadinessMessage = nodemanagerv1.Readiness_READINESS_READY, "Kubernetes node Ready."
+			if !ready {
+				n.Readiness, n.ReadinessMessage = nodemanagerv1.Readiness_READINESS_NOT_READY, "Kubernetes node not Ready (NodeStatusUnknown)"
+			}
+		})
+	}
+	modelNode := func() (ready, cordoned bool) {
+		r.cache.mu.Lock()
+		defer r.cache.mu.Unlock()
+		n := r.cache.state.Node("node-1")
+		return n != nil && n.Ready, n != nil && n.Cordoned
+	}
+
+	setReady(false)
+	waitFor(t, 3*time.Second, "NotReady node-1 cordoned in the model, its pods kept", func() bool {
+		ready, cordoned := modelNode()
+		return ready && cordoned
+	})
+	training(t, cl.Client, "team-a", "a2", 1, 1)
+	advance(4 * time.Minute)
+	time.Sleep(time.Second) // five cycles
+	if got, evs := bound(t, cl.Client), evictions(t, cl.Client, "team-a/a1"); len(got) != 1 || got[0] != "team-a/a1" || len(evs) != 0 {
+		t.Fatalf("NotReady for 4 of 5 minutes: bound %v, a1's events %v; want a1 alone kept, no event, nothing new", got, evs)
+	}
+	// Another write of the still NotReady node starts no new grace.
+	setNode(t, cl, "node-1", func(n *nodemanagerv1.Node) { n.ReadinessMessage = "still not Ready" })
+
+	setReady(true)
+	waitFor(t, 3*time.Second, "a2 bound on node-1 Ready again", func() bool { return len(bound(t, cl.Client)) == 2 })
+	if evs := evictions(t, cl.Client, "team-a/a1"); len(evs) != 0 {
+		t.Fatalf("a1's events after node-1 came back: %v, want none", evs)
+	}
+
+	// A second spell: its own 5 minutes, not what is left of the first.
+	setReady(false)
+	waitFor(t, 3*time.Second, "node-1 cordoned again", func() bool { _, cordoned := modelNode(); return cordoned })
+	advance(4 * time.Minute)
+	time.Sleep(time.Second)
+	if got := bound(t, cl.Client); len(got) != 2 {
+		t.Fatalf("second spell, 4 of its 5 minutes: bound %v, want a1 and a2 kept", got)
+	}
+	advance(time.Minute)
+	waitFor(t, 3*time.Second, "the bindings on node-1 deleted past the grace", func() bool { return len(bound(t, cl.Client)) == 0 })
+	for _, w := range []string{"team-a/a1", "team-a/a2"} {
+		if evs := evictions(t, cl.Client, w); len(evs) != 1 || evs[0].GetRule() != workloadv1.SchedulingRule_SCHEDULING_RULE_NODE_LOST {
+			t.Errorf("%s's events %v, want one NODE_LOST", w, evs)
+		}
+	}
+	if ready, _ := modelNode(); ready {
+		t.Error("node-1 past its grace is Ready in the model")
+	}
+	// Written again while it stays NotReady, it is not given a new grace.
+	setNode(t, cl, "node-1", func(n *nodemanagerv1.Node) { n.ReadinessMessage = "still not Ready" })
+	time.Sleep(500 * time.Millisecond)
+	if ready, _ := modelNode(); ready {
+		t.Error("node-1 written again while NotReady past its grace is Ready in the model")
 	}
 }

@@ -148,7 +148,7 @@ func (s *Server) cycle(ctx context.Context, f fence) {
 		c.mu.Unlock()
 		return
 	}
-	c.expireMissing(now)
+	c.expireGraces(now)
 	s.usage.accrue(c.state, now)
 	start := time.Now()
 	plan, ok := s.runCycle(now)

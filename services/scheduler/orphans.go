@@ -110,10 +110,10 @@ func dedupSorted(ids []string) []string {
 }
 
 // orphanWrites deletes bindings the model cannot use: their workload is gone
-// (or final, or suspended), or their node is lost (deleted past the grace
-// period, NotReady: NODE_LOST) or drained with eviction (NODE_DRAINED); the
-// pod is scheduled again elsewhere. A node missing within the grace period,
-// or drained without eviction, keeps its bindings.
+// (or final, or suspended), or their node is lost (deleted or NotReady past
+// the grace period: NODE_LOST) or drained with eviction (NODE_DRAINED); the
+// pod is scheduled again elsewhere. A node missing or NotReady within the
+// grace period, or drained without eviction, keeps its bindings.
 func (c *Cache) orphanWrites(del func(string), event func(string, *workloadv1.WorkloadEvent), now time.Time) {
 	type lostKey struct {
 		workload string

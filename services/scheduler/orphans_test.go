@@ -151,7 +151,7 @@ func TestOrphanWrites_matchesAWalkOfEveryBinding(t *testing.T) {
 		}
 		c.sync()
 		now = now.Add(time.Duration(r.IntN(4)) * time.Second)
-		c.expireMissing(now)
+		c.expireGraces(now)
 		want := orphansByWalk(c, now)
 		var got orphanOut
 		c.orphanWrites(got.del, got.event, now)

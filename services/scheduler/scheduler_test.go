@@ -238,13 +238,14 @@ func TestRestart(t *testing.T) {
 	}
 }
 
-// TestNodeLostAndDeletedWorkload: bindings on a node that stops being Ready
-// are deleted with a NODE_LOST event and the pod is bound elsewhere; the
-// bindings of a deleted workload are deleted.
+// TestNodeLostAndDeletedWorkload: with no grace (NodeLostGrace negative),
+// bindings on a node that stops being Ready are deleted with a NODE_LOST
+// event and the pod is bound elsewhere; the bindings of a deleted workload
+// are deleted.
 func TestNodeLostAndDeletedWorkload(t *testing.T) {
 	cl := etcdtest.New(t)
 	quickStart(t, cl)
-	r := startReplica(t, cl, "r1")
+	r := startReplica(t, cl, "r1", func(c *Config) { c.NodeLostGrace = -1 })
 	training(t, cl.Client, "team-a", "a1", 2, 0)
 	var first string
 	waitFor(t, 3*time.Second, "a1 bound", func() bool {

@@ -45,10 +45,12 @@ type Config struct {
 	MaxOps int
 	// Scheduling tunes every cycle (default scheduling.DefaultConfig()).
 	Scheduling scheduling.Config
-	// NodeLostGrace is how long a node whose agent's lease expired keeps
-	// its pods (cordoned) before they are lost (NODE_LOST): an agent that
-	// comes back within it finds them still bound. Default
-	// DefaultNodeLostGrace; negative is none.
+	// NodeLostGrace is how long a node whose agent's lease expired, or
+	// that is NotReady (a Kubernetes node's Ready condition), keeps its
+	// pods (cordoned) before they are lost (NODE_LOST): a node that comes
+	// back within it finds them still bound. Default DefaultNodeLostGrace
+	// (the Kubernetes runtime's callers give kube.DefaultNodeLostGrace);
+	// negative is none.
 	NodeLostGrace time.Duration
 	// Clock is the time source (default time.Now).
 	Clock func() time.Time

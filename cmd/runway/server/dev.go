@@ -235,7 +235,7 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr, token string)) 
 			return err
 		}
 		defer kconn.Close()
-		if d.scheduler.WhileLeading, err = kubeRuntime(*cfg.Kube, cli, kconn, cfg.Logger); err != nil {
+		if err := kubeRuntime(*cfg.Kube, &d.scheduler, cli, kconn, cfg.Logger); err != nil {
 			_ = srv.Close()
 			return err
 		}

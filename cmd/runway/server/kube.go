@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
 	"github.com/runwayhq/runway/pkg/grpcserver"
 	"github.com/runwayhq/runway/services/nodemanager/kube"
+	"github.com/runwayhq/runway/services/scheduler"
 )
 
 // Runtimes: where bound pods run.
@@ -91,21 +93,24 @@ const (
 	DefaultKubeWorkers = kube.DefaultWorkers
 )
 
-// kubeRuntime returns the function the scheduler runs while it leads: the
-// Kubernetes runtime, creating users' pods' workloads through workloads.
-func kubeRuntime(k KubeConfig, etcd *clientv3.Client, workloads *grpc.ClientConn, log *slog.Logger) (func(context.Context) error, error) {
+// kubeRuntime sets what the scheduler runs while it leads: the Kubernetes
+// runtime, creating users' pods' workloads through workloads. The
+// scheduler's NodeLostGrace, when not set, becomes the runtime's default
+// (kube.DefaultNodeLostGrace: Kubernetes' not-ready toleration), and
+// Runway's pods tolerate a NotReady node for as long.
+func kubeRuntime(k KubeConfig, sched *scheduler.Config, etcd *clientv3.Client, workloads *grpc.ClientConn, log *slog.Logger) error {
 	rc, err := kubeClientConfig(k.Kubeconfig)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if workloads == nil {
-		return nil, errors.New("the kubernetes runtime needs the workload service's address (--workload-server)")
+		return errors.New("the kubernetes runtime needs the workload service's address (--workload-server)")
 	}
 	var tolerations []corev1.Toleration
 	for _, s := range k.Tolerations {
 		t, err := kube.ParseToleration(s)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		tolerations = append(tolerations, t)
 	}
@@ -118,12 +123,15 @@ func kubeRuntime(k KubeConfig, etcd *clientv3.Client, workloads *grpc.ClientConn
 	}
 	cs, err := kubernetes.NewForConfig(rc)
 	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
+		return fmt.Errorf("kubernetes client: %w", err)
 	}
 	cfg := kube.Config{Kube: cs, Etcd: etcd, Workloads: workloadv1.NewWorkloadServiceClient(workloads),
 		Namespace: k.Namespace, DeleteGrace: k.DeleteGrace, LeaseTTL: k.LeaseTTL, Workers: k.Workers, Logger: log,
 		Tolerations: tolerations, ReservationImage: k.ReservationImage}
-	return func(ctx context.Context) error { return kube.Run(ctx, cfg) }, nil
+	sched.NodeLostGrace = cmp.Or(sched.NodeLostGrace, kube.DefaultNodeLostGrace)
+	cfg.NodeLostGrace = sched.NodeLostGrace
+	sched.WhileLeading = func(ctx context.Context) error { return kube.Run(ctx, cfg) }
+	return nil
 }
 
 // kubeClientConfig is the client config of a kubeconfig file, or the

@@ -161,7 +161,7 @@ func TestMetricsAgainstPrometheus(t *testing.T) {
 			t.Logf("window %d: Prometheus missed a scrape (up %v); another window", attempt, up)
 			continue
 		}
-		for _, p := range compareStores(ctx, t, embedded, viaProm, embeddedStore, remote, from, to) {
+		for _, p := range compareStores(ctx, t, embedded, viaProm, embeddedStore, remote, from, to, devInterval, promInterval) {
 			t.Error(p)
 		}
 		return
@@ -173,7 +173,7 @@ func TestMetricsAgainstPrometheus(t *testing.T) {
 // (the embedded history) and from one reading Prometheus, and says where
 // they differ.
 func compareStores(ctx context.Context, t *testing.T, embedded metricsv1.MetricsServiceClient, viaProm *metricssvc.Server,
-	embeddedStore, remote history.Source, from, to time.Time) []string {
+	embeddedStore, remote history.Source, from, to time.Time, devInterval, promInterval time.Duration) []string {
 	s, e := timestamppb.New(from), timestamppb.New(to)
 	type query struct {
 		what     string
@@ -226,6 +226,34 @@ func compareStores(ctx context.Context, t *testing.T, embedded metricsv1.Metrics
 	et.Time, rt.Time = nil, nil
 	if !proto.Equal(et, rt) {
 		problems = append(problems, fmt.Sprintf("telemetry:\nembedded   %v\nPrometheus %v", et, rt))
+	}
+
+	// A consumption report of the window from each store, both told the
+	// embedded history's interval: the hours are integrated over each
+	// store's own samples, so they agree within one of Prometheus's
+	// intervals per GPU (each project holds 2 GPUs throughout).
+	report := &metricsv1.Report{StartTime: s, EndTime: e, SegmentBy: metricsv1.ReportSegment_REPORT_SEGMENT_PROJECT}
+	er, err := metricssvc.Compute(ctx, embeddedStore, report, devInterval)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rr, err := metricssvc.Compute(ctx, remote, report, devInterval)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tol := 2 * promInterval.Hours()
+	truth := 2 * to.Sub(from).Hours()
+	if len(er) != 2 || len(rr) != 2 {
+		problems = append(problems, fmt.Sprintf("report rows: embedded %+v, Prometheus %+v; want team-a and team-b", er, rr))
+	} else {
+		for i := range er {
+			a, b := er[i], rr[i]
+			if a.Segment != b.Segment || math.Abs(a.GPUHoursAllocated-b.GPUHoursAllocated) > tol ||
+				math.Abs(a.GPUHoursAllocated-truth) > tol || math.Abs(a.GPUHoursUsed-b.GPUHoursUsed) > tol ||
+				math.Abs(a.CPUCoreHours-b.CPUCoreHours) > 100*tol || math.Abs(a.MemoryGiBHours-b.MemoryGiBHours) > 1000*tol {
+				problems = append(problems, fmt.Sprintf("report of %s (%.6f GPU-hours held): embedded %+v, Prometheus %+v", a.Segment, truth, a, b))
+			}
+		}
 	}
 
 	// Every runway_ series, by its labels (Prometheus adds job and

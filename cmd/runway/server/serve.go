@@ -48,7 +48,8 @@ type ServeConfig struct {
 	// when empty.
 	Replica string
 	// NodeLostGrace is the scheduler's scheduler.Config.NodeLostGrace
-	// (DefaultNodeLostGrace when 0).
+	// (when 0: DefaultNodeLostGrace, DefaultKubeNodeLostGrace with
+	// RuntimeKubernetes).
 	NodeLostGrace time.Duration
 	// Runtime is where the scheduler's bound pods run: RuntimeLocal (node
 	// agents; the default) or RuntimeKubernetes (Kube, run by the leader).
@@ -75,8 +76,9 @@ type ServeConfig struct {
 	// Metrics is the operations listener (GET /metrics).
 	Metrics MetricsConfig
 	// PrometheusURL is the Prometheus-compatible server the metrics
-	// service reads history from, scraping every HistoryInterval (the unit
-	// reports integrate over). The reports' CSVs are kept in a bucket of
+	// service reads history from, scraping every HistoryInterval (rate()
+	// windows span several; reports integrate over the samples' own
+	// timestamps, whatever the interval). The reports' CSVs are kept in a bucket of
 	// an S3-compatible store (BlobS3, when its Endpoint is set) or in
 	// BlobDir. A history and one blob store are required by the metrics
 	// service.
@@ -95,6 +97,10 @@ type ServeConfig struct {
 // DefaultNodeLostGrace is the scheduler's default grace for a node whose
 // agent's lease expired.
 const DefaultNodeLostGrace = scheduler.DefaultNodeLostGrace
+
+// DefaultKubeNodeLostGrace is the grace with RuntimeKubernetes, of a node
+// NotReady or whose registration expired.
+const DefaultKubeNodeLostGrace = kube.DefaultNodeLostGrace
 
 // ServerTLS are the PEM files of a listener's TLS.
 type ServerTLS struct {
@@ -220,7 +226,7 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 			return err
 		}
 		defer conn.Close()
-		if d.scheduler.WhileLeading, err = kubeRuntime(cfg.Kube, cli, conn, cfg.Logger); err != nil {
+		if err := kubeRuntime(cfg.Kube, &d.scheduler, cli, conn, cfg.Logger); err != nil {
 			return err
 		}
 		if webhook, err = cfg.Kube.webhook(cfg.Logger); err != nil {

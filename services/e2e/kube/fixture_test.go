@@ -38,6 +38,10 @@ type env struct {
 	projects  []string // the projects made, whose namespaces' pods go at cleanup
 	tolerate  []string // the runtime's global tolerations (KubeConfig.Tolerations), set before start
 	dir       string   // Runway's data directory (its etcd answers on dir/etcd/client.sock)
+	// The scheduler's NodeLostGrace (0: the Kubernetes runtime's default)
+	// and clock (nil: time.Now), set before start.
+	lostGrace time.Duration
+	clock     func() time.Time
 }
 
 // projectNamespace waits until Runway has made the project's namespace,
@@ -104,7 +108,8 @@ func (e *env) start(t *testing.T) {
 	e.dir = t.TempDir()
 	cfg := server.DevConfig{DataDir: e.dir, Listen: "127.0.0.1:0", Logger: quiet,
 		EtcdOptions: []etcdtest.Option{etcdtest.WithTestSpeedups(), etcdtest.WithLogger(zap.NewNop())},
-		Scheduler:   scheduler.Config{Interval: 100 * time.Millisecond, Debounce: 10 * time.Millisecond},
+		Scheduler: scheduler.Config{Interval: 100 * time.Millisecond, Debounce: 10 * time.Millisecond,
+			NodeLostGrace: e.lostGrace, Clock: e.clock},
 		Kube: &server.KubeConfig{Kubeconfig: cluster.Kubeconfig, Namespace: e.ns, DeleteGrace: 30 * time.Second, LeaseTTL: 5 * time.Second,
 			Tolerations: e.tolerate}}
 	go func() { done <- server.RunDev(ctx, cfg, func(addr, token string) { ready <- [2]string{addr, token} }) }()

@@ -233,10 +233,12 @@ func TestGangAllOrNone(t *testing.T) {
 	}
 }
 
-// TestNodeNotReady: when a node's Ready condition turns Unknown, the
-// training's pods on it are deleted and created again on the other node.
+// TestNodeNotReady: when a node's Ready condition turns False for longer
+// than the scheduler's grace (2 s here), the training's pods on it are
+// deleted and created again on the other node.
 func TestNodeNotReady(t *testing.T) {
 	e := newEnv(t, "nr")
+	e.lostGrace = 2 * time.Second
 	e.node(t, "nr-node-1", 2)
 	e.node(t, "nr-node-2", 2)
 	e.start(t)

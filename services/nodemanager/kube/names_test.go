@@ -3,6 +3,7 @@ package kube
 import (
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -93,6 +94,12 @@ func TestCordonTaints(t *testing.T) {
 		{"NoExecute", []corev1.Taint{drain}, tolerateGPU, true, true},
 		{"NoExecute wins", []corev1.Taint{gpuOnly, drain}, nil, true, true},
 		{"PreferNoSchedule", []corev1.Taint{soft}, nil, false, false},
+		// The node lifecycle controller's taints of a NotReady node are its
+		// readiness (the scheduler's grace), not a drain.
+		{"not-ready", []corev1.Taint{{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoExecute},
+			{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoSchedule}}, nil, false, false},
+		{"unreachable", []corev1.Taint{{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute}}, nil, false, false},
+		{"unreachable and a drain", []corev1.Taint{{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute}, drain}, nil, true, true},
 	} {
 		n := &corev1.Node{Spec: corev1.NodeSpec{Taints: tc.taints}}
 		drained, evicts, why := cordon(n, tc.tolerations)
@@ -166,5 +173,25 @@ func TestParseToleration(t *testing.T) {
 		if (err != nil) != tc.bad || !tc.bad && got != tc.want {
 			t.Errorf("ParseToleration(%q) = %+v, %v; want %+v (error %v)", tc.in, got, err, tc.want, tc.bad)
 		}
+	}
+}
+
+// Runway's pods tolerate a NotReady or unreachable node for the grace,
+// rounded up to a second, and do not when there is none.
+func TestLapseTolerations(t *testing.T) {
+	r := &runtime{cfg: Config{NodeLostGrace: 90*time.Second + time.Millisecond}}
+	got := r.lapseTolerations()
+	if len(got) != 2 {
+		t.Fatalf("tolerations %v, want not-ready and unreachable", got)
+	}
+	for i, key := range []string{corev1.TaintNodeNotReady, corev1.TaintNodeUnreachable} {
+		if got[i].Key != key || got[i].Effect != corev1.TaintEffectNoExecute || got[i].Operator != corev1.TolerationOpExists ||
+			got[i].TolerationSeconds == nil || *got[i].TolerationSeconds != 91 {
+			t.Errorf("toleration %d: %+v, want %s:NoExecute for 91 s", i, got[i], key)
+		}
+	}
+	r.cfg.NodeLostGrace = -1
+	if got := r.lapseTolerations(); got != nil {
+		t.Errorf("no grace: tolerations %v, want none", got)
 	}
 }

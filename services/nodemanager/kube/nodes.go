@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -170,11 +171,12 @@ func (r *runtime) nodeOf(kn *corev1.Node, id string) *nodemanagerv1.Node {
 // is a drain with eviction (the `runai=drain:NoExecute` style), as the
 // kubelet's taint manager would evict them. Taints that Runway's pods
 // there tolerate (Config.Tolerations and the node pool's, pools.go) are no
-// drain. A drain of Runway's own, in the drain key, still wins when the
-// node registers.
+// drain, nor are the taints of a NotReady node (lapseTaints): its Ready
+// condition is its readiness, which the scheduler gives its grace. A drain
+// of Runway's own, in the drain key, still wins when the node registers.
 func cordon(kn *corev1.Node, tolerations []corev1.Toleration) (drained, evicts bool, reason string) {
 	for _, t := range kn.Spec.Taints {
-		if t.Effect != corev1.TaintEffectNoExecute || tolerated(t, tolerations) {
+		if t.Effect != corev1.TaintEffectNoExecute || tolerated(t, tolerations) || slices.Contains(lapseTaints, t.Key) {
 			continue
 		}
 		return true, true, fmt.Sprintf("The Kubernetes node has the taint %s, which Runway's pods do not tolerate: its pods are evicted.", t.ToString())
@@ -183,7 +185,7 @@ func cordon(kn *corev1.Node, tolerations []corev1.Toleration) (drained, evicts b
 		return true, false, "The Kubernetes node is cordoned (unschedulable)."
 	}
 	for _, t := range kn.Spec.Taints {
-		if t.Effect != corev1.TaintEffectNoSchedule || tolerated(t, tolerations) {
+		if t.Effect != corev1.TaintEffectNoSchedule || tolerated(t, tolerations) || slices.Contains(lapseTaints, t.Key) {
 			continue
 		}
 		return true, false, fmt.Sprintf("The Kubernetes node has the taint %s, which Runway's pods do not tolerate.", t.ToString())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -194,7 +195,7 @@ func (r *runtime) createPod(ctx context.Context, b binding, node string, uuids [
 		return nil, err
 	}
 	pod := podSpec(ns, r.marker.podName(b.Binding, b.rev), b, it.Msg.GetSpec(), uuids)
-	pod.Spec.Tolerations = r.nodeTolerations(node)
+	pod.Spec.Tolerations = slices.Concat(r.nodeTolerations(node), r.lapseTolerations())
 	pod.Spec.NodeName = node
 	maps.Copy(pod.Annotations, r.bindingAnnotations(ns, pod.Name, node, b.key, b.rev, pod.Annotations))
 	created, err := r.cfg.Kube.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})

@@ -133,6 +133,26 @@ func (r *runtime) nodeTolerations(node string) []corev1.Toleration {
 	return r.tolerations(kn)
 }
 
+// lapseTolerations let Runway's pods stay on a NotReady or unreachable node
+// for the scheduler's grace (Config.NodeLostGrace) rather than Kubernetes'
+// default 300 s; none when there is no grace.
+func (r *runtime) lapseTolerations() []corev1.Toleration {
+	if r.cfg.NodeLostGrace <= 0 {
+		return nil
+	}
+	secs := int64((r.cfg.NodeLostGrace + time.Second - 1) / time.Second)
+	var out []corev1.Toleration
+	for _, key := range lapseTaints {
+		out = append(out, corev1.Toleration{Key: key, Operator: corev1.TolerationOpExists,
+			Effect: corev1.TaintEffectNoExecute, TolerationSeconds: &secs})
+	}
+	return out
+}
+
+// lapseTaints are what the node lifecycle controller puts on a node whose
+// Ready condition is False or Unknown: its readiness, not a drain (cordon).
+var lapseTaints = []string{corev1.TaintNodeNotReady, corev1.TaintNodeUnreachable}
+
 // coreToleration is a pool's toleration as Kubernetes has it.
 func coreToleration(t *quotav1.Toleration) corev1.Toleration {
 	out := corev1.Toleration{Key: t.GetKey(), Operator: corev1.TolerationOpExists,

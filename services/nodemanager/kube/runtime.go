@@ -34,6 +34,10 @@ const (
 	DefaultNamespace   = "runway"
 	DefaultLeaseTTL    = 10 * time.Second
 	DefaultDeleteGrace = 30 * time.Second
+	// DefaultNodeLostGrace is Config.NodeLostGrace when 0, and the
+	// scheduler's NodeLostGrace with this runtime: Kubernetes' own default
+	// not-ready toleration (300 s).
+	DefaultNodeLostGrace = 5 * time.Minute
 	// DefaultWorkers: enough concurrent requests to keep an apiserver busy
 	// (its default --max-requests-inflight is 400, 200 of them writes)
 	// without queueing many of them there.
@@ -67,6 +71,14 @@ type Config struct {
 	// pod's node is in (pools.go), and a node with a NoSchedule or
 	// NoExecute taint none of them tolerates is drained (cordon).
 	Tolerations []corev1.Toleration
+	// NodeLostGrace is the scheduler's NodeLostGrace (DefaultNodeLostGrace
+	// when 0; negative is none): the pods Runway creates tolerate the
+	// taints Kubernetes puts on a NotReady or unreachable node
+	// (node.kubernetes.io/not-ready, /unreachable, NoExecute) for that
+	// long, so that Kubernetes evicts them no sooner than the scheduler
+	// gives them up. Those taints are no drain: the Ready condition they
+	// follow is the node's readiness, and the scheduler's grace covers it.
+	NodeLostGrace time.Duration
 	// ReservationImage is the image of the reservation pods that own the
 	// GPUs holding fractions (DefaultReservationImage when empty). Its
 	// container reports the UUID the device plugin gave it
@@ -99,6 +111,9 @@ func (cfg *Config) check() error {
 	}
 	if cfg.DeleteGrace <= 0 {
 		cfg.DeleteGrace = DefaultDeleteGrace
+	}
+	if cfg.NodeLostGrace == 0 {
+		cfg.NodeLostGrace = DefaultNodeLostGrace
 	}
 	if cfg.Workers <= 0 {
 		cfg.Workers = DefaultWorkers

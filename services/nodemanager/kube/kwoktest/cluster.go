@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 
@@ -280,6 +281,12 @@ func (c *Cluster) NotReady(ctx context.Context, name string) error {
 	return c.patchNode(ctx, name, `{"metadata":{"labels":{"`+LabelNotReady+`":"true"}}}`)
 }
 
+// BackReady undoes NotReady: KWOK turns the node Ready again, as its
+// kubelet would on posting status once more.
+func (c *Cluster) BackReady(ctx context.Context, name string) error {
+	return c.patchNode(ctx, name, `{"metadata":{"labels":{"`+LabelNotReady+`":null}}}`)
+}
+
 // Cordon marks the node unschedulable (kubectl cordon).
 func (c *Cluster) Cordon(ctx context.Context, name string) error {
 	return c.patchNode(ctx, name, `{"spec":{"unschedulable":true}}`)
@@ -294,6 +301,19 @@ func (c *Cluster) Taint(ctx context.Context, name string, t corev1.Taint) error 
 	n.Spec.Taints = append(n.Spec.Taints, t)
 	if _, err := c.Kube.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("taint node %s: %w", name, err)
+	}
+	return nil
+}
+
+// Untaint removes the node's taints of that key.
+func (c *Cluster) Untaint(ctx context.Context, name, key string) error {
+	n, err := c.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == key })
+	if _, err := c.Kube.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("untaint node %s: %w", name, err)
 	}
 	return nil
 }

@@ -7,7 +7,8 @@
 //	c.Config, c.Kubeconfig, c.Kube         // rest config, kubeconfig file, client
 //	c.CreateNodes(ctx, kwoktest.GPUNodes("n", 100, 8)...) // nvidia.com/gpu nodes, 16 at a time
 //	c.WaitReady(ctx, names...)             // KWOK made them Ready
-//	c.NotReady / c.Cordon / c.Taint        // faults and drains
+//	c.NotReady / c.BackReady               // a node that blinks
+//	c.Cordon / c.Taint / c.Untaint         // drains
 //	d, err := c.StartDevicePlugin(ctx)     // the device plugin's stand-in: devices per pod, UUIDs
 //	kwoktest.Bin("kwok")                   // where a binary is, or how to build it
 //
