@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"log/slog"
 	"os"
@@ -328,7 +327,9 @@ func (s *Server) GetQueue(ctx context.Context, req *schedulerv1.GetQueueRequest)
 }
 
 // ListQueues lists departments, then their projects, in creation order,
-// those the filter keeps (queueFilter).
+// those the filter keeps (queueFilter). A page token is the position of
+// the last queue listed (queuePos): the next page starts after it, even
+// when that queue or the next one was deleted meanwhile.
 func (s *Server) ListQueues(ctx context.Context, req *schedulerv1.ListQueuesRequest) (*schedulerv1.ListQueuesResponse, error) {
 	keep, err := parseQueueFilter(req.GetFilter())
 	if err != nil {
@@ -343,13 +344,13 @@ func (s *Server) ListQueues(ctx context.Context, req *schedulerv1.ListQueuesRequ
 	case size > 1000:
 		size = 1000
 	}
-	start := ""
+	var start *queuePos
 	if t := req.GetPageToken(); t != "" {
-		b, err := base64.RawURLEncoding.DecodeString(t)
-		if err != nil {
+		p, ok := parseQueueToken(t)
+		if !ok {
 			return nil, apierr.InvalidPageToken()
 		}
-		start = string(b)
+		start = &p
 	}
 	s.followerUsage(ctx)
 	c := s.cache
@@ -360,25 +361,22 @@ func (s *Server) ListQueues(ctx context.Context, req *schedulerv1.ListQueuesRequ
 	}
 	scheduling.ComputeFairShares(c.state)
 	now := s.cfg.Clock()
-	all := allQueues(c.state)
+	all := c.queuesInOrder()
 	out := &schedulerv1.ListQueuesResponse{}
-	started := start == ""
+	var last queuePos
 	for _, q := range all {
-		name := queueName(q)
-		if !started {
-			started = name == start
-			if !started {
-				continue
-			}
+		if start != nil && q.pos.compare(*start) <= 0 {
+			continue
 		}
-		if !keep(q) {
+		if !keep(q.Queue) {
 			continue
 		}
 		if len(out.Queues) == size {
-			out.NextPageToken = base64.RawURLEncoding.EncodeToString([]byte(name))
+			out.NextPageToken = last.token()
 			break
 		}
-		out.Queues = append(out.Queues, c.queueProto(q, now))
+		out.Queues = append(out.Queues, c.queueProto(q.Queue, now))
+		last = q.pos
 	}
 	return out, nil
 }
