@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"slices"
@@ -217,9 +218,21 @@ func (s *Server) setLeader(l *leadership) {
 }
 
 // recordCycle keeps what ExplainWorkload reports: the last cycle's reasons
-// for every waiting workload, and each workload's last placement or eviction.
-// pools names the node pool each decision concerns (Cache.poolsOf).
-func (s *Server) recordCycle(plan scheduling.Plan, pools map[string]string, now time.Time) {
+// for every waiting workload, and each workload's last placement or eviction
+// as written (res, err: what apply committed). A placement the plan made but
+// did not write is reported NOT_PLACED with why; an eviction not written is
+// not reported. pools names the node pool each decision concerns
+// (Cache.poolsOf).
+func (s *Server) recordCycle(plan scheduling.Plan, pools map[string]string, now time.Time, res applied, err error) {
+	committed, bound := map[string]bool{}, map[string]bool{}
+	for _, g := range res.done.groups {
+		committed[g.workload] = true
+		for _, op := range g.ops {
+			if id, ok := strings.CutPrefix(op.key, etcdstore.PrefixBindings); ok && op.msg != nil {
+				bound[id] = true
+			}
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var election int64
@@ -232,6 +245,23 @@ func (s *Server) recordCycle(plan scheduling.Plan, pools map[string]string, now 
 		s.lastPlan[w.Workload] = decision{at: now, outcome: schedulerv1.DecisionOutcome_DECISION_OUTCOME_NOT_PLACED,
 			reasons: scheduling.Texts(w.Reasons), pending: w.Reasons, election: election, pool: pools[w.Workload]}
 	}
+	var written []scheduling.Binding
+	for _, b := range plan.Bindings {
+		switch {
+		case bound[bindingID(b.Node, b.Workload, b.Pod)]:
+			written = append(written, b)
+		case !committed[b.Workload]:
+			why := err
+			if d, ok := res.dropped[b.Workload]; ok {
+				why = d
+			}
+			s.lastPlan[b.Workload] = decision{at: now, outcome: schedulerv1.DecisionOutcome_DECISION_OUTCOME_NOT_PLACED,
+				reasons: []string{fmt.Sprintf("This cycle placed it, but its plan was not written: %v.", why)},
+				election: election, pool: pools[b.Workload]}
+		}
+	}
+	plan.Bindings = written
+	plan.Evictions = slices.DeleteFunc(slices.Clone(plan.Evictions), func(e scheduling.Eviction) bool { return !committed[e.Workload] })
 	for _, e := range plan.Evictions {
 		d := decision{at: now, outcome: schedulerv1.DecisionOutcome_DECISION_OUTCOME_EVICTED, rule: ruleOf(e.Rule),
 			reasons: []string{e.Reason}, election: election, pool: pools[e.Workload]}
