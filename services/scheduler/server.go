@@ -95,7 +95,7 @@ type Server struct {
 	lastCycle  time.Time
 	cycles     int64
 	lastPlan   map[string]decision // by workload cluster ID, from the last cycle
-	lastEvents map[string]decision // the last placement or eviction of each workload
+	lastEvents map[string]decision // the last placement or eviction of each workload neither deleted nor finished (forgetGone)
 
 	// written is, by workload ID, the reasons (joined by "\n") of the
 	// record last written under PrefixReasons; only the leader's loop
@@ -233,8 +233,12 @@ func (s *Server) recordCycle(plan scheduling.Plan, pools map[string]string, now 
 			}
 		}
 	}
+	c := s.cache
+	c.mu.Lock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.forgetGone(c.workloads)
+	c.mu.Unlock()
 	var election int64
 	if s.leader != nil {
 		election = s.leader.fence.Rev
@@ -256,7 +260,7 @@ func (s *Server) recordCycle(plan scheduling.Plan, pools map[string]string, now 
 				why = d
 			}
 			s.lastPlan[b.Workload] = decision{at: now, outcome: schedulerv1.DecisionOutcome_DECISION_OUTCOME_NOT_PLACED,
-				reasons: []string{fmt.Sprintf("This cycle placed it, but its plan was not written: %v.", why)},
+				reasons:  []string{fmt.Sprintf("This cycle placed it, but its plan was not written: %v.", why)},
 				election: election, pool: pools[b.Workload]}
 		}
 	}
@@ -300,6 +304,19 @@ func (s *Server) recordCycle(plan scheduling.Plan, pools map[string]string, now 
 		s.lastEvents[id] = decision{at: now, outcome: schedulerv1.DecisionOutcome_DECISION_OUTCOME_PLACED,
 			rule: rule, others: v, election: election, pool: pools[id],
 			reasons: []string{"Placed " + plural(pods, "pod") + " on " + strings.Join(nodes, ", ") + "."}}
+	}
+}
+
+// forgetGone drops the last events of workloads deleted or finished, so
+// that lastEvents holds at most one entry per workload still stored and not
+// final. Called with s.mu and the cache's lock held (stored is its
+// workloads).
+func (s *Server) forgetGone(stored map[string]*workloadv1.Workload) {
+	for id := range s.lastEvents {
+		w, ok := stored[id]
+		if p := w.GetStatus().GetPhase(); !ok || p == workloadv1.WorkloadPhase_WORKLOAD_PHASE_COMPLETED || p == workloadv1.WorkloadPhase_WORKLOAD_PHASE_FAILED {
+			delete(s.lastEvents, id)
+		}
 	}
 }
 
