@@ -26,6 +26,9 @@ type Item[T proto.Message] struct {
 	// it, where the call read or created the key (Get, List, ListAll, a
 	// watch's puts, Create); 0 otherwise.
 	Created int64
+	// Lease is the key's lease (0: none), where the call read the key
+	// (Get, List, ListAll, a watch's puts).
+	Lease int64
 }
 
 // Collection is a typed view of one key prefix holding messages of type T.
@@ -217,6 +220,6 @@ func (c *Collection[T]) decode(kv *mvccpb.KeyValue) (Item[T], error) {
 		return Item[T]{}, fmt.Errorf("decode %s: %w", kv.Key, err)
 	}
 	it := c.item(strings.TrimPrefix(string(kv.Key), c.prefix), msg, kv.ModRevision)
-	it.Created = kv.CreateRevision
+	it.Created, it.Lease = kv.CreateRevision, kv.Lease
 	return it, nil
 }

@@ -75,17 +75,18 @@ func (s *Server) GetNode(ctx context.Context, req *nodemanagerv1.GetNodeRequest)
 	if err != nil {
 		return nil, err
 	}
-	n, _, err := s.store.getNode(ctx, id)
+	it, err := s.store.getNode(ctx, id)
 	if err != nil {
 		return nil, storeError(err, req.GetName())
 	}
+	n := it.Msg
 	if err := s.store.fillAllocations(ctx, []*nodemanagerv1.Node{n}); err != nil {
 		return nil, storeError(err, req.GetName())
 	}
 	if err := fillPlans(ctx, s.store.client, []*nodemanagerv1.Node{n}); err != nil {
 		return nil, err
 	}
-	if err := fillHeartbeats(ctx, s.store.client, s.clock.Now(), []*nodemanagerv1.Node{n}); err != nil {
+	if err := fillHeartbeats(ctx, s.store.client, s.clock.Now(), []*nodemanagerv1.Node{n}, []int64{it.Lease}); err != nil {
 		return nil, storeError(err, req.GetName())
 	}
 	return n, nil
@@ -105,6 +106,7 @@ func (s *Server) ListNodes(ctx context.Context, req *nodemanagerv1.ListNodesRequ
 	size := etcdstore.PageSize(int(req.GetPageSize()))
 	resp := &nodemanagerv1.ListNodesResponse{}
 	token := req.GetPageToken()
+	var leases []int64 // of resp.Nodes' keys
 	for {
 		page, err := s.store.nodes.List(ctx, "", size-len(resp.Nodes), token)
 		if err != nil {
@@ -114,6 +116,7 @@ func (s *Server) ListNodes(ctx context.Context, req *nodemanagerv1.ListNodesRequ
 			it.Msg.Etag = it.Etag
 			if f.matches(it.Msg) {
 				resp.Nodes = append(resp.Nodes, it.Msg)
+				leases = append(leases, it.Lease)
 			}
 		}
 		token = page.NextPageToken
@@ -125,7 +128,7 @@ func (s *Server) ListNodes(ctx context.Context, req *nodemanagerv1.ListNodesRequ
 			if err := fillPlans(ctx, s.store.client, resp.Nodes); err != nil {
 				return nil, err
 			}
-			if err := fillHeartbeats(ctx, s.store.client, s.clock.Now(), resp.Nodes); err != nil {
+			if err := fillHeartbeats(ctx, s.store.client, s.clock.Now(), resp.Nodes, leases); err != nil {
 				return nil, storeError(err, "")
 			}
 			return resp, nil
@@ -161,10 +164,11 @@ func (s *Server) setDrain(ctx context.Context, name, etag string, change func(*n
 		return nil, err
 	}
 	for range maxRetries {
-		n, rev, err := s.store.getNode(ctx, id)
+		it, err := s.store.getNode(ctx, id)
 		if err != nil {
 			return nil, storeError(err, name)
 		}
+		n, rev := it.Msg, it.Revision
 		if etag != "" && etag != n.GetEtag() {
 			return nil, apierr.EtagMismatch(name, n.GetEtag())
 		}
@@ -255,10 +259,11 @@ func (s *Server) GetTimeSlicePlan(ctx context.Context, req *nodemanagerv1.GetTim
 	if !ok || err != nil {
 		return nil, apierr.InvalidField("name", "must be nodes/{node}/timeSlicePlan")
 	}
-	n, _, err := s.store.getNode(ctx, id)
+	it, err := s.store.getNode(ctx, id)
 	if err != nil {
 		return nil, storeError(err, nodeName)
 	}
+	n := it.Msg
 	plan, err := getPlan(ctx, s.store.client, id)
 	if err != nil {
 		return nil, err

@@ -68,13 +68,13 @@ func newStore(c *clientv3.Client) *store {
 }
 
 // getNode reads a node with its etag set.
-func (s *store) getNode(ctx context.Context, node string) (*nodemanagerv1.Node, int64, error) {
+func (s *store) getNode(ctx context.Context, node string) (etcdstore.Item[*nodemanagerv1.Node], error) {
 	it, err := s.nodes.Get(ctx, node)
 	if err != nil {
-		return nil, 0, err
+		return it, err
 	}
 	it.Msg.Etag = it.Etag
-	return it.Msg, it.Revision, nil
+	return it, nil
 }
 
 // setDrain writes the drain key (drain != nil) or deletes it (nil), and

@@ -106,14 +106,8 @@ type Cache struct {
 	submitted   map[string]*workloadv1.WorkloadSpec
 	held        map[string]*workloadv1.WorkloadSpec // set aside after an invariant failure, with the spec it had (contain.go)
 	dirty       [numKinds]map[string]bool
-	// rebuild is set by a change cluster.State cannot follow in place (a
-	// project moving to another department, a node to another pool, a
-	// deleted pool, queue or node): sync then builds a new state from the
-	// stored objects the cache holds, as a restart would, without reading
-	// etcd again.
-	rebuild    bool
-	bindingRev int64         // last revision applied from the bindings watch
-	applied    chan struct{} // closed (and replaced) whenever events are applied
+	bindingRev  int64         // last revision applied from the bindings watch
+	applied     chan struct{} // closed (and replaced) whenever events are applied
 
 	changed chan struct{} // a non-blocking "something changed" for the loop
 
@@ -121,7 +115,7 @@ type Cache struct {
 	// the grace period (grace.go).
 	graces graces
 
-	lists     int    // how many times the cache listed (1 + relists and rebuilds), for tests
+	lists     int    // how many times the cache listed (1 + relists), for tests
 	afterList func() // test seam: runs between a list and its watch
 	// beforeApply is a test seam: it runs, without the lock, before each
 	// batch of watch events is applied (a test holds the model back).
@@ -436,26 +430,7 @@ func (c *Cache) sync() {
 			}
 		}
 	}
-	if c.rebuild {
-		c.rebuild = false
-		c.state = cluster.New()
-		c.submitted = map[string]*workloadv1.WorkloadSpec{}
-		markAll(c.dirty[kindPool], c.pools)
-		markAll(c.dirty[kindDepartment], c.departments)
-		markAll(c.dirty[kindProject], c.projects)
-		markAll(c.dirty[kindNode], c.nodes)
-		markAll(c.dirty[kindWorkload], c.workloads)
-		markAll(c.dirty[kindBinding], c.bindings)
-		c.sync()
-		return
-	}
 	c.state.StampBelowMinimum(since(c.clock()))
-}
-
-func markAll[T any](dirty map[string]bool, m map[string]T) {
-	for id := range m {
-		dirty[id] = true
-	}
 }
 
 func (c *Cache) syncOne(k kind, id string) bool {
@@ -463,8 +438,8 @@ func (c *Cache) syncOne(k kind, id string) bool {
 	case kindPool:
 		if np, ok := c.pools[id]; ok {
 			c.state.AddPool(id).TimeBased = clusterproto.TimeBased(np)
-		} else if c.state.Pool(id) != nil {
-			c.rebuild = true // State cannot remove a pool
+		} else if p := c.state.Pool(id); p != nil {
+			c.removePool(p)
 		}
 		return true
 	case kindDepartment:
@@ -483,8 +458,8 @@ func (c *Cache) syncOne(k kind, id string) bool {
 func (c *Cache) syncDepartment(id string) bool {
 	d, ok := c.departments[id]
 	if !ok {
-		if c.state.Queue(id) != nil {
-			c.rebuild = true // State cannot remove a queue
+		if q := c.state.Queue(id); q != nil {
+			c.removeQueue(q)
 		}
 		return true
 	}
@@ -502,18 +477,20 @@ func (c *Cache) syncDepartment(id string) bool {
 
 func (c *Cache) syncProject(id string) bool {
 	p, ok := c.projects[id]
+	q := c.state.Queue(id)
 	if !ok {
-		if c.state.Queue(id) != nil {
-			c.rebuild = true // State cannot remove a queue
+		if q != nil {
+			c.removeQueue(q)
 		}
 		return true
 	}
 	_, dept, quotas := clusterproto.ProjectQueue(p)
-	if q := c.state.Queue(id); q != nil {
-		if q.Parent != nil && q.Parent.Name != dept {
-			c.rebuild = true // State cannot move a queue
-			return true
-		}
+	if q != nil && q.Parent != nil && q.Parent.Name != dept {
+		// State cannot move a queue: it goes, and comes back under dept.
+		c.removeQueue(q)
+		q = nil
+	}
+	if q != nil {
 		return c.setQuotas(q, quotas, cluster.DefaultQuota())
 	}
 	if dept != cluster.DefaultDepartment && c.state.Queue(dept) == nil {
@@ -550,10 +527,10 @@ func (c *Cache) setQuotas(q *cluster.Queue, quotas map[string]cluster.Quota, bas
 }
 
 // syncNode adds a node, follows its readiness and its shape (GPUs that
-// another scheduler takes or frees on a Kubernetes node, labels). State
-// cannot remove a node or move it to another pool, so a deleted node, or
-// one that moves, rebuilds the state (its pods on a deleted node are lost,
-// and re-placed by the leader).
+// another scheduler takes or frees on a Kubernetes node, labels), and
+// removes a deleted one (its pods are lost, and re-placed by the leader).
+// A node that moves to another pool is removed and added there, its pods
+// put back from their bindings.
 func (c *Cache) syncNode(id string) bool {
 	raw, ok := c.nodes[id]
 	n := c.state.Node(id)
@@ -572,13 +549,23 @@ func (c *Cache) syncNode(id string) bool {
 		c.markBindingsOn(id)
 		return err == nil
 	}
-	// A node gone past its grace, or moved to another pool, is more than
-	// State can change in place. Within the grace it stays, cordoned, as
-	// does a NotReady one.
+	// A node gone past its grace goes; one moved to another pool goes and
+	// comes back there. Within the grace it stays, cordoned, as does a
+	// NotReady one.
 	inGrace := c.graces.missingInGrace(id)
-	if (!ok && !inGrace) || (ok && nodeSpec(id, raw).Pool != n.Pool.Name) {
-		c.rebuild = true
+	if !ok && !inGrace {
+		c.requeueLost(c.state.RemoveNode(n))
 		return true
+	}
+	if ok && nodeSpec(id, raw).Pool != n.Pool.Name {
+		lost := c.state.RemoveNode(n)
+		added := c.syncNode(id)
+		for _, ref := range lost {
+			if w := ref.Workload; w.PlacedPods() == 0 && !(added && c.hasBindingOn(id, ref)) {
+				scheduling.Requeue(c.state, w)
+			}
+		}
+		return added
 	}
 	var lost []cluster.PodRef
 	if spec := nodeSpec(id, raw); ok && !n.SameShape(spec) {

@@ -166,11 +166,11 @@ func (s *Server) cycle(ctx context.Context, f fence) {
 	pools := c.poolsOf(plan)
 	c.mu.Unlock()
 	s.metrics.cycle.WithLabelValues(actionSchedule).Observe(time.Since(start).Seconds())
-	s.recordCycle(plan, pools, now)
 	s.writeAsideEvents(ctx, f, now)
 	var written map[string]string
 	ws.reasons, written = reasonsWrites(s.written, plan.Waiting)
 	if ws.empty() {
+		s.recordCycle(plan, pools, now, applied{}, nil)
 		s.usage.committed(usage, now)
 		return
 	}
@@ -189,6 +189,7 @@ func (s *Server) cycle(ctx context.Context, f fence) {
 	if err != nil && !errors.Is(err, context.Canceled) {
 		s.log.Warn("scheduler: plan not applied", "replica", s.cfg.Replica, "err", err)
 	}
+	s.recordCycle(plan, pools, now, res, err)
 	if err == nil {
 		s.metrics.applied(plan)
 		s.written = written

@@ -1,7 +1,11 @@
 package scheduler
 
 import (
+	"cmp"
+	"encoding/base64"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -10,6 +14,7 @@ import (
 	schedulerv1 "github.com/runwayhq/runway/gen/go/runway/scheduler/v1"
 	"github.com/runwayhq/runway/pkg/apierr"
 	"github.com/runwayhq/runway/pkg/cluster"
+	"github.com/runwayhq/runway/pkg/clusterproto"
 )
 
 // queueProto reports q per node pool, with the fair shares last computed.
@@ -97,4 +102,83 @@ func parseQueueFilter(expr string) (func(*cluster.Queue) bool, error) {
 		}
 		return true
 	}, nil
+}
+
+// queuePos is where a queue stands in ListQueues' order: its department's
+// creation (time, then name), then for a project its own. Every replica
+// gives a queue the same position, and a position still orders the others
+// once its queue is deleted, so a page token can be one.
+type queuePos struct {
+	deptAt  int64 // UnixNano
+	dept    string
+	projAt  int64
+	project string // "" for the department itself
+}
+
+func (a queuePos) compare(b queuePos) int {
+	if (a.project == "") != (b.project == "") && a.deptAt == b.deptAt && a.dept == b.dept {
+		if a.project == "" {
+			return -1 // a department before its projects
+		}
+		return 1
+	}
+	return cmp.Or(cmp.Compare(a.deptAt, b.deptAt), cmp.Compare(a.dept, b.dept),
+		cmp.Compare(a.projAt, b.projAt), cmp.Compare(a.project, b.project))
+}
+
+// token is p as a page token: "{deptAt}/{dept}/{projAt}/{project}", the
+// last two empty for a department, in unpadded URL-safe base64.
+func (p queuePos) token() string {
+	s := strconv.FormatInt(p.deptAt, 10) + "/" + p.dept + "/"
+	if p.project != "" {
+		s += strconv.FormatInt(p.projAt, 10)
+	}
+	s += "/" + p.project
+	return base64.RawURLEncoding.EncodeToString([]byte(s))
+}
+
+func parseQueueToken(t string) (queuePos, bool) {
+	b, err := base64.RawURLEncoding.DecodeString(t)
+	parts := strings.Split(string(b), "/")
+	if err != nil || len(parts) != 4 || !clusterproto.ValidID(parts[1]) {
+		return queuePos{}, false
+	}
+	var p queuePos
+	p.dept = parts[1]
+	if p.deptAt, err = strconv.ParseInt(parts[0], 10, 64); err != nil {
+		return queuePos{}, false
+	}
+	if parts[2] == "" && parts[3] == "" {
+		return p, true
+	}
+	if p.projAt, err = strconv.ParseInt(parts[2], 10, 64); err != nil || !clusterproto.ValidID(parts[3]) {
+		return queuePos{}, false
+	}
+	p.project = parts[3]
+	return p, true
+}
+
+type placedQueue struct {
+	*cluster.Queue
+	pos queuePos
+}
+
+// queuesInOrder is every department, each followed by its projects, in
+// queuePos order. Called with mu held.
+func (c *Cache) queuesInOrder() []placedQueue {
+	at := func(ts *timestamppb.Timestamp) int64 { return ts.AsTime().UnixNano() }
+	var out []placedQueue
+	for _, q := range allQueues(c.state) {
+		d := q
+		if q.Kind == cluster.Project {
+			d = q.Parent
+		}
+		p := queuePos{deptAt: at(c.departments[d.Name].GetCreateTime()), dept: d.Name}
+		if q.Kind == cluster.Project {
+			p.projAt, p.project = at(c.projects[q.Name].GetCreateTime()), q.Name
+		}
+		out = append(out, placedQueue{q, p})
+	}
+	slices.SortStableFunc(out, func(a, b placedQueue) int { return a.pos.compare(b.pos) })
+	return out
 }

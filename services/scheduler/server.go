@@ -2,8 +2,8 @@ package scheduler
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"slices"
@@ -100,7 +100,7 @@ type Server struct {
 	lastCycle  time.Time
 	cycles     int64
 	lastPlan   map[string]decision // by workload cluster ID, from the last cycle
-	lastEvents map[string]decision // the last placement or eviction of each workload
+	lastEvents map[string]decision // the last placement or eviction of each workload neither deleted nor finished (forgetGone)
 
 	// written is, by workload ID, the reasons (joined by "\n") of the
 	// record last written under PrefixReasons; only the leader's loop
@@ -227,11 +227,27 @@ func (s *Server) setLeader(l *leadership) {
 }
 
 // recordCycle keeps what ExplainWorkload reports: the last cycle's reasons
-// for every waiting workload, and each workload's last placement or eviction.
-// pools names the node pool each decision concerns (Cache.poolsOf).
-func (s *Server) recordCycle(plan scheduling.Plan, pools map[string]string, now time.Time) {
+// for every waiting workload, and each workload's last placement or eviction
+// as written (res, err: what apply committed). A placement the plan made but
+// did not write is reported NOT_PLACED with why; an eviction not written is
+// not reported. pools names the node pool each decision concerns
+// (Cache.poolsOf).
+func (s *Server) recordCycle(plan scheduling.Plan, pools map[string]string, now time.Time, res applied, err error) {
+	committed, bound := map[string]bool{}, map[string]bool{}
+	for _, g := range res.done.groups {
+		committed[g.workload] = true
+		for _, op := range g.ops {
+			if id, ok := strings.CutPrefix(op.key, etcdstore.PrefixBindings); ok && op.msg != nil {
+				bound[id] = true
+			}
+		}
+	}
+	c := s.cache
+	c.mu.Lock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.forgetGone(c.workloads)
+	c.mu.Unlock()
 	var election int64
 	if s.leader != nil {
 		election = s.leader.fence.Rev
@@ -242,6 +258,23 @@ func (s *Server) recordCycle(plan scheduling.Plan, pools map[string]string, now 
 		s.lastPlan[w.Workload] = decision{at: now, outcome: schedulerv1.DecisionOutcome_DECISION_OUTCOME_NOT_PLACED,
 			reasons: scheduling.Texts(w.Reasons), pending: w.Reasons, election: election, pool: pools[w.Workload]}
 	}
+	var written []scheduling.Binding
+	for _, b := range plan.Bindings {
+		switch {
+		case bound[bindingID(b.Node, b.Workload, b.Pod)]:
+			written = append(written, b)
+		case !committed[b.Workload]:
+			why := err
+			if d, ok := res.dropped[b.Workload]; ok {
+				why = d
+			}
+			s.lastPlan[b.Workload] = decision{at: now, outcome: schedulerv1.DecisionOutcome_DECISION_OUTCOME_NOT_PLACED,
+				reasons:  []string{fmt.Sprintf("This cycle placed it, but its plan was not written: %v.", why)},
+				election: election, pool: pools[b.Workload]}
+		}
+	}
+	plan.Bindings = written
+	plan.Evictions = slices.DeleteFunc(slices.Clone(plan.Evictions), func(e scheduling.Eviction) bool { return !committed[e.Workload] })
 	for _, e := range plan.Evictions {
 		d := decision{at: now, outcome: schedulerv1.DecisionOutcome_DECISION_OUTCOME_EVICTED, rule: ruleOf(e.Rule),
 			reasons: []string{e.Reason}, election: election, pool: pools[e.Workload]}
@@ -280,6 +313,19 @@ func (s *Server) recordCycle(plan scheduling.Plan, pools map[string]string, now 
 		s.lastEvents[id] = decision{at: now, outcome: schedulerv1.DecisionOutcome_DECISION_OUTCOME_PLACED,
 			rule: rule, others: v, election: election, pool: pools[id],
 			reasons: []string{"Placed " + plural(pods, "pod") + " on " + strings.Join(nodes, ", ") + "."}}
+	}
+}
+
+// forgetGone drops the last events of workloads deleted or finished, so
+// that lastEvents holds at most one entry per workload still stored and not
+// final. Called with s.mu and the cache's lock held (stored is its
+// workloads).
+func (s *Server) forgetGone(stored map[string]*workloadv1.Workload) {
+	for id := range s.lastEvents {
+		w, ok := stored[id]
+		if p := w.GetStatus().GetPhase(); !ok || p == workloadv1.WorkloadPhase_WORKLOAD_PHASE_COMPLETED || p == workloadv1.WorkloadPhase_WORKLOAD_PHASE_FAILED {
+			delete(s.lastEvents, id)
+		}
 	}
 }
 
@@ -337,7 +383,9 @@ func (s *Server) GetQueue(ctx context.Context, req *schedulerv1.GetQueueRequest)
 }
 
 // ListQueues lists departments, then their projects, in creation order,
-// those the filter keeps (queueFilter).
+// those the filter keeps (queueFilter). A page token is the position of
+// the last queue listed (queuePos): the next page starts after it, even
+// when that queue or the next one was deleted meanwhile.
 func (s *Server) ListQueues(ctx context.Context, req *schedulerv1.ListQueuesRequest) (*schedulerv1.ListQueuesResponse, error) {
 	keep, err := parseQueueFilter(req.GetFilter())
 	if err != nil {
@@ -352,13 +400,13 @@ func (s *Server) ListQueues(ctx context.Context, req *schedulerv1.ListQueuesRequ
 	case size > 1000:
 		size = 1000
 	}
-	start := ""
+	var start *queuePos
 	if t := req.GetPageToken(); t != "" {
-		b, err := base64.RawURLEncoding.DecodeString(t)
-		if err != nil {
+		p, ok := parseQueueToken(t)
+		if !ok {
 			return nil, apierr.InvalidPageToken()
 		}
-		start = string(b)
+		start = &p
 	}
 	s.followerUsage(ctx)
 	c := s.cache
@@ -369,25 +417,22 @@ func (s *Server) ListQueues(ctx context.Context, req *schedulerv1.ListQueuesRequ
 	}
 	scheduling.ComputeFairShares(c.state)
 	now := s.cfg.Clock()
-	all := allQueues(c.state)
+	all := c.queuesInOrder()
 	out := &schedulerv1.ListQueuesResponse{}
-	started := start == ""
+	var last queuePos
 	for _, q := range all {
-		name := queueName(q)
-		if !started {
-			started = name == start
-			if !started {
-				continue
-			}
+		if start != nil && q.pos.compare(*start) <= 0 {
+			continue
 		}
-		if !keep(q) {
+		if !keep(q.Queue) {
 			continue
 		}
 		if len(out.Queues) == size {
-			out.NextPageToken = base64.RawURLEncoding.EncodeToString([]byte(name))
+			out.NextPageToken = last.token()
 			break
 		}
-		out.Queues = append(out.Queues, c.queueProto(q, now))
+		out.Queues = append(out.Queues, c.queueProto(q.Queue, now))
+		last = q.pos
 	}
 	return out, nil
 }

@@ -13,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/runwayhq/runway/cmd/runway/server"
@@ -103,7 +104,8 @@ func (h etcdAddr) Handle(_ context.Context, r slog.Record) error {
 // submit, which a machine loaded by others stretches less than the wall
 // time (the pods' own processes are not in it). With agents, started/s
 // runs the clock on until every pod's agent has reported it running (its
-// run record under etcdstore.PrefixRuns): bound and started.
+// run record under etcdstore.PrefixRuns says RUNNING): bound and started;
+// a pod reported FAILED fails the benchmark.
 func BenchmarkSubmitEndToEnd(b *testing.B) {
 	b.Run("agents=0", func(b *testing.B) { benchEndToEnd(b, false) })
 	b.Run(fmt.Sprintf("agents=%d", benchNodes), func(b *testing.B) { benchEndToEnd(b, true) })
@@ -249,9 +251,22 @@ func benchSubmit(b *testing.B, agents bool) (creating, binding, started, cpu tim
 	}
 	end, cpu1 := time.Now(), processCPU(b)
 	if agents {
-		for deadline := time.Now().Add(120 * time.Second); count(etcdstore.PrefixRuns) < int64(benchSubmits); time.Sleep(5 * time.Millisecond) {
+		for deadline := time.Now().Add(120 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			if time.Now().Before(deadline) && count(etcdstore.PrefixRuns) < int64(benchSubmits) {
+				continue // not every pod reported yet: no need to read the records
+			}
+			r, err := startedRuns(ctx, cli)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if len(r.failed) > 0 {
+				b.Fatalf("%d pods failed, %d of %d started; first: %s", len(r.failed), r.started, benchSubmits, r.failed[0])
+			}
+			if r.started == benchSubmits {
+				break
+			}
 			if time.Now().After(deadline) {
-				b.Fatalf("%d of %d pods reported running after 120s", count(etcdstore.PrefixRuns), benchSubmits)
+				b.Fatalf("%d of %d pods reported running after 120s", r.started, benchSubmits)
 			}
 		}
 	}
@@ -266,4 +281,33 @@ func processCPU(b *testing.B) time.Duration {
 		b.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// runs counts the pods whose run record says they started (RUNNING, or
+// ended SUCCEEDED) and lists those that FAILED: a pod whose command could
+// not start has a run record too, and is not started.
+type runs struct {
+	started int
+	failed  []string // "{run key}: {message}"
+}
+
+func startedRuns(ctx context.Context, cli *clientv3.Client) (runs, error) {
+	var out runs
+	resp, err := cli.Get(ctx, etcdstore.PrefixRuns, clientv3.WithPrefix())
+	if err != nil {
+		return out, fmt.Errorf("read run records: %w", err)
+	}
+	for _, kv := range resp.Kvs {
+		r := new(nodemanagerv1.ReportWorkloadStateRequest)
+		if err := proto.Unmarshal(kv.Value, r); err != nil {
+			return out, fmt.Errorf("run record %s: %w", kv.Key, err)
+		}
+		switch r.GetState() {
+		case workloadv1.PodState_POD_STATE_RUNNING, workloadv1.PodState_POD_STATE_SUCCEEDED:
+			out.started++
+		case workloadv1.PodState_POD_STATE_FAILED:
+			out.failed = append(out.failed, string(kv.Key)+": "+r.GetMessage())
+		}
+	}
+	return out, nil
 }

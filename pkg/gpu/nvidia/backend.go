@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
@@ -30,13 +31,20 @@ var (
 )
 
 // healthWait is how long one wait for NVML events lasts (ms): how soon
-// WatchHealth sees its context end.
-const healthWait = 1000
+// WatchHealth sees its context end. A wait that fails otherwise than by
+// timing out is retried after healthBackoff, doubling to healthMaxBackoff
+// while it keeps failing, so a broken event set costs no CPU.
+const (
+	healthWait       = 1000
+	healthBackoff    = 100 * time.Millisecond
+	healthMaxBackoff = 10 * time.Second
+)
 
 // WatchHealth follows the devices' critical XID events (go-nvml's event
 // set) until ctx is done: a device that raises an XID other than an
 // application's own (gpu.XIDFault) is unhealthy from then on. It returns
-// an error when NVML cannot give events at all.
+// an error when NVML cannot give events at all, or no longer can (it was
+// shut down, its driver or library went away).
 func (b *Backend) WatchHealth(ctx context.Context) error {
 	set, ret := b.lib.EventSetCreate()
 	if ret != nvml.SUCCESS {
@@ -60,8 +68,24 @@ func (b *Backend) WatchHealth(ctx context.Context) error {
 		// further; the others still are.
 		_ = d.RegisterEvents(nvml.EventTypeXidCriticalError, set)
 	}
+	var backoff time.Duration
 	for ctx.Err() == nil {
 		e, ret := set.Wait(healthWait)
+		switch {
+		case ret == nvml.SUCCESS, ret == nvml.ERROR_TIMEOUT:
+			backoff = 0
+		case waitEnded(ret):
+			return fmt.Errorf("nvml: wait for events: %w", ret)
+		default:
+			backoff = min(max(2*backoff, healthBackoff), healthMaxBackoff)
+			t := time.NewTimer(backoff)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+			case <-t.C:
+			}
+			continue
+		}
 		if ret != nvml.SUCCESS || e.EventType != nvml.EventTypeXidCriticalError || e.Device == nil {
 			continue // a timeout, or an event of no concern
 		}
@@ -74,6 +98,17 @@ func (b *Backend) WatchHealth(ctx context.Context) error {
 		b.Mark(i, why)
 	}
 	return nil
+}
+
+// waitEnded: the event set can give no more events (NVML shut down, the
+// set invalid, the driver or library gone); retrying would fail the same way.
+func waitEnded(ret nvml.Return) bool {
+	switch ret {
+	case nvml.ERROR_UNINITIALIZED, nvml.ERROR_INVALID_ARGUMENT, nvml.ERROR_DRIVER_NOT_LOADED,
+		nvml.ERROR_LIBRARY_NOT_FOUND, nvml.ERROR_FUNCTION_NOT_FOUND:
+		return true
+	}
+	return false
 }
 
 // Load loads the system's NVML library and initialises it; close shuts it

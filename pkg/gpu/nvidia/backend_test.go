@@ -4,8 +4,10 @@ package nvidia_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -206,5 +208,86 @@ func TestWatchHealth_xid(t *testing.T) {
 	}
 	if registered != 8 {
 		t.Errorf("registered XID events on %d devices, want 8", registered)
+	}
+}
+
+// watchWith runs WatchHealth on a mock H100 system whose event set's Wait
+// is wait; it returns the system, the backend, WatchHealth's result and a
+// cancel.
+func watchWith(t *testing.T, wait func(ms uint32) (nvml.EventData, nvml.Return)) (*server.Server, *nvidia.Backend, <-chan error, context.CancelFunc) {
+	t.Helper()
+	lib := dgxh100.New()
+	lib.EventSetCreateFunc = func() (nvml.EventSet, nvml.Return) {
+		return &mock.EventSet{FreeFunc: func() nvml.Return { return nvml.SUCCESS }, WaitFunc: wait}, nvml.SUCCESS
+	}
+	for _, d := range lib.Devices {
+		d.(*server.Device).RegisterEventsFunc = func(uint64, nvml.EventSet) nvml.Return { return nvml.SUCCESS }
+	}
+	b, err := nvidia.New(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	done := make(chan error, 1)
+	ended := make(chan struct{})
+	go func() { defer close(ended); done <- b.WatchHealth(ctx) }()
+	t.Cleanup(func() { cancel(); <-ended })
+	return lib, b, done, cancel
+}
+
+// WatchHealth: a wait that fails (not a timeout) is retried after a
+// growing pause, not at once; once waits succeed again, XIDs are seen.
+func TestWatchHealth_backsOffOnErrors(t *testing.T) {
+	var waits atomic.Int64
+	var recovered atomic.Bool
+	var dev nvml.Device
+	lib, b, done, cancel := watchWith(t, func(uint32) (nvml.EventData, nvml.Return) {
+		waits.Add(1)
+		if !recovered.Load() {
+			return nvml.EventData{}, nvml.ERROR_UNKNOWN
+		}
+		time.Sleep(10 * time.Millisecond)
+		return nvml.EventData{Device: dev, EventType: nvml.EventTypeXidCriticalError, EventData: 48}, nvml.SUCCESS
+	})
+	dev = lib.Devices[0]
+	time.Sleep(500 * time.Millisecond)
+	// A spinning loop waits millions of times in this half second; with the
+	// pauses (100, 200, 400 ms) it is a handful.
+	if n := waits.Load(); n > 10 {
+		t.Fatalf("%d waits in 500 ms of failing waits, want a handful (a pause between them)", n)
+	}
+	recovered.Store(true)
+	deadline := time.Now().Add(5 * time.Second)
+	for len(b.Unhealthy()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("WatchHealth: %v, want nil after transient errors", err)
+	}
+	if got := b.Unhealthy(); got[0] == "" {
+		t.Errorf("Unhealthy() = %v after the waits recovered, want GPU 0 marked by XID 48", got)
+	}
+}
+
+// WatchHealth: a wait that says NVML itself is gone (shut down) ends the
+// watch with that error at once instead of retrying forever.
+func TestWatchHealth_stopsWhenNVMLIsGone(t *testing.T) {
+	var waits atomic.Int64
+	_, _, done, _ := watchWith(t, func(uint32) (nvml.EventData, nvml.Return) {
+		waits.Add(1)
+		return nvml.EventData{}, nvml.ERROR_UNINITIALIZED
+	})
+	select {
+	case err := <-done:
+		if !errors.Is(err, nvml.ERROR_UNINITIALIZED) {
+			t.Errorf("WatchHealth: %v, want the UNINITIALIZED error", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("WatchHealth still running after %d waits that say NVML is uninitialised", waits.Load())
+	}
+	if n := waits.Load(); n != 1 {
+		t.Errorf("%d waits, want 1", n)
 	}
 }

@@ -46,16 +46,24 @@ func newReporter(client *clientv3.Client, log *slog.Logger) *reporter {
 // send queues r, replacing an older pending report of the same pod.
 func (rp *reporter) send(key string, r *nodemanagerv1.ReportWorkloadStateRequest, stored func()) {
 	rp.mu.Lock()
-	if old, ok := rp.pending[key]; ok && old.req.GetObserveTime().AsTime().After(r.GetObserveTime().AsTime()) {
-		rp.mu.Unlock()
-		return
-	}
-	rp.pending[key] = pendingReport{req: r, stored: chain(rp.pending[key].stored, stored)}
+	rp.queue(key, pendingReport{req: r, stored: stored})
 	rp.mu.Unlock()
 	select {
 	case rp.wake <- struct{}{}:
 	default:
 	}
+}
+
+// queue makes p the pod's pending report unless a later one is pending;
+// either way the one kept calls both stored funcs (a report older than
+// the pending one is stored by that one). Called with mu held.
+func (rp *reporter) queue(key string, p pendingReport) {
+	old, ok := rp.pending[key]
+	if ok && old.req.GetObserveTime().AsTime().After(p.req.GetObserveTime().AsTime()) {
+		p.req = old.req
+	}
+	p.stored = chain(old.stored, p.stored)
+	rp.pending[key] = p
 }
 
 func chain(a, b func()) func() {
@@ -93,7 +101,7 @@ func (rp *reporter) run(ctx context.Context) {
 }
 
 // flush stores every pending report; false when some could not be stored
-// (they stay pending unless a newer one of the pod arrived meanwhile).
+// (they stay pending unless a later one of the pod arrived meanwhile).
 func (rp *reporter) flush(ctx context.Context) bool {
 	rp.mu.Lock()
 	batch := rp.pending
@@ -113,11 +121,7 @@ func (rp *reporter) flush(ctx context.Context) bool {
 	rp.mu.Lock()
 	for k, p := range batch {
 		if failed[k] {
-			if _, newer := rp.pending[k]; !newer {
-				rp.pending[k] = p
-			} else {
-				rp.pending[k] = pendingReport{req: rp.pending[k].req, stored: chain(p.stored, rp.pending[k].stored)}
-			}
+			rp.queue(k, p)
 			continue
 		}
 		if p.stored != nil {
