@@ -163,3 +163,96 @@ func TestConsolidation_OneTransaction(t *testing.T) {
 		return wb.PlacedPods() == 1 && wb.Placed[0].Node.Name == "node-1"
 	})
 }
+
+// TestConsolidation_onItsNode: half GPUs u and w share nothing on a node
+// of 2 GPUs (one on each device), so a 1-GPU training of team-b waits with
+// a whole GPU free in total. The move puts one of them beside the other:
+// same node, same binding key, another device. The binding is rewritten
+// in place in the gang's transaction, fenced on its revision (a key
+// cannot be deleted and created in one transaction), its pod key is left
+// as it is (same node), and the model holds the pod on its new device,
+// ordered as placed by the move.
+func TestConsolidation_onItsNode(t *testing.T) {
+	cl := etcdtest.New(t)
+	node(t, cl.Client, "node-1", 2)
+	project(t, cl.Client, "team-a", 1)
+	project(t, cl.Client, "team-b", 1)
+	half := func(id string, seq int, device int32) {
+		put(t, cl.Client, etcdstore.PrefixWorkloads+"team-a/"+id, &workloadv1.Workload{
+			Name: "projects/team-a/workloads/" + id, Type: workloadv1.WorkloadType_WORKLOAD_TYPE_TRAINING,
+			CreateTime: timestamppb.New(t0.Add(time.Duration(seq) * time.Second)),
+			Spec: &workloadv1.WorkloadSpec{Image: "x", Gpu: &workloadv1.GpuRequest{Amount: &workloadv1.GpuRequest_FractionMilli{FractionMilli: 500}},
+				MilliCpu: 100, MemoryBytes: 100 << 20},
+			Status: &workloadv1.WorkloadStatus{Phase: workloadv1.WorkloadPhase_WORKLOAD_PHASE_PENDING},
+		})
+		put(t, cl.Client, etcdstore.PrefixBindings+bindingID("node-1", "team-a/"+id, 0), &workloadv1.PodStatus{Node: "nodes/node-1",
+			DeviceIndexes: []int32{device}, FractionMilli: 500, State: workloadv1.PodState_POD_STATE_BOUND})
+		put(t, cl.Client, podKeyOf("team-a/"+id, 0), &workloadv1.PodStatus{Node: "nodes/node-1"})
+	}
+	half("u", 0, 0)
+	half("w", 1, 1)
+	r := startReplica(t, cl, "r1")
+	waitFor(t, 5*time.Second, "a leader", r.leading)
+	waitFor(t, 3*time.Second, "u and w in the model", func() bool {
+		r.cache.mu.Lock()
+		defer r.cache.mu.Unlock()
+		return len(r.cache.byPod) == 2
+	})
+	before, err := cl.Client.Get(t.Context(), etcdstore.Root, clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	kvs := map[string]int64{}
+	for _, kv := range before.Kvs {
+		kvs[string(kv.Key)] = kv.ModRevision
+	}
+	training(t, cl.Client, "team-b", "j", 1, 2)
+	waitFor(t, 5*time.Second, "j bound", func() bool { return slices.Contains(bound(t, cl.Client), "team-b/j") })
+
+	after, err := cl.Client.Get(t.Context(), etcdstore.PrefixBindings, clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var moved string
+	revs := map[int64]bool{}
+	for _, kv := range after.Kvs {
+		k := string(kv.Key)
+		if kvs[k] == kv.ModRevision {
+			continue // untouched
+		}
+		revs[kv.ModRevision] = true
+		if !strings.Contains(k, "team-b.j") {
+			if moved != "" || kv.CreateRevision != kvs[k] { // written once before: its ModRevision was its CreateRevision
+				t.Fatalf("bindings %v: more than one moved, or one deleted and created again", after.Kvs)
+			}
+			moved = strings.TrimPrefix(k, etcdstore.PrefixBindings)
+		}
+	}
+	if moved == "" || len(revs) != 1 {
+		t.Fatalf("bindings %v: want one of u and w rewritten in j's transaction", after.Kvs)
+	}
+	b, _ := parseBinding(moved, &workloadv1.PodStatus{})
+	if pk := podKeyOf(b.Workload, 0); func() int64 {
+		resp, err := cl.Client.Get(t.Context(), pk)
+		if err != nil || len(resp.Kvs) != 1 {
+			t.Fatalf("%s: %v, %v", pk, resp, err)
+		}
+		return resp.Kvs[0].ModRevision
+	}() != kvs[pk] {
+		t.Errorf("%s rewritten: a move on its node keeps its pod key", pk)
+	}
+	var rev int64
+	for r := range revs {
+		rev = r
+	}
+	waitFor(t, 3*time.Second, b.Workload+" beside the other in the model, placed at the move", func() bool {
+		r.cache.mu.Lock()
+		defer r.cache.mu.Unlock()
+		u, w := r.cache.state.Workload("team-a/u"), r.cache.state.Workload("team-a/w")
+		m := r.cache.state.Workload(b.Workload)
+		return u.Placed[0].Devices[0] == w.Placed[0].Devices[0] && m.Placed[0].Order == rev
+	})
+	if evs := evictions(t, cl.Client, b.Workload); len(evs) != 1 || !strings.HasPrefix(evs[0].GetMessage(), "Moved from node-1 to node-1 in node pool default") {
+		t.Errorf("%s's events %v, want its move", b.Workload, evs)
+	}
+}
