@@ -391,7 +391,10 @@ func (c *Cache) recordBinding(u update) {
 		if c.byPod[pk] == u.id {
 			delete(c.byPod, pk)
 		}
-		c.unplace(b)
+		// A move writes the new binding before it deletes the old one: a
+		// pod bound again is moving, and its workload stays Running.
+		_, moving := c.byPod[pk]
+		c.unplace(b, !moving)
 		return
 	}
 	b, err := parseBinding(u.id, u.msg.(*workloadv1.PodStatus))
@@ -408,15 +411,16 @@ func (c *Cache) recordBinding(u update) {
 	c.byPod[podKey{b.Workload, b.Pod}] = u.id
 }
 
-// unplace takes a binding's pod off the state if it is placed there.
-func (c *Cache) unplace(b binding) {
+// unplace takes a binding's pod off the state if it is placed there; a
+// workload left with no pod goes back to Pending when requeue is set.
+func (c *Cache) unplace(b binding, requeue bool) {
 	w := c.state.Workload(b.Workload)
 	if w == nil || b.Pod >= len(w.Placed) {
 		return
 	}
 	if at := w.Placed[b.Pod]; at.Node != nil && at.Node.Name == b.Node {
 		c.state.Unplace(w, b.Pod)
-		if w.PlacedPods() == 0 {
+		if requeue && w.PlacedPods() == 0 {
 			scheduling.Requeue(c.state, w)
 		}
 	}

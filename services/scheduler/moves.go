@@ -62,9 +62,12 @@ func moveWrites(bid string, old binding, nb scheduling.Binding) []write {
 	if id == bid {
 		return []write{{key: etcdstore.PrefixBindings + id, msg: boundStatus(nb), modRev: old.Revision, checked: true}}
 	}
+	// The new binding first: the watch delivers a transaction's events in
+	// its order, and the cache keeps a workload whose pod is bound again
+	// when the old binding goes Running (recordBinding).
 	return []write{
-		{key: etcdstore.PrefixBindings + bid, modRev: old.Revision, checked: true},
 		{key: etcdstore.PrefixBindings + id, msg: boundStatus(nb), checked: true},
+		{key: etcdstore.PrefixBindings + bid, modRev: old.Revision, checked: true},
 		{key: podKeyOf(nb.Workload, nb.Pod), msg: podKeyStatus(nb)},
 	}
 }

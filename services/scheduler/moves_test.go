@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
+	"github.com/runwayhq/runway/pkg/cluster"
 	"github.com/runwayhq/runway/pkg/etcdstore"
 	"github.com/runwayhq/runway/pkg/etcdstore/etcdtest"
 )
@@ -162,6 +163,15 @@ func TestConsolidation_OneTransaction(t *testing.T) {
 		wb := r.cache.state.Workload("team-a/b")
 		return wb.PlacedPods() == 1 && wb.Placed[0].Node.Name == "node-1"
 	})
+	// As the library has it (Apply): a move is not a preemption, and the
+	// model never saw b without its pod.
+	r.cache.mu.Lock()
+	wb := r.cache.state.Workload("team-a/b")
+	phase, preempted := wb.Phase, wb.Preemptions
+	r.cache.mu.Unlock()
+	if phase != cluster.Running || preempted != 0 {
+		t.Errorf("b in the model: %v with %d preemptions, want Running with none", phase, preempted)
+	}
 }
 
 // TestConsolidation_onItsNode: half GPUs u and w share nothing on a node
