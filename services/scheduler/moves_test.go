@@ -14,6 +14,7 @@ import (
 	"github.com/runwayhq/runway/pkg/cluster"
 	"github.com/runwayhq/runway/pkg/etcdstore"
 	"github.com/runwayhq/runway/pkg/etcdstore/etcdtest"
+	"github.com/runwayhq/runway/pkg/scheduling"
 )
 
 // bind writes pod 0 of workload wid bound to node on devices, with its pod
@@ -264,5 +265,23 @@ func TestConsolidation_onItsNode(t *testing.T) {
 	})
 	if evs := evictions(t, cl.Client, b.Workload); len(evs) != 1 || !strings.HasPrefix(evs[0].GetMessage(), "Moved from node-1 to node-1 in node pool default") {
 		t.Errorf("%s's events %v, want its move", b.Workload, evs)
+	}
+}
+
+// TestMoveEvent_namesOnlyItsOwnProjectsWorkload: a move's event names the
+// workload it made room for in `by` when that workload is of the moved
+// workload's project, and never when it is another tenant's (whose
+// project alone the message names); the message says where it went.
+func TestMoveEvent_namesOnlyItsOwnProjectsWorkload(t *testing.T) {
+	mv := moves{nodes: map[string][]string{"team-a/b": {"node-1", "node-3"}}}
+	const reason = "moved in node pool default to make room for a workload of project "
+	for forW, by := range map[string]string{"team-a/j": "projects/team-a/workloads/j", "team-ab/j": "", "team-b/j": ""} {
+		ev := &workloadv1.WorkloadEvent{By: workloadName(forW), Nodes: []string{"nodes/node-2", "nodes/node-4"}}
+		mv.describe(ev, scheduling.Eviction{Workload: "team-a/b", For: forW, Rule: scheduling.RuleConsolidation,
+			Reason: reason + projectOf(forW)})
+		want := "Moved from node-2, node-4 to node-1, node-3 in node pool default to make room for a workload of project " + projectOf(forW)
+		if ev.GetBy() != by || ev.GetMessage() != want {
+			t.Errorf("for %s: by %q, %q; want by %q, %q", forW, ev.GetBy(), ev.GetMessage(), by, want)
+		}
 	}
 }
