@@ -383,7 +383,7 @@ func (s *State) Place(w *Workload, pod int, n *Node, devices []int, share int64)
 
 // PlaceInOrder is Place with the pod's placement order given, for a model
 // rebuilt from a store in any order (the Scheduler service passes the
-// binding's etcd creation revision). Pods placed later with Place come
+// binding's etcd revision). Pods placed later with Place come
 // after it.
 func (s *State) PlaceInOrder(w *Workload, pod int, n *Node, devices []int, share, order int64) {
 	s.placedOrder = max(s.placedOrder, order)

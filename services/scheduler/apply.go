@@ -77,6 +77,12 @@ type planBuilder struct {
 }
 
 func (p *planBuilder) add(workloadID string, w write) {
+	i := p.groupOf(workloadID)
+	p.out.groups[i].ops = append(p.out.groups[i].ops, w)
+}
+
+// groupOf is the index of a workload's group, created (empty) if need be.
+func (p *planBuilder) groupOf(workloadID string) int {
 	if p.index == nil {
 		p.index = map[string]int{}
 	}
@@ -86,7 +92,15 @@ func (p *planBuilder) add(workloadID string, w write) {
 		p.index[workloadID] = i
 		p.out.groups = append(p.out.groups, group{workload: workloadID})
 	}
-	p.out.groups[i].ops = append(p.out.groups[i].ops, w)
+	return i
+}
+
+// join puts every later write of workload b in a's group: a consolidation
+// move commits with the workload it makes room for, or not at all. (A
+// moved workload has no writes before its move's: work evicted or placed
+// in a cycle never moves in it.)
+func (p *planBuilder) join(a, b string) {
+	p.index[b] = p.groupOf(a)
 }
 
 // planWrites turns a plan into writes, reading the cache for the keys of
@@ -100,6 +114,10 @@ func (p *planBuilder) add(workloadID string, w write) {
 //     binding and its pod key deleted; it is bound again next cycle.
 //   - An eviction deletes the pods' binding keys (each if unchanged) and
 //     their pod keys, and puts one PREEMPTED event under PrefixEvictions.
+//   - A consolidation move (moves.go) is one group with the workload it
+//     makes room for: each moved pod's old binding deleted (if unchanged),
+//     its new one created (if absent) and its pod key replaced, the
+//     event naming where it went and why, and that workload's bindings.
 //   - Orphans: bindings of workloads the model no longer holds (deleted,
 //     finished, suspended) are deleted; those on lost nodes also get a
 //     NODE_LOST event.
@@ -127,11 +145,16 @@ func (c *Cache) planWrites(plan scheduling.Plan, now time.Time) writes {
 			pb.add(b.Workload, write{key: podKeyOf(b.Workload, b.Pod)})
 		}
 	}
+	mv := movesOf(plan)
 	for _, e := range plan.Evictions {
 		c.takeUp(e.Workload)
 		w := c.state.Workload(e.Workload)
 		if w == nil {
 			continue
+		}
+		move := e.Rule == scheduling.RuleConsolidation && e.For != ""
+		if move {
+			pb.join(e.For, e.Workload)
 		}
 		pods := e.Pods
 		if pods == nil {
@@ -142,7 +165,17 @@ func (c *Cache) planWrites(plan scheduling.Plan, now time.Time) writes {
 			}
 		}
 		for _, pod := range pods {
-			del(c.byPod[podKey{e.Workload, pod}])
+			pk := podKey{e.Workload, pod}
+			bid := c.byPod[pk]
+			if old, ok := c.bindings[bid]; ok && move && !deleted[bid] && mv.rebound(pk) {
+				deleted[bid] = true
+				for _, op := range moveWrites(bid, old, mv.to[pk]) {
+					pb.add(e.Workload, op)
+				}
+				mv.done[pk] = true
+				continue
+			}
+			del(bid)
 		}
 		ev := &workloadv1.WorkloadEvent{
 			Type: workloadv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_PREEMPTED, Time: timestamppb.New(now),
@@ -151,11 +184,17 @@ func (c *Cache) planWrites(plan scheduling.Plan, now time.Time) writes {
 		if e.For != "" {
 			ev.By = workloadName(e.For)
 		}
+		if move {
+			mv.describe(ev, e)
+		}
 		event(e.Workload, ev)
 	}
 	c.orphanWrites(del, event, now)
 	for _, b := range plan.Bindings {
 		c.takeUp(b.Workload)
+		if mv.done[podKey{b.Workload, b.Pod}] {
+			continue // written with its move
+		}
 		id := bindingID(b.Node, b.Workload, b.Pod)
 		if old, ok := c.byPod[podKey{b.Workload, b.Pod}]; ok {
 			// Still bound (elsewhere: its node was lost; or here, stale):
@@ -164,16 +203,25 @@ func (c *Cache) planWrites(plan scheduling.Plan, now time.Time) writes {
 			del(old)
 			continue
 		}
-		ps := &workloadv1.PodStatus{Index: int32(b.Pod), Node: "nodes/" + b.Node, FractionMilli: int32(b.Share),
-			State: workloadv1.PodState_POD_STATE_BOUND}
-		for _, d := range b.Devices {
-			ps.DeviceIndexes = append(ps.DeviceIndexes, int32(d))
-		}
-		pb.add(b.Workload, write{key: etcdstore.PrefixBindings + id, msg: ps, checked: true})
-		pb.add(b.Workload, write{key: podKeyOf(b.Workload, b.Pod),
-			msg: &workloadv1.PodStatus{Index: int32(b.Pod), Node: "nodes/" + b.Node}, checked: true})
+		pb.add(b.Workload, write{key: etcdstore.PrefixBindings + id, msg: boundStatus(b), checked: true})
+		pb.add(b.Workload, write{key: podKeyOf(b.Workload, b.Pod), msg: podKeyStatus(b), checked: true})
 	}
 	return pb.out
+}
+
+// boundStatus is the value of a binding's key.
+func boundStatus(b scheduling.Binding) *workloadv1.PodStatus {
+	ps := &workloadv1.PodStatus{Index: int32(b.Pod), Node: "nodes/" + b.Node, FractionMilli: int32(b.Share),
+		State: workloadv1.PodState_POD_STATE_BOUND}
+	for _, d := range b.Devices {
+		ps.DeviceIndexes = append(ps.DeviceIndexes, int32(d))
+	}
+	return ps
+}
+
+// podKeyStatus is the value of a bound pod's key (PrefixPods).
+func podKeyStatus(b scheduling.Binding) *workloadv1.PodStatus {
+	return &workloadv1.PodStatus{Index: int32(b.Pod), Node: "nodes/" + b.Node}
 }
 
 // podKeyOf is the key that exists while pod pod of workload workloadID (a

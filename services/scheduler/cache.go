@@ -50,10 +50,11 @@ type binding struct {
 	Pod      int
 	Devices  []int
 	Share    int64
-	Revision int64 // the key's ModRevision, the condition a delete is fenced with
-	// Created is the key's CreateRevision: when the pod was bound, as an
-	// order the whole cluster agrees on (the model's Placement.Order).
-	Created int64
+	// Revision is the key's ModRevision: the condition its delete or move
+	// is fenced with, and when the pod was placed where it is (only a
+	// consolidation move rewrites a binding), as an order the whole
+	// cluster agrees on (the model's Placement.Order).
+	Revision int64
 }
 
 type podKey struct {
@@ -67,7 +68,6 @@ type update struct {
 	id      string
 	msg     proto.Message // nil for a delete
 	rev     int64
-	created int64 // the key's CreateRevision (0 for a delete)
 	err     error
 	removed bool
 }
@@ -293,7 +293,7 @@ func listOf[T proto.Message](ctx context.Context, coll *etcdstore.Collection[T],
 		return out, 0, fmt.Errorf("list %ss: %w", kindNames[k], err)
 	}
 	for _, it := range items {
-		out = append(out, update{kind: k, id: it.ID, msg: it.Msg, rev: it.Revision, created: it.Created})
+		out = append(out, update{kind: k, id: it.ID, msg: it.Msg, rev: it.Revision})
 	}
 	return out, rev, nil
 }
@@ -314,7 +314,7 @@ func watchOf[T proto.Message](ctx context.Context, wg *sync.WaitGroup, coll *etc
 	go func() {
 		defer wg.Done()
 		for ev := range events {
-			u := update{kind: k, id: ev.Item.ID, rev: ev.Item.Revision, created: ev.Item.Created, err: ev.Err}
+			u := update{kind: k, id: ev.Item.ID, rev: ev.Item.Revision, err: ev.Err}
 			if ev.Err != nil {
 				u.err = fmt.Errorf("watch %ss: %w", kindNames[k], ev.Err)
 			} else if ev.Type == etcdstore.EventDelete {
@@ -382,7 +382,10 @@ func (c *Cache) recordBinding(u update) {
 		if c.byPod[pk] == u.id {
 			delete(c.byPod, pk)
 		}
-		c.unplace(b)
+		// A move writes the new binding before it deletes the old one: a
+		// pod bound again is moving, and its workload stays Running.
+		_, moving := c.byPod[pk]
+		c.unplace(b, !moving)
 		return
 	}
 	b, err := parseBinding(u.id, u.msg.(*workloadv1.PodStatus))
@@ -390,7 +393,7 @@ func (c *Cache) recordBinding(u update) {
 		c.log.Warn("scheduler cache: ignoring binding", "key", etcdstore.PrefixBindings+u.id, "err", err)
 		return
 	}
-	b.Revision, b.Created = u.rev, u.created
+	b.Revision = u.rev
 	if old, ok := c.bindings[u.id]; ok {
 		c.orphans.remove(u.id, old)
 	}
@@ -399,15 +402,16 @@ func (c *Cache) recordBinding(u update) {
 	c.byPod[podKey{b.Workload, b.Pod}] = u.id
 }
 
-// unplace takes a binding's pod off the state if it is placed there.
-func (c *Cache) unplace(b binding) {
+// unplace takes a binding's pod off the state if it is placed there; a
+// workload left with no pod goes back to Pending when requeue is set.
+func (c *Cache) unplace(b binding, requeue bool) {
 	w := c.state.Workload(b.Workload)
 	if w == nil || b.Pod >= len(w.Placed) {
 		return
 	}
 	if at := w.Placed[b.Pod]; at.Node != nil && at.Node.Name == b.Node {
 		c.state.Unplace(w, b.Pod)
-		if w.PlacedPods() == 0 {
+		if requeue && w.PlacedPods() == 0 {
 			scheduling.Requeue(c.state, w)
 		}
 	}
@@ -734,15 +738,15 @@ func (c *Cache) syncBinding(id string) bool {
 		}
 	}
 	at := w.Placed[b.Pod]
-	if at.Node == n {
+	if at.Node == n && at.Order == b.Revision {
 		return true
 	}
 	if at.Node != nil {
-		c.state.Unplace(w, b.Pod)
+		c.state.Unplace(w, b.Pod) // elsewhere, or moved on this node (a rewritten binding)
 	}
-	// The binding's creation revision orders the pods as they were bound,
-	// however the cache lists or watches them (a restart, another replica).
-	c.state.PlaceInOrder(w, b.Pod, n, b.Devices, b.Share, b.Created)
+	// The binding's revision orders the pods as they were placed, however
+	// the cache lists or watches them (a restart, another replica).
+	c.state.PlaceInOrder(w, b.Pod, n, b.Devices, b.Share, b.Revision)
 	if w.Phase == cluster.Pending && w.PlacedPods() >= w.MinPods {
 		w.Phase = cluster.Running
 		if w.FirstRunning < 0 {

@@ -52,10 +52,10 @@ func TestCache_DeletionsInPlace(t *testing.T) {
 	get(t, cli, etcdstore.PrefixWorkloads+"team-c/c1", w)
 	w.Spec.NodePools = []string{"nodepools/a100"}
 	put(t, cli, etcdstore.PrefixWorkloads+"team-c/c1", w)
-	bind(t, cli, "node-1", "team-a/a1", 0, 0)
-	bind(t, cli, "node-4", "team-a/a2", 0, 1)
-	bind(t, cli, "node-2", "team-b/b1", 0, 0)
-	bind(t, cli, "node-3", "team-c/c1", 0, 0)
+	bindPod(t, cli, "node-1", "team-a/a1", 0, 0)
+	bindPod(t, cli, "node-4", "team-a/a2", 0, 1)
+	bindPod(t, cli, "node-2", "team-b/b1", 0, 0)
+	bindPod(t, cli, "node-3", "team-c/c1", 0, 0)
 
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	c := newCache(cli, time.Now, log, newMetrics(), 0)
@@ -134,8 +134,8 @@ func inPool(t *testing.T, cli *clientv3.Client, id, pool string) {
 	put(t, cli, etcdstore.PrefixNodes+id, n)
 }
 
-// bind writes a binding of pod of workload wid on node, on device dev.
-func bind(t *testing.T, cli *clientv3.Client, node, wid string, pod, dev int) {
+// bindPod writes a binding of pod of workload wid on node, on device dev.
+func bindPod(t *testing.T, cli *clientv3.Client, node, wid string, pod, dev int) {
 	t.Helper()
 	put(t, cli, etcdstore.PrefixBindings+bindingID(node, wid, pod), &workloadv1.PodStatus{Index: int32(pod), Node: "nodes/" + node,
 		FractionMilli: 1000, DeviceIndexes: []int32{int32(dev)}, State: workloadv1.PodState_POD_STATE_BOUND})
@@ -224,7 +224,7 @@ func BenchmarkCache_DeleteNode(b *testing.B) {
 	rev := int64(0)
 	apply := func(u update) {
 		rev++
-		u.rev, u.created = rev, rev
+		u.rev = rev
 		c.record(u)
 	}
 	d := int64(workloads * 1000)

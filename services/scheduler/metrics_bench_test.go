@@ -70,7 +70,7 @@ func benchServer(b *testing.B, nodes, workloads int) *Server {
 			st.Place(w, 0, st.Node(node), []int{placed % 8}, 1000)
 			placed++
 			// Its binding, as the watch records it (BenchmarkPlanWrites).
-			c.record(update{kind: kindBinding, id: bindingID(node, id, 0), rev: int64(placed), created: int64(placed),
+			c.record(update{kind: kindBinding, id: bindingID(node, id, 0), rev: int64(placed),
 				msg: &workloadv1.PodStatus{Node: "nodes/" + node, DeviceIndexes: []int32{int32((placed - 1) % 8)}, FractionMilli: 1000}})
 			continue
 		}

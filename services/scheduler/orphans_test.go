@@ -83,7 +83,7 @@ func TestOrphanWrites_matchesAWalkOfEveryBinding(t *testing.T) {
 	rev := int64(1)
 	apply := func(u update) {
 		rev++
-		u.rev, u.created = rev, rev
+		u.rev = rev
 		c.record(u)
 	}
 	const nodes, projects, workloads, pods = 6, 2, 12, 2
@@ -188,7 +188,7 @@ func BenchmarkPlanWrites(b *testing.B) {
 					rev++
 					bid := ids[(int(rev)+i)%len(ids)]
 					old := c.bindings[bid]
-					c.record(update{kind: kindBinding, id: bid, rev: rev, created: old.Created,
+					c.record(update{kind: kindBinding, id: bid, rev: rev,
 						msg: &workloadv1.PodStatus{Index: int32(old.Pod), Node: "nodes/" + old.Node, DeviceIndexes: []int32{int32(old.Devices[0])}, FractionMilli: 1000}})
 				}
 				if ws := c.planWrites(scheduling.Plan{}, now); !ws.empty() {

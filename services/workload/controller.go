@@ -45,7 +45,8 @@ import (
 //     (at least the requested pods) has ended, FINISHED (COMPLETED when
 //     every pod exited 0, FAILED otherwise). A report counts only when it
 //     is newer than its pod's binding (ModRevision > the binding's
-//     CreateRevision), so a report of an earlier placement is ignored.
+//     ModRevision, which a consolidation move on the same node rewrites),
+//     so a report of an earlier placement is ignored.
 //
 // The controller keeps a model of those prefixes (and nodes/, for the
 // pools) fed by one watch over the key range that holds them all, so the

@@ -35,10 +35,9 @@ var (
 )
 
 type mvccKV struct {
-	key       string
-	value     []byte
-	createRev int64
-	modRev    int64
+	key    string
+	value  []byte
+	modRev int64
 }
 
 // model is what a reconcile reads.
@@ -86,7 +85,7 @@ func (c *Controller) load(ctx context.Context) (*model, error) {
 
 // put records a key's new value and returns the workload it concerns ("" for none).
 func (c *Controller) put(m *model, kv *mvccpb.KeyValue) string {
-	e := &mvccKV{key: string(kv.Key), value: kv.Value, createRev: kv.CreateRevision, modRev: kv.ModRevision}
+	e := &mvccKV{key: string(kv.Key), value: kv.Value, modRev: kv.ModRevision}
 	return c.record(m, e.key, e)
 }
 
@@ -194,19 +193,19 @@ const maxConsumed = 60
 // binding (a report of an earlier placement of the same pod does not).
 func (m *model) runOf(id string, b *mvccKV) *mvccKV {
 	r := m.runs[id][strings.TrimPrefix(b.key, etcdstore.PrefixBindings)]
-	if r == nil || r.modRev <= b.createRev {
+	if r == nil || r.modRev <= b.modRev {
 		return nil
 	}
 	return r
 }
 
 // staleRuns are a workload's run reports that no longer count (their
-// binding is gone, or was created after them), at most maxConsumed.
+// binding is gone, or was written after them), at most maxConsumed.
 func (m *model) staleRuns(id string) []*mvccKV {
 	var out []*mvccKV
 	for _, r := range sortedKVs(m.runs[id]) {
 		b := m.bindings[id][etcdstore.PrefixBindings+strings.TrimPrefix(r.key, etcdstore.PrefixRuns)]
-		if b == nil || r.modRev <= b.createRev {
+		if b == nil || r.modRev <= b.modRev {
 			out = append(out, r)
 		}
 		if len(out) == maxConsumed {

@@ -11,7 +11,9 @@
 //	              put   → start the pod if not yet started (read the workload's
 //	                      command from workloads/), report RUNNING, then
 //	                      SUCCEEDED / FAILED with the exit code (kept on disk
-//	                      first: a restarted agent sends it again, never re-runs)
+//	                      first: a restarted agent sends it again, never re-runs);
+//	                      a binding rewritten (a consolidation move to other
+//	                      devices here: a new ModRevision) restarts the pod
 //	              delete→ stop every process of the pod, report STOPPED
 //	   reporter (report.go): the latest report of each pod, batched, retried
 //	        with backoff until stored

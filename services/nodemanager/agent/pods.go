@@ -31,8 +31,12 @@ const reportTimeout = 5 * time.Second
 // pod is a bound pod the agent has taken: running, or finished and kept
 // so that it is not started again while its binding stays.
 type pod struct {
-	rev  int64         // the binding's create revision: which binding it is
+	rev  int64         // the binding's ModRevision: which placement it is
 	stop chan struct{} // closed to stop the process
+	done chan struct{} // closed once its process has exited
+	// replaced: a new placement of the same pod took over (a move on this
+	// node), so the stopped one reports nothing; set before stop closes.
+	replaced bool
 }
 
 // finalName is the file in a pod's record directory holding its final run
@@ -88,7 +92,7 @@ func (p *pods) resync(ctx context.Context) (int64, error) {
 	seen := map[string]bool{}
 	for _, kv := range resp.Kvs {
 		seen[string(kv.Key)] = true
-		p.put(ctx, string(kv.Key), kv.Value, kv.CreateRevision)
+		p.put(ctx, string(kv.Key), kv.Value, kv.ModRevision)
 	}
 	for key := range p.taken {
 		if !seen[key] {
@@ -116,7 +120,7 @@ func (p *pods) watch(ctx context.Context, rev int64) error {
 			if ev.Type == clientv3.EventTypeDelete {
 				p.apply(ctx, string(ev.Kv.Key), nil)
 			} else {
-				p.put(ctx, string(ev.Kv.Key), ev.Kv.Value, ev.Kv.CreateRevision)
+				p.put(ctx, string(ev.Kv.Key), ev.Kv.Value, ev.Kv.ModRevision)
 			}
 		}
 	}
@@ -137,27 +141,39 @@ func (p *pods) apply(ctx context.Context, key string, b *nodemanager.Binding) {
 	p.applyRev(ctx, key, b, 0)
 }
 
-// applyRev starts the pod of a new binding (created at revision rev), or
-// stops the pod of a deleted one (b nil). A binding put again for a pod
-// already taken (the same placement rewritten) changes nothing; one
-// created anew (deleted and bound again) is a new pod.
+// applyRev starts the pod of a new binding (written at revision rev), or
+// stops the pod of a deleted one (b nil). The same placement seen again
+// changes nothing; a binding written anew (deleted and bound again, or
+// moved to other devices of this node by consolidation, which rewrites
+// it) is a new placement: the old pod is stopped without a report of its
+// own, and the new one starts once it has exited (they share a pod id).
 func (p *pods) applyRev(ctx context.Context, key string, b *nodemanager.Binding, rev int64) {
 	pd, taken := p.taken[key]
+	var prev chan struct{}
 	if taken && b != nil && rev != 0 && pd.rev != rev {
+		pd.replaced = true
 		close(pd.stop)
 		delete(p.taken, key)
-		taken = false
+		taken, prev = false, pd.done
 	}
 	switch {
 	case b == nil && taken:
 		close(pd.stop)
 		delete(p.taken, key)
 	case b != nil && !taken:
-		pd := &pod{rev: rev, stop: make(chan struct{})}
+		pd := &pod{rev: rev, stop: make(chan struct{}), done: make(chan struct{})}
 		p.taken[key] = pd
 		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
+			defer close(pd.done)
+			if prev != nil {
+				select {
+				case <-prev:
+				case <-pd.stop:
+					return
+				}
+			}
 			p.runPod(ctx, *b, pd)
 		}()
 	}
@@ -203,10 +219,11 @@ func (p *pods) runPod(ctx context.Context, b nodemanager.Binding, pd *pod) {
 		p.gpus.add(&gpuPod{id: spec.ID, b: b, proc: proc, limit: spec.GPUMemoryBytes, run: run})
 		defer p.gpus.remove(spec.ID)
 	}
-	oom := ""
+	oom, replaced := "", false
 	select {
 	case <-proc.Done():
 	case <-pd.stop:
+		replaced = pd.replaced
 		proc.Stop(context.WithoutCancel(ctx))
 	case oom = <-run.oom:
 		proc.Kill()
@@ -214,6 +231,9 @@ func (p *pods) runPod(ctx context.Context, b nodemanager.Binding, pd *pod) {
 	ex := proc.Exit()
 	p.running.set(spec.ID, false)
 	switch {
+	case replaced:
+		// Its run key is the new placement's now: a STOPPED report would
+		// read as the moved pod's.
 	case oom != "":
 		run.report(workloadv1.PodState_POD_STATE_FAILED, ex.Code, oom)
 	case ex.OOMKilled:
@@ -238,7 +258,7 @@ type podRun struct {
 	index    int
 	oom      chan string // the out-of-memory reason, once
 	final    string      // where the final report is kept; "" before the pod has a directory
-	rev      int64       // the binding's create revision
+	rev      int64       // the binding's ModRevision
 
 	mu    sync.Mutex
 	ended bool
@@ -355,7 +375,7 @@ func (p *pods) send(r *nodemanagerv1.ReportWorkloadStateRequest) {
 	p.reporter.send(nodemanager.RunKey(p.cfg.Node, project, workload, int(r.GetPodIndex())), r, nil)
 }
 
-// writeFinal keeps a pod's final report with its binding's create
+// writeFinal keeps a pod's final report with its binding's
 // revision ("REV\n" then the report), written to a temporary file and
 // renamed so that a crash leaves the old file or the new one.
 func writeFinal(path string, rev int64, r *nodemanagerv1.ReportWorkloadStateRequest) error {

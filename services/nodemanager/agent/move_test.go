@@ -1,0 +1,81 @@
+package agent_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
+
+	nodemanagerv1 "github.com/runwayhq/runway/gen/go/runway/nodemanager/v1"
+	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
+	"github.com/runwayhq/runway/services/nodemanager"
+)
+
+// TestRun_bindingRewrittenRestartsPod: a consolidation move to other
+// devices of the same node rewrites the pod's binding. The agent stops the
+// pod, starts it again on the new device once the old process has exited
+// (they share a pod id), and reports no STOPPED in between: the run key is
+// the new placement's, and a STOPPED there would read as the moved pod's.
+func TestRun_bindingRewrittenRestartsPod(t *testing.T) {
+	f := newFixture(t)
+	f.run(t)
+	// The ledger outlives the pod's directory; the pods' unprivileged user writes it.
+	dir, err := os.MkdirTemp("", "runway-ledger-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	ledger := filepath.Join(dir, "runs")
+	f.workload(t, "moved", "sh", "-c", `echo "$CUDA_VISIBLE_DEVICES $$" >> `+ledger+`; exec sleep 60`)
+	f.bind(t, "moved")
+	f.waitRun(t, "moved", workloadv1.PodState_POD_STATE_RUNNING)
+	runs := func() []string {
+		b, _ := os.ReadFile(ledger)
+		return strings.Fields(string(b))
+	}
+	eventually(t, "the pod on device 1", func() bool { return len(runs()) == 2 })
+	first, _ := strconv.Atoi(runs()[1])
+
+	resp, err := f.etcd.Client.Get(context.Background(), nodemanager.RunKey("node-1", "team-a", "moved", 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	reports := f.etcd.Client.Watch(ctx, nodemanager.RunKey("node-1", "team-a", "moved", 0), clientv3.WithRev(resp.Header.Revision+1))
+	f.bindShare(t, "moved", 2, 1000)
+
+	eventually(t, "the pod started again on device 2", func() bool { return len(runs()) >= 4 })
+	if got := runs(); len(got) != 4 || got[0] != "1" || got[2] != "2" {
+		t.Fatalf("runs %v, want device 1, then device 2", got)
+	}
+	if alive(first) {
+		t.Errorf("the first run (pid %d) still lives beside the second", first)
+	}
+	var states []string
+	for !slices.Contains(states, workloadv1.PodState_POD_STATE_RUNNING.String()) {
+		wr := <-reports
+		if err := wr.Err(); err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range wr.Events {
+			r := new(nodemanagerv1.ReportWorkloadStateRequest)
+			if err := proto.Unmarshal(ev.Kv.Value, r); err != nil {
+				t.Fatal(err)
+			}
+			states = append(states, r.GetState().String())
+		}
+	}
+	if slices.Contains(states, workloadv1.PodState_POD_STATE_STOPPED.String()) {
+		t.Errorf("reports after the move %v, want no STOPPED", states)
+	}
+}
