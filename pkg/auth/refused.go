@@ -30,7 +30,7 @@ import (
 //     (none, invalid, a failed sign-in) takes a token of its host's bucket (Config.RefusedRate a second, Config.RefusedBurst at
 //     most); a host whose bucket is empty has its calls refused before any
 //     work (TOO_MANY_REFUSED_CALLS, counted in the aggregates), unless the
-//     call carries a token this process has already verified.
+//     call carries a valid access token.
 //   - a size cap: the aggregates are indexed (PrefixAuditRefused) and the
 //     oldest beyond Config.AuditMaxRefused are deleted after each flush;
 //     a change's event is never among them.
@@ -185,9 +185,10 @@ func (r *refusals) take() []*identityv1.AuditEvent {
 	return out
 }
 
-// knownToken reports whether the call carries an access token this process
-// has verified and that is still valid: a limited host's calls with one are
-// served, so its signed-in users keep working.
+// knownToken reports whether the call carries a valid access token (its
+// signature checked once per process, then remembered): a limited host's
+// calls with one are served, so its signed-in users keep working, while
+// one without costs no more than this look.
 func (g *Guard) knownToken(ctx context.Context) bool {
 	md, _ := metadata.FromIncomingContext(ctx)
 	vals := md.Get("authorization")
@@ -198,12 +199,12 @@ func (g *Guard) knownToken(ctx context.Context) bool {
 	if !ok || !strings.EqualFold(scheme, "bearer") {
 		return false
 	}
-	_, ok = g.verified.get(strings.TrimSpace(token), g.now(), g.keys.verifier)
-	return ok
+	_, err := g.parse(strings.TrimSpace(token), AccessToken)
+	return err == nil
 }
 
 // refuseFlood refuses, before any work, a call from a host over its
-// refused-call rate that carries no verified token; the refusal is counted
+// refused-call rate that carries no valid token; the refusal is counted
 // like any other.
 func (g *Guard) refuseFlood(ctx context.Context, method string) error {
 	wait := g.audit.refused.limited(hostOf(grpcserver.PeerAddress(ctx)))
