@@ -42,8 +42,9 @@ type Config struct {
 	// the names tried) within FailureWindow refuse its sign-ins until the
 	// window has passed; 0 means DefaultMaxSourceFailures.
 	MaxSourceFailures int
-	// MaxSessions is how many live sessions (sign-ins) one principal holds:
-	// a new sign-in beyond it ends the oldest; 0 means DefaultMaxSessions.
+	// MaxSessions is how many live sessions (sign-ins) one user holds (an
+	// application ten times as many): a new sign-in beyond it ends the
+	// oldest; 0 means DefaultMaxSessions.
 	MaxSessions int
 }
 

@@ -47,6 +47,10 @@ func (s *Server) endSession(ctx context.Context, principal, id string) error {
 	return nil
 }
 
+// appSessionsFactor is how many times a user's live sessions an
+// application may hold.
+const appSessionsFactor = 10
+
 // capSessions ends principal's oldest sessions beyond the most allowed:
 // signing in again and again cannot fill the store, nor hold sessions
 // without end.
@@ -55,18 +59,23 @@ func (s *Server) capSessions(ctx context.Context, principal string) error {
 	if err != nil {
 		return fmt.Errorf("read sessions: %w", err)
 	}
-	if len(resp.Kvs) <= s.cfg.MaxSessions {
+	limit := s.cfg.MaxSessions
+	if !strings.HasPrefix(principal, "users/") {
+		// An application's sign-ins are its jobs', many at once (CI).
+		limit *= appSessionsFactor
+	}
+	if len(resp.Kvs) <= limit {
 		return nil
 	}
 	kvs := resp.Kvs
 	// Oldest first: in the order they were written.
 	slices.SortFunc(kvs, func(a, b *mvccpb.KeyValue) int { return cmp.Compare(a.CreateRevision, b.CreateRevision) })
-	for _, kv := range kvs[:len(kvs)-s.cfg.MaxSessions] {
+	for _, kv := range kvs[:len(kvs)-limit] {
 		id := strings.TrimPrefix(string(kv.Key), sessionsOf(principal))
 		if err := s.endSession(ctx, principal, id); err != nil {
 			return err
 		}
-		s.log.Info("identity: oldest session ended: too many sign-ins", "principal", principal, "limit", s.cfg.MaxSessions)
+		s.log.Info("identity: oldest session ended: too many sign-ins", "principal", principal, "limit", limit)
 	}
 	return nil
 }
