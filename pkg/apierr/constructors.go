@@ -193,6 +193,27 @@ func TooManySignInAttempts(retryAfter time.Duration) *Error {
 	return e
 }
 
+// TooManyRefusedCalls reports a client address whose calls are refused
+// for a while after too many refused calls: RESOURCE_EXHAUSTED,
+// TOO_MANY_REFUSED_CALLS, with a RetryInfo of retryAfter.
+func TooManyRefusedCalls(retryAfter time.Duration) *Error {
+	e := newError(commonv1.ErrorReason_TOO_MANY_REFUSED_CALLS,
+		"Too many refused calls from this address; wait and retry with valid credentials.")
+	e.retryAfter = retryAfter
+	return e
+}
+
+// WatchLimit reports that caller (or, caller "", the server as a whole)
+// already holds limit watch streams: RESOURCE_EXHAUSTED,
+// WATCH_LIMIT_EXCEEDED, metadata {"caller", "limit"}.
+func WatchLimit(caller string, limit int) *Error {
+	msg := fmt.Sprintf("%q already holds %d watch streams, the most allowed; close one first.", caller, limit)
+	if caller == "" {
+		msg = fmt.Sprintf("The server already holds %d watch streams, the most allowed; retry later.", limit)
+	}
+	return newError(commonv1.ErrorReason_WATCH_LIMIT_EXCEEDED, msg, "caller", caller, "limit", fmt.Sprint(limit))
+}
+
 // Unavailable reports a transient failure, NOT_LEADER or STORE_UNAVAILABLE:
 // UNAVAILABLE with a RetryInfo of retryAfter (none when it is 0). Wrap the
 // underlying error with WithCause so that it is logged, not sent.

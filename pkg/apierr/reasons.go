@@ -79,6 +79,8 @@ var table = map[commonv1.ErrorReason]rule{
 	commonv1.ErrorReason_PASSWORD_CHANGE_REQUIRED:  {codes.FailedPrecondition, []string{"user"}},
 	commonv1.ErrorReason_TOO_MANY_SIGN_IN_ATTEMPTS: {codes.ResourceExhausted, nil},
 	commonv1.ErrorReason_NO_SESSION:                {codes.FailedPrecondition, []string{"principal"}},
+	commonv1.ErrorReason_TOO_MANY_REFUSED_CALLS:    {codes.ResourceExhausted, nil},
+	commonv1.ErrorReason_WATCH_LIMIT_EXCEEDED:      {codes.ResourceExhausted, []string{"caller", "limit"}},
 
 	commonv1.ErrorReason_NOT_LEADER:        {codes.Unavailable, nil},
 	commonv1.ErrorReason_STORE_UNAVAILABLE: {codes.Unavailable, nil},

@@ -33,20 +33,27 @@ type recorder struct {
 	log       *slog.Logger
 	now       func() time.Time
 	retention time.Duration
-	queue     chan queued
-	stopped   chan struct{} // closed when run has returned
+	// refused aggregates the refused calls (refused.go), written every
+	// window; at most maxRefused of their events are kept.
+	refused    *refusals
+	window     time.Duration
+	maxRefused int
+	queue      chan queued
+	stopped    chan struct{} // closed when run has returned
 
 	mu   sync.Mutex
 	last int64 // the last event id's time
 
-	written, dropped prometheus.Counter
+	written, dropped, capped prometheus.Counter
 }
 
 // queued is an event waiting for its batch; done (when not nil) gets the
-// outcome of its write.
+// outcome of its write; refused marks an aggregate of refused calls (indexed
+// for the size cap).
 type queued struct {
-	ev   *identityv1.AuditEvent
-	done chan error
+	ev      *identityv1.AuditEvent
+	done    chan error
+	refused bool
 }
 
 // A batch holds at most auditBatch events and auditBatchBytes of them, far
@@ -58,13 +65,16 @@ const (
 	maxAuditField   = 512
 )
 
-func newRecorder(c *clientv3.Client, log *slog.Logger, now func() time.Time, retention time.Duration) *recorder {
-	return &recorder{client: c, log: log, now: now, retention: retention,
+func newRecorder(c *clientv3.Client, log *slog.Logger, now func() time.Time, cfg Config) *recorder {
+	return &recorder{client: c, log: log, now: now, retention: cfg.AuditRetention,
+		refused: newRefusals(cfg.RefusedRate, float64(cfg.RefusedBurst), now), window: cfg.RefusedWindow, maxRefused: cfg.AuditMaxRefused,
 		queue: make(chan queued, 4096), stopped: make(chan struct{}),
 		written: prometheus.NewCounter(prometheus.CounterOpts{Name: "runway_audit_events_written_total",
 			Help: "Audit events written to etcd."}),
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "runway_audit_events_dropped_total",
-			Help: "Audit events lost: not encodable, or etcd refused them (a change whose event is lost is refused)."})}
+			Help: "Audit events lost: not encodable, or etcd refused them (a change whose event is lost is refused)."}),
+		capped: prometheus.NewCounter(prometheus.CounterOpts{Name: "runway_audit_refused_events_capped_total",
+			Help: "Audit events of refused calls deleted, oldest first, to keep them within the size cap."})}
 }
 
 // eventID is a time-ordered event id: the time in hex nanoseconds (fixed
@@ -154,6 +164,8 @@ func (r *recorder) run(ctx context.Context) {
 	defer close(r.stopped)
 	sweep := time.NewTicker(time.Hour)
 	defer sweep.Stop()
+	flush := time.NewTicker(r.window)
+	defer flush.Stop()
 	r.expire(ctx)
 	for {
 		select {
@@ -162,9 +174,62 @@ func (r *recorder) run(ctx context.Context) {
 			return
 		case q := <-r.queue:
 			r.write(ctx, r.batch(q))
+		case <-flush.C:
+			r.flush(ctx)
 		case <-sweep.C:
 			r.expire(ctx)
 		}
+	}
+}
+
+// flush writes the window's aggregates of refused calls, then drops the
+// oldest beyond the cap.
+func (r *recorder) flush(ctx context.Context) {
+	evs := r.refused.take()
+	if len(evs) == 0 {
+		return
+	}
+	for len(evs) > 0 {
+		n := min(len(evs), auditBatch/2) // an aggregate is two keys
+		qs := make([]queued, n)
+		for i, ev := range evs[:n] {
+			qs[i] = queued{ev: bounded(ev), refused: true}
+		}
+		r.write(ctx, qs)
+		evs = evs[n:]
+	}
+	r.capRefused(ctx)
+}
+
+// capRefused deletes the oldest aggregates of refused calls beyond
+// maxRefused, with their index keys, a few dozen per transaction.
+func (r *recorder) capRefused(ctx context.Context) {
+	resp, err := r.client.Get(ctx, etcdstore.PrefixAuditRefused, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		r.log.Warn("audit: refused-call events not counted", "err", err)
+		return
+	}
+	over := resp.Count - int64(r.maxRefused)
+	for over > 0 && ctx.Err() == nil {
+		old, err := r.client.Get(ctx, etcdstore.PrefixAuditRefused, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+			clientv3.WithLimit(min(over, auditBatch/2)))
+		if err != nil || len(old.Kvs) == 0 {
+			if err != nil {
+				r.log.Warn("audit: refused-call events over the cap not read", "err", err)
+			}
+			return
+		}
+		ops := make([]clientv3.Op, 0, 2*len(old.Kvs))
+		for _, kv := range old.Kvs {
+			id := strings.TrimPrefix(string(kv.Key), etcdstore.PrefixAuditRefused)
+			ops = append(ops, clientv3.OpDelete(string(kv.Key)), clientv3.OpDelete(etcdstore.PrefixAudit+id))
+		}
+		if _, err := r.client.Txn(ctx).Then(ops...).Commit(); err != nil {
+			r.log.Warn("audit: refused-call events over the cap not deleted", "err", err)
+			return
+		}
+		r.capped.Add(float64(len(old.Kvs)))
+		over -= int64(len(old.Kvs))
 	}
 }
 
@@ -184,10 +249,12 @@ func (r *recorder) batch(q queued) []queued {
 	return qs
 }
 
-// drain writes what is still queued at shutdown, briefly.
+// drain writes what is still queued at shutdown (and the aggregates of
+// the window), briefly.
 func (r *recorder) drain() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
+	r.flush(ctx)
 	for {
 		select {
 		case q := <-r.queue:
@@ -234,11 +301,16 @@ func (r *recorder) txn(ctx context.Context, qs []queued) error {
 		if err != nil {
 			return fmt.Errorf("audit: encode: %w", err)
 		}
-		k := etcdstore.PrefixAudit + strings.TrimPrefix(q.ev.GetName(), "auditEvents/")
+		id := strings.TrimPrefix(q.ev.GetName(), "auditEvents/")
+		k := etcdstore.PrefixAudit + id
 		if _, seen := byKey[k]; !seen {
 			keys = append(keys, k)
 		}
 		byKey[k] = string(b)
+		if q.refused {
+			keys = append(keys, etcdstore.PrefixAuditRefused+id)
+			byKey[etcdstore.PrefixAuditRefused+id] = ""
+		}
 	}
 	ops := make([]clientv3.Op, 0, len(keys))
 	for _, k := range keys {
@@ -265,12 +337,14 @@ func (r *recorder) txn(ctx context.Context, qs []queued) error {
 // expire deletes the events older than the retention: one range delete.
 func (r *recorder) expire(ctx context.Context) {
 	cutoff := fmt.Sprintf("%016x", r.now().Add(-r.retention).UnixNano())
-	if _, err := r.client.Delete(ctx, etcdstore.PrefixAudit, clientv3.WithRange(etcdstore.PrefixAudit+cutoff)); err != nil && ctx.Err() == nil {
-		r.log.Warn("audit: retention sweep failed", "err", err)
+	for _, p := range []string{etcdstore.PrefixAudit, etcdstore.PrefixAuditRefused} {
+		if _, err := r.client.Delete(ctx, p, clientv3.WithRange(p+cutoff)); err != nil && ctx.Err() == nil {
+			r.log.Warn("audit: retention sweep failed", "err", err)
+		}
 	}
 }
 
 // Collectors are the audit log's counters, for the process's registry.
 func (g *Guard) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{g.audit.written, g.audit.dropped}
+	return []prometheus.Collector{g.audit.written, g.audit.dropped, g.audit.capped}
 }

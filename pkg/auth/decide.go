@@ -17,6 +17,11 @@ const (
 	DepartmentLevel
 	ProjectLevel
 	Anywhere
+	// InDepartment is anything within the department: a rule on the
+	// account, on the department or on one of its projects covers it (what
+	// is usable in a department's projects is seen from them, and from
+	// nowhere else).
+	InDepartment
 )
 
 // Target is where a call acts: what a rule's scope must cover.
@@ -33,14 +38,16 @@ func (g *Guard) ProjectTarget(project, resource string) Target {
 }
 
 // covers reports whether a rule's scope covers t.
-func covers(s *identityv1.Scope, t Target) bool {
+func (g *Guard) covers(s *identityv1.Scope, t Target) bool {
 	switch s.GetKind() {
 	case identityv1.ScopeKind_SCOPE_KIND_ACCOUNT:
 		return true
 	case identityv1.ScopeKind_SCOPE_KIND_DEPARTMENT:
-		return t.Level == Anywhere || (t.Level == DepartmentLevel || t.Level == ProjectLevel) && t.Department == s.GetName()
+		return t.Level == Anywhere || (t.Level == DepartmentLevel || t.Level == ProjectLevel || t.Level == InDepartment) &&
+			t.Department == s.GetName()
 	case identityv1.ScopeKind_SCOPE_KIND_PROJECT:
-		return t.Level == Anywhere || t.Level == ProjectLevel && t.Project == s.GetName()
+		return t.Level == Anywhere || t.Level == ProjectLevel && t.Project == s.GetName() ||
+			t.Level == InDepartment && t.Department != "" && g.DepartmentOf(s.GetName()) == t.Department
 	}
 	return false
 }
@@ -69,7 +76,7 @@ func (g *Guard) Allowed(c Caller, p Permission, t Target, attrs func() (Attrs, e
 	var conditional []Grant
 	for _, rule := range g.rulesOf(c) {
 		role, ok := LookupRole(rule.GetRole())
-		if !ok || !role.Grantable(rule.GetScope().GetKind()) || !covers(rule.GetScope(), t) {
+		if !ok || !role.Grantable(rule.GetScope().GetKind()) || !g.covers(rule.GetScope(), t) {
 			continue
 		}
 		switch gr := role.Grant(p); gr {
@@ -101,7 +108,7 @@ func (g *Guard) Allowed(c Caller, p Permission, t Target, attrs func() (Attrs, e
 func (g *Guard) holdsAny(c Caller, p Permission, t Target) bool {
 	for _, rule := range g.rulesOf(c) {
 		role, ok := LookupRole(rule.GetRole())
-		if ok && role.Grantable(rule.GetScope().GetKind()) && covers(rule.GetScope(), t) && role.Grant(p) != None {
+		if ok && role.Grantable(rule.GetScope().GetKind()) && g.covers(rule.GetScope(), t) && role.Grant(p) != None {
 			return true
 		}
 	}

@@ -65,7 +65,7 @@ func (g *Guard) mayAdminister(c Caller, role *Role, t Target) error {
 			held := false
 			for _, rule := range rules {
 				mine, ok := LookupRole(rule.GetRole())
-				if !ok || !mine.Grantable(rule.GetScope().GetKind()) || !covers(rule.GetScope(), t) {
+				if !ok || !mine.Grantable(rule.GetScope().GetKind()) || !g.covers(rule.GetScope(), t) {
 					continue
 				}
 				if strict && !wider(rule.GetScope(), t) {
@@ -149,7 +149,7 @@ func stored[T proto.Message](ctx context.Context, g *Guard, key string, msg T) (
 	return true, proto.Unmarshal(resp.Kvs[0].Value, msg)
 }
 
-func quotasEqual(x, y []*quotav1.NodePoolQuota) bool {
+func messagesEqual[T proto.Message](x, y []T) bool {
 	if len(x) != len(y) {
 		return false
 	}
@@ -161,22 +161,32 @@ func quotasEqual(x, y []*quotav1.NodePoolQuota) bool {
 	return true
 }
 
-// checkDepartmentQuota: a department's quota is set by who holds
-// departments.edit above it, the account; its own administrator edits the
-// rest (description, scheduling rules) but not what it is given.
+// checkDepartmentQuota: a department's quota and its scheduling rules are
+// set by who holds departments.edit above it, the account: they bound the
+// department's own administrator, who edits the rest (its description) but
+// neither what it is given nor the rules it is held to.
 func checkDepartmentQuota(ctx context.Context, g *Guard, c Caller, req any) error {
 	r := req.(*quotav1.UpdateDepartmentRequest)
 	in := r.GetDepartment()
-	if !touches(r.GetUpdateMask(), "node_pool_quotas", len(in.GetNodePoolQuotas()) > 0) {
+	quotas := touches(r.GetUpdateMask(), "node_pool_quotas", len(in.GetNodePoolQuotas()) > 0)
+	rules := touches(r.GetUpdateMask(), "scheduling_rules", len(in.GetSchedulingRules()) > 0)
+	if !quotas && !rules {
 		return nil
 	}
 	cur := &quotav1.Department{}
 	found, err := stored(ctx, g, etcdstore.PrefixDepartments+strings.TrimPrefix(in.GetName(), "departments/"), cur)
-	if err != nil || !found || quotasEqual(cur.GetNodePoolQuotas(), in.GetNodePoolQuotas()) {
+	if err != nil || !found {
 		return err
 	}
-	if ok, _ := g.Allowed(c, perm(Departments, Edit), account(in.GetName()), nil); !ok {
-		return apierr.PermissionDenied(perm(Departments, Edit).String(), "account").InField("department.node_pool_quotas")
+	if ok, _ := g.Allowed(c, perm(Departments, Edit), account(in.GetName()), nil); ok {
+		return nil
+	}
+	denied := apierr.PermissionDenied(perm(Departments, Edit).String(), "account")
+	switch {
+	case quotas && !messagesEqual(cur.GetNodePoolQuotas(), in.GetNodePoolQuotas()):
+		return denied.InField("department.node_pool_quotas")
+	case rules && !messagesEqual(cur.GetSchedulingRules(), in.GetSchedulingRules()):
+		return denied.InField("department.scheduling_rules")
 	}
 	return nil
 }

@@ -27,6 +27,12 @@ const (
 	DefaultMaxTokenTTL = 30 * 24 * time.Hour // the `runway dev` token
 	DefaultRotation    = 24 * time.Hour
 	DefaultRetention   = 90 * 24 * time.Hour
+	// Refused calls (refused.go): aggregated per window, limited per host,
+	// and at most DefaultAuditMaxRefused of their events kept.
+	DefaultRefusedWindow   = 10 * time.Second
+	DefaultRefusedRate     = 20 // a second
+	DefaultRefusedBurst    = 200
+	DefaultAuditMaxRefused = 20000
 )
 
 // Config is what a deployment decides about tokens and the audit log.
@@ -40,6 +46,16 @@ type Config struct {
 	Rotation time.Duration
 	// AuditRetention is how long audit events are kept.
 	AuditRetention time.Duration
+	// RefusedWindow is how long alike refused calls are aggregated into
+	// one audit event; RefusedRate and RefusedBurst limit a client host's
+	// refused calls (a second, and at once) before its calls without a
+	// verified token are refused unseen; AuditMaxRefused caps the events
+	// of refused calls kept (the oldest go first; a change's never). 0
+	// means the Default of each.
+	RefusedWindow   time.Duration
+	RefusedRate     float64
+	RefusedBurst    int
+	AuditMaxRefused int
 }
 
 func (c *Config) defaults() {
@@ -51,6 +67,18 @@ func (c *Config) defaults() {
 		if *d.v <= 0 {
 			*d.v = d.def
 		}
+	}
+	if c.RefusedWindow <= 0 {
+		c.RefusedWindow = DefaultRefusedWindow
+	}
+	if c.RefusedRate <= 0 {
+		c.RefusedRate = DefaultRefusedRate
+	}
+	if c.RefusedBurst <= 0 {
+		c.RefusedBurst = DefaultRefusedBurst
+	}
+	if c.AuditMaxRefused <= 0 {
+		c.AuditMaxRefused = DefaultAuditMaxRefused
 	}
 }
 
@@ -103,7 +131,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Guard, error) {
 	}
 	g.keys = &keyring{client: c, rotation: cfg.Rotation, maxTTL: cfg.MaxTokenTTL, now: deps.Now,
 		keys: newMirror(c, etcdstore.PrefixSigningKeys, func() *identityv1.SigningKey { return new(identityv1.SigningKey) })}
-	g.audit = newRecorder(c, deps.Logger, deps.Now, cfg.AuditRetention)
+	g.audit = newRecorder(c, deps.Logger, deps.Now, cfg)
 	for _, m := range g.loaders() {
 		if err := m.load(ctx); err != nil {
 			return nil, fmt.Errorf("auth: %w", err)

@@ -24,6 +24,11 @@ func (g *Guard) UnaryInterceptor(ctx context.Context, req any, info *grpc.UnaryS
 	if !ok {
 		return nil, apierr.PermissionDenied("undeclared", info.FullMethod)
 	}
+	if !probe(info.FullMethod) {
+		if err := g.refuseFlood(ctx, info.FullMethod); err != nil {
+			return nil, err
+		}
+	}
 	if m.Access == Public {
 		resp, err := handler(ctx, req)
 		if info.FullMethod == identitySvc+"Login" {
@@ -35,6 +40,8 @@ func (g *Guard) UnaryInterceptor(ctx context.Context, req any, info *grpc.UnaryS
 	if err != nil {
 		if m.Mutating() {
 			g.auditCall(ctx, c, info.FullMethod, t.Resource, err)
+		} else if c.Principal == "" {
+			g.audit.refused.spend(hostOf(grpcserver.PeerAddress(ctx)))
 		}
 		return nil, err
 	}
@@ -78,6 +85,11 @@ func (g *Guard) StreamInterceptor(srv any, ss grpc.ServerStream, info *grpc.Stre
 	if !ok {
 		return apierr.PermissionDenied("undeclared", info.FullMethod)
 	}
+	if !probe(info.FullMethod) {
+		if err := g.refuseFlood(ss.Context(), info.FullMethod); err != nil {
+			return err
+		}
+	}
 	if m.Access == Public {
 		return handler(srv, ss)
 	}
@@ -92,6 +104,9 @@ func (g *Guard) StreamInterceptor(srv any, ss grpc.ServerStream, info *grpc.Stre
 	}
 	c, _, err := g.admit(ss.Context(), m, req)
 	if err != nil {
+		if c.Principal == "" {
+			g.audit.refused.spend(hostOf(grpcserver.PeerAddress(ss.Context())))
+		}
 		return err
 	}
 	w := &guardedStream{ServerStream: ss, ctx: WithCaller(ss.Context(), c), first: req}
@@ -175,10 +190,15 @@ func (g *Guard) auditEvent(ctx context.Context, c Caller, method, resource strin
 }
 
 // auditCall records the outcome of a call that changed nothing (refused, or
-// a sign-in) in the background.
+// a sign-in) in the background: a sign-in alone, a refused call in the
+// aggregate of its kind (refused.go).
 func (g *Guard) auditCall(ctx context.Context, c Caller, method, resource string, err error) {
 	ev := g.auditEvent(ctx, c, method, resource)
 	ev.StatusCode, ev.ErrorReason = int32(apierr.Code(err)), apierr.Reason(err)
+	if err != nil {
+		g.audit.refused.add(bounded(ev))
+		return
+	}
 	g.audit.record(ev)
 }
 

@@ -189,12 +189,19 @@ func (g *Guard) governedTarget(name string) Target {
 	return account(name)
 }
 
-// governedView: a department's or the account's policies and assets shape
-// every submit below them, so anyone who may view policies somewhere sees
-// them; a project's are seen in that project.
+// governedView: policies and assets are seen where they may be used. The
+// account's shape every submit, so anyone who may view policies somewhere
+// sees them; a department's shape its projects' submits and are seen from
+// the department and its projects, not from another department; a
+// project's are seen in that project.
 func (g *Guard) governedView(name string) Target {
-	if strings.HasPrefix(name, "projects/") {
+	switch {
+	case strings.HasPrefix(name, "projects/"):
 		return g.governedTarget(name)
+	case strings.HasPrefix(name, "departments/"):
+		t := g.governedTarget(name)
+		t.Level = InDepartment
+		return t
 	}
 	return anywhere(name)
 }

@@ -92,6 +92,40 @@ func (c *Collection[T]) Create(ctx context.Context, id string, msg T) (Item[T], 
 	return it, nil
 }
 
+// WriteIndexed stores msg under id where the key's ModRevision is rev (0:
+// a create, the id absent) and, in the same transaction, each index key
+// holding id where that key is absent: unique secondary keys (an email, a
+// client id) that a reader resolves with one Get. Nothing is written when
+// the id's revision differs or an index key is taken: ErrAlreadyExists for
+// a create, else ErrEtagMismatch.
+func (c *Collection[T]) WriteIndexed(ctx context.Context, id string, msg T, rev int64, index ...string) (Item[T], error) {
+	key, val, err := c.encode("write", id, msg)
+	if err != nil {
+		return Item[T]{}, err
+	}
+	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", rev)}
+	ops := []clientv3.Op{clientv3.OpPut(key, val)}
+	for _, k := range index {
+		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(k), "=", 0))
+		ops = append(ops, clientv3.OpPut(k, id))
+	}
+	resp, err := c.client.Txn(ctx).If(cmps...).Then(ops...).Commit()
+	if err != nil {
+		return Item[T]{}, wrapErr(ctx, "write", key, err)
+	}
+	if !resp.Succeeded {
+		if rev == 0 {
+			return Item[T]{}, fmt.Errorf("create %s or its index: %w", key, ErrAlreadyExists)
+		}
+		return Item[T]{}, fmt.Errorf("update %s or its index: %w", key, ErrEtagMismatch)
+	}
+	it := c.item(id, msg, resp.Header.Revision)
+	if rev == 0 {
+		it.Created = resp.Header.Revision
+	}
+	return it, nil
+}
+
 // Get returns the message stored under id, or ErrNotFound.
 func (c *Collection[T]) Get(ctx context.Context, id string) (Item[T], error) {
 	key, err := c.key("get", id)

@@ -118,6 +118,18 @@ const (
 	PrefixSignInFailures = Root + "signinfailures/" // {sha-256 of the key}/{time}-{rand}
 	// PrefixSessions: refresh-token families (a sign-in and its refreshes).
 	PrefixSessions = Root + "sessions/" // {session id}
+	// PrefixUserSessions indexes the live sessions of each principal, under
+	// the session's lease, so a sign-in finds (and caps) them without
+	// reading every session.
+	PrefixUserSessions = Root + "usersessions/" // {sha-256 of the principal}/{time}-{session id}
+	// The sign-in indexes: a sign-in by email, client id or SSO subject
+	// reads one key, not every user or application.
+	PrefixUserEmails  = Root + "useremails/"  // {sha-256 of the email}: the local user's id
+	PrefixClientIDs   = Root + "clientids/"   // {client id}: the application's id
+	PrefixSSOSubjects = Root + "ssosubjects/" // {sha-256 of issuer and sub}: the SSO user's id
+	// PrefixAuditRefused indexes the audit events that aggregate refused
+	// calls, so the size cap drops the oldest of them (never a change's).
+	PrefixAuditRefused = Root + "auditrefused/" // {audit event id}
 	// KeyBootstrapped marks that the bootstrap administrator was created
 	// once: it is never created again, even if it is deleted.
 	KeyBootstrapped = Root + "bootstrapped"
@@ -163,6 +175,11 @@ var prefixes = []PrefixInfo{
 	{PrefixReports, OwnerMetrics, false, "consumption Report by id"},
 	{PrefixSignInFailures, OwnerIdentity, false, "failed sign-ins by hashed key and time, leased"},
 	{PrefixSessions, OwnerIdentity, false, "refresh-token families by session id"},
+	{PrefixUserSessions, OwnerIdentity, false, "live sessions by hashed principal and time, leased"},
+	{PrefixUserEmails, OwnerIdentity, false, "local user id by hashed email (sign-in index)"},
+	{PrefixClientIDs, OwnerIdentity, false, "application id by client id (sign-in index)"},
+	{PrefixSSOSubjects, OwnerIdentity, false, "SSO user id by hashed issuer and sub (sign-in index)"},
+	{PrefixAuditRefused, OwnerIdentity, false, "ids of the audit events of refused calls, oldest first (size cap)"},
 	{KeyBootstrapped, OwnerIdentity, true, "when the bootstrap administrator was created (once)"},
 }
 

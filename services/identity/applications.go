@@ -82,7 +82,7 @@ func (s *Server) CreateApplication(ctx context.Context, req *identityv1.CreateAp
 		CreatorUid: creator.Msg.GetUser().GetUid(),
 		Application: &identityv1.Application{Name: name, Uid: newUID(), DisplayName: req.GetApplication().GetDisplayName(),
 			ClientId: newUID(), SecretCreateTime: now, CreateTime: now, UpdateTime: now, Creator: c.Principal, Kind: kind}}
-	it, err := s.apps.Create(ctx, req.GetApplicationId(), stored)
+	it, err := s.apps.WriteIndexed(ctx, req.GetApplicationId(), stored, 0, clientIDKey(stored.GetApplication().GetClientId()))
 	if err != nil {
 		return nil, storeErr(err, apierr.Application, name)
 	}
@@ -132,7 +132,7 @@ func (s *Server) DeleteApplication(ctx context.Context, req *identityv1.DeleteAp
 		return nil, err
 	}
 	if err := s.deleteSubject(ctx, s.apps.Key(it.ID), it.Etag, it.Revision, identityv1.SubjectKind_SUBJECT_KIND_APPLICATION,
-		req.GetName(), req.GetEtag()); err != nil {
+		req.GetName(), req.GetEtag(), clientIDKey(it.Msg.GetApplication().GetClientId())); err != nil {
 		return nil, err
 	}
 	return &emptypb.Empty{}, nil

@@ -67,7 +67,8 @@ func (s *Server) login(ctx context.Context, req *identityv1.LoginRequest) (*iden
 		Principal: sub.Principal, RefreshToken: refresh}, nil
 }
 
-// findUser resolves a user id, name or email.
+// findUser resolves a user id, name or email: one read of the user (and,
+// for an email, one of its index key), whatever the number of users.
 func (s *Server) findUser(ctx context.Context, who string) (etcdstore.Item[*identityv1.StoredUser], bool, error) {
 	who = strings.ToLower(strings.TrimSpace(who))
 	if !strings.Contains(who, "@") {
@@ -77,31 +78,37 @@ func (s *Server) findUser(ctx context.Context, who string) (etcdstore.Item[*iden
 		}
 		return it, err == nil, err
 	}
-	all, _, err := s.users.ListAll(ctx, "")
-	if err != nil {
+	it, found, err := s.userByIndex(ctx, emailKey(who))
+	// An SSO user's email is its provider's word, not a sign-in name.
+	if err != nil || !found || it.Msg.GetUser().GetEmail() != who || it.Msg.GetUser().GetIdentityProvider() != "" {
 		return etcdstore.Item[*identityv1.StoredUser]{}, false, err
 	}
-	for _, it := range all {
-		// An SSO user's email is its provider's word, not a sign-in name.
-		if it.Msg.GetUser().GetEmail() == who && it.Msg.GetUser().GetIdentityProvider() == "" {
-			return it, true, nil
-		}
-	}
-	return etcdstore.Item[*identityv1.StoredUser]{}, false, nil
+	return it, true, nil
 }
 
 func (s *Server) loginPassword(ctx context.Context, p *identityv1.PasswordCredentials) (auth.Subject, error) {
-	key := "user:" + strings.ToLower(strings.TrimSpace(p.GetUser()))
-	if wait, err := s.throttle.blocked(ctx, key); err != nil || wait > 0 {
-		return auth.Subject{}, throttled(wait, err)
-	}
 	it, found, err := s.findUser(ctx, p.GetUser())
 	if err != nil {
 		return auth.Subject{}, err
 	}
-	if !found || it.Msg.GetPasswordHash() == "" ||
-		bcrypt.CompareHashAndPassword([]byte(it.Msg.GetPasswordHash()), []byte(p.GetPassword())) != nil {
-		s.throttle.fail(ctx, key)
+	// Failures count against the user the name resolves to (its id, email
+	// and name alike), an unknown name against itself, and every failure
+	// against the caller's address too.
+	key := "name:" + strings.ToLower(strings.TrimSpace(p.GetUser()))
+	if found {
+		key = "user:" + it.Msg.GetUser().GetUid()
+	}
+	if err := s.admitSignIn(ctx, key); err != nil {
+		return auth.Subject{}, err
+	}
+	// An unknown name costs the bcrypt comparison a known one does, so the
+	// time of the answer does not tell which names exist.
+	hash := []byte(it.Msg.GetPasswordHash())
+	if !found || len(hash) == 0 {
+		hash = s.decoyHash()
+	}
+	if bcrypt.CompareHashAndPassword(hash, []byte(p.GetPassword())) != nil || !found || it.Msg.GetPasswordHash() == "" {
+		s.failSignIn(ctx, key)
 		return auth.Subject{}, errCredentials
 	}
 	s.throttle.reset(ctx, key)
@@ -134,32 +141,26 @@ func (s *Server) touchUser(ctx context.Context, it etcdstore.Item[*identityv1.St
 }
 
 func (s *Server) loginClient(ctx context.Context, cc *identityv1.ClientCredentials) (auth.Subject, error) {
-	key := "client:" + cc.GetClientId()
-	if wait, err := s.throttle.blocked(ctx, key); err != nil || wait > 0 {
-		return auth.Subject{}, throttled(wait, err)
-	}
-	all, _, err := s.apps.ListAll(ctx, "")
+	it, found, err := s.appByClientID(ctx, cc.GetClientId())
 	if err != nil {
 		return auth.Subject{}, err
 	}
-	for _, it := range all {
-		a := it.Msg.GetApplication()
-		if a.GetClientId() != cc.GetClientId() || cc.GetClientId() == "" {
-			continue
-		}
-		if !secretMatches(it.Msg.GetSecretHash(), cc.GetClientSecret()) || !s.creatorCurrent(ctx, it.Msg) {
-			break
-		}
-		s.throttle.reset(ctx, key)
-		next := proto.Clone(it.Msg).(*identityv1.StoredApplication)
-		next.Application.LastLoginTime = s.timestamp()
-		if _, err := s.apps.Update(ctx, it.ID, next, it.Etag); err != nil {
-			s.log.Debug("identity: last sign-in time not recorded", "application", a.GetName(), "err", err)
-		}
-		return auth.Subject{Principal: a.GetName(), UID: a.GetUid(), Gen: it.Msg.GetCredentialGeneration()}, nil
+	key := "client:" + cc.GetClientId()
+	if err := s.admitSignIn(ctx, key); err != nil {
+		return auth.Subject{}, err
 	}
-	s.throttle.fail(ctx, key)
-	return auth.Subject{}, errCredentials
+	if !found || !secretMatches(it.Msg.GetSecretHash(), cc.GetClientSecret()) || !s.creatorCurrent(ctx, it.Msg) {
+		s.failSignIn(ctx, key)
+		return auth.Subject{}, errCredentials
+	}
+	s.throttle.reset(ctx, key)
+	a := it.Msg.GetApplication()
+	next := proto.Clone(it.Msg).(*identityv1.StoredApplication)
+	next.Application.LastLoginTime = s.timestamp()
+	if _, err := s.apps.Update(ctx, it.ID, next, it.Etag); err != nil {
+		s.log.Debug("identity: last sign-in time not recorded", "application", a.GetName(), "err", err)
+	}
+	return auth.Subject{Principal: a.GetName(), UID: a.GetUid(), Gen: it.Msg.GetCredentialGeneration()}, nil
 }
 
 // creatorCurrent: a user application signs in only while the user who made
@@ -284,34 +285,42 @@ func sameSignIn(stored, want *identityv1.StoredUser) bool {
 		stored.GetCredentialGeneration() == want.GetCredentialGeneration()
 }
 
+// ssoCandidate is the user an SSO sign-in is for: the one of its (issuer,
+// sub), else (linked) the local user its verified email links to where the
+// deployment allows it, else none (a new user). Index reads only.
+func (s *Server) ssoCandidate(ctx context.Context, c ssoClaims) (*etcdstore.Item[*identityv1.StoredUser], bool, error) {
+	issuer := s.cfg.OIDC.Issuer
+	it, ok, err := s.userByIndex(ctx, ssoKey(issuer, c.sub))
+	if err != nil {
+		return nil, false, err
+	}
+	if ok && it.Msg.GetUser().GetIdentityProvider() == issuer && it.Msg.GetOidcSubject() == c.sub {
+		return &it, false, nil
+	}
+	if !s.cfg.OIDC.LinkVerifiedEmail || !c.emailVerified || c.email == "" {
+		return nil, false, nil
+	}
+	it, ok, err = s.findUser(ctx, c.email)
+	if err != nil || !ok || it.Msg.GetOidcSubject() != "" {
+		return nil, false, err
+	}
+	return &it, true, nil
+}
+
 func (s *Server) upsertSSOUser(ctx context.Context, c ssoClaims) (auth.Subject, error) {
 	issuer := s.cfg.OIDC.Issuer
 	for attempt := 0; attempt < 3; attempt++ {
 		now := s.timestamp()
-		all, _, err := s.users.ListAll(ctx, "")
+		found, linked, err := s.ssoCandidate(ctx, c)
 		if err != nil {
 			return auth.Subject{}, err
-		}
-		var found, byEmail *etcdstore.Item[*identityv1.StoredUser]
-		for i, it := range all {
-			u := it.Msg
-			switch {
-			case u.GetUser().GetIdentityProvider() == issuer && u.GetOidcSubject() == c.sub:
-				found = &all[i]
-			case s.cfg.OIDC.LinkVerifiedEmail && c.emailVerified && c.email != "" &&
-				u.GetUser().GetEmail() == c.email && u.GetOidcSubject() == "":
-				byEmail = &all[i]
-			}
-		}
-		if found == nil && byEmail != nil {
-			found = byEmail // linked: from now on found by (issuer, sub)
 		}
 		if found == nil {
 			id := ssoUserID(issuer, c.sub, c.email)
 			u := &identityv1.StoredUser{CredentialGeneration: 1, OidcSubject: c.sub, User: &identityv1.User{
 				Name: "users/" + id, Uid: newUID(), Email: c.email, Groups: c.groups, IdentityProvider: issuer,
 				CreateTime: now, UpdateTime: now, LastLoginTime: now}}
-			if _, err := s.users.Create(ctx, id, u); errors.Is(err, etcdstore.ErrAlreadyExists) {
+			if _, err := s.users.WriteIndexed(ctx, id, u, 0, ssoKey(issuer, c.sub)); errors.Is(err, etcdstore.ErrAlreadyExists) {
 				continue
 			} else if err != nil {
 				return auth.Subject{}, err
@@ -325,7 +334,11 @@ func (s *Server) upsertSSOUser(ctx context.Context, c ssoClaims) (auth.Subject, 
 		if c.email != "" && found.Msg.GetOidcSubject() != "" {
 			next.User.Email = c.email
 		}
-		if _, err := s.users.Update(ctx, found.ID, next, found.Etag); errors.Is(err, etcdstore.ErrEtagMismatch) {
+		var index []string
+		if linked {
+			index = append(index, ssoKey(issuer, c.sub)) // found by (issuer, sub) from now on
+		}
+		if _, err := s.users.WriteIndexed(ctx, found.ID, next, found.Revision, index...); errors.Is(err, etcdstore.ErrEtagMismatch) {
 			// The usual writer in between is another sign-in of the same
 			// user (a browser's tabs, a CLI and the UI at once): when it
 			// wrote what this one would, this sign-in is done too.

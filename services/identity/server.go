@@ -38,7 +38,21 @@ type Config struct {
 	// failures are kept in etcd, so every replica counts them alike.
 	MaxFailures   int
 	FailureWindow time.Duration
+	// MaxSourceFailures failed sign-ins from one client address (whatever
+	// the names tried) within FailureWindow refuse its sign-ins until the
+	// window has passed; 0 means DefaultMaxSourceFailures.
+	MaxSourceFailures int
+	// MaxSessions is how many live sessions (sign-ins) one user holds (an
+	// application ten times as many): a new sign-in beyond it ends the
+	// oldest; 0 means DefaultMaxSessions.
+	MaxSessions int
 }
+
+// Defaults of Config.
+const (
+	DefaultMaxSourceFailures = 50
+	DefaultMaxSessions       = 10
+)
 
 // OIDCConfig is the OpenID Connect provider whose ID tokens Login accepts.
 type OIDCConfig struct {
@@ -85,9 +99,13 @@ type Server struct {
 	apps  *etcdstore.Collection[*identityv1.StoredApplication]
 	rules *etcdstore.Collection[*identityv1.AccessRule]
 
-	throttle *throttle
-	oidcMu   sync.Mutex
-	oidc     *oidcVerifier // built at the first OIDC sign-in
+	throttle *throttle // by user, client id or unknown name
+	sources  *throttle // by client address
+	// decoy is what an unknown name's password is compared with (decoyHash).
+	decoyOnce sync.Once
+	decoy     []byte
+	oidcMu    sync.Mutex
+	oidc      *oidcVerifier // built at the first OIDC sign-in
 	// oidcErr is the last failed discovery, tried again discoveryRetry after
 	// oidcErrAt.
 	oidcErr   error
@@ -117,12 +135,22 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if cfg.FailureWindow <= 0 {
 		cfg.FailureWindow = 5 * time.Minute
 	}
+	if cfg.MaxSourceFailures <= 0 {
+		cfg.MaxSourceFailures = DefaultMaxSourceFailures
+	}
+	if cfg.MaxSessions <= 0 {
+		cfg.MaxSessions = DefaultMaxSessions
+	}
+	if cfg.BcryptCost < bcrypt.MinCost || cfg.BcryptCost > bcrypt.MaxCost {
+		return nil, fmt.Errorf("identity: bcrypt cost %d is outside %d-%d", cfg.BcryptCost, bcrypt.MinCost, bcrypt.MaxCost)
+	}
 	c := deps.Client
 	return &Server{cfg: cfg, client: c, guard: deps.Guard, log: deps.Logger, now: deps.Now,
 		users:     etcdstore.NewCollection(c, etcdstore.PrefixUsers, func() *identityv1.StoredUser { return new(identityv1.StoredUser) }),
 		apps:      etcdstore.NewCollection(c, etcdstore.PrefixApplications, func() *identityv1.StoredApplication { return new(identityv1.StoredApplication) }),
 		rules:     etcdstore.NewCollection(c, etcdstore.PrefixAccessRules, func() *identityv1.AccessRule { return new(identityv1.AccessRule) }),
 		throttle:  newThrottle(c, cfg.MaxFailures, cfg.FailureWindow, deps.Now, deps.Logger),
+		sources:   newThrottle(c, cfg.MaxSourceFailures, cfg.FailureWindow, deps.Now, deps.Logger),
 		signIns:   newSignIns(),
 		redeeming: make(chan struct{}, MaxCodeRedemptions),
 	}, nil
@@ -145,8 +173,21 @@ const BootstrapAdmin = "users/admin"
 // (etcdstore.KeyBootstrapped) in one transaction: once the marker is there,
 // nothing is created again, so an administrator or rule deleted on purpose
 // stays deleted across restarts. It returns the password when it created
-// the user (the only time it is known: print it once), "" otherwise.
+// the user (the only time it is known: print it once), "" otherwise. At
+// every start it also writes the sign-in index keys a store from before
+// them lacks.
 func (s *Server) Bootstrap(ctx context.Context) (string, error) {
+	password, err := s.bootstrapAdmin(ctx)
+	if err != nil {
+		return "", err
+	}
+	if err := s.backfillIndexes(ctx); err != nil {
+		return "", fmt.Errorf("bootstrap: %w", err)
+	}
+	return password, nil
+}
+
+func (s *Server) bootstrapAdmin(ctx context.Context) (string, error) {
 	for attempt := 0; attempt < 3; attempt++ {
 		marker, err := s.client.Get(ctx, etcdstore.KeyBootstrapped, clientv3.WithCountOnly())
 		if err != nil {

@@ -1,12 +1,15 @@
 package identity
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/emptypb"
@@ -30,6 +33,53 @@ import (
 
 func sessionKey(id string) string { return etcdstore.PrefixSessions + id }
 
+// sessionsOf is the prefix of principal's session index: a key per live
+// session, under the session's lease.
+func sessionsOf(principal string) string {
+	return etcdstore.PrefixUserSessions + hashed(principal) + "/"
+}
+
+// endSession deletes a session and its index key.
+func (s *Server) endSession(ctx context.Context, principal, id string) error {
+	if _, err := s.client.Txn(ctx).Then(clientv3.OpDelete(sessionKey(id)), clientv3.OpDelete(sessionsOf(principal)+id)).Commit(); err != nil {
+		return fmt.Errorf("end session: %w", err)
+	}
+	return nil
+}
+
+// appSessionsFactor is how many times a user's live sessions an
+// application may hold.
+const appSessionsFactor = 10
+
+// capSessions ends principal's oldest sessions beyond the most allowed:
+// signing in again and again cannot fill the store, nor hold sessions
+// without end.
+func (s *Server) capSessions(ctx context.Context, principal string) error {
+	resp, err := s.client.Get(ctx, sessionsOf(principal), clientv3.WithPrefix())
+	if err != nil {
+		return fmt.Errorf("read sessions: %w", err)
+	}
+	limit := s.cfg.MaxSessions
+	if !strings.HasPrefix(principal, "users/") {
+		// An application's sign-ins are its jobs', many at once (CI).
+		limit *= appSessionsFactor
+	}
+	if len(resp.Kvs) <= limit {
+		return nil
+	}
+	kvs := resp.Kvs
+	// Oldest first: in the order they were written.
+	slices.SortFunc(kvs, func(a, b *mvccpb.KeyValue) int { return cmp.Compare(a.CreateRevision, b.CreateRevision) })
+	for _, kv := range kvs[:len(kvs)-limit] {
+		id := strings.TrimPrefix(string(kv.Key), sessionsOf(principal))
+		if err := s.endSession(ctx, principal, id); err != nil {
+			return err
+		}
+		s.log.Info("identity: oldest session ended: too many sign-ins", "principal", principal, "limit", limit)
+	}
+	return nil
+}
+
 // startSession records a new session for sub and returns sub with it.
 func (s *Server) startSession(ctx context.Context, sub auth.Subject, sso bool) (auth.Subject, error) {
 	lease, err := s.client.Grant(ctx, int64(s.guard.RefreshTTL().Seconds())+1)
@@ -45,9 +95,13 @@ func (s *Server) startSession(ctx context.Context, sub auth.Subject, sso bool) (
 	if err != nil {
 		return sub, err
 	}
-	put, err := s.client.Put(ctx, sessionKey(sess.GetId()), string(b), clientv3.WithLease(lease.ID))
+	put, err := s.client.Txn(ctx).Then(clientv3.OpPut(sessionKey(sess.GetId()), string(b), clientv3.WithLease(lease.ID)),
+		clientv3.OpPut(sessionsOf(sub.Principal)+sess.GetId(), "", clientv3.WithLease(lease.ID))).Commit()
 	if err != nil {
 		return sub, fmt.Errorf("start a session: %w", err)
+	}
+	if err := s.capSessions(ctx, sub.Principal); err != nil {
+		s.log.Warn("identity: sessions not capped", "principal", sub.Principal, "err", err)
 	}
 	sub.Session, sub.Sequence, sub.SessionRevision = sess.GetId(), sess.GetSequence(), put.Header.GetRevision()
 	return sub, nil
@@ -75,8 +129,8 @@ func (s *Server) refresh(ctx context.Context, token string) (auth.Subject, error
 	}
 	end := func(why string) (auth.Subject, error) {
 		s.log.Warn("identity: session ended", "principal", sess.GetPrincipal(), "why", why)
-		if _, err := s.client.Delete(ctx, key); err != nil {
-			return auth.Subject{}, fmt.Errorf("end session: %w", err)
+		if err := s.endSession(ctx, sess.GetPrincipal(), sub.Session); err != nil {
+			return auth.Subject{}, err
 		}
 		return auth.Subject{}, errCredentials
 	}
@@ -131,7 +185,7 @@ func (s *Server) Logout(ctx context.Context, _ *identityv1.LogoutRequest) (*empt
 		return nil, apierr.FailedPrecondition(commonv1.ErrorReason_NO_SESSION, c.Principal,
 			"This token belongs to no sign-in and cannot be signed out; it ends when it expires.")
 	}
-	if _, err := s.client.Delete(ctx, sessionKey(c.Session)); err != nil {
+	if err := s.endSession(ctx, c.Principal, c.Session); err != nil {
 		return nil, apierr.Unavailable(commonv1.ErrorReason_STORE_UNAVAILABLE, time.Second).WithCause(err)
 	}
 	return &emptypb.Empty{}, nil

@@ -7,16 +7,19 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"golang.org/x/crypto/bcrypt"
 
 	commonv1 "github.com/runwayhq/runway/gen/go/runway/common/v1"
 	"github.com/runwayhq/runway/pkg/apierr"
 	"github.com/runwayhq/runway/pkg/etcdstore"
+	"github.com/runwayhq/runway/pkg/grpcserver"
 )
 
 // throttle counts failed sign-ins per user or client id in etcd, so that
@@ -130,4 +133,50 @@ func throttled(wait time.Duration, err error) error {
 		return apierr.Unavailable(commonv1.ErrorReason_STORE_UNAVAILABLE, time.Second)
 	}
 	return apierr.TooManySignInAttempts(wait)
+}
+
+// sourceHost is the host of the caller's address ("" outside a served
+// call): what a source's failures count under.
+func sourceHost(ctx context.Context) string {
+	addr := grpcserver.PeerAddress(ctx)
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		return host
+	}
+	return addr
+}
+
+// admitSignIn refuses a sign-in while key (the resolved user, client id or
+// unknown name) or the caller's address has too many recent failures.
+func (s *Server) admitSignIn(ctx context.Context, key string) error {
+	if wait, err := s.throttle.blocked(ctx, key); err != nil || wait > 0 {
+		return throttled(wait, err)
+	}
+	if host := sourceHost(ctx); host != "" {
+		if wait, err := s.sources.blocked(ctx, "source:"+host); err != nil || wait > 0 {
+			return throttled(wait, err)
+		}
+	}
+	return nil
+}
+
+// failSignIn counts a failed sign-in against key and the caller's address.
+func (s *Server) failSignIn(ctx context.Context, key string) {
+	s.throttle.fail(ctx, key)
+	if host := sourceHost(ctx); host != "" {
+		s.sources.fail(ctx, "source:"+host)
+	}
+}
+
+// decoyHash is a bcrypt hash at the configured cost that no password
+// matches: an unknown name is compared with it, so it costs what a known
+// one does.
+func (s *Server) decoyHash() []byte {
+	s.decoyOnce.Do(func() {
+		h, err := bcrypt.GenerateFromPassword([]byte(randomSecret(32)), s.cfg.BcryptCost)
+		if err != nil {
+			panic(fmt.Sprintf("identity: decoy password hash: %v", err)) // only for a cost out of range, checked in New
+		}
+		s.decoy = h
+	})
+	return s.decoy
 }

@@ -74,7 +74,9 @@ func (s *Server) CreateUser(ctx context.Context, req *identityv1.CreateUserReque
 	stored := &identityv1.StoredUser{PasswordHash: string(hash), CredentialGeneration: 1, User: &identityv1.User{
 		Name: name, Uid: newUID(), Email: email, DisplayName: in.GetDisplayName(), Groups: in.GetGroups(),
 		PasswordChangeRequired: true, CreateTime: now, UpdateTime: now}}
-	it, err := s.users.Create(ctx, req.GetUserId(), stored)
+	// The email's index key is created with the user: of two creates with
+	// one email, one fails (the list above can miss the other).
+	it, err := s.users.WriteIndexed(ctx, req.GetUserId(), stored, 0, userIndexKeys(stored)...)
 	if err != nil {
 		return nil, storeErr(err, apierr.User, name)
 	}
@@ -137,10 +139,13 @@ func (s *Server) DeleteUser(ctx context.Context, req *identityv1.DeleteUserReque
 	if err != nil {
 		return nil, err
 	}
-	var also []string
+	also, err := s.userIndexes(ctx, it)
+	if err != nil {
+		return nil, err
+	}
 	for _, a := range apps {
 		if userApp(a.Msg.GetApplication()) && a.Msg.GetApplication().GetCreator() == req.GetName() {
-			also = append(also, s.apps.Key(a.ID))
+			also = append(also, s.apps.Key(a.ID), clientIDKey(a.Msg.GetApplication().GetClientId()))
 		}
 	}
 	if err := s.deleteSubject(ctx, s.users.Key(it.ID), it.Etag, it.Revision, identityv1.SubjectKind_SUBJECT_KIND_USER, req.GetName(), req.GetEtag(), also...); err != nil {

@@ -52,10 +52,13 @@ type Config struct {
 	// The count is read before the create, so concurrent creates may pass it
 	// by as many as run at once.
 	MaxWorkloadsPerProject int
-	// MaxWatchesPerProject caps the WatchWorkloads streams open on one
-	// project (projects/- counts under "-") in this process; 0 means
-	// DefaultMaxWatchesPerProject.
-	MaxWatchesPerProject int
+	// MaxWatchesPerCaller caps the WatchWorkloads streams one caller holds
+	// open in this process (a user application's count as its creator's),
+	// MaxWatchesPerProject those open on one project (the all-projects
+	// watch, projects/-, counts only against its caller's), and MaxWatches
+	// all of them; 0 means DefaultMaxWatchesPerCaller,
+	// DefaultMaxWatchesPerProject and DefaultMaxWatches.
+	MaxWatchesPerCaller, MaxWatchesPerProject, MaxWatches int
 	// Examples: create the quick start's example environment ("quick-start")
 	// and compute resources ("one-gpu", "two-gpus") at the account scope when
 	// they are missing (`runway dev` sets it).
@@ -114,8 +117,14 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if cfg.MaxWorkloadsPerProject <= 0 {
 		cfg.MaxWorkloadsPerProject = DefaultMaxWorkloadsPerProject
 	}
-	if cfg.MaxWatchesPerProject <= 0 {
-		cfg.MaxWatchesPerProject = DefaultMaxWatchesPerProject
+	for _, c := range []struct {
+		v   *int
+		def int
+	}{{&cfg.MaxWatchesPerCaller, DefaultMaxWatchesPerCaller},
+		{&cfg.MaxWatchesPerProject, DefaultMaxWatchesPerProject}, {&cfg.MaxWatches, DefaultMaxWatches}} {
+		if *c.v <= 0 {
+			*c.v = c.def
+		}
 	}
 	if deps.Logger == nil {
 		deps.Logger = slog.Default()

@@ -9,6 +9,7 @@ import (
 
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
 	"github.com/runwayhq/runway/pkg/apierr"
+	"github.com/runwayhq/runway/pkg/auth"
 	"github.com/runwayhq/runway/pkg/etcdstore"
 )
 
@@ -43,7 +44,8 @@ func (s *Server) WatchWorkloads(req *workloadv1.WatchWorkloadsRequest, stream wo
 			return apierr.InvalidField("resume_token", "must be a resume_token from an earlier WatchWorkloadsResponse")
 		}
 	}
-	release, err := s.watches.open(project, s.cfg.MaxWatchesPerProject)
+	release, err := s.watches.open(watchCaller(stream.Context()), project,
+		watchCaps{perCaller: s.cfg.MaxWatchesPerCaller, perProject: s.cfg.MaxWatchesPerProject, total: s.cfg.MaxWatches})
 	if err != nil {
 		return err
 	}
@@ -76,6 +78,17 @@ func (s *Server) WatchWorkloads(req *workloadv1.WatchWorkloadsRequest, stream wo
 		return nil // the client went away: not an error of ours
 	}
 	return watchError(err, req.GetParent())
+}
+
+// watchCaller is whom a watch counts against: the user a user application
+// acts for (so its applications share its cap), else the principal; "" for
+// a server without authentication.
+func watchCaller(ctx context.Context) string {
+	c, _ := auth.CallerFrom(ctx)
+	if c.Creator != "" {
+		return c.Creator
+	}
+	return c.Principal
 }
 
 // watchStream is one WatchWorkloads call.

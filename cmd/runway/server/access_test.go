@@ -180,11 +180,12 @@ func eventuallyOK(t *testing.T, what string, f func() error) {
 type where int
 
 const (
-	inProject    where = iota // in a project: covered by the project's rules, its department's and the account's
-	inDepartment              // a department itself, or a project created in it
-	onAccount                 // only account rules
-	anyScope                  // cluster-wide things any rule may see (node pools, nodes, roles)
-	listing                   // a list across scopes: allowed with the permission anywhere, then filtered
+	inProject        where = iota // in a project: covered by the project's rules, its department's and the account's
+	inDepartment                  // a department itself, or a project created in it
+	onAccount                     // only account rules
+	anyScope                      // cluster-wide things any rule may see (node pools, nodes, roles)
+	listing                       // a list across scopes: allowed with the permission anywhere, then filtered
+	withinDepartment              // seen from the department, its projects and the account (a department's policies and assets)
 )
 
 // call is one request of the matrix.
@@ -215,8 +216,9 @@ func matrixCalls() []call {
 	)
 	badMask := &fieldmaskpb.FieldMask{Paths: []string{"no_such_field"}}
 	// Policies and assets at a scope (scope is "" for the account): writes
-	// need the grant there; views of a project's need it there too, views of
-	// a department's or the account's only the permission somewhere.
+	// need the grant there; views of a project's need it there too, of a
+	// department's the permission in the department or one of its
+	// projects, of the account's only the permission somewhere.
 	governed := func(scope string, write, view where, target string) []call {
 		prefix := scope
 		if prefix != "" {
@@ -268,7 +270,7 @@ func matrixCalls() []call {
 	}
 	out = append(out, governed("", onAccount, anyScope, "")...)
 	for _, d := range []string{"dept-a", "dept-b"} {
-		out = append(out, governed("departments/"+d, inDepartment, anyScope, d)...)
+		out = append(out, governed("departments/"+d, inDepartment, withinDepartment, d)...)
 		dept := "departments/" + d
 		out = append(out,
 			call{q + "GetDepartment", inDepartment, d, false, &quotav1.GetDepartmentRequest{Name: dept}},
@@ -351,6 +353,8 @@ func covered(g grantScope, c call) bool {
 		return g.label == "account"
 	case inDepartment:
 		return g.label == "account" || g.label == "department" && c.target == "dept-a"
+	case withinDepartment:
+		return g.label == "account" || c.target == "dept-a" // the project grant is on team-a, in dept-a
 	}
 	switch g.label {
 	case "account":

@@ -191,6 +191,15 @@ const (
 	// dev` operator's) belongs to no session and ends only when it expires.
 	// Code FAILED_PRECONDITION. Metadata: "principal".
 	ErrorReason_NO_SESSION ErrorReason = 75
+	// Too many refused calls (no or bad credentials, denied) came from this
+	// client address: its calls without valid credentials are refused before
+	// any work until the delay has passed. Code RESOURCE_EXHAUSTED, with a
+	// google.rpc.RetryInfo.
+	ErrorReason_TOO_MANY_REFUSED_CALLS ErrorReason = 76
+	// The caller already holds the most watch streams allowed to one caller,
+	// or the server the most in all. Code RESOURCE_EXHAUSTED. Metadata:
+	// "caller", "limit".
+	ErrorReason_WATCH_LIMIT_EXCEEDED ErrorReason = 77
 	// The scheduler replica that received the request is not the leader, or
 	// there is no leader right now. Retry after the delay. Code UNAVAILABLE,
 	// with a google.rpc.RetryInfo.
@@ -261,6 +270,8 @@ var (
 		73:  "PASSWORD_CHANGE_REQUIRED",
 		74:  "TOO_MANY_SIGN_IN_ATTEMPTS",
 		75:  "NO_SESSION",
+		76:  "TOO_MANY_REFUSED_CALLS",
+		77:  "WATCH_LIMIT_EXCEEDED",
 		80:  "NOT_LEADER",
 		81:  "STORE_UNAVAILABLE",
 		82:  "INTERNAL_ERROR",
@@ -316,6 +327,8 @@ var (
 		"PASSWORD_CHANGE_REQUIRED":        73,
 		"TOO_MANY_SIGN_IN_ATTEMPTS":       74,
 		"NO_SESSION":                      75,
+		"TOO_MANY_REFUSED_CALLS":          76,
+		"WATCH_LIMIT_EXCEEDED":            77,
 		"NOT_LEADER":                      80,
 		"STORE_UNAVAILABLE":               81,
 		"INTERNAL_ERROR":                  82,
@@ -356,7 +369,7 @@ var File_runway_common_v1_error_reason_proto protoreflect.FileDescriptor
 
 const file_runway_common_v1_error_reason_proto_rawDesc = "" +
 	"\n" +
-	"#runway/common/v1/error_reason.proto\x12\x10runway.common.v1*\xc3\n" +
+	"#runway/common/v1/error_reason.proto\x12\x10runway.common.v1*\xf9\n" +
 	"\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x11\n" +
@@ -407,7 +420,9 @@ const file_runway_common_v1_error_reason_proto_rawDesc = "" +
 	"\x18PASSWORD_CHANGE_REQUIRED\x10I\x12\x1d\n" +
 	"\x19TOO_MANY_SIGN_IN_ATTEMPTS\x10J\x12\x0e\n" +
 	"\n" +
-	"NO_SESSION\x10K\x12\x0e\n" +
+	"NO_SESSION\x10K\x12\x1a\n" +
+	"\x16TOO_MANY_REFUSED_CALLS\x10L\x12\x18\n" +
+	"\x14WATCH_LIMIT_EXCEEDED\x10M\x12\x0e\n" +
 	"\n" +
 	"NOT_LEADER\x10P\x12\x15\n" +
 	"\x11STORE_UNAVAILABLE\x10Q\x12\x12\n" +

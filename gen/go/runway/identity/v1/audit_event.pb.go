@@ -59,8 +59,18 @@ type AuditEvent struct {
 	// call finished, so the change may or may not have been made
 	// (status_code is then UNKNOWN).
 	OutcomeUnknown bool `protobuf:"varint,10,opt,name=outcome_unknown,json=outcomeUnknown,proto3" json:"outcome_unknown,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// How many calls the event stands for. A refused call (unauthenticated,
+	// denied, throttled) is aggregated with the alike refused calls of its
+	// source within a short window into one event: this is their number, and
+	// create_time to end_time the window in which they came (request_id is
+	// the first's). 0 or 1 for a single call; a change is always its own
+	// event.
+	Count int64 `protobuf:"varint,11,opt,name=count,proto3" json:"count,omitempty"`
+	// Output only. When the last of the count calls was received; unset for
+	// a single call.
+	EndTime       *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AuditEvent) Reset() {
@@ -163,11 +173,25 @@ func (x *AuditEvent) GetOutcomeUnknown() bool {
 	return false
 }
 
+func (x *AuditEvent) GetCount() int64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *AuditEvent) GetEndTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EndTime
+	}
+	return nil
+}
+
 var File_runway_identity_v1_audit_event_proto protoreflect.FileDescriptor
 
 const file_runway_identity_v1_audit_event_proto_rawDesc = "" +
 	"\n" +
-	"$runway/identity/v1/audit_event.proto\x12\x12runway.identity.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xde\x02\n" +
+	"$runway/identity/v1/audit_event.proto\x12\x12runway.identity.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xab\x03\n" +
 	"\n" +
 	"AuditEvent\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12;\n" +
@@ -183,7 +207,9 @@ const file_runway_identity_v1_audit_event_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\t \x01(\tR\trequestId\x12'\n" +
 	"\x0foutcome_unknown\x18\n" +
-	" \x01(\bR\x0eoutcomeUnknownBAZ?github.com/runwayhq/runway/gen/go/runway/identity/v1;identityv1b\x06proto3"
+	" \x01(\bR\x0eoutcomeUnknown\x12\x14\n" +
+	"\x05count\x18\v \x01(\x03R\x05count\x125\n" +
+	"\bend_time\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\aendTimeBAZ?github.com/runwayhq/runway/gen/go/runway/identity/v1;identityv1b\x06proto3"
 
 var (
 	file_runway_identity_v1_audit_event_proto_rawDescOnce sync.Once
@@ -204,11 +230,12 @@ var file_runway_identity_v1_audit_event_proto_goTypes = []any{
 }
 var file_runway_identity_v1_audit_event_proto_depIdxs = []int32{
 	1, // 0: runway.identity.v1.AuditEvent.create_time:type_name -> google.protobuf.Timestamp
-	1, // [1:1] is the sub-list for method output_type
-	1, // [1:1] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	1, // 1: runway.identity.v1.AuditEvent.end_time:type_name -> google.protobuf.Timestamp
+	2, // [2:2] is the sub-list for method output_type
+	2, // [2:2] is the sub-list for method input_type
+	2, // [2:2] is the sub-list for extension type_name
+	2, // [2:2] is the sub-list for extension extendee
+	0, // [0:2] is the sub-list for field type_name
 }
 
 func init() { file_runway_identity_v1_audit_event_proto_init() }
