@@ -3,6 +3,7 @@ package metrics
 import (
 	"context"
 	"crypto/subtle"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -23,6 +24,11 @@ type OpsConfig struct {
 	// ("Authorization: Bearer TOKEN"). An address that is not loopback
 	// needs one: the series name projects, workloads and nodes.
 	Token string
+	// TLS, when set, serves the listener over TLS only (and mutual TLS
+	// when it requires client certificates): the series and the history's
+	// query API are as sensitive as the API's answers, so a server whose
+	// API has TLS gives its operations listener the same.
+	TLS *tls.Config
 	// Gatherer is served as GET /metrics.
 	Gatherer prometheus.Gatherer
 	// Routes are more handlers on the same mux, by pattern.
@@ -32,9 +38,10 @@ type OpsConfig struct {
 
 // Ops is a bound operations listener; Serve runs it.
 type Ops struct {
-	lis  net.Listener
-	http *http.Server
-	log  *slog.Logger
+	lis    net.Listener
+	http   *http.Server
+	log    *slog.Logger
+	scheme string
 }
 
 // Listen checks cfg and binds its address at once, so Addr is known
@@ -53,6 +60,10 @@ func Listen(cfg OpsConfig) (*Ops, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--metrics-listen: %w", err)
 	}
+	scheme := "http"
+	if cfg.TLS != nil {
+		lis, scheme = tls.NewListener(lis, cfg.TLS.Clone()), "https"
+	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{MaxRequestsInFlight: 4}))
 	for pattern, h := range cfg.Routes {
@@ -62,18 +73,21 @@ func Listen(cfg OpsConfig) (*Ops, error) {
 	if cfg.Token != "" {
 		h = bearer(cfg.Token, mux)
 	}
-	return &Ops{lis: lis, log: cfg.Logger, http: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second,
+	return &Ops{lis: lis, log: cfg.Logger, scheme: scheme, http: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)}}, nil
 }
 
 // Addr is the bound address.
 func (o *Ops) Addr() string { return o.lis.Addr().String() }
 
+// URL is the listener's base URL: https:// when it serves TLS.
+func (o *Ops) URL() string { return o.scheme + "://" + o.Addr() }
+
 // Serve serves until ctx ends.
 func (o *Ops) Serve(ctx context.Context) error {
 	served := make(chan error, 1)
 	go func() { served <- o.http.Serve(o.lis) }()
-	o.log.Info("operations listener", "url", "http://"+o.Addr()+"/metrics")
+	o.log.Info("operations listener", "url", o.URL()+"/metrics")
 	select {
 	case err := <-served:
 		return fmt.Errorf("metrics: serve: %w", err)
