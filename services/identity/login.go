@@ -304,7 +304,11 @@ func (s *Server) upsertSSOUser(ctx context.Context, c ssoClaims) (auth.Subject, 
 			}
 		}
 		if found == nil && byEmail != nil {
-			found = byEmail // linked: from now on found by (issuer, sub)
+			if wide, err := s.accountWide(ctx, byEmail.Msg.GetUser().GetName()); err != nil {
+				return auth.Subject{}, err
+			} else if !wide {
+				found = byEmail // linked: from now on found by (issuer, sub)
+			}
 		}
 		if found == nil {
 			id := ssoUserID(issuer, c.sub, c.email)
