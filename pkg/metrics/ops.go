@@ -13,6 +13,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/runwayhq/runway/pkg/loopback"
 )
 
 // OpsConfig is the operations listener: GET /metrics and any extra routes
@@ -106,17 +108,7 @@ func (o *Ops) Close() error { return o.lis.Close() }
 // Loopback reports whether addr's host is a loopback address or localhost;
 // an empty or wildcard host is not. (runway dev holds its API listener to
 // the same test.)
-func Loopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
+func Loopback(addr string) bool { return loopback.Addr(addr) }
 
 func bearer(token string, next http.Handler) http.Handler {
 	want := []byte("Bearer " + token)
