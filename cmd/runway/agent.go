@@ -23,7 +23,9 @@ time-slicing plan, and reports each pod's GPU idle time. With --metrics-listen
 it serves Prometheus metrics on ADDR/metrics: runway_gpu_utilization,
 runway_gpu_memory_used_bytes, runway_gpu_idle_seconds_per_workload, and each
 pod's runway_pod_cpu_seconds_total and runway_pod_memory_bytes; an address
-that is not loopback needs --metrics-token-file.
+that is not loopback needs --metrics-token-file. With --tls-cert-file it
+serves HTTPS only, with the same certificate and client CA (or
+--metrics-tls-cert-file, --metrics-tls-key-file, --metrics-tls-client-ca-file).
 
 --runtime picks how pods run (services/nodemanager/README.md says what
 isolation each gives). "container": each pod is a container of its image on a
@@ -78,6 +80,7 @@ with its lease.`,
 	f.IntVar(&cfg.GPUs, "gpus", 8, "number of simulated GPUs (when simulated)")
 	f.StringVar(&cfg.MetricsListen, "metrics-listen", "", "serve Prometheus metrics on ADDR/metrics (for example :9400)")
 	f.StringVar(&cfg.MetricsTokenFile, "metrics-token-file", "", "file whose first line is the bearer token GET /metrics requires (required when --metrics-listen is not loopback)")
+	addMetricsTLSFlags(f, &cfg.MetricsTLS)
 	f.StringVar(&cfg.MPSPipeDir, "mps-pipe-dir", "", "pipe directory of an MPS control daemon: pods get MPS memory and thread limits")
 	f.StringVar(&cfg.Pool, "pool", "", "node pool id (default: the pool whose node selector matches --label, else default)")
 	f.StringToStringVar(&cfg.Labels, "label", nil, "node label K=V (repeatable): run.ai/type=dgx, or what a pool's node selector matches")

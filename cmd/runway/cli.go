@@ -28,7 +28,7 @@ const callTimeout = 30 * time.Second
 func connect(cmd *cobra.Command) (*sdk.Client, error) {
 	cfg := sdk.FromEnvironment()
 	if s, _ := cmd.Flags().GetString("server"); s != "" && s != cfg.Server {
-		cfg = sdk.Config{Server: s, Token: cfg.Token} // another server: the refresh token is not its
+		cfg = sdk.Config{Server: s, Token: cfg.Token, Insecure: cfg.Insecure} // another server: the refresh token is not its
 	}
 	ctx, cancel := context.WithTimeout(cmd.Context(), callTimeout)
 	defer cancel()

@@ -95,8 +95,12 @@ relative to the working directory, when that file exists).`,
 			return server.RunDev(ctx, cfg, func(addr, token string) {
 				fmt.Fprint(cmd.OutOrStdout(), server.EnvLines(addr, token))
 				if metricsAddr != "" {
-					fmt.Fprintf(cmd.ErrOrStderr(), "Metrics: http://%s/metrics and PromQL on /api/v1/, with the bearer token in %s\n",
-						metricsAddr, tokenFile)
+					scheme := "http"
+					if cfg.Metrics.TLS.CertFile != "" {
+						scheme = "https"
+					}
+					fmt.Fprintf(cmd.ErrOrStderr(), "Metrics: %s://%s/metrics and PromQL on /api/v1/, with the bearer token in %s\n",
+						scheme, metricsAddr, tokenFile)
 				}
 				fmt.Fprintln(cmd.ErrOrStderr(), runtimeLine(cfg.Engine, runtime))
 				fmt.Fprintf(cmd.ErrOrStderr(), "Runway is serving on %[1]s (gRPC, REST and /openapi.json). Point the CLI at it from another shell:\n"+

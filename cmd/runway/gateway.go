@@ -34,7 +34,10 @@ services' timeouts on slow clients.
 
 --metrics-listen serves its Prometheus metrics (the calls it passed, by
 method and code, and its calls to each service) on an operations address of
-its own; one that is not loopback needs --metrics-token-file.
+its own; one that is not loopback needs --metrics-token-file. With
+--tls-cert-file it serves HTTPS only, with the same certificate and client CA
+(--metrics-tls-cert-file, --metrics-tls-key-file and
+--metrics-tls-client-ca-file give it others).
 
 It runs until SIGINT or SIGTERM and then shuts down cleanly.`,
 		Example: `  runway gateway --listen 0.0.0.0:7070 --identity-server identity:7070 --quota-server quota:7070 \

@@ -107,7 +107,7 @@ removes the token).`,
 				fmt.Fprintln(cmd.ErrOrStderr())
 			}
 			saved := sdk.SignedIn(cfg.Server, r)
-			saved.CAFile = cfg.CAFile
+			saved.CAFile, saved.Insecure = cfg.CAFile, cfg.Insecure
 			if err := sdk.SaveConfig(saved); err != nil {
 				return err
 			}

@@ -18,7 +18,7 @@ func (o *oidcFlags) add(f *pflag.FlagSet) {
 	f.StringVar(&o.clientID, "oidc-client-id", "", "Runway's client id at the provider (the ID tokens' audience)")
 	f.StringVar(&o.groupsClaim, "oidc-groups-claim", "groups", "the ID token claim listing the user's groups")
 	f.BoolVar(&o.linkVerifiedEmail, "oidc-link-verified-email", false,
-		"let an SSO sign-in with a verified email (email_verified) become the existing user with that email; otherwise every new issuer and subject is a new user")
+		"let an SSO sign-in with a verified email (email_verified) become the existing user with that email, never users/admin or a user with an account-wide role; otherwise every new issuer and subject is a new user")
 }
 
 // config is the identity service's OIDC setting; nil without an issuer.

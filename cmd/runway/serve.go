@@ -61,7 +61,10 @@ AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY) or in a directory (--blob-dir).
 
 --metrics-listen serves the service's Prometheus metrics (gRPC calls, the
 scheduler's queues and decisions, sign-ins, audit) on an operations address
-of its own; one that is not loopback needs --metrics-token-file.
+of its own; one that is not loopback needs --metrics-token-file. With
+--tls-cert-file it serves HTTPS only, with the same certificate and client CA
+(--metrics-tls-cert-file, --metrics-tls-key-file and
+--metrics-tls-client-ca-file give it others).
 
 It runs until SIGINT or SIGTERM and then shuts down cleanly.`,
 		Example: `  runway serve identity --etcd-endpoints 127.0.0.1:2379 --listen 127.0.0.1:7074

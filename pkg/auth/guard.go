@@ -202,7 +202,9 @@ func (g *Guard) Sync(ctx context.Context) error {
 		if !behind {
 			return nil
 		}
-		_ = g.client.RequestProgress(ctx)
+		// The mirrors watch WithRequireLeader, which puts them on a stream
+		// of their own: the request must name the same, or it reaches none.
+		_ = g.client.RequestProgress(clientv3.WithRequireLeader(ctx))
 		select {
 		case <-ctx.Done():
 			return ctx.Err()

@@ -202,20 +202,19 @@ func (g *Guard) auditCall(ctx context.Context, c Caller, method, resource string
 	g.audit.record(ev)
 }
 
-// auditLogin records a sign-in: who it was for (never a secret).
+// auditLogin records a sign-in: who it was for (never a secret). A password
+// sign-in's user field is what was typed, often the password itself put in
+// the wrong box, so it is never recorded: a sign-in that succeeds names the
+// user it resolved to, one that fails names none (its peer address and
+// time remain).
 func (g *Guard) auditLogin(ctx context.Context, req, resp any, err error) {
 	c := Caller{}
 	if r, ok := resp.(*identityv1.LoginResponse); ok && err == nil {
 		c.Principal = r.GetPrincipal()
 	}
 	resource := ""
-	if r, ok := req.(*identityv1.LoginRequest); ok {
-		switch {
-		case r.GetPassword() != nil:
-			resource = r.GetPassword().GetUser()
-		case r.GetClientCredentials() != nil:
-			resource = "clientId:" + r.GetClientCredentials().GetClientId()
-		}
+	if r, ok := req.(*identityv1.LoginRequest); ok && r.GetClientCredentials() != nil {
+		resource = "clientId:" + r.GetClientCredentials().GetClientId()
 	}
 	if resource == "" {
 		resource = c.Principal

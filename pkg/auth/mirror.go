@@ -73,7 +73,10 @@ func (m *mirror[T]) follow(ctx context.Context) error {
 	m.mu.RLock()
 	from := m.rev + 1
 	m.mu.RUnlock()
-	wctx, cancel := context.WithCancel(ctx)
+	// WithRequireLeader: a member cut off from its cluster's leader ends
+	// the watch (run then follows again, through another member) instead
+	// of leaving access decisions on a copy that silently stopped.
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	ch := m.client.Watch(wctx, m.prefix, clientv3.WithPrefix(), clientv3.WithRev(from), clientv3.WithProgressNotify())
 	for resp := range ch {
@@ -83,13 +86,14 @@ func (m *mirror[T]) follow(ctx context.Context) error {
 		m.mu.Lock()
 		for _, ev := range resp.Events {
 			id := strings.TrimPrefix(string(ev.Kv.Key), m.prefix)
-			if ev.Type == mvccpb.DELETE {
+			msg := m.newFn()
+			if ev.Type == mvccpb.DELETE || proto.Unmarshal(ev.Kv.Value, msg) != nil {
+				// A value that does not decode is not the entry it replaced:
+				// keeping that one would honour what was overwritten (a
+				// revoked rule, a deleted key), so it goes.
 				delete(m.items, id)
 			} else {
-				msg := m.newFn()
-				if err := proto.Unmarshal(ev.Kv.Value, msg); err == nil {
-					m.items[id] = msg
-				}
+				m.items[id] = msg
 			}
 			m.rev = ev.Kv.ModRevision
 		}

@@ -7,7 +7,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -15,6 +14,8 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/runwayhq/runway/pkg/loopback"
 )
 
 // S3Config names a bucket of an S3-compatible store and how to reach it.
@@ -52,7 +53,7 @@ func NewS3(ctx context.Context, cfg S3Config) (*S3, error) {
 	switch u.Scheme {
 	case "https":
 	case "http":
-		if !loopbackHost(u.Hostname()) {
+		if !loopback.Host(u.Hostname()) {
 			return nil, fmt.Errorf("blob: S3 endpoint %q: plain http only to a loopback address; use https", cfg.Endpoint)
 		}
 	default:
@@ -117,14 +118,6 @@ func s3Credentials(cfg S3Config) (*credentials.Credentials, error) {
 		}
 	}
 	return credentials.NewStaticV4(keys[0], keys[1], ""), nil
-}
-
-func loopbackHost(h string) bool {
-	if h == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
 }
 
 // Put uploads the object in one request (S3 makes it visible whole).

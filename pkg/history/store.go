@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -91,6 +92,14 @@ func Open(cfg Config) (*Store, error) {
 	if cfg.BlockDuration > 0 {
 		opts.MinBlockDuration = cfg.BlockDuration.Milliseconds()
 		opts.MaxBlockDuration = cfg.BlockDuration.Milliseconds()
+	}
+	// Every tenant's series: the directory is its owner's alone (the TSDB
+	// would make it, and its files, readable by all), however it was made.
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("history: %w", err)
+	}
+	if err := os.Chmod(cfg.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("history: %w", err)
 	}
 	db, err := tsdb.Open(cfg.Dir, cfg.Logger.With("component", "tsdb"), nil, opts, nil)
 	if err != nil {

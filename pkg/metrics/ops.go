@@ -3,6 +3,7 @@ package metrics
 import (
 	"context"
 	"crypto/subtle"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/runwayhq/runway/pkg/loopback"
 )
 
 // OpsConfig is the operations listener: GET /metrics and any extra routes
@@ -23,6 +26,11 @@ type OpsConfig struct {
 	// ("Authorization: Bearer TOKEN"). An address that is not loopback
 	// needs one: the series name projects, workloads and nodes.
 	Token string
+	// TLS, when set, serves the listener over TLS only (and mutual TLS
+	// when it requires client certificates): the series and the history's
+	// query API are as sensitive as the API's answers, so a server whose
+	// API has TLS gives its operations listener the same.
+	TLS *tls.Config
 	// Gatherer is served as GET /metrics.
 	Gatherer prometheus.Gatherer
 	// Routes are more handlers on the same mux, by pattern.
@@ -32,9 +40,10 @@ type OpsConfig struct {
 
 // Ops is a bound operations listener; Serve runs it.
 type Ops struct {
-	lis  net.Listener
-	http *http.Server
-	log  *slog.Logger
+	lis    net.Listener
+	http   *http.Server
+	log    *slog.Logger
+	scheme string
 }
 
 // Listen checks cfg and binds its address at once, so Addr is known
@@ -53,6 +62,10 @@ func Listen(cfg OpsConfig) (*Ops, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--metrics-listen: %w", err)
 	}
+	scheme := "http"
+	if cfg.TLS != nil {
+		lis, scheme = tls.NewListener(lis, cfg.TLS.Clone()), "https"
+	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{MaxRequestsInFlight: 4}))
 	for pattern, h := range cfg.Routes {
@@ -62,18 +75,21 @@ func Listen(cfg OpsConfig) (*Ops, error) {
 	if cfg.Token != "" {
 		h = bearer(cfg.Token, mux)
 	}
-	return &Ops{lis: lis, log: cfg.Logger, http: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second,
+	return &Ops{lis: lis, log: cfg.Logger, scheme: scheme, http: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)}}, nil
 }
 
 // Addr is the bound address.
 func (o *Ops) Addr() string { return o.lis.Addr().String() }
 
+// URL is the listener's base URL: https:// when it serves TLS.
+func (o *Ops) URL() string { return o.scheme + "://" + o.Addr() }
+
 // Serve serves until ctx ends.
 func (o *Ops) Serve(ctx context.Context) error {
 	served := make(chan error, 1)
 	go func() { served <- o.http.Serve(o.lis) }()
-	o.log.Info("operations listener", "url", "http://"+o.Addr()+"/metrics")
+	o.log.Info("operations listener", "url", o.URL()+"/metrics")
 	select {
 	case err := <-served:
 		return fmt.Errorf("metrics: serve: %w", err)
@@ -92,17 +108,7 @@ func (o *Ops) Close() error { return o.lis.Close() }
 // Loopback reports whether addr's host is a loopback address or localhost;
 // an empty or wildcard host is not. (runway dev holds its API listener to
 // the same test.)
-func Loopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
+func Loopback(addr string) bool { return loopback.Addr(addr) }
 
 func bearer(token string, next http.Handler) http.Handler {
 	want := []byte("Bearer " + token)

@@ -2,6 +2,7 @@ package metrics_test
 
 import (
 	"context"
+	"crypto/tls"
 	"io"
 	"net/http"
 	"strings"
@@ -9,6 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/runwayhq/runway/pkg/grpcserver"
+	"github.com/runwayhq/runway/pkg/grpcserver/tlstest"
 	"github.com/runwayhq/runway/pkg/metrics"
 )
 
@@ -119,5 +122,62 @@ func TestOpsNonLoopbackNeedsToken(t *testing.T) {
 			!strings.Contains(err.Error(), "--metrics-token-file") {
 			t.Errorf("Listen(%s) without a token: %v, want a refusal naming --metrics-token-file", addr, err)
 		}
+	}
+}
+
+// With TLS the listener answers HTTPS only: a plaintext request, token and
+// all, gets no series; with the client CA, a scraper without a certificate
+// is refused at the handshake.
+func TestOpsTLS(t *testing.T) {
+	files := tlstest.New(t)
+	reg, err := metrics.NewRegistry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc, err := grpcserver.LoadTLS(files.Cert, files.Key, files.CA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops, err := metrics.Listen(metrics.OpsConfig{Listen: "127.0.0.1:0", Gatherer: reg, Token: "s3cret", TLS: tc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ops.Serve(ctx) }()
+	defer func() { cancel(); <-done }()
+	if !strings.HasPrefix(ops.URL(), "https://") {
+		t.Errorf("URL %s, want https://", ops.URL())
+	}
+	if code, body := get(t, "http://"+ops.Addr()+"/metrics", "s3cret"); code == http.StatusOK || strings.Contains(body, "go_goroutines") {
+		t.Errorf("plaintext GET /metrics: %d, served the series", code)
+	}
+	pool, err := grpcserver.LoadCAs(files.CA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scrape := func(certs []tls.Certificate) (*http.Response, error) {
+		c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true,
+			TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: certs}}}
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, ops.URL()+"/metrics", nil)
+		req.Header.Set("Authorization", "Bearer s3cret")
+		return c.Do(req)
+	}
+	if resp, err := scrape(nil); err == nil {
+		resp.Body.Close()
+		t.Errorf("HTTPS without a client certificate: %d, want a refused handshake", resp.StatusCode)
+	}
+	cert, err := tls.LoadX509KeyPair(files.ClientCert, files.ClientKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := scrape([]tls.Certificate{cert})
+	if err != nil {
+		t.Fatalf("HTTPS with a client certificate: %v", err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "go_goroutines") {
+		t.Errorf("HTTPS with a client certificate: %d\n%.300s", resp.StatusCode, b)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 
@@ -19,6 +20,7 @@ import (
 	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
 	schedulerv1 "github.com/runwayhq/runway/gen/go/runway/scheduler/v1"
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
+	"github.com/runwayhq/runway/pkg/loopback"
 )
 
 // Client holds one connection to a Runway server and the generated client
@@ -71,6 +73,11 @@ func Dial(ctx context.Context, cfg Config, opts ...grpc.DialOption) (*Client, er
 		creds = credentials.NewTLS(tc)
 	} else if cfg.CAFile != "" {
 		return nil, fmt.Errorf("a CA file is for a TLS server: write the server as https://%s", target)
+	} else if host, _, err := net.SplitHostPort(target); (err != nil || !loopback.Host(host)) && !cfg.Insecure {
+		// Plaintext would carry the token and every answer in the clear:
+		// only to this machine, unless asked for by name.
+		return nil, fmt.Errorf("%s is not a loopback address: write https://%s for TLS, or set %s=1 (Config.Insecure) to call it in plaintext",
+			cfg.Server, target, EnvInsecure)
 	}
 	all := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
 	if cfg.Token != "" {

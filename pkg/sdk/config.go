@@ -18,13 +18,21 @@ const (
 	EnvToken  = "RUNWAY_TOKEN"   // bearer token sent with every call
 	EnvConfig = "RUNWAY_CONFIG"  // path of the config file, instead of the default
 	EnvCAFile = "RUNWAY_CA_FILE" // PEM file of the CAs an https:// server's certificate is checked against
+	// EnvInsecure=1 allows a plaintext server (no https://) that is not
+	// loopback: Config.Insecure.
+	EnvInsecure = "RUNWAY_INSECURE"
 )
 
 // Config says where the server is and who is calling.
 type Config struct {
 	// Server is "host:port" (plaintext, as `runway dev` serves) or
 	// "https://host[:port]" (TLS with the system's roots, or CAFile's).
+	// A plaintext server (no scheme, or http://) must be loopback unless
+	// Insecure is set.
 	Server string `json:"server,omitempty"`
+	// Insecure allows a plaintext server that is not loopback: the token
+	// and every answer cross the network in the clear.
+	Insecure bool `json:"insecure,omitempty"`
 	// CAFile, for an https:// server, is a PEM file of the CAs its
 	// certificate must chain to instead of the system's.
 	CAFile string `json:"caFile,omitempty"`
@@ -100,6 +108,9 @@ func FromEnvironment() Config {
 	if f := os.Getenv(EnvCAFile); f != "" {
 		c.CAFile = f
 	}
+	if os.Getenv(EnvInsecure) == "1" {
+		c.Insecure = true
+	}
 	if t := os.Getenv(EnvToken); t != "" {
 		// The file's refresh token belongs to the file's token.
 		c.Token, c.RefreshToken, c.Expiry = t, "", time.Time{}
@@ -119,7 +130,7 @@ func Refreshed(ctx context.Context, cfg Config) (Config, bool, error) {
 	if cfg.RefreshToken == "" || cfg.Expiry.IsZero() || time.Until(cfg.Expiry) > refreshBefore {
 		return cfg, false, nil
 	}
-	c, err := Dial(ctx, Config{Server: cfg.Server, CAFile: cfg.CAFile})
+	c, err := Dial(ctx, Config{Server: cfg.Server, CAFile: cfg.CAFile, Insecure: cfg.Insecure})
 	if err != nil {
 		return cfg, false, err
 	}
@@ -130,7 +141,7 @@ func Refreshed(ctx context.Context, cfg Config) (Config, bool, error) {
 		return cfg, false, err
 	}
 	out := SignedIn(cfg.Server, r)
-	out.CAFile = cfg.CAFile
+	out.CAFile, out.Insecure = cfg.CAFile, cfg.Insecure
 	return out, true, nil
 }
 

@@ -304,6 +304,11 @@ func (s *Server) ssoCandidate(ctx context.Context, c ssoClaims) (*etcdstore.Item
 	if err != nil || !ok || it.Msg.GetOidcSubject() != "" {
 		return nil, false, err
 	}
+	// Never link to a user with an account-wide role: the sign-in becomes
+	// a user of its own.
+	if wide, err := s.accountWide(ctx, it.Msg.GetUser().GetName()); err != nil || wide {
+		return nil, false, err
+	}
 	return &it, true, nil
 }
 

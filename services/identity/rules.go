@@ -24,6 +24,28 @@ func withRuleEtag(it etcdstore.Item[*identityv1.AccessRule]) *identityv1.AccessR
 	return r
 }
 
+// accountWide says whether user holds a role on the whole account (the
+// bootstrap administrator always does): such a user is never linked to an
+// SSO sign-in by its email, as whoever controls that email at the provider
+// would become an account administrator.
+func (s *Server) accountWide(ctx context.Context, user string) (bool, error) {
+	if user == BootstrapAdmin {
+		return true, nil
+	}
+	all, _, err := s.rules.ListAll(ctx, "")
+	if err != nil {
+		return false, err
+	}
+	for _, it := range all {
+		r := it.Msg
+		if r.GetSubject().GetKind() == identityv1.SubjectKind_SUBJECT_KIND_USER && r.GetSubject().GetName() == user &&
+			r.GetScope().GetKind() == identityv1.ScopeKind_SCOPE_KIND_ACCOUNT {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // CreateAccessRule grants a role to a subject on a scope.
 func (s *Server) CreateAccessRule(ctx context.Context, req *identityv1.CreateAccessRuleRequest) (*identityv1.AccessRule, error) {
 	in := req.GetAccessRule()

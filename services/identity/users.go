@@ -3,6 +3,7 @@ package identity
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 
 	"golang.org/x/crypto/bcrypt"
@@ -33,9 +34,16 @@ func publicUser(it etcdstore.Item[*identityv1.StoredUser]) *identityv1.User {
 	return u
 }
 
+// MaxPasswordBytes is bcrypt's limit: it reads no more of a password, so a
+// longer one is refused rather than cut short without a word.
+const MaxPasswordBytes = 72
+
 func checkPassword(field, p string) error {
 	if len(p) < MinPasswordLength {
 		return apierr.InvalidField(field, "must be at least 12 characters")
+	}
+	if len(p) > MaxPasswordBytes {
+		return apierr.InvalidField(field, fmt.Sprintf("must be at most %d bytes (UTF-8)", MaxPasswordBytes))
 	}
 	return nil
 }

@@ -131,6 +131,9 @@ func (s *Reports) CreateReport(ctx context.Context, req *metricsv1.CreateReportR
 		Project: r.GetProject(), Department: r.GetDepartment(), SegmentBy: r.GetSegmentBy(),
 		State: metricsv1.ReportState_REPORT_STATE_PENDING, Creator: c.Principal, CreateTime: timestamppb.New(s.d.Now())}
 	it, err := s.reports.Create(ctx, id, out)
+	if errors.Is(err, etcdstore.ErrAlreadyExists) && req.GetReportId() != "" {
+		return nil, s.taken(ctx, out.Name)
+	}
 	if err != nil {
 		return nil, storeErr(err, out.Name)
 	}
@@ -184,6 +187,18 @@ func (s *Reports) validate(r *metricsv1.Report) error {
 		return apierr.Invalid(v...)
 	}
 	return nil
+}
+
+// taken is the answer to a report id already in use. Ids are one space for
+// all, so a report the caller may not see answers neither AlreadyExists
+// nor its name (which would say that another user keeps a report of that
+// id, as GetReport's NotFound does not): only that the id cannot be used,
+// the same for every id the caller does not hold.
+func (s *Reports) taken(ctx context.Context, name string) error {
+	if it, err := s.reports.Get(ctx, strings.TrimPrefix(name, "reports/")); err == nil && s.visible(ctx, it.Msg) {
+		return apierr.AlreadyExists(apierr.Report, name)
+	}
+	return apierr.InvalidField("report_id", "is not available: choose another, or leave it empty for a generated one")
 }
 
 // visible: a report is its creator's; those who view projects on the whole

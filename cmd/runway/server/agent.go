@@ -95,6 +95,9 @@ type AgentConfig struct {
 	// series name the projects and workloads of the node's pods.
 	MetricsListen    string
 	MetricsTokenFile string
+	// MetricsTLS is that endpoint's TLS (MetricsConfig.TLS): by default
+	// TLS's files.
+	MetricsTLS ServerTLS
 	// MPSPipeDir is the pipe directory of an MPS control daemon (see
 	// agent.Config.MPSPipeDir); empty when there is none.
 	MPSPipeDir string
@@ -178,7 +181,7 @@ func RunAgent(ctx context.Context, cfg AgentConfig) error {
 		if err := reg.Register(acfg.Usage); err != nil {
 			return err
 		}
-		if ops, err = (MetricsConfig{Listen: cfg.MetricsListen, TokenFile: cfg.MetricsTokenFile}).listen(reg, cfg.Logger, nil); err != nil {
+		if ops, err = (MetricsConfig{Listen: cfg.MetricsListen, TokenFile: cfg.MetricsTokenFile, TLS: cfg.MetricsTLS}).withAPI(cfg.TLS).listen(reg, cfg.Logger, nil); err != nil {
 			return err
 		}
 		defer ops.Close()

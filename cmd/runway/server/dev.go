@@ -116,6 +116,17 @@ func BootstrapLine(password string) string {
 	return "bootstrap administrator " + identity.BootstrapAdmin + " (change at first sign-in), one-time password: " + password
 }
 
+// privateDir makes dir, or makes an existing one, its owner's alone.
+func privateDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("--data-dir: %w", err)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return fmt.Errorf("--data-dir: %w", err)
+	}
+	return nil
+}
+
 // RunDev starts an embedded etcd, every service on one server, the
 // scheduler's replica loop (it elects itself), the workload status
 // controller and the node agents, creates the bootstrap administrator on the
@@ -138,6 +149,11 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr, token string)) 
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	// The data directory holds the admin's token (env), etcd and every
+	// tenant's series: its owner's alone, even when it was made before.
+	if err := privateDir(cfg.DataDir); err != nil {
+		return err
 	}
 	etcdDir := filepath.Join(cfg.DataDir, "etcd")
 	if err := os.MkdirAll(etcdDir, 0o700); err != nil {

@@ -125,7 +125,7 @@ func FrontDoor(ctx context.Context, cfg FrontDoorConfig) error {
 	} else {
 		cfg.Logger.Warn("serving plaintext: set --tls-cert-file and --tls-key-file on any network but loopback", "addr", cfg.Listen)
 	}
-	ops, err := cfg.Metrics.listen(reg, cfg.Logger, nil)
+	ops, err := cfg.Metrics.withAPI(cfg.TLS).listen(reg, cfg.Logger, nil)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/runwayhq/runway/pkg/grpcserver"
 	"github.com/runwayhq/runway/pkg/history"
 	"github.com/runwayhq/runway/pkg/metrics"
 )
@@ -46,6 +48,11 @@ type MetricsConfig struct {
 	Listen string
 	// TokenFile holds the bearer token scrapers must send; empty for none.
 	TokenFile string
+	// TLS serves the listener over TLS only (mutual TLS with its
+	// ClientCAFile). The files it leaves empty are the API listener's
+	// (withAPI): a server whose API has TLS never serves its series in
+	// plaintext. CAFile is not used.
+	TLS ServerTLS
 	// Ready, when set, is called with the bound address (tests use port 0).
 	Ready func(addr string)
 }
@@ -104,6 +111,19 @@ func devMetricsToken(dataDir string) (string, error) {
 	return p, nil
 }
 
+// withAPI is c with the API listener's TLS files where c gives none: its
+// certificate and key unless c has its own, and its client CA unless c
+// names one.
+func (c MetricsConfig) withAPI(api ServerTLS) MetricsConfig {
+	if c.TLS.CertFile == "" && c.TLS.KeyFile == "" {
+		c.TLS.CertFile, c.TLS.KeyFile = api.CertFile, api.KeyFile
+	}
+	if c.TLS.ClientCAFile == "" {
+		c.TLS.ClientCAFile = api.ClientCAFile
+	}
+	return c
+}
+
 // listen binds the operations listener for reg, with more routes (the
 // history's query API), or returns nil when none is configured.
 func (c MetricsConfig) listen(reg *metrics.Registry, log *slog.Logger, routes map[string]http.Handler) (*metrics.Ops, error) {
@@ -114,7 +134,13 @@ func (c MetricsConfig) listen(reg *metrics.Registry, log *slog.Logger, routes ma
 	if err != nil {
 		return nil, err
 	}
-	ops, err := metrics.Listen(metrics.OpsConfig{Listen: c.Listen, Token: token, Gatherer: reg, Logger: log, Routes: routes})
+	var tc *tls.Config
+	if c.TLS.CertFile != "" || c.TLS.KeyFile != "" || c.TLS.ClientCAFile != "" {
+		if tc, err = grpcserver.LoadTLS(c.TLS.CertFile, c.TLS.KeyFile, c.TLS.ClientCAFile); err != nil {
+			return nil, fmt.Errorf("--metrics-tls-cert-file: %w", err)
+		}
+	}
+	ops, err := metrics.Listen(metrics.OpsConfig{Listen: c.Listen, Token: token, TLS: tc, Gatherer: reg, Logger: log, Routes: routes})
 	if err != nil {
 		return nil, err
 	}

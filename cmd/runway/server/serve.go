@@ -256,7 +256,7 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	if err := registerCollectors(reg, b); err != nil {
 		return err
 	}
-	ops, err := cfg.Metrics.listen(reg, cfg.Logger, nil)
+	ops, err := cfg.Metrics.withAPI(cfg.TLS).listen(reg, cfg.Logger, nil)
 	if err != nil {
 		return err
 	}

@@ -110,7 +110,7 @@ func runKube(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("agent: read GPUs: %w", err)
 	}
-	marks, err := kube.LoadMarks(ctx, cfg.Client)
+	marks, err := kube.LoadMarks(ctx, cfg.Client, km.NodeName)
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}

@@ -23,9 +23,10 @@ import (
 // Runway's pods share their project's namespace with the project's users,
 // who may create, label and annotate pods there as they like. So a pod
 // outside Runway's own namespace is Runway's only when it carries
-// AnnotationMark: an HMAC-SHA256, under a key only Runway holds
-// (etcdstore.KeyKubePodMark, made once), over the pod's namespace, name,
-// node, the binding it runs and the devices it holds, and its GPU request
+// AnnotationMark: an HMAC-SHA256, under the key of the pod's node
+// (HMAC of a key only Runway holds, etcdstore.KeyKubePodMark, made once,
+// and the node's name: a node's agent holds its own node's), over the pod's
+// namespace, name, node, the binding it runs and the devices it holds, and its GPU request
 // must match those devices (resources cannot change after creation). A
 // user cannot make one: a pod with
 // Runway's name and labels but no valid mark is never taken for Runway's
@@ -36,8 +37,18 @@ import (
 // AnnotationMark is a pod's mark (mark.go).
 const AnnotationMark = "runway.io/mark"
 
-// marker makes and checks marks with the key.
+// marker makes and checks marks with the key. It never signs a mark or a
+// finding with the key itself: each node's are under that node's key
+// (forNode), so that a node agent holds the key of its own node only, and
+// a pod or finding signed with one node's key counts on that node alone.
 type marker struct{ key []byte }
+
+// nodeMarker makes and checks the marks and findings of the pods on one
+// node, with that node's key.
+type nodeMarker struct {
+	node string
+	key  []byte
+}
 
 // loadMarker reads the mark key from etcd, making it the first time.
 func loadMarker(ctx context.Context, etcd *clientv3.Client) (marker, error) {
@@ -63,8 +74,8 @@ func loadMarker(ctx context.Context, etcd *clientv3.Client) (marker, error) {
 	return marker{key: key}, nil
 }
 
-func (m marker) sum(parts ...string) []byte {
-	h := hmac.New(sha256.New, m.key)
+func keyedSum(key []byte, parts ...string) []byte {
+	h := hmac.New(sha256.New, key)
 	for _, p := range parts {
 		h.Write([]byte(p))
 		h.Write([]byte{0})
@@ -72,22 +83,48 @@ func (m marker) sum(parts ...string) []byte {
 	return h.Sum(nil)
 }
 
+func (m marker) sum(parts ...string) []byte { return keyedSum(m.key, parts...) }
+
+// forNode is node's marker: its key is HMAC(key, node), which gives no
+// other node's.
+func (m marker) forNode(node string) nodeMarker {
+	return nodeMarker{node: node, key: m.sum("runway node key", node)}
+}
+
 // mark is the mark of a pod namespace/name on node running the binding
 // (key, rev) on the devices (AnnotationDevices and
 // AnnotationFractionMilli; both empty on a user's pod).
 func (m marker) mark(namespace, name, node, binding, rev, devices, fraction string) string {
-	return base64.RawURLEncoding.EncodeToString(m.sum("runway pod mark", namespace, name, node, binding, rev, devices, fraction))
+	return m.forNode(node).mark(namespace, name, binding, rev, devices, fraction)
 }
 
-// marked says whether the pod carries the mark of its namespace, name,
-// node and annotations, and requests the GPUs they name: a copy of one of
-// Runway's pods (a user may read them) holds no more than Runway placed.
+// marked says whether the pod carries the mark of its node's key (marked).
 func (m marker) marked(p *corev1.Pod) bool {
+	return p.Spec.NodeName != "" && m.forNode(p.Spec.NodeName).marked(p)
+}
+
+// agentReport is the findings on p signed with its node's key.
+func (m marker) agentReport(p *corev1.Pod) (ended string, idle time.Duration, at int64, ok bool) {
+	if p.Spec.NodeName == "" {
+		return "", 0, 0, false
+	}
+	return m.forNode(p.Spec.NodeName).agentReport(p)
+}
+
+func (n nodeMarker) mark(namespace, name, binding, rev, devices, fraction string) string {
+	return base64.RawURLEncoding.EncodeToString(keyedSum(n.key, "runway pod mark", namespace, name, n.node, binding, rev, devices, fraction))
+}
+
+// marked says whether the pod is on n's node and carries the mark of its
+// namespace, name, node and annotations, and requests the GPUs they name:
+// a copy of one of Runway's pods (a user may read them) holds no more than
+// Runway placed.
+func (n nodeMarker) marked(p *corev1.Pod) bool {
 	got, a := p.Annotations[AnnotationMark], p.Annotations
-	if got == "" || p.Spec.NodeName == "" || a[AnnotationBinding] == "" {
+	if got == "" || p.Spec.NodeName != n.node || a[AnnotationBinding] == "" {
 		return false
 	}
-	want := m.mark(p.Namespace, p.Name, p.Spec.NodeName, a[AnnotationBinding], a[AnnotationBindingRev], a[AnnotationDevices], a[AnnotationFractionMilli])
+	want := n.mark(p.Namespace, p.Name, a[AnnotationBinding], a[AnnotationBindingRev], a[AnnotationDevices], a[AnnotationFractionMilli])
 	if !hmac.Equal([]byte(got), []byte(want)) {
 		return false
 	}
@@ -115,51 +152,57 @@ func (m marker) podName(b nodemanager.Binding, rev int64) string {
 // ours says whether Runway placed the pod: one of Runway's own namespace
 // (no one else makes pods there), or a marked one.
 func (r *runtime) ours(p *corev1.Pod) bool {
-	return Marks{m: r.marker}.Ours(p, r.cfg.Namespace)
+	return p.Spec.SchedulerName == SchedulerName && (p.Namespace == r.cfg.Namespace || r.marker.marked(p))
 }
 
-// Marks checks the marks on Runway's pods and signs the node agent's
-// findings on them, with the runtime's key: the node agent in Kubernetes
-// mode (services/nodemanager/agent) holds it too, as trusted as the
-// runtime (both write etcd).
-type Marks struct{ m marker }
+// Marks checks the marks on Runway's pods of one node and signs the node
+// agent's findings on them, with that node's key: the node agent in
+// Kubernetes mode (services/nodemanager/agent) holds it, and the runtime
+// counts a mark or a finding only under the key of the pod's own node. So
+// root on one node can mark, or sign findings for, that node's pods alone.
+type Marks struct{ n nodeMarker }
 
-// LoadMarks reads the mark key from etcd, making it the first time.
-func LoadMarks(ctx context.Context, etcd *clientv3.Client) (Marks, error) {
+// LoadMarks is node's Marks: its key, derived from the mark key in etcd
+// (made the first time), which it does not keep.
+func LoadMarks(ctx context.Context, etcd *clientv3.Client, node string) (Marks, error) {
+	if node == "" {
+		return Marks{}, fmt.Errorf("kube: the pods' marks need the node's name")
+	}
 	m, err := loadMarker(ctx, etcd)
-	return Marks{m: m}, err
+	return Marks{n: m.forNode(node)}, err
 }
 
 // Ours says whether Runway placed p: a pod of Runway's namespace ns (no one
-// else makes pods there) or a marked one.
+// else makes pods there) or one marked with the node's key, on the node.
 func (k Marks) Ours(p *corev1.Pod, ns string) bool {
-	return p.Spec.SchedulerName == SchedulerName && (p.Namespace == ns || k.m.marked(p))
+	return p.Spec.SchedulerName == SchedulerName && (p.Namespace == ns || k.n.marked(p))
 }
 
 // SignAgentReport is AnnotationAgentReportMAC for the agent's findings on
-// the pod namespace/name of that uid at time at: why it ended the pod (AnnotationEndedByAgent, "" for not)
+// the pod namespace/name of that uid on the node at time at: why it ended the pod (AnnotationEndedByAgent, "" for not)
 // and its GPU idle seconds (AnnotationGPUIdleSeconds).
 func (k Marks) SignAgentReport(namespace, name, uid, ended, idle string, at time.Time) string {
 	t := strconv.FormatInt(at.UnixNano(), 10)
-	return t + "." + base64.RawURLEncoding.EncodeToString(k.m.agentSum(namespace, name, uid, ended, idle, t))
+	return t + "." + base64.RawURLEncoding.EncodeToString(k.n.agentSum(namespace, name, uid, ended, idle, t))
 }
 
-func (m marker) agentSum(namespace, name, uid, ended, idle, t string) []byte {
-	return m.sum("runway agent report", namespace, name, uid, ended, idle, t)
+func (n nodeMarker) agentSum(namespace, name, uid, ended, idle, t string) []byte {
+	return keyedSum(n.key, "runway agent report", n.node, namespace, name, uid, ended, idle, t)
 }
 
 // agentReport is the node agent's findings on p and when it made them,
-// ok only when its signature holds: a pod's annotations are also its
-// project's users' to write, so nothing unsigned counts.
-func (m marker) agentReport(p *corev1.Pod) (ended string, idle time.Duration, at int64, ok bool) {
+// ok only when p is on n's node and the signature holds: a pod's
+// annotations are also its project's users' to write, so nothing unsigned
+// counts, and another node's agent cannot sign for it.
+func (n nodeMarker) agentReport(p *corev1.Pod) (ended string, idle time.Duration, at int64, ok bool) {
 	a := p.Annotations
 	t, mac, found := strings.Cut(a[AnnotationAgentReportMAC], ".")
 	got, err := base64.RawURLEncoding.DecodeString(mac)
-	if !found || err != nil {
+	if !found || err != nil || p.Spec.NodeName != n.node {
 		return "", 0, 0, false
 	}
 	at, err = strconv.ParseInt(t, 10, 64)
-	if err != nil || !hmac.Equal(got, m.agentSum(p.Namespace, p.Name, string(p.UID), a[AnnotationEndedByAgent], a[AnnotationGPUIdleSeconds], t)) {
+	if err != nil || !hmac.Equal(got, n.agentSum(p.Namespace, p.Name, string(p.UID), a[AnnotationEndedByAgent], a[AnnotationGPUIdleSeconds], t)) {
 		return "", 0, 0, false
 	}
 	if s, err := strconv.ParseInt(a[AnnotationGPUIdleSeconds], 10, 64); err == nil && s > 0 {

@@ -134,15 +134,17 @@ func TestImpostorTakesThePodName(t *testing.T) {
 // why the pod ended, or copies the findings onto another pod, gets nothing
 // counted.
 func TestAgentReportSigned(t *testing.T) {
-	k := Marks{m: marker{key: []byte("0123456789abcdef0123456789abcdef")}}
+	m := marker{key: []byte("0123456789abcdef0123456789abcdef")}
+	k := Marks{n: m.forNode("n1")}
 	at := time.Unix(1700000000, 5)
 	pod := func() *corev1.Pod {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "train-0-1a2b3c4d", Namespace: "runway-team-a", UID: "u1",
-			Annotations: map[string]string{AnnotationGPUIdleSeconds: "600", AnnotationEndedByAgent: "Out of GPU memory"}}}
+			Annotations: map[string]string{AnnotationGPUIdleSeconds: "600", AnnotationEndedByAgent: "Out of GPU memory"}},
+			Spec: corev1.PodSpec{NodeName: "n1"}}
 		p.Annotations[AnnotationAgentReportMAC] = k.SignAgentReport(p.Namespace, p.Name, string(p.UID), "Out of GPU memory", "600", at)
 		return p
 	}
-	ended, idle, when, ok := k.m.agentReport(pod())
+	ended, idle, when, ok := m.agentReport(pod())
 	if !ok || ended != "Out of GPU memory" || idle != 10*time.Minute || when != at.UnixNano() {
 		t.Fatalf("agentReport of a signed pod = %q %v %d %v", ended, idle, when, ok)
 	}
@@ -155,12 +157,12 @@ func TestAgentReportSigned(t *testing.T) {
 		"copied to another": func(p *corev1.Pod) { p.UID = "u2" },
 		"no signature":      func(p *corev1.Pod) { delete(p.Annotations, AnnotationAgentReportMAC) },
 		"another key signed": func(p *corev1.Pod) {
-			p.Annotations[AnnotationAgentReportMAC] = Marks{m: marker{key: []byte("another key of thirty-two bytes!")}}.SignAgentReport(p.Namespace, p.Name, string(p.UID), "Out of GPU memory", "600", at)
+			p.Annotations[AnnotationAgentReportMAC] = Marks{n: marker{key: []byte("another key of thirty-two bytes!")}.forNode("n1")}.SignAgentReport(p.Namespace, p.Name, string(p.UID), "Out of GPU memory", "600", at)
 		},
 	} {
 		p := pod()
 		change(p)
-		if _, _, _, ok := k.m.agentReport(p); ok {
+		if _, _, _, ok := m.agentReport(p); ok {
 			t.Errorf("%s: the findings still count", what)
 		}
 	}
