@@ -21,7 +21,7 @@ import (
 func DevOneUser(engine string) bool { return engine == "" && os.Geteuid() != 0 }
 
 // DevOneUserHint is how to run more than one user's pods.
-const DevOneUserHint = "start runway dev as root (each pod its own uid) or with --runtime container"
+const DevOneUserHint = "start runway dev as root or with --runtime container to run other users' pods"
 
 // oneUserGate lets only the bootstrap administrator (and its own
 // applications, which act with its access) create workloads; services
@@ -54,7 +54,7 @@ func DevIsolation(engine string) string {
 			name = u.Username
 		}
 		return "every pod runs as " + name + " (not root): no isolation from each other or from runway dev's data and token, " +
-			"so only " + identity.BootstrapAdmin + "'s workloads run (" + DevOneUserHint + " for more users)"
+			"so only " + identity.BootstrapAdmin + "'s workloads run; " + DevOneUserHint
 	}
 	return "each pod its own uid, in a mount namespace hiding runway dev's data and keys, seeing only its own processes, with a clean environment"
 }
