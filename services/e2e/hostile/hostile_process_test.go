@@ -3,7 +3,6 @@
 package hostile
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -150,5 +149,5 @@ func TestHostileProcessDevWithoutRootRunsOneUsersPods(t *testing.T) {
 	if status.Code(err) != codes.NotFound {
 		t.Errorf("bob's refused workload: GetWorkload = %v, want NotFound (it must not exist)", err)
 	}
-	fmt.Fprintln(os.Stderr, "refusal:", st.Message())
+	t.Logf("refusal: %s", st.Message())
 }
