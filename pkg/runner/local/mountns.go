@@ -20,8 +20,9 @@ import (
 // such a thread starts in its namespace, so no helper binary runs between
 // the agent and the pod's command, and the mounts it inherits are locked:
 // an unprivileged pod cannot unmount them, even in a user namespace of its
-// own. Only root can make them (CAP_SYS_ADMIN). The thread is never
-// unlocked, so it ends with the start, namespace and all.
+// own; it also starts with no_new_privs. Only root can make them
+// (CAP_SYS_ADMIN). The thread is never unlocked, so it ends with the
+// start, namespace and all.
 type spawner struct {
 	hide []string
 	// proc says how /proc is private: "a private /proc" (a proc instance
@@ -82,6 +83,11 @@ func podNamespace(hide []string) (string, error) {
 		if err := cover(p); err != nil {
 			return "", err
 		}
+	}
+	// The pod inherits it: no setuid program (su, mount, a planted one in
+	// a shared directory) gives it back what it was started without.
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return "", fmt.Errorf("no_new_privs: %w", err)
 	}
 	const flags = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC
 	how := "a private /proc"

@@ -340,7 +340,7 @@ func TestRunner_podsMountNamespace(t *testing.T) {
 	t.Cleanup(func() { other.Stop(context.Background()) })
 	p, err := r.Start(local.Spec{ID: "p", Command: []string{"sh", "-c", `cat "$KEY" > key 2>&1; cat "$TOKEN" > token 2>&1; ` +
 		`cat /proc/*/cmdline > cmdlines 2>/dev/null; ls /proc/` + strconv.Itoa(other.Pid()) + ` > otherpid 2>&1; ` +
-		`umount "$TOKEN" > umount 2>&1; cat "$TOKEN" >> umount 2>&1; true`},
+		`umount "$TOKEN" > umount 2>&1; cat "$TOKEN" >> umount 2>&1; grep NoNewPrivs /proc/self/status > nnp; true`},
 		Env: []string{"KEY=" + key, "TOKEN=" + loose}})
 	if err != nil {
 		t.Fatal(err)
@@ -364,6 +364,9 @@ func TestRunner_podsMountNamespace(t *testing.T) {
 	}
 	if got := read("umount"); strings.Contains(got, "admin-token") {
 		t.Errorf("after umount: %q: the pod uncovered a hidden file", got)
+	}
+	if got := read("nnp"); !strings.Contains(got, "NoNewPrivs:\t1") {
+		t.Errorf("the pod's status: %q, want NoNewPrivs 1 (no setuid program gains it privileges)", got)
 	}
 	if b, err := os.ReadFile(loose); err != nil || string(b) != "admin-token" {
 		t.Errorf("the runner's own view of the hidden file: %q, %v (its namespace must be untouched)", b, err)
