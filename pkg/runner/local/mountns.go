@@ -95,8 +95,10 @@ func podNamespace(hide []string) (string, error) {
 		// A container's /proc has masked paths, and the kernel refuses a
 		// new instance that would unmask them; its own instance (the
 		// container's pid namespace: the agent and its pods) takes the
-		// option instead, and the agent, root, still sees every pod.
-		if err2 := unix.Mount("", "/proc", "", unix.MS_REMOUNT|flags, "hidepid=invisible"); err2 != nil {
+		// option instead, and the agent's group (root's, which no pod
+		// has) still sees every pod, with or without CAP_SYS_PTRACE.
+		opts := fmt.Sprintf("hidepid=invisible,gid=%d", os.Getegid())
+		if err2 := unix.Mount("", "/proc", "", unix.MS_REMOUNT|flags, opts); err2 != nil {
 			return "", fmt.Errorf("mount /proc with hidepid: %w; remount: %w", err, err2)
 		}
 		how = "/proc remounted hidepid"
