@@ -65,6 +65,7 @@ func credsPodSearch(t *testing.T, log string, minVisited int) credsFindings {
 	if !f.done || f.visited < minVisited || f.files == 0 {
 		t.Fatalf("the pod's search did not finish or visited under %d entries (%d, %d files read):\n%s", minVisited, f.visited, f.files, log)
 	}
+	t.Logf("the pod's search visited %d entries and read %d files changed since the test began", f.visited, f.files)
 	return f
 }
 
