@@ -62,6 +62,11 @@ has "$l" "- --tls-client-ca-file=/etc/runway/tls/ca.crt"
 has "$l" "- --tls-agent-server-name=rw-runway-agent"
 [ "$(grep -c -- '- --tls-cert-file=/etc/runway/tls/tls.crt' "$l")" = 7 ] || fail "local: want TLS on the 5 services, the gateway and the agent"
 grep -q -- '--tls-agent-server-name' "$d" && fail "default: --tls-agent-server-name rendered without agents"
+# The local agent runs pods beside its credentials: its Secrets 0400 and
+# covered in every pod's mount namespace (services/e2e/hostile checks each
+# Secret volume of the rendered agent).
+has "$l" "- --hide-from-pods=/etc/runway"
+has "$l" "defaultMode: 0400"
 
 # The agent in Kubernetes mode (runtime kubernetes): the host's pids and
 # cgroup tree, the kubelet's logs read-only, not privileged, a

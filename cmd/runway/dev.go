@@ -127,16 +127,17 @@ relative to the working directory, when that file exists).`,
 	return cmd
 }
 
-// runtimeLine says in one line how `runway dev`'s pods run.
+// runtimeLine says in one line how `runway dev`'s pods run and what
+// isolation they get.
 func runtimeLine(engine, runtime string) string {
 	if engine != "" {
-		return "Workloads run as containers of their images on " + engine + ": each its own root file system, network, CPU and memory limits, with a clean environment."
+		return "Workloads run as containers of their images on " + engine + ": " + server.DevIsolation(engine) + "."
 	}
 	why := "no container engine answers"
 	if runtime == server.RuntimeProcess {
 		why = "--runtime process"
 	}
-	return "Workloads run as host processes (" + why + "): each as its own unprivileged user when root, with a clean environment, in a cgroup of its own where the machine allows."
+	return "Workloads run as host processes (" + why + "): " + server.DevIsolation(engine) + "."
 }
 
 // exampleImage is the image of the quick start's example: one the engine

@@ -80,6 +80,10 @@ type AgentConfig struct {
 	// (agent.Config.User, PodUIDs).
 	RunAsUser string
 	PodUIDs   string
+	// HideFromPods are more paths the process runtime's pods never see
+	// (the chart's credentials' directories); the agent's own key and
+	// token files are hidden whatever it says (agentHidden).
+	HideFromPods []string
 	// Listen is the agent's own address (pod output for the workload
 	// service); it must be reachable from the control plane.
 	Listen string
@@ -166,7 +170,7 @@ func RunAgent(ctx context.Context, cfg AgentConfig) error {
 	}
 	defer cli.Close()
 	acfg := agent.Config{Node: cfg.Node, Pool: cfg.Pool, Labels: cfg.Labels, Client: cli, DataDir: cfg.DataDir, Listen: cfg.Listen,
-		WorkDir: cfg.WorkDir, User: cfg.RunAsUser, PodUIDs: uids, AdvertiseAddress: cfg.AdvertiseAddress,
+		WorkDir: cfg.WorkDir, User: cfg.RunAsUser, PodUIDs: uids, Hide: agentHidden(cfg), AdvertiseAddress: cfg.AdvertiseAddress,
 		Backend: backend, MPSPipeDir: cfg.MPSPipeDir, Engine: engine, TLS: listenTLS, Logger: cfg.Logger, Kube: km}
 	var ops *metrics.Ops
 	if cfg.MetricsListen != "" {
@@ -200,6 +204,12 @@ func RunAgent(ctx context.Context, cfg AgentConfig) error {
 		g.Go("metrics", ops.Serve)
 	}
 	return g.Wait()
+}
+
+// agentHidden is what the agent's pods must never see: its private keys
+// and tokens, and HideFromPods.
+func agentHidden(cfg AgentConfig) []string {
+	return append([]string{cfg.EtcdTLS.KeyFile, cfg.TLS.KeyFile, cfg.MetricsTokenFile}, cfg.HideFromPods...)
 }
 
 // kubeMode is the Kubernetes mode of the agent of node cfg.Node.

@@ -224,7 +224,11 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr, token string)) 
 	if ops != nil {
 		defer ops.Close() // a no-op once served; releases it on the error paths
 	}
-	srv, err := grpcserver.New(serverConfig(cfg.Listen, cfg.Logger, cfg.OpenAPI, guard, reg))
+	sc := serverConfig(cfg.Listen, cfg.Logger, cfg.OpenAPI, guard, reg)
+	if DevOneUser(cfg.Engine) && cfg.Nodes > 0 {
+		sc.Auth = oneUserGate(sc.Auth)
+	}
+	srv, err := grpcserver.New(sc)
 	if err != nil {
 		return err
 	}
@@ -330,7 +334,7 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr, token string)) 
 			backend = cfg.Backend(node)
 		}
 		acfg := agent.Config{Node: node, Client: cli, DataDir: dir, Listen: "127.0.0.1:0", LeaseTTL: cfg.LeaseTTL, StopGrace: cfg.StopGrace,
-			PodUIDs: local.DefaultUIDs, Engine: cfg.Engine,
+			PodUIDs: local.DefaultUIDs, Engine: cfg.Engine, Hide: []string{cfg.DataDir, cfg.Metrics.TokenFile}, // env, etcd, keys
 			Auth: guard.UnaryInterceptor, AuthStream: guard.StreamInterceptor,
 			Backend: backend, Metrics: gpus, Usage: usage, Logger: cfg.Logger}
 		g.Go("agent "+node, func(ctx context.Context) error { return agent.Run(ctx, acfg) })
@@ -349,7 +353,7 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr, token string)) 
 	}
 	cfg.Logger.Info("runway dev: ready", "addr", srv.Addr(), "etcd", "unix://"+sock,
 		"nodes", cfg.Nodes, "gpusPerNode", cfg.GPUsPerNode, "dataDir", cfg.DataDir,
-		"transport", "plaintext on loopback only (runway serve --tls-cert-file for a network)")
+		"transport", "plaintext on loopback only (runway serve --tls-cert-file for a network)", "isolation", DevIsolation(cfg.Engine))
 	if ready != nil {
 		ready(srv.Addr(), token)
 	}

@@ -64,6 +64,12 @@ type Config struct {
 	// StopGrace is how long Stop waits after SIGTERM before SIGKILL;
 	// DefaultStopGrace when 0.
 	StopGrace time.Duration
+	// Hide are paths no pod may see (the agent's key files, its
+	// credentials' directories, `runway dev`'s data): as root, each pod
+	// starts in a mount namespace where they are covered and /proc shows
+	// only its own processes (mountns.go). None may hold WorkDir; DataDir
+	// is always hidden.
+	Hide []string
 }
 
 // Runner starts pods as local processes. It is safe for concurrent use.
@@ -71,6 +77,7 @@ type Runner struct {
 	cfg     Config
 	cgMount string // the cgroup v2 mount holding cfg.Cgroup
 	ids     *identities
+	spawn   *spawner // nil when not root: pods share the agent's view
 }
 
 // New returns a runner. Pods left running by an earlier runner on the same
@@ -107,6 +114,17 @@ func New(cfg Config) (*Runner, error) {
 	if r.cfg.Cgroup != "" {
 		r.cgMount = cgroupMount(r.cfg.Cgroup)
 	}
+	if r.ids.root {
+		hide, err := hidden(append([]string{cfg.DataDir}, cfg.Hide...), cfg.WorkDir)
+		if err != nil {
+			return nil, err
+		}
+		// Without its namespace a root runner would show pods the agent's
+		// credentials and every tenant's command line: it does not start.
+		if r.spawn, err = newSpawner(hide); err != nil {
+			return nil, fmt.Errorf("local runner: %w (the process runtime as root needs CAP_SYS_ADMIN; else use --runtime container)", err)
+		}
+	}
 	r.reapOrphans()
 	return r, nil
 }
@@ -117,7 +135,20 @@ func DefaultWorkDir(dataDir string) string { return runner.DefaultWorkDir(dataDi
 
 // Describe says how pods run, for the agent's log.
 func (r *Runner) Describe() string {
-	return "as local processes (" + r.Tracking() + ", work directory " + r.cfg.WorkDir + ")"
+	return "as local processes (" + r.Isolation() + "; " + r.Tracking() + ", work directory " + r.cfg.WorkDir + ")"
+}
+
+// Isolation says in a phrase what keeps pods apart from the agent and
+// from each other.
+func (r *Runner) Isolation() string {
+	if r.spawn == nil {
+		return "no isolation: every pod runs as the agent's own user, reads what it reads and sees its processes"
+	}
+	who := "each pod its own uid"
+	if r.ids.ids.First == 0 {
+		who = fmt.Sprintf("every pod as uid %d (pods are not kept from each other)", r.ids.uid)
+	}
+	return who + ", a mount namespace hiding the agent's credentials and data, " + r.spawn.proc + " (hidepid: only its own processes)"
 }
 
 // Tracking says how the runner follows pods' processes: "cgroup DIR" or
@@ -283,7 +314,11 @@ func (r *Runner) Start(spec Spec) (runner.Pod, error) {
 		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
 	}
 	forks <- struct{}{}
-	err = cmd.Start()
+	if r.spawn != nil {
+		err = r.spawn.start(cmd)
+	} else {
+		err = cmd.Start()
+	}
 	<-forks
 	if err != nil {
 		if cg != "" {

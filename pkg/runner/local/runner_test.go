@@ -285,10 +285,14 @@ func TestRunner_podsRunAsTheirOwnUser(t *testing.T) {
 	if uid < int(local.DefaultUIDs.First) || uid > int(local.DefaultUIDs.Last) {
 		t.Errorf("pod ran as uid %d, want one of %d-%d", uid, local.DefaultUIDs.First, local.DefaultUIDs.Last)
 	}
-	for _, f := range []string{"stolen", "listed", "env1"} {
+	for _, f := range []string{"stolen", "listed"} {
 		if got := read(f); !strings.Contains(got, "Permission denied") {
 			t.Errorf("%s: %q, want Permission denied", f, got)
 		}
+	}
+	// Its /proc shows only its own uid's processes (hidepid=invisible).
+	if got := read("env1"); !strings.Contains(got, "No such file or directory") {
+		t.Errorf("env1: %q, want No such file or directory (pid 1 not in the pod's /proc)", got)
 	}
 	st, err := os.Stat(p.Dir())
 	if err != nil {
@@ -296,6 +300,76 @@ func TestRunner_podsRunAsTheirOwnUser(t *testing.T) {
 	}
 	if sys := st.Sys().(*syscall.Stat_t); sys.Uid != 0 || st.Mode().Perm() != 0o700 {
 		t.Errorf("finished pod's directory: uid %d mode %v, want root's 0700", sys.Uid, st.Mode().Perm())
+	}
+}
+
+// As root, a pod sees neither the paths the runner hides (a file reads
+// empty, a directory is an unreadable empty tmpfs) nor other pods' or the
+// agent's processes, and cannot unmount what covers them.
+func TestRunner_podsMountNamespace(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("this test runs as root (make test does): it checks the pods' mount namespace")
+	}
+	secrets := t.TempDir()
+	key := filepath.Join(secrets, "tls.key")
+	if err := os.WriteFile(key, []byte("-----BEGIN PRIVATE KEY-----"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Both readable to anyone but for the namespace.
+	looseDir := t.TempDir()
+	loose := filepath.Join(looseDir, "token")
+	if err := os.WriteFile(loose, []byte("admin-token"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{secrets, looseDir, filepath.Dir(looseDir)} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := local.New(local.Config{DataDir: t.TempDir(), StopGrace: time.Second, UIDs: local.DefaultUIDs, Hide: []string{secrets, loose}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := r.Describe(); !strings.Contains(d, "a private /proc") || !strings.Contains(d, "hiding the agent's credentials") {
+		t.Errorf("Describe = %q, want it to say the pods' mount namespace and private /proc", d)
+	}
+	other, err := r.Start(local.Spec{ID: "other", Command: []string{"sh", "-c", "exec sleep 60 other-tenant-marker"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Stop(context.Background()) })
+	p, err := r.Start(local.Spec{ID: "p", Command: []string{"sh", "-c", `cat "$KEY" > key 2>&1; cat "$TOKEN" > token 2>&1; ` +
+		`cat /proc/*/cmdline > cmdlines 2>/dev/null; ls /proc/` + strconv.Itoa(other.Pid()) + ` > otherpid 2>&1; ` +
+		`umount "$TOKEN" > umount 2>&1; cat "$TOKEN" >> umount 2>&1; grep NoNewPrivs /proc/self/status > nnp; true`},
+		Env: []string{"KEY=" + key, "TOKEN=" + loose}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, p)
+	read := func(name string) string {
+		b, _ := os.ReadFile(filepath.Join(p.Dir(), name))
+		return string(b)
+	}
+	if got := read("key"); !strings.Contains(got, "Permission denied") {
+		t.Errorf("reading a key in a hidden directory: %q, want Permission denied (an empty mode-000 tmpfs)", got)
+	}
+	if got := read("token"); got != "" {
+		t.Errorf("reading a hidden file: %q, want nothing (/dev/null over it)", got)
+	}
+	if got := read("cmdlines"); strings.Contains(got, "other-tenant-marker") || !strings.Contains(got, "cat") {
+		t.Errorf("the pod's /proc/*/cmdline: %q, want its own processes only", got)
+	}
+	if got := read("otherpid"); !strings.Contains(got, "No such file or directory") {
+		t.Errorf("the other pod's /proc entry: %q, want No such file or directory", got)
+	}
+	if got := read("umount"); strings.Contains(got, "admin-token") {
+		t.Errorf("after umount: %q: the pod uncovered a hidden file", got)
+	}
+	if got := read("nnp"); !strings.Contains(got, "NoNewPrivs:\t1") {
+		t.Errorf("the pod's status: %q, want NoNewPrivs 1 (no setuid program gains it privileges)", got)
+	}
+	if b, err := os.ReadFile(loose); err != nil || string(b) != "admin-token" {
+		t.Errorf("the runner's own view of the hidden file: %q, %v (its namespace must be untouched)", b, err)
 	}
 }
 

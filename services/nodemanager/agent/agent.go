@@ -58,6 +58,10 @@ type Config struct {
 	// each running pod a uid of its own instead.
 	User    string
 	PodUIDs local.UIDRange
+	// Hide are paths the process runtime's pods never see (the agent's key
+	// files and credentials' directories: local.Config.Hide); DataDir is
+	// always hidden. The container runtime mounts none of them.
+	Hide []string
 	// Cgroup is the cgroup v2 directory of the pods' cgroups: empty
 	// detects one, "none" follows pods by session (pkg/runner/local).
 	Cgroup string
@@ -221,7 +225,7 @@ func (cfg *Config) runner(ctx context.Context) (runner.Runner, error) {
 		return container.New(ctx, container.Config{Host: cfg.Engine, DataDir: cfg.DataDir, WorkDir: cfg.WorkDir, StopGrace: cfg.StopGrace})
 	}
 	return local.New(local.Config{DataDir: cfg.DataDir, WorkDir: cfg.WorkDir, User: cfg.User, UIDs: cfg.PodUIDs,
-		Cgroup: cfg.Cgroup, StopGrace: cfg.StopGrace})
+		Cgroup: cfg.Cgroup, StopGrace: cfg.StopGrace, Hide: cfg.Hide})
 }
 
 func (cfg *Config) check() error {
