@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -92,6 +93,7 @@ func start() (*Engine, func(), error) {
 	exited := make(chan error, 1)
 	go func() { exited <- svc.Wait() }()
 	stop := func() {
+		e.removeNetworks() // before the containers that say which are its
 		_ = e.podman("rm", "--all", "--force", "--time", "0")
 		_ = svc.Process.Kill()
 		<-exited
@@ -170,4 +172,36 @@ func (e *Engine) buildImage() error {
 		return fmt.Errorf("tar the busybox root: %v\n%s", err, out)
 	}
 	return e.podman("import", tar, Image)
+}
+
+// removeNetworks removes the pods' networks the runners made on the engine
+// and their guards (the runners' nftables tables): podman keeps networks in
+// /etc/containers/networks, not in the engine's storage, and the tables are
+// the host kernel's, so both would outlive it.
+func (e *Engine) removeNetworks() {
+	cmd := exec.Command("podman", append(e.args(), "network", "ls", "--filter", "label="+container.LabelRunner,
+		"--format", "{{.Name}} {{.Labels}}")...)
+	cmd.Env = e.env()
+	out, err := cmd.Output()
+	if err != nil {
+		return
+	}
+	for line := range strings.Lines(string(out)) {
+		name, labels, _ := strings.Cut(strings.TrimSpace(line), " ")
+		for _, l := range strings.Split(labels, ",") {
+			if runner, ok := strings.CutPrefix(l, container.LabelRunner+"="); ok && e.ran(runner) {
+				_ = exec.Command("nft", "delete", "table", "inet", container.GuardTable(runner)).Run()
+				_ = e.podman("network", "rm", "--force", name)
+			}
+		}
+	}
+}
+
+// ran reports whether the runner named runner ran on this engine: one of
+// its containers is (or was) in the engine's storage.
+func (e *Engine) ran(runner string) bool {
+	cmd := exec.Command("podman", append(e.args(), "ps", "--all", "--quiet", "--filter", "label="+container.LabelRunner+"="+runner)...)
+	cmd.Env = e.env()
+	out, err := cmd.Output()
+	return err == nil && len(strings.TrimSpace(string(out))) > 0
 }
