@@ -162,7 +162,7 @@ func (e *Engine) buildImage() error {
 	if err := os.WriteFile(filepath.Join(root, "bin", "busybox"), b, 0o755); err != nil {
 		return err
 	}
-	for _, c := range []string{"sh", "cat", "ls", "env", "echo", "sleep", "head", "dd", "grep", "true", "false", "id", "sort", "tr", "wc", "mkdir", "setsid"} {
+	for _, c := range []string{"sh", "cat", "ls", "env", "echo", "sleep", "head", "dd", "grep", "true", "false", "id", "sort", "tr", "wc", "mkdir", "setsid", "nc", "chown"} {
 		if err := os.Symlink("busybox", filepath.Join(root, "bin", c)); err != nil {
 			return err
 		}
