@@ -117,7 +117,11 @@ func (r *Runner) loadNetworks(ctx context.Context) error {
 func (r *Runner) guard(bridges []string) error {
 	t := r.guardTable()
 	var b strings.Builder
-	fmt.Fprintf(&b, "table inet %s {}\ndelete table inet %s\ntable inet %s {\n", t, t, t)
+	fmt.Fprintf(&b, "table inet %s {}\ndelete table inet %s\n", t, t)
+	if len(bridges) == 0 { // no pods' network yet: no table either
+		return writeTable(t, b.String())
+	}
+	fmt.Fprintf(&b, "table inet %s {\n", t)
 	b.WriteString("  chain input {\n    type filter hook input priority filter - 10; policy accept;\n")
 	for _, br := range bridges {
 		// DNS on the gateway (the engine's resolver), replies to what the
@@ -137,8 +141,13 @@ func (r *Runner) guard(bridges []string) error {
 		fmt.Fprintf(&b, "    oifname %q iifname != %q ct state new drop\n", br, br)
 	}
 	b.WriteString("  }\n}\n")
+	return writeTable(t, b.String())
+}
+
+// writeTable runs an nft script that writes table t.
+func writeTable(t, script string) error {
 	cmd := exec.Command(nft, "-f", "-")
-	cmd.Stdin = strings.NewReader(b.String())
+	cmd.Stdin = strings.NewReader(script)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {

@@ -74,7 +74,7 @@ func start() (*Engine, func(), error) {
 	}
 	e := &Engine{Host: "unix://" + filepath.Join(dir, "podman.sock"), dir: dir}
 	fail := func(err error) (*Engine, func(), error) { _ = os.RemoveAll(dir); return nil, nil, err }
-	if err := os.WriteFile(filepath.Join(dir, "containers.conf"), []byte("[containers]\ndefault_ulimits = []\n"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "containers.conf"), []byte("[containers]\ndefault_ulimits = []\n[network]\nnetwork_config_dir = \""+filepath.Join(dir, "networks")+"\"\n"), 0o600); err != nil {
 		return fail(err)
 	}
 	svc := exec.Command(podman, append(e.args(), "system", "service", "--time=0", e.Host)...)
@@ -93,8 +93,8 @@ func start() (*Engine, func(), error) {
 	exited := make(chan error, 1)
 	go func() { exited <- svc.Wait() }()
 	stop := func() {
-		e.removeNetworks() // before the containers that say which are its
 		_ = e.podman("rm", "--all", "--force", "--time", "0")
+		e.removeNetworks()
 		_ = svc.Process.Kill()
 		<-exited
 		_ = log.Close()
@@ -175,9 +175,8 @@ func (e *Engine) buildImage() error {
 }
 
 // removeNetworks removes the pods' networks the runners made on the engine
-// and their guards (the runners' nftables tables): podman keeps networks in
-// /etc/containers/networks, not in the engine's storage, and the tables are
-// the host kernel's, so both would outlive it.
+// (kept in its own network_config_dir) and their guards (the runners'
+// nftables tables), which are the host kernel's and would outlive it.
 func (e *Engine) removeNetworks() {
 	cmd := exec.Command("podman", append(e.args(), "network", "ls", "--filter", "label="+container.LabelRunner,
 		"--format", "{{.Name}} {{.Labels}}")...)
@@ -189,19 +188,10 @@ func (e *Engine) removeNetworks() {
 	for line := range strings.Lines(string(out)) {
 		name, labels, _ := strings.Cut(strings.TrimSpace(line), " ")
 		for _, l := range strings.Split(labels, ",") {
-			if runner, ok := strings.CutPrefix(l, container.LabelRunner+"="); ok && e.ran(runner) {
+			if runner, ok := strings.CutPrefix(l, container.LabelRunner+"="); ok {
 				_ = exec.Command("nft", "delete", "table", "inet", container.GuardTable(runner)).Run()
 				_ = e.podman("network", "rm", "--force", name)
 			}
 		}
 	}
-}
-
-// ran reports whether the runner named runner ran on this engine: one of
-// its containers is (or was) in the engine's storage.
-func (e *Engine) ran(runner string) bool {
-	cmd := exec.Command("podman", append(e.args(), "ps", "--all", "--quiet", "--filter", "label="+container.LabelRunner+"="+runner)...)
-	cmd.Env = e.env()
-	out, err := cmd.Output()
-	return err == nil && len(strings.TrimSpace(string(out))) > 0
 }
