@@ -62,6 +62,9 @@ func Normalize(p *workloadv1.Policy) []Violation {
 		if r.Step != nil && r.GetStep() <= 0 {
 			out = append(out, Violation{at + ".step", "must be more than 0"})
 		}
+		if relaxation(name) {
+			out = append(out, checkRelaxationRule(at, name, r)...)
+		}
 		rules[name] = r
 	}
 	if len(rules) > 0 || p.Rules != nil {
@@ -194,9 +197,10 @@ func (e *Effective) Apply(spec *workloadv1.WorkloadSpec) *workloadv1.WorkloadSpe
 // the submitter gave it (for canEdit), final the spec with defaults
 // applied. Violations name the spec's proto path under prefix
 // ("workload.spec."), and each description names the rule, the field and
-// the policy it comes from.
+// the policy it comes from. A relaxation (Relaxations) set with no rule
+// allowing it is a violation too.
 func (e *Effective) Check(prefix string, submitted, final *workloadv1.WorkloadSpec) []Violation {
-	var out []Violation
+	out := e.checkRelaxations(prefix, final)
 	for _, name := range e.Names() {
 		x := e.Fields[name]
 		r := x.Rule

@@ -177,3 +177,49 @@ func TestCheck(t *testing.T) {
 		})
 	}
 }
+
+// A relaxation of the container's isolation is refused unless a rule of
+// the branch lists it; a policy can allow only values the field can hold.
+func TestCheck_RelaxationsNeedARuleThatAllowsThem(t *testing.T) {
+	root := &workloadv1.WorkloadSpec{Image: "x", Security: &workloadv1.ContainerSecurity{RunAsRoot: true}}
+	caps := &workloadv1.WorkloadSpec{Image: "x", Security: &workloadv1.ContainerSecurity{AddCapabilities: []string{"NET_RAW"}}}
+	none := policy.Merge(nil)
+	for name, spec := range map[string]*workloadv1.WorkloadSpec{"security.run_as_root": root, "security.add_capabilities": caps} {
+		vs := none.Check("workload.spec.", spec, spec)
+		if len(vs) != 1 || vs[0].Field != "workload.spec."+name || !strings.Contains(vs[0].Description, "no policy") {
+			t.Errorf("%s with no policy: %+v, want one violation saying no policy allows it", name, vs)
+		}
+	}
+	// A rule without options (required, canEdit) allows nothing.
+	bare := policy.Merge([]policy.Layer{{project, &workloadv1.Policy{Rules: map[string]*workloadv1.FieldRule{"security.runAsRoot": {CanEdit: b(true)}}}}})
+	if vs := bare.Check("", root, root); len(vs) != 1 {
+		t.Errorf("root under a rule with no options: %+v, want refused", vs)
+	}
+	allow := policy.Merge([]policy.Layer{{project, &workloadv1.Policy{Rules: map[string]*workloadv1.FieldRule{
+		"security.runAsRoot":       {Options: []string{"true", "false"}},
+		"security.addCapabilities": {Options: []string{"NET_RAW"}},
+	}}}})
+	for _, spec := range []*workloadv1.WorkloadSpec{root, caps, {Image: "x"}} {
+		if vs := allow.Check("", spec, spec); len(vs) != 0 {
+			t.Errorf("%v under the allowing policy: %+v, want none", spec, vs)
+		}
+	}
+	more := &workloadv1.WorkloadSpec{Image: "x", Security: &workloadv1.ContainerSecurity{AddCapabilities: []string{"NET_RAW", "SYS_ADMIN"}}}
+	if vs := allow.Check("", more, more); len(vs) != 1 || !strings.Contains(vs[0].Description, "must be one of NET_RAW") {
+		t.Errorf("a capability the policy does not list: %+v, want refused", vs)
+	}
+
+	bad := &workloadv1.Policy{Rules: map[string]*workloadv1.FieldRule{
+		"security.runAsRoot":       {Options: []string{"yes"}},
+		"security.addCapabilities": {Options: []string{"NET_RAW", "ALL", "cap_sys_admin"}},
+	}}
+	var fields []string
+	for _, v := range policy.Normalize(bad) {
+		fields = append(fields, v.Field)
+	}
+	want := []string{`policy.rules["security.addCapabilities"].options[1]`, `policy.rules["security.addCapabilities"].options[2]`,
+		`policy.rules["security.runAsRoot"].options[0]`}
+	if diff := cmp.Diff(want, fields); diff != "" {
+		t.Errorf("Normalize of bad relaxation options (-want +got):\n%s", diff)
+	}
+}

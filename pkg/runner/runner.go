@@ -59,6 +59,11 @@ type Spec struct {
 	// MilliCPU and MemoryBytes are the workload's CPU and memory: a
 	// container's limits (0: none).
 	MilliCPU, MemoryBytes int64
+	// RunAsRoot and AddCapabilities relax the container runtime's
+	// isolation (a non-root user, no capabilities) as a policy allowed at
+	// submit (pkg/policy.Relaxations).
+	RunAsRoot       bool
+	AddCapabilities []string
 }
 
 // Exit is how a pod ended.

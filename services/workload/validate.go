@@ -3,6 +3,7 @@ package workload
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"unicode"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/runwayhq/runway/pkg/apierr"
 	"github.com/runwayhq/runway/pkg/cluster"
 	"github.com/runwayhq/runway/pkg/clusterproto"
+	"github.com/runwayhq/runway/pkg/policy"
 )
 
 // Request rules. Every check reports the AIP-193 path of the field it
@@ -123,6 +125,20 @@ func validateSpec(v *violations, at string, spec *workloadv1.WorkloadSpec) {
 	}
 	if gpu := spec.GetGpu(); gpu != nil {
 		validateGPU(v, at, gpu)
+	}
+	caps := spec.GetSecurity().GetAddCapabilities()
+	if len(caps) > 64 { // Linux has 41: bounds the duplicate check below
+		v.add(at+".security.add_capabilities", "must list at most 64 capabilities")
+		caps = nil
+	}
+	for i, c := range caps {
+		field := fmt.Sprintf(at+".security.add_capabilities[%d]", i)
+		switch {
+		case !policy.Capability(c):
+			v.add(field, "must be a Linux capability in upper case without CAP_, such as NET_RAW")
+		case slices.Index(caps, c) < i:
+			v.add(field, "must be unique; the capability is listed earlier")
+		}
 	}
 	if spec.GetMilliCpu() < 0 {
 		v.add(at+".milli_cpu", "must be 0 or more thousandths of a core")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 
 	"k8s.io/client-go/kubernetes"
 
@@ -30,7 +31,7 @@ const (
 
 // Pod runtimes (AgentConfig.Runtime, DevConfig.Runtime).
 const (
-	RuntimeAuto      = "auto"      // containers when an engine answers, else processes
+	RuntimeAuto      = "auto"      // containers when root and an engine answers, else processes
 	RuntimeContainer = "container" // containers on the engine Find gives, or fail
 	RuntimeProcess   = "process"   // host processes (pkg/runner/local)
 )
@@ -48,6 +49,9 @@ func ResolveRuntime(ctx context.Context, runtime string) (string, error) {
 		}
 		return host, nil
 	case "", RuntimeAuto:
+		if os.Geteuid() != 0 { // the container runtime needs root (its network guard)
+			return "", nil
+		}
 		host, _ := container.Find(ctx)
 		return host, nil
 	}

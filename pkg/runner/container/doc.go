@@ -7,6 +7,16 @@
 // limits, its GPUs by CDI name where the backend is NVIDIA's, its working
 // directory bind-mounted at the same path as on the host.
 //
+// A container has none of root's reach (security.go): it runs as its
+// project's uid (ProjectUID) or its image's numeric non-root user, with
+// every capability dropped, no new privileges, the engine's seccomp
+// profile, its own namespaces and no device but its GPUs; root and named
+// capabilities only where a policy allowed them at submit
+// (pkg/policy.Relaxations). Each project's pods share a network of their
+// own, which an nftables table of the runner keeps from the node's own
+// addresses, other projects' networks and the metadata address
+// (network.go). The runner therefore needs root.
+//
 // The engine's log of each container is copied, followed, into the pod's
 // record directory (pkg/runner.LogName), so that the agent serves it as it
 // serves a process's. Time slicing pauses and unpauses the container (the

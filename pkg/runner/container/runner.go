@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -52,8 +52,8 @@ type Config struct {
 	// its pod's container at the same path; outside DataDir. Empty:
 	// os.TempDir()/runway-containers/<hash of DataDir> (pkg/runner.MakeDirs).
 	WorkDir string
-	// Network is the containers' network mode; empty is the engine's
-	// default (a bridge: the host's loopback is not the pod's).
+	// Network is empty for a network per project (network.go), or
+	// NetworkNone for pods without any network.
 	Network string
 	// StopGrace is how long Stop waits after SIGTERM before SIGKILL;
 	// DefaultStopGrace when 0.
@@ -67,6 +67,10 @@ type Runner struct {
 	name   string // LabelRunner's value
 	engine string // the engine's name and version
 	podman bool   // podman takes CDI names as devices, dockerd as device requests
+
+	netMu   sync.Mutex
+	nets    map[string]bool // the projects whose network is there and guarded
+	bridges []string        // their bridges, in the guard
 }
 
 // New connects to the engine at cfg.Host.
@@ -76,6 +80,14 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 	}
 	if cfg.StopGrace <= 0 {
 		cfg.StopGrace = DefaultStopGrace
+	}
+	if cfg.Network != "" && cfg.Network != NetworkNone {
+		return nil, fmt.Errorf("container runner: Config.Network %q: must be empty (a network per project) or %q", cfg.Network, NetworkNone)
+	}
+	if os.Geteuid() != 0 {
+		// The guard of the pods' networks is an nftables table, and each
+		// pod's work directory is given to the pod's uid.
+		return nil, errors.New("container runner: the agent must run as root (with a rootful engine) to keep pods from the node's services and give each pod its own uid")
 	}
 	dirs, err := runner.MakeDirs(cfg.DataDir, cfg.WorkDir, "runway-containers")
 	if err != nil {
@@ -98,18 +110,27 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		cli.Close()
 		return nil, fmt.Errorf("container runner: engine %s: %w", cfg.Host, err)
 	}
-	r := &Runner{cfg: cfg, cli: cli, name: name, engine: strings.TrimSpace(v.Platform.Name + " " + v.Version)}
+	r := &Runner{cfg: cfg, cli: cli, name: name, engine: strings.TrimSpace(v.Platform.Name + " " + v.Version), nets: map[string]bool{}}
 	for _, c := range v.Components {
 		if strings.Contains(strings.ToLower(c.Name), "podman") {
 			r.podman = true
 		}
+	}
+	if err := r.loadNetworks(ctx); err != nil {
+		cli.Close()
+		return nil, err
 	}
 	return r, nil
 }
 
 // Describe says how pods run, for the agent's log.
 func (r *Runner) Describe() string {
-	return fmt.Sprintf("as containers on %s (%s), work directory %s", r.cfg.Host, r.engine, r.cfg.WorkDir)
+	net := "a network per project, guarded from the node (nft table inet " + r.guardTable() + ")"
+	if r.cfg.Network == NetworkNone {
+		net = "no network"
+	}
+	return fmt.Sprintf("as containers on %s (%s), work directory %s; as each project's uid, no capabilities, %s",
+		r.cfg.Host, r.engine, r.cfg.WorkDir, net)
 }
 
 // Close closes the engine's connection; the containers keep running.
@@ -244,8 +265,25 @@ func (r *Runner) create(ctx context.Context, spec runner.Spec, name string) (con
 			devices[i] = i
 		}
 	}
+	imageUser, err := r.imageUser(ctx, spec.Image)
+	if err != nil {
+		return container.InspectResponse{}, err
+	}
+	uid, gid := podUser(spec, imageUser)
+	if err := os.Chown(work, int(uid), int(gid)); err != nil {
+		return container.InspectResponse{}, fmt.Errorf("give the work directory to the pod's uid: %w", err)
+	}
+	network, err := r.network(ctx, spec.Project)
+	if err != nil {
+		return container.InspectResponse{}, err
+	}
+	host, err := r.hostConfig(spec, work, network)
+	if err != nil {
+		return container.InspectResponse{}, err
+	}
 	cfg := &container.Config{
 		Image:      spec.Image,
+		User:       fmt.Sprintf("%d:%d", uid, gid),
 		Env:        runner.Environ(spec, work, devices),
 		WorkingDir: work,
 		Labels: map[string]string{LabelRunner: r.name, LabelPodID: spec.ID, LabelProject: spec.Project,
@@ -254,37 +292,10 @@ func (r *Runner) create(ctx context.Context, spec runner.Spec, name string) (con
 	if len(spec.Command) > 0 { // the workload's command replaces the image's entrypoint, as on Kubernetes
 		cfg.Entrypoint, cfg.Cmd = spec.Command, []string{}
 	}
-	pids := int64(PidsLimit)
-	host := &container.HostConfig{
-		Binds:       []string{work + ":" + work},
-		NetworkMode: container.NetworkMode(r.cfg.Network),
-		SecurityOpt: []string{"no-new-privileges"},
-		Resources: container.Resources{Memory: spec.MemoryBytes, NanoCPUs: spec.MilliCPU * 1_000_000,
-			PidsLimit: &pids},
-	}
-	if spec.MemoryBytes > 0 {
-		host.MemorySwap = spec.MemoryBytes // no swap: over the limit is out of memory
-	}
-	if len(spec.CDIDevices) > 0 {
-		if r.podman {
-			for _, d := range spec.CDIDevices {
-				host.Devices = append(host.Devices, container.DeviceMapping{PathOnHost: d, PathInContainer: d, CgroupPermissions: "rwm"})
-			}
-		} else {
-			host.DeviceRequests = []container.DeviceRequest{{Driver: "cdi", DeviceIDs: spec.CDIDevices}}
-		}
-	}
 	opts := client.ContainerCreateOptions{Name: name, Config: cfg, HostConfig: host}
 	cctx, cancel := context.WithTimeout(ctx, apiTimeout)
-	_, err := r.cli.ContainerCreate(cctx, opts)
+	_, err = r.cli.ContainerCreate(cctx, opts)
 	cancel()
-	if cerrdefs.IsNotFound(err) { // no such image here: pull it once
-		if err = r.pull(ctx, spec.Image); err == nil {
-			cctx, cancel := context.WithTimeout(ctx, apiTimeout)
-			_, err = r.cli.ContainerCreate(cctx, opts)
-			cancel()
-		}
-	}
 	if err != nil && !cerrdefs.IsConflict(err) { // a conflict: created meanwhile, adopted below
 		return container.InspectResponse{}, err
 	}

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,7 +74,7 @@ func start() (*Engine, func(), error) {
 	}
 	e := &Engine{Host: "unix://" + filepath.Join(dir, "podman.sock"), dir: dir}
 	fail := func(err error) (*Engine, func(), error) { _ = os.RemoveAll(dir); return nil, nil, err }
-	if err := os.WriteFile(filepath.Join(dir, "containers.conf"), []byte("[containers]\ndefault_ulimits = []\n"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "containers.conf"), []byte("[containers]\ndefault_ulimits = []\n[network]\nnetwork_config_dir = \""+filepath.Join(dir, "networks")+"\"\n"), 0o600); err != nil {
 		return fail(err)
 	}
 	svc := exec.Command(podman, append(e.args(), "system", "service", "--time=0", e.Host)...)
@@ -93,6 +94,7 @@ func start() (*Engine, func(), error) {
 	go func() { exited <- svc.Wait() }()
 	stop := func() {
 		_ = e.podman("rm", "--all", "--force", "--time", "0")
+		e.removeNetworks()
 		_ = svc.Process.Kill()
 		<-exited
 		_ = log.Close()
@@ -160,7 +162,7 @@ func (e *Engine) buildImage() error {
 	if err := os.WriteFile(filepath.Join(root, "bin", "busybox"), b, 0o755); err != nil {
 		return err
 	}
-	for _, c := range []string{"sh", "cat", "ls", "env", "echo", "sleep", "head", "dd", "grep", "true", "false", "id", "sort", "tr", "wc", "mkdir", "setsid"} {
+	for _, c := range []string{"sh", "cat", "ls", "env", "echo", "sleep", "head", "dd", "grep", "true", "false", "id", "sort", "tr", "wc", "mkdir", "setsid", "nc", "chown"} {
 		if err := os.Symlink("busybox", filepath.Join(root, "bin", c)); err != nil {
 			return err
 		}
@@ -170,4 +172,26 @@ func (e *Engine) buildImage() error {
 		return fmt.Errorf("tar the busybox root: %v\n%s", err, out)
 	}
 	return e.podman("import", tar, Image)
+}
+
+// removeNetworks removes the pods' networks the runners made on the engine
+// (kept in its own network_config_dir) and their guards (the runners'
+// nftables tables), which are the host kernel's and would outlive it.
+func (e *Engine) removeNetworks() {
+	cmd := exec.Command("podman", append(e.args(), "network", "ls", "--filter", "label="+container.LabelRunner,
+		"--format", "{{.Name}} {{.Labels}}")...)
+	cmd.Env = e.env()
+	out, err := cmd.Output()
+	if err != nil {
+		return
+	}
+	for line := range strings.Lines(string(out)) {
+		name, labels, _ := strings.Cut(strings.TrimSpace(line), " ")
+		for _, l := range strings.Split(labels, ",") {
+			if runner, ok := strings.CutPrefix(l, container.LabelRunner+"="); ok {
+				_ = exec.Command("nft", "delete", "table", "inet", container.GuardTable(runner)).Run()
+				_ = e.podman("network", "rm", "--force", name)
+			}
+		}
+	}
 }

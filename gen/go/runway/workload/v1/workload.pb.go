@@ -786,7 +786,11 @@ type WorkloadSpec struct {
 	// Optional. A suspended workload holds nothing and is not scheduled; its
 	// phase becomes STOPPED once its pods are gone. Set by SuspendWorkload,
 	// cleared by ResumeWorkload; true on create submits it stopped.
-	Suspended     bool `protobuf:"varint,13,opt,name=suspended,proto3" json:"suspended,omitempty"`
+	Suspended bool `protobuf:"varint,13,opt,name=suspended,proto3" json:"suspended,omitempty"`
+	// Optional. What the pods' containers may do beyond the default (a
+	// non-root user, no capabilities). Each relaxation must be allowed by a
+	// policy of the project's branch (a rule with options on the field).
+	Security      *ContainerSecurity `protobuf:"bytes,14,opt,name=security,proto3" json:"security,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -912,6 +916,76 @@ func (x *WorkloadSpec) GetSuspended() bool {
 	return false
 }
 
+func (x *WorkloadSpec) GetSecurity() *ContainerSecurity {
+	if x != nil {
+		return x.Security
+	}
+	return nil
+}
+
+// ContainerSecurity relaxes the container runtime's defaults for one
+// workload. Unlike other fields, these are refused unless a policy allows
+// them: a submission that sets one needs a rule on that field, in a policy
+// of the account, the project's department or the project, whose options
+// list the value (INVALID_FIELD naming the field otherwise).
+type ContainerSecurity struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Optional. Run as root (uid 0) in the container instead of the project's
+	// uid. Allowed where the rule on `security.runAsRoot` has the option
+	// `true`.
+	RunAsRoot bool `protobuf:"varint,1,opt,name=run_as_root,json=runAsRoot,proto3" json:"run_as_root,omitempty"`
+	// Optional. Linux capabilities to add to the container (all are dropped
+	// otherwise), by name without the CAP_ prefix, for example `NET_RAW`.
+	// Each must be an option of the rule on `security.addCapabilities`.
+	AddCapabilities []string `protobuf:"bytes,2,rep,name=add_capabilities,json=addCapabilities,proto3" json:"add_capabilities,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ContainerSecurity) Reset() {
+	*x = ContainerSecurity{}
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ContainerSecurity) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ContainerSecurity) ProtoMessage() {}
+
+func (x *ContainerSecurity) ProtoReflect() protoreflect.Message {
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ContainerSecurity.ProtoReflect.Descriptor instead.
+func (*ContainerSecurity) Descriptor() ([]byte, []int) {
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ContainerSecurity) GetRunAsRoot() bool {
+	if x != nil {
+		return x.RunAsRoot
+	}
+	return false
+}
+
+func (x *ContainerSecurity) GetAddCapabilities() []string {
+	if x != nil {
+		return x.AddCapabilities
+	}
+	return nil
+}
+
 // EnvVar is one environment variable of a workload's pods.
 type EnvVar struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -925,7 +999,7 @@ type EnvVar struct {
 
 func (x *EnvVar) Reset() {
 	*x = EnvVar{}
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[3]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -937,7 +1011,7 @@ func (x *EnvVar) String() string {
 func (*EnvVar) ProtoMessage() {}
 
 func (x *EnvVar) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[3]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -950,7 +1024,7 @@ func (x *EnvVar) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnvVar.ProtoReflect.Descriptor instead.
 func (*EnvVar) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{3}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *EnvVar) GetName() string {
@@ -985,7 +1059,7 @@ type GpuRequest struct {
 
 func (x *GpuRequest) Reset() {
 	*x = GpuRequest{}
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[4]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -997,7 +1071,7 @@ func (x *GpuRequest) String() string {
 func (*GpuRequest) ProtoMessage() {}
 
 func (x *GpuRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[4]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1010,7 +1084,7 @@ func (x *GpuRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GpuRequest.ProtoReflect.Descriptor instead.
 func (*GpuRequest) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{4}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GpuRequest) GetAmount() isGpuRequest_Amount {
@@ -1139,7 +1213,7 @@ type WorkloadStatus struct {
 
 func (x *WorkloadStatus) Reset() {
 	*x = WorkloadStatus{}
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[5]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1151,7 +1225,7 @@ func (x *WorkloadStatus) String() string {
 func (*WorkloadStatus) ProtoMessage() {}
 
 func (x *WorkloadStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[5]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1164,7 +1238,7 @@ func (x *WorkloadStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkloadStatus.ProtoReflect.Descriptor instead.
 func (*WorkloadStatus) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{5}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *WorkloadStatus) GetPhase() WorkloadPhase {
@@ -1320,7 +1394,7 @@ type PodStatus struct {
 
 func (x *PodStatus) Reset() {
 	*x = PodStatus{}
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[6]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1332,7 +1406,7 @@ func (x *PodStatus) String() string {
 func (*PodStatus) ProtoMessage() {}
 
 func (x *PodStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[6]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1345,7 +1419,7 @@ func (x *PodStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodStatus.ProtoReflect.Descriptor instead.
 func (*PodStatus) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{6}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *PodStatus) GetIndex() int32 {
@@ -1433,7 +1507,7 @@ type PendingReason struct {
 
 func (x *PendingReason) Reset() {
 	*x = PendingReason{}
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[7]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1445,7 +1519,7 @@ func (x *PendingReason) String() string {
 func (*PendingReason) ProtoMessage() {}
 
 func (x *PendingReason) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[7]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1458,7 +1532,7 @@ func (x *PendingReason) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingReason.ProtoReflect.Descriptor instead.
 func (*PendingReason) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{7}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *PendingReason) GetCheck() PendingCheck {
@@ -1536,7 +1610,7 @@ type WorkloadEvent struct {
 
 func (x *WorkloadEvent) Reset() {
 	*x = WorkloadEvent{}
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[8]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1548,7 +1622,7 @@ func (x *WorkloadEvent) String() string {
 func (*WorkloadEvent) ProtoMessage() {}
 
 func (x *WorkloadEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[8]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1561,7 +1635,7 @@ func (x *WorkloadEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkloadEvent.ProtoReflect.Descriptor instead.
 func (*WorkloadEvent) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{8}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *WorkloadEvent) GetType() WorkloadEventType {
@@ -1642,7 +1716,7 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\x11preempt_when_idle\x18\x03 \x01(\bR\x0fpreemptWhenIdle\x12\x1d\n" +
 	"\n" +
 	"node_types\x18\x04 \x03(\tR\tnodeTypes\x12\x16\n" +
-	"\x06source\x18\x05 \x01(\tR\x06source\"\x97\x03\n" +
+	"\x06source\x18\x05 \x01(\tR\x06source\"\xda\x03\n" +
 	"\fWorkloadSpec\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12\x18\n" +
 	"\acommand\x18\x02 \x03(\tR\acommand\x12\x12\n" +
@@ -1658,7 +1732,11 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\n" +
 	"node_pools\x18\v \x03(\tR\tnodePools\x12\x1b\n" +
 	"\tnode_type\x18\f \x01(\tR\bnodeType\x12\x1c\n" +
-	"\tsuspended\x18\r \x01(\bR\tsuspended\"2\n" +
+	"\tsuspended\x18\r \x01(\bR\tsuspended\x12A\n" +
+	"\bsecurity\x18\x0e \x01(\v2%.runway.workload.v1.ContainerSecurityR\bsecurity\"^\n" +
+	"\x11ContainerSecurity\x12\x1e\n" +
+	"\vrun_as_root\x18\x01 \x01(\bR\trunAsRoot\x12)\n" +
+	"\x10add_capabilities\x18\x02 \x03(\tR\x0faddCapabilities\"2\n" +
 	"\x06EnvVar\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\"\x87\x01\n" +
@@ -1783,7 +1861,7 @@ func file_runway_workload_v1_workload_proto_rawDescGZIP() []byte {
 }
 
 var file_runway_workload_v1_workload_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_runway_workload_v1_workload_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_runway_workload_v1_workload_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_runway_workload_v1_workload_proto_goTypes = []any{
 	(WorkloadType)(0),             // 0: runway.workload.v1.WorkloadType
 	(WorkloadPhase)(0),            // 1: runway.workload.v1.WorkloadPhase
@@ -1794,48 +1872,50 @@ var file_runway_workload_v1_workload_proto_goTypes = []any{
 	(*Workload)(nil),              // 6: runway.workload.v1.Workload
 	(*WorkloadLimits)(nil),        // 7: runway.workload.v1.WorkloadLimits
 	(*WorkloadSpec)(nil),          // 8: runway.workload.v1.WorkloadSpec
-	(*EnvVar)(nil),                // 9: runway.workload.v1.EnvVar
-	(*GpuRequest)(nil),            // 10: runway.workload.v1.GpuRequest
-	(*WorkloadStatus)(nil),        // 11: runway.workload.v1.WorkloadStatus
-	(*PodStatus)(nil),             // 12: runway.workload.v1.PodStatus
-	(*PendingReason)(nil),         // 13: runway.workload.v1.PendingReason
-	(*WorkloadEvent)(nil),         // 14: runway.workload.v1.WorkloadEvent
-	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 16: google.protobuf.Duration
-	(*v1.ResourceQuantity)(nil),   // 17: runway.common.v1.ResourceQuantity
+	(*ContainerSecurity)(nil),     // 9: runway.workload.v1.ContainerSecurity
+	(*EnvVar)(nil),                // 10: runway.workload.v1.EnvVar
+	(*GpuRequest)(nil),            // 11: runway.workload.v1.GpuRequest
+	(*WorkloadStatus)(nil),        // 12: runway.workload.v1.WorkloadStatus
+	(*PodStatus)(nil),             // 13: runway.workload.v1.PodStatus
+	(*PendingReason)(nil),         // 14: runway.workload.v1.PendingReason
+	(*WorkloadEvent)(nil),         // 15: runway.workload.v1.WorkloadEvent
+	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 17: google.protobuf.Duration
+	(*v1.ResourceQuantity)(nil),   // 18: runway.common.v1.ResourceQuantity
 }
 var file_runway_workload_v1_workload_proto_depIdxs = []int32{
 	0,  // 0: runway.workload.v1.Workload.type:type_name -> runway.workload.v1.WorkloadType
 	8,  // 1: runway.workload.v1.Workload.spec:type_name -> runway.workload.v1.WorkloadSpec
-	11, // 2: runway.workload.v1.Workload.status:type_name -> runway.workload.v1.WorkloadStatus
-	15, // 3: runway.workload.v1.Workload.create_time:type_name -> google.protobuf.Timestamp
-	15, // 4: runway.workload.v1.Workload.update_time:type_name -> google.protobuf.Timestamp
+	12, // 2: runway.workload.v1.Workload.status:type_name -> runway.workload.v1.WorkloadStatus
+	16, // 3: runway.workload.v1.Workload.create_time:type_name -> google.protobuf.Timestamp
+	16, // 4: runway.workload.v1.Workload.update_time:type_name -> google.protobuf.Timestamp
 	7,  // 5: runway.workload.v1.Workload.limits:type_name -> runway.workload.v1.WorkloadLimits
-	16, // 6: runway.workload.v1.WorkloadLimits.time_limit:type_name -> google.protobuf.Duration
-	16, // 7: runway.workload.v1.WorkloadLimits.idle_gpu_limit:type_name -> google.protobuf.Duration
-	9,  // 8: runway.workload.v1.WorkloadSpec.env:type_name -> runway.workload.v1.EnvVar
-	10, // 9: runway.workload.v1.WorkloadSpec.gpu:type_name -> runway.workload.v1.GpuRequest
-	1,  // 10: runway.workload.v1.WorkloadStatus.phase:type_name -> runway.workload.v1.WorkloadPhase
-	12, // 11: runway.workload.v1.WorkloadStatus.pods:type_name -> runway.workload.v1.PodStatus
-	13, // 12: runway.workload.v1.WorkloadStatus.pending_reasons:type_name -> runway.workload.v1.PendingReason
-	14, // 13: runway.workload.v1.WorkloadStatus.events:type_name -> runway.workload.v1.WorkloadEvent
-	15, // 14: runway.workload.v1.WorkloadStatus.start_time:type_name -> google.protobuf.Timestamp
-	15, // 15: runway.workload.v1.WorkloadStatus.end_time:type_name -> google.protobuf.Timestamp
-	16, // 16: runway.workload.v1.WorkloadStatus.gpu_idle_time:type_name -> google.protobuf.Duration
-	16, // 17: runway.workload.v1.WorkloadStatus.running_time:type_name -> google.protobuf.Duration
-	2,  // 18: runway.workload.v1.PodStatus.state:type_name -> runway.workload.v1.PodState
-	16, // 19: runway.workload.v1.PodStatus.gpu_idle_time:type_name -> google.protobuf.Duration
-	3,  // 20: runway.workload.v1.PendingReason.check:type_name -> runway.workload.v1.PendingCheck
-	17, // 21: runway.workload.v1.PendingReason.requested:type_name -> runway.common.v1.ResourceQuantity
-	17, // 22: runway.workload.v1.PendingReason.available:type_name -> runway.common.v1.ResourceQuantity
-	4,  // 23: runway.workload.v1.WorkloadEvent.type:type_name -> runway.workload.v1.WorkloadEventType
-	15, // 24: runway.workload.v1.WorkloadEvent.time:type_name -> google.protobuf.Timestamp
-	5,  // 25: runway.workload.v1.WorkloadEvent.rule:type_name -> runway.workload.v1.SchedulingRule
-	26, // [26:26] is the sub-list for method output_type
-	26, // [26:26] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	17, // 6: runway.workload.v1.WorkloadLimits.time_limit:type_name -> google.protobuf.Duration
+	17, // 7: runway.workload.v1.WorkloadLimits.idle_gpu_limit:type_name -> google.protobuf.Duration
+	10, // 8: runway.workload.v1.WorkloadSpec.env:type_name -> runway.workload.v1.EnvVar
+	11, // 9: runway.workload.v1.WorkloadSpec.gpu:type_name -> runway.workload.v1.GpuRequest
+	9,  // 10: runway.workload.v1.WorkloadSpec.security:type_name -> runway.workload.v1.ContainerSecurity
+	1,  // 11: runway.workload.v1.WorkloadStatus.phase:type_name -> runway.workload.v1.WorkloadPhase
+	13, // 12: runway.workload.v1.WorkloadStatus.pods:type_name -> runway.workload.v1.PodStatus
+	14, // 13: runway.workload.v1.WorkloadStatus.pending_reasons:type_name -> runway.workload.v1.PendingReason
+	15, // 14: runway.workload.v1.WorkloadStatus.events:type_name -> runway.workload.v1.WorkloadEvent
+	16, // 15: runway.workload.v1.WorkloadStatus.start_time:type_name -> google.protobuf.Timestamp
+	16, // 16: runway.workload.v1.WorkloadStatus.end_time:type_name -> google.protobuf.Timestamp
+	17, // 17: runway.workload.v1.WorkloadStatus.gpu_idle_time:type_name -> google.protobuf.Duration
+	17, // 18: runway.workload.v1.WorkloadStatus.running_time:type_name -> google.protobuf.Duration
+	2,  // 19: runway.workload.v1.PodStatus.state:type_name -> runway.workload.v1.PodState
+	17, // 20: runway.workload.v1.PodStatus.gpu_idle_time:type_name -> google.protobuf.Duration
+	3,  // 21: runway.workload.v1.PendingReason.check:type_name -> runway.workload.v1.PendingCheck
+	18, // 22: runway.workload.v1.PendingReason.requested:type_name -> runway.common.v1.ResourceQuantity
+	18, // 23: runway.workload.v1.PendingReason.available:type_name -> runway.common.v1.ResourceQuantity
+	4,  // 24: runway.workload.v1.WorkloadEvent.type:type_name -> runway.workload.v1.WorkloadEventType
+	16, // 25: runway.workload.v1.WorkloadEvent.time:type_name -> google.protobuf.Timestamp
+	5,  // 26: runway.workload.v1.WorkloadEvent.rule:type_name -> runway.workload.v1.SchedulingRule
+	27, // [27:27] is the sub-list for method output_type
+	27, // [27:27] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_runway_workload_v1_workload_proto_init() }
@@ -1843,7 +1923,7 @@ func file_runway_workload_v1_workload_proto_init() {
 	if File_runway_workload_v1_workload_proto != nil {
 		return
 	}
-	file_runway_workload_v1_workload_proto_msgTypes[4].OneofWrappers = []any{
+	file_runway_workload_v1_workload_proto_msgTypes[5].OneofWrappers = []any{
 		(*GpuRequest_Devices)(nil),
 		(*GpuRequest_FractionMilli)(nil),
 		(*GpuRequest_GpuMemoryBytes)(nil),
@@ -1854,7 +1934,7 @@ func file_runway_workload_v1_workload_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_runway_workload_v1_workload_proto_rawDesc), len(file_runway_workload_v1_workload_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,157 @@
+package container
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os/exec"
+	"slices"
+	"strings"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/client"
+)
+
+// Pods' networks. Each project gets a bridge of its own on the engine (per
+// runner), so that no pod reaches another project's containers; the
+// bridge's interface is named by the runner (bridgePrefix), so that the
+// runner's nftables table (guard) can keep its pods from the node itself:
+// nothing coming in from a pods' bridge reaches a host address (the agent's
+// and the API's ports, the metrics, the engine) but DNS on its gateway,
+// nothing is forwarded from it to another pods' bridge, nor to the
+// link-local range (169.254.0.0/16: the cloud metadata address) or the
+// metadata's IPv6 address, and no connection into it is opened from
+// elsewhere. Traffic out to other hosts (the internet) is routed as the
+// engine routes it.
+const (
+	bridgePrefix = "rw"
+	// NetworkNone runs pods with no network at all (Config.Network).
+	NetworkNone = "none"
+	// nft is the nftables tool the guard is written with.
+	nft = "nft"
+)
+
+// networkName is the engine's name of project's network: the runner's, so
+// that runners on one engine (tests, two agents) never share one.
+func (r *Runner) networkName(project string) string { return "runway-" + r.name + "-" + project }
+
+// bridgeName is the host interface of project's network: at most 15 bytes
+// (IFNAMSIZ), unique per runner and project.
+func (r *Runner) bridgeName(project string) string {
+	sum := sha256.Sum256([]byte(r.name + "/" + project))
+	return bridgePrefix + hex.EncodeToString(sum[:6])
+}
+
+// GuardTable is the nftables table (inet family) of the runner named
+// runner (pkg/runner.Name of its data directory).
+func GuardTable(runner string) string { return "runway_" + runner }
+
+func (r *Runner) guardTable() string { return GuardTable(r.name) }
+
+// network returns the network mode of project's pods, creating the
+// project's network (and guarding its bridge) when it is not there yet.
+func (r *Runner) network(ctx context.Context, project string) (string, error) {
+	if r.cfg.Network == NetworkNone {
+		return NetworkNone, nil
+	}
+	name := r.networkName(project)
+	r.netMu.Lock()
+	defer r.netMu.Unlock()
+	if r.nets[project] {
+		return name, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	_, err := r.cli.NetworkInspect(ctx, name, client.NetworkInspectOptions{})
+	if cerrdefs.IsNotFound(err) {
+		opts := map[string]string{"com.docker.network.bridge.name": r.bridgeName(project)}
+		if r.podman {
+			opts["isolate"] = "true" // netavark: no traffic to another isolated network
+		}
+		_, err = r.cli.NetworkCreate(ctx, name, client.NetworkCreateOptions{Driver: "bridge", Options: opts,
+			Labels: map[string]string{LabelRunner: r.name, LabelProject: project}})
+		if cerrdefs.IsConflict(err) { // created meanwhile by another runner process
+			err = nil
+		}
+	}
+	if err != nil {
+		return "", fmt.Errorf("network of project %s: %w", project, err)
+	}
+	bridges := append(slices.Clone(r.bridges), r.bridgeName(project))
+	if err := r.guard(bridges); err != nil {
+		return "", err
+	}
+	r.nets[project], r.bridges = true, bridges
+	return name, nil
+}
+
+// loadNetworks reads the runner's networks from the engine (an earlier
+// agent's) and writes the guard of their bridges: it stands before any pod
+// is started or adopted.
+func (r *Runner) loadNetworks(ctx context.Context) error {
+	if r.cfg.Network == NetworkNone {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	list, err := r.cli.NetworkList(ctx, client.NetworkListOptions{Filters: client.Filters{}.Add("label", LabelRunner+"="+r.name)})
+	if err != nil {
+		return fmt.Errorf("list the pods' networks: %w", err)
+	}
+	for _, n := range list.Items {
+		if p := n.Labels[LabelProject]; p != "" && n.Name == r.networkName(p) {
+			r.nets[p] = true
+			r.bridges = append(r.bridges, r.bridgeName(p))
+		}
+	}
+	slices.Sort(r.bridges)
+	return r.guard(r.bridges)
+}
+
+// guard replaces the runner's nftables table with the rules for bridges,
+// in one transaction (no moment without them). Base chains at a priority
+// before the filter's: a drop here is final whatever the engine's own
+// rules (netavark, dockerd) accept later.
+func (r *Runner) guard(bridges []string) error {
+	t := r.guardTable()
+	var b strings.Builder
+	fmt.Fprintf(&b, "table inet %s {}\ndelete table inet %s\n", t, t)
+	if len(bridges) == 0 { // no pods' network yet: no table either
+		return writeTable(t, b.String())
+	}
+	fmt.Fprintf(&b, "table inet %s {\n", t)
+	b.WriteString("  chain input {\n    type filter hook input priority filter - 10; policy accept;\n")
+	for _, br := range bridges {
+		// DNS on the gateway (the engine's resolver), replies to what the
+		// pod was asked; nothing else of the node.
+		fmt.Fprintf(&b, "    iifname %q meta l4proto { tcp, udp } th dport 53 accept\n", br)
+		fmt.Fprintf(&b, "    iifname %q ct state established,related accept\n", br)
+		fmt.Fprintf(&b, "    iifname %q drop\n", br)
+	}
+	b.WriteString("  }\n  chain forward {\n    type filter hook forward priority filter - 10; policy accept;\n")
+	for _, br := range bridges {
+		fmt.Fprintf(&b, "    iifname %q ip daddr 169.254.0.0/16 drop\n", br)
+		fmt.Fprintf(&b, "    iifname %q ip6 daddr { fe80::/10, fd00:ec2::254 } drop\n", br)
+		fmt.Fprintf(&b, "    iifname %q oifname != %q oifname \"%s*\" drop\n", br, br, bridgePrefix)
+		fmt.Fprintf(&b, "    iifname %q oifname { \"podman*\", \"docker*\", \"cni*\" } drop\n", br)
+		// Nothing opens a connection into the bridge from elsewhere (another
+		// engine's bridge, the LAN): replies to the pods' own still pass.
+		fmt.Fprintf(&b, "    oifname %q iifname != %q ct state new drop\n", br, br)
+	}
+	b.WriteString("  }\n}\n")
+	return writeTable(t, b.String())
+}
+
+// writeTable runs an nft script that writes table t.
+func writeTable(t, script string) error {
+	cmd := exec.Command(nft, "-f", "-")
+	cmd.Stdin = strings.NewReader(script)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("container runner: the pods' network guard (nft table inet %s) was not written: %v: %s", t, err, strings.TrimSpace(out.String()))
+	}
+	return nil
+}

@@ -1,0 +1,114 @@
+package container
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"strings"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/types/container"
+
+	"github.com/runwayhq/runway/pkg/policy"
+	"github.com/runwayhq/runway/pkg/runner"
+)
+
+// Project uids: a pod's container runs as its project's uid (and gid, so
+// never in the root group), one of ProjectUIDs, unless its image names a
+// numeric non-root user, which it keeps. The range is far above any
+// account of the host and apart from the process runtime's
+// (local.DefaultUIDs); a project's uid is a hash of its id, so the same on
+// every node and after every restart, and two projects share one only by
+// a collision (1 in 100 million for two projects).
+var ProjectUIDs = struct{ First, Count uint32 }{First: 2_010_000_000, Count: 100_000_000}
+
+// ProjectUID is the uid (and gid) of project's containers.
+func ProjectUID(project string) uint32 {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(project))
+	return ProjectUIDs.First + h.Sum32()%ProjectUIDs.Count
+}
+
+// podUser is the uid and gid a pod's container runs as: root only where a
+// policy allowed it (spec.RunAsRoot); else the image's user when the image
+// names a non-root uid by number (a name could be root in the image's
+// /etc/passwd: as Kubernetes' runAsNonRoot, only a number is known not to
+// be); else its project's.
+func podUser(spec runner.Spec, imageUser string) (uid, gid uint32) {
+	if spec.RunAsRoot {
+		return 0, 0
+	}
+	u, g, _ := strings.Cut(imageUser, ":")
+	if n, err := strconv.ParseUint(u, 10, 32); err == nil && n > 0 && n < 1<<32-1 {
+		uid, gid = uint32(n), uint32(n)
+		if m, err := strconv.ParseUint(g, 10, 32); err == nil && m > 0 && m < 1<<32-1 {
+			gid = uint32(m)
+		}
+		return uid, gid
+	}
+	id := ProjectUID(spec.Project)
+	return id, id
+}
+
+// imageUser is the user the image's configuration names ("" for root by
+// default), pulling the image when the engine has none.
+func (r *Runner) imageUser(ctx context.Context, image string) (string, error) {
+	ictx, cancel := context.WithTimeout(ctx, apiTimeout)
+	res, err := r.cli.ImageInspect(ictx, image)
+	cancel()
+	if cerrdefs.IsNotFound(err) {
+		if err = r.pull(ctx, image); err == nil {
+			ictx, cancel := context.WithTimeout(ctx, apiTimeout)
+			res, err = r.cli.ImageInspect(ictx, image)
+			cancel()
+		}
+	}
+	if err != nil {
+		return "", fmt.Errorf("image %s: %w", image, err)
+	}
+	if res.Config == nil {
+		return "", nil
+	}
+	return res.Config.User, nil
+}
+
+// hostConfig is the host side of a pod's container: its limits, its work
+// directory and its GPUs, and nothing else of the node. Every capability
+// is dropped but those a policy allowed (spec.AddCapabilities); no new
+// privileges (setuid binaries gain nothing); the engine's default seccomp
+// profile and masked paths (never unconfined, never privileged); its own
+// pid, ipc, uts and cgroup namespaces; the network mode given (the
+// project's network).
+func (r *Runner) hostConfig(spec runner.Spec, work, network string) (*container.HostConfig, error) {
+	for _, c := range spec.AddCapabilities {
+		if !policy.Capability(c) {
+			return nil, fmt.Errorf("capability %q is not one a policy can allow", c)
+		}
+	}
+	pids := int64(PidsLimit)
+	host := &container.HostConfig{
+		Binds:        []string{work + ":" + work},
+		NetworkMode:  container.NetworkMode(network),
+		CapDrop:      []string{"ALL"},
+		CapAdd:       append([]string(nil), spec.AddCapabilities...),
+		SecurityOpt:  []string{"no-new-privileges"},
+		IpcMode:      container.IPCModePrivate,
+		CgroupnsMode: container.CgroupnsModePrivate,
+		Resources: container.Resources{Memory: spec.MemoryBytes, NanoCPUs: spec.MilliCPU * 1_000_000,
+			PidsLimit: &pids},
+	}
+	if spec.MemoryBytes > 0 {
+		host.MemorySwap = spec.MemoryBytes // no swap: over the limit is out of memory
+	}
+	if len(spec.CDIDevices) > 0 {
+		if r.podman {
+			for _, d := range spec.CDIDevices {
+				host.Devices = append(host.Devices, container.DeviceMapping{PathOnHost: d, PathInContainer: d, CgroupPermissions: "rwm"})
+			}
+		} else {
+			host.DeviceRequests = []container.DeviceRequest{{Driver: "cdi", DeviceIDs: spec.CDIDevices}}
+		}
+	}
+	return host, nil
+}
