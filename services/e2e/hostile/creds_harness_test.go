@@ -101,29 +101,11 @@ func credsSearcher(t *testing.T) string {
 	return credsBuild(t, "credsearch", "./services/e2e/hostile/testdata/credsearch", true)
 }
 
-// credsOut collects a process's output.
-type credsOut struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *credsOut) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *credsOut) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // credsProc is a child process in its own process group.
 type credsProc struct {
 	name string
 	cmd  *exec.Cmd
-	out  *credsOut
+	out  *syncBuffer
 	done chan struct{}
 	err  error
 }
@@ -144,7 +126,7 @@ func credsStart(t *testing.T, name string, cred *syscall.Credential, env []strin
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = "/"
 	cmd.Env = append(os.Environ(), env...)
-	out := &credsOut{}
+	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred}
 	if err := cmd.Start(); err != nil {

@@ -58,30 +58,12 @@ func tlsFreeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-// tlsOutput is a process's output, safe to read while it runs.
-type tlsOutput struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (o *tlsOutput) Write(p []byte) (int, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.b.Write(p)
-}
-
-func (o *tlsOutput) String() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.b.String()
-}
-
 // tlsStart runs `runway args...` in its own process group until the test
 // ends (SIGTERM, then SIGKILL to the group), logging its output on failure.
-func tlsStart(t *testing.T, name string, args ...string) *tlsOutput {
+func tlsStart(t *testing.T, name string, args ...string) *syncBuffer {
 	t.Helper()
 	cmd := exec.Command(tlsRunway(t), args...)
-	out := &tlsOutput{}
+	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
