@@ -88,12 +88,12 @@ type Cache struct {
 	log     *slog.Logger
 	skipped *etcdstore.SkipLog // undecodable values left out of the model
 
-	mu          sync.Mutex
-	state       *cluster.State
+	mu    sync.Mutex
+	state *cluster.State
 	// writing is the workload planWrites is taking up, for containment
 	// (contain.go); onWrite is the test hook called then.
-	writing string
-	onWrite func(workload string)
+	writing     string
+	onWrite     func(workload string)
 	ready       bool // the initial lists are applied
 	pools       map[string]*quotav1.NodePool
 	departments map[string]*quotav1.Department

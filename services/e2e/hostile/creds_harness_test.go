@@ -403,8 +403,26 @@ func credsSince(t *testing.T) int64 {
 	}
 	if _, ok := credsStarts.m[t.Name()]; !ok {
 		credsStarts.m[t.Name()] = time.Now().Unix() - 1
+		credsDecoy(t)
 	}
 	return credsStarts.m[t.Name()]
+}
+
+// credsDecoy leaves a file anyone may read, changed after the test began,
+// so that every search that can read files reads one: on a quiet machine
+// nothing else outside the hidden directories may have changed since.
+func credsDecoy(t *testing.T) {
+	dir, err := os.MkdirTemp("", "runway-hostile-decoy-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "readable"), []byte("nothing secret\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 var credsStarts struct {
