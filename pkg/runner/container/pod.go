@@ -1,7 +1,9 @@
 package container
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -77,6 +79,30 @@ func (p *pod) copyLog(logged chan<- struct{}) {
 	_, _ = stdcopy.StdCopy(f, f, rc)
 }
 
+// completeLog reads the stopped container's whole log once more and writes
+// it over the log file when the followed copy holds less: podman may end a
+// follow early for a container that exits at once, and the output's end
+// would be lost.
+func (p *pod) completeLog() {
+	fi, err := os.Stat(p.logPath)
+	if err != nil {
+		return
+	}
+	rc, err := p.r.cli.ContainerLogs(context.Background(), p.cid, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true})
+	if err != nil {
+		return
+	}
+	defer rc.Close()
+	var all bytes.Buffer
+	if _, err := stdcopy.StdCopy(&all, &all, io.LimitReader(rc, maxLogRead)); err != nil || int64(all.Len()) <= fi.Size() {
+		return
+	}
+	_ = os.WriteFile(p.logPath, all.Bytes(), 0o600)
+}
+
+// maxLogRead bounds the second read of a stopped container's log.
+const maxLogRead = 256 << 20
+
 // wait waits for the container to stop, then reads how it ended.
 func (p *pod) wait(logged <-chan struct{}) {
 	ctx := context.Background()
@@ -99,6 +125,7 @@ func (p *pod) wait(logged <-chan struct{}) {
 	}
 	select {
 	case <-logged:
+		p.completeLog()
 	case <-time.After(logDrain):
 	}
 	p.mu.Lock()
