@@ -189,6 +189,7 @@ func (c *Cache) planWrites(plan scheduling.Plan, now time.Time) writes {
 		}
 		event(e.Workload, ev)
 	}
+	c.writing = "" // orphans: no one workload's plan
 	c.orphanWrites(del, event, now)
 	for _, b := range plan.Bindings {
 		c.takeUp(b.Workload)

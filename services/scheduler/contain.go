@@ -84,8 +84,14 @@ func (s *Server) setAside(inv scheduling.InvariantError, now time.Time) {
 		return
 	}
 	s.metrics.setAside.WithLabelValues(step).Inc()
-	why := fmt.Sprintf("The scheduler set this workload aside: its %s step failed: %s"+
-		" (an internal check failed; it is retried when its spec changes or the scheduler restarts).", step, inv.What)
+	// What failed stays in the log: a panic's text may name other
+	// tenants' workloads, and the reason and event are the owner's to read.
+	what := "a step of the scheduler"
+	if inv.Step != "" {
+		what = fmt.Sprintf("the scheduler's %s step", inv.Step)
+	}
+	why := "The scheduler set this workload aside: " + what + " failed on it (an internal check; the scheduler's log says what)." +
+		" It is retried when its spec changes or the scheduler restarts."
 	s.held[inv.Workload] = why
 	s.asideEvents = append(s.asideEvents, asideEvent{workload: inv.Workload, ev: &workloadv1.WorkloadEvent{
 		Type: workloadv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_SET_ASIDE, Time: timestamppb.New(now), Message: why}})
