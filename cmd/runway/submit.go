@@ -16,7 +16,7 @@ import (
 type submitFlags struct {
 	project, image, gpu, gpuMemory, cpu, memory, priority, nodeType string
 	pods                                                            int32
-	nodePools, env                                                  []string
+	nodePools, env, labels, annotations                             []string
 	environment, compute, template                                  string // assets: an -e value without "=", --compute, --template
 }
 
@@ -63,8 +63,16 @@ instead. Everything after -- is the command its pods run.`,
 			if podsFlag != "" && !cmd.Flags().Changed(podsFlag) {
 				spec.Pods = 0 // unset: the template's, else 1
 			}
+			labels, err := keyValues("--label", f.labels)
+			if err != nil {
+				return err
+			}
+			annotations, err := keyValues("--annotation", f.annotations)
+			if err != nil {
+				return err
+			}
 			return withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
-				w, err := c.SubmitWorkloadFrom(ctx, f.project, name, typ, spec,
+				w, err := c.SubmitWorkloadFrom(ctx, f.project, name, &workloadv1.Workload{Type: typ, Spec: spec, Labels: labels, Annotations: annotations},
 					sdk.Assets{Template: f.template, Environment: f.environment, ComputeResource: f.compute})
 				if err != nil {
 					return err
@@ -77,6 +85,8 @@ instead. Everything after -- is the command its pods run.`,
 	projectFlag(sub, &f.project)
 	f.addFlags(sub.Flags(), podsFlag)
 	sub.Flags().StringVar(&f.template, "template", "", "a template to start from; the flags given override it")
+	sub.Flags().StringArrayVarP(&f.labels, "label", "l", nil, "a label KEY=VALUE to find the workload by (repeat)")
+	sub.Flags().StringArrayVar(&f.annotations, "annotation", nil, "an annotation KEY=VALUE (repeat)")
 	_ = sub.MarkFlagRequired("project")
 	cmd.AddCommand(sub, workloadListCommand(kind, "type = "+strings.TrimPrefix(typ.String(), "WORKLOAD_TYPE_")))
 	return cmd
@@ -98,6 +108,25 @@ func (f *submitFlags) addFlags(fl *pflag.FlagSet, podsFlag string) {
 	if podsFlag != "" {
 		fl.Int32Var(&f.pods, podsFlag, 1, "number of pods, placed together (gang)")
 	}
+}
+
+// keyValues parses KEY=VALUE flags into a map; a repeated key is an error.
+func keyValues(flag string, kvs []string) (map[string]string, error) {
+	if len(kvs) == 0 {
+		return nil, nil
+	}
+	m := make(map[string]string, len(kvs))
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, usageError("%s %q: want KEY=VALUE", flag, kv)
+		}
+		if _, dup := m[k]; dup {
+			return nil, usageError("%s %q: %s is given twice", flag, kv, k)
+		}
+		m[k] = v
+	}
+	return m, nil
 }
 
 // spec builds the workload spec from the flags; errors name the flag.

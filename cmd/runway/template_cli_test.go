@@ -57,3 +57,26 @@ func TestCLITemplates(t *testing.T) {
 	d.ok(t, "template", "delete", "ours", "-p", "team-a")
 	wantAll(t, "deleted", d.fails(t, "training", "submit", "gone", "-p", "team-a", "--template", "ours"), "[TEMPLATE_NOT_FOUND]")
 }
+
+// TestCLILabels: labels given at submit select workloads with list -l and
+// show in describe; a bad label is one line naming it.
+func TestCLILabels(t *testing.T) {
+	d := startDev(t)
+	d.ok(t, "project", "create", "team-a", "--gpu", "2")
+	d.ok(t, "training", "submit", "v1", "-p", "team-a", "-i", "busybox", "-l", "team=vision", "-l", "stage=test", "--annotation", "note=first try")
+	d.ok(t, "training", "submit", "n1", "-p", "team-a", "-i", "busybox", "--label", "team=nlp")
+	out := d.ok(t, "workload", "list", "-p", "team-a", "-l", "team=vision")
+	if !strings.Contains(out, "v1") || strings.Contains(out, "n1") {
+		t.Errorf("list -l team=vision:\n%s", out)
+	}
+	out = d.ok(t, "training", "list", "-A", "-l", "team!=vision")
+	if strings.Contains(out, "v1") || !strings.Contains(out, "n1") {
+		t.Errorf("training list -l team!=vision:\n%s", out)
+	}
+	wantAll(t, "describe", d.ok(t, "workload", "describe", "v1", "-p", "team-a"), "Labels:", "stage=test, team=vision")
+	wantAll(t, "reserved prefix", d.fails(t, "training", "submit", "x", "-p", "team-a", "-i", "busybox", "-l", "runway.dev/mark=1"),
+		"workload.labels[runway.dev/mark]", "platform's", "[INVALID_FIELD]")
+	if r := d.run(t, "workload", "list", "-A", "-l", "team"); r.code != 2 || !strings.Contains(r.stderr, "KEY=VALUE") {
+		t.Errorf("list -l team: exit %d, %q; want a usage error (2) saying KEY=VALUE", r.code, r.stderr)
+	}
+}

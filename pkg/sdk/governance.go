@@ -119,12 +119,12 @@ type Assets struct {
 	Template, Environment, ComputeResource string
 }
 
-// SubmitWorkloadFrom is SubmitWorkload completed from assets.
-func (c *Client) SubmitWorkloadFrom(ctx context.Context, project, id string, typ workloadv1.WorkloadType, spec *workloadv1.WorkloadSpec,
-	a Assets) (*workloadv1.Workload, error) {
+// SubmitWorkloadFrom is SubmitWorkload completed from assets: w's type,
+// spec, labels and annotations are sent.
+func (c *Client) SubmitWorkloadFrom(ctx context.Context, project, id string, w *workloadv1.Workload, a Assets) (*workloadv1.Workload, error) {
 	return c.WorkloadService.CreateWorkload(ctx, &workloadv1.CreateWorkloadRequest{
 		Parent: ProjectName(project), WorkloadId: id, Template: a.Template, Environment: a.Environment,
-		ComputeResource: a.ComputeResource, Workload: &workloadv1.Workload{Type: typ, Spec: spec},
+		ComputeResource: a.ComputeResource, Workload: w,
 	})
 }
 

@@ -55,7 +55,7 @@ func (s *Server) prepare(ctx context.Context, req *workloadv1.CreateWorkloadRequ
 	submitted := withAssets(spec, env, comp)
 
 	out := proto.Clone(req).(*workloadv1.CreateWorkloadRequest)
-	out.Workload = &workloadv1.Workload{Type: in.GetType(), Spec: submitted}
+	out.Workload = &workloadv1.Workload{Type: in.GetType(), Spec: submitted, Labels: in.GetLabels(), Annotations: in.GetAnnotations()}
 	if !validType(in.GetType()) {
 		return nil, validateCreate(out)
 	}

@@ -215,8 +215,8 @@ type CreateWorkloadRequest struct {
 	// Required. The id of the new workload, the last part of its name: 1-63
 	// characters of [a-z0-9-], starting with a letter.
 	WorkloadId string `protobuf:"bytes,2,opt,name=workload_id,json=workloadId,proto3" json:"workload_id,omitempty"`
-	// Required. The workload: `type` and `spec` are used; `name` and the
-	// output-only fields are ignored. The spec is completed, in this order, from
+	// Required. The workload: `type`, `spec`, `labels` and `annotations` are
+	// used; `name` and the output-only fields are ignored. The spec is completed, in this order, from
 	// the template, the environment and compute resource named below (fields the spec leaves
 	// unset), then from the defaults of the project's effective policy; the
 	// result must pass the policy's rules (INVALID_FIELD naming the field, the
@@ -371,8 +371,9 @@ type ListWorkloadsRequest struct {
 	// Optional. An AIP-160 filter: comparisons joined by AND. Supported fields
 	// (with `=` and `!=`): `type` (for example `type = TRAINING`),
 	// `status.phase` (`status.phase = PENDING`), `status.node_pool`
-	// (`status.node_pool = "nodepools/a100"`), `spec.priority`. Empty means
-	// every workload.
+	// (`status.node_pool = "nodepools/a100"`), `spec.priority`, and
+	// `labels.KEY` (`labels.team = "vision"`; `!= ""` for "has the label").
+	// Empty means every workload.
 	Filter        string `protobuf:"bytes,4,opt,name=filter,proto3" json:"filter,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
