@@ -116,10 +116,9 @@ func (c *cycle) reclaim(j *cluster.Workload) bool {
 		c.rememberNoRoom(j, p, key, why)
 		return false
 	}
-	units := sr.units
-	for _, i := range set {
+	for _, u := range evictions(sr.units, set) {
 		// Read before evict removes the unit: the numbers are as they were.
-		c.evict(units[i], RuleReclaim, j, reclaimReason(j, units[i], p))
+		c.evict(u, RuleReclaim, j, reclaimReason(j, u, p))
 	}
 	return c.placeAfterEvictions(j, p)
 }
@@ -172,9 +171,7 @@ func (c *cycle) preempt(j *cluster.Workload) bool {
 		c.rememberNoRoom(j, p, key, why)
 		return false
 	}
-	units := sr.units
-	for _, i := range set {
-		u := units[i]
+	for _, u := range evictions(sr.units, set) {
 		c.evict(u, RulePreempt, j, fmt.Sprintf("%s (priority %s) of project %s needed %s; %s has priority %s",
 			j.Name, j.Priority.Name, j.Project.Name, cluster.Quantity(cluster.GPU, request(j, p).GPU), u.w.Name, u.w.Priority.Name))
 	}
