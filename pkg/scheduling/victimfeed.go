@@ -139,9 +139,11 @@ func (c *cycle) candidates(v *cluster.Queue, p *cluster.Pool) *candidateList {
 	return list
 }
 
-// candidate reports whether w (running) may be a victim in pool p.
+// candidate reports whether w (running) may be a victim in pool p. Work
+// that evictions made room for in this cycle is one (a search that takes it
+// starts the try over, settle.go), except in the last try.
 func (c *cycle) candidate(w *cluster.Workload, p *cluster.Pool) bool {
-	return w.PlacedPods() > 0 && w.Priority.Preemptible && w.Pool() == p && !c.placedFor[w] && !w.Aside
+	return w.PlacedPods() > 0 && w.Priority.Preemptible && w.Pool() == p && !(c.guard && c.placedFor[w] > 0) && !w.Aside
 }
 
 // victimLess is the order of a candidate list: lowest priority first, then
