@@ -276,7 +276,8 @@ func (sr *search) try(set []int, keep bool) room {
 //
 // "The smallest k for which G1 ... Gk holds a set that makes room, then the
 // least disruptive set within them" is one order on sets: by the last group a
-// set uses, then fewest GPUs, fewest workloads, newest. Adding a unit never
+// set uses, then fewest GPUs, fewest workloads sent back to Pending, fewest
+// workloads touched, newest. Adding a unit never
 // lowers that key, so the search walks sets in this order and stops at the
 // first that makes room.
 func (sr *search) find() []int {
@@ -759,8 +760,9 @@ type candidate struct {
 	newestBound *cluster.Workload
 }
 
-// setHeap orders candidate sets: fewest GPUs, fewest workloads, then newest
-// (submission times compared newest first, then names).
+// setHeap orders candidate sets: fewest GPUs, fewest workloads sent back to
+// Pending, fewest workloads touched, then newest (submission times compared
+// newest first, then names).
 type setHeap struct {
 	units []unit
 	items []candidate
