@@ -62,6 +62,9 @@ func describeWorkload(out io.Writer, w *workloadv1.Workload) error {
 		f.add("Labels", strings.Join(kv, ", "))
 	}
 	f.add("Priority", orDefault(spec.GetPriority(), "the type's default"))
+	if ttl := spec.GetTtlAfterFinishedSeconds(); ttl > 0 {
+		f.add("Deleted", fmt.Sprintf("%s after it finishes", time.Duration(ttl)*time.Second))
+	}
 	status := phaseLabel(st.GetPhase())
 	if n := st.GetPreemptionCount(); n > 0 {
 		status += fmt.Sprintf(" (sent back to pending %d time%s)", n, plural(n))

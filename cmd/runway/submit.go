@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -15,6 +16,7 @@ import (
 // submitFlags are the flags of `runway {training|workspace|inference} submit`.
 type submitFlags struct {
 	project, image, gpu, gpuMemory, cpu, memory, priority, nodeType string
+	autoDelete                                                      time.Duration
 	pods                                                            int32
 	nodePools, env, labels, annotations                             []string
 	environment, compute, template                                  string // assets: an -e value without "=", --compute, --template
@@ -105,6 +107,7 @@ func (f *submitFlags) addFlags(fl *pflag.FlagSet, podsFlag string) {
 	fl.StringVar(&f.nodeType, "node-type", "", "only nodes whose run.ai/type label has this value")
 	fl.StringArrayVarP(&f.env, "environment", "e", nil, "environment variable NAME=VALUE (repeat), or an environment asset NAME to start from")
 	fl.StringVar(&f.compute, "compute", "", "a compute resource to take the GPU, CPU and memory from")
+	fl.DurationVar(&f.autoDelete, "auto-delete-after", 0, "delete the workload this long after it finishes, such as 24h (0: keep it)")
 	if podsFlag != "" {
 		fl.Int32Var(&f.pods, podsFlag, 1, "number of pods, placed together (gang)")
 	}
@@ -133,6 +136,10 @@ func keyValues(flag string, kvs []string) (map[string]string, error) {
 func (f *submitFlags) spec(command []string) (*workloadv1.WorkloadSpec, error) {
 	spec := &workloadv1.WorkloadSpec{Image: f.image, Command: command, Priority: f.priority,
 		NodeType: f.nodeType, Pods: f.pods}
+	if f.autoDelete < 0 || f.autoDelete%time.Second != 0 {
+		return nil, fmt.Errorf("--auto-delete-after %s: want whole seconds, 0 or more", f.autoDelete)
+	}
+	spec.TtlAfterFinishedSeconds = int64(f.autoDelete / time.Second)
 	for _, p := range f.nodePools {
 		spec.NodePools = append(spec.NodePools, sdk.NodePoolName(p))
 	}

@@ -59,12 +59,13 @@ func TestCLITemplates(t *testing.T) {
 }
 
 // TestCLILabels: labels given at submit select workloads with list -l and
-// show in describe; a bad label is one line naming it.
+// show in describe, as does the time to live; a bad label is one line
+// naming it.
 func TestCLILabels(t *testing.T) {
 	d := startDev(t)
 	d.ok(t, "project", "create", "team-a", "--gpu", "2")
 	d.ok(t, "training", "submit", "v1", "-p", "team-a", "-i", "busybox", "-l", "team=vision", "-l", "stage=test", "--annotation", "note=first try")
-	d.ok(t, "training", "submit", "n1", "-p", "team-a", "-i", "busybox", "--label", "team=nlp")
+	d.ok(t, "training", "submit", "n1", "-p", "team-a", "-i", "busybox", "--label", "team=nlp", "--auto-delete-after", "24h")
 	out := d.ok(t, "workload", "list", "-p", "team-a", "-l", "team=vision")
 	if !strings.Contains(out, "v1") || strings.Contains(out, "n1") {
 		t.Errorf("list -l team=vision:\n%s", out)
@@ -74,6 +75,10 @@ func TestCLILabels(t *testing.T) {
 		t.Errorf("training list -l team!=vision:\n%s", out)
 	}
 	wantAll(t, "describe", d.ok(t, "workload", "describe", "v1", "-p", "team-a"), "Labels:", "stage=test, team=vision")
+	wantAll(t, "describe n1", d.ok(t, "workload", "describe", "n1", "-p", "team-a"), "Deleted:", "24h0m0s after it finishes")
+	if r := d.run(t, "training", "submit", "x", "-p", "team-a", "-i", "busybox", "--auto-delete-after", "-1h"); r.code != 2 || !strings.Contains(r.stderr, "--auto-delete-after") {
+		t.Errorf("a negative TTL: exit %d, %q; want a usage error naming the flag", r.code, r.stderr)
+	}
 	wantAll(t, "reserved prefix", d.fails(t, "training", "submit", "x", "-p", "team-a", "-i", "busybox", "-l", "runway.dev/mark=1"),
 		"workload.labels[runway.dev/mark]", "platform's", "[INVALID_FIELD]")
 	if r := d.run(t, "workload", "list", "-A", "-l", "team"); r.code != 2 || !strings.Contains(r.stderr, "KEY=VALUE") {

@@ -814,9 +814,14 @@ type WorkloadSpec struct {
 	// Optional. What the pods' containers may do beyond the default (a
 	// non-root user, no capabilities). Each relaxation must be allowed by a
 	// policy of the project's branch (a rule with options on the field).
-	Security      *ContainerSecurity `protobuf:"bytes,14,opt,name=security,proto3" json:"security,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Security *ContainerSecurity `protobuf:"bytes,14,opt,name=security,proto3" json:"security,omitempty"`
+	// Optional. Seconds after the workload finishes (COMPLETED or FAILED)
+	// that it is deleted, as Kubernetes Jobs' ttlSecondsAfterFinished; 0 keeps
+	// it. A policy may give it a default. The deletion is audited
+	// (principal `system:workload-controller`).
+	TtlAfterFinishedSeconds int64 `protobuf:"varint,15,opt,name=ttl_after_finished_seconds,json=ttlAfterFinishedSeconds,proto3" json:"ttl_after_finished_seconds,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
 }
 
 func (x *WorkloadSpec) Reset() {
@@ -945,6 +950,13 @@ func (x *WorkloadSpec) GetSecurity() *ContainerSecurity {
 		return x.Security
 	}
 	return nil
+}
+
+func (x *WorkloadSpec) GetTtlAfterFinishedSeconds() int64 {
+	if x != nil {
+		return x.TtlAfterFinishedSeconds
+	}
+	return 0
 }
 
 // ContainerSecurity relaxes the container runtime's defaults for one
@@ -1750,7 +1762,7 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\x11preempt_when_idle\x18\x03 \x01(\bR\x0fpreemptWhenIdle\x12\x1d\n" +
 	"\n" +
 	"node_types\x18\x04 \x03(\tR\tnodeTypes\x12\x16\n" +
-	"\x06source\x18\x05 \x01(\tR\x06source\"\xda\x03\n" +
+	"\x06source\x18\x05 \x01(\tR\x06source\"\x97\x04\n" +
 	"\fWorkloadSpec\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12\x18\n" +
 	"\acommand\x18\x02 \x03(\tR\acommand\x12\x12\n" +
@@ -1767,7 +1779,8 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"node_pools\x18\v \x03(\tR\tnodePools\x12\x1b\n" +
 	"\tnode_type\x18\f \x01(\tR\bnodeType\x12\x1c\n" +
 	"\tsuspended\x18\r \x01(\bR\tsuspended\x12A\n" +
-	"\bsecurity\x18\x0e \x01(\v2%.runway.workload.v1.ContainerSecurityR\bsecurity\"^\n" +
+	"\bsecurity\x18\x0e \x01(\v2%.runway.workload.v1.ContainerSecurityR\bsecurity\x12;\n" +
+	"\x1attl_after_finished_seconds\x18\x0f \x01(\x03R\x17ttlAfterFinishedSeconds\"^\n" +
 	"\x11ContainerSecurity\x12\x1e\n" +
 	"\vrun_as_root\x18\x01 \x01(\bR\trunAsRoot\x12)\n" +
 	"\x10add_capabilities\x18\x02 \x03(\tR\x0faddCapabilities\"2\n" +
