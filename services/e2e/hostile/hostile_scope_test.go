@@ -1,10 +1,15 @@
 package hostile
 
 import (
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
@@ -202,5 +207,135 @@ func TestHostileAccountPolicyHeldBelow(t *testing.T) {
 	}
 	if _, err := gov.DeletePolicy(t.Context(), &workloadv1.DeletePolicyRequest{Name: "departments/dept-a/policies/training"}); err != nil {
 		t.Fatalf("the account deletes its policy on dept-a: %v", err)
+	}
+}
+
+// Every asset kind of a project in dept-a (an environment with a value, a
+// compute resource, a policy and the effective policy, and dept-a's own
+// environment and compute resource) is out of reach of a researcher of
+// team-b in dept-b: by name (gRPC and REST), by listing its scope, through
+// a page token of a team-a researcher's listing, and by naming it in a
+// submission; listing what team-b may see shows none of it. Team-a's
+// researcher reads them all.
+func TestHostileReadOtherProjectsAssets(t *testing.T) {
+	d := apiStartDev(t, nil)
+	gov := workloadv1.NewGovernanceServiceClient(d.admin)
+	const secret = "value-of-team-a"
+	for _, scope := range []string{"projects/team-a", "departments/dept-a"} {
+		for _, id := range []string{"jupyter", "train"} {
+			if _, err := gov.CreateEnvironment(t.Context(), &workloadv1.CreateEnvironmentRequest{Parent: scope, EnvironmentId: id,
+				Environment: &workloadv1.Environment{Image: "jupyter/base", Env: []*workloadv1.EnvVar{{Name: "WANDB_API_KEY", Value: secret}}}}); err != nil {
+				t.Fatalf("CreateEnvironment(%s/%s): %v", scope, id, err)
+			}
+		}
+		if _, err := gov.CreateComputeResource(t.Context(), &workloadv1.CreateComputeResourceRequest{Parent: scope, ComputeResourceId: "big",
+			ComputeResource: &workloadv1.ComputeResource{Description: secret, MilliCpu: 64000}}); err != nil {
+			t.Fatalf("CreateComputeResource(%s): %v", scope, err)
+		}
+	}
+	if _, err := gov.UpdatePolicy(t.Context(), &workloadv1.UpdatePolicyRequest{AllowMissing: true, Policy: &workloadv1.Policy{
+		Name: "projects/team-a/policies/training", Defaults: &workloadv1.WorkloadSpec{Image: "registry/" + secret}}}); err != nil {
+		t.Fatal(err)
+	}
+	raToken := d.member(t, "ra", "roles/l1-researcher", apiScope(identityv1.ScopeKind_SCOPE_KIND_PROJECT, "projects/team-a"))
+	rbToken := d.member(t, "rb", "roles/l1-researcher", apiScope(identityv1.ScopeKind_SCOPE_KIND_PROJECT, "projects/team-b"))
+	ra, rb := workloadv1.NewGovernanceServiceClient(d.conn(t, raToken)), workloadv1.NewGovernanceServiceClient(d.conn(t, rbToken))
+	denied := func(what string, resp any, err error) {
+		t.Helper()
+		apiWant(t, "team-b's researcher "+what, err, codes.PermissionDenied, commonv1.ErrorReason_PERMISSION_DENIED)
+		if strings.Contains(fmt.Sprint(resp)+status.Convert(err).Message(), secret) {
+			t.Errorf("team-b's researcher %s: was sent team-a's value: %v %v", what, resp, err)
+		}
+	}
+	reads := map[string]func(g workloadv1.GovernanceServiceClient) (any, error){
+		"projects/team-a/environments/jupyter": func(g workloadv1.GovernanceServiceClient) (any, error) {
+			return g.GetEnvironment(t.Context(), &workloadv1.GetEnvironmentRequest{Name: "projects/team-a/environments/jupyter"})
+		},
+		"departments/dept-a/environments/jupyter": func(g workloadv1.GovernanceServiceClient) (any, error) {
+			return g.GetEnvironment(t.Context(), &workloadv1.GetEnvironmentRequest{Name: "departments/dept-a/environments/jupyter"})
+		},
+		"projects/team-a/computeResources/big": func(g workloadv1.GovernanceServiceClient) (any, error) {
+			return g.GetComputeResource(t.Context(), &workloadv1.GetComputeResourceRequest{Name: "projects/team-a/computeResources/big"})
+		},
+		"departments/dept-a/computeResources/big": func(g workloadv1.GovernanceServiceClient) (any, error) {
+			return g.GetComputeResource(t.Context(), &workloadv1.GetComputeResourceRequest{Name: "departments/dept-a/computeResources/big"})
+		},
+		"projects/team-a/policies/training": func(g workloadv1.GovernanceServiceClient) (any, error) {
+			return g.GetPolicy(t.Context(), &workloadv1.GetPolicyRequest{Name: "projects/team-a/policies/training"})
+		},
+		"projects/team-a/policies/training:effective": func(g workloadv1.GovernanceServiceClient) (any, error) {
+			return g.GetEffectivePolicy(t.Context(), &workloadv1.GetEffectivePolicyRequest{Name: "projects/team-a/policies/training"})
+		},
+		"the environments of projects/team-a": func(g workloadv1.GovernanceServiceClient) (any, error) {
+			return g.ListEnvironments(t.Context(), &workloadv1.ListEnvironmentsRequest{Parent: "projects/team-a"})
+		},
+		"the environments of departments/dept-a": func(g workloadv1.GovernanceServiceClient) (any, error) {
+			return g.ListEnvironments(t.Context(), &workloadv1.ListEnvironmentsRequest{Parent: "departments/dept-a"})
+		},
+		"the compute resources of projects/team-a": func(g workloadv1.GovernanceServiceClient) (any, error) {
+			return g.ListComputeResources(t.Context(), &workloadv1.ListComputeResourcesRequest{Parent: "projects/team-a"})
+		},
+		"the compute resources of departments/dept-a": func(g workloadv1.GovernanceServiceClient) (any, error) {
+			return g.ListComputeResources(t.Context(), &workloadv1.ListComputeResourcesRequest{Parent: "departments/dept-a"})
+		},
+	}
+	for what, read := range reads {
+		resp, err := read(rb)
+		denied("reads "+what, resp, err)
+		if resp, err := read(ra); err != nil || !strings.Contains(fmt.Sprint(resp), secret) && !strings.Contains(what, "effective") {
+			t.Errorf("team-a's researcher reads %s: %v, %v", what, resp, err)
+		}
+	}
+	// What team-b may list holds nothing of team-a's or dept-a's.
+	for _, parent := range []string{"", "projects/team-b", "departments/dept-b"} {
+		envs, err := rb.ListEnvironments(t.Context(), &workloadv1.ListEnvironmentsRequest{Parent: parent})
+		if err != nil || strings.Contains(fmt.Sprint(envs), secret) || strings.Contains(fmt.Sprint(envs), "-a/") {
+			t.Errorf("team-b's researcher lists the environments of %q: %v, %v, want none of team-a's or dept-a's", parent, envs, err)
+		}
+		crs, err := rb.ListComputeResources(t.Context(), &workloadv1.ListComputeResourcesRequest{Parent: parent})
+		if err != nil || strings.Contains(fmt.Sprint(crs), secret) || strings.Contains(fmt.Sprint(crs), "-a/") {
+			t.Errorf("team-b's researcher lists the compute resources of %q: %v, %v, want none of team-a's or dept-a's", parent, crs, err)
+		}
+	}
+	// A page token of team-a's researcher's listing opens nothing for
+	// team-b's, on team-a's scope or its own.
+	page, err := ra.ListEnvironments(t.Context(), &workloadv1.ListEnvironmentsRequest{Parent: "projects/team-a", PageSize: 1})
+	if err != nil || page.GetNextPageToken() == "" {
+		t.Fatalf("team-a's researcher lists a page of team-a's environments: %v, %v", page, err)
+	}
+	stolen, err := rb.ListEnvironments(t.Context(), &workloadv1.ListEnvironmentsRequest{Parent: "projects/team-a", PageToken: page.GetNextPageToken()})
+	denied("lists team-a's environments with team-a's page token", stolen, err)
+	stolen, err = rb.ListEnvironments(t.Context(), &workloadv1.ListEnvironmentsRequest{Parent: "projects/team-b", PageToken: page.GetNextPageToken()})
+	apiWant(t, "team-b's researcher lists its own with team-a's page token", err, codes.InvalidArgument, commonv1.ErrorReason_INVALID_PAGE_TOKEN)
+	if len(stolen.GetEnvironments()) != 0 {
+		t.Errorf("team-a's page token listed %v for team-b", stolen)
+	}
+	// Naming them in a submission to team-b neither uses nor reveals them.
+	wl := workloadv1.NewWorkloadServiceClient(d.conn(t, rbToken))
+	for i, ref := range [][2]string{{"projects/team-a/environments/jupyter", ""}, {"departments/dept-a/environments/jupyter", ""},
+		{"jupyter", ""}, {"", "projects/team-a/computeResources/big"}, {"", "departments/dept-a/computeResources/big"}, {"", "big"}} {
+		w, err := wl.CreateWorkload(t.Context(), &workloadv1.CreateWorkloadRequest{Parent: "projects/team-b", WorkloadId: fmt.Sprintf("w%d", i),
+			Environment: ref[0], ComputeResource: ref[1], Workload: &workloadv1.Workload{Type: workloadv1.WorkloadType_WORKLOAD_TYPE_TRAINING,
+				Spec: &workloadv1.WorkloadSpec{Image: "busybox", Gpu: &workloadv1.GpuRequest{Amount: &workloadv1.GpuRequest_Devices{Devices: 1}}}}})
+		if code := status.Code(err); code != codes.InvalidArgument && code != codes.NotFound || strings.Contains(fmt.Sprint(w)+status.Convert(err).Message(), secret) {
+			t.Errorf("team-b's researcher submits with %q: %v, %v, want INVALID_ARGUMENT or NOT_FOUND and nothing of team-a's", ref, w, err)
+		}
+	}
+	// The REST gateway asks the same guard.
+	client := &http.Client{Timeout: 10 * time.Second}
+	for _, path := range []string{"/v1/projects/team-a/environments/jupyter", "/v1/departments/dept-a/environments/jupyter",
+		"/v1/projects/team-a/environments", "/v1/environments?parent=projects/team-a", "/v1/departments/dept-a/computeResources",
+		"/v1/projects/team-a/computeResources/big", "/v1/projects/team-a/policies/training", "/v1/projects/team-a/policies/training:effective"} {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+d.addr+path, nil)
+		req.Header.Set("Authorization", "Bearer "+rbToken)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden || strings.Contains(string(body), secret) {
+			t.Errorf("GET %s as team-b's researcher: %d %s, want 403 and nothing of team-a's", path, resp.StatusCode, body)
+		}
 	}
 }
