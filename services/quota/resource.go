@@ -242,7 +242,11 @@ func (k *resourceKind[T]) delete(ctx context.Context, s *Server, name, etag stri
 		// A delete removes every rule: it too needs the scope that set them.
 		var none T
 		if err := k.stampSetters(ctx, cur.Msg, none); err != nil {
-			return err
+			setBy := apierr.Info(err).GetMetadata()["setBy"]
+			if setBy == "" {
+				return err
+			}
+			return apierr.PermissionDenied(k.collection+".delete", setBy).InField("name").With("setBy", setBy)
 		}
 		c := &change{}
 		if err := k.inUse(s, ctx, c, name, id); err != nil {

@@ -88,6 +88,9 @@ func TestHostileAccountRuleOnProjectHeldBelow(t *testing.T) {
 	scopeRefused(t, "dept-a's administrator replaces team-a whole", err, "account")
 	_, err = da.DeleteProject(t.Context(), &quotav1.DeleteProjectRequest{Name: "projects/team-a"})
 	scopeRefused(t, "dept-a's administrator deletes team-a to drop its rule", err, "account")
+	if p := apierr.Info(err).GetMetadata()["permission"]; p != "projects.delete" {
+		t.Errorf("the delete refused for %q, want projects.delete on the account", p)
+	}
 	_, err = setProjectRules(pm, t)
 	apiWant(t, "team-a's research manager deletes the rule", err, codes.PermissionDenied, commonv1.ErrorReason_PERMISSION_DENIED)
 	if p := apierr.Info(err).GetMetadata()["permission"]; p != "projects.edit" {
