@@ -67,6 +67,8 @@ func validateCreate(req *workloadv1.CreateWorkloadRequest) error {
 		v.add("workload", "is required: set its type and spec")
 		return v.err()
 	}
+	validateLabels(&v, "workload.labels", w.GetLabels(), false)
+	validateLabels(&v, "workload.annotations", w.GetAnnotations(), true)
 	typeOK := validType(w.GetType())
 	if !typeOK {
 		v.add("workload.type", "must be WORKLOAD_TYPE_WORKSPACE, WORKLOAD_TYPE_TRAINING or WORKLOAD_TYPE_INFERENCE")
