@@ -214,8 +214,8 @@ func TestHostileAccountPolicyHeldBelow(t *testing.T) {
 }
 
 // Every asset kind of a project in dept-a (an environment with a value, a
-// compute resource, a policy and the effective policy, and dept-a's own
-// environment and compute resource) is out of reach of a researcher of
+// compute resource, a template with a value, a policy and the effective
+// policy, and dept-a's own environment, compute resource and template) is out of reach of a researcher of
 // team-b in dept-b: by name (gRPC and REST), by listing its scope, through
 // a page token of a team-a researcher's listing, and by naming it in a
 // submission; listing what team-b may see shows none of it. Team-a's
@@ -234,6 +234,11 @@ func TestHostileReadOtherProjectsAssets(t *testing.T) {
 		if _, err := gov.CreateComputeResource(t.Context(), &workloadv1.CreateComputeResourceRequest{Parent: scope, ComputeResourceId: "big",
 			ComputeResource: &workloadv1.ComputeResource{Description: secret, MilliCpu: 64000}}); err != nil {
 			t.Fatalf("CreateComputeResource(%s): %v", scope, err)
+		}
+		if _, err := gov.CreateTemplate(t.Context(), &workloadv1.CreateTemplateRequest{Parent: scope, TemplateId: "nightly",
+			Template: &workloadv1.Template{Environment: "jupyter", Spec: &workloadv1.WorkloadSpec{
+				Env: []*workloadv1.EnvVar{{Name: "HF_TOKEN", Value: secret}}}}}); err != nil {
+			t.Fatalf("CreateTemplate(%s): %v", scope, err)
 		}
 	}
 	if _, err := gov.UpdatePolicy(t.Context(), &workloadv1.UpdatePolicyRequest{AllowMissing: true, Policy: &workloadv1.Policy{
@@ -262,6 +267,18 @@ func TestHostileReadOtherProjectsAssets(t *testing.T) {
 		},
 		"departments/dept-a/computeResources/big": func(g workloadv1.GovernanceServiceClient) (any, error) {
 			return g.GetComputeResource(t.Context(), &workloadv1.GetComputeResourceRequest{Name: "departments/dept-a/computeResources/big"})
+		},
+		"projects/team-a/templates/nightly": func(g workloadv1.GovernanceServiceClient) (any, error) {
+			return g.GetTemplate(t.Context(), &workloadv1.GetTemplateRequest{Name: "projects/team-a/templates/nightly"})
+		},
+		"departments/dept-a/templates/nightly": func(g workloadv1.GovernanceServiceClient) (any, error) {
+			return g.GetTemplate(t.Context(), &workloadv1.GetTemplateRequest{Name: "departments/dept-a/templates/nightly"})
+		},
+		"the templates of projects/team-a": func(g workloadv1.GovernanceServiceClient) (any, error) {
+			return g.ListTemplates(t.Context(), &workloadv1.ListTemplatesRequest{Parent: "projects/team-a"})
+		},
+		"the templates of departments/dept-a": func(g workloadv1.GovernanceServiceClient) (any, error) {
+			return g.ListTemplates(t.Context(), &workloadv1.ListTemplatesRequest{Parent: "departments/dept-a"})
 		},
 		"projects/team-a/policies/training": func(g workloadv1.GovernanceServiceClient) (any, error) {
 			return g.GetPolicy(t.Context(), &workloadv1.GetPolicyRequest{Name: "projects/team-a/policies/training"})
@@ -299,6 +316,10 @@ func TestHostileReadOtherProjectsAssets(t *testing.T) {
 		if err != nil || strings.Contains(fmt.Sprint(crs), secret) || strings.Contains(fmt.Sprint(crs), "-a/") {
 			t.Errorf("team-b's researcher lists the compute resources of %q: %v, %v, want none of team-a's or dept-a's", parent, crs, err)
 		}
+		tps, err := rb.ListTemplates(t.Context(), &workloadv1.ListTemplatesRequest{Parent: parent})
+		if err != nil || strings.Contains(fmt.Sprint(tps), secret) || strings.Contains(fmt.Sprint(tps), "-a/") {
+			t.Errorf("team-b's researcher lists the templates of %q: %v, %v, want none of team-a's or dept-a's", parent, tps, err)
+		}
 	}
 	// A page token of team-a's researcher's listing opens nothing for
 	// team-b's, on team-a's scope or its own.
@@ -315,10 +336,11 @@ func TestHostileReadOtherProjectsAssets(t *testing.T) {
 	}
 	// Naming them in a submission to team-b neither uses nor reveals them.
 	wl := workloadv1.NewWorkloadServiceClient(d.conn(t, rbToken))
-	for i, ref := range [][2]string{{"projects/team-a/environments/jupyter", ""}, {"departments/dept-a/environments/jupyter", ""},
-		{"jupyter", ""}, {"", "projects/team-a/computeResources/big"}, {"", "departments/dept-a/computeResources/big"}, {"", "big"}} {
+	for i, ref := range [][3]string{{"projects/team-a/environments/jupyter", "", ""}, {"departments/dept-a/environments/jupyter", "", ""},
+		{"jupyter", "", ""}, {"", "projects/team-a/computeResources/big", ""}, {"", "departments/dept-a/computeResources/big", ""}, {"", "big", ""},
+		{"", "", "projects/team-a/templates/nightly"}, {"", "", "departments/dept-a/templates/nightly"}, {"", "", "nightly"}} {
 		w, err := wl.CreateWorkload(t.Context(), &workloadv1.CreateWorkloadRequest{Parent: "projects/team-b", WorkloadId: fmt.Sprintf("w%d", i),
-			Environment: ref[0], ComputeResource: ref[1], Workload: &workloadv1.Workload{Type: workloadv1.WorkloadType_WORKLOAD_TYPE_TRAINING,
+			Environment: ref[0], ComputeResource: ref[1], Template: ref[2], Workload: &workloadv1.Workload{Type: workloadv1.WorkloadType_WORKLOAD_TYPE_TRAINING,
 				Spec: &workloadv1.WorkloadSpec{Image: "busybox", Gpu: &workloadv1.GpuRequest{Amount: &workloadv1.GpuRequest_Devices{Devices: 1}}}}})
 		if code := status.Code(err); code != codes.InvalidArgument && code != codes.NotFound || strings.Contains(fmt.Sprint(w)+status.Convert(err).Message(), secret) {
 			t.Errorf("team-b's researcher submits with %q: %v, %v, want INVALID_ARGUMENT or NOT_FOUND and nothing of team-a's", ref, w, err)
@@ -328,7 +350,8 @@ func TestHostileReadOtherProjectsAssets(t *testing.T) {
 	client := &http.Client{Timeout: 10 * time.Second}
 	for _, path := range []string{"/v1/projects/team-a/environments/jupyter", "/v1/departments/dept-a/environments/jupyter",
 		"/v1/projects/team-a/environments", "/v1/environments?parent=projects/team-a", "/v1/departments/dept-a/computeResources",
-		"/v1/projects/team-a/computeResources/big", "/v1/projects/team-a/policies/training", "/v1/projects/team-a/policies/training:effective"} {
+		"/v1/projects/team-a/computeResources/big", "/v1/projects/team-a/templates/nightly", "/v1/departments/dept-a/templates",
+		"/v1/templates?parent=departments/dept-a", "/v1/projects/team-a/policies/training", "/v1/projects/team-a/policies/training:effective"} {
 		req, _ := http.NewRequest(http.MethodGet, "http://"+d.addr+path, nil)
 		req.Header.Set("Authorization", "Bearer "+rbToken)
 		resp, err := client.Do(req)
