@@ -19,6 +19,7 @@ export interface PodStatus {
 export interface WorkloadEvent { type?: string; time?: string; message?: string; by?: string; rule?: string; pods?: number; nodes?: string[] }
 export interface Workload {
   name: string; project?: string; type?: string; spec?: WorkloadSpec; createTime?: string; creator?: string; etag?: string
+  labels?: Record<string, string>
   status?: {
     phase?: string; runningPods?: number; requestedPods?: number; allocatedMilliGpus?: string; nodePool?: string
     nodes?: string[]; pods?: PodStatus[]; pendingReasons?: PendingReason[]; preemptionCount?: number; events?: WorkloadEvent[]
