@@ -8,7 +8,7 @@
 // directory bind-mounted at the same path as on the host.
 //
 // A container has none of root's reach (security.go): it runs as its
-// project's uid (ProjectUID) or its image's numeric non-root user, with
+// project's uid (pkg/runner.ProjectUID) or its image's numeric non-root user, with
 // every capability dropped, no new privileges, the engine's seccomp
 // profile, its own namespaces and no device but its GPUs; root and named
 // capabilities only where a policy allowed them at submit

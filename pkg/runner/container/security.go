@@ -3,7 +3,6 @@ package container
 import (
 	"context"
 	"fmt"
-	"hash/fnv"
 	"strconv"
 	"strings"
 
@@ -13,22 +12,6 @@ import (
 	"github.com/runwayhq/runway/pkg/policy"
 	"github.com/runwayhq/runway/pkg/runner"
 )
-
-// Project uids: a pod's container runs as its project's uid (and gid, so
-// never in the root group), one of ProjectUIDs, unless its image names a
-// numeric non-root user, which it keeps. The range is far above any
-// account of the host and apart from the process runtime's
-// (local.DefaultUIDs); a project's uid is a hash of its id, so the same on
-// every node and after every restart, and two projects share one only by
-// a collision (1 in 100 million for two projects).
-var ProjectUIDs = struct{ First, Count uint32 }{First: 2_010_000_000, Count: 100_000_000}
-
-// ProjectUID is the uid (and gid) of project's containers.
-func ProjectUID(project string) uint32 {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(project))
-	return ProjectUIDs.First + h.Sum32()%ProjectUIDs.Count
-}
 
 // podUser is the uid and gid a pod's container runs as: root only where a
 // policy allowed it (spec.RunAsRoot); else the image's user when the image
@@ -47,7 +30,7 @@ func podUser(spec runner.Spec, imageUser string) (uid, gid uint32) {
 		}
 		return uid, gid
 	}
-	id := ProjectUID(spec.Project)
+	id := runner.ProjectUID(spec.Project)
 	return id, id
 }
 

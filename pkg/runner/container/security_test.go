@@ -71,8 +71,8 @@ func TestHostConfig_dropsRootsReach(t *testing.T) {
 // A pod runs as its project's uid, as its image's user only when that is a
 // number other than 0, as root only when a policy allowed it.
 func TestPodUser(t *testing.T) {
-	a, b := ProjectUID("team-a"), ProjectUID("team-b")
-	if a == b || a < ProjectUIDs.First || a >= ProjectUIDs.First+ProjectUIDs.Count || a != ProjectUID("team-a") {
+	a, b := runner.ProjectUID("team-a"), runner.ProjectUID("team-b")
+	if a == b || a < runner.ProjectUIDs.First || a >= runner.ProjectUIDs.First+runner.ProjectUIDs.Count || a != runner.ProjectUID("team-a") {
 		t.Errorf("project uids %d, %d: want two stable uids in the range", a, b)
 	}
 	spec := runner.Spec{Project: "team-a"}

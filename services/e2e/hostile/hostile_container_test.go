@@ -17,7 +17,7 @@ import (
 	identityv1 "github.com/runwayhq/runway/gen/go/runway/identity/v1"
 	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
-	"github.com/runwayhq/runway/pkg/runner/container"
+	"github.com/runwayhq/runway/pkg/runner"
 	"github.com/runwayhq/runway/pkg/sdk"
 )
 
@@ -133,7 +133,7 @@ func TestHostileContainer_rootAndCapabilitiesOnlyByPolicy(t *testing.T) {
 	if err := d.submit(t, "team-a", "plain", script, nil); err != nil {
 		t.Fatal(err)
 	}
-	uid := strconv.Itoa(int(container.ProjectUID("team-a")))
+	uid := strconv.Itoa(int(runner.ProjectUID("team-a")))
 	out := d.output(t, "team-a", "plain")
 	for _, want := range []string{uid + "\n" + uid + "\n", "CapEff:\t0000000000000000", "Seccomp:\t2", "NoNewPrivs:\t1"} {
 		if !strings.Contains(out, want) {
