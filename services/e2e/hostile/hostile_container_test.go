@@ -23,7 +23,13 @@ import (
 
 // A pod of team-b listens on its network; a pod of team-a that knows its
 // address cannot connect, while another pod of team-b can (the listener
-// is there: the refusal is the network's).
+// is there: the refusal is the network's). Two layers keep them apart,
+// and each is shown to hold alone and to be what refused: the runner's
+// nftables guard (its cross-bridge rules count the attempt) and podman's
+// isolate option on each project's network (netavark's
+// NETAVARK_ISOLATION rules). With both taken away for these two bridges
+// the same attempt, from the same pod's network namespace, reaches the
+// victim: the refusals are not the test's own doing.
 func TestHostileContainer_otherProjectsContainerUnreachable(t *testing.T) {
 	n := ctrStart(t)
 	victim := n.run(t, "team-b", "victim.0", "while :; do nc -l -p 8080 -e echo "+ctrSecret+"; done")
@@ -33,10 +39,39 @@ func TestHostileContainer_otherProjectsContainerUnreachable(t *testing.T) {
 	if !strings.Contains(mate, ctrSecret) {
 		t.Fatalf("a pod of the victim's own project did not reach it at %s (the test proves nothing):\n%s", at, mate)
 	}
+	prober := n.run(t, "team-a", "prober.0", "sleep 600")
+	self, _ := n.endpoint(t, "prober.0")
+	bridges := []string{ctrBridge(t, self), ctrBridge(t, ip)}
+
+	dropped := n.crossBridgeDrops(t)
 	attacker := ctrOutput(t, n.run(t, "team-a", "attacker.0", ctrTries(at)))
 	if strings.Contains(attacker, ctrSecret) || !strings.Contains(attacker, "tried "+at+" rc=1") {
 		t.Errorf("team-a's pod reached team-b's container at %s:\n%s", at, attacker)
 	}
+	if got := n.crossBridgeDrops(t); got <= dropped {
+		t.Errorf("the guard's cross-bridge rules dropped nothing (%d packets before, %d after): something else refused", dropped, got)
+	}
+
+	// The guard taken away: podman's isolation alone still refuses.
+	restoreGuard := n.dropGuard(t)
+	if out := ctrFrom(t, prober, at); strings.Contains(out, ctrSecret) {
+		t.Errorf("without the guard, podman's isolation let team-a reach team-b at %s: %s", at, out)
+	}
+	// Podman's isolation of both bridges taken away too: the attack works.
+	restoreIsolation := ctrDropIsolation(t, bridges)
+	if out := ctrFrom(t, prober, at); !strings.Contains(out, ctrSecret) {
+		t.Fatalf("with neither layer team-a still does not reach %s (the test proves nothing): %s\n%s", at, out, ctrFirewall())
+	}
+	// The guard alone refuses again, and says so.
+	restoreGuard()
+	dropped = n.crossBridgeDrops(t)
+	if out := ctrFrom(t, prober, at); strings.Contains(out, ctrSecret) {
+		t.Errorf("the guard alone let team-a reach team-b at %s: %s", at, out)
+	}
+	if got := n.crossBridgeDrops(t); got <= dropped {
+		t.Errorf("the guard alone refused, yet its cross-bridge rules dropped nothing (%d, %d)", dropped, got)
+	}
+	restoreIsolation()
 	select {
 	case <-victim.Done():
 		t.Errorf("the victim's listener ended: %s", ctrLog(t, victim))
