@@ -65,8 +65,16 @@ func ctrStart(t *testing.T) *ctrNode {
 // run starts pod id of project with a shell script.
 func (n *ctrNode) run(t *testing.T, project, id, script string) runner.Pod {
 	t.Helper()
-	p, err := n.runner.Start(runner.Spec{ID: id, Image: podmantest.Image, Command: []string{"sh", "-c", script},
-		Workload: "projects/" + project + "/workloads/w-" + id, Project: project, WorkloadUID: id, Pod: 0})
+	return n.start(t, runner.Spec{ID: id, Project: project}, script)
+}
+
+// start starts pod spec.ID of spec.Project with a shell script, as the
+// agent would with spec's other fields (RunAsRoot, AddCapabilities).
+func (n *ctrNode) start(t *testing.T, spec runner.Spec, script string) runner.Pod {
+	t.Helper()
+	spec.Image, spec.Command = podmantest.Image, []string{"sh", "-c", script}
+	spec.Workload, spec.WorkloadUID = "projects/"+spec.Project+"/workloads/w-"+spec.ID, spec.ID
+	p, err := n.runner.Start(spec)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,6 +21,7 @@ import (
 	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
 	"github.com/runwayhq/runway/pkg/runner"
+	"github.com/runwayhq/runway/pkg/runner/container"
 	"github.com/runwayhq/runway/pkg/sdk"
 )
 
@@ -211,4 +215,81 @@ func TestHostileContainer_rootAndCapabilitiesOnlyByPolicy(t *testing.T) {
 		ev.GetAuditEvents()[0].GetResource() != "projects/team-a/policies/training" || ev.GetAuditEvents()[0].GetStatusCode() != 0 {
 		t.Errorf("the relaxing policy's audit events: %v, want one by users/admin on projects/team-a/policies/training", ev.GetAuditEvents())
 	}
+}
+
+// Each project's containers are in a user namespace of its own: root in
+// one (as a policy allows, with CHOWN and DAC_OVERRIDE) is an unprivileged
+// uid of the host, its project's range, as the host sees its process and
+// the files it makes; a root-owned file put in its own work directory
+// stays out of its reach. A default pod runs as its project's uid, which
+// is the same uid on the host (its work directory's owner), in a
+// namespace whose uid 0 is its project's base uid too.
+func TestHostileContainer_rootIsUnprivilegedOnTheHost(t *testing.T) {
+	n := ctrStart(t)
+	base := container.ProjectHostBase("team-a")
+	if base < container.ProjectHostRanges.First || base == 0 {
+		t.Fatalf("team-a's host base uid %d", base)
+	}
+	const script = "id -u; cat /proc/self/uid_map; sleep 2; touch mine && chown 0:0 mine && echo CHOWNED; cat secret || echo DENIED; sleep 600"
+	root := n.start(t, runner.Spec{ID: "root.0", Project: "team-a", RunAsRoot: true, AddCapabilities: []string{"CHOWN", "DAC_OVERRIDE"}}, script)
+	if err := os.WriteFile(filepath.Join(root.Dir(), "secret"), []byte(ctrSecret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	plain := n.start(t, runner.Spec{ID: "plain.0", Project: "team-a"}, script)
+	out := ctrUntil(t, root, "DENIED")
+	if !strings.HasPrefix(out, "0\n") || !strings.Contains(out, "CHOWNED") || strings.Contains(out, ctrSecret) {
+		t.Errorf("the root pod's output (want uid 0, CHOWNED, the root-owned secret denied):\n%s", out)
+	}
+	uidMap := fmt.Sprintf("0 %d 65536", base)
+	if !strings.Contains(strings.Join(strings.Fields(out), " "), uidMap) {
+		t.Errorf("the root pod's uid_map lacks %q:\n%s", uidMap, out)
+	}
+	if got := ctrHostUIDs(t, root.Pid()); got != [2]uint32{base, base} {
+		t.Errorf("the host sees the root pod's process as uid and gid %v, want %d (its project's base)", got, base)
+	}
+	if st, err := os.Stat(filepath.Join(root.Dir(), "mine")); err != nil || st.Sys().(*syscall.Stat_t).Uid != base {
+		t.Errorf("the file the root pod gave to its uid 0 on the host: %v, %v; want owned by %d", st, err, base)
+	}
+
+	uid := runner.ProjectUID("team-a")
+	out = ctrUntil(t, plain, "DENIED")
+	if !strings.HasPrefix(out, strconv.Itoa(int(uid))+"\n") || strings.Contains(out, "CHOWNED") || !strings.Contains(strings.Join(strings.Fields(out), " "), uidMap) {
+		t.Errorf("the default pod's output (want its project's uid, no chown, uid 0 of the namespace at %d):\n%s", base, out)
+	}
+	if got := ctrHostUIDs(t, plain.Pid()); got != [2]uint32{uid, uid} {
+		t.Errorf("the host sees the default pod's process as %v, want its project's uid %d", got, uid)
+	}
+}
+
+// ctrUntil waits until the pod's log has want and returns it.
+func ctrUntil(t *testing.T, p runner.Pod, want string) string {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		if out := ctrLog(t, p); strings.Contains(out, want) {
+			return out
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the pod did not print %q in a minute:\n%s", want, ctrLog(t, p))
+		}
+	}
+}
+
+// ctrHostUIDs is the effective uid and gid the host sees process pid as.
+func ctrHostUIDs(t *testing.T, pid int) [2]uint32 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids [2]uint32
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		for i, key := range []string{"Uid:", "Gid:"} {
+			if len(f) > 2 && f[0] == key {
+				n, _ := strconv.ParseUint(f[2], 10, 32)
+				ids[i] = uint32(n)
+			}
+		}
+	}
+	return ids
 }
