@@ -226,6 +226,9 @@ func TestHostileContainer_rootAndCapabilitiesOnlyByPolicy(t *testing.T) {
 // namespace whose uid 0 is its project's base uid too.
 func TestHostileContainer_rootIsUnprivilegedOnTheHost(t *testing.T) {
 	n := ctrStart(t)
+	if d := n.runner.Describe(); !strings.Contains(d, "in a user namespace of its project's") {
+		t.Errorf("the agent's start line does not say pods get user namespaces: %s", d)
+	}
 	base := container.ProjectHostBase("team-a")
 	if base < container.ProjectHostRanges.First || base == 0 {
 		t.Fatalf("team-a's host base uid %d", base)
