@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
 	"github.com/runwayhq/runway/pkg/sdk"
@@ -16,7 +17,7 @@ type submitFlags struct {
 	project, image, gpu, gpuMemory, cpu, memory, priority, nodeType string
 	pods                                                            int32
 	nodePools, env                                                  []string
-	environment, compute                                            string // assets: an -e value without "=", --compute
+	environment, compute, template                                  string // assets: an -e value without "=", --compute, --template
 	// Relaxations of the container runtime's isolation (spec.security):
 	// refused at submit unless a policy of the project allows them.
 	runAsRoot       bool
@@ -64,11 +65,15 @@ lists the value (rules security.runAsRoot, security.addCapabilities).`,
 			if err != nil {
 				return usageError("%v", err)
 			}
-			if f.image == "" && f.environment == "" {
-				return usageError("--image (-i) is required unless --environment names an environment")
+			if f.image == "" && f.environment == "" && f.template == "" {
+				return usageError("--image (-i) is required unless --environment or --template names where it comes from")
+			}
+			if podsFlag != "" && !cmd.Flags().Changed(podsFlag) {
+				spec.Pods = 0 // unset: the template's, else 1
 			}
 			return withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
-				w, err := c.SubmitWorkloadFrom(ctx, f.project, name, typ, spec, f.environment, f.compute)
+				w, err := c.SubmitWorkloadFrom(ctx, f.project, name, typ, spec,
+					sdk.Assets{Template: f.template, Environment: f.environment, ComputeResource: f.compute})
 				if err != nil {
 					return err
 				}
@@ -77,9 +82,18 @@ lists the value (rules security.runAsRoot, security.addCapabilities).`,
 			})
 		},
 	}
-	fl := sub.Flags()
 	projectFlag(sub, &f.project)
-	fl.StringVarP(&f.image, "image", "i", "", "the container image (required)")
+	f.addFlags(sub.Flags(), podsFlag)
+	sub.Flags().StringVar(&f.template, "template", "", "a template to start from; the flags given override it")
+	_ = sub.MarkFlagRequired("project")
+	cmd.AddCommand(sub, workloadListCommand(kind, "type = "+strings.TrimPrefix(typ.String(), "WORKLOAD_TYPE_")))
+	return cmd
+}
+
+// addFlags defines the spec's flags; podsFlag names the pod count's
+// ("workers", "replicas"; none when "").
+func (f *submitFlags) addFlags(fl *pflag.FlagSet, podsFlag string) {
+	fl.StringVarP(&f.image, "image", "i", "", "the container image (required unless an environment or template gives one)")
 	fl.StringVarP(&f.gpu, "gpu", "g", "", "GPUs per pod: whole devices (1, 2) or a fraction of one (0.5)")
 	fl.StringVar(&f.gpuMemory, "gpu-memory", "", "GPU memory per pod on one device, such as 20G (instead of -g)")
 	fl.StringVar(&f.cpu, "cpu", "", "CPU cores per pod, such as 0.5")
@@ -94,9 +108,6 @@ lists the value (rules security.runAsRoot, security.addCapabilities).`,
 	if podsFlag != "" {
 		fl.Int32Var(&f.pods, podsFlag, 1, "number of pods, placed together (gang)")
 	}
-	_ = sub.MarkFlagRequired("project")
-	cmd.AddCommand(sub, workloadListCommand(kind, "type = "+strings.TrimPrefix(typ.String(), "WORKLOAD_TYPE_")))
-	return cmd
 }
 
 // spec builds the workload spec from the flags; errors name the flag.

@@ -23,19 +23,20 @@ import (
 )
 
 // Governance implements workloadv1.GovernanceServiceServer: policies,
-// environments and compute resources, stored under their own prefixes and
+// environments, compute resources and templates, stored under their own prefixes and
 // read by CreateWorkload. Server.Register registers it beside the
 // WorkloadService, since both are the workload process's.
 type Governance struct {
 	workloadv1.UnimplementedGovernanceServiceServer
 
-	client   *clientv3.Client
-	policies *etcdstore.Collection[*workloadv1.Policy]
-	envs     *etcdstore.Collection[*workloadv1.Environment]
-	computes *etcdstore.Collection[*workloadv1.ComputeResource]
-	projects ProjectChecker
-	clock    Clock
-	retries  int
+	client    *clientv3.Client
+	policies  *etcdstore.Collection[*workloadv1.Policy]
+	envs      *etcdstore.Collection[*workloadv1.Environment]
+	computes  *etcdstore.Collection[*workloadv1.ComputeResource]
+	templates *etcdstore.Collection[*workloadv1.Template]
+	projects  ProjectChecker
+	clock     Clock
+	retries   int
 }
 
 func newGovernance(cfg Config, deps Deps) *Governance {
@@ -47,6 +48,8 @@ func newGovernance(cfg Config, deps Deps) *Governance {
 			func() *workloadv1.Environment { return new(workloadv1.Environment) }),
 		computes: etcdstore.NewCollection(deps.Client, etcdstore.PrefixComputeResources,
 			func() *workloadv1.ComputeResource { return new(workloadv1.ComputeResource) }),
+		templates: etcdstore.NewCollection(deps.Client, etcdstore.PrefixTemplates,
+			func() *workloadv1.Template { return new(workloadv1.Template) }),
 		projects: deps.Projects,
 		clock:    deps.Clock,
 		retries:  cfg.UpdateRetries,

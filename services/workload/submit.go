@@ -29,6 +29,9 @@ func (s *Server) prepare(ctx context.Context, req *workloadv1.CreateWorkloadRequ
 	if err != nil {
 		return nil, err
 	}
+	if req, err = s.applyTemplate(ctx, p, req); err != nil {
+		return nil, err
+	}
 	in := req.GetWorkload()
 	spec := in.GetSpec()
 	if spec == nil {

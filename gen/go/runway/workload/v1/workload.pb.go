@@ -1594,8 +1594,10 @@ type WorkloadEvent struct {
 	// One English sentence for people, with the numbers.
 	Message string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
 	// For PREEMPTED: the workload that took the resources,
-	// `projects/{project}/workloads/{workload}`; empty when nobody did (node
-	// loss, drain, gang timeout).
+	// `projects/{project}/workloads/{workload}`, when it is of this workload's
+	// project; only `projects/{project}` when another project's (reclaim,
+	// consolidation: other tenants' workloads are not named); empty when
+	// nobody did (node loss, drain, gang timeout).
 	By string `protobuf:"bytes,4,opt,name=by,proto3" json:"by,omitempty"`
 	// For SCHEDULED and PREEMPTED: the rule that decided it.
 	Rule SchedulingRule `protobuf:"varint,5,opt,name=rule,proto3,enum=runway.workload.v1.SchedulingRule" json:"rule,omitempty"`
