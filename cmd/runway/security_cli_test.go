@@ -18,9 +18,13 @@ func TestCLI_SecurityFlags(t *testing.T) {
 	d.ok(t, "project", "create", "team-b", "--gpu", "2")
 	refused := func(why, kind, project, name string, flags ...string) {
 		t.Helper()
-		r := d.run(t, append([]string{kind, "submit", name, "-p", project, "-i", "busybox"}, flags...)...)
+		args := []string{kind, "submit", name, "-p", project}
+		if !slices.Contains(flags, "--template") {
+			args = append(args, "-i", "busybox")
+		}
+		r := d.run(t, append(args, flags...)...)
 		field := "workload.spec.security.run_as_root"
-		if flags[0] == "--add-capability" {
+		if slices.Contains(flags, "--add-capability") {
 			field = "workload.spec.security.add_capabilities"
 		}
 		if r.code != 1 || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, field) ||
@@ -61,4 +65,8 @@ rules:
 	refused("must be one of NET_RAW, CHOWN", "training", "team-a", "sysadmin", "--add-capability", "SYS_ADMIN")
 	refused("no policy", "workspace", "team-a", "ws-root", "--run-as-root")
 	refused("no policy", "training", "team-b", "b-root", "--run-as-root")
+	// A template may ask for root too; a submission from it is judged as
+	// one that asks itself.
+	d.ok(t, "template", "create", "rooted", "-p", "team-b", "--type", "training", "-i", "busybox", "--run-as-root")
+	refused("no policy", "training", "team-b", "from-template", "--template", "rooted")
 }
