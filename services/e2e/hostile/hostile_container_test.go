@@ -233,47 +233,39 @@ func TestHostileContainer_rootIsUnprivilegedOnTheHost(t *testing.T) {
 	if base < container.ProjectHostRanges.First || base == 0 {
 		t.Fatalf("team-a's host base uid %d", base)
 	}
-	const script = "id -u; cat /proc/self/uid_map; sleep 2; touch mine && chown 0:0 mine && echo CHOWNED; cat secret || echo DENIED; sleep 600"
+	// Each pod waits for the test's go-ahead (a file "go"), so that the
+	// host reads its process's uids while it runs and the root-owned
+	// secret is in place before it tries.
+	const script = "id -u; cat /proc/self/uid_map; while [ ! -e go ]; do sleep 0.1; done; " +
+		"touch mine && chown 0:0 mine && echo CHOWNED; cat secret || echo DENIED"
 	root := n.start(t, runner.Spec{ID: "root.0", Project: "team-a", RunAsRoot: true, AddCapabilities: []string{"CHOWN", "DAC_OVERRIDE"}}, script)
-	if err := os.WriteFile(filepath.Join(root.Dir(), "secret"), []byte(ctrSecret+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	plain := n.start(t, runner.Spec{ID: "plain.0", Project: "team-a"}, script)
-	out := ctrUntil(t, root, "DENIED")
-	if !strings.HasPrefix(out, "0\n") || !strings.Contains(out, "CHOWNED") || strings.Contains(out, ctrSecret) {
-		t.Errorf("the root pod's output (want uid 0, CHOWNED, the root-owned secret denied):\n%s", out)
+	uid := runner.ProjectUID("team-a")
+	for p, want := range map[runner.Pod]uint32{root: base, plain: uid} {
+		if got := ctrHostUIDs(t, p.Pid()); got != [2]uint32{want, want} {
+			t.Errorf("the host sees pod %s's process as uid and gid %v, want %d", filepath.Base(p.Dir()), got, want)
+		}
+		for _, f := range []string{"secret", "go"} {
+			if err := os.WriteFile(filepath.Join(p.Dir(), f), []byte(ctrSecret+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	uidMap := fmt.Sprintf("0 %d 65536", base)
+	out := ctrOutput(t, root)
+	if !strings.HasPrefix(out, "0\n") || !strings.Contains(out, "CHOWNED") || strings.Contains(out, ctrSecret) || !strings.Contains(out, "DENIED") {
+		t.Errorf("the root pod's output (want uid 0, CHOWNED, the root-owned secret denied):\n%s", out)
+	}
 	if !strings.Contains(strings.Join(strings.Fields(out), " "), uidMap) {
 		t.Errorf("the root pod's uid_map lacks %q:\n%s", uidMap, out)
-	}
-	if got := ctrHostUIDs(t, root.Pid()); got != [2]uint32{base, base} {
-		t.Errorf("the host sees the root pod's process as uid and gid %v, want %d (its project's base)", got, base)
 	}
 	if st, err := os.Stat(filepath.Join(root.Dir(), "mine")); err != nil || st.Sys().(*syscall.Stat_t).Uid != base {
 		t.Errorf("the file the root pod gave to its uid 0 on the host: %v, %v; want owned by %d", st, err, base)
 	}
-
-	uid := runner.ProjectUID("team-a")
-	out = ctrUntil(t, plain, "DENIED")
-	if !strings.HasPrefix(out, strconv.Itoa(int(uid))+"\n") || strings.Contains(out, "CHOWNED") || !strings.Contains(strings.Join(strings.Fields(out), " "), uidMap) {
-		t.Errorf("the default pod's output (want its project's uid, no chown, uid 0 of the namespace at %d):\n%s", base, out)
-	}
-	if got := ctrHostUIDs(t, plain.Pid()); got != [2]uint32{uid, uid} {
-		t.Errorf("the host sees the default pod's process as %v, want its project's uid %d", got, uid)
-	}
-}
-
-// ctrUntil waits until the pod's log has want and returns it.
-func ctrUntil(t *testing.T, p runner.Pod, want string) string {
-	t.Helper()
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
-		if out := ctrLog(t, p); strings.Contains(out, want) {
-			return out
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the pod did not print %q in a minute:\n%s", want, ctrLog(t, p))
-		}
+	out = ctrOutput(t, plain)
+	if !strings.HasPrefix(out, strconv.Itoa(int(uid))+"\n") || strings.Contains(out, "CHOWNED") || !strings.Contains(out, "DENIED") ||
+		!strings.Contains(strings.Join(strings.Fields(out), " "), uidMap) {
+		t.Errorf("the default pod's output (want its project's uid, no chown, the secret denied, uid 0 of the namespace at %d):\n%s", base, out)
 	}
 }
 
