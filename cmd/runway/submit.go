@@ -20,6 +20,10 @@ type submitFlags struct {
 	pods                                                            int32
 	nodePools, env, labels, annotations                             []string
 	environment, compute, template                                  string // assets: an -e value without "=", --compute, --template
+	// Relaxations of the container runtime's isolation (spec.security):
+	// refused at submit unless a policy of the project allows them.
+	runAsRoot       bool
+	addCapabilities []string
 }
 
 // submitCommands are the three workload kinds, each with its submit
@@ -43,7 +47,11 @@ func kindCommand(kind string, typ workloadv1.WorkloadType, podsFlag, short strin
 		Short: "Submit a " + kind + " workload",
 		Long: `Submit a ` + kind + ` workload to a project. -g asks for whole GPUs (2) or a
 fraction of one (0.5); --gpu-memory asks for an amount of one GPU's memory
-instead. Everything after -- is the command its pods run.`,
+instead. Everything after -- is the command its pods run.
+
+Pods run as the project's uid with no capability; --run-as-root and
+--add-capability relax that, and are refused unless a policy of the project
+lists the value (rules security.runAsRoot, security.addCapabilities).`,
 		Example: fmt.Sprintf(`  runway %[1]s submit a1 -p team-a -i runai.jfrog.io/demo/quickstart -g 1
   runway %[1]s submit half -p team-a -i pytorch -g 0.5 --cpu 0.5 --memory 1G -- python train.py
   runway %[1]s submit big -p team-a -i pytorch --gpu-memory 20G -e EPOCHS=3`, kind),
@@ -108,6 +116,8 @@ func (f *submitFlags) addFlags(fl *pflag.FlagSet, podsFlag string) {
 	fl.StringArrayVarP(&f.env, "environment", "e", nil, "environment variable NAME=VALUE (repeat), or an environment asset NAME to start from")
 	fl.StringVar(&f.compute, "compute", "", "a compute resource to take the GPU, CPU and memory from")
 	fl.DurationVar(&f.autoDelete, "auto-delete-after", 0, "delete the workload this long after it finishes, such as 24h (0: keep it)")
+	fl.BoolVar(&f.runAsRoot, "run-as-root", false, "run as root (uid 0) in the container instead of the project's uid; only where a policy allows security.runAsRoot")
+	fl.StringArrayVar(&f.addCapabilities, "add-capability", nil, "a Linux capability to add, such as NET_RAW (repeat); only those a policy lists in security.addCapabilities")
 	if podsFlag != "" {
 		fl.Int32Var(&f.pods, podsFlag, 1, "number of pods, placed together (gang)")
 	}
@@ -178,6 +188,9 @@ func (f *submitFlags) spec(command []string) (*workloadv1.WorkloadSpec, error) {
 			return nil, fmt.Errorf("-e %q: want NAME=VALUE, or one environment name", e)
 		}
 		spec.Env = append(spec.Env, &workloadv1.EnvVar{Name: k, Value: v})
+	}
+	if f.runAsRoot || len(f.addCapabilities) > 0 {
+		spec.Security = &workloadv1.ContainerSecurity{RunAsRoot: f.runAsRoot, AddCapabilities: f.addCapabilities}
 	}
 	return spec, nil
 }
