@@ -249,10 +249,11 @@ func (s *Server) stepDownWhenDeposed(ctx context.Context, cancel context.CancelF
 }
 
 // processGone holds a gRPC health stream to address and reports true once
-// a stream that had answered has ended and address refuses connections:
-// the process that served there is gone, and nothing took its place. A
-// stream that ends while the address still accepts (a network blip, the
-// process restarted) is opened again. It reports false when ctx ends.
+// the process there, having answered, has its stream end and address
+// refuses connections: the process that served there is gone, and nothing
+// took its place. A stream that ends while the address still accepts (a
+// network blip, the process restarted) is opened again. It reports false
+// when ctx ends.
 func (s *Server) processGone(ctx context.Context, address string) bool {
 	creds := s.cfg.PeerTransport
 	if creds == nil {
@@ -265,11 +266,11 @@ func (s *Server) processGone(ctx context.Context, address string) bool {
 	defer conn.Close()
 	health := healthpb.NewHealthClient(conn)
 	defer s.metrics.following.Set(0)
+	answered := false // by this address, since this follow began
 	for ctx.Err() == nil {
-		answered := false
 		stream, err := health.Watch(ctx, &healthpb.HealthCheckRequest{})
 		for err == nil {
-			if _, err = stream.Recv(); err == nil && !answered {
+			if _, err = stream.Recv(); err == nil {
 				answered = true
 				s.metrics.following.Set(1)
 			}
@@ -281,24 +282,38 @@ func (s *Server) processGone(ctx context.Context, address string) bool {
 		if answered && refused(ctx, address) {
 			return true
 		}
-		if !sleepCtx(ctx, 200*time.Millisecond) {
+		// Look again soon after a stream that answered; a leader that
+		// never did (unreachable, or another TLS) is tried less often.
+		again := 200 * time.Millisecond
+		if !answered {
+			again = 2 * time.Second
+		}
+		if !sleepCtx(ctx, again) {
 			return false
 		}
 	}
 	return false
 }
 
-// refused: a TCP connection to address is refused (nothing listens
-// there); a timeout or any other error is not proof of that.
+// refused: TCP connections to address are refused (nothing listens
+// there) within a moment; a timeout or any other error is not proof of
+// that. A process being killed closes its connections before its
+// listener, so a first connection may still be accepted (and reset).
 func refused(ctx context.Context, address string) bool {
-	dctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-	defer cancel()
-	c, err := (&net.Dialer{}).DialContext(dctx, "tcp", address)
-	if err == nil {
-		_ = c.Close()
-		return false
+	for range 5 {
+		dctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		c, err := (&net.Dialer{}).DialContext(dctx, "tcp", address)
+		cancel()
+		if err == nil {
+			_ = c.Close()
+		} else if errors.Is(err, syscall.ECONNREFUSED) {
+			return true
+		}
+		if !sleepCtx(ctx, 50*time.Millisecond) {
+			return false
+		}
 	}
-	return errors.Is(err, syscall.ECONNREFUSED)
+	return false
 }
 
 // dialable: address names a host another replica can reach (not an
