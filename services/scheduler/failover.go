@@ -151,16 +151,18 @@ func (s *Server) watchLeader(ctx context.Context, own clientv3.LeaseID, tk *take
 // followLeader returns when the leader's key kv is deleted (or ctx ends).
 func (s *Server) followLeader(ctx context.Context, kv *mvccpb.KeyValue, rev int64, tk *takeover) {
 	fctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	gone := make(chan struct{})
+	gone, probed := make(chan struct{}), make(chan struct{})
+	defer func() {
+		cancel()
+		<-probed
+	}()
 	_, address := parseElectionValue(string(kv.Value))
-	if dialable(address) {
-		go func() {
-			if s.processGone(fctx, address) {
-				close(gone)
-			}
-		}()
-	}
+	go func() {
+		defer close(probed)
+		if dialable(address) && s.processGone(fctx, address) {
+			close(gone)
+		}
+	}()
 	events := s.client.Watch(fctx, string(kv.Key), clientv3.WithRev(rev+1))
 	for {
 		select {
