@@ -100,6 +100,9 @@ with its lease.`,
 	f.StringSliceVar(&cfg.HideFromPods, "hide-from-pods", nil,
 		"with the process runtime as root: more paths (the credentials' directories) covered in every pod's mount namespace; its own --*-key-file and --metrics-token-file always are")
 	addListenerTLSFlags(f, &cfg.TLS)
+	f.StringVar(&cfg.NodeManagerServer, "nodemanager-server", "", "with --runtime kubernetes: the NodeManagerService's address, which gives the agent its node's mark key (required there)")
+	f.StringVar(&cfg.KubeTokenFile, "kube-token-file", server.DefaultKubeTokenFile, "with --runtime kubernetes: the agent's service account token for --nodemanager-server (audience runway-nodemanager, bound to the agent's pod)")
+	f.StringVar(&cfg.TLS.CAFile, "tls-ca-file", "", "with --runtime kubernetes: CA bundle (PEM) --nodemanager-server's certificate chains to: call it over TLS")
 	f.StringVar(&cfg.AdvertiseAddress, "advertise-address", "", "HOST or HOST:PORT the workload service reaches the agent at (default: --listen's address; the host name when it listens on every interface)")
 	_ = cmd.MarkFlagRequired("node")
 	_ = cmd.MarkFlagRequired("etcd-endpoints")

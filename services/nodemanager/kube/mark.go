@@ -25,7 +25,8 @@ import (
 // outside Runway's own namespace is Runway's only when it carries
 // AnnotationMark: an HMAC-SHA256, under the key of the pod's node
 // (HMAC of a key only Runway holds, etcdstore.KeyKubePodMark, made once,
-// and the node's name: a node's agent holds its own node's), over the pod's
+// and the node's name: a node's agent holds its own node's, which NodeKeys
+// gives to that node's agent alone), over the pod's
 // namespace, name, node, the binding it runs and the devices it holds, and its GPU request
 // must match those devices (resources cannot change after creation). A
 // user cannot make one: a pod with
@@ -157,19 +158,21 @@ func (r *runtime) ours(p *corev1.Pod) bool {
 
 // Marks checks the marks on Runway's pods of one node and signs the node
 // agent's findings on them, with that node's key: the node agent in
-// Kubernetes mode (services/nodemanager/agent) holds it, and the runtime
-// counts a mark or a finding only under the key of the pod's own node. So
-// root on one node can mark, or sign findings for, that node's pods alone.
+// Kubernetes mode (services/nodemanager/agent) holds it, given by
+// NodeKeys to that node's agent alone, and the runtime counts a mark or a
+// finding only under the key of the pod's own node. So root on one node
+// can mark, or sign findings for, that node's pods alone.
 type Marks struct{ n nodeMarker }
 
-// LoadMarks is node's Marks: its key, derived from the mark key in etcd
-// (made the first time), which it does not keep.
-func LoadMarks(ctx context.Context, etcd *clientv3.Client, node string) (Marks, error) {
+// NewMarks is node's Marks with its key, as NodeKeys gives it.
+func NewMarks(node string, key []byte) (Marks, error) {
 	if node == "" {
 		return Marks{}, fmt.Errorf("kube: the pods' marks need the node's name")
 	}
-	m, err := loadMarker(ctx, etcd)
-	return Marks{n: m.forNode(node)}, err
+	if len(key) != sha256.Size {
+		return Marks{}, fmt.Errorf("kube: node %s's mark key is %d bytes, want %d", node, len(key), sha256.Size)
+	}
+	return Marks{n: nodeMarker{node: node, key: key}}, nil
 }
 
 // Ours says whether Runway placed p: a pod of Runway's namespace ns (no one

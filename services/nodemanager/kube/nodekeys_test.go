@@ -16,18 +16,18 @@ import (
 // runtime or to n2's agent; findings it signs for a pod on n2 do not count;
 // moving a pod it marked to n2 breaks the mark. n1's own marks and findings
 // on n1's pods count. The keys come from the one mark key in etcd, each
-// node's its own.
+// node's its own (NodeKeys hands them out; TestNodeKeyHandout).
 func TestNodeKeys(t *testing.T) {
 	etcd := etcdtest.New(t).Client
 	runtime, err := loadMarker(t.Context(), etcd)
 	if err != nil {
 		t.Fatal(err)
 	}
-	n1, err := LoadMarks(t.Context(), etcd, "n1")
+	n1, err := NewMarks("n1", runtime.forNode("n1").key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	n2, err := LoadMarks(t.Context(), etcd, "n2")
+	n2, err := NewMarks("n2", runtime.forNode("n2").key)
 	if err != nil {
 		t.Fatal(err)
 	}
