@@ -136,7 +136,9 @@ func TestChartValidates(t *testing.T) {
 			want["DaemonSet"] = 1
 		}
 		if name == "the agent in Kubernetes mode" {
-			want["DaemonSet"], want["ServiceAccount"], want["ClusterRole"], want["ClusterRoleBinding"] = 1, 3, 2, 2
+			// The agent's account and the nodemanager's (agents' tokens reviewed, their pods read).
+			want["DaemonSet"], want["ServiceAccount"], want["ClusterRole"], want["ClusterRoleBinding"] = 1, 4, 3, 3
+			want["Role"], want["RoleBinding"] = 2, 2
 			want["ValidatingAdmissionPolicy"], want["ValidatingAdmissionPolicyBinding"] = 2, 2
 		}
 		if name == "the metrics service" {
