@@ -91,7 +91,7 @@ func (k KubeConfig) nodeKeys(etcd *clientv3.Client) (*kube.NodeKeys, error) {
 	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
 		return nil, fmt.Errorf("--agent-service-account %q: want NAMESPACE/NAME", sa)
 	}
-	return &kube.NodeKeys{Kube: cs, Etcd: etcd, AgentNamespace: ns, AgentServiceAccount: name}, nil
+	return &kube.NodeKeys{Kube: cs, Etcd: etcd, Namespace: k.Namespace, AgentNamespace: ns, AgentServiceAccount: name}, nil
 }
 
 // webhook returns the admission webhook's server, nil when none is

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -64,7 +65,7 @@ func (e *nkEnv) refused(t *testing.T, who, token, node string, code codes.Code, 
 // another account, unbound, for another audience, of a deleted pod, none
 // at all, and Runway's own administrator token get no key. The running
 // agent reads nothing in etcd that holds the mark key, and no key it could
-// get is the mark key.
+// get is the mark key; the mark key is nowhere in etcd.
 func TestHostileNodeKeyOnlyTheAgentsOwn(t *testing.T) {
 	e := nkStart(t)
 	podA, tokA := e.agent(t, "nk-a")
@@ -101,14 +102,25 @@ func TestHostileNodeKeyOnlyTheAgentsOwn(t *testing.T) {
 	e.refused(t, "Runway's administrator", e.dev.token, "nk-a", codes.Unauthenticated, "")
 	e.refused(t, "a forged token", "eyJhbGciOiJub25lIn0.eyJzdWIiOiJub2RlIn0.", "nk-a", codes.Unauthenticated, "")
 
-	// The mark key itself is in no answer.
-	master, err := e.etcd.Get(t.Context(), etcdstore.KeyKubePodMark)
-	if err != nil || len(master.Kvs) != 1 {
-		t.Fatalf("the mark key in etcd: %v, %v", master, err)
+	// The mark key is in its Secret (which no agent's account reads), in no
+	// answer, and nowhere in etcd, whose credential the agents hold.
+	secret, err := e.kc.Kube.CoreV1().Secrets(e.ns).Get(t.Context(), kube.MarkKeySecret, metav1.GetOptions{})
+	if err != nil || len(secret.Data["key"]) != 32 {
+		t.Fatalf("the mark key's Secret: %v, %v", secret, err)
 	}
+	master := secret.Data["key"]
 	for name, k := range map[string][]byte{"nk-a": keyA, "nk-b": keyB} {
-		if bytes.Contains(k, master.Kvs[0].Value) || bytes.Equal(k, master.Kvs[0].Value) {
+		if bytes.Equal(k, master) {
 			t.Errorf("%s's key is the mark key", name)
+		}
+	}
+	all, err := e.etcd.Get(t.Context(), "\x00", clientv3.WithFromKey())
+	if err != nil || len(all.Kvs) == 0 {
+		t.Fatalf("etcd's keys: %v, %v", all, err)
+	}
+	for _, kv := range all.Kvs {
+		if bytes.Contains(kv.Value, master) || string(kv.Key) == etcdstore.KeyKubePodMark {
+			t.Errorf("etcd's %s holds the mark key", kv.Key)
 		}
 	}
 

@@ -15,6 +15,9 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/runwayhq/runway/pkg/etcdstore"
 	"github.com/runwayhq/runway/services/nodemanager"
@@ -24,7 +27,7 @@ import (
 // who may create, label and annotate pods there as they like. So a pod
 // outside Runway's own namespace is Runway's only when it carries
 // AnnotationMark: an HMAC-SHA256, under the key of the pod's node
-// (HMAC of a key only Runway holds, etcdstore.KeyKubePodMark, made once,
+// (HMAC of a key only Runway holds, MarkKeySecret, made once,
 // and the node's name: a node's agent holds its own node's, which NodeKeys
 // gives to that node's agent alone), over the pod's
 // namespace, name, node, the binding it runs and the devices it holds, and its GPU request
@@ -51,28 +54,59 @@ type nodeMarker struct {
 	key  []byte
 }
 
-// loadMarker reads the mark key from etcd, making it the first time.
-func loadMarker(ctx context.Context, etcd *clientv3.Client) (marker, error) {
+// MarkKeySecret is the Secret in Runway's namespace that holds the mark
+// key (data "key"): the runtime's and the NodeManagerService's accounts
+// read it, and no node agent's. It is not in etcd, whose credential the
+// node agents hold.
+const MarkKeySecret = "runway-pod-mark-key"
+
+// loadMarker reads the mark key from MarkKeySecret in namespace, making it
+// the first time. A key that an older Runway kept in etcd
+// (etcdstore.KeyKubePodMark) is moved into the Secret, so that the pods it
+// marked stay Runway's, and deleted from etcd (again at each load, should
+// an older replica write it back).
+func loadMarker(ctx context.Context, kc kubernetes.Interface, namespace string, etcd *clientv3.Client) (marker, error) {
+	secrets := kc.CoreV1().Secrets(namespace)
+	s, err := secrets.Get(ctx, MarkKeySecret, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		var key []byte
+		if key, err = legacyMarkKey(ctx, etcd); err != nil {
+			return marker{}, err
+		}
+		immutable := true
+		s, err = secrets.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: MarkKeySecret},
+			Type: corev1.SecretTypeOpaque, Immutable: &immutable, Data: map[string][]byte{"key": key}}, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) { // another replica made it first
+			s, err = secrets.Get(ctx, MarkKeySecret, metav1.GetOptions{})
+		}
+	}
+	if err != nil {
+		return marker{}, fmt.Errorf("kube: the pods' mark key (secret %s/%s): %w", namespace, MarkKeySecret, err)
+	}
+	if len(s.Data["key"]) < 32 {
+		return marker{}, fmt.Errorf("kube: the pods' mark key (secret %s/%s) is unreadable", namespace, MarkKeySecret)
+	}
+	if _, err := etcd.Delete(ctx, etcdstore.KeyKubePodMark); err != nil {
+		return marker{}, fmt.Errorf("kube: delete the pods' mark key from etcd (%s): %w", etcdstore.KeyKubePodMark, err)
+	}
+	return marker{key: s.Data["key"]}, nil
+}
+
+// legacyMarkKey is the mark key an older Runway kept in etcd, else a new
+// one.
+func legacyMarkKey(ctx context.Context, etcd *clientv3.Client) ([]byte, error) {
+	resp, err := etcd.Get(ctx, etcdstore.KeyKubePodMark)
+	if err != nil {
+		return nil, fmt.Errorf("kube: read the pods' former mark key %s: %w", etcdstore.KeyKubePodMark, err)
+	}
+	if len(resp.Kvs) == 1 && len(resp.Kvs[0].Value) >= 32 {
+		return resp.Kvs[0].Value, nil
+	}
 	key := make([]byte, 32)
 	if _, err := rand.Read(key); err != nil {
-		return marker{}, fmt.Errorf("kube: mark key: %w", err)
+		return nil, fmt.Errorf("kube: mark key: %w", err)
 	}
-	resp, err := etcd.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(etcdstore.KeyKubePodMark), "=", 0)).
-		Then(clientv3.OpPut(etcdstore.KeyKubePodMark, string(key))).
-		Else(clientv3.OpGet(etcdstore.KeyKubePodMark)).
-		Commit()
-	if err != nil {
-		return marker{}, fmt.Errorf("kube: read the pods' mark key: %w", err)
-	}
-	if !resp.Succeeded {
-		kvs := resp.Responses[0].GetResponseRange().Kvs
-		if len(kvs) != 1 || len(kvs[0].Value) < 32 {
-			return marker{}, fmt.Errorf("kube: the pods' mark key %s is unreadable", etcdstore.KeyKubePodMark)
-		}
-		key = kvs[0].Value
-	}
-	return marker{key: key}, nil
+	return key, nil
 }
 
 func keyedSum(key []byte, parts ...string) []byte {

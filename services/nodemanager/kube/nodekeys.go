@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -13,7 +14,6 @@ import (
 
 	commonv1 "github.com/runwayhq/runway/gen/go/runway/common/v1"
 	"github.com/runwayhq/runway/pkg/apierr"
-	"github.com/runwayhq/runway/pkg/etcdstore"
 )
 
 // DefaultNodeKeyAudience is the audience of the service account tokens
@@ -43,8 +43,12 @@ const PermissionNodeMarkKey = "the node agent of this node"
 type NodeKeys struct {
 	// Kube reviews the tokens and reads the agents' pods. Required.
 	Kube kubernetes.Interface
-	// Etcd holds the mark key (etcdstore.KeyKubePodMark), which NodeKeys
-	// reads (or makes) once. Required.
+	// Namespace is Runway's (DefaultNamespace when empty), where the mark
+	// key's Secret is (MarkKeySecret), which NodeKeys reads (or makes)
+	// once.
+	Namespace string
+	// Etcd is where an older Runway kept the mark key (loadMarker moves
+	// it). Required.
 	Etcd *clientv3.Client
 	// AgentNamespace and AgentServiceAccount are the node agents' service
 	// account: no other account's token gets a key. Required.
@@ -118,10 +122,9 @@ func (k *NodeKeys) load(ctx context.Context) (marker, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.marker == nil {
-		m, err := loadMarker(ctx, k.Etcd)
+		m, err := loadMarker(ctx, k.Kube, cmp.Or(k.Namespace, DefaultNamespace), k.Etcd)
 		if err != nil {
-			return marker{}, apierr.Unavailable(commonv1.ErrorReason_STORE_UNAVAILABLE, 0).
-				WithCause(fmt.Errorf("kube: %s: %w", etcdstore.KeyKubePodMark, err))
+			return marker{}, apierr.Unavailable(commonv1.ErrorReason_STORE_UNAVAILABLE, 0).WithCause(err)
 		}
 		k.marker = &m
 	}

@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"crypto/rand"
 	"testing"
 	"time"
 
@@ -8,21 +9,16 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/runwayhq/runway/pkg/etcdstore/etcdtest"
 )
 
 // TestNodeKeys: root on node n1 holds n1's key (the agent's Marks) and
 // nothing more. A pod on n2 it marks with that key is not Runway's, to the
 // runtime or to n2's agent; findings it signs for a pod on n2 do not count;
 // moving a pod it marked to n2 breaks the mark. n1's own marks and findings
-// on n1's pods count. The keys come from the one mark key in etcd, each
-// node's its own (NodeKeys hands them out; TestNodeKeyHandout).
+// on n1's pods count. The keys come from the one mark key, each node's its
+// own (NodeKeys hands them out: services/e2e/hostile).
 func TestNodeKeys(t *testing.T) {
-	etcd := etcdtest.New(t).Client
-	runtime, err := loadMarker(t.Context(), etcd)
-	if err != nil {
-		t.Fatal(err)
-	}
+	runtime := testMarker(t)
 	n1, err := NewMarks("n1", runtime.forNode("n1").key)
 	if err != nil {
 		t.Fatal(err)
@@ -77,4 +73,14 @@ func TestNodeKeys(t *testing.T) {
 	if !n2.Ours(placed, "runway") || n1.Ours(placed, "runway") {
 		t.Error("the runtime's mark of a pod on n2: not n2's agent's alone")
 	}
+}
+
+// testMarker is a marker of a new random key.
+func testMarker(t *testing.T) marker {
+	t.Helper()
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		t.Fatal(err)
+	}
+	return marker{key: key}
 }
