@@ -48,7 +48,11 @@ their cgroup (--proc-root, --cgroup-root: the host's, with hostPID), kills a
 pod over its GPU memory slice and annotates it with why, freezes and thaws
 pods' cgroups for time-slicing, exports the GPU metrics and idle time, and
 serves the kubelet's log files (--log-root) on --listen as the pods' output;
-it needs no --data-dir.
+it needs no --data-dir. It checks the marks on those pods and signs its
+findings with its own node's key, which --nodemanager-server gives it for
+its service account token bound to its pod (--kube-token-file; over TLS
+with --tls-ca-file): it never holds the key they come from, nor another
+node's.
 
 With --tls-cert-file and --tls-key-file it serves --listen over TLS only, and
 with --tls-client-ca-file only to callers presenting a certificate of that CA
@@ -62,7 +66,8 @@ with its lease.`,
   runway agent --node gpu-1 --etcd-endpoints 127.0.0.1:2379 --data-dir /var/lib/runway --listen :7072 \
     --tls-cert-file agent.crt --tls-key-file agent.key --tls-client-ca-file ca.crt
   runway agent --node sim-1 --etcd-endpoints 127.0.0.1:2379 --gpu-backend simulated --gpus 8 --data-dir /tmp/sim-1
-  runway agent --runtime kubernetes --node "$NODE_NAME" --namespace runway-workloads --etcd-endpoints etcd:2379`,
+  runway agent --runtime kubernetes --node "$NODE_NAME" --namespace runway-workloads --etcd-endpoints etcd:2379 \
+    --nodemanager-server nodemanager:7070 --tls-ca-file ca.crt`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := untilSignal(cmd.Context())
