@@ -5,7 +5,9 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -56,9 +58,16 @@ type NodeKeys struct {
 	// Audience the tokens must be for; DefaultNodeKeyAudience when empty.
 	Audience string
 
-	mu     sync.Mutex
-	marker *marker
+	mu      sync.Mutex
+	marker  *marker
+	reviews chan struct{} // at most reviewsAtOnce TokenReviews in flight
+	once    sync.Once
 }
+
+// reviewsAtOnce bounds the TokenReviews NodeKeys asks at once: the method
+// takes any caller's token, and a flood of them must not become one of
+// the apiserver's.
+const reviewsAtOnce = 8
 
 // NodeKey is node's key for the caller whose service account token is
 // token: PERMISSION_DENIED unless the token is the agents' account's,
@@ -70,6 +79,16 @@ func (k *NodeKeys) NodeKey(ctx context.Context, token, node string) ([]byte, err
 	}
 	if token == "" {
 		return nil, apierr.Unauthenticated(commonv1.ErrorReason_CREDENTIALS_MISSING)
+	}
+	if strings.Count(token, ".") != 2 || len(token) > 16<<10 {
+		return nil, apierr.Unauthenticated(commonv1.ErrorReason_CREDENTIALS_INVALID) // not a service account token (a JWT)
+	}
+	k.once.Do(func() { k.reviews = make(chan struct{}, reviewsAtOnce) })
+	select {
+	case k.reviews <- struct{}{}:
+		defer func() { <-k.reviews }()
+	case <-ctx.Done():
+		return nil, apierr.Unavailable(commonv1.ErrorReason_STORE_UNAVAILABLE, time.Second).WithCause(ctx.Err())
 	}
 	audience := k.Audience
 	if audience == "" {
