@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -304,4 +305,17 @@ func nkMark(key []byte, parts ...string) string {
 		h.Write([]byte{0})
 	}
 	return base64.RawURLEncoding.EncodeToString(h.Sum(nil))
+}
+
+// TestHostileNodeKeyWithoutKubernetesRuntime: a NodeManagerService with no
+// Kubernetes runtime gives no key to anyone, its administrator included.
+func TestHostileNodeKeyWithoutKubernetesRuntime(t *testing.T) {
+	d := apiStartDev(t, nil)
+	for who, token := range map[string]string{"the administrator": d.token, "a caller without a token": ""} {
+		_, err := nodemanagerv1.NewNodeManagerServiceClient(d.conn(t, token)).GetNodeMarkKey(t.Context(),
+			&nodemanagerv1.GetNodeMarkKeyRequest{KubernetesNode: "n1"})
+		if apierr.Code(err) != codes.PermissionDenied || !strings.Contains(apierr.Info(err).GetMetadata()["why"], "no Kubernetes runtime") {
+			t.Errorf("%s asking for a node key of runway dev without Kubernetes: %v, want PERMISSION_DENIED (no Kubernetes runtime)", who, err)
+		}
+	}
 }
