@@ -79,10 +79,6 @@ const DefaultAgentServiceAccount = "runway-agent"
 // node agents (kube.NodeKeys), reviewing their tokens with the client of
 // the kubeconfig.
 func (k KubeConfig) nodeKeys(etcd *clientv3.Client) (*kube.NodeKeys, error) {
-	cs, err := kubeClient(k.Kubeconfig)
-	if err != nil {
-		return nil, err
-	}
 	sa := k.AgentServiceAccount
 	if sa == "" {
 		sa = cmp.Or(k.Namespace, kube.DefaultNamespace) + "/" + DefaultAgentServiceAccount
@@ -90,6 +86,10 @@ func (k KubeConfig) nodeKeys(etcd *clientv3.Client) (*kube.NodeKeys, error) {
 	ns, name, ok := strings.Cut(sa, "/")
 	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
 		return nil, fmt.Errorf("--agent-service-account %q: want NAMESPACE/NAME", sa)
+	}
+	cs, err := kubeClient(k.Kubeconfig)
+	if err != nil {
+		return nil, err
 	}
 	return &kube.NodeKeys{Kube: cs, Etcd: etcd, Namespace: k.Namespace, AgentNamespace: ns, AgentServiceAccount: name}, nil
 }
