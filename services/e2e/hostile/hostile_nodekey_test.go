@@ -176,7 +176,10 @@ func TestHostileNodeKeyOnlyTheAgentsOwn(t *testing.T) {
 // offer and leaves it alone), and nk-b's agent, with its own key, does not
 // take it for Runway's; findings signed with nk-a's key on the real pod
 // (ended for going over its memory, idle two hours) are not counted (the
-// runtime logs why; the pod stays RUNNING, idle 0). The control: nk-b's
+// runtime logs why; the pod stays RUNNING, idle 0); a pod on nk-a, marked
+// with nk-a's key (its own node's), that claims the binding of nk-b's pod
+// is not Runway's either: its phase and findings are not that pod's. The
+// control: nk-b's
 // own key (its agent's) takes the runtime's mark on the real pod, and
 // findings it signs are counted (idle one hour).
 func TestHostileNodeKeyMarkForAnotherNode(t *testing.T) {
@@ -285,6 +288,34 @@ func TestHostileNodeKeyMarkForAnotherNode(t *testing.T) {
 	time.Sleep(time.Second) // the workload controller folds any report within this
 	if s := status(); s.GetState() != workloadv1.PodState_POD_STATE_RUNNING || s.GetGpuIdleTime().AsDuration() != 0 {
 		t.Fatalf("train's pod after nk-a's findings: %v; want RUNNING, idle 0", s)
+	}
+	// nk-a's key on a pod of nk-a's own (which it may mark) claiming the
+	// binding of nk-b's pod: its phase and findings are not nk-b's pod's.
+	marksOwn, err := kube.NewMarks("nk-a", keyA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	onA := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "claims-b", Namespace: ns, Labels: real.Labels,
+		Annotations: map[string]string{kube.AnnotationBinding: a[kube.AnnotationBinding], kube.AnnotationBindingRev: a[kube.AnnotationBindingRev],
+			kube.AnnotationDevices: a[kube.AnnotationDevices], kube.AnnotationGPUIdleSeconds: "5400"}},
+		Spec: *real.Spec.DeepCopy()}
+	onA.Spec.NodeName = "nk-a"
+	onA.Annotations[kube.AnnotationMark] = nkMark(keyA, ns, onA.Name, "nk-a", a[kube.AnnotationBinding], a[kube.AnnotationBindingRev], a[kube.AnnotationDevices], "")
+	if onA, err = e.kc.Kube.CoreV1().Pods(ns).Create(t.Context(), onA, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	onA.Annotations[kube.AnnotationEndedByAgent] = "Out of GPU memory: forged by nk-a on its own node"
+	onA.Annotations[kube.AnnotationAgentReportMAC] = marksOwn.SignAgentReport(ns, onA.Name, string(onA.UID), onA.Annotations[kube.AnnotationEndedByAgent], "5400", time.Now())
+	if _, err := e.kc.Kube.CoreV1().Pods(ns).Update(t.Context(), onA, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.logged(t, "nk-a's pod claiming nk-b's binding not taken for Runway's", "not its mark; not Runway's", "pod="+ns+"/claims-b")
+	time.Sleep(time.Second)
+	if s := status(); s.GetState() != workloadv1.PodState_POD_STATE_RUNNING || s.GetGpuIdleTime().AsDuration() != 0 {
+		t.Fatalf("train's pod after nk-a's pod claimed its binding: %v; want RUNNING, idle 0", s)
+	}
+	if marksOwn.Ours(onA, e.ns) {
+		t.Error("nk-a's agent takes its pod claiming nk-b's binding for Runway's")
 	}
 	// The control: nk-b's agent's findings count.
 	patch(marksB, "", "3600")

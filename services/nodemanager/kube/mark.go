@@ -150,13 +150,19 @@ func (n nodeMarker) mark(namespace, name, binding, rev, devices, fraction string
 	return base64.RawURLEncoding.EncodeToString(keyedSum(n.key, "runway pod mark", namespace, name, n.node, binding, rev, devices, fraction))
 }
 
-// marked says whether the pod is on n's node and carries the mark of its
-// namespace, name, node and annotations, and requests the GPUs they name:
+// marked says whether the pod is on n's node, runs a binding of that node,
+// and carries the mark of its namespace, name, node and annotations, and
+// requests the GPUs they name:
 // a copy of one of Runway's pods (a user may read them) holds no more than
 // Runway placed.
 func (n nodeMarker) marked(p *corev1.Pod) bool {
 	got, a := p.Annotations[AnnotationMark], p.Annotations
 	if got == "" || p.Spec.NodeName != n.node || a[AnnotationBinding] == "" {
+		return false
+	}
+	// A node's key marks the bindings of that node alone: root on one node
+	// (which holds its key) cannot make its own pod another node's pod.
+	if bnode, _, _ := strings.Cut(a[AnnotationBinding], "/"); bnode != nodeID(n.node) {
 		return false
 	}
 	want := n.mark(p.Namespace, p.Name, a[AnnotationBinding], a[AnnotationBindingRev], a[AnnotationDevices], a[AnnotationFractionMilli])

@@ -13,7 +13,8 @@ import (
 // TestNodeKeys: root on node n1 holds n1's key (the agent's Marks) and
 // nothing more. A pod on n2 it marks with that key is not Runway's, to the
 // runtime or to n2's agent; findings it signs for a pod on n2 do not count;
-// moving a pod it marked to n2 breaks the mark. n1's own marks and findings
+// moving a pod it marked to n2 breaks the mark; a pod on n1 it marks for
+// a binding of n2 is not Runway's. n1's own marks and findings
 // on n1's pods count. The keys come from the one mark key, each node's its
 // own (NodeKeys hands them out: services/e2e/hostile).
 func TestNodeKeys(t *testing.T) {
@@ -60,6 +61,14 @@ func TestNodeKeys(t *testing.T) {
 	}
 	if _, _, _, ok := runtime.agentReport(forged); ok {
 		t.Error("findings signed with n1's key count for a pod on n2")
+	}
+	// n1's pod, marked with n1's key, claiming a binding of n2.
+	claims := pod("n1", n1)
+	a := claims.Annotations
+	a[AnnotationBinding] = "n2/team-a.train.0"
+	a[AnnotationMark] = n1.n.mark(claims.Namespace, claims.Name, a[AnnotationBinding], a[AnnotationBindingRev], a[AnnotationDevices], "")
+	if runtime.marked(claims) || n1.Ours(claims, "runway") {
+		t.Error("n1's pod marked with n1's key for a binding of n2 is taken for Runway's")
 	}
 	moved := pod("n1", n1)
 	moved.Spec.NodeName = "n2"
