@@ -304,9 +304,10 @@ func TestHostileNodeKeyMarkForAnotherNode(t *testing.T) {
 	if onA, err = e.kc.Kube.CoreV1().Pods(ns).Create(t.Context(), onA, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	onA.Annotations[kube.AnnotationEndedByAgent] = "Out of GPU memory: forged by nk-a on its own node"
-	onA.Annotations[kube.AnnotationAgentReportMAC] = marksOwn.SignAgentReport(ns, onA.Name, string(onA.UID), onA.Annotations[kube.AnnotationEndedByAgent], "5400", time.Now())
-	if _, err := e.kc.Kube.CoreV1().Pods(ns).Update(t.Context(), onA, metav1.UpdateOptions{}); err != nil {
+	ended := "Out of GPU memory: forged by nk-a on its own node"
+	body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{kube.AnnotationEndedByAgent: ended,
+		kube.AnnotationAgentReportMAC: marksOwn.SignAgentReport(ns, onA.Name, string(onA.UID), ended, "5400", time.Now())}}})
+	if onA, err = e.kc.Kube.CoreV1().Pods(ns).Patch(t.Context(), onA.Name, types.MergePatchType, body, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	e.logged(t, "nk-a's pod claiming nk-b's binding not taken for Runway's", "not its mark; not Runway's", "pod="+ns+"/claims-b")
