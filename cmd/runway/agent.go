@@ -48,7 +48,11 @@ their cgroup (--proc-root, --cgroup-root: the host's, with hostPID), kills a
 pod over its GPU memory slice and annotates it with why, freezes and thaws
 pods' cgroups for time-slicing, exports the GPU metrics and idle time, and
 serves the kubelet's log files (--log-root) on --listen as the pods' output;
-it needs no --data-dir.
+it needs no --data-dir. It checks the marks on those pods and signs its
+findings with its own node's key, which --nodemanager-server gives it for
+its service account token bound to its pod (--kube-token-file; over TLS
+with --tls-ca-file): it never holds the key they come from, nor another
+node's.
 
 With --tls-cert-file and --tls-key-file it serves --listen over TLS only, and
 with --tls-client-ca-file only to callers presenting a certificate of that CA
@@ -62,7 +66,8 @@ with its lease.`,
   runway agent --node gpu-1 --etcd-endpoints 127.0.0.1:2379 --data-dir /var/lib/runway --listen :7072 \
     --tls-cert-file agent.crt --tls-key-file agent.key --tls-client-ca-file ca.crt
   runway agent --node sim-1 --etcd-endpoints 127.0.0.1:2379 --gpu-backend simulated --gpus 8 --data-dir /tmp/sim-1
-  runway agent --runtime kubernetes --node "$NODE_NAME" --namespace runway-workloads --etcd-endpoints etcd:2379`,
+  runway agent --runtime kubernetes --node "$NODE_NAME" --namespace runway-workloads --etcd-endpoints etcd:2379 \
+    --nodemanager-server nodemanager:7070 --tls-ca-file ca.crt`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := untilSignal(cmd.Context())
@@ -100,6 +105,9 @@ with its lease.`,
 	f.StringSliceVar(&cfg.HideFromPods, "hide-from-pods", nil,
 		"with the process runtime as root: more paths (the credentials' directories) covered in every pod's mount namespace; its own --*-key-file and --metrics-token-file always are")
 	addListenerTLSFlags(f, &cfg.TLS)
+	f.StringVar(&cfg.NodeManagerServer, "nodemanager-server", "", "with --runtime kubernetes: the NodeManagerService's address, which gives the agent its node's mark key (required there)")
+	f.StringVar(&cfg.KubeTokenFile, "kube-token-file", server.DefaultKubeTokenFile, "with --runtime kubernetes: the agent's service account token for --nodemanager-server (audience runway-nodemanager, bound to the agent's pod)")
+	f.StringVar(&cfg.TLS.CAFile, "tls-ca-file", "", "with --runtime kubernetes: CA bundle (PEM) --nodemanager-server's certificate chains to: call it over TLS")
 	f.StringVar(&cfg.AdvertiseAddress, "advertise-address", "", "HOST or HOST:PORT the workload service reaches the agent at (default: --listen's address; the host name when it listens on every interface)")
 	_ = cmd.MarkFlagRequired("node")
 	_ = cmd.MarkFlagRequired("etcd-endpoints")

@@ -48,6 +48,10 @@ GPU fraction reads its GPU from a ConfigMap the runtime writes at binding
 (envFrom, <pod>-runway-gpu); --kube-webhook-listen serves the admission
 webhook that adds that reference (over TLS: --kube-webhook-cert-file,
 --kube-webhook-key-file).
+With --runtime kubernetes the nodemanager gives each node agent its own
+node's mark key (the agents hold no other, nor the key they come from): to
+a token of --agent-service-account bound to a pod on that node, which it
+reviews with the apiserver (TokenReview), and to no one else.
 
 Clients reach every service at one address through runway gateway.
 
@@ -117,6 +121,7 @@ It runs until SIGINT or SIGTERM and then shuts down cleanly.`,
 	f.StringVar(&cfg.Kube.Kubeconfig, "kubeconfig", "", "kubeconfig of the cluster for --runtime kubernetes (default: the in-cluster config)")
 	f.StringVar(&cfg.Kube.Namespace, "namespace", "", "Runway's namespace for --runtime kubernetes, of its GPU reservation pods (default runway); workloads' pods run in their projects' namespaces, runway-PROJECT")
 	f.StringSliceVar(&cfg.Kube.Tolerations, "tolerate", nil, "taints the pods of --runtime kubernetes tolerate on every node, KEY[=VALUE][:EFFECT] comma-separated, beside their node pool's tolerations (a node with a NoSchedule or NoExecute taint neither tolerates is drained)")
+	f.StringVar(&cfg.Kube.AgentServiceAccount, "agent-service-account", "", "nodemanager with --runtime kubernetes: the node agents' service account, NAMESPACE/NAME; a node's mark key goes only to its token bound to a pod on that node (default: --namespace's runway-agent)")
 	f.StringVar(&cfg.Kube.ReservationImage, "reservation-image", "", "image of the pods that reserve the GPUs holding fractions for --runtime kubernetes (default: Runway's own image)")
 	f.Float32Var(&cfg.Kube.QPS, "kube-api-qps", server.DefaultKubeQPS, "requests per second to the Kubernetes apiserver for --runtime kubernetes")
 	f.IntVar(&cfg.Kube.Burst, "kube-api-burst", server.DefaultKubeBurst, "burst of requests to the Kubernetes apiserver for --runtime kubernetes")

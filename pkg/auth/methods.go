@@ -360,6 +360,9 @@ var methods = map[string]Method{
 		return account(r.(*nodemanagerv1.ReportWorkloadStateRequest).GetNode())
 	}},
 	nodeSvc + "GetTimeSlicePlan": {Perm: perm(Nodes, View), Redact: true, Target: func(_ *Guard, r any) Target { return anywhere(named(r)) }},
+	// A node agent in Kubernetes mode holds no Runway token: the handler
+	// reviews its Kubernetes service account token (kube.NodeKeys).
+	nodeSvc + "GetNodeMarkKey": {Access: Public},
 
 	// Identity.
 	identitySvc + "Login":            {Access: Public},

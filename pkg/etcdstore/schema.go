@@ -94,9 +94,11 @@ const (
 	// PrefixPlans holds each node's current time-slicing plan (a
 	// nodemanagerv1.TimeSlicePlan), written by its agent when it changes.
 	PrefixPlans = Root + "plans/" // {node}
-	// KeyKubePodMark is the Kubernetes runtime's key for the marks on its
-	// pods (32 random bytes, made once): a pod in a project's namespace is
-	// Runway's only with a mark made with it.
+	// KeyKubePodMark is where an older Runway kept the Kubernetes runtime's
+	// key for the marks on its pods. The key is now a Secret of Runway's
+	// namespace (kube.MarkKeySecret: the node agents hold an etcd
+	// credential); the runtime moves a key found here into it and deletes
+	// this one.
 	KeyKubePodMark = Root + "kubernetes/pod-mark-key"
 	// PrefixAgents holds the address of each Kubernetes node's agent
 	// (Kubernetes mode: the runtime writes the node key), under the
@@ -167,7 +169,7 @@ var prefixes = []PrefixInfo{
 	{PrefixRuns, OwnerNodeManager, false, "run reports by node/project.workload"},
 	{PrefixDrains, OwnerNodeManager, false, "drain requests by node"},
 	{PrefixPlans, OwnerNodeManager, false, "time-slicing plan (TimeSlicePlan) by node"},
-	{KeyKubePodMark, OwnerNodeManager, true, "the Kubernetes runtime's key for its pods' marks (made once)"},
+	{KeyKubePodMark, OwnerNodeManager, true, "former home of the Kubernetes runtime's mark key (moved into a Secret, then deleted)"},
 	{PrefixAgents, OwnerNodeManager, false, "address of a Kubernetes node's agent by node, leased"},
 	{PrefixUsers, OwnerIdentity, false, "User by id"},
 	{PrefixApplications, OwnerIdentity, false, "Application by id"},

@@ -35,15 +35,25 @@ type Deps struct {
 	Logger *slog.Logger
 	// Clock stamps update_time; the system clock when nil.
 	Clock Clock
+	// NodeKeys hands the node agents of a Kubernetes cluster their nodes'
+	// mark keys (GetNodeMarkKey; kube.NodeKeys); nil refuses every caller.
+	NodeKeys NodeKeys
+}
+
+// NodeKeys is the key of node for the caller presenting the bearer token
+// token, or an apierr error (PERMISSION_DENIED for another node's).
+type NodeKeys interface {
+	NodeKey(ctx context.Context, token, node string) ([]byte, error)
 }
 
 // Server implements nodemanagerv1.NodeManagerServiceServer.
 type Server struct {
 	nodemanagerv1.UnimplementedNodeManagerServiceServer
 
-	store *store
-	log   *slog.Logger
-	clock Clock
+	store    *store
+	log      *slog.Logger
+	clock    Clock
+	nodeKeys NodeKeys
 }
 
 // New returns the service.
@@ -57,7 +67,8 @@ func New(deps Deps) (*Server, error) {
 	if deps.Clock == nil {
 		deps.Clock = systemClock{}
 	}
-	return &Server{store: newStore(deps.Client), log: deps.Logger.With("service", "nodemanager"), clock: deps.Clock}, nil
+	return &Server{store: newStore(deps.Client), log: deps.Logger.With("service", "nodemanager"), clock: deps.Clock,
+		nodeKeys: deps.NodeKeys}, nil
 }
 
 // Register adds the service to a gRPC server (grpcserver.Server.Register).

@@ -1,14 +1,17 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 
-	"k8s.io/client-go/kubernetes"
+	"google.golang.org/grpc"
 
+	nodemanagerv1 "github.com/runwayhq/runway/gen/go/runway/nodemanager/v1"
 	"github.com/runwayhq/runway/pkg/auth"
 	"github.com/runwayhq/runway/pkg/gpu"
 	"github.com/runwayhq/runway/pkg/gpu/nvidia"
@@ -96,7 +99,8 @@ type AgentConfig struct {
 	AdvertiseAddress string
 	// TLS, when its certificate files are set, serves Listen over TLS only;
 	// with ClientCAFile, mutual TLS (the workload service presents its
-	// certificate). CAFile is not used: the agent calls no service.
+	// certificate). CAFile, when set, is what NodeManagerServer's
+	// certificate must chain to (RuntimeKubernetes): calls go over TLS.
 	TLS ServerTLS
 	// MetricsListen is the address of the Prometheus /metrics endpoint; none
 	// when empty. One that is not loopback needs MetricsTokenFile: the
@@ -129,6 +133,13 @@ type AgentConfig struct {
 	// PodResources is the kubelet's pod-resources socket
 	// (RuntimeKubernetes; kubelet.DefaultPodResources when empty).
 	PodResources string
+	// NodeManagerServer is the NodeManagerService's address, where the
+	// agent gets its node's mark key (RuntimeKubernetes; required there),
+	// presenting the service account token in KubeTokenFile
+	// (DefaultKubeTokenFile when empty): one of kube.DefaultNodeKeyAudience
+	// bound to the agent's pod, read again at each call (the kubelet
+	// rotates it).
+	NodeManagerServer, KubeTokenFile string
 	// Logger; slog.Default() when nil.
 	Logger *slog.Logger
 }
@@ -156,6 +167,12 @@ func RunAgent(ctx context.Context, cfg AgentConfig) error {
 		if km, err = kubeMode(cfg); err != nil {
 			return err
 		}
+		conn, err := cfg.dialNodeManager()
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		km.NodeManager = nodemanagerv1.NewNodeManagerServiceClient(conn)
 		cfg.Node = kube.NodeID(km.NodeName)
 		if cfg.Node == "" {
 			return fmt.Errorf("--node %q: not a Kubernetes node name Runway can use", km.NodeName)
@@ -210,6 +227,43 @@ func RunAgent(ctx context.Context, cfg AgentConfig) error {
 	return g.Wait()
 }
 
+// DefaultKubeTokenFile is where the chart projects the agent's service
+// account token for the NodeManagerService (AgentConfig.KubeTokenFile).
+const DefaultKubeTokenFile = "/var/run/secrets/runway/token"
+
+// dialNodeManager is the agent's connection to the NodeManagerService,
+// over TLS when TLS.CAFile is set, carrying its service account token.
+func (cfg AgentConfig) dialNodeManager() (*grpc.ClientConn, error) {
+	if cfg.NodeManagerServer == "" {
+		return nil, errors.New("--runtime kubernetes needs --nodemanager-server (the node's mark key comes from there)")
+	}
+	tc, err := cfg.TLS.clientTLS()
+	if err != nil {
+		return nil, err
+	}
+	if tc == nil && !metrics.Loopback(cfg.NodeManagerServer) {
+		cfg.Logger.Warn("calling the NodeManagerService in plaintext: its answer is the node's key; set --tls-ca-file on any network but loopback",
+			"addr", cfg.NodeManagerServer)
+	}
+	return dialServiceAs(cfg.NodeManagerServer, tokenFile(cmp.Or(cfg.KubeTokenFile, DefaultKubeTokenFile)), nil, tc)
+}
+
+// tokenFile are per-call credentials read from a file at each call: a
+// projected service account token, which the kubelet rotates.
+type tokenFile string
+
+func (f tokenFile) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	b, err := os.ReadFile(string(f))
+	if err != nil {
+		return nil, fmt.Errorf("the agent's service account token: %w", err)
+	}
+	return map[string]string{"authorization": "Bearer " + strings.TrimSpace(string(b))}, nil
+}
+
+// RequireTransportSecurity is false: on loopback (tests) there is no TLS;
+// dialNodeManager warns about plaintext elsewhere.
+func (tokenFile) RequireTransportSecurity() bool { return false }
+
 // agentHidden is what the agent's pods must never see: its private keys
 // and tokens, and HideFromPods.
 func agentHidden(cfg AgentConfig) []string {
@@ -218,13 +272,9 @@ func agentHidden(cfg AgentConfig) []string {
 
 // kubeMode is the Kubernetes mode of the agent of node cfg.Node.
 func kubeMode(cfg AgentConfig) (*agent.KubeMode, error) {
-	rc, err := kubeClientConfig(cfg.Kubeconfig)
+	cs, err := kubeClient(cfg.Kubeconfig)
 	if err != nil {
 		return nil, err
-	}
-	cs, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
 	return &agent.KubeMode{Client: cs, NodeName: cfg.Node, Namespace: cfg.KubeNamespace,
 		Procs: kubelet.Config{ProcRoot: cfg.ProcRoot, CgroupRoot: cfg.CgroupRoot}, LogRoot: cfg.LogRoot,

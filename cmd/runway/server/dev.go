@@ -259,6 +259,12 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr, token string)) 
 			_ = srv.Close()
 			return err
 		}
+		keys, err := cfg.Kube.nodeKeys(cli)
+		if err != nil {
+			_ = srv.Close()
+			return err
+		}
+		d.nodeKeys = keys
 	}
 	var runs []built
 	var ids *identity.Server

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -63,6 +64,34 @@ type KubeConfig struct {
 	// (kube.AdmissionHandler, POST /mutate-pods) over TLS with
 	// WebhookCertFile and WebhookKeyFile, on every replica.
 	WebhookListen, WebhookCertFile, WebhookKeyFile string
+	// AgentServiceAccount is the node agents' service account,
+	// NAMESPACE/NAME: the NodeManagerService gives a node's mark key only
+	// to a token of it bound to a pod on that node (kube.NodeKeys). Empty:
+	// Namespace/DefaultAgentServiceAccount.
+	AgentServiceAccount string
+}
+
+// DefaultAgentServiceAccount is the node agents' service account's name
+// in Runway's namespace when KubeConfig.AgentServiceAccount is empty.
+const DefaultAgentServiceAccount = "runway-agent"
+
+// nodeKeys is the NodeManagerService's hand-out of node mark keys to the
+// node agents (kube.NodeKeys), reviewing their tokens with the client of
+// the kubeconfig.
+func (k KubeConfig) nodeKeys(etcd *clientv3.Client) (*kube.NodeKeys, error) {
+	sa := k.AgentServiceAccount
+	if sa == "" {
+		sa = cmp.Or(k.Namespace, kube.DefaultNamespace) + "/" + DefaultAgentServiceAccount
+	}
+	ns, name, ok := strings.Cut(sa, "/")
+	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+		return nil, fmt.Errorf("--agent-service-account %q: want NAMESPACE/NAME", sa)
+	}
+	cs, err := kubeClient(k.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	return &kube.NodeKeys{Kube: cs, Etcd: etcd, Namespace: k.Namespace, AgentNamespace: ns, AgentServiceAccount: name}, nil
 }
 
 // webhook returns the admission webhook's server, nil when none is
@@ -132,6 +161,20 @@ func kubeRuntime(k KubeConfig, sched *scheduler.Config, etcd *clientv3.Client, w
 	cfg.NodeLostGrace = sched.NodeLostGrace
 	sched.WhileLeading = func(ctx context.Context) error { return kube.Run(ctx, cfg) }
 	return nil
+}
+
+// kubeClient is a client of the kubeconfig file's cluster, or of the
+// in-cluster one when kubeconfig is empty.
+func kubeClient(kubeconfig string) (*kubernetes.Clientset, error) {
+	rc, err := kubeClientConfig(kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return cs, nil
 }
 
 // kubeClientConfig is the client config of a kubeconfig file, or the

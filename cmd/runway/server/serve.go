@@ -219,8 +219,15 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	}
 	var webhook func(context.Context) error
 	switch {
+	case cfg.Runtime == RuntimeKubernetes && cfg.Service == NodeManager:
+		// It gives the node agents their nodes' mark keys.
+		keys, err := cfg.Kube.nodeKeys(cli)
+		if err != nil {
+			return err
+		}
+		d.nodeKeys = keys
 	case cfg.Runtime == RuntimeKubernetes && cfg.Service != Scheduler:
-		return errors.New("--runtime kubernetes is the scheduler's (it runs on the leader)")
+		return errors.New("--runtime kubernetes is the scheduler's (it runs on the leader) and the nodemanager's (it gives the node agents their keys)")
 	case cfg.Runtime == RuntimeKubernetes && cfg.WorkloadServer == "":
 		return errors.New("--runtime kubernetes needs --workload-server (users' pods become workloads there)")
 	case cfg.Runtime == RuntimeKubernetes:

@@ -121,6 +121,9 @@ type buildDeps struct {
 	historyInterval time.Duration
 	blobs           blob.Store
 	metrics         prometheus.Registerer // where the services' metrics go (nil: nowhere)
+	// nodeKeys gives the Kubernetes node agents their nodes' mark keys
+	// (the NodeManagerService with the Kubernetes runtime; nil: none).
+	nodeKeys nodemanager.NodeKeys
 }
 
 // build builds one service by name.
@@ -161,7 +164,7 @@ func build(name string, d buildDeps) (built, error) {
 		}
 		return built{name: name, svc: s, run: s.Run}, nil
 	case NodeManager:
-		s, err := nodemanager.New(nodemanager.Deps{Client: d.etcd, Logger: d.logger})
+		s, err := nodemanager.New(nodemanager.Deps{Client: d.etcd, Logger: d.logger, NodeKeys: d.nodeKeys})
 		return built{name: name, svc: s}, err
 	case Metrics:
 		if d.history == nil || d.blobs == nil {

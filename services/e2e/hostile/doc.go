@@ -8,6 +8,8 @@
 // hostile_container_test.go (the container runtime's users, capabilities and
 // network), hostile_creds_test.go and hostile_process_test.go (the agent's
 // credentials, the process runtime), hostile_tls_test.go (TLS and signing
-// keys); each area's harness is in its *_harness_test.go, and the programs
-// it runs as other processes in testdata (credsearch, flood).
+// keys), hostile_nodekey_test.go (one Kubernetes node's key against
+// another node's pods, on a real kube-apiserver with KWOK); each area's
+// harness is in its *_harness_test.go, and the programs it runs as other
+// processes in testdata (credsearch, flood).
 package hostile

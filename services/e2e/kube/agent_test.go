@@ -18,13 +18,17 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/runwayhq/runway/cmd/runway/server"
 	nodemanagerv1 "github.com/runwayhq/runway/gen/go/runway/nodemanager/v1"
 	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
+	"github.com/runwayhq/runway/pkg/auth"
 	"github.com/runwayhq/runway/pkg/gpu/simulated"
 	"github.com/runwayhq/runway/pkg/gpumetrics"
 	"github.com/runwayhq/runway/pkg/runner/kubelet"
@@ -265,7 +269,20 @@ func (e *env) runAgent(t *testing.T, node string, gpus int, km agent.KubeMode) *
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = etcd.Close() })
+	// The agent's pod and its token: the NodeManagerService gives it its
+	// node's mark key.
+	_, tok, err := cluster.AgentPod(t.Context(), e.ns, server.DefaultAgentServiceAccount, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient("passthrough:///"+e.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithPerRPCCredentials(auth.Bearer(tok)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
 	km.Client, km.NodeName, km.Namespace = e.kube, node, e.ns
+	km.NodeManager = nodemanagerv1.NewNodeManagerServiceClient(conn)
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan error, 1)
 	go func() {

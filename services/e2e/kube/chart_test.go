@@ -129,14 +129,17 @@ func TestChartValidates(t *testing.T) {
 			tlsArgs += strings.Count(string(b), "--tls-cert-file=")
 		}
 		// The five services and the gateway in front of them; the
-		// reservation pods' admission policy.
+		// scheduler's and the reservation pods' accounts, the reservation
+		// pods' admission policy and the mark key's Role.
 		want := map[string]int{"Deployment": 6, "Service": 6, "ServiceAccount": 2, "ClusterRole": 1, "ClusterRoleBinding": 1,
-			"Role": 1, "RoleBinding": 1, "ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1}
+			"Role": 2, "RoleBinding": 2, "ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1}
 		if name == "local runtime with the agent" {
 			want["DaemonSet"] = 1
 		}
 		if name == "the agent in Kubernetes mode" {
-			want["DaemonSet"], want["ServiceAccount"], want["ClusterRole"], want["ClusterRoleBinding"] = 1, 3, 2, 2
+			// The agent's account and the nodemanager's (agents' tokens reviewed, their pods read).
+			want["DaemonSet"], want["ServiceAccount"], want["ClusterRole"], want["ClusterRoleBinding"] = 1, 4, 3, 3
+			want["Role"], want["RoleBinding"] = 3, 3
 			want["ValidatingAdmissionPolicy"], want["ValidatingAdmissionPolicyBinding"] = 2, 2
 		}
 		if name == "the metrics service" {

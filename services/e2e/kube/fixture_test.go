@@ -32,6 +32,7 @@ type env struct {
 	kube kubernetes.Interface
 	ns   string      // Runway's namespace: its reservation pods
 	rw   *sdk.Client // Runway, through the SDK
+	addr string      // Runway's gRPC address
 	// The project of each workload the test submitted: its pods are in
 	// kube.ProjectNamespace(project).
 	projectOf map[string]string
@@ -140,7 +141,7 @@ func (e *env) start(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	e.rw = c
+	e.rw, e.addr = c, at[0]
 }
 
 // node creates a node with gpus nvidia.com/gpu and GPU feature

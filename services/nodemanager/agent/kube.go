@@ -15,6 +15,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -23,6 +25,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	nodemanagerv1 "github.com/runwayhq/runway/gen/go/runway/nodemanager/v1"
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
 	"github.com/runwayhq/runway/pkg/clusterproto"
 	"github.com/runwayhq/runway/pkg/etcdstore"
@@ -47,6 +50,11 @@ import (
 type KubeMode struct {
 	// Client reaches the API server. Required.
 	Client kubernetes.Interface
+	// NodeManager is the NodeManagerService, called with the agent's
+	// service account token bound to its pod (per-call credentials): it
+	// gives the agent its node's mark key (GetNodeMarkKey, kube.NodeKeys),
+	// and the agent holds no other. Required.
+	NodeManager nodemanagerv1.NodeManagerServiceClient
 	// NodeName is the Kubernetes node's name (Config.Node is its Runway
 	// id, kube.NodeID). Required.
 	NodeName string
@@ -99,6 +107,8 @@ func runKube(ctx context.Context, cfg Config) error {
 		return errors.New("agent: Config.Kube.Client is nil")
 	case km.NodeName == "":
 		return errors.New("agent: Config.Kube.NodeName is empty")
+	case km.NodeManager == nil:
+		return errors.New("agent: Config.Kube.NodeManager is nil (the node's mark key comes from there)")
 	}
 	if km.Namespace == "" {
 		km.Namespace = kube.DefaultNamespace
@@ -110,7 +120,7 @@ func runKube(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("agent: read GPUs: %w", err)
 	}
-	marks, err := kube.LoadMarks(ctx, cfg.Client, km.NodeName)
+	marks, err := nodeMarks(ctx, km, cfg.Logger)
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
@@ -189,6 +199,30 @@ func runKube(ctx context.Context, cfg Config) error {
 	default:
 	}
 	return parent.Err()
+}
+
+// nodeMarks asks the NodeManagerService for the node's mark key, again
+// with backoff while it is unavailable (not yet up, no leader of etcd).
+func nodeMarks(ctx context.Context, km KubeMode, log *slog.Logger) (kube.Marks, error) {
+	backoff := 100 * time.Millisecond
+	for {
+		cctx, cancel := context.WithTimeout(ctx, annotateTimeout)
+		k, err := km.NodeManager.GetNodeMarkKey(cctx, &nodemanagerv1.GetNodeMarkKeyRequest{KubernetesNode: km.NodeName})
+		cancel()
+		if err == nil {
+			return kube.NewMarks(km.NodeName, k.GetKey())
+		}
+		if c := status.Code(err); c != codes.Unavailable && c != codes.DeadlineExceeded || ctx.Err() != nil {
+			return kube.Marks{}, fmt.Errorf("the node's mark key (NodeManagerService.GetNodeMarkKey): %w", err)
+		}
+		log.Warn("the node's mark key not given yet; asking again", "err", err)
+		select {
+		case <-ctx.Done():
+			return kube.Marks{}, ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
 }
 
 // cpu refreshes the node's processes (one walk of /proc for every pod)

@@ -15,6 +15,9 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/runwayhq/runway/pkg/etcdstore"
 	"github.com/runwayhq/runway/services/nodemanager"
@@ -24,8 +27,9 @@ import (
 // who may create, label and annotate pods there as they like. So a pod
 // outside Runway's own namespace is Runway's only when it carries
 // AnnotationMark: an HMAC-SHA256, under the key of the pod's node
-// (HMAC of a key only Runway holds, etcdstore.KeyKubePodMark, made once,
-// and the node's name: a node's agent holds its own node's), over the pod's
+// (HMAC of a key only Runway holds, MarkKeySecret, made once,
+// and the node's name: a node's agent holds its own node's, which NodeKeys
+// gives to that node's agent alone), over the pod's
 // namespace, name, node, the binding it runs and the devices it holds, and its GPU request
 // must match those devices (resources cannot change after creation). A
 // user cannot make one: a pod with
@@ -50,28 +54,59 @@ type nodeMarker struct {
 	key  []byte
 }
 
-// loadMarker reads the mark key from etcd, making it the first time.
-func loadMarker(ctx context.Context, etcd *clientv3.Client) (marker, error) {
+// MarkKeySecret is the Secret in Runway's namespace that holds the mark
+// key (data "key"): the runtime's and the NodeManagerService's accounts
+// read it, and no node agent's. It is not in etcd, whose credential the
+// node agents hold.
+const MarkKeySecret = "runway-pod-mark-key"
+
+// loadMarker reads the mark key from MarkKeySecret in namespace, making it
+// the first time. A key that an older Runway kept in etcd
+// (etcdstore.KeyKubePodMark) is moved into the Secret, so that the pods it
+// marked stay Runway's, and deleted from etcd (again at each load, should
+// an older replica write it back).
+func loadMarker(ctx context.Context, kc kubernetes.Interface, namespace string, etcd *clientv3.Client) (marker, error) {
+	secrets := kc.CoreV1().Secrets(namespace)
+	s, err := secrets.Get(ctx, MarkKeySecret, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		var key []byte
+		if key, err = legacyMarkKey(ctx, etcd); err != nil {
+			return marker{}, err
+		}
+		immutable := true
+		s, err = secrets.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: MarkKeySecret},
+			Type: corev1.SecretTypeOpaque, Immutable: &immutable, Data: map[string][]byte{"key": key}}, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) { // another replica made it first
+			s, err = secrets.Get(ctx, MarkKeySecret, metav1.GetOptions{})
+		}
+	}
+	if err != nil {
+		return marker{}, fmt.Errorf("kube: the pods' mark key (secret %s/%s): %w", namespace, MarkKeySecret, err)
+	}
+	if len(s.Data["key"]) < 32 {
+		return marker{}, fmt.Errorf("kube: the pods' mark key (secret %s/%s) is unreadable", namespace, MarkKeySecret)
+	}
+	if _, err := etcd.Delete(ctx, etcdstore.KeyKubePodMark); err != nil {
+		return marker{}, fmt.Errorf("kube: delete the pods' mark key from etcd (%s): %w", etcdstore.KeyKubePodMark, err)
+	}
+	return marker{key: s.Data["key"]}, nil
+}
+
+// legacyMarkKey is the mark key an older Runway kept in etcd, else a new
+// one.
+func legacyMarkKey(ctx context.Context, etcd *clientv3.Client) ([]byte, error) {
+	resp, err := etcd.Get(ctx, etcdstore.KeyKubePodMark)
+	if err != nil {
+		return nil, fmt.Errorf("kube: read the pods' former mark key %s: %w", etcdstore.KeyKubePodMark, err)
+	}
+	if len(resp.Kvs) == 1 && len(resp.Kvs[0].Value) >= 32 {
+		return resp.Kvs[0].Value, nil
+	}
 	key := make([]byte, 32)
 	if _, err := rand.Read(key); err != nil {
-		return marker{}, fmt.Errorf("kube: mark key: %w", err)
+		return nil, fmt.Errorf("kube: mark key: %w", err)
 	}
-	resp, err := etcd.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(etcdstore.KeyKubePodMark), "=", 0)).
-		Then(clientv3.OpPut(etcdstore.KeyKubePodMark, string(key))).
-		Else(clientv3.OpGet(etcdstore.KeyKubePodMark)).
-		Commit()
-	if err != nil {
-		return marker{}, fmt.Errorf("kube: read the pods' mark key: %w", err)
-	}
-	if !resp.Succeeded {
-		kvs := resp.Responses[0].GetResponseRange().Kvs
-		if len(kvs) != 1 || len(kvs[0].Value) < 32 {
-			return marker{}, fmt.Errorf("kube: the pods' mark key %s is unreadable", etcdstore.KeyKubePodMark)
-		}
-		key = kvs[0].Value
-	}
-	return marker{key: key}, nil
+	return key, nil
 }
 
 func keyedSum(key []byte, parts ...string) []byte {
@@ -115,13 +150,19 @@ func (n nodeMarker) mark(namespace, name, binding, rev, devices, fraction string
 	return base64.RawURLEncoding.EncodeToString(keyedSum(n.key, "runway pod mark", namespace, name, n.node, binding, rev, devices, fraction))
 }
 
-// marked says whether the pod is on n's node and carries the mark of its
-// namespace, name, node and annotations, and requests the GPUs they name:
+// marked says whether the pod is on n's node, runs a binding of that node,
+// and carries the mark of its namespace, name, node and annotations, and
+// requests the GPUs they name:
 // a copy of one of Runway's pods (a user may read them) holds no more than
 // Runway placed.
 func (n nodeMarker) marked(p *corev1.Pod) bool {
 	got, a := p.Annotations[AnnotationMark], p.Annotations
 	if got == "" || p.Spec.NodeName != n.node || a[AnnotationBinding] == "" {
+		return false
+	}
+	// A node's key marks the bindings of that node alone: root on one node
+	// (which holds its key) cannot make its own pod another node's pod.
+	if bnode, _, _ := strings.Cut(a[AnnotationBinding], "/"); bnode != nodeID(n.node) {
 		return false
 	}
 	want := n.mark(p.Namespace, p.Name, a[AnnotationBinding], a[AnnotationBindingRev], a[AnnotationDevices], a[AnnotationFractionMilli])
@@ -157,19 +198,21 @@ func (r *runtime) ours(p *corev1.Pod) bool {
 
 // Marks checks the marks on Runway's pods of one node and signs the node
 // agent's findings on them, with that node's key: the node agent in
-// Kubernetes mode (services/nodemanager/agent) holds it, and the runtime
-// counts a mark or a finding only under the key of the pod's own node. So
-// root on one node can mark, or sign findings for, that node's pods alone.
+// Kubernetes mode (services/nodemanager/agent) holds it, given by
+// NodeKeys to that node's agent alone, and the runtime counts a mark or a
+// finding only under the key of the pod's own node. So root on one node
+// can mark, or sign findings for, that node's pods alone.
 type Marks struct{ n nodeMarker }
 
-// LoadMarks is node's Marks: its key, derived from the mark key in etcd
-// (made the first time), which it does not keep.
-func LoadMarks(ctx context.Context, etcd *clientv3.Client, node string) (Marks, error) {
+// NewMarks is node's Marks with its key, as NodeKeys gives it.
+func NewMarks(node string, key []byte) (Marks, error) {
 	if node == "" {
 		return Marks{}, fmt.Errorf("kube: the pods' marks need the node's name")
 	}
-	m, err := loadMarker(ctx, etcd)
-	return Marks{n: m.forNode(node)}, err
+	if len(key) != sha256.Size {
+		return Marks{}, fmt.Errorf("kube: node %s's mark key is %d bytes, want %d", node, len(key), sha256.Size)
+	}
+	return Marks{n: nodeMarker{node: node, key: key}}, nil
 }
 
 // Ours says whether Runway placed p: a pod of Runway's namespace ns (no one

@@ -1,33 +1,29 @@
 package kube
 
 import (
+	"crypto/rand"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/runwayhq/runway/pkg/etcdstore/etcdtest"
 )
 
 // TestNodeKeys: root on node n1 holds n1's key (the agent's Marks) and
 // nothing more. A pod on n2 it marks with that key is not Runway's, to the
 // runtime or to n2's agent; findings it signs for a pod on n2 do not count;
-// moving a pod it marked to n2 breaks the mark. n1's own marks and findings
-// on n1's pods count. The keys come from the one mark key in etcd, each
-// node's its own.
+// moving a pod it marked to n2 breaks the mark; a pod on n1 it marks for
+// a binding of n2 is not Runway's. n1's own marks and findings
+// on n1's pods count. The keys come from the one mark key, each node's its
+// own (NodeKeys hands them out: services/e2e/hostile).
 func TestNodeKeys(t *testing.T) {
-	etcd := etcdtest.New(t).Client
-	runtime, err := loadMarker(t.Context(), etcd)
+	runtime := testMarker(t)
+	n1, err := NewMarks("n1", runtime.forNode("n1").key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	n1, err := LoadMarks(t.Context(), etcd, "n1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	n2, err := LoadMarks(t.Context(), etcd, "n2")
+	n2, err := NewMarks("n2", runtime.forNode("n2").key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,6 +62,14 @@ func TestNodeKeys(t *testing.T) {
 	if _, _, _, ok := runtime.agentReport(forged); ok {
 		t.Error("findings signed with n1's key count for a pod on n2")
 	}
+	// n1's pod, marked with n1's key, claiming a binding of n2.
+	claims := pod("n1", n1)
+	a := claims.Annotations
+	a[AnnotationBinding] = "n2/team-a.train.0"
+	a[AnnotationMark] = n1.n.mark(claims.Namespace, claims.Name, a[AnnotationBinding], a[AnnotationBindingRev], a[AnnotationDevices], "")
+	if runtime.marked(claims) || n1.Ours(claims, "runway") {
+		t.Error("n1's pod marked with n1's key for a binding of n2 is taken for Runway's")
+	}
 	moved := pod("n1", n1)
 	moved.Spec.NodeName = "n2"
 	if runtime.marked(moved) {
@@ -77,4 +81,14 @@ func TestNodeKeys(t *testing.T) {
 	if !n2.Ours(placed, "runway") || n1.Ours(placed, "runway") {
 		t.Error("the runtime's mark of a pod on n2: not n2's agent's alone")
 	}
+}
+
+// testMarker is a marker of a new random key.
+func testMarker(t *testing.T) marker {
+	t.Helper()
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		t.Fatal(err)
+	}
+	return marker{key: key}
 }

@@ -360,11 +360,16 @@ func (r *runtime) report(ctx context.Context, b binding, p *corev1.Pod) error {
 	seen := b.key + "@" + strconv.FormatInt(b.rev, 10)
 	r.mu.Lock()
 	found := r.agentFound[seen]
-	if ended, idle, at, ok := r.marker.agentReport(p); ok && at > found.at {
+	ended, idle, at, ok := r.marker.agentReport(p)
+	if ok && at > found.at {
 		found = agentFound{ended: ended, idle: idle, at: at}
 		r.agentFound[seen] = found
 	}
 	r.mu.Unlock()
+	if !ok && p.Annotations[AnnotationAgentReportMAC] != "" {
+		r.log.Warn("kubernetes runtime: findings on a pod not signed with the key of its node; not counted",
+			"pod", p.Namespace+"/"+p.Name, "node", p.Spec.NodeName)
+	}
 	if found.ended != "" && state != workloadv1.PodState_POD_STATE_SUCCEEDED {
 		state, code, msg = workloadv1.PodState_POD_STATE_FAILED, 128+9, found.ended // killed by SIGKILL
 	}

@@ -191,7 +191,7 @@ func Run(ctx context.Context, cfg Config) error {
 	defer r.queue.ShutDown()
 	// Before the informers: their indexes tell Runway's pods by the mark.
 	var err error
-	if r.marker, err = loadMarker(ctx, cfg.Etcd); err != nil {
+	if r.marker, err = loadMarker(ctx, cfg.Kube, cfg.Namespace, cfg.Etcd); err != nil {
 		return err
 	}
 

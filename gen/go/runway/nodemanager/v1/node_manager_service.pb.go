@@ -519,6 +519,109 @@ func (x *GetTimeSlicePlanRequest) GetName() string {
 	return ""
 }
 
+// Request for NodeManagerService.GetNodeMarkKey.
+type GetNodeMarkKeyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The Kubernetes node's name (its pods' `spec.nodeName`).
+	KubernetesNode string `protobuf:"bytes,1,opt,name=kubernetes_node,json=kubernetesNode,proto3" json:"kubernetes_node,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *GetNodeMarkKeyRequest) Reset() {
+	*x = GetNodeMarkKeyRequest{}
+	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetNodeMarkKeyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetNodeMarkKeyRequest) ProtoMessage() {}
+
+func (x *GetNodeMarkKeyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetNodeMarkKeyRequest.ProtoReflect.Descriptor instead.
+func (*GetNodeMarkKeyRequest) Descriptor() ([]byte, []int) {
+	return file_runway_nodemanager_v1_node_manager_service_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *GetNodeMarkKeyRequest) GetKubernetesNode() string {
+	if x != nil {
+		return x.KubernetesNode
+	}
+	return ""
+}
+
+// One Kubernetes node's mark key (NodeManagerService.GetNodeMarkKey).
+type NodeMarkKey struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The Kubernetes node's name.
+	KubernetesNode string `protobuf:"bytes,1,opt,name=kubernetes_node,json=kubernetesNode,proto3" json:"kubernetes_node,omitempty"`
+	// The node's key: 32 bytes, HMAC-SHA256 of the runtime's mark key and the
+	// node's name. Secret: whoever holds it marks pods and signs findings on
+	// that node.
+	Key           []byte `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeMarkKey) Reset() {
+	*x = NodeMarkKey{}
+	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeMarkKey) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeMarkKey) ProtoMessage() {}
+
+func (x *NodeMarkKey) ProtoReflect() protoreflect.Message {
+	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeMarkKey.ProtoReflect.Descriptor instead.
+func (*NodeMarkKey) Descriptor() ([]byte, []int) {
+	return file_runway_nodemanager_v1_node_manager_service_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *NodeMarkKey) GetKubernetesNode() string {
+	if x != nil {
+		return x.KubernetesNode
+	}
+	return ""
+}
+
+func (x *NodeMarkKey) GetKey() []byte {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
 var File_runway_nodemanager_v1_node_manager_service_proto protoreflect.FileDescriptor
 
 const file_runway_nodemanager_v1_node_manager_service_proto_rawDesc = "" +
@@ -553,14 +656,20 @@ const file_runway_nodemanager_v1_node_manager_service_proto_rawDesc = "" +
 	"\rgpu_idle_time\x18\b \x01(\v2\x19.google.protobuf.DurationR\vgpuIdleTime\"\x1d\n" +
 	"\x1bReportWorkloadStateResponse\"-\n" +
 	"\x17GetTimeSlicePlanRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name2\xaf\x06\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"@\n" +
+	"\x15GetNodeMarkKeyRequest\x12'\n" +
+	"\x0fkubernetes_node\x18\x01 \x01(\tR\x0ekubernetesNode\"H\n" +
+	"\vNodeMarkKey\x12'\n" +
+	"\x0fkubernetes_node\x18\x01 \x01(\tR\x0ekubernetesNode\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\fR\x03key2\x93\a\n" +
 	"\x12NodeManagerService\x12i\n" +
 	"\aGetNode\x12%.runway.nodemanager.v1.GetNodeRequest\x1a\x1b.runway.nodemanager.v1.Node\"\x1a\x82\xd3\xe4\x93\x02\x14\x12\x12/v1/{name=nodes/*}\x12q\n" +
 	"\tListNodes\x12'.runway.nodemanager.v1.ListNodesRequest\x1a(.runway.nodemanager.v1.ListNodesResponse\"\x11\x82\xd3\xe4\x93\x02\v\x12\t/v1/nodes\x12v\n" +
 	"\tDrainNode\x12'.runway.nodemanager.v1.DrainNodeRequest\x1a\x1b.runway.nodemanager.v1.Node\"#\x82\xd3\xe4\x93\x02\x1d:\x01*\"\x18/v1/{name=nodes/*}:drain\x12|\n" +
 	"\vUndrainNode\x12).runway.nodemanager.v1.UndrainNodeRequest\x1a\x1b.runway.nodemanager.v1.Node\"%\x82\xd3\xe4\x93\x02\x1f:\x01*\"\x1a/v1/{name=nodes/*}:undrain\x12\xaf\x01\n" +
 	"\x13ReportWorkloadState\x121.runway.nodemanager.v1.ReportWorkloadStateRequest\x1a2.runway.nodemanager.v1.ReportWorkloadStateResponse\"1\x82\xd3\xe4\x93\x02+:\x01*\"&/v1/{node=nodes/*}:reportWorkloadState\x12\x92\x01\n" +
-	"\x10GetTimeSlicePlan\x12..runway.nodemanager.v1.GetTimeSlicePlanRequest\x1a$.runway.nodemanager.v1.TimeSlicePlan\"(\x82\xd3\xe4\x93\x02\"\x12 /v1/{name=nodes/*/timeSlicePlan}BGZEgithub.com/runwayhq/runway/gen/go/runway/nodemanager/v1;nodemanagerv1b\x06proto3"
+	"\x10GetTimeSlicePlan\x12..runway.nodemanager.v1.GetTimeSlicePlanRequest\x1a$.runway.nodemanager.v1.TimeSlicePlan\"(\x82\xd3\xe4\x93\x02\"\x12 /v1/{name=nodes/*/timeSlicePlan}\x12b\n" +
+	"\x0eGetNodeMarkKey\x12,.runway.nodemanager.v1.GetNodeMarkKeyRequest\x1a\".runway.nodemanager.v1.NodeMarkKeyBGZEgithub.com/runwayhq/runway/gen/go/runway/nodemanager/v1;nodemanagerv1b\x06proto3"
 
 var (
 	file_runway_nodemanager_v1_node_manager_service_proto_rawDescOnce sync.Once
@@ -574,7 +683,7 @@ func file_runway_nodemanager_v1_node_manager_service_proto_rawDescGZIP() []byte 
 	return file_runway_nodemanager_v1_node_manager_service_proto_rawDescData
 }
 
-var file_runway_nodemanager_v1_node_manager_service_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_runway_nodemanager_v1_node_manager_service_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_runway_nodemanager_v1_node_manager_service_proto_goTypes = []any{
 	(*GetNodeRequest)(nil),              // 0: runway.nodemanager.v1.GetNodeRequest
 	(*ListNodesRequest)(nil),            // 1: runway.nodemanager.v1.ListNodesRequest
@@ -584,31 +693,35 @@ var file_runway_nodemanager_v1_node_manager_service_proto_goTypes = []any{
 	(*ReportWorkloadStateRequest)(nil),  // 5: runway.nodemanager.v1.ReportWorkloadStateRequest
 	(*ReportWorkloadStateResponse)(nil), // 6: runway.nodemanager.v1.ReportWorkloadStateResponse
 	(*GetTimeSlicePlanRequest)(nil),     // 7: runway.nodemanager.v1.GetTimeSlicePlanRequest
-	(*Node)(nil),                        // 8: runway.nodemanager.v1.Node
-	(v1.PodState)(0),                    // 9: runway.workload.v1.PodState
-	(*timestamppb.Timestamp)(nil),       // 10: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),         // 11: google.protobuf.Duration
-	(*TimeSlicePlan)(nil),               // 12: runway.nodemanager.v1.TimeSlicePlan
+	(*GetNodeMarkKeyRequest)(nil),       // 8: runway.nodemanager.v1.GetNodeMarkKeyRequest
+	(*NodeMarkKey)(nil),                 // 9: runway.nodemanager.v1.NodeMarkKey
+	(*Node)(nil),                        // 10: runway.nodemanager.v1.Node
+	(v1.PodState)(0),                    // 11: runway.workload.v1.PodState
+	(*timestamppb.Timestamp)(nil),       // 12: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),         // 13: google.protobuf.Duration
+	(*TimeSlicePlan)(nil),               // 14: runway.nodemanager.v1.TimeSlicePlan
 }
 var file_runway_nodemanager_v1_node_manager_service_proto_depIdxs = []int32{
-	8,  // 0: runway.nodemanager.v1.ListNodesResponse.nodes:type_name -> runway.nodemanager.v1.Node
-	9,  // 1: runway.nodemanager.v1.ReportWorkloadStateRequest.state:type_name -> runway.workload.v1.PodState
-	10, // 2: runway.nodemanager.v1.ReportWorkloadStateRequest.observe_time:type_name -> google.protobuf.Timestamp
-	11, // 3: runway.nodemanager.v1.ReportWorkloadStateRequest.gpu_idle_time:type_name -> google.protobuf.Duration
+	10, // 0: runway.nodemanager.v1.ListNodesResponse.nodes:type_name -> runway.nodemanager.v1.Node
+	11, // 1: runway.nodemanager.v1.ReportWorkloadStateRequest.state:type_name -> runway.workload.v1.PodState
+	12, // 2: runway.nodemanager.v1.ReportWorkloadStateRequest.observe_time:type_name -> google.protobuf.Timestamp
+	13, // 3: runway.nodemanager.v1.ReportWorkloadStateRequest.gpu_idle_time:type_name -> google.protobuf.Duration
 	0,  // 4: runway.nodemanager.v1.NodeManagerService.GetNode:input_type -> runway.nodemanager.v1.GetNodeRequest
 	1,  // 5: runway.nodemanager.v1.NodeManagerService.ListNodes:input_type -> runway.nodemanager.v1.ListNodesRequest
 	3,  // 6: runway.nodemanager.v1.NodeManagerService.DrainNode:input_type -> runway.nodemanager.v1.DrainNodeRequest
 	4,  // 7: runway.nodemanager.v1.NodeManagerService.UndrainNode:input_type -> runway.nodemanager.v1.UndrainNodeRequest
 	5,  // 8: runway.nodemanager.v1.NodeManagerService.ReportWorkloadState:input_type -> runway.nodemanager.v1.ReportWorkloadStateRequest
 	7,  // 9: runway.nodemanager.v1.NodeManagerService.GetTimeSlicePlan:input_type -> runway.nodemanager.v1.GetTimeSlicePlanRequest
-	8,  // 10: runway.nodemanager.v1.NodeManagerService.GetNode:output_type -> runway.nodemanager.v1.Node
-	2,  // 11: runway.nodemanager.v1.NodeManagerService.ListNodes:output_type -> runway.nodemanager.v1.ListNodesResponse
-	8,  // 12: runway.nodemanager.v1.NodeManagerService.DrainNode:output_type -> runway.nodemanager.v1.Node
-	8,  // 13: runway.nodemanager.v1.NodeManagerService.UndrainNode:output_type -> runway.nodemanager.v1.Node
-	6,  // 14: runway.nodemanager.v1.NodeManagerService.ReportWorkloadState:output_type -> runway.nodemanager.v1.ReportWorkloadStateResponse
-	12, // 15: runway.nodemanager.v1.NodeManagerService.GetTimeSlicePlan:output_type -> runway.nodemanager.v1.TimeSlicePlan
-	10, // [10:16] is the sub-list for method output_type
-	4,  // [4:10] is the sub-list for method input_type
+	8,  // 10: runway.nodemanager.v1.NodeManagerService.GetNodeMarkKey:input_type -> runway.nodemanager.v1.GetNodeMarkKeyRequest
+	10, // 11: runway.nodemanager.v1.NodeManagerService.GetNode:output_type -> runway.nodemanager.v1.Node
+	2,  // 12: runway.nodemanager.v1.NodeManagerService.ListNodes:output_type -> runway.nodemanager.v1.ListNodesResponse
+	10, // 13: runway.nodemanager.v1.NodeManagerService.DrainNode:output_type -> runway.nodemanager.v1.Node
+	10, // 14: runway.nodemanager.v1.NodeManagerService.UndrainNode:output_type -> runway.nodemanager.v1.Node
+	6,  // 15: runway.nodemanager.v1.NodeManagerService.ReportWorkloadState:output_type -> runway.nodemanager.v1.ReportWorkloadStateResponse
+	14, // 16: runway.nodemanager.v1.NodeManagerService.GetTimeSlicePlan:output_type -> runway.nodemanager.v1.TimeSlicePlan
+	9,  // 17: runway.nodemanager.v1.NodeManagerService.GetNodeMarkKey:output_type -> runway.nodemanager.v1.NodeMarkKey
+	11, // [11:18] is the sub-list for method output_type
+	4,  // [4:11] is the sub-list for method input_type
 	4,  // [4:4] is the sub-list for extension type_name
 	4,  // [4:4] is the sub-list for extension extendee
 	0,  // [0:4] is the sub-list for field type_name
@@ -627,7 +740,7 @@ func file_runway_nodemanager_v1_node_manager_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_runway_nodemanager_v1_node_manager_service_proto_rawDesc), len(file_runway_nodemanager_v1_node_manager_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -25,6 +25,7 @@ const (
 	NodeManagerService_UndrainNode_FullMethodName         = "/runway.nodemanager.v1.NodeManagerService/UndrainNode"
 	NodeManagerService_ReportWorkloadState_FullMethodName = "/runway.nodemanager.v1.NodeManagerService/ReportWorkloadState"
 	NodeManagerService_GetTimeSlicePlan_FullMethodName    = "/runway.nodemanager.v1.NodeManagerService/GetTimeSlicePlan"
+	NodeManagerService_GetNodeMarkKey_FullMethodName      = "/runway.nodemanager.v1.NodeManagerService/GetNodeMarkKey"
 )
 
 // NodeManagerServiceClient is the client API for NodeManagerService service.
@@ -53,6 +54,16 @@ type NodeManagerServiceClient interface {
 	ReportWorkloadState(ctx context.Context, in *ReportWorkloadStateRequest, opts ...grpc.CallOption) (*ReportWorkloadStateResponse, error)
 	// Gets the time-slicing plan of a node's shared GPUs. Used by node agents.
 	GetTimeSlicePlan(ctx context.Context, in *GetTimeSlicePlanRequest, opts ...grpc.CallOption) (*TimeSlicePlan, error)
+	// Gets the key with which the node agent of one Kubernetes node checks the
+	// marks on Runway's pods there and signs its findings on them: HMAC of the
+	// Kubernetes runtime's mark key and the node's name, so it marks and signs
+	// for that node's pods only. Used by node agents in Kubernetes mode only,
+	// over gRPC (no REST route): the caller authenticates with a Kubernetes
+	// service account token of the agent's account, bound to the agent's pod
+	// (the apiserver's TokenReview), and gets the key of the node that pod runs
+	// on and of no other (PERMISSION_DENIED). UNAUTHENTICATED without a valid
+	// token; FAILED_PRECONDITION when the service has no Kubernetes runtime.
+	GetNodeMarkKey(ctx context.Context, in *GetNodeMarkKeyRequest, opts ...grpc.CallOption) (*NodeMarkKey, error)
 }
 
 type nodeManagerServiceClient struct {
@@ -123,6 +134,16 @@ func (c *nodeManagerServiceClient) GetTimeSlicePlan(ctx context.Context, in *Get
 	return out, nil
 }
 
+func (c *nodeManagerServiceClient) GetNodeMarkKey(ctx context.Context, in *GetNodeMarkKeyRequest, opts ...grpc.CallOption) (*NodeMarkKey, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(NodeMarkKey)
+	err := c.cc.Invoke(ctx, NodeManagerService_GetNodeMarkKey_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // NodeManagerServiceServer is the server API for NodeManagerService service.
 // All implementations must embed UnimplementedNodeManagerServiceServer
 // for forward compatibility.
@@ -149,6 +170,16 @@ type NodeManagerServiceServer interface {
 	ReportWorkloadState(context.Context, *ReportWorkloadStateRequest) (*ReportWorkloadStateResponse, error)
 	// Gets the time-slicing plan of a node's shared GPUs. Used by node agents.
 	GetTimeSlicePlan(context.Context, *GetTimeSlicePlanRequest) (*TimeSlicePlan, error)
+	// Gets the key with which the node agent of one Kubernetes node checks the
+	// marks on Runway's pods there and signs its findings on them: HMAC of the
+	// Kubernetes runtime's mark key and the node's name, so it marks and signs
+	// for that node's pods only. Used by node agents in Kubernetes mode only,
+	// over gRPC (no REST route): the caller authenticates with a Kubernetes
+	// service account token of the agent's account, bound to the agent's pod
+	// (the apiserver's TokenReview), and gets the key of the node that pod runs
+	// on and of no other (PERMISSION_DENIED). UNAUTHENTICATED without a valid
+	// token; FAILED_PRECONDITION when the service has no Kubernetes runtime.
+	GetNodeMarkKey(context.Context, *GetNodeMarkKeyRequest) (*NodeMarkKey, error)
 	mustEmbedUnimplementedNodeManagerServiceServer()
 }
 
@@ -176,6 +207,9 @@ func (UnimplementedNodeManagerServiceServer) ReportWorkloadState(context.Context
 }
 func (UnimplementedNodeManagerServiceServer) GetTimeSlicePlan(context.Context, *GetTimeSlicePlanRequest) (*TimeSlicePlan, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetTimeSlicePlan not implemented")
+}
+func (UnimplementedNodeManagerServiceServer) GetNodeMarkKey(context.Context, *GetNodeMarkKeyRequest) (*NodeMarkKey, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetNodeMarkKey not implemented")
 }
 func (UnimplementedNodeManagerServiceServer) mustEmbedUnimplementedNodeManagerServiceServer() {}
 func (UnimplementedNodeManagerServiceServer) testEmbeddedByValue()                            {}
@@ -306,6 +340,24 @@ func _NodeManagerService_GetTimeSlicePlan_Handler(srv interface{}, ctx context.C
 	return interceptor(ctx, in, info, handler)
 }
 
+func _NodeManagerService_GetNodeMarkKey_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetNodeMarkKeyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeManagerServiceServer).GetNodeMarkKey(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeManagerService_GetNodeMarkKey_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeManagerServiceServer).GetNodeMarkKey(ctx, req.(*GetNodeMarkKeyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // NodeManagerService_ServiceDesc is the grpc.ServiceDesc for NodeManagerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -336,6 +388,10 @@ var NodeManagerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetTimeSlicePlan",
 			Handler:    _NodeManagerService_GetTimeSlicePlan_Handler,
+		},
+		{
+			MethodName: "GetNodeMarkKey",
+			Handler:    _NodeManagerService_GetNodeMarkKey_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
