@@ -100,6 +100,8 @@ with its lease.`,
 	f.StringSliceVar(&cfg.HideFromPods, "hide-from-pods", nil,
 		"with the process runtime as root: more paths (the credentials' directories) covered in every pod's mount namespace; its own --*-key-file and --metrics-token-file always are")
 	addListenerTLSFlags(f, &cfg.TLS)
+	f.StringVar(&cfg.WorkloadServer, "workload-server", "", "the WorkloadService's address, where the agent opens the credentials of the pods bound to its node (with --tls-ca-file, over TLS)")
+	f.StringVar(&cfg.TLS.CAFile, "tls-ca-file", "", "CA bundle (PEM) --workload-server's certificate chains to: call it over TLS, presenting --tls-cert-file")
 	f.StringVar(&cfg.AdvertiseAddress, "advertise-address", "", "HOST or HOST:PORT the workload service reaches the agent at (default: --listen's address; the host name when it listens on every interface)")
 	_ = cmd.MarkFlagRequired("node")
 	_ = cmd.MarkFlagRequired("etcd-endpoints")

@@ -15,7 +15,7 @@ import (
 type submitFlags struct {
 	project, image, gpu, gpuMemory, cpu, memory, priority, nodeType string
 	pods                                                            int32
-	nodePools, env                                                  []string
+	nodePools, env, credentials                                     []string
 	environment, compute                                            string // assets: an -e value without "=", --compute
 }
 
@@ -81,6 +81,7 @@ instead. Everything after -- is the command its pods run.`,
 	fl.StringVar(&f.nodeType, "node-type", "", "only nodes whose run.ai/type label has this value")
 	fl.StringArrayVarP(&f.env, "environment", "e", nil, "environment variable NAME=VALUE (repeat), or an environment asset NAME to start from")
 	fl.StringVar(&f.compute, "compute", "", "a compute resource to take the GPU, CPU and memory from")
+	fl.StringArrayVar(&f.credentials, "credential", nil, "a generic credential: NAME gives each key as an environment variable, NAME:/path as a file under /path (repeat); -e VAR=credential:NAME/KEY gives one key of any credential")
 	if podsFlag != "" {
 		fl.Int32Var(&f.pods, podsFlag, 1, "number of pods, placed together (gang)")
 	}
@@ -122,15 +123,23 @@ func (f *submitFlags) spec(command []string) (*workloadv1.WorkloadSpec, error) {
 		}
 	}
 	for _, e := range f.env {
-		k, v, ok := strings.Cut(e, "=")
+		k, _, ok := strings.Cut(e, "=")
 		if !ok && f.environment == "" {
 			f.environment = e // no "=": an environment asset
 			continue
 		}
-		if !ok || k == "" {
-			return nil, fmt.Errorf("-e %q: want NAME=VALUE, or one environment name", e)
+		ev, valid := envVar(e)
+		if !ok || k == "" || !valid {
+			return nil, fmt.Errorf("-e %q: want NAME=VALUE, NAME=credential:CREDENTIAL/KEY, or one environment name", e)
 		}
-		spec.Env = append(spec.Env, &workloadv1.EnvVar{Name: k, Value: v})
+		spec.Env = append(spec.Env, ev)
+	}
+	for _, c := range f.credentials {
+		m, err := credentialMount(c)
+		if err != nil {
+			return nil, err
+		}
+		spec.Credentials = append(spec.Credentials, m)
 	}
 	return spec, nil
 }

@@ -33,6 +33,7 @@ type Governance struct {
 	policies *etcdstore.Collection[*workloadv1.Policy]
 	envs     *etcdstore.Collection[*workloadv1.Environment]
 	computes *etcdstore.Collection[*workloadv1.ComputeResource]
+	creds    *etcdstore.Collection[*workloadv1.SealedCredential]
 	projects ProjectChecker
 	clock    Clock
 	retries  int
@@ -47,6 +48,8 @@ func newGovernance(cfg Config, deps Deps) *Governance {
 			func() *workloadv1.Environment { return new(workloadv1.Environment) }),
 		computes: etcdstore.NewCollection(deps.Client, etcdstore.PrefixComputeResources,
 			func() *workloadv1.ComputeResource { return new(workloadv1.ComputeResource) }),
+		creds: etcdstore.NewCollection(deps.Client, etcdstore.PrefixCredentials,
+			func() *workloadv1.SealedCredential { return new(workloadv1.SealedCredential) }),
 		projects: deps.Projects,
 		clock:    deps.Clock,
 		retries:  cfg.UpdateRetries,

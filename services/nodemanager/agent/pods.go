@@ -13,6 +13,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -320,6 +321,17 @@ func (p *pods) spec(ctx context.Context, b nodemanager.Binding) (runner.Spec, er
 		return runner.Spec{}, fmt.Errorf("workload %s has no valid uid", b.WorkloadName())
 	}
 	id := podID(it.Msg.GetUid(), b.Pod)
+	creds, err := p.credentials(ctx, b, ws)
+	if err != nil {
+		return runner.Spec{}, err
+	}
+	for _, e := range creds.GetEnv() {
+		env = append(env, e.GetName()+"="+e.GetValue())
+	}
+	var files []runner.File
+	for _, f := range creds.GetFiles() {
+		files = append(files, runner.File{Path: f.GetPath(), Data: f.GetContent()})
+	}
 	limit := p.gpus.memoryLimit(b, ws.GetGpu().GetGpuMemoryBytes())
 	if len(b.Devices) > 0 {
 		env = append(env, p.cfg.Backend.PodEnv(p.runner.PodDir(id))...)
@@ -334,8 +346,36 @@ func (p *pods) spec(ctx context.Context, b nodemanager.Binding) (runner.Spec, er
 		Devices: b.Devices, CDIDevices: p.gpus.cdiNames(b.Devices), FractionMilli: b.FractionMilli, GPUMemoryBytes: limit,
 		MilliCPU: ws.GetMilliCpu(), MemoryBytes: ws.GetMemoryBytes(),
 		RunAsRoot: ws.GetSecurity().GetRunAsRoot(), AddCapabilities: ws.GetSecurity().GetAddCapabilities(),
+		Files: files,
 	}, nil
 }
+
+// credentials opens the credentials a pod's spec names, from the workload
+// service (nil when it names none). The values go to the runner only:
+// never to a report, a log line or the disk record.
+func (p *pods) credentials(ctx context.Context, b nodemanager.Binding, ws *workloadv1.WorkloadSpec) (*workloadv1.ResolvePodCredentialsResponse, error) {
+	named := len(ws.GetCredentials()) > 0
+	for _, e := range ws.GetEnv() {
+		named = named || e.GetCredential() != nil
+	}
+	if !named {
+		return nil, nil
+	}
+	if p.cfg.Credentials == nil {
+		return nil, errors.New("the workload names credentials, and this node's agent reaches no workload service to open them (runway agent --workload-address)")
+	}
+	ctx, cancel := context.WithTimeout(ctx, credentialsTimeout)
+	defer cancel()
+	resp, err := p.cfg.Credentials.ResolvePodCredentials(ctx, &workloadv1.ResolvePodCredentialsRequest{
+		Node: nodemanager.NodeName(p.cfg.Node), Workload: b.WorkloadName(), PodIndex: int32(b.Pod)})
+	if err != nil {
+		return nil, fmt.Errorf("open the workload's credentials: %s", status.Convert(err).Message())
+	}
+	return resp, nil
+}
+
+// credentialsTimeout bounds the call that opens a pod's credentials.
+const credentialsTimeout = 30 * time.Second
 
 // mpsEnv is the environment of a pod under an MPS control daemon (pipe
 // directory dir; none when dir is empty): the daemon, not the agent, then
