@@ -120,11 +120,11 @@ func TestCLI_Credentials(t *testing.T) {
 
 	script := `printf 'env %s\n' "$(printf %s "$WANDB_API_KEY" | sha256sum | cut -c1-64)"
 printf 'token %s\n' "$(printf %s "$TOKEN" | sha256sum | cut -c1-64)"
-printf 'file %s\n' "$(sha256sum < /run/secrets/wandb/WANDB_API_KEY | cut -c1-64)"
-printf 'mode %s uid %s\n' "$(stat -c '%a %u' /run/secrets/wandb/OTHER)" "$(id -u)"
-echo written > /run/secrets/wandb/new 2>/dev/null && echo writable || echo read-only`
+printf 'file %s\n' "$(sha256sum < /mnt/WANDB_API_KEY | cut -c1-64)"
+printf 'mode %s uid %s\n' "$(stat -c '%a %u' /mnt/OTHER)" "$(id -u)"
+echo written > /mnt/new 2>/dev/null && echo writable || echo read-only`
 	d.credOK(t, &seen, "", "training", "submit", "uses", "-p", "team-a", "-e", "tracked",
-		"--credential", "wandb", "--credential", "wandb:/run/secrets/wandb", "--", "sh", "-c", script)
+		"--credential", "wandb", "--credential", "wandb:/mnt", "--", "sh", "-c", script)
 	logs := d.credLogs(t, &seen, "team-a", "uses")
 	uid := ""
 	for _, l := range strings.Split(logs, "\n") {
@@ -137,11 +137,23 @@ echo written > /run/secrets/wandb/new 2>/dev/null && echo writable || echo read-
 	if uid == "" || uid == "0" {
 		t.Errorf("pod uid %q; want the pod's own non-root uid\n%s", uid, logs)
 	}
+	// The process runtime mounts files on a directory the node has.
+	d.credOK(t, &seen, "", "training", "submit", "nodir", "-p", "team-a", "-i", "img", "--credential", "wandb:/no/such/dir", "--", "true")
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(300 * time.Millisecond) {
+		out := d.credOK(t, &seen, "", "workload", "describe", "nodir", "-p", "team-a")
+		if strings.Contains(out, "Status:       Failed") {
+			wantAll(t, "files on a missing directory", out, "it has no /no/such/dir")
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nodir did not fail:\n%s", out)
+		}
+	}
 	out = d.credOK(t, &seen, "", "workload", "describe", "uses", "-p", "team-a", "-o", "json")
-	wantAll(t, "workload spec", out, `"credential": "projects/team-a/credentials/wandb"`, `"path": "/run/secrets/wandb"`)
+	wantAll(t, "workload spec", out, `"credential": "projects/team-a/credentials/wandb"`, `"path": "/mnt"`)
 	out = d.credOK(t, &seen, "", "workload", "describe", "uses", "-p", "team-a")
 	wantAll(t, "workload describe", out, "TOKEN=credential:projects/team-a/credentials/wandb/OTHER",
-		"Credentials:  projects/team-a/credentials/wandb projects/team-a/credentials/wandb:/run/secrets/wandb")
+		"Credentials:  projects/team-a/credentials/wandb projects/team-a/credentials/wandb:/mnt")
 
 	// Rotation: a new key; a credential written after it; both reach a pod.
 	keyFile := filepath.Join(d.dataDir, server.CredentialsKeyName)

@@ -347,12 +347,18 @@ func (c *Credentials) ResolvePodCredentials(ctx context.Context, req *workloadv1
 	if err != nil {
 		return nil, apiError(err, req.GetWorkload())
 	}
-	return c.resolvePod(ctx, w.GetSpec())
+	// Checked at submit, and again now: a project moved to another
+	// department since loses the old department's credentials.
+	p, err := c.g.projects.Project(ctx, projectsPrefix+project)
+	if err != nil {
+		return nil, err
+	}
+	return c.resolvePod(ctx, w.GetSpec(), []string{"", p.GetDepartment(), p.GetName()})
 }
 
-// resolvePod opens the credentials a spec names and lays them out as
-// variables and files.
-func (c *Credentials) resolvePod(ctx context.Context, spec *workloadv1.WorkloadSpec) (*workloadv1.ResolvePodCredentialsResponse, error) {
+// resolvePod opens the credentials a spec names, each of one of the
+// usable scopes, and lays them out as variables and files.
+func (c *Credentials) resolvePod(ctx context.Context, spec *workloadv1.WorkloadSpec, usable []string) (*workloadv1.ResolvePodCredentialsResponse, error) {
 	opened := map[string]map[string]string{}
 	values := func(name string) (map[string]string, error) {
 		if vals, ok := opened[name]; ok {
@@ -361,6 +367,9 @@ func (c *Credentials) resolvePod(ctx context.Context, spec *workloadv1.WorkloadS
 		scope, id, err := credentialAsset.parse(name, "credential")
 		if err != nil {
 			return nil, err
+		}
+		if !slices.Contains(usable, scope) {
+			return nil, apierr.PermissionDenied("credentials.use", name)
 		}
 		it, err := c.g.creds.Get(ctx, storeKey(scope, id))
 		if err != nil {

@@ -20,9 +20,9 @@ var errNoFiles = errors.New("credential files need the process runtime running a
 // filesSetup puts a pod's credential files in place inside its mount
 // namespace: each directory gets a tmpfs of its own there (so the values
 // never reach the node's disk and no other process sees them), owned by the
-// pod's user, the files mode 0400, then the tmpfs is made read-only. A
-// missing directory is made on the host first (empty, root's) as a mount
-// point. nil when there are no files.
+// pod's user, the files mode 0400, then the tmpfs is made read-only. The
+// directory must exist in the pod's view (a tmpfs over it hides only what
+// the pod itself would see there). nil when there are no files.
 func filesSetup(files []runner.File, cred *syscall.Credential) func() error {
 	if len(files) == 0 {
 		return nil
@@ -40,11 +40,13 @@ func filesSetup(files []runner.File, cred *syscall.Credential) func() error {
 	for d := range byDir {
 		dirs = append(dirs, d)
 	}
-	slices.Sort(dirs) // a parent before its children
+	slices.Sort(dirs)
 	return func() error {
 		for _, dir := range dirs {
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				return fmt.Errorf("credential files: %w", err)
+			// The mount point must exist: a tenant's path must not make
+			// directories on the node's own filesystem.
+			if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+				return fmt.Errorf("credential files at %s: the process runtime mounts them on a directory the node has, and it has no %s; name one it has (such as /mnt), or run on the container runtime", dir, dir)
 			}
 			opts := fmt.Sprintf("size=1m,mode=0500,uid=%d,gid=%d", uid, gid)
 			if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, opts); err != nil {
