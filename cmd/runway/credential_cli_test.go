@@ -21,7 +21,9 @@ import (
 // searched for the secrets at the end.
 type credSeen struct{ got []string }
 
-func (s *credSeen) add(what string, out ...string) { s.got = append(s.got, what+":\n"+strings.Join(out, "\n")) }
+func (s *credSeen) add(what string, out ...string) {
+	s.got = append(s.got, what+":\n"+strings.Join(out, "\n"))
+}
 
 // credHash is what the pods print instead of a value: its SHA-256.
 func credHash(v string) string {

@@ -20,6 +20,7 @@ import (
 
 	nodemanagerv1 "github.com/runwayhq/runway/gen/go/runway/nodemanager/v1"
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
+	"github.com/runwayhq/runway/pkg/clusterproto"
 	"github.com/runwayhq/runway/pkg/etcdstore"
 	"github.com/runwayhq/runway/pkg/runner"
 	"github.com/runwayhq/runway/services/nodemanager"
@@ -354,11 +355,7 @@ func (p *pods) spec(ctx context.Context, b nodemanager.Binding) (runner.Spec, er
 // service (nil when it names none). The values go to the runner only:
 // never to a report, a log line or the disk record.
 func (p *pods) credentials(ctx context.Context, b nodemanager.Binding, ws *workloadv1.WorkloadSpec) (*workloadv1.ResolvePodCredentialsResponse, error) {
-	named := len(ws.GetCredentials()) > 0
-	for _, e := range ws.GetEnv() {
-		named = named || e.GetCredential() != nil
-	}
-	if !named {
+	if !clusterproto.NamesCredentials(ws) {
 		return nil, nil
 	}
 	if p.cfg.Credentials == nil {
