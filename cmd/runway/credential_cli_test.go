@@ -15,6 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/runwayhq/runway/cmd/runway/server"
+	"github.com/runwayhq/runway/pkg/runner/container/podmantest"
 )
 
 // credSeen collects everything the test got back from the platform, to be
@@ -241,6 +242,44 @@ echo written > /mnt/new 2>/dev/null && echo writable || echo read-only`
 				what, _, _ := strings.Cut(g, "\n")
 				t.Errorf("%s holds a credential's value: %.120q", what, g[max(0, i-60):])
 			}
+		}
+	}
+}
+
+// TestCLI_CredentialsContainer: on the container runtime (podman) a
+// generic credential reaches the container as environment variables and as
+// read-only files, 0400 and the container user's, at a path the image does
+// not have.
+func TestCLI_CredentialsContainer(t *testing.T) {
+	e := podmantest.Start(t)
+	d := startDevAt(t, t.TempDir(), []string{"DOCKER_HOST=" + e.Host}, "--runtime", "container")
+	var seen credSeen
+	secret := "container-secret-61b0f2d4e8"
+	d.credOK(t, &seen, "", "project", "create", "team-a", "--gpu", "2")
+	d.credOK(t, &seen, "API_KEY="+secret+"\n", "credential", "create", "generic", "api", "-p", "team-a", "--from-env-file", "-")
+	script := `bb=/bin/busybox
+printf 'env %s\n' "$(printf %s "$API_KEY" | $bb sha256sum | $bb cut -c1-64)"
+printf 'file %s\n' "$($bb sha256sum < /run/secrets/api/API_KEY | $bb cut -c1-64)"
+printf 'mode %s uid %s\n' "$($bb stat -c '%a %u' /run/secrets/api/API_KEY)" "$(id -u)"
+echo x > /run/secrets/api/new 2>/dev/null && echo writable || echo read-only`
+	d.credOK(t, &seen, "", "training", "submit", "uses", "-p", "team-a", "-i", podmantest.Image,
+		"--credential", "api", "--credential", "api:/run/secrets/api", "--", "sh", "-c", script)
+	logs := d.credLogs(t, &seen, "team-a", "uses")
+	uid := ""
+	for _, l := range strings.Split(logs, "\n") {
+		if f := strings.Fields(l); len(f) == 5 && f[0] == "mode" {
+			uid = f[4]
+		}
+	}
+	wantAll(t, "container output", logs, "env "+credHash(secret), "file "+credHash(secret), "mode 400 "+uid+" uid "+uid, "read-only")
+	if uid == "" || uid == "0" {
+		t.Errorf("container uid %q; want the project's non-root uid\n%s", uid, logs)
+	}
+	seen.add("server log", d.logs.String())
+	for _, g := range seen.got {
+		if strings.Contains(g, secret) {
+			what, _, _ := strings.Cut(g, "\n")
+			t.Errorf("%s holds the value", what)
 		}
 	}
 }
