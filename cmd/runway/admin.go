@@ -26,9 +26,10 @@ The workload service reads the key file again whenever it changes; values
 sealed under an older key stay readable until step 3.`}
 	var keyFile string
 	addKey := &cobra.Command{
-		Use:   "add-key --key-file FILE",
-		Short: "Add a new key to the key file (created, mode 0600, when missing): new values are sealed under it",
-		Args:  cobra.NoArgs,
+		Use:     "add-key --key-file FILE",
+		Short:   "Add a new key to the key file (created, mode 0600, when missing): new values are sealed under it",
+		Example: "  runway admin credentials add-key --key-file /etc/runway/credentials.keys",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			created, err := sealing.Create(keyFile)
 			if err != nil {
@@ -47,9 +48,10 @@ sealed under an older key stay readable until step 3.`}
 		},
 	}
 	prune := &cobra.Command{
-		Use:   "prune-keys --key-file FILE",
-		Short: "Remove every key but the newest (after reencrypt: a value under a removed key no longer opens)",
-		Args:  cobra.NoArgs,
+		Use:     "prune-keys --key-file FILE",
+		Short:   "Remove every key but the newest (after reencrypt: a value under a removed key no longer opens)",
+		Example: "  runway admin credentials reencrypt && runway admin credentials prune-keys --key-file /etc/runway/credentials.keys",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			removed, err := sealing.PruneKeys(keyFile)
 			if err != nil {
@@ -64,9 +66,10 @@ sealed under an older key stay readable until step 3.`}
 		_ = c.MarkFlagRequired("key-file")
 	}
 	reencrypt := &cobra.Command{
-		Use:   "reencrypt",
-		Short: "Seal every stored credential again under the newest key of the workload service's key file",
-		Args:  cobra.NoArgs,
+		Use:     "reencrypt",
+		Short:   "Seal every stored credential again under the newest key of the workload service's key file",
+		Example: "  runway admin credentials reencrypt",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
 				r, err := c.ReencryptCredentials(ctx)

@@ -107,9 +107,10 @@ environment variable) or --credential NAME:/path (each key a file under
 	var ds scopeFlags
 	var output string
 	describe := &cobra.Command{
-		Use:   "describe NAME [-p PROJECT | --department D]",
-		Short: "Show a credential: its type, server and keys (never its values)",
-		Args:  cobra.ExactArgs(1),
+		Use:     "describe NAME [-p PROJECT | --department D]",
+		Short:   "Show a credential: its type, server and keys (never its values)",
+		Example: "  runway credential describe wandb -p team-a\n  runway credential describe ghcr -o yaml",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			scope, err := ds.scope()
 			if err != nil {
