@@ -1,9 +1,14 @@
+//go:build linux
+
 package hostile
 
 import (
 	"fmt"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 
@@ -106,5 +111,57 @@ func TestHostileCredentialOfAnotherProject(t *testing.T) {
 		if strings.Contains(a, secret) {
 			t.Errorf("an answer holds the value: %.200s", a)
 		}
+	}
+}
+
+// While a pod of team-a holds a credential as variables and as files (the
+// process runtime: a tmpfs in its own mount namespace), a pod of team-b on
+// the same node hunts for the value in every process's environment and
+// command line, through every process's root at the files' path, and in
+// every file changed since the test began, and finds nothing. The same
+// search run as root on the node finds it: the value was there to find.
+func TestHostileCredentialPodOfAnotherProject(t *testing.T) {
+	credsSince(t)
+	if os.Geteuid() != 0 {
+		t.Fatal("this test runs as root (make test does): runway dev gives pods their own uids and mount namespaces only as root")
+	}
+	d := credsStartDev(t, nil, nil, "--runtime", "process")
+	credsProject(t, d.conn, "team-a", 2)
+	credsProject(t, d.conn, "team-b", 2)
+	secret := []byte("held-by-team-a-3f9e0c7a51d2")
+	if _, err := workloadv1.NewCredentialServiceClient(d.conn).CreateCredential(t.Context(), &workloadv1.CreateCredentialRequest{
+		Parent: "projects/team-a", CredentialId: "wandb", Credential: &workloadv1.Credential{
+			Type: workloadv1.CredentialType_CREDENTIAL_TYPE_GENERIC, Values: map[string]string{"WANDB_API_KEY": string(secret)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := workloadv1.NewWorkloadServiceClient(d.conn).CreateWorkload(t.Context(), &workloadv1.CreateWorkloadRequest{
+		Parent: "projects/team-a", WorkloadId: "holder", Workload: &workloadv1.Workload{Type: workloadv1.WorkloadType_WORKLOAD_TYPE_TRAINING,
+			Spec: &workloadv1.WorkloadSpec{Image: "quickstart", Command: []string{"sleep", "600"},
+				Credentials: []*workloadv1.CredentialMount{{Credential: "wandb"}, {Credential: "wandb", Path: "/mnt"}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	credsEventually(t, time.Minute, "holder running", []*credsProc{d.proc}, func() string {
+		if p, why := credsPhase(t, d.conn, "team-a", "holder"); p != workloadv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING {
+			return p.String() + why
+		}
+		return ""
+	})
+	args := credsSearchArgs(t, credsSearcher(t), []credsSecret{{"wandb", secret}}, "/mnt/WANDB_API_KEY")
+	control := exec.Command(args[0], args[1:]...)
+	control.Dir = "/"
+	out, err := control.Output()
+	if err != nil {
+		t.Fatalf("control search: %v\n%s", err, out)
+	}
+	if f := credsParse(string(out)); !strings.Contains(strings.Join(f.found, "\n"), "FOUND wandb") {
+		t.Fatalf("control search as root: want the holder's value found, got %v", f.found)
+	}
+	if err := credsSubmit(d.conn, t.Context(), "team-b", "thief", "", args...); err != nil {
+		t.Fatal(err)
+	}
+	credsWaitCompleted(t, d.conn, []*credsProc{d.proc}, "team-b", "thief", 3*time.Minute)
+	f := credsPodSearch(t, credsLogs(t, d.conn, "team-b", "thief"), 1000)
+	if len(f.found) > 0 || len(f.opened) > 0 {
+		t.Errorf("team-b's pod reached team-a's credential:\n%s\n%s", strings.Join(f.found, "\n"), strings.Join(f.opened, "\n"))
 	}
 }
