@@ -6,6 +6,7 @@
 // hostile_container_test.go (the container runtime's users, capabilities and
 // network), hostile_creds_test.go and hostile_process_test.go (the agent's
 // credentials, the process runtime), hostile_credential_test.go (tenants'
-// credential assets: their API and their values in pods), hostile_tls_test.go (TLS and signing
-// keys); each area's harness is in its *_harness_test.go.
+// credential assets: their API and their values in pods),
+// hostile_tls_test.go (TLS and signing keys); each area's harness is in its
+// *_harness_test.go.
 package hostile

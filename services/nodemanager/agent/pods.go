@@ -316,7 +316,9 @@ func (p *pods) spec(ctx context.Context, b nodemanager.Binding) (runner.Spec, er
 	}
 	var env []string
 	for _, e := range ws.GetEnv() {
-		env = append(env, e.GetName()+"="+e.GetValue())
+		if e.GetCredential() == nil { // its value comes from the workload service below
+			env = append(env, e.GetName()+"="+e.GetValue())
+		}
 	}
 	if !validUID(it.Msg.GetUid()) {
 		return runner.Spec{}, fmt.Errorf("workload %s has no valid uid", b.WorkloadName())
