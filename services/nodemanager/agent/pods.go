@@ -13,6 +13,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -365,12 +367,23 @@ func (p *pods) credentials(ctx context.Context, b nodemanager.Binding, ws *workl
 	}
 	ctx, cancel := context.WithTimeout(ctx, credentialsTimeout)
 	defer cancel()
-	resp, err := p.cfg.Credentials.ResolvePodCredentials(ctx, &workloadv1.ResolvePodCredentialsRequest{
-		Node: nodemanager.NodeName(p.cfg.Node), Workload: b.WorkloadName(), PodIndex: int32(b.Pod)})
-	if err != nil {
-		return nil, fmt.Errorf("open the workload's credentials: %s", status.Convert(err).Message())
+	req := &workloadv1.ResolvePodCredentialsRequest{Node: nodemanager.NodeName(p.cfg.Node), Workload: b.WorkloadName(), PodIndex: int32(b.Pod)}
+	for {
+		// WaitForReady: a workload service restarting is waited for, not
+		// the pod failed for it.
+		resp, err := p.cfg.Credentials.ResolvePodCredentials(ctx, req, grpc.WaitForReady(true))
+		if err == nil {
+			return resp, nil
+		}
+		if status.Code(err) != codes.Unavailable || ctx.Err() != nil {
+			return nil, fmt.Errorf("open the workload's credentials: %s", status.Convert(err).Message())
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("open the workload's credentials: %s", status.Convert(err).Message())
+		case <-time.After(500 * time.Millisecond):
+		}
 	}
-	return resp, nil
 }
 
 // credentialsTimeout bounds the call that opens a pod's credentials.
