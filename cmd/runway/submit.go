@@ -43,7 +43,8 @@ fraction of one (0.5); --gpu-memory asks for an amount of one GPU's memory
 instead. Everything after -- is the command its pods run.`,
 		Example: fmt.Sprintf(`  runway %[1]s submit a1 -p team-a -i runai.jfrog.io/demo/quickstart -g 1
   runway %[1]s submit half -p team-a -i pytorch -g 0.5 --cpu 0.5 --memory 1G -- python train.py
-  runway %[1]s submit big -p team-a -i pytorch --gpu-memory 20G -e EPOCHS=3`, kind),
+  runway %[1]s submit big -p team-a -i pytorch --gpu-memory 20G -e EPOCHS=3
+  runway %[1]s submit tracked -p team-a -i pytorch --credential wandb --credential hf:/secrets/hf -e TOKEN=credential:git/token`, kind),
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name, command := args[0], args[1:]
@@ -79,7 +80,7 @@ instead. Everything after -- is the command its pods run.`,
 	fl.StringVar(&f.priority, "priority", "", "priority class: inference, build, interactive-preemptible or train")
 	fl.StringSliceVar(&f.nodePools, "node-pool", nil, "node pools in order of preference (repeat or comma-separate)")
 	fl.StringVar(&f.nodeType, "node-type", "", "only nodes whose run.ai/type label has this value")
-	fl.StringArrayVarP(&f.env, "environment", "e", nil, "environment variable NAME=VALUE (repeat), or an environment asset NAME to start from")
+	fl.StringArrayVarP(&f.env, "environment", "e", nil, "environment variable NAME=VALUE (repeat), NAME=credential:CREDENTIAL/KEY for a credential's key (read when the pod starts), or an environment asset NAME to start from")
 	fl.StringVar(&f.compute, "compute", "", "a compute resource to take the GPU, CPU and memory from")
 	fl.StringArrayVar(&f.credentials, "credential", nil, "a generic credential: NAME gives each key as an environment variable, NAME:/path as a file under /path (repeat); -e VAR=credential:NAME/KEY gives one key of any credential")
 	if podsFlag != "" {
