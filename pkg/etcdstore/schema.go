@@ -57,6 +57,7 @@ const (
 	PrefixEnvironments     = Root + "environments/"     // {scope}/{environment}
 	PrefixComputeResources = Root + "computeresources/" // {scope}/{compute_resource}
 	PrefixCredentials      = Root + "credentials/"      // {scope}/{credential}: values sealed
+	PrefixTemplates        = Root + "templates/"        // {scope}/{template}
 
 	// Scheduler service.
 	PrefixBindings = Root + "bindings/" // {node}/{project}.{workload}.{pod}: a workloadv1.PodStatus
@@ -155,6 +156,7 @@ var prefixes = []PrefixInfo{
 	{PrefixEnvironments, OwnerWorkload, false, "Environment by scope/id"},
 	{PrefixComputeResources, OwnerWorkload, false, "ComputeResource by scope/id"},
 	{PrefixCredentials, OwnerWorkload, false, "SealedCredential by scope/id (values AES-GCM sealed)"},
+	{PrefixTemplates, OwnerWorkload, false, "Template by scope/id"},
 	{PrefixBindings, OwnerScheduler, false, "pod binding (PodStatus) by node/project.workload.pod"},
 	{PrefixPods, OwnerScheduler, false, "one key per bound pod (PodStatus: index, node) by project/workload/pod"},
 	{PrefixEvictions, OwnerScheduler, false, "eviction events (WorkloadEvent) by project/workload/time-n"},

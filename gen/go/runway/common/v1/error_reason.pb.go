@@ -155,6 +155,12 @@ const (
 	// was re-encrypted). Code FAILED_PRECONDITION. Metadata: "credential",
 	// "keyId".
 	ErrorReason_CREDENTIAL_KEY_MISSING ErrorReason = 122
+	// No template has this name at that scope. Code NOT_FOUND. Metadata:
+	// "template".
+	ErrorReason_TEMPLATE_NOT_FOUND ErrorReason = 98
+	// A template with this id exists at that scope. Code ALREADY_EXISTS.
+	// Metadata: "template".
+	ErrorReason_TEMPLATE_ALREADY_EXISTS ErrorReason = 99
 	// The node does not exist (it never registered, or its lease expired and it
 	// was removed). Code NOT_FOUND. Metadata: "node".
 	ErrorReason_NODE_NOT_FOUND ErrorReason = 50
@@ -268,6 +274,8 @@ var (
 		120: "CREDENTIAL_NOT_FOUND",
 		121: "CREDENTIAL_ALREADY_EXISTS",
 		122: "CREDENTIAL_KEY_MISSING",
+		98:  "TEMPLATE_NOT_FOUND",
+		99:  "TEMPLATE_ALREADY_EXISTS",
 		50:  "NODE_NOT_FOUND",
 		60:  "USER_NOT_FOUND",
 		61:  "USER_ALREADY_EXISTS",
@@ -328,6 +336,8 @@ var (
 		"CREDENTIAL_NOT_FOUND":            120,
 		"CREDENTIAL_ALREADY_EXISTS":       121,
 		"CREDENTIAL_KEY_MISSING":          122,
+		"TEMPLATE_NOT_FOUND":              98,
+		"TEMPLATE_ALREADY_EXISTS":         99,
 		"NODE_NOT_FOUND":                  50,
 		"USER_NOT_FOUND":                  60,
 		"USER_ALREADY_EXISTS":             61,
@@ -386,7 +396,7 @@ var File_runway_common_v1_error_reason_proto protoreflect.FileDescriptor
 
 const file_runway_common_v1_error_reason_proto_rawDesc = "" +
 	"\n" +
-	"#runway/common/v1/error_reason.proto\x12\x10runway.common.v1*\xce\v\n" +
+	"#runway/common/v1/error_reason.proto\x12\x10runway.common.v1*\x83\f\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rINVALID_FIELD\x10\x01\x12\x13\n" +
@@ -422,7 +432,9 @@ const file_runway_common_v1_error_reason_proto_rawDesc = "" +
 	"\x1fCOMPUTE_RESOURCE_ALREADY_EXISTS\x10_\x12\x18\n" +
 	"\x14CREDENTIAL_NOT_FOUND\x10x\x12\x1d\n" +
 	"\x19CREDENTIAL_ALREADY_EXISTS\x10y\x12\x1a\n" +
-	"\x16CREDENTIAL_KEY_MISSING\x10z\x12\x12\n" +
+	"\x16CREDENTIAL_KEY_MISSING\x10z\x12\x16\n" +
+	"\x12TEMPLATE_NOT_FOUND\x10b\x12\x1b\n" +
+	"\x17TEMPLATE_ALREADY_EXISTS\x10c\x12\x12\n" +
 	"\x0eNODE_NOT_FOUND\x102\x12\x12\n" +
 	"\x0eUSER_NOT_FOUND\x10<\x12\x17\n" +
 	"\x13USER_ALREADY_EXISTS\x10=\x12\x19\n" +
