@@ -25,9 +25,16 @@ func environmentCommand() *cobra.Command {
 		desc  string
 	)
 	create := &cobra.Command{
-		Use:     "create NAME -i IMAGE [-p PROJECT | --department D] [-e NAME=VALUE] [-- COMMAND ARGS...]",
-		Short:   "Create an environment",
-		Example: "  runway environment create jupyter -i jupyter/base-notebook -- jupyter lab\n  runway environment create pytorch --department research -i pytorch -e NCCL_DEBUG=INFO",
+		Use:   "create NAME -i IMAGE [-p PROJECT | --department D] [-e NAME=VALUE] [-- COMMAND ARGS...]",
+		Short: "Create an environment",
+		Long: `Create an environment: an image with its command, arguments and variables,
+reused with submit --environment NAME.
+
+A plain variable (-e NAME=VALUE) is no place for a secret: everyone who may
+view the environment reads its values. Put secrets in a credential
+(runway credential create) and name its key instead, -e NAME=credential:CREDENTIAL/KEY:
+the value is read when each pod starts and no response shows it.`,
+		Example: "  runway environment create jupyter -i jupyter/base-notebook -- jupyter lab\n  runway environment create pytorch --department research -i pytorch -e NCCL_DEBUG=INFO\n  runway environment create tracked -p team-a -i pytorch -e WANDB_API_KEY=credential:wandb/WANDB_API_KEY",
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			scope, err := s.scope()
@@ -39,11 +46,11 @@ func environmentCommand() *cobra.Command {
 			}
 			e := &workloadv1.Environment{Image: image, Description: desc, Command: args[1:]}
 			for _, kv := range env {
-				k, v, ok := strings.Cut(kv, "=")
-				if !ok || k == "" {
-					return usageError("-e %q: want NAME=VALUE", kv)
+				ev, ok := envVar(kv)
+				if !ok {
+					return usageError("-e %q: want NAME=VALUE or NAME=credential:CREDENTIAL/KEY", kv)
 				}
-				e.Env = append(e.Env, &workloadv1.EnvVar{Name: k, Value: v})
+				e.Env = append(e.Env, ev)
 			}
 			return withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
 				got, err := c.CreateEnvironment(ctx, scope, args[0], e)
@@ -57,7 +64,7 @@ func environmentCommand() *cobra.Command {
 	}
 	s.add(create)
 	create.Flags().StringVarP(&image, "image", "i", "", "the container image (required)")
-	create.Flags().StringArrayVarP(&env, "environment", "e", nil, "environment variable NAME=VALUE (repeat)")
+	create.Flags().StringArrayVarP(&env, "environment", "e", nil, "environment variable NAME=VALUE, or NAME=credential:CREDENTIAL/KEY for a secret (repeat); a plain VALUE is shown to every viewer")
 	create.Flags().StringVar(&desc, "description", "", "free text for people")
 	_ = create.MarkFlagRequired("image")
 

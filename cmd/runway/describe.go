@@ -95,9 +95,20 @@ func describeWorkload(out io.Writer, w *workloadv1.Workload) error {
 	if len(spec.GetEnv()) > 0 {
 		var env []string
 		for _, e := range spec.GetEnv() {
-			env = append(env, e.GetName()+"="+e.GetValue())
+			if ref := e.GetCredential(); ref != nil {
+				env = append(env, e.GetName()+"="+credentialPrefix+ref.GetCredential()+"/"+ref.GetKey())
+			} else {
+				env = append(env, e.GetName()+"="+e.GetValue())
+			}
 		}
 		f.add("Environment", strings.Join(env, " "))
+	}
+	if len(spec.GetCredentials()) > 0 {
+		var cs []string
+		for _, m := range spec.GetCredentials() {
+			cs = append(cs, strings.TrimSuffix(m.GetCredential()+":"+m.GetPath(), ":"))
+		}
+		f.add("Credentials", strings.Join(cs, " "))
 	}
 	f.flush()
 

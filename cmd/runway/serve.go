@@ -115,6 +115,7 @@ It runs until SIGINT or SIGTERM and then shuts down cleanly.`,
 	f.StringVar(&cfg.TLS.CAFile, "tls-ca-file", "", "CA bundle (PEM) the other services' and the node agents' certificates chain to: call --quota-server, --workload-server and the agents over TLS")
 	f.StringVar(&cfg.AgentServerName, "tls-agent-server-name", "", "with --tls-ca-file: the name every node agent's certificate must carry (default: the host of each agent's advertised address)")
 	f.StringVar(&cfg.QuotaServer, "quota-server", "", "the QuotaService's address (required by the workload service)")
+	f.StringVar(&cfg.CredentialsKeyFile, "credentials-key-file", "", "workload service: the key file (mode 0600) that seals credentials' values in etcd, one \"ID BASE64\" key a line, newest last (runway admin credentials add-key); without it no credential can be created or used")
 	f.StringVar(&cfg.Replica, "replica", "", "the scheduler replica's name in the election (default: the host name)")
 	f.DurationVar(&cfg.NodeLostGrace, "node-lost-grace", 0, "scheduler: how long a node whose agent's lease expired, or a NotReady Kubernetes node, keeps its pods before they are lost (NODE_LOST); 0 is the default, "+server.DefaultNodeLostGrace.String()+" ("+server.DefaultKubeNodeLostGrace.String()+" with --runtime kubernetes, Kubernetes' not-ready toleration); negative is none")
 	f.StringVar(&cfg.Runtime, "runtime", server.RuntimeLocal, "where the scheduler's pods run: local (node agents) or kubernetes (pods, run by the leader)")

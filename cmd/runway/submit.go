@@ -18,7 +18,7 @@ type submitFlags struct {
 	project, image, gpu, gpuMemory, cpu, memory, priority, nodeType string
 	autoDelete                                                      time.Duration
 	pods                                                            int32
-	nodePools, env, labels, annotations                             []string
+	nodePools, env, labels, annotations, credentials                []string
 	environment, compute, template                                  string // assets: an -e value without "=", --compute, --template
 	// Relaxations of the container runtime's isolation (spec.security):
 	// refused at submit unless a policy of the project allows them.
@@ -54,7 +54,8 @@ Pods run as the project's uid with no capability; --run-as-root and
 lists the value (rules security.runAsRoot, security.addCapabilities).`,
 		Example: fmt.Sprintf(`  runway %[1]s submit a1 -p team-a -i runai.jfrog.io/demo/quickstart -g 1
   runway %[1]s submit half -p team-a -i pytorch -g 0.5 --cpu 0.5 --memory 1G -- python train.py
-  runway %[1]s submit big -p team-a -i pytorch --gpu-memory 20G -e EPOCHS=3`, kind),
+  runway %[1]s submit big -p team-a -i pytorch --gpu-memory 20G -e EPOCHS=3
+  runway %[1]s submit tracked -p team-a -i pytorch --credential wandb --credential hf:/secrets/hf -e TOKEN=credential:git/token`, kind),
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name, command := args[0], args[1:]
@@ -113,8 +114,9 @@ func (f *submitFlags) addFlags(fl *pflag.FlagSet, podsFlag string) {
 	fl.StringVar(&f.priority, "priority", "", "priority class: inference, build, interactive-preemptible or train")
 	fl.StringSliceVar(&f.nodePools, "node-pool", nil, "node pools in order of preference (repeat or comma-separate)")
 	fl.StringVar(&f.nodeType, "node-type", "", "only nodes whose run.ai/type label has this value")
-	fl.StringArrayVarP(&f.env, "environment", "e", nil, "environment variable NAME=VALUE (repeat), or an environment asset NAME to start from")
+	fl.StringArrayVarP(&f.env, "environment", "e", nil, "environment variable NAME=VALUE (repeat), NAME=credential:CREDENTIAL/KEY for a credential's key (read when the pod starts), or an environment asset NAME to start from")
 	fl.StringVar(&f.compute, "compute", "", "a compute resource to take the GPU, CPU and memory from")
+	fl.StringArrayVar(&f.credentials, "credential", nil, "a generic credential: NAME gives each key as an environment variable, NAME:/path as a file under /path (repeat); -e VAR=credential:NAME/KEY gives one key of any credential")
 	fl.DurationVar(&f.autoDelete, "auto-delete-after", 0, "delete the workload this long after it finishes, such as 24h (0: keep it)")
 	fl.BoolVar(&f.runAsRoot, "run-as-root", false, "run as root (uid 0) in the container instead of the project's uid; only where a policy allows security.runAsRoot")
 	fl.StringArrayVar(&f.addCapabilities, "add-capability", nil, "a Linux capability to add, such as NET_RAW (repeat); only those a policy lists in security.addCapabilities")
@@ -179,15 +181,23 @@ func (f *submitFlags) spec(command []string) (*workloadv1.WorkloadSpec, error) {
 		}
 	}
 	for _, e := range f.env {
-		k, v, ok := strings.Cut(e, "=")
+		k, _, ok := strings.Cut(e, "=")
 		if !ok && f.environment == "" {
 			f.environment = e // no "=": an environment asset
 			continue
 		}
-		if !ok || k == "" {
-			return nil, fmt.Errorf("-e %q: want NAME=VALUE, or one environment name", e)
+		ev, valid := envVar(e)
+		if !ok || k == "" || !valid {
+			return nil, fmt.Errorf("-e %q: want NAME=VALUE, NAME=credential:CREDENTIAL/KEY, or one environment name", e)
 		}
-		spec.Env = append(spec.Env, &workloadv1.EnvVar{Name: k, Value: v})
+		spec.Env = append(spec.Env, ev)
+	}
+	for _, c := range f.credentials {
+		m, err := credentialMount(c)
+		if err != nil {
+			return nil, err
+		}
+		spec.Credentials = append(spec.Credentials, m)
 	}
 	if f.runAsRoot || len(f.addCapabilities) > 0 {
 		spec.Security = &workloadv1.ContainerSecurity{RunAsRoot: f.runAsRoot, AddCapabilities: f.addCapabilities}

@@ -56,6 +56,9 @@ var table = map[commonv1.ErrorReason]rule{
 	commonv1.ErrorReason_ENVIRONMENT_ALREADY_EXISTS:      {codes.AlreadyExists, []string{"environment"}},
 	commonv1.ErrorReason_COMPUTE_RESOURCE_NOT_FOUND:      {codes.NotFound, []string{"computeResource"}},
 	commonv1.ErrorReason_COMPUTE_RESOURCE_ALREADY_EXISTS: {codes.AlreadyExists, []string{"computeResource"}},
+	commonv1.ErrorReason_CREDENTIAL_NOT_FOUND:            {codes.NotFound, []string{"credential"}},
+	commonv1.ErrorReason_CREDENTIAL_ALREADY_EXISTS:       {codes.AlreadyExists, []string{"credential"}},
+	commonv1.ErrorReason_CREDENTIAL_KEY_MISSING:          {codes.FailedPrecondition, []string{"credential", "keyId"}},
 	commonv1.ErrorReason_TEMPLATE_NOT_FOUND:              {codes.NotFound, []string{"template"}},
 	commonv1.ErrorReason_TEMPLATE_ALREADY_EXISTS:         {codes.AlreadyExists, []string{"template"}},
 

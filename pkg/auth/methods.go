@@ -167,6 +167,7 @@ const (
 	quotaSvc    = "/runway.quota.v1.QuotaService/"
 	workloadSvc = "/runway.workload.v1.WorkloadService/"
 	govSvc      = "/runway.workload.v1.GovernanceService/"
+	credSvc     = "/runway.workload.v1.CredentialService/"
 	schedSvc    = "/runway.scheduler.v1.SchedulerService/"
 	nodeSvc     = "/runway.nodemanager.v1.NodeManagerService/"
 	agentSvc    = "/runway.nodemanager.v1.NodeAgentService/"
@@ -234,11 +235,30 @@ var methods = map[string]Method{
 	govSvc + "GetComputeResource":    governed(Policies, View, named),
 	govSvc + "ListComputeResources":  governed(Policies, View, parentOf),
 	govSvc + "DeleteComputeResource": governed(Policies, Delete, named),
-	govSvc + "CreateTemplate":        governed(Policies, Create, parentOf),
-	govSvc + "GetTemplate":           governed(Policies, View, named),
-	govSvc + "ListTemplates":         governed(Policies, View, parentOf),
-	govSvc + "DeleteTemplate":        governed(Policies, Delete, named),
-	govSvc + "RenameTemplate":        governed(Policies, Edit, named),
+	// Credentials are assets too: created, viewed (keys, never values) and
+	// used where environments are. Re-encryption is the account's; values
+	// are opened only for a node agent, for pods bound to its node.
+	// A credential's audit event names it (not only its scope): that it
+	// changed is recorded, never its values.
+	credSvc + "CreateCredential": {Perm: perm(Policies, Create), Target: func(g *Guard, r any) Target {
+		req := r.(*workloadv1.CreateCredentialRequest)
+		t := g.governedTarget(req.GetParent())
+		t.Resource = strings.TrimPrefix(req.GetParent()+"/credentials/"+req.GetCredentialId(), "/")
+		return t
+	}},
+	credSvc + "GetCredential":        governed(Policies, View, named),
+	credSvc + "ListCredentials":      governed(Policies, View, parentOf),
+	credSvc + "DeleteCredential":     governed(Policies, Delete, named),
+	credSvc + "ReencryptCredentials": {Perm: perm(Policies, Edit), Target: func(*Guard, any) Target { return account("credentials") }},
+	credSvc + "ResolvePodCredentials": {Perm: perm(Nodes, Edit), Check: checkNodeAgent,
+		Target: func(_ *Guard, r any) Target {
+			return account(r.(*workloadv1.ResolvePodCredentialsRequest).GetWorkload())
+		}},
+	govSvc + "CreateTemplate": governed(Policies, Create, parentOf),
+	govSvc + "GetTemplate":    governed(Policies, View, named),
+	govSvc + "ListTemplates":  governed(Policies, View, parentOf),
+	govSvc + "DeleteTemplate": governed(Policies, Delete, named),
+	govSvc + "RenameTemplate": governed(Policies, Edit, named),
 	// gRPC's own services: probes and grpcurl.
 	"/grpc.health.v1.Health/Check":                                   {Access: Public},
 	"/grpc.health.v1.Health/List":                                    {Access: Public},

@@ -150,3 +150,18 @@ func ParseWorkloadName(name string) (project, id string, ok bool) {
 	}
 	return project, id, true
 }
+
+// NamesCredentials reports whether a spec asks for credentials' values
+// (spec.credentials, or a variable from a credential's key): the runtime
+// that starts its pods opens them.
+func NamesCredentials(ws *workloadv1.WorkloadSpec) bool {
+	if len(ws.GetCredentials()) > 0 {
+		return true
+	}
+	for _, e := range ws.GetEnv() {
+		if e.GetCredential() != nil {
+			return true
+		}
+	}
+	return false
+}

@@ -56,6 +56,7 @@ const (
 	PrefixPolicies         = Root + "policies/"         // {scope}/{type}
 	PrefixEnvironments     = Root + "environments/"     // {scope}/{environment}
 	PrefixComputeResources = Root + "computeresources/" // {scope}/{compute_resource}
+	PrefixCredentials      = Root + "credentials/"      // {scope}/{credential}: values sealed
 	PrefixTemplates        = Root + "templates/"        // {scope}/{template}
 
 	// Scheduler service.
@@ -156,6 +157,7 @@ var prefixes = []PrefixInfo{
 	{PrefixPolicies, OwnerWorkload, false, "workload Policy by scope/type"},
 	{PrefixEnvironments, OwnerWorkload, false, "Environment by scope/id"},
 	{PrefixComputeResources, OwnerWorkload, false, "ComputeResource by scope/id"},
+	{PrefixCredentials, OwnerWorkload, false, "SealedCredential by scope/id (values AES-GCM sealed)"},
 	{PrefixTemplates, OwnerWorkload, false, "Template by scope/id"},
 	{PrefixBindings, OwnerScheduler, false, "pod binding (PodStatus) by node/project.workload.pod"},
 	{PrefixPods, OwnerScheduler, false, "one key per bound pod (PodStatus: index, node) by project/workload/pod"},

@@ -64,6 +64,17 @@ type Spec struct {
 	// submit (pkg/policy.Relaxations).
 	RunAsRoot       bool
 	AddCapabilities []string
+	// Files are the pod's credential files (CredentialService.
+	// ResolvePodCredentials), each at its absolute path, mode 0400 and
+	// owned by the pod's user. Runners keep them off the node's disk where
+	// they can (a tmpfs) and never log them.
+	Files []File
+}
+
+// File is one file a pod sees at Path.
+type File struct {
+	Path string
+	Data []byte
 }
 
 // Exit is how a pod ended.

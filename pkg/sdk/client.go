@@ -32,6 +32,7 @@ type Client struct {
 	QuotaService       quotav1.QuotaServiceClient
 	WorkloadService    workloadv1.WorkloadServiceClient
 	GovernanceService  workloadv1.GovernanceServiceClient
+	CredentialService  workloadv1.CredentialServiceClient
 	SchedulerService   schedulerv1.SchedulerServiceClient
 	NodeManagerService nodemanagerv1.NodeManagerServiceClient
 	IdentityService    identityv1.IdentityServiceClient
@@ -100,6 +101,7 @@ func newClient(conn *grpc.ClientConn) *Client {
 		QuotaService:       quotav1.NewQuotaServiceClient(conn),
 		WorkloadService:    workloadv1.NewWorkloadServiceClient(conn),
 		GovernanceService:  workloadv1.NewGovernanceServiceClient(conn),
+		CredentialService:  workloadv1.NewCredentialServiceClient(conn),
 		SchedulerService:   schedulerv1.NewSchedulerServiceClient(conn),
 		NodeManagerService: nodemanagerv1.NewNodeManagerServiceClient(conn),
 		IdentityService:    identityv1.NewIdentityServiceClient(conn),

@@ -43,12 +43,16 @@ func TestFrontDoor(t *testing.T) {
 	identityAddr := serve("identity")
 	password := oneTimePassword(t, all[len(all)-1])
 	quotaAddr := serve("quota")
-	workloadAddr := serve("workload", "--quota-server", quotaAddr)
+	keyFile := filepath.Join(tmp, "credentials.keys")
+	if out, err := exec.Command(runwayBin, "admin", "credentials", "add-key", "--key-file", keyFile).CombinedOutput(); err != nil {
+		t.Fatalf("runway admin credentials add-key: %v\n%s", err, out)
+	}
+	workloadAddr := serve("workload", "--quota-server", quotaAddr, "--credentials-key-file", keyFile)
 	schedulerAddr := serve("scheduler", "--replica", "sched-1")
 	nodemanagerAddr := serve("nodemanager")
 	agentDir := filepath.Join(tmp, "agent")
 	all = append(all, start(t, "agent node-1", runwayBin, "agent", "--node", "node-1", "--gpus", "2",
-		"--etcd-endpoints", etcdAddr, "--data-dir", agentDir))
+		"--etcd-endpoints", etcdAddr, "--data-dir", agentDir, "--workload-server", workloadAddr))
 	t.Cleanup(func() { _ = leftovers(agentDir) })
 
 	gatewayAddr := freeAddr(t)
@@ -119,6 +123,23 @@ team-a   default     default    2.00       unlimited  1       1.00       1.00
 	if out := ok("node", "list"); !strings.Contains(out, "node-1") {
 		t.Errorf("node list through the gateway printed %q, want node-1", out)
 	}
+
+	// A credential through the gateway reaches the agent's pod, which the
+	// agent opens from the workload service as its node.
+	secret := "frontdoor-secret-8d2a61"
+	credCmd := exec.Command(runwayBin, "credential", "create", "generic", "api", "-p", "team-a", "--from-env-file", "-")
+	credCmd.Env = append(os.Environ(), sdk.EnvServer+"="+gatewayAddr, sdk.EnvToken+"="+token, sdk.EnvConfig+"="+filepath.Join(tmp, "config.json"))
+	credCmd.Stdin = strings.NewReader("API_KEY=" + secret + "\n")
+	if out, err := credCmd.CombinedOutput(); err != nil {
+		t.Fatalf("runway credential create through the gateway: %v\n%s", err, out)
+	}
+	ok("training", "submit", "c1", "-p", "team-a", "-i", "busybox", "--credential", "api", "--", "sh", "-c", `test "$API_KEY" = "`+secret[:9]+`$(echo -secret-8d2a61)" && echo matched`)
+	eventually(t, 30*time.Second, "c1's output", all, func() string {
+		if out, _ := cli("workload", "logs", "c1", "-p", "team-a"); out != "matched\n" {
+			return "printed " + out
+		}
+		return ""
+	})
 
 	// REST: the quota service's path and the workload service's, at one
 	// address, with the caller's token.

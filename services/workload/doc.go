@@ -31,6 +31,9 @@
 //     GovernanceService (policies, environments, compute resources at the
 //     account, department or project scope), registered beside the
 //     WorkloadService; pkg/policy holds the policy merge and checks;
+//   - credentials.go: the CredentialService (credentials at the same
+//     scopes, values write-only, sealed with pkg/sealing; opened only for
+//     the agent of the node a pod using them is bound to);
 //   - submit.go: what CreateWorkload does before writing: assets, policy
 //     defaults and rules, the scheduling rules (node types checked, limits
 //     copied into Workload.limits); the controller enforces the limits.

@@ -36,6 +36,7 @@ type Governance struct {
 	envs      *etcdstore.Collection[*workloadv1.Environment]
 	computes  *etcdstore.Collection[*workloadv1.ComputeResource]
 	templates *etcdstore.Collection[*workloadv1.Template]
+	creds     *etcdstore.Collection[*workloadv1.SealedCredential]
 	projects  ProjectChecker
 	clock     Clock
 	retries   int
@@ -52,6 +53,8 @@ func newGovernance(cfg Config, deps Deps) *Governance {
 			func() *workloadv1.ComputeResource { return new(workloadv1.ComputeResource) }),
 		templates: etcdstore.NewCollection(deps.Client, etcdstore.PrefixTemplates,
 			func() *workloadv1.Template { return new(workloadv1.Template) }),
+		creds: etcdstore.NewCollection(deps.Client, etcdstore.PrefixCredentials,
+			func() *workloadv1.SealedCredential { return new(workloadv1.SealedCredential) }),
 		projects: deps.Projects,
 		clock:    deps.Clock,
 		retries:  cfg.UpdateRetries,

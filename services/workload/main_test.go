@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -23,6 +24,7 @@ import (
 	"github.com/runwayhq/runway/pkg/etcdstore"
 	"github.com/runwayhq/runway/pkg/etcdstore/etcdtest"
 	"github.com/runwayhq/runway/pkg/grpcserver"
+	"github.com/runwayhq/runway/pkg/sealing"
 	"github.com/runwayhq/runway/services/workload"
 )
 
@@ -75,6 +77,8 @@ type env struct {
 	depts    *etcdstore.Collection[*quotav1.Department]
 	client   workloadv1.WorkloadServiceClient
 	gov      workloadv1.GovernanceServiceClient
+	creds    workloadv1.CredentialServiceClient
+	keyFile  string // the credentials key file
 	clock    workload.Clock
 	addr     string
 	http     *http.Client
@@ -100,8 +104,17 @@ func startWith(t testing.TB, clock workload.Clock, cfg workload.Config, opts ...
 	e.depts = etcdstore.NewCollection(e.etcd.Client, etcdstore.PrefixDepartments,
 		func() *quotav1.Department { return new(quotav1.Department) })
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	e.keyFile = filepath.Join(t.TempDir(), "credentials.keys")
+	if _, err := sealing.Create(e.keyFile); err != nil {
+		t.Fatal(err)
+	}
+	ring, err := sealing.Load(e.keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
 	svc, err := workload.New(cfg, workload.Deps{
 		Client: e.etcd.Client, Projects: etcdProjects{workload.NewStoredProjects(e.etcd.Client, nil), e.projects}, Logger: quiet, Clock: e.clock,
+		CredentialKeys: ring,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -129,6 +142,7 @@ func startWith(t testing.TB, clock workload.Clock, cfg workload.Config, opts ...
 	t.Cleanup(func() { _ = conn.Close() })
 	e.client = workloadv1.NewWorkloadServiceClient(conn)
 	e.gov = workloadv1.NewGovernanceServiceClient(conn)
+	e.creds = workloadv1.NewCredentialServiceClient(conn)
 	transport := &http.Transport{}
 	e.http = &http.Client{Transport: transport, Timeout: 10 * time.Second}
 	t.Cleanup(transport.CloseIdleConnections)

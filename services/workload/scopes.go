@@ -12,11 +12,12 @@ import (
 // `projects/{project}`. Their names are the scope, the collection and the
 // id: `policies/training`, `departments/research/environments/jupyter`.
 const (
-	policiesCollection = "policies"
-	envsCollection     = "environments"
-	computeCollection  = "computeResources"
-	templateCollection = "templates"
-	departmentsPrefix  = "departments/"
+	policiesCollection    = "policies"
+	envsCollection        = "environments"
+	computeCollection     = "computeResources"
+	templateCollection    = "templates"
+	credentialsCollection = "credentials"
+	departmentsPrefix     = "departments/"
 	// accountKey stands for the account scope in store keys.
 	accountKey = "account"
 )

@@ -26,6 +26,7 @@ import (
 	"github.com/runwayhq/runway/pkg/auth"
 	"github.com/runwayhq/runway/pkg/clusterproto"
 	"github.com/runwayhq/runway/pkg/etcdstore"
+	"github.com/runwayhq/runway/pkg/sealing"
 )
 
 // Clock tells the time; tests inject a fixed one. clockwork.Clock satisfies it.
@@ -86,6 +87,9 @@ type Deps struct {
 	// set, else the host of each agent's address), its certificate presented
 	// for mutual TLS. Nil reaches them in plaintext (`runway dev`, loopback).
 	AgentTLS *tls.Config
+	// CredentialKeys seal and open credentials' values (the key file of
+	// --credentials-key-file); nil: credentials cannot be created or used.
+	CredentialKeys *sealing.Ring
 }
 
 // Server implements workloadv1.WorkloadServiceServer.
@@ -96,6 +100,7 @@ type Server struct {
 	store      *store
 	projects   ProjectChecker
 	gov        *Governance
+	creds      *Credentials
 	log        *slog.Logger
 	clock      Clock
 	agentCreds credentials.PerRPCCredentials
@@ -135,6 +140,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	s := &Server{cfg: cfg, store: newStore(deps.Client), projects: deps.Projects, gov: newGovernance(cfg, deps),
 		log: deps.Logger.With("service", "workload"), clock: deps.Clock, agentCreds: deps.AgentCredentials,
 		agentConn: insecure.NewCredentials()}
+	s.creds = &Credentials{g: s.gov, store: s.store, ring: deps.CredentialKeys}
 	if deps.AgentTLS != nil {
 		s.agentConn = credentials.NewTLS(deps.AgentTLS)
 	}
@@ -156,6 +162,7 @@ const examplesTimeout = 10 * time.Second
 func (s *Server) Register(g *grpc.Server) {
 	workloadv1.RegisterWorkloadServiceServer(g, s)
 	workloadv1.RegisterGovernanceServiceServer(g, s.gov)
+	workloadv1.RegisterCredentialServiceServer(g, s.creds)
 }
 
 // RegisterGateway adds the REST routes of both services to a gateway mux,
@@ -164,7 +171,10 @@ func (s *Server) RegisterGateway(ctx context.Context, mux *runtime.ServeMux, con
 	if err := workloadv1.RegisterWorkloadServiceHandler(ctx, mux, conn); err != nil {
 		return err
 	}
-	return workloadv1.RegisterGovernanceServiceHandler(ctx, mux, conn)
+	if err := workloadv1.RegisterGovernanceServiceHandler(ctx, mux, conn); err != nil {
+		return err
+	}
+	return workloadv1.RegisterCredentialServiceHandler(ctx, mux, conn)
 }
 
 // Governance is the GovernanceService the server registers.

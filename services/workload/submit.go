@@ -53,6 +53,9 @@ func (s *Server) prepare(ctx context.Context, req *workloadv1.CreateWorkloadRequ
 		}
 	}
 	submitted := withAssets(spec, env, comp)
+	if err := s.creds.resolveRefs(ctx, p, submitted); err != nil {
+		return nil, err
+	}
 
 	out := proto.Clone(req).(*workloadv1.CreateWorkloadRequest)
 	out.Workload = &workloadv1.Workload{Type: in.GetType(), Spec: submitted, Labels: in.GetLabels(), Annotations: in.GetAnnotations()}

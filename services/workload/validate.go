@@ -2,6 +2,7 @@ package workload
 
 import (
 	"fmt"
+	"path"
 	"regexp"
 	"slices"
 	"strings"
@@ -127,7 +128,20 @@ func validateSpec(v *violations, at string, spec *workloadv1.WorkloadSpec) {
 			v.add(field, "must be unique; the name is set by an earlier entry")
 		}
 		seen[e.GetName()] = true
+		if ref := e.GetCredential(); ref != nil {
+			field := fmt.Sprintf(at+".env[%d]", i)
+			if e.GetValue() != "" {
+				v.add(field+".value", "must be empty: the value comes from the credential")
+			}
+			if ref.GetCredential() == "" {
+				v.add(field+".credential.credential", "is required: the credential's id or name")
+			}
+			if ref.GetKey() == "" {
+				v.add(field+".credential.key", "is required: the key of the credential")
+			}
+		}
 	}
+	validateCredentialMounts(v, at, spec.GetCredentials())
 	if gpu := spec.GetGpu(); gpu != nil {
 		validateGPU(v, at, gpu)
 	}
@@ -257,3 +271,31 @@ func orList(names []string) string {
 }
 
 func isSpaceOrControl(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }
+
+// maxCredentialMounts bounds the credentials one workload names.
+const maxCredentialMounts = 16
+
+// validateCredentialMounts checks a spec's credentials: each names one, and
+// a path is absolute, clean, not the root and used once.
+func validateCredentialMounts(v *violations, at string, mounts []*workloadv1.CredentialMount) {
+	if len(mounts) > maxCredentialMounts {
+		v.add(at+".credentials", fmt.Sprintf("must name at most %d credentials", maxCredentialMounts))
+		return
+	}
+	paths := map[string]bool{}
+	for i, m := range mounts {
+		field := fmt.Sprintf(at+".credentials[%d]", i)
+		if m.GetCredential() == "" {
+			v.add(field+".credential", "is required: the credential's id or name")
+		}
+		p := m.GetPath()
+		switch {
+		case p == "":
+		case !strings.HasPrefix(p, "/") || path.Clean(p) != p || p == "/" || strings.ContainsFunc(p, isSpaceOrControl) || strings.Contains(p, ":"):
+			v.add(field+".path", "must be empty (environment variables) or a clean absolute directory other than /, without spaces or ':'")
+		case paths[p]:
+			v.add(field+".path", "must be unique; an earlier credential uses it")
+		}
+		paths[p] = p != ""
+	}
+}

@@ -186,6 +186,7 @@ const (
 	anyScope                      // cluster-wide things any rule may see (node pools, nodes, roles)
 	listing                       // a list across scopes: allowed with the permission anywhere, then filtered
 	withinDepartment              // seen from the department, its projects and the account (a department's policies and assets)
+	nodeAgentOnly                 // a node agent's own call (credentials' values): no user's, whatever the role
 )
 
 // call is one request of the matrix.
@@ -213,6 +214,7 @@ func matrixCalls() []call {
 		g  = "/runway.workload.v1.GovernanceService/"
 		m  = "/runway.metrics.v1.MetricsService/"
 		r  = "/runway.metrics.v1.ReportService/"
+		cr = "/runway.workload.v1.CredentialService/"
 	)
 	badMask := &fieldmaskpb.FieldMask{Paths: []string{"no_such_field"}}
 	// Policies and assets at a scope (scope is "" for the account): writes
@@ -237,6 +239,10 @@ func matrixCalls() []call {
 			{g + "GetComputeResource", view, target, false, &workloadv1.GetComputeResourceRequest{Name: prefix + "computeResources/nope"}},
 			{g + "ListComputeResources", view, target, false, &workloadv1.ListComputeResourcesRequest{Parent: scope}},
 			{g + "DeleteComputeResource", write, target, false, &workloadv1.DeleteComputeResourceRequest{Name: prefix + "computeResources/nope"}},
+			{cr + "CreateCredential", write, target, false, &workloadv1.CreateCredentialRequest{Parent: scope, CredentialId: "BAD_ID"}},
+			{cr + "GetCredential", view, target, false, &workloadv1.GetCredentialRequest{Name: prefix + "credentials/nope"}},
+			{cr + "ListCredentials", view, target, false, &workloadv1.ListCredentialsRequest{Parent: scope}},
+			{cr + "DeleteCredential", write, target, false, &workloadv1.DeleteCredentialRequest{Name: prefix + "credentials/nope"}},
 		}
 	}
 	var out []call
@@ -298,6 +304,9 @@ func matrixCalls() []call {
 		call{s + "GetLeader", anyScope, "", false, &schedulerv1.GetLeaderRequest{Name: "schedulers/leader"}},
 		call{n + "GetNode", anyScope, "", false, &nodemanagerv1.GetNodeRequest{Name: "nodes/nope"}},
 		call{n + "ListNodes", anyScope, "", false, &nodemanagerv1.ListNodesRequest{}},
+		call{cr + "ReencryptCredentials", onAccount, "", false, &workloadv1.ReencryptCredentialsRequest{}},
+		call{cr + "ResolvePodCredentials", nodeAgentOnly, "", false, &workloadv1.ResolvePodCredentialsRequest{Node: "nodes/node-1",
+			Workload: "projects/team-a/workloads/nope"}},
 		call{n + "DrainNode", onAccount, "", false, &nodemanagerv1.DrainNodeRequest{Name: "nodes/nope"}},
 		call{n + "UndrainNode", onAccount, "", false, &nodemanagerv1.UndrainNodeRequest{Name: "nodes/nope"}},
 		call{n + "ReportWorkloadState", onAccount, "", false, &nodemanagerv1.ReportWorkloadStateRequest{Node: "nodes/nope"}},
@@ -371,7 +380,7 @@ func covered(g grantScope, c call) bool {
 // a listing needs the permission at all.
 func expected(role *auth.Role, p auth.Permission, g grantScope, c call) bool {
 	gr := role.Grant(p)
-	if !covered(g, c) || gr == auth.None {
+	if !covered(g, c) || gr == auth.None || c.where == nodeAgentOnly {
 		return false
 	}
 	return c.where == listing || gr == auth.All || gr == auth.Own && c.own

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 
 	nodemanagerv1 "github.com/runwayhq/runway/gen/go/runway/nodemanager/v1"
+	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
 	"github.com/runwayhq/runway/pkg/auth"
 	"github.com/runwayhq/runway/pkg/gpu"
 	"github.com/runwayhq/runway/pkg/gpu/nvidia"
@@ -21,6 +22,7 @@ import (
 	"github.com/runwayhq/runway/pkg/runner/container"
 	"github.com/runwayhq/runway/pkg/runner/kubelet"
 	"github.com/runwayhq/runway/pkg/runner/local"
+	"github.com/runwayhq/runway/services/nodemanager"
 	"github.com/runwayhq/runway/services/nodemanager/agent"
 	"github.com/runwayhq/runway/services/nodemanager/kube"
 )
@@ -99,9 +101,14 @@ type AgentConfig struct {
 	AdvertiseAddress string
 	// TLS, when its certificate files are set, serves Listen over TLS only;
 	// with ClientCAFile, mutual TLS (the workload service presents its
-	// certificate). CAFile, when set, is what NodeManagerServer's
-	// certificate must chain to (RuntimeKubernetes): calls go over TLS.
+	// certificate). CAFile, when set, is what NodeManagerServer's and
+	// WorkloadServer's certificates must chain to: calls go over TLS
+	// (plaintext without it).
 	TLS ServerTLS
+	// WorkloadServer is the WorkloadService's address, where the agent
+	// opens the credentials of its pods (as its node's own principal);
+	// empty: pods that name credentials fail to start.
+	WorkloadServer string
 	// MetricsListen is the address of the Prometheus /metrics endpoint; none
 	// when empty. One that is not loopback needs MetricsTokenFile: the
 	// series name the projects and workloads of the node's pods.
@@ -218,6 +225,18 @@ func RunAgent(ctx context.Context, cfg AgentConfig) error {
 		return err
 	}
 	acfg.Auth, acfg.AuthStream = guard.UnaryInterceptor, guard.StreamInterceptor
+	if cfg.WorkloadServer != "" {
+		peerTLS, err := cfg.TLS.clientTLS()
+		if err != nil {
+			return err
+		}
+		conn, err := dialServiceAs(cfg.WorkloadServer, guard.NodeAgentCredentials(nodemanager.NodeName(cfg.Node)), nil, peerTLS)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		acfg.Credentials = workloadv1.NewCredentialServiceClient(conn)
+	}
 	g := newGroup(ctx)
 	g.Go("guard", guard.Run)
 	g.Go("agent", func(ctx context.Context) error { return agent.Run(ctx, acfg) })

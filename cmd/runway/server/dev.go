@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
+	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
 
 	"github.com/runwayhq/runway/pkg/auth"
 	"github.com/runwayhq/runway/pkg/blob"
@@ -28,7 +29,9 @@ import (
 	"github.com/runwayhq/runway/pkg/grpcserver"
 	"github.com/runwayhq/runway/pkg/metrics"
 	"github.com/runwayhq/runway/pkg/runner/local"
+	"github.com/runwayhq/runway/pkg/sealing"
 	"github.com/runwayhq/runway/services/identity"
+	"github.com/runwayhq/runway/services/nodemanager"
 	"github.com/runwayhq/runway/services/nodemanager/agent"
 	"github.com/runwayhq/runway/services/nodemanager/kube"
 	"github.com/runwayhq/runway/services/scheduler"
@@ -246,6 +249,10 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr, token string)) 
 	}
 	d := buildDeps{etcd: cli, quotaConn: loop, replica: "dev", logger: cfg.Logger, scheduler: cfg.Scheduler, examples: true, metrics: reg,
 		guard: guard, identity: cfg.Identity}
+	if d.credentialKeys, err = devCredentialKeys(cfg.DataDir); err != nil {
+		_ = srv.Close()
+		return err
+	}
 	if cfg.Kube != nil {
 		// Users' pods become workloads through the WorkloadService, called
 		// for one project at a time (kube.Config.Workloads).
@@ -343,6 +350,15 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr, token string)) 
 			PodUIDs: local.DefaultUIDs, Engine: cfg.Engine, Hide: []string{cfg.DataDir, cfg.Metrics.TokenFile}, // env, etcd, keys
 			Auth: guard.UnaryInterceptor, AuthStream: guard.StreamInterceptor,
 			Backend: backend, Metrics: gpus, Usage: usage, Logger: cfg.Logger}
+		// The agent opens its pods' credentials as its node, over loopback.
+		cconn, err := dialServiceAs(srv.Addr(), guard.NodeAgentCredentials(nodemanager.NodeName(node)), nil, nil)
+		if err != nil {
+			g.cancel()
+			_ = g.Wait()
+			return err
+		}
+		defer cconn.Close()
+		acfg.Credentials = workloadv1.NewCredentialServiceClient(cconn)
 		g.Go("agent "+node, func(ctx context.Context) error { return agent.Run(ctx, acfg) })
 	}
 	if mode != quotav1.TimeSlicingMode_TIME_SLICING_MODE_UNSPECIFIED {
@@ -420,4 +436,18 @@ func setTimeSlicing(ctx context.Context, addr, token string, mode quotav1.TimeSl
 		return fmt.Errorf("--time-slicing: set the default node pool: %w", err)
 	}
 	return nil
+}
+
+// CredentialsKeyName is the credentials key file runway dev keeps in its
+// data directory (mode 0600).
+const CredentialsKeyName = "credentials.keys"
+
+// devCredentialKeys loads runway dev's credentials key file, made on the
+// first start.
+func devCredentialKeys(dataDir string) (*sealing.Ring, error) {
+	path := filepath.Join(dataDir, CredentialsKeyName)
+	if _, err := sealing.Create(path); err != nil {
+		return nil, fmt.Errorf("credentials key file: %w", err)
+	}
+	return sealing.Load(path)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/runwayhq/runway/pkg/grpcserver"
 	"github.com/runwayhq/runway/pkg/history"
 	"github.com/runwayhq/runway/pkg/metrics"
+	"github.com/runwayhq/runway/pkg/sealing"
 	"github.com/runwayhq/runway/services/identity"
 	"github.com/runwayhq/runway/services/nodemanager/kube"
 	"github.com/runwayhq/runway/services/scheduler"
@@ -63,6 +64,10 @@ type ServeConfig struct {
 	WorkloadServer string
 	// OpenAPI is served as GET /openapi.json (LoadOpenAPI).
 	OpenAPI []byte
+	// CredentialsKeyFile is the workload service's key file of
+	// credentials (pkg/sealing): without one, credentials cannot be
+	// created or given to pods.
+	CredentialsKeyFile string
 	// Logger; slog.Default() when nil.
 	Logger *slog.Logger
 	// Out gets the bootstrap administrator's one-time password when the
@@ -185,6 +190,11 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	}
 	d := buildDeps{etcd: cli, replica: cfg.Replica, logger: cfg.Logger, guard: guard, identity: cfg.Identity, metrics: reg,
 		scheduler: scheduler.Config{NodeLostGrace: cfg.NodeLostGrace}}
+	if cfg.CredentialsKeyFile != "" {
+		if d.credentialKeys, err = sealing.Load(cfg.CredentialsKeyFile); err != nil {
+			return fmt.Errorf("--credentials-key-file: %w", err)
+		}
+	}
 	if cfg.PrometheusURL != "" {
 		if d.history, err = history.NewRemote(cfg.PrometheusURL, nil); err != nil {
 			return err

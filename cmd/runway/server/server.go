@@ -39,6 +39,7 @@ import (
 	"github.com/runwayhq/runway/pkg/grpcserver"
 	"github.com/runwayhq/runway/pkg/history"
 	"github.com/runwayhq/runway/pkg/metrics"
+	"github.com/runwayhq/runway/pkg/sealing"
 	"github.com/runwayhq/runway/pkg/webui"
 	"github.com/runwayhq/runway/services/identity"
 	metricssvc "github.com/runwayhq/runway/services/metrics"
@@ -124,6 +125,8 @@ type buildDeps struct {
 	// nodeKeys gives the Kubernetes node agents their nodes' mark keys
 	// (the NodeManagerService with the Kubernetes runtime; nil: none).
 	nodeKeys nodemanager.NodeKeys
+	// credentialKeys seal and open credentials (nil: none can be made).
+	credentialKeys *sealing.Ring
 }
 
 // build builds one service by name.
@@ -141,7 +144,7 @@ func build(name string, d buildDeps) (built, error) {
 		}
 		deps := workload.Deps{Client: d.etcd, Logger: d.logger,
 			Projects:         workload.NewStoredProjects(d.etcd, workload.QuotaProjects{Client: quotav1.NewQuotaServiceClient(d.quotaConn)}),
-			AgentCredentials: d.guard.ServiceCredentials(Workload), AgentTLS: d.agentTLS}
+			AgentCredentials: d.guard.ServiceCredentials(Workload), AgentTLS: d.agentTLS, CredentialKeys: d.credentialKeys}
 		s, err := workload.New(workload.Config{Examples: d.examples}, deps)
 		if err != nil {
 			return built{}, err

@@ -53,7 +53,8 @@ Called with (dict "root" $ "name" SERVICE). */}}
 {{- $v := .root.Values -}}
 {{- $s3 := eq .name "metrics" -}}
 {{- $hook := and (eq .name "scheduler") $v.scheduler.admissionWebhook.enabled -}}
-{{- if or $v.etcd.tls.enabled $v.tls.enabled $v.metrics.enabled $s3 $hook }}
+{{- $keys := and (eq .name "workload") $v.workload.credentialsKeySecret -}}
+{{- if or $v.etcd.tls.enabled $v.tls.enabled $v.metrics.enabled $s3 $hook $keys }}
 volumeMounts:
 {{- if $v.etcd.tls.enabled }}
   - name: etcd-tls
@@ -75,6 +76,11 @@ volumeMounts:
     mountPath: /etc/runway/webhook
     readOnly: true
 {{- end }}
+{{- if $keys }}
+  - name: credentials-key
+    mountPath: /etc/runway/credentials
+    readOnly: true
+{{- end }}
 {{- if $s3 }}
   - name: s3-credentials
     mountPath: /etc/runway/s3
@@ -92,7 +98,8 @@ volumeMounts:
 {{- $v := .root.Values -}}
 {{- $s3 := eq .name "metrics" -}}
 {{- $hook := and (eq .name "scheduler") $v.scheduler.admissionWebhook.enabled -}}
-{{- if or $v.etcd.tls.enabled $v.tls.enabled $v.metrics.enabled $s3 $hook }}
+{{- $keys := and (eq .name "workload") $v.workload.credentialsKeySecret -}}
+{{- if or $v.etcd.tls.enabled $v.tls.enabled $v.metrics.enabled $s3 $hook $keys }}
 volumes:
 {{- if $v.etcd.tls.enabled }}
   - name: etcd-tls
@@ -113,6 +120,13 @@ volumes:
   - name: webhook-tls
     secret:
       secretName: {{ required "scheduler.admissionWebhook.certSecret is required with it enabled" $v.scheduler.admissionWebhook.certSecret }}
+{{- end }}
+{{- if $keys }}
+  - name: credentials-key
+    secret:
+      secretName: {{ $keys }}
+      {{- /* The service refuses a key file others may read. */}}
+      defaultMode: 0400
 {{- end }}
 {{- if $s3 }}
   - name: s3-credentials

@@ -291,6 +291,11 @@ func (r *Runner) create(ctx context.Context, spec runner.Spec, name string) (con
 		return container.InspectResponse{}, err
 	}
 	host.UsernsMode = container.UsernsMode(userns)
+	binds, err := credentialFiles(spec.Files, rec, uid, gid)
+	if err != nil {
+		return container.InspectResponse{}, err
+	}
+	host.Binds = append(host.Binds, binds...)
 	cfg := &container.Config{
 		Image:      spec.Image,
 		User:       fmt.Sprintf("%d:%d", uid, gid),

@@ -43,9 +43,17 @@ func newSpawner(hide []string) (*spawner, error) {
 	return s, nil
 }
 
-// start starts cmd in a mount namespace of its own.
-func (s *spawner) start(cmd *exec.Cmd) error {
-	_, err := s.onThread(cmd.Start)
+// start starts cmd in a mount namespace of its own, after setup (nil:
+// none) has run in that namespace.
+func (s *spawner) start(cmd *exec.Cmd, setup func() error) error {
+	_, err := s.onThread(func() error {
+		if setup != nil {
+			if err := setup(); err != nil {
+				return err
+			}
+		}
+		return cmd.Start()
+	})
 	return err
 }
 

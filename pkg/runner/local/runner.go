@@ -315,7 +315,9 @@ func (r *Runner) Start(spec Spec) (runner.Pod, error) {
 	}
 	forks <- struct{}{}
 	if r.spawn != nil {
-		err = r.spawn.start(cmd)
+		err = r.spawn.start(cmd, filesSetup(spec.Files, cred))
+	} else if len(spec.Files) > 0 {
+		err = errNoFiles
 	} else {
 		err = cmd.Start()
 	}

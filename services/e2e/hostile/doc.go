@@ -7,9 +7,11 @@
 // only where they may be used),
 // hostile_container_test.go (the container runtime's users, capabilities and
 // network), hostile_creds_test.go and hostile_process_test.go (the agent's
-// credentials, the process runtime), hostile_tls_test.go (TLS and signing
-// keys), hostile_nodekey_test.go (one Kubernetes node's key against
-// another node's pods, on a real kube-apiserver with KWOK); each area's
-// harness is in its *_harness_test.go, and the programs it runs as other
-// processes in testdata (credsearch, flood).
+// credentials, the process runtime), hostile_credential_test.go (tenants'
+// credential assets: their API and their values in pods),
+// hostile_tls_test.go (TLS and signing keys), hostile_nodekey_test.go (one
+// Kubernetes node's key against another node's pods, on a real
+// kube-apiserver with KWOK); each area's harness is in its
+// *_harness_test.go, and the programs it runs as other processes in
+// testdata (credsearch, flood).
 package hostile

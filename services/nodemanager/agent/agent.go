@@ -19,6 +19,7 @@ import (
 
 	commonv1 "github.com/runwayhq/runway/gen/go/runway/common/v1"
 	nodemanagerv1 "github.com/runwayhq/runway/gen/go/runway/nodemanager/v1"
+	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
 	"github.com/runwayhq/runway/pkg/gpu"
 	"github.com/runwayhq/runway/pkg/gpumetrics"
 	"github.com/runwayhq/runway/pkg/grpcserver"
@@ -97,6 +98,11 @@ type Config struct {
 	// pods get MPS memory and thread limits instead of being ended by the
 	// agent for going over their memory slice.
 	MPSPipeDir string
+	// Credentials opens the credentials of the pods bound to this node (the
+	// workload service's CredentialService, called with the node's own
+	// service token: auth.Guard.NodeAgentCredentials); nil: a pod that
+	// names a credential fails to start, saying so.
+	Credentials workloadv1.CredentialServiceClient
 	// Listen is the address of the agent's NodeAgentService (pod output).
 	// Empty serves nothing.
 	Listen string

@@ -13,12 +13,16 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	nodemanagerv1 "github.com/runwayhq/runway/gen/go/runway/nodemanager/v1"
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
+	"github.com/runwayhq/runway/pkg/clusterproto"
 	"github.com/runwayhq/runway/pkg/etcdstore"
 	"github.com/runwayhq/runway/pkg/runner"
 	"github.com/runwayhq/runway/services/nodemanager"
@@ -314,12 +318,25 @@ func (p *pods) spec(ctx context.Context, b nodemanager.Binding) (runner.Spec, er
 	}
 	var env []string
 	for _, e := range ws.GetEnv() {
-		env = append(env, e.GetName()+"="+e.GetValue())
+		if e.GetCredential() == nil { // its value comes from the workload service below
+			env = append(env, e.GetName()+"="+e.GetValue())
+		}
 	}
 	if !validUID(it.Msg.GetUid()) {
 		return runner.Spec{}, fmt.Errorf("workload %s has no valid uid", b.WorkloadName())
 	}
 	id := podID(it.Msg.GetUid(), b.Pod)
+	creds, err := p.credentials(ctx, b, ws)
+	if err != nil {
+		return runner.Spec{}, err
+	}
+	for _, e := range creds.GetEnv() {
+		env = append(env, e.GetName()+"="+e.GetValue())
+	}
+	var files []runner.File
+	for _, f := range creds.GetFiles() {
+		files = append(files, runner.File{Path: f.GetPath(), Data: f.GetContent()})
+	}
 	limit := p.gpus.memoryLimit(b, ws.GetGpu().GetGpuMemoryBytes())
 	if len(b.Devices) > 0 {
 		env = append(env, p.cfg.Backend.PodEnv(p.runner.PodDir(id))...)
@@ -334,8 +351,43 @@ func (p *pods) spec(ctx context.Context, b nodemanager.Binding) (runner.Spec, er
 		Devices: b.Devices, CDIDevices: p.gpus.cdiNames(b.Devices), FractionMilli: b.FractionMilli, GPUMemoryBytes: limit,
 		MilliCPU: ws.GetMilliCpu(), MemoryBytes: ws.GetMemoryBytes(),
 		RunAsRoot: ws.GetSecurity().GetRunAsRoot(), AddCapabilities: ws.GetSecurity().GetAddCapabilities(),
+		Files: files,
 	}, nil
 }
+
+// credentials opens the credentials a pod's spec names, from the workload
+// service (nil when it names none). The values go to the runner only:
+// never to a report, a log line or the disk record.
+func (p *pods) credentials(ctx context.Context, b nodemanager.Binding, ws *workloadv1.WorkloadSpec) (*workloadv1.ResolvePodCredentialsResponse, error) {
+	if !clusterproto.NamesCredentials(ws) {
+		return nil, nil
+	}
+	if p.cfg.Credentials == nil {
+		return nil, errors.New("the workload names credentials, and this node's agent reaches no workload service to open them (runway agent --workload-address)")
+	}
+	ctx, cancel := context.WithTimeout(ctx, credentialsTimeout)
+	defer cancel()
+	req := &workloadv1.ResolvePodCredentialsRequest{Node: nodemanager.NodeName(p.cfg.Node), Workload: b.WorkloadName(), PodIndex: int32(b.Pod)}
+	for {
+		// WaitForReady: a workload service restarting is waited for, not
+		// the pod failed for it.
+		resp, err := p.cfg.Credentials.ResolvePodCredentials(ctx, req, grpc.WaitForReady(true))
+		if err == nil {
+			return resp, nil
+		}
+		if status.Code(err) != codes.Unavailable || ctx.Err() != nil {
+			return nil, fmt.Errorf("open the workload's credentials: %s", status.Convert(err).Message())
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("open the workload's credentials: %s", status.Convert(err).Message())
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// credentialsTimeout bounds the call that opens a pod's credentials.
+const credentialsTimeout = 30 * time.Second
 
 // mpsEnv is the environment of a pod under an MPS control daemon (pipe
 // directory dir; none when dir is empty): the daemon, not the agent, then

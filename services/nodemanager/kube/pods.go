@@ -19,6 +19,7 @@ import (
 
 	nodemanagerv1 "github.com/runwayhq/runway/gen/go/runway/nodemanager/v1"
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
+	"github.com/runwayhq/runway/pkg/clusterproto"
 	"github.com/runwayhq/runway/pkg/etcdstore"
 	"github.com/runwayhq/runway/pkg/runner/local"
 	"github.com/runwayhq/runway/services/nodemanager"
@@ -189,6 +190,15 @@ func (r *runtime) createPod(ctx context.Context, b binding, node string, uuids [
 		// A user's pod is its workload's only pod: once it is gone (deleted
 		// by its user) nothing replaces it, and its workload goes too.
 		return nil, r.deleteForeign(ctx, b.WorkloadName())
+	}
+	if clusterproto.NamesCredentials(it.Msg.GetSpec()) {
+		// Not built yet (a Secret per pod, owned by it): the pod fails
+		// saying so rather than start without the values it asked for.
+		msg := "Credentials are not given to pods in Kubernetes mode yet; submit without --credential and credential: variables, or use the node agents' runtimes."
+		if err := r.putReport(ctx, b, workloadv1.PodState_POD_STATE_FAILED, 0, msg, 0); err != nil {
+			return nil, err
+		}
+		return nil, nil
 	}
 	ns := ProjectNamespace(b.Project)
 	if err := r.projectNamespace(ctx, b.Project); err != nil {

@@ -144,6 +144,17 @@ const (
 	// A compute resource with this id exists at that scope. Code
 	// ALREADY_EXISTS. Metadata: "computeResource".
 	ErrorReason_COMPUTE_RESOURCE_ALREADY_EXISTS ErrorReason = 95
+	// The credential does not exist, or holds no such key. Code NOT_FOUND.
+	// Metadata: "credential".
+	ErrorReason_CREDENTIAL_NOT_FOUND ErrorReason = 120
+	// A credential with this id exists at that scope. Code ALREADY_EXISTS.
+	// Metadata: "credential".
+	ErrorReason_CREDENTIAL_ALREADY_EXISTS ErrorReason = 121
+	// A credential's value was sealed under a platform key the workload
+	// service no longer holds (removed from its key file before every value
+	// was re-encrypted). Code FAILED_PRECONDITION. Metadata: "credential",
+	// "keyId".
+	ErrorReason_CREDENTIAL_KEY_MISSING ErrorReason = 122
 	// No template has this name at that scope. Code NOT_FOUND. Metadata:
 	// "template".
 	ErrorReason_TEMPLATE_NOT_FOUND ErrorReason = 98
@@ -260,6 +271,9 @@ var (
 		93:  "ENVIRONMENT_ALREADY_EXISTS",
 		94:  "COMPUTE_RESOURCE_NOT_FOUND",
 		95:  "COMPUTE_RESOURCE_ALREADY_EXISTS",
+		120: "CREDENTIAL_NOT_FOUND",
+		121: "CREDENTIAL_ALREADY_EXISTS",
+		122: "CREDENTIAL_KEY_MISSING",
 		98:  "TEMPLATE_NOT_FOUND",
 		99:  "TEMPLATE_ALREADY_EXISTS",
 		50:  "NODE_NOT_FOUND",
@@ -319,6 +333,9 @@ var (
 		"ENVIRONMENT_ALREADY_EXISTS":      93,
 		"COMPUTE_RESOURCE_NOT_FOUND":      94,
 		"COMPUTE_RESOURCE_ALREADY_EXISTS": 95,
+		"CREDENTIAL_NOT_FOUND":            120,
+		"CREDENTIAL_ALREADY_EXISTS":       121,
+		"CREDENTIAL_KEY_MISSING":          122,
 		"TEMPLATE_NOT_FOUND":              98,
 		"TEMPLATE_ALREADY_EXISTS":         99,
 		"NODE_NOT_FOUND":                  50,
@@ -379,7 +396,7 @@ var File_runway_common_v1_error_reason_proto protoreflect.FileDescriptor
 
 const file_runway_common_v1_error_reason_proto_rawDesc = "" +
 	"\n" +
-	"#runway/common/v1/error_reason.proto\x12\x10runway.common.v1*\xae\v\n" +
+	"#runway/common/v1/error_reason.proto\x12\x10runway.common.v1*\x83\f\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rINVALID_FIELD\x10\x01\x12\x13\n" +
@@ -412,7 +429,10 @@ const file_runway_common_v1_error_reason_proto_rawDesc = "" +
 	"\x15ENVIRONMENT_NOT_FOUND\x10\\\x12\x1e\n" +
 	"\x1aENVIRONMENT_ALREADY_EXISTS\x10]\x12\x1e\n" +
 	"\x1aCOMPUTE_RESOURCE_NOT_FOUND\x10^\x12#\n" +
-	"\x1fCOMPUTE_RESOURCE_ALREADY_EXISTS\x10_\x12\x16\n" +
+	"\x1fCOMPUTE_RESOURCE_ALREADY_EXISTS\x10_\x12\x18\n" +
+	"\x14CREDENTIAL_NOT_FOUND\x10x\x12\x1d\n" +
+	"\x19CREDENTIAL_ALREADY_EXISTS\x10y\x12\x1a\n" +
+	"\x16CREDENTIAL_KEY_MISSING\x10z\x12\x16\n" +
 	"\x12TEMPLATE_NOT_FOUND\x10b\x12\x1b\n" +
 	"\x17TEMPLATE_ALREADY_EXISTS\x10c\x12\x12\n" +
 	"\x0eNODE_NOT_FOUND\x102\x12\x12\n" +

@@ -820,8 +820,12 @@ type WorkloadSpec struct {
 	// it. A policy may give it a default. The deletion is audited
 	// (principal `system:workload-controller`).
 	TtlAfterFinishedSeconds int64 `protobuf:"varint,15,opt,name=ttl_after_finished_seconds,json=ttlAfterFinishedSeconds,proto3" json:"ttl_after_finished_seconds,omitempty"`
-	unknownFields           protoimpl.UnknownFields
-	sizeCache               protoimpl.SizeCache
+	// Optional. Generic credentials the pods get: each key as an environment
+	// variable of the same name, or as files under a path. Their values are
+	// resolved when a pod starts; the spec holds the references only.
+	Credentials   []*CredentialMount `protobuf:"bytes,16,rep,name=credentials,proto3" json:"credentials,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WorkloadSpec) Reset() {
@@ -959,6 +963,13 @@ func (x *WorkloadSpec) GetTtlAfterFinishedSeconds() int64 {
 	return 0
 }
 
+func (x *WorkloadSpec) GetCredentials() []*CredentialMount {
+	if x != nil {
+		return x.Credentials
+	}
+	return nil
+}
+
 // ContainerSecurity relaxes the container runtime's defaults for one
 // workload. Unlike other fields, these are refused unless a policy allows
 // them: a submission that sets one needs a rule on that field, in a policy
@@ -1027,8 +1038,12 @@ type EnvVar struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Required. The variable name, [A-Za-z_][A-Za-z0-9_]*.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// The value; may be empty.
-	Value         string `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	// The value; may be empty. Must be empty when credential is set.
+	Value string `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	// Optional. The value is a credential's key, read when the pod starts
+	// (`-e TOKEN=credential:NAME/KEY`); neither the workload nor an
+	// environment ever holds the value.
+	Credential    *CredentialKeyRef `protobuf:"bytes,3,opt,name=credential,proto3" json:"credential,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1077,6 +1092,128 @@ func (x *EnvVar) GetValue() string {
 	return ""
 }
 
+func (x *EnvVar) GetCredential() *CredentialKeyRef {
+	if x != nil {
+		return x.Credential
+	}
+	return nil
+}
+
+// CredentialKeyRef names one key of a credential.
+type CredentialKeyRef struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The credential: its id (looked up in the project, then its
+	// department, then the account) or its full name; a submitted workload
+	// holds the full name.
+	Credential string `protobuf:"bytes,1,opt,name=credential,proto3" json:"credential,omitempty"`
+	// Required. The key.
+	Key           string `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CredentialKeyRef) Reset() {
+	*x = CredentialKeyRef{}
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CredentialKeyRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CredentialKeyRef) ProtoMessage() {}
+
+func (x *CredentialKeyRef) ProtoReflect() protoreflect.Message {
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CredentialKeyRef.ProtoReflect.Descriptor instead.
+func (*CredentialKeyRef) Descriptor() ([]byte, []int) {
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *CredentialKeyRef) GetCredential() string {
+	if x != nil {
+		return x.Credential
+	}
+	return ""
+}
+
+func (x *CredentialKeyRef) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+// CredentialMount is a generic credential given to a workload's pods.
+type CredentialMount struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The credential, named as in CredentialKeyRef.credential; it
+	// must be of type GENERIC.
+	Credential string `protobuf:"bytes,1,opt,name=credential,proto3" json:"credential,omitempty"`
+	// Optional. Empty: each key becomes an environment variable of the same
+	// name. An absolute path: each key becomes a file of that name under it,
+	// mode 0400, owned by the pod's user.
+	Path          string `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CredentialMount) Reset() {
+	*x = CredentialMount{}
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CredentialMount) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CredentialMount) ProtoMessage() {}
+
+func (x *CredentialMount) ProtoReflect() protoreflect.Message {
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CredentialMount.ProtoReflect.Descriptor instead.
+func (*CredentialMount) Descriptor() ([]byte, []int) {
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *CredentialMount) GetCredential() string {
+	if x != nil {
+		return x.Credential
+	}
+	return ""
+}
+
+func (x *CredentialMount) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
 // GpuRequest is how much GPU one pod asks for: whole devices, a fraction of
 // one device, or an amount of one device's memory.
 type GpuRequest struct {
@@ -1095,7 +1232,7 @@ type GpuRequest struct {
 
 func (x *GpuRequest) Reset() {
 	*x = GpuRequest{}
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[5]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1107,7 +1244,7 @@ func (x *GpuRequest) String() string {
 func (*GpuRequest) ProtoMessage() {}
 
 func (x *GpuRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[5]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1120,7 +1257,7 @@ func (x *GpuRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GpuRequest.ProtoReflect.Descriptor instead.
 func (*GpuRequest) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{5}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GpuRequest) GetAmount() isGpuRequest_Amount {
@@ -1249,7 +1386,7 @@ type WorkloadStatus struct {
 
 func (x *WorkloadStatus) Reset() {
 	*x = WorkloadStatus{}
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[6]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1261,7 +1398,7 @@ func (x *WorkloadStatus) String() string {
 func (*WorkloadStatus) ProtoMessage() {}
 
 func (x *WorkloadStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[6]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1274,7 +1411,7 @@ func (x *WorkloadStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkloadStatus.ProtoReflect.Descriptor instead.
 func (*WorkloadStatus) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{6}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *WorkloadStatus) GetPhase() WorkloadPhase {
@@ -1430,7 +1567,7 @@ type PodStatus struct {
 
 func (x *PodStatus) Reset() {
 	*x = PodStatus{}
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[7]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1442,7 +1579,7 @@ func (x *PodStatus) String() string {
 func (*PodStatus) ProtoMessage() {}
 
 func (x *PodStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[7]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1455,7 +1592,7 @@ func (x *PodStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodStatus.ProtoReflect.Descriptor instead.
 func (*PodStatus) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{7}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PodStatus) GetIndex() int32 {
@@ -1543,7 +1680,7 @@ type PendingReason struct {
 
 func (x *PendingReason) Reset() {
 	*x = PendingReason{}
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[8]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1555,7 +1692,7 @@ func (x *PendingReason) String() string {
 func (*PendingReason) ProtoMessage() {}
 
 func (x *PendingReason) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[8]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1568,7 +1705,7 @@ func (x *PendingReason) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingReason.ProtoReflect.Descriptor instead.
 func (*PendingReason) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{8}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *PendingReason) GetCheck() PendingCheck {
@@ -1648,7 +1785,7 @@ type WorkloadEvent struct {
 
 func (x *WorkloadEvent) Reset() {
 	*x = WorkloadEvent{}
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[9]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1660,7 +1797,7 @@ func (x *WorkloadEvent) String() string {
 func (*WorkloadEvent) ProtoMessage() {}
 
 func (x *WorkloadEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[9]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1673,7 +1810,7 @@ func (x *WorkloadEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkloadEvent.ProtoReflect.Descriptor instead.
 func (*WorkloadEvent) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{9}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *WorkloadEvent) GetType() WorkloadEventType {
@@ -1762,7 +1899,7 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\x11preempt_when_idle\x18\x03 \x01(\bR\x0fpreemptWhenIdle\x12\x1d\n" +
 	"\n" +
 	"node_types\x18\x04 \x03(\tR\tnodeTypes\x12\x16\n" +
-	"\x06source\x18\x05 \x01(\tR\x06source\"\x97\x04\n" +
+	"\x06source\x18\x05 \x01(\tR\x06source\"\xde\x04\n" +
 	"\fWorkloadSpec\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12\x18\n" +
 	"\acommand\x18\x02 \x03(\tR\acommand\x12\x12\n" +
@@ -1780,13 +1917,27 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\tnode_type\x18\f \x01(\tR\bnodeType\x12\x1c\n" +
 	"\tsuspended\x18\r \x01(\bR\tsuspended\x12A\n" +
 	"\bsecurity\x18\x0e \x01(\v2%.runway.workload.v1.ContainerSecurityR\bsecurity\x12;\n" +
-	"\x1attl_after_finished_seconds\x18\x0f \x01(\x03R\x17ttlAfterFinishedSeconds\"^\n" +
+	"\x1attl_after_finished_seconds\x18\x0f \x01(\x03R\x17ttlAfterFinishedSeconds\x12E\n" +
+	"\vcredentials\x18\x10 \x03(\v2#.runway.workload.v1.CredentialMountR\vcredentials\"^\n" +
 	"\x11ContainerSecurity\x12\x1e\n" +
 	"\vrun_as_root\x18\x01 \x01(\bR\trunAsRoot\x12)\n" +
-	"\x10add_capabilities\x18\x02 \x03(\tR\x0faddCapabilities\"2\n" +
+	"\x10add_capabilities\x18\x02 \x03(\tR\x0faddCapabilities\"x\n" +
 	"\x06EnvVar\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value\"\x87\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\x12D\n" +
+	"\n" +
+	"credential\x18\x03 \x01(\v2$.runway.workload.v1.CredentialKeyRefR\n" +
+	"credential\"D\n" +
+	"\x10CredentialKeyRef\x12\x1e\n" +
+	"\n" +
+	"credential\x18\x01 \x01(\tR\n" +
+	"credential\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\"E\n" +
+	"\x0fCredentialMount\x12\x1e\n" +
+	"\n" +
+	"credential\x18\x01 \x01(\tR\n" +
+	"credential\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\"\x87\x01\n" +
 	"\n" +
 	"GpuRequest\x12\x1a\n" +
 	"\adevices\x18\x01 \x01(\x05H\x00R\adevices\x12'\n" +
@@ -1908,7 +2059,7 @@ func file_runway_workload_v1_workload_proto_rawDescGZIP() []byte {
 }
 
 var file_runway_workload_v1_workload_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_runway_workload_v1_workload_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_runway_workload_v1_workload_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_runway_workload_v1_workload_proto_goTypes = []any{
 	(WorkloadType)(0),             // 0: runway.workload.v1.WorkloadType
 	(WorkloadPhase)(0),            // 1: runway.workload.v1.WorkloadPhase
@@ -1921,52 +2072,56 @@ var file_runway_workload_v1_workload_proto_goTypes = []any{
 	(*WorkloadSpec)(nil),          // 8: runway.workload.v1.WorkloadSpec
 	(*ContainerSecurity)(nil),     // 9: runway.workload.v1.ContainerSecurity
 	(*EnvVar)(nil),                // 10: runway.workload.v1.EnvVar
-	(*GpuRequest)(nil),            // 11: runway.workload.v1.GpuRequest
-	(*WorkloadStatus)(nil),        // 12: runway.workload.v1.WorkloadStatus
-	(*PodStatus)(nil),             // 13: runway.workload.v1.PodStatus
-	(*PendingReason)(nil),         // 14: runway.workload.v1.PendingReason
-	(*WorkloadEvent)(nil),         // 15: runway.workload.v1.WorkloadEvent
-	nil,                           // 16: runway.workload.v1.Workload.LabelsEntry
-	nil,                           // 17: runway.workload.v1.Workload.AnnotationsEntry
-	(*timestamppb.Timestamp)(nil), // 18: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 19: google.protobuf.Duration
-	(*v1.ResourceQuantity)(nil),   // 20: runway.common.v1.ResourceQuantity
+	(*CredentialKeyRef)(nil),      // 11: runway.workload.v1.CredentialKeyRef
+	(*CredentialMount)(nil),       // 12: runway.workload.v1.CredentialMount
+	(*GpuRequest)(nil),            // 13: runway.workload.v1.GpuRequest
+	(*WorkloadStatus)(nil),        // 14: runway.workload.v1.WorkloadStatus
+	(*PodStatus)(nil),             // 15: runway.workload.v1.PodStatus
+	(*PendingReason)(nil),         // 16: runway.workload.v1.PendingReason
+	(*WorkloadEvent)(nil),         // 17: runway.workload.v1.WorkloadEvent
+	nil,                           // 18: runway.workload.v1.Workload.LabelsEntry
+	nil,                           // 19: runway.workload.v1.Workload.AnnotationsEntry
+	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 21: google.protobuf.Duration
+	(*v1.ResourceQuantity)(nil),   // 22: runway.common.v1.ResourceQuantity
 }
 var file_runway_workload_v1_workload_proto_depIdxs = []int32{
 	0,  // 0: runway.workload.v1.Workload.type:type_name -> runway.workload.v1.WorkloadType
 	8,  // 1: runway.workload.v1.Workload.spec:type_name -> runway.workload.v1.WorkloadSpec
-	12, // 2: runway.workload.v1.Workload.status:type_name -> runway.workload.v1.WorkloadStatus
-	18, // 3: runway.workload.v1.Workload.create_time:type_name -> google.protobuf.Timestamp
-	18, // 4: runway.workload.v1.Workload.update_time:type_name -> google.protobuf.Timestamp
+	14, // 2: runway.workload.v1.Workload.status:type_name -> runway.workload.v1.WorkloadStatus
+	20, // 3: runway.workload.v1.Workload.create_time:type_name -> google.protobuf.Timestamp
+	20, // 4: runway.workload.v1.Workload.update_time:type_name -> google.protobuf.Timestamp
 	7,  // 5: runway.workload.v1.Workload.limits:type_name -> runway.workload.v1.WorkloadLimits
-	16, // 6: runway.workload.v1.Workload.labels:type_name -> runway.workload.v1.Workload.LabelsEntry
-	17, // 7: runway.workload.v1.Workload.annotations:type_name -> runway.workload.v1.Workload.AnnotationsEntry
-	19, // 8: runway.workload.v1.WorkloadLimits.time_limit:type_name -> google.protobuf.Duration
-	19, // 9: runway.workload.v1.WorkloadLimits.idle_gpu_limit:type_name -> google.protobuf.Duration
+	18, // 6: runway.workload.v1.Workload.labels:type_name -> runway.workload.v1.Workload.LabelsEntry
+	19, // 7: runway.workload.v1.Workload.annotations:type_name -> runway.workload.v1.Workload.AnnotationsEntry
+	21, // 8: runway.workload.v1.WorkloadLimits.time_limit:type_name -> google.protobuf.Duration
+	21, // 9: runway.workload.v1.WorkloadLimits.idle_gpu_limit:type_name -> google.protobuf.Duration
 	10, // 10: runway.workload.v1.WorkloadSpec.env:type_name -> runway.workload.v1.EnvVar
-	11, // 11: runway.workload.v1.WorkloadSpec.gpu:type_name -> runway.workload.v1.GpuRequest
+	13, // 11: runway.workload.v1.WorkloadSpec.gpu:type_name -> runway.workload.v1.GpuRequest
 	9,  // 12: runway.workload.v1.WorkloadSpec.security:type_name -> runway.workload.v1.ContainerSecurity
-	1,  // 13: runway.workload.v1.WorkloadStatus.phase:type_name -> runway.workload.v1.WorkloadPhase
-	13, // 14: runway.workload.v1.WorkloadStatus.pods:type_name -> runway.workload.v1.PodStatus
-	14, // 15: runway.workload.v1.WorkloadStatus.pending_reasons:type_name -> runway.workload.v1.PendingReason
-	15, // 16: runway.workload.v1.WorkloadStatus.events:type_name -> runway.workload.v1.WorkloadEvent
-	18, // 17: runway.workload.v1.WorkloadStatus.start_time:type_name -> google.protobuf.Timestamp
-	18, // 18: runway.workload.v1.WorkloadStatus.end_time:type_name -> google.protobuf.Timestamp
-	19, // 19: runway.workload.v1.WorkloadStatus.gpu_idle_time:type_name -> google.protobuf.Duration
-	19, // 20: runway.workload.v1.WorkloadStatus.running_time:type_name -> google.protobuf.Duration
-	2,  // 21: runway.workload.v1.PodStatus.state:type_name -> runway.workload.v1.PodState
-	19, // 22: runway.workload.v1.PodStatus.gpu_idle_time:type_name -> google.protobuf.Duration
-	3,  // 23: runway.workload.v1.PendingReason.check:type_name -> runway.workload.v1.PendingCheck
-	20, // 24: runway.workload.v1.PendingReason.requested:type_name -> runway.common.v1.ResourceQuantity
-	20, // 25: runway.workload.v1.PendingReason.available:type_name -> runway.common.v1.ResourceQuantity
-	4,  // 26: runway.workload.v1.WorkloadEvent.type:type_name -> runway.workload.v1.WorkloadEventType
-	18, // 27: runway.workload.v1.WorkloadEvent.time:type_name -> google.protobuf.Timestamp
-	5,  // 28: runway.workload.v1.WorkloadEvent.rule:type_name -> runway.workload.v1.SchedulingRule
-	29, // [29:29] is the sub-list for method output_type
-	29, // [29:29] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	12, // 13: runway.workload.v1.WorkloadSpec.credentials:type_name -> runway.workload.v1.CredentialMount
+	11, // 14: runway.workload.v1.EnvVar.credential:type_name -> runway.workload.v1.CredentialKeyRef
+	1,  // 15: runway.workload.v1.WorkloadStatus.phase:type_name -> runway.workload.v1.WorkloadPhase
+	15, // 16: runway.workload.v1.WorkloadStatus.pods:type_name -> runway.workload.v1.PodStatus
+	16, // 17: runway.workload.v1.WorkloadStatus.pending_reasons:type_name -> runway.workload.v1.PendingReason
+	17, // 18: runway.workload.v1.WorkloadStatus.events:type_name -> runway.workload.v1.WorkloadEvent
+	20, // 19: runway.workload.v1.WorkloadStatus.start_time:type_name -> google.protobuf.Timestamp
+	20, // 20: runway.workload.v1.WorkloadStatus.end_time:type_name -> google.protobuf.Timestamp
+	21, // 21: runway.workload.v1.WorkloadStatus.gpu_idle_time:type_name -> google.protobuf.Duration
+	21, // 22: runway.workload.v1.WorkloadStatus.running_time:type_name -> google.protobuf.Duration
+	2,  // 23: runway.workload.v1.PodStatus.state:type_name -> runway.workload.v1.PodState
+	21, // 24: runway.workload.v1.PodStatus.gpu_idle_time:type_name -> google.protobuf.Duration
+	3,  // 25: runway.workload.v1.PendingReason.check:type_name -> runway.workload.v1.PendingCheck
+	22, // 26: runway.workload.v1.PendingReason.requested:type_name -> runway.common.v1.ResourceQuantity
+	22, // 27: runway.workload.v1.PendingReason.available:type_name -> runway.common.v1.ResourceQuantity
+	4,  // 28: runway.workload.v1.WorkloadEvent.type:type_name -> runway.workload.v1.WorkloadEventType
+	20, // 29: runway.workload.v1.WorkloadEvent.time:type_name -> google.protobuf.Timestamp
+	5,  // 30: runway.workload.v1.WorkloadEvent.rule:type_name -> runway.workload.v1.SchedulingRule
+	31, // [31:31] is the sub-list for method output_type
+	31, // [31:31] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_runway_workload_v1_workload_proto_init() }
@@ -1974,7 +2129,7 @@ func file_runway_workload_v1_workload_proto_init() {
 	if File_runway_workload_v1_workload_proto != nil {
 		return
 	}
-	file_runway_workload_v1_workload_proto_msgTypes[5].OneofWrappers = []any{
+	file_runway_workload_v1_workload_proto_msgTypes[7].OneofWrappers = []any{
 		(*GpuRequest_Devices)(nil),
 		(*GpuRequest_FractionMilli)(nil),
 		(*GpuRequest_GpuMemoryBytes)(nil),
@@ -1985,7 +2140,7 @@ func file_runway_workload_v1_workload_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_runway_workload_v1_workload_proto_rawDesc), len(file_runway_workload_v1_workload_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   12,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,37 @@
+package auth
+
+import (
+	"context"
+	"strings"
+
+	"google.golang.org/grpc/credentials"
+
+	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
+	"github.com/runwayhq/runway/pkg/apierr"
+)
+
+// nodeAgentPrefix starts the principal of a node agent,
+// services/agent/nodes/{node}: a service principal that is one node's.
+const nodeAgentPrefix = "services/agent/"
+
+// NodeAgentCredentials are the per-call credentials of the agent of node
+// (`nodes/{node}`): a service token of services/agent/nodes/{node}, the
+// only principal that may open the credentials of the pods bound to that
+// node (CredentialService.ResolvePodCredentials).
+func (g *Guard) NodeAgentCredentials(node string) credentials.PerRPCCredentials {
+	return &serviceCreds{g: g, principal: NodeAgentPrincipal(node)}
+}
+
+// NodeAgentPrincipal is the principal of the agent of node (`nodes/{node}`).
+func NodeAgentPrincipal(node string) string { return nodeAgentPrefix + node }
+
+// checkNodeAgent: credentials' values go to a node's own agent only, and
+// only for its node (the service checks the pod is bound there): not to
+// users, whatever they hold, nor to another service.
+func checkNodeAgent(_ context.Context, _ *Guard, c Caller, req any) error {
+	node := req.(*workloadv1.ResolvePodCredentialsRequest).GetNode()
+	if !strings.HasPrefix(node, "nodes/") || c.Principal != NodeAgentPrincipal(node) {
+		return apierr.PermissionDenied("credentials.resolve", req.(*workloadv1.ResolvePodCredentialsRequest).GetWorkload())
+	}
+	return nil
+}
