@@ -238,6 +238,48 @@ func TestController_FailedPodReasonInEvent(t *testing.T) {
 	}
 }
 
+// A pod its agent started again after it died while the agent was down
+// (agent_restarts in its run report) gets one STARTED event per restart
+// saying so, and no more when the same count is reported again, its
+// final report too.
+func TestController_RestartAfterAgentFailureIsAnEvent(t *testing.T) {
+	e := start(t)
+	e.addProjects(t, "team-a")
+	w := e.create(t, "team-a", "job", training())
+	e.runController(t)
+	e.bindRunning(t, "n1", "team-a", "job", 0)
+	e.await(t, w.GetName(), "running", phaseIs(workloadv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING))
+	put := func(state workloadv1.PodState, restarts int32) {
+		t.Helper()
+		rep := &nodemanagerv1.ReportWorkloadStateRequest{Node: "nodes/n1", Workload: w.GetName(), PodIndex: 0,
+			State: state, ObserveTime: timestamppb.Now(), AgentRestarts: restarts}
+		if _, err := etcdstore.NewBatch(e.etcd.Client).Put(etcdstore.PrefixRuns+"n1/team-a.job.0", rep).Commit(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	restarts := func(w *workloadv1.Workload) int {
+		n := 0
+		for _, ev := range w.GetStatus().GetEvents() {
+			if ev.GetType() == evStarted && ev.GetMessage() == "Pod 0 "+workload.RestartedAfterAgentFailure+"." {
+				n++
+			}
+		}
+		return n
+	}
+	put(workloadv1.PodState_POD_STATE_RUNNING, 1)
+	e.await(t, w.GetName(), "one restart event", func(w *workloadv1.Workload) bool { return restarts(w) == 1 })
+	put(workloadv1.PodState_POD_STATE_RUNNING, 2) // died again with its next agent
+	e.await(t, w.GetName(), "two restart events, counted in the pod's status", func(w *workloadv1.Workload) bool {
+		pods := w.GetStatus().GetPods()
+		return restarts(w) == 2 && len(pods) == 1 && pods[0].GetAgentRestarts() == 2
+	})
+	put(workloadv1.PodState_POD_STATE_SUCCEEDED, 2)
+	got := e.await(t, w.GetName(), "completed", phaseIs(workloadv1.WorkloadPhase_WORKLOAD_PHASE_COMPLETED))
+	if n := restarts(got); n != 2 {
+		t.Errorf("%d restart events after the final report, want 2", n)
+	}
+}
+
 func TestController_EvictionConsumedOnce(t *testing.T) {
 	e := start(t)
 	e.addProjects(t, "team-a")

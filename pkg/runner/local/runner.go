@@ -326,7 +326,7 @@ func (r *Runner) Start(spec Spec) (runner.Pod, error) {
 		return nil, fmt.Errorf("start pod %q: %w", spec.ID, err)
 	}
 	ss := shimSpec{Path: path, Args: spec.Command, Env: environ(spec, work), Dir: work, Cred: cred, RecordDir: rec,
-		Record: runRecord{Revision: spec.Revision, Project: spec.Project, Workload: spec.Workload, Pod: spec.Pod}}
+		Record: runRecord{Revision: spec.Revision, Project: spec.Project, Workload: workloadID(spec.Workload), Pod: spec.Pod}}
 	if r.ids.ids.First != 0 {
 		ss.Record.UID = uid
 	}
@@ -358,6 +358,9 @@ func (r *Runner) Start(spec Spec) (runner.Pod, error) {
 	go p.wait()
 	return p, nil
 }
+
+// workloadID is the id in projects/{project}/workloads/{id}.
+func workloadID(name string) string { return name[strings.LastIndex(name, "/")+1:] }
 
 // adopt follows a run an earlier runner started: until its shim ends, or
 // already ended with exit.

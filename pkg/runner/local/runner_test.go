@@ -228,7 +228,8 @@ func TestStart_adoptsAcrossRunners(t *testing.T) {
 			dir := t.TempDir()
 			counts = ledgerDir(t)
 			spec := func(id string, rev int64, script string) local.Spec {
-				return local.Spec{ID: id, Revision: rev, Project: "team-a", Workload: "projects/team-a/workloads/w",
+				pod, _ := strconv.Atoi(strings.TrimPrefix(id, "u."))
+				return local.Spec{ID: id, Revision: rev, Project: "team-a", Workload: "projects/team-a/workloads/w", Pod: pod,
 					Command: []string{"sh", "-c", script}, Env: []string{"COUNT=" + filepath.Join(counts, id)}}
 			}
 			const counted = `echo ran >> "$COUNT"; `
@@ -252,6 +253,10 @@ func TestStart_adoptsAcrossRunners(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer second.Close()
+			// As the agent does after its first look at the bindings.
+			second.Reap(func(project, workload string, pod int) bool {
+				return project == "team-a" && workload == "w" && pod != 4
+			})
 			start := func(s local.Spec) runner.Pod {
 				t.Helper()
 				p, err := second.Start(s)
@@ -270,7 +275,6 @@ func TestStart_adoptsAcrossRunners(t *testing.T) {
 			moved.Revision = 6
 			m := start(moved)
 			re := start(specs[3])
-			second.Reap(func(project, workload string, pod int) bool { return false })
 			eventually(t, "the unbound pod ended by Reap", func() bool { return !alive(pids["u.4"]) })
 			if ex := waitDone(t, d); d.Origin() != runner.Adopted || ex.Code != 7 || ranTimes("u.1") != 1 {
 				t.Errorf("u.1: origin %v, exit %+v, ran %d times; want adopted, 7, once", d.Origin(), ex, ranTimes("u.1"))

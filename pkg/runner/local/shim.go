@@ -83,7 +83,7 @@ type runRecord struct {
 	UID      uint32 `json:"uid"`
 	Cgroup   string `json:"cgroup"`
 	Project  string `json:"project"`
-	Workload string `json:"workload"`
+	Workload string `json:"workload"` // its id
 	Pod      int    `json:"pod"`
 }
 

@@ -25,7 +25,12 @@ import (
 	"github.com/runwayhq/runway/services/nodemanager/agent"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(agentProcessEnv) != "" {
+		os.Exit(runAgentProcess())
+	}
+	goleak.VerifyTestMain(m)
+}
 
 type fixture struct {
 	etcd    *etcdtest.Cluster
