@@ -163,7 +163,7 @@ func membersOf(rec runRecord) *members {
 }
 
 // findOrphans reads what earlier runners on this data directory left:
-// each run whose shim still runs is kept (its uid taken again, so that no
+// each run whose shim still runs (its command started) is kept (its uid taken again, so that no
 // new pod shares it); the processes of a run whose shim is gone are
 // killed (its pod ends with its first process, which the shim no longer
 // watches), its records left for Start to tell how it ended; so is every
@@ -179,6 +179,13 @@ func (r *Runner) findOrphans() {
 			continue
 		}
 		id := filepath.Base(filepath.Dir(f))
+		if rec.Leader == 0 && alive(rec.Shim, rec.ShimStart) {
+			// Killed with its agent as it started the pod: ended here, its
+			// pod started again by Start.
+			_ = syscall.Kill(rec.Shim, syscall.SIGKILL)
+			waitGone(rec.Shim, rec.ShimStart)
+			_ = readJSON(f, &rec) // with its leader, if it got that far
+		}
 		if alive(rec.Shim, rec.ShimStart) {
 			r.orphans[id] = rec
 			r.ids.reserve(rec.UID)
@@ -187,9 +194,11 @@ func (r *Runner) findOrphans() {
 		}
 		// A session's id is not reused while a process of it lives: the
 		// processes of that session are the pod's.
-		m := membersOf(rec)
-		m.refresh(procstat.Snapshot())
-		_ = m.killAll(drainTimeout)
+		if rec.Cgroup != "" || rec.Leader > 1 {
+			m := membersOf(rec)
+			m.refresh(procstat.Snapshot())
+			_ = m.killAll(drainTimeout)
+		}
 		disown(r.PodDir(id)) // its uid is free again
 	}
 	dirs := cgroupDirs(runner.Name(r.cfg.DataDir))

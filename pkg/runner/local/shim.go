@@ -31,7 +31,7 @@ import (
 // pod that ends while its agent is down could not say whether it
 // succeeded.
 //
-//	<DataDir>/<Spec.ID>/run   the run record (JSON), written by the shim once the pod's command runs
+//	<DataDir>/<Spec.ID>/run   the run record (JSON), written by the shim as it starts the pod's command and once it runs
 //	<DataDir>/<Spec.ID>/exit  how its first process ended (JSON), written by the shim
 
 // Record file names in a pod's record directory.
@@ -110,18 +110,30 @@ func runShim() int {
 	if s.Cgroup {
 		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, shimCgroupFD
 	}
+	// The run is recorded before the command starts (with no leader yet),
+	// so that no run of it goes unrecorded: a runner that finds this
+	// record with its shim dead, or still starting, restarts the pod
+	// saying so.
+	rec := s.Record
+	rec.Shim = os.Getpid()
+	self, _ := procstat.Read(strconv.Itoa(rec.Shim))
+	rec.ShimStart = self.Start
+	run := filepath.Join(s.RecordDir, RunName)
+	if err := writeJSON(run, rec); err != nil {
+		fmt.Fprintf(ctl, "!record the run: %s\n", err)
+		return 1
+	}
 	err := cmd.Start()
 	_ = unix.Close(shimCgroupFD)
 	if err != nil {
+		_ = os.Remove(run)
 		fmt.Fprintf(ctl, "!%s\n", err)
 		return 1
 	}
-	rec := s.Record
-	rec.Shim, rec.Leader = os.Getpid(), cmd.Process.Pid
-	self, _ := procstat.Read(strconv.Itoa(rec.Shim))
+	rec.Leader = cmd.Process.Pid
 	leader, _ := procstat.Read(strconv.Itoa(rec.Leader))
-	rec.ShimStart, rec.LeaderStart = self.Start, leader.Start
-	if err := writeJSON(filepath.Join(s.RecordDir, RunName), rec); err != nil {
+	rec.LeaderStart = leader.Start
+	if err := writeJSON(run, rec); err != nil {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		fmt.Fprintf(ctl, "!record the run: %s\n", err)
