@@ -203,8 +203,13 @@ func (r *Runner) Start(spec runner.Spec) (runner.Pod, error) {
 	rev := strconv.FormatInt(spec.Revision, 10)
 	c, err := r.inspect(ctx, name)
 	origin := runner.Adopted
-	if err == nil && (c.Config == nil || c.Config.Labels[LabelRevision] != rev) {
-		// An earlier run's, whose binding went while no agent ran.
+	var labels map[string]string
+	if err == nil && c.Config != nil {
+		labels = c.Config.Labels
+	}
+	if was, labelled := labels[LabelRevision]; labelled && was != rev {
+		// An earlier binding's, deleted while no agent ran (a container of
+		// an agent older than the label is adopted).
 		rctx, cancel := context.WithTimeout(ctx, apiTimeout)
 		_, err = r.cli.ContainerRemove(rctx, c.ID, client.ContainerRemoveOptions{Force: true})
 		cancel()

@@ -334,7 +334,7 @@ func (r *Runner) Start(spec Spec) (runner.Pod, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start pod %q: %w", spec.ID, err)
 	}
-	ss := shimSpec{Path: path, Args: spec.Command, Env: environ(spec, work), Dir: work, Cred: cred, RecordDir: rec,
+	ss := shimSpec{Path: path, Args: spec.Command, Env: environ(spec, work), Dir: work, Cred: cred, RecordDir: rec, Parent: os.Getpid(),
 		Record: runRecord{Revision: spec.Revision, Project: spec.Project, Workload: workloadID(spec.Workload), Pod: spec.Pod}}
 	if r.ids.ids.First != 0 {
 		ss.Record.UID = uid

@@ -70,6 +70,9 @@ type shimSpec struct {
 	Record runRecord
 	// RecordDir is where the run and exit records go.
 	RecordDir string
+	// Parent is the runner's pid: a shim whose runner died before it
+	// started the command starts nothing.
+	Parent int
 }
 
 // runRecord is a pod's run record.
@@ -122,6 +125,17 @@ func runShim() int {
 	if err := writeJSON(run, rec); err != nil {
 		fmt.Fprintf(ctl, "!record the run: %s\n", err)
 		return 1
+	}
+	// Checked once the run is recorded: a runner that died before this
+	// could not have seen the record, and the next runner, which may
+	// already have looked, started the pod itself; a runner that dies
+	// after it leaves the record for the next one.
+	if os.Getppid() != s.Parent {
+		var mine runRecord
+		if readJSON(run, &mine) && mine.Shim == rec.Shim {
+			_ = os.Remove(run) // not a newer runner's shim's
+		}
+		return 2
 	}
 	err := cmd.Start()
 	_ = unix.Close(shimCgroupFD)

@@ -317,15 +317,21 @@ func (k *checker) final(t *testing.T, ld *load, ledger string) result {
 	// its agent ran it again after the pod died with its node.
 	ran := runsOf(string(b))
 	reran := map[string]int{}
+	byKey := map[string]*workloadv1.Workload{}
 	for name, w := range ws {
 		reran[workloadKey(name)] = restartsOf(w)
+		byKey[workloadKey(name)] = w
 	}
 	for w, n := range ran {
 		r.reran += reran[w]
 		if n-reran[w] > k.creations[w] {
 			r.doubled += n - reran[w] - k.creations[w]
-			r.problems = append(r.problems, fmt.Sprintf("%s ran %d times with %d bindings and %d restarts after its agent failed",
-				w, n, k.creations[w], reran[w]))
+			var evs []string
+			for _, ev := range byKey[w].GetStatus().GetEvents() {
+				evs = append(evs, ev.GetType().String()+" "+ev.GetMessage())
+			}
+			r.problems = append(r.problems, fmt.Sprintf("%s ran %d times with %d bindings and %d restarts after its agent failed; ledger %q; events %q",
+				w, n, k.creations[w], reran[w], ledgerOf(string(b), w), evs))
 		}
 	}
 	for name, w := range ws {
@@ -355,6 +361,17 @@ func runsOf(ledger string) map[string]int {
 		}
 	}
 	return ran
+}
+
+// ledgerOf is the ledger's lines of workload w.
+func ledgerOf(ledger, w string) []string {
+	var out []string
+	for line := range strings.Lines(ledger) {
+		if strings.HasPrefix(line, w+" ") {
+			out = append(out, strings.TrimSpace(line))
+		}
+	}
+	return out
 }
 
 // workloadKey is "project/workload" of projects/{project}/workloads/{workload}.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -87,11 +88,13 @@ func (p *proc) kill() {
 }
 
 // killNode is kill and the end of everything the agent ran: every
-// process working under its directories (pods in their working
-// directories, their shims in their record directories).
+// process working under its directories, the shims (in their record
+// directories, under the data directory, listed last) first, so that
+// none of them records its pod's SIGKILL as the pod's own end: a node
+// that dies takes them all at once.
 func (p *proc) killNode() {
 	p.kill()
-	for _, d := range p.podDirs {
+	for _, d := range slices.Backward(p.podDirs) {
 		killUnder(d)
 	}
 }
