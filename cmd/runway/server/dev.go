@@ -199,8 +199,8 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr, token string)) 
 	if err != nil {
 		return err
 	}
-	usage := agent.NewPodUsage()
-	if err := reg.Register(usage); err != nil {
+	usage, restarts := agent.NewPodUsage(), agent.NewRestarts()
+	if err := errors.Join(reg.Register(usage), reg.Register(restarts)); err != nil {
 		return err
 	}
 	hist, err := cfg.History.open(filepath.Join(cfg.DataDir, "tsdb"), cfg.Logger)
@@ -336,7 +336,7 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr, token string)) 
 		acfg := agent.Config{Node: node, Client: cli, DataDir: dir, Listen: "127.0.0.1:0", LeaseTTL: cfg.LeaseTTL, StopGrace: cfg.StopGrace,
 			PodUIDs: local.DefaultUIDs, Engine: cfg.Engine, Hide: []string{cfg.DataDir, cfg.Metrics.TokenFile}, // env, etcd, keys
 			Auth: guard.UnaryInterceptor, AuthStream: guard.StreamInterceptor,
-			Backend: backend, Metrics: gpus, Usage: usage, Logger: cfg.Logger}
+			Backend: backend, Metrics: gpus, Usage: usage, Restarts: restarts, Logger: cfg.Logger}
 		g.Go("agent "+node, func(ctx context.Context) error { return agent.Run(ctx, acfg) })
 	}
 	if mode != quotav1.TimeSlicingMode_TIME_SLICING_MODE_UNSPECIFIED {

@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
+	"github.com/runwayhq/runway/services/workload"
 )
 
 const (
@@ -268,13 +268,13 @@ func (k *checker) drain(t *testing.T, timeout time.Duration) []string {
 type result struct {
 	lost, doubled     int
 	completed, failed int
-	reran             int // pods started again after their agent was killed while they ran
+	reran             int // pods started again after their node died with its agent (said by their events)
 	problems          []string
 }
 
 // final checks the acknowledged writes, the samples, the ledger of runs
 // and each workload's phase against its history.
-func (k *checker) final(t *testing.T, ld *load, ledger string, ks kills) result {
+func (k *checker) final(t *testing.T, ld *load, ledger string) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -313,17 +313,29 @@ func (k *checker) final(t *testing.T, ld *load, ledger string, ks kills) result 
 	if err != nil && !os.IsNotExist(err) {
 		t.Fatal(err)
 	}
-	ran, reran := runsOf(string(b), ks)
+	// A run beyond the workload's bindings is doubled unless an event says
+	// its agent ran it again after the pod died with its node.
+	ran := runsOf(string(b))
+	reran := map[string]int{}
+	byKey := map[string]*workloadv1.Workload{}
+	for name, w := range ws {
+		reran[workloadKey(name)] = restartsOf(w)
+		byKey[workloadKey(name)] = w
+	}
 	for w, n := range ran {
 		r.reran += reran[w]
 		if n-reran[w] > k.creations[w] {
 			r.doubled += n - reran[w] - k.creations[w]
-			r.problems = append(r.problems, fmt.Sprintf("%s ran %d times (%d again after its agent was killed) with %d bindings",
-				w, n, reran[w], k.creations[w]))
+			var evs []string
+			for _, ev := range byKey[w].GetStatus().GetEvents() {
+				evs = append(evs, ev.GetType().String()+" "+ev.GetMessage())
+			}
+			r.problems = append(r.problems, fmt.Sprintf("%s ran %d times with %d bindings and %d restarts after its agent failed; ledger %q; events %q",
+				w, n, k.creations[w], reran[w], ledgerOf(string(b), w), evs))
 		}
 	}
 	for name, w := range ws {
-		id := strings.TrimPrefix(strings.Replace(name, "/workloads/", "/", 1), "projects/")
+		id := workloadKey(name)
 		switch w.GetStatus().GetPhase() {
 		case workloadv1.WorkloadPhase_WORKLOAD_PHASE_COMPLETED:
 			r.completed++
@@ -340,34 +352,44 @@ func (k *checker) final(t *testing.T, ld *load, ledger string, ks kills) result 
 	return r
 }
 
-// runsOf reads the ledger: how many times each pod ran, and how many of
-// those were a run again on the same node after that node's agent was
-// killed while the pod ran (its process died with the agent, and the
-// restarted agent starts it again for the same binding).
-func runsOf(ledger string, ks kills) (ran, reran map[string]int) {
-	ran, reran = map[string]int{}, map[string]int{}
-	type run struct {
-		node string
-		at   time.Time
-	}
-	last := map[string]run{}
+// runsOf reads the ledger: how many times each pod ran.
+func runsOf(ledger string) map[string]int {
+	ran := map[string]int{}
 	for line := range strings.Lines(ledger) {
-		f := strings.Fields(line)
-		if len(f) != 3 {
-			continue
+		if f := strings.Fields(line); len(f) == 3 {
+			ran[f[0]]++
 		}
-		w, dir := f[0], f[1]
-		var ns int64
-		fmt.Sscan(f[2], &ns)
-		node := filepath.Base(filepath.Dir(dir))
-		at := time.Unix(0, ns)
-		ran[w]++
-		if prev, ok := last[w]; ok && prev.node == node && ks.agentKilledBetween(node, prev.at, at) {
-			reran[w]++
-		}
-		last[w] = run{node, at}
 	}
-	return ran, reran
+	return ran
+}
+
+// ledgerOf is the ledger's lines of workload w.
+func ledgerOf(ledger, w string) []string {
+	var out []string
+	for line := range strings.Lines(ledger) {
+		if strings.HasPrefix(line, w+" ") {
+			out = append(out, strings.TrimSpace(line))
+		}
+	}
+	return out
+}
+
+// workloadKey is "project/workload" of projects/{project}/workloads/{workload}.
+func workloadKey(name string) string {
+	return strings.TrimPrefix(strings.Replace(name, "/workloads/", "/", 1), "projects/")
+}
+
+// restartsOf counts the workload's events saying a pod of it was run
+// again after its agent failed (the pod died with its node).
+func restartsOf(w *workloadv1.Workload) int {
+	n := 0
+	for _, ev := range w.GetStatus().GetEvents() {
+		if ev.GetType() == workloadv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_STARTED &&
+			strings.Contains(ev.GetMessage(), workload.RestartedAfterAgentFailure) {
+			n++
+		}
+	}
+	return n
 }
 
 // historyDisagrees says how a workload's phase contradicts its events

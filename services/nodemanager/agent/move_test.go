@@ -3,7 +3,6 @@ package agent_test
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,21 +24,12 @@ import (
 func TestRun_bindingRewrittenRestartsPod(t *testing.T) {
 	f := newFixture(t)
 	f.run(t)
-	// The ledger outlives the pod's directory; the pods' unprivileged user writes it.
-	dir, err := os.MkdirTemp("", "runway-ledger-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o777); err != nil {
-		t.Fatal(err)
-	}
-	ledger := filepath.Join(dir, "runs")
-	f.workload(t, "moved", "sh", "-c", `echo "$CUDA_VISIBLE_DEVICES $$" >> `+ledger+`; exec sleep 60`)
+	led := ledger(t)
+	f.workload(t, "moved", "sh", "-c", `echo "$CUDA_VISIBLE_DEVICES $$" >> `+led+`; exec sleep 60`)
 	f.bind(t, "moved")
 	f.waitRun(t, "moved", workloadv1.PodState_POD_STATE_RUNNING)
 	runs := func() []string {
-		b, _ := os.ReadFile(ledger)
+		b, _ := os.ReadFile(led)
 		return strings.Fields(string(b))
 	}
 	eventually(t, "the pod on device 1", func() bool { return len(runs()) == 2 })
