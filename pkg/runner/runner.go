@@ -49,6 +49,12 @@ type Spec struct {
 	// ModRevision, the placement): a pod an earlier runner on the same data directory left
 	// is adopted only by a Start of the same revision.
 	Revision int64
+	// Restarting, when set, is called once Start has decided to start
+	// the pod again (Origin Restarted), before the run starts: what it
+	// keeps (the agent's restart count) is on disk before the pod can run a
+	// second time, so an agent killed as the pod starts again still says it
+	// restarted.
+	Restarting func() `json:"-"`
 	// Devices are the GPU indexes the pod may use (CUDA_VISIBLE_DEVICES);
 	// none hides every GPU.
 	Devices []int

@@ -242,6 +242,9 @@ func (r *Runner) Start(spec runner.Spec) (runner.Pod, error) {
 		origin = runner.Started
 		if b, rerr := os.ReadFile(filepath.Join(r.RecordDir(spec.ID), revisionName)); rerr == nil && string(b) == rev {
 			origin = runner.Restarted // its container went (with its exit) while no agent ran
+			if spec.Restarting != nil {
+				spec.Restarting()
+			}
 		}
 		c, err = r.create(ctx, spec, name)
 	}

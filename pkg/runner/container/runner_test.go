@@ -214,12 +214,20 @@ func TestStart_adoptsAcrossRunners(t *testing.T) {
 	if o.Origin() != runner.Started || o.Pid() == older.Pid() {
 		t.Errorf("u1.3 bound again: origin %v, pid %d (the old one's %d); want a new start", o.Origin(), o.Pid(), older.Pid())
 	}
-	re, err := second.Start(spec("u1.4", "sleep", "600"))
+	again := spec("u1.4", "sleep", "600")
+	restarting := 0
+	again.Restarting = func() { // before its new container exists
+		if _, err := cli.ContainerInspect(context.Background(), "runway-"+runner.Name(dir)+"-u1.4", client.ContainerInspectOptions{}); err == nil {
+			t.Error("Restarting was called once u1.4's new container existed")
+		}
+		restarting++
+	}
+	re, err := second.Start(again)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if re.Origin() != runner.Restarted {
-		t.Errorf("u1.4, its container gone: origin %v, want restarted", re.Origin())
+	if re.Origin() != runner.Restarted || restarting != 1 {
+		t.Errorf("u1.4, its container gone: origin %v, Restarting called %d times; want restarted, once", re.Origin(), restarting)
 	}
 	for _, x := range []runner.Pod{o, re} {
 		x.Kill()

@@ -386,6 +386,9 @@ func (r *Runner) Start(spec Spec) (runner.Pod, error) {
 		defer cgFile.Close()
 		ss.Cgroup, ss.Record.Cgroup = true, cg
 	}
+	if origin == runner.Restarted && spec.Restarting != nil {
+		spec.Restarting()
+	}
 	forks <- struct{}{}
 	shim, run, err := startShim(ss, log, cgFile)
 	<-forks

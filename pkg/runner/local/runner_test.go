@@ -257,8 +257,13 @@ func TestStart_adoptsAcrossRunners(t *testing.T) {
 			second.Reap(func(project, workload string, pod int) bool {
 				return project == "team-a" && workload == "w" && pod != 4
 			})
+			restarting := map[string]int{} // by pod: its runs when Restarting was called
 			start := func(s local.Spec) runner.Pod {
 				t.Helper()
+				s.Restarting = func() {
+					time.Sleep(300 * time.Millisecond) // a run started already would have written its line
+					restarting[s.ID] = ranTimes(s.ID)
+				}
 				p, err := second.Start(s)
 				if err != nil {
 					t.Fatal(err)
@@ -284,6 +289,9 @@ func TestStart_adoptsAcrossRunners(t *testing.T) {
 			}
 			if re.Origin() != runner.Restarted {
 				t.Errorf("u.3 died with its node: origin %v, want restarted", re.Origin())
+			}
+			if n, ok := restarting["u.3"]; !ok || n != 1 || len(restarting) != 1 {
+				t.Errorf("Restarting called for %v (pod: its runs then), want u.3 alone, before it ran again", restarting)
 			}
 			for _, id := range []string{"u.2", "u.3"} {
 				eventually(t, id+" started again", func() bool { return ranTimes(id) == 2 })

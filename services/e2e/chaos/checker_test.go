@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 
+	nodemanagerv1 "github.com/runwayhq/runway/gen/go/runway/nodemanager/v1"
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
 	"github.com/runwayhq/runway/services/workload"
 )
@@ -22,6 +23,7 @@ import (
 const (
 	prefixBindings  = "/runway/v1/bindings/"
 	prefixWorkloads = "/runway/v1/workloads/"
+	prefixRuns      = "/runway/v1/runs/"
 )
 
 // checker reads etcd directly, never through the services: a watch of
@@ -30,22 +32,28 @@ const (
 type checker struct {
 	c *cluster
 
-	mu          sync.Mutex
-	creations   map[string]int // binding creations by workload ("project/workload")
-	lastCreated []time.Time    // when bindings were created, in order
-	samples     int
-	doubles     []string // a pod bound twice, or a device over capacity, at a sample
-	leaderRev   int64    // CreateRevision of the leader's key
-	leaderSince time.Time
+	mu        sync.Mutex
+	creations map[string]int // binding creations by workload ("project/workload")
+	// restartEvents: the most "restarted after its node agent failed"
+	// events each workload had; reportedRestarts: the most agent restarts
+	// each pod's run reports said ("project/workload.pod").
+	restartEvents, reportedRestarts map[string]int
+	lastCreated                     []time.Time // when bindings were created, in order
+	samples                         int
+	doubles                         []string // a pod bound twice, or a device over capacity, at a sample
+	leaderRev                       int64    // CreateRevision of the leader's key
+	leaderSince                     time.Time
 }
 
 func newChecker(c *cluster) *checker {
-	return &checker{c: c, creations: map[string]int{}}
+	return &checker{c: c, creations: map[string]int{}, restartEvents: map[string]int{}, reportedRestarts: map[string]int{}}
 }
 
 func (k *checker) run(ctx context.Context) {
 	var wg sync.WaitGroup
-	wg.Go(func() { k.watchBindings(ctx) })
+	wg.Go(func() { k.watch(ctx, prefixBindings, k.bindingPut) })
+	wg.Go(func() { k.watch(ctx, prefixWorkloads, k.workloadPut) })
+	wg.Go(func() { k.watch(ctx, prefixRuns, k.runPut) })
 	wg.Go(func() { every(ctx, 200*time.Millisecond, k.sample) })
 	wg.Go(func() { every(ctx, 20*time.Millisecond, k.pollLeader) })
 	wg.Wait()
@@ -65,34 +73,66 @@ func every(ctx context.Context, d time.Duration, f func(context.Context)) {
 	}
 }
 
-// watchBindings counts binding creations per workload from the first
-// revision, resuming after any interruption.
-func (k *checker) watchBindings(ctx context.Context) {
+// watch calls f with every event under prefix from the first revision,
+// resuming after any interruption.
+func (k *checker) watch(ctx context.Context, prefix string, f func(*clientv3.Event)) {
 	next := int64(1)
 	for ctx.Err() == nil {
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-		for resp := range k.c.client.Watch(wctx, prefixBindings, clientv3.WithPrefix(), clientv3.WithRev(next)) {
+		for resp := range k.c.client.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(next)) {
 			if resp.Err() != nil {
 				break
 			}
 			for _, ev := range resp.Events {
 				next = ev.Kv.ModRevision + 1
-				if ev.Type != clientv3.EventTypePut || ev.Kv.CreateRevision != ev.Kv.ModRevision {
-					continue
-				}
-				w, _, ok := parseBinding(string(ev.Kv.Key))
-				if !ok {
-					continue
-				}
-				k.mu.Lock()
-				k.creations[w]++
-				k.lastCreated = append(k.lastCreated, time.Now())
-				k.mu.Unlock()
+				f(ev)
 			}
 		}
 		cancel()
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// bindingPut counts a binding's creation for its workload.
+func (k *checker) bindingPut(ev *clientv3.Event) {
+	if ev.Type != clientv3.EventTypePut || ev.Kv.CreateRevision != ev.Kv.ModRevision {
+		return
+	}
+	w, _, ok := parseBinding(string(ev.Kv.Key))
+	if !ok {
+		return
+	}
+	k.mu.Lock()
+	k.creations[w]++
+	k.lastCreated = append(k.lastCreated, time.Now())
+	k.mu.Unlock()
+}
+
+// workloadPut keeps the most restart events a workload ever had: a
+// workload deleted at the end has none left to read.
+func (k *checker) workloadPut(ev *clientv3.Event) {
+	w := &workloadv1.Workload{}
+	if ev.Type != clientv3.EventTypePut || proto.Unmarshal(ev.Kv.Value, w) != nil {
+		return
+	}
+	key := workloadKey(w.GetName())
+	k.mu.Lock()
+	k.restartEvents[key] = max(k.restartEvents[key], restartsOf(w))
+	k.mu.Unlock()
+}
+
+// runPut keeps the most agent restarts a workload's run reports ever
+// said, by pod: for a workload deleted before its controller folded the
+// restart into an event.
+func (k *checker) runPut(ev *clientv3.Event) {
+	r := &nodemanagerv1.ReportWorkloadStateRequest{}
+	if ev.Type != clientv3.EventTypePut || proto.Unmarshal(ev.Kv.Value, r) != nil {
+		return
+	}
+	pod := fmt.Sprintf("%s.%d", workloadKey(r.GetWorkload()), r.GetPodIndex())
+	k.mu.Lock()
+	k.reportedRestarts[pod] = max(k.reportedRestarts[pod], int(r.GetAgentRestarts()))
+	k.mu.Unlock()
 }
 
 // parseBinding: bindings/{node}/{project}.{workload}.{pod} → "project/workload", node.
@@ -314,24 +354,29 @@ func (k *checker) final(t *testing.T, ld *load, ledger string) result {
 		t.Fatal(err)
 	}
 	// A run beyond the workload's bindings is doubled unless an event says
-	// its agent ran it again after the pod died with its node.
+	// its agent ran it again after the pod died with its node; a workload
+	// deleted by the end is held to the most such events it ever had, or,
+	// where its controller never folded them (deleted first), to what its
+	// pods' run reports said.
 	ran := runsOf(string(b))
-	reran := map[string]int{}
 	byKey := map[string]*workloadv1.Workload{}
 	for name, w := range ws {
-		reran[workloadKey(name)] = restartsOf(w)
 		byKey[workloadKey(name)] = w
 	}
 	for w, n := range ran {
-		r.reran += reran[w]
-		if n-reran[w] > k.creations[w] {
-			r.doubled += n - reran[w] - k.creations[w]
+		reran := restartsOf(byKey[w])
+		if byKey[w] == nil {
+			reran = max(k.restartEvents[w], k.reportedRestartsOf(w))
+		}
+		r.reran += reran
+		if n-reran > k.creations[w] {
+			r.doubled += n - reran - k.creations[w]
 			var evs []string
 			for _, ev := range byKey[w].GetStatus().GetEvents() {
 				evs = append(evs, ev.GetType().String()+" "+ev.GetMessage())
 			}
-			r.problems = append(r.problems, fmt.Sprintf("%s ran %d times with %d bindings and %d restarts after its agent failed; ledger %q; events %q",
-				w, n, k.creations[w], reran[w], ledgerOf(string(b), w), evs))
+			r.problems = append(r.problems, fmt.Sprintf("%s ran %d times with %d bindings and %d restarts after its agent failed (stored: %t); ledger %q; events %q",
+				w, n, k.creations[w], reran, byKey[w] != nil, ledgerOf(string(b), w), evs))
 		}
 	}
 	for name, w := range ws {
@@ -350,6 +395,18 @@ func (k *checker) final(t *testing.T, ld *load, ledger string) result {
 		}
 	}
 	return r
+}
+
+// reportedRestartsOf is the agent restarts the run reports of workload w
+// said, over its pods.
+func (k *checker) reportedRestartsOf(w string) int {
+	n := 0
+	for pod, r := range k.reportedRestarts {
+		if strings.HasPrefix(pod, w+".") {
+			n += r
+		}
+	}
+	return n
 }
 
 // runsOf reads the ledger: how many times each pod ran.

@@ -16,7 +16,10 @@
 // or GPU devices over capacity at a sampled moment, and runs beyond the
 // bindings a workload had (from the pods' own ledger) that no event of the
 // workload explains: only a STARTED event "Pod N restarted after its node
-// agent failed." allows one more run (R counts them). A workload neither
+// agent failed." allows one more run (R counts them; for a workload
+// deleted by the end, the most such events it ever had, or where it was
+// deleted before they were folded, the agent_restarts its pods' run
+// reports said: both watched throughout). A workload neither
 // final nor running after the drain fails the run. Everything listens
 // on 127.0.0.1; the run is bounded by CHAOS_DURATION (default 40s) and
 // stops by itself.

@@ -206,16 +206,8 @@ func (p *pods) runPod(ctx context.Context, b nodemanager.Binding, pd *pod) {
 		p.reporter.send(nodemanager.RunKey(p.cfg.Node, b.Project, b.Workload, b.Pod), r, nil)
 		return
 	}
-	proc, err := p.runner.Start(spec)
-	if err != nil {
-		run.report(workloadv1.PodState_POD_STATE_FAILED, 0, err.Error())
-		return
-	}
 	run.restarts = readRestarts(rec, pd.rev)
-	switch proc.Origin() {
-	case runner.Adopted:
-		p.log.Info("pod adopted: it outlived the agent that started it", "workload", run.workload, "pod", b.Pod)
-	case runner.Restarted:
+	spec.Restarting = func() { // counted before the run starts again: an agent killed meanwhile still says it
 		run.restarts++
 		if err := writeRestarts(rec, pd.rev, run.restarts); err != nil {
 			p.log.Error("restart count not kept on disk", "workload", run.workload, "pod", b.Pod, "err", err)
@@ -223,6 +215,16 @@ func (p *pods) runPod(ctx context.Context, b nodemanager.Binding, pd *pod) {
 		if p.cfg.Restarts != nil {
 			p.cfg.Restarts.WithLabelValues(p.cfg.Node).Inc()
 		}
+	}
+	proc, err := p.runner.Start(spec)
+	if err != nil {
+		run.report(workloadv1.PodState_POD_STATE_FAILED, 0, err.Error())
+		return
+	}
+	switch proc.Origin() {
+	case runner.Adopted:
+		p.log.Info("pod adopted: it outlived the agent that started it", "workload", run.workload, "pod", b.Pod)
+	case runner.Restarted:
 		p.log.Warn("pod started again: it died while its node agent was down", "workload", run.workload, "pod", b.Pod, "restarts", run.restarts)
 	}
 	p.running.set(spec.ID, true)
