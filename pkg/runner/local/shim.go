@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -72,7 +73,7 @@ type shimSpec struct {
 	// RecordDir is where the run and exit records go.
 	RecordDir string
 	// Parent is the runner's pid: a shim whose runner died before it
-	// started the command starts nothing.
+	// started the command starts nothing (runShim).
 	Parent int
 	// Isolate starts the command in a mount namespace of its own with
 	// Hide covered (mountns.go; the runner is root): made here, around the
@@ -105,6 +106,9 @@ type exitRecord struct {
 // runShim is the shim's whole life; its exit code is for nobody (the
 // exit record holds the pod's).
 func runShim() int {
+	// The parent-death signal is the main thread's, which init runs on
+	// (locked there already; said again for the Prctl below).
+	runtime.LockOSThread()
 	// Signals are for the pod: the shim outlives everything but SIGKILL.
 	// Caught, not ignored: an ignored signal would stay ignored in the
 	// pod's command, a caught one is reset by its exec.
@@ -133,15 +137,19 @@ func runShim() int {
 		fmt.Fprintf(ctl, "!record the run: %s\n", err)
 		return 1
 	}
-	// Checked once the run is recorded: a runner that died before this
-	// could not have seen the record, and the next runner, which may
-	// already have looked, started the pod itself; a runner that dies
-	// after it leaves the record for the next one.
+	// Until the run is recorded the shim dies with its runner (its
+	// parent-death signal): a runner that died before could not have seen
+	// the record, and the next one, which may already have looked, starts
+	// the pod itself, so this shim must neither run it nor write over the
+	// next shim's record. From here it outlives its runner; one that died
+	// since leaves the record to the next, which restarts the pod (it
+	// never ran).
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, 0, 0, 0, 0); err != nil {
+		_ = os.Remove(run)
+		fmt.Fprintf(ctl, "!outlive the runner: %s\n", err)
+		return 1
+	}
 	if os.Getppid() != s.Parent {
-		var mine runRecord
-		if readJSON(run, &mine) && mine.Shim == rec.Shim {
-			_ = os.Remove(run) // not a newer runner's shim's
-		}
 		return 2
 	}
 	start := cmd.Start
@@ -215,7 +223,10 @@ func startShim(s shimSpec, log *os.File, cgroup *os.File) (*exec.Cmd, runRecord,
 	if cgroup != nil {
 		cmd.ExtraFiles = append(cmd.ExtraFiles, cgroup)
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	// SIGKILL when the runner dies, until the shim has recorded the run
+	// (runShim). Sent when the forking thread ends: the runner's threads
+	// end only with the process (none that forks is locked).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
 	err = cmd.Start()
 	_ = theirs.Close()
 	if err != nil {
