@@ -111,6 +111,9 @@ func TestChaos(t *testing.T) {
 		firstBinding.p(50), firstBinding.p(99), len(firstBinding))
 	t.Logf("workloads: %d created, %d deleted, %d completed, %d failed, %d not final after the drain; %d create and %d delete calls failed; %d pods started again after their node died with its agent",
 		len(ld.created), len(ld.deleted), r.completed, r.failed, len(unfinished), ld.createErrs, ld.deleteErrs, r.reran)
+	for _, f := range r.failures {
+		t.Logf("failed: %s", f)
+	}
 	for _, u := range unfinished {
 		t.Logf("not final: %s", u)
 		if !strings.Contains(u, " "+workloadv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING.String()+" ") {

@@ -308,7 +308,8 @@ func (k *checker) drain(t *testing.T, timeout time.Duration) []string {
 type result struct {
 	lost, doubled     int
 	completed, failed int
-	reran             int // pods started again after their node died with its agent (said by their events)
+	failures          []string // each failed workload's last event, for the log
+	reran             int      // pods started again after their node died with its agent (said by their events)
 	problems          []string
 }
 
@@ -389,6 +390,9 @@ func (k *checker) final(t *testing.T, ld *load, ledger string) result {
 			}
 		case workloadv1.WorkloadPhase_WORKLOAD_PHASE_FAILED:
 			r.failed++
+			if evs := w.GetStatus().GetEvents(); len(evs) > 0 {
+				r.failures = append(r.failures, name+": "+evs[len(evs)-1].GetMessage())
+			}
 		}
 		if why := historyDisagrees(w); why != "" {
 			r.problems = append(r.problems, fmt.Sprintf("%s: %s", name, why))
