@@ -437,7 +437,8 @@ func (r *Runner) process(spec Spec, run runRecord, waitShim func()) *Process {
 
 // forks bounds the pod starts in flight in this process (every runner of
 // it: `runway dev` runs many agents): each start holds an OS thread
-// blocked in vfork until the child has exec'd, and thousands of bindings
+// blocked in vfork until the shim has exec'd, then waits for the shim to
+// start the pod's command, and thousands of bindings
 // arriving at once would otherwise make as many threads compete for the
 // CPUs the children need. Measured in BenchmarkSubmitEndToEnd/agents=16.
 var forks = make(chan struct{}, runtime.NumCPU())
