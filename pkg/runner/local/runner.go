@@ -26,6 +26,10 @@ const LogName = runner.LogName
 // drainTimeout bounds the wait for a killed pod's last processes.
 const drainTimeout = 10 * time.Second
 
+// shimSettle bounds the wait for the shim of a dead runner that was
+// starting its pod: it records the leader or ends within a moment.
+const shimSettle = 2 * time.Second
+
 // Environment variables every pod gets (pkg/runner's).
 const (
 	EnvVisibleDevices = runner.EnvVisibleDevices
@@ -211,11 +215,20 @@ func (r *Runner) findOrphans() {
 		}
 		id := filepath.Base(filepath.Dir(f))
 		if rec.Leader == 0 && alive(rec.Shim, rec.ShimStart) {
-			// Killed with its agent as it started the pod: ended here, its
-			// pod started again by Start.
-			_ = syscall.Kill(rec.Shim, syscall.SIGKILL)
-			waitGone(rec.Shim, rec.ShimStart)
-			_ = readJSON(f, &rec) // with its leader, if it got that far
+			// Its agent died as the shim started the pod. Past its parent
+			// check the shim starts the command and records the leader (a
+			// live run, adopted); before it the shim ends (Start restarts
+			// the pod). Either takes a moment: a shim still starting after
+			// shimSettle is ended here, its pod started again by Start.
+			for deadline := time.Now().Add(shimSettle); rec.Leader == 0 && alive(rec.Shim, rec.ShimStart) && time.Now().Before(deadline); {
+				time.Sleep(10 * time.Millisecond)
+				_ = readJSON(f, &rec)
+			}
+			if rec.Leader == 0 && alive(rec.Shim, rec.ShimStart) {
+				_ = syscall.Kill(rec.Shim, syscall.SIGKILL)
+				waitGone(rec.Shim, rec.ShimStart)
+				_ = readJSON(f, &rec) // with its leader, if it got that far
+			}
 		}
 		if alive(rec.Shim, rec.ShimStart) {
 			r.orphans[id] = rec
