@@ -69,3 +69,33 @@ func TestRun_bindingRewrittenRestartsPod(t *testing.T) {
 		t.Errorf("reports after the move %v, want no STOPPED", states)
 	}
 }
+
+// A binding deleted and written again at once (the pod evicted and bound
+// to the same node again) starts the new pod once the old one has exited:
+// they share a pod id, so a start beside the ending pod would have its
+// directory taken back and its cgroup killed by the old one's end.
+func TestRun_boundAgainWaitsForTheStoppedPod(t *testing.T) {
+	f := newFixture(t)
+	f.run(t)
+	led := ledger(t)
+	// Slow to stop: its end comes well after the new binding.
+	f.workload(t, "again", "sh", "-c", `trap 'sleep 0.5; exit 0' TERM; echo $$ >> `+led+`; while [ ! -e go ]; do sleep 0.05; done`)
+	f.bind(t, "again")
+	f.waitRun(t, "again", workloadv1.PodState_POD_STATE_RUNNING)
+	runs := func() []string {
+		b, _ := os.ReadFile(led)
+		return strings.Fields(string(b))
+	}
+	eventually(t, "the first pod", func() bool { return len(runs()) == 1 })
+	if _, err := f.etcd.Client.Delete(context.Background(), nodemanager.BindingKey("node-1", "team-a", "again", 0)); err != nil {
+		t.Fatal(err)
+	}
+	f.bind(t, "again")
+	eventually(t, "the second pod", func() bool { return len(runs()) == 2 })
+	if err := os.WriteFile(f.podDir("again")+"/go", nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := f.waitRun(t, "again", workloadv1.PodState_POD_STATE_SUCCEEDED); r.GetExitCode() != 0 {
+		t.Errorf("the second pod: %v, want it to end by itself", r)
+	}
+}

@@ -51,7 +51,10 @@ type pods struct {
 	gpus   *gpuManager
 	log    *slog.Logger
 
-	taken    map[string]*pod // by binding key
+	taken map[string]*pod // by binding key
+	// ending are the pods of deleted bindings until they have exited, by
+	// binding key: the same pod bound here again starts after its end.
+	ending   map[string]chan struct{}
 	running  *runningPods
 	reporter *reporter
 	wg       sync.WaitGroup
@@ -59,7 +62,7 @@ type pods struct {
 }
 
 func (p *pods) run(ctx context.Context) error {
-	p.taken = map[string]*pod{}
+	p.taken, p.ending = map[string]*pod{}, map[string]chan struct{}{}
 	defer p.stopAll()
 	backoff := 50 * time.Millisecond
 	for {
@@ -146,10 +149,12 @@ func (p *pods) apply(ctx context.Context, key string, b *nodemanager.Binding) {
 // changes nothing; a binding written anew (deleted and bound again, or
 // moved to other devices of this node by consolidation, which rewrites
 // it) is a new placement: the old pod is stopped without a report of its
-// own, and the new one starts once it has exited (they share a pod id).
+// own. The new one starts once the old has exited (they share a pod id:
+// its directories, uid and cgroup), whether its binding was rewritten or
+// deleted first.
 func (p *pods) applyRev(ctx context.Context, key string, b *nodemanager.Binding, rev int64) {
 	pd, taken := p.taken[key]
-	var prev chan struct{}
+	prev := p.ending[key]
 	if taken && b != nil && rev != 0 && pd.rev != rev {
 		pd.replaced = true
 		close(pd.stop)
@@ -160,7 +165,16 @@ func (p *pods) applyRev(ctx context.Context, key string, b *nodemanager.Binding,
 	case b == nil && taken:
 		close(pd.stop)
 		delete(p.taken, key)
+		for k, done := range p.ending { // those ended since
+			select {
+			case <-done:
+				delete(p.ending, k)
+			default:
+			}
+		}
+		p.ending[key] = pd.done
 	case b != nil && !taken:
+		delete(p.ending, key)
 		pd := &pod{rev: rev, stop: make(chan struct{}), done: make(chan struct{})}
 		p.taken[key] = pd
 		p.wg.Add(1)
