@@ -35,9 +35,9 @@ run: build ## start Runway on this machine (runway dev: 2 nodes x 2 GPUs)
 # The repository's scenarios/ are played always; the shared contract
 # (../shared/scenarios, beside the clone in CI) when it is there: each of its
 # files must have an identical copy in scenarios/. CONTRACT_SUBDIRS names the
-# contract's subfolders whose rules are built (next/ joins when its issue is done).
+# contract's subfolders whose rules are built (a next*/ folder joins when its issue is done).
 CONTRACT         ?= ../shared/scenarios
-CONTRACT_SUBDIRS ?= next
+CONTRACT_SUBDIRS ?= next next-elastic
 # The time-slicing enforcement tests measure CPU-time ratios, so they run
 # alone, after the rest, not beside other packages' tests on the same CPUs.
 MEASURED = TestRun_strictRatio|TestRun_fairIdleLeasesGoToBusy

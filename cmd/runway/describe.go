@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -52,7 +54,17 @@ func describeWorkload(out io.Writer, w *workloadv1.Workload) error {
 	f.add("Name", sdk.ID(w.GetName()))
 	f.add("Project", sdk.ID(w.GetProject()))
 	f.add("Type", kindLabel(w.GetType()))
+	if ls := w.GetLabels(); len(ls) > 0 {
+		var kv []string
+		for _, k := range slices.Sorted(maps.Keys(ls)) {
+			kv = append(kv, k+"="+ls[k])
+		}
+		f.add("Labels", strings.Join(kv, ", "))
+	}
 	f.add("Priority", orDefault(spec.GetPriority(), "the type's default"))
+	if ttl := spec.GetTtlAfterFinishedSeconds(); ttl > 0 {
+		f.add("Deleted", fmt.Sprintf("%s after it finishes", time.Duration(ttl)*time.Second))
+	}
 	status := phaseLabel(st.GetPhase())
 	if n := st.GetPreemptionCount(); n > 0 {
 		status += fmt.Sprintf(" (sent back to pending %d time%s)", n, plural(n))

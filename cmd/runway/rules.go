@@ -156,7 +156,7 @@ func typeName(t workloadv1.WorkloadType) string {
 // workloads get: the project's own entry, else its department's.
 func printRulesInForce(w io.Writer, p *quotav1.Project, d *quotav1.Department) error {
 	fmt.Fprintln(w, "\nScheduling rules in force:")
-	t := newIndentedTable(w, "Type", "Time Limit", "Idle GPU Limit", "Node Types", "From")
+	t := newIndentedTable(w, "Type", "Time Limit", "Idle GPU Limit", "Node Types", "From", "Set By")
 	n := 0
 	for _, typ := range []workloadv1.WorkloadType{workloadv1.WorkloadType_WORKLOAD_TYPE_WORKSPACE,
 		workloadv1.WorkloadType_WORKLOAD_TYPE_TRAINING, workloadv1.WorkloadType_WORKLOAD_TYPE_INFERENCE} {
@@ -172,7 +172,8 @@ func printRulesInForce(w io.Writer, p *quotav1.Project, d *quotav1.Department) e
 		if r.GetPreemptWhenIdle() && idle != "-" {
 			idle += " (preempt)"
 		}
-		t.row(typeName(typ), durationText(r.GetTimeLimit()), idle, orDefault(strings.Join(r.GetNodeTypes(), ","), "-"), from)
+		t.row(typeName(typ), durationText(r.GetTimeLimit()), idle, orDefault(strings.Join(r.GetNodeTypes(), ","), "-"), from,
+			orDefault(r.GetSetBy(), "account"))
 	}
 	if n == 0 {
 		fmt.Fprintln(w, "  none")

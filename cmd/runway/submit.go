@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
 	"github.com/runwayhq/runway/pkg/sdk"
@@ -14,9 +16,14 @@ import (
 // submitFlags are the flags of `runway {training|workspace|inference} submit`.
 type submitFlags struct {
 	project, image, gpu, gpuMemory, cpu, memory, priority, nodeType string
+	autoDelete                                                      time.Duration
 	pods                                                            int32
-	nodePools, env                                                  []string
-	environment, compute                                            string // assets: an -e value without "=", --compute
+	nodePools, env, labels, annotations                             []string
+	environment, compute, template                                  string // assets: an -e value without "=", --compute, --template
+	// Relaxations of the container runtime's isolation (spec.security):
+	// refused at submit unless a policy of the project allows them.
+	runAsRoot       bool
+	addCapabilities []string
 }
 
 // submitCommands are the three workload kinds, each with its submit
@@ -40,7 +47,11 @@ func kindCommand(kind string, typ workloadv1.WorkloadType, podsFlag, short strin
 		Short: "Submit a " + kind + " workload",
 		Long: `Submit a ` + kind + ` workload to a project. -g asks for whole GPUs (2) or a
 fraction of one (0.5); --gpu-memory asks for an amount of one GPU's memory
-instead. Everything after -- is the command its pods run.`,
+instead. Everything after -- is the command its pods run.
+
+Pods run as the project's uid with no capability; --run-as-root and
+--add-capability relax that, and are refused unless a policy of the project
+lists the value (rules security.runAsRoot, security.addCapabilities).`,
 		Example: fmt.Sprintf(`  runway %[1]s submit a1 -p team-a -i runai.jfrog.io/demo/quickstart -g 1
   runway %[1]s submit half -p team-a -i pytorch -g 0.5 --cpu 0.5 --memory 1G -- python train.py
   runway %[1]s submit big -p team-a -i pytorch --gpu-memory 20G -e EPOCHS=3`, kind),
@@ -56,11 +67,23 @@ instead. Everything after -- is the command its pods run.`,
 			if err != nil {
 				return usageError("%v", err)
 			}
-			if f.image == "" && f.environment == "" {
-				return usageError("--image (-i) is required unless --environment names an environment")
+			if f.image == "" && f.environment == "" && f.template == "" {
+				return usageError("--image (-i) is required unless --environment or --template names where it comes from")
+			}
+			if podsFlag != "" && !cmd.Flags().Changed(podsFlag) {
+				spec.Pods = 0 // unset: the template's, else 1
+			}
+			labels, err := keyValues("--label", f.labels)
+			if err != nil {
+				return err
+			}
+			annotations, err := keyValues("--annotation", f.annotations)
+			if err != nil {
+				return err
 			}
 			return withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
-				w, err := c.SubmitWorkloadFrom(ctx, f.project, name, typ, spec, f.environment, f.compute)
+				w, err := c.SubmitWorkloadFrom(ctx, f.project, name, &workloadv1.Workload{Type: typ, Spec: spec, Labels: labels, Annotations: annotations},
+					sdk.Assets{Template: f.template, Environment: f.environment, ComputeResource: f.compute})
 				if err != nil {
 					return err
 				}
@@ -69,9 +92,20 @@ instead. Everything after -- is the command its pods run.`,
 			})
 		},
 	}
-	fl := sub.Flags()
 	projectFlag(sub, &f.project)
-	fl.StringVarP(&f.image, "image", "i", "", "the container image (required)")
+	f.addFlags(sub.Flags(), podsFlag)
+	sub.Flags().StringVar(&f.template, "template", "", "a template to start from; the flags given override it")
+	sub.Flags().StringArrayVarP(&f.labels, "label", "l", nil, "a label KEY=VALUE to find the workload by (repeat)")
+	sub.Flags().StringArrayVar(&f.annotations, "annotation", nil, "an annotation KEY=VALUE (repeat)")
+	_ = sub.MarkFlagRequired("project")
+	cmd.AddCommand(sub, workloadListCommand(kind, "type = "+strings.TrimPrefix(typ.String(), "WORKLOAD_TYPE_")))
+	return cmd
+}
+
+// addFlags defines the spec's flags; podsFlag names the pod count's
+// ("workers", "replicas"; none when "").
+func (f *submitFlags) addFlags(fl *pflag.FlagSet, podsFlag string) {
+	fl.StringVarP(&f.image, "image", "i", "", "the container image (required unless an environment or template gives one)")
 	fl.StringVarP(&f.gpu, "gpu", "g", "", "GPUs per pod: whole devices (1, 2) or a fraction of one (0.5)")
 	fl.StringVar(&f.gpuMemory, "gpu-memory", "", "GPU memory per pod on one device, such as 20G (instead of -g)")
 	fl.StringVar(&f.cpu, "cpu", "", "CPU cores per pod, such as 0.5")
@@ -81,18 +115,41 @@ instead. Everything after -- is the command its pods run.`,
 	fl.StringVar(&f.nodeType, "node-type", "", "only nodes whose run.ai/type label has this value")
 	fl.StringArrayVarP(&f.env, "environment", "e", nil, "environment variable NAME=VALUE (repeat), or an environment asset NAME to start from")
 	fl.StringVar(&f.compute, "compute", "", "a compute resource to take the GPU, CPU and memory from")
+	fl.DurationVar(&f.autoDelete, "auto-delete-after", 0, "delete the workload this long after it finishes, such as 24h (0: keep it)")
+	fl.BoolVar(&f.runAsRoot, "run-as-root", false, "run as root (uid 0) in the container instead of the project's uid; only where a policy allows security.runAsRoot")
+	fl.StringArrayVar(&f.addCapabilities, "add-capability", nil, "a Linux capability to add, such as NET_RAW (repeat); only those a policy lists in security.addCapabilities")
 	if podsFlag != "" {
 		fl.Int32Var(&f.pods, podsFlag, 1, "number of pods, placed together (gang)")
 	}
-	_ = sub.MarkFlagRequired("project")
-	cmd.AddCommand(sub, workloadListCommand(kind, "type = "+strings.TrimPrefix(typ.String(), "WORKLOAD_TYPE_")))
-	return cmd
+}
+
+// keyValues parses KEY=VALUE flags into a map; a repeated key is an error.
+func keyValues(flag string, kvs []string) (map[string]string, error) {
+	if len(kvs) == 0 {
+		return nil, nil
+	}
+	m := make(map[string]string, len(kvs))
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, usageError("%s %q: want KEY=VALUE", flag, kv)
+		}
+		if _, dup := m[k]; dup {
+			return nil, usageError("%s %q: %s is given twice", flag, kv, k)
+		}
+		m[k] = v
+	}
+	return m, nil
 }
 
 // spec builds the workload spec from the flags; errors name the flag.
 func (f *submitFlags) spec(command []string) (*workloadv1.WorkloadSpec, error) {
 	spec := &workloadv1.WorkloadSpec{Image: f.image, Command: command, Priority: f.priority,
 		NodeType: f.nodeType, Pods: f.pods}
+	if f.autoDelete < 0 || f.autoDelete%time.Second != 0 {
+		return nil, fmt.Errorf("--auto-delete-after %s: want whole seconds, 0 or more", f.autoDelete)
+	}
+	spec.TtlAfterFinishedSeconds = int64(f.autoDelete / time.Second)
 	for _, p := range f.nodePools {
 		spec.NodePools = append(spec.NodePools, sdk.NodePoolName(p))
 	}
@@ -131,6 +188,9 @@ func (f *submitFlags) spec(command []string) (*workloadv1.WorkloadSpec, error) {
 			return nil, fmt.Errorf("-e %q: want NAME=VALUE, or one environment name", e)
 		}
 		spec.Env = append(spec.Env, &workloadv1.EnvVar{Name: k, Value: v})
+	}
+	if f.runAsRoot || len(f.addCapabilities) > 0 {
+		spec.Security = &workloadv1.ContainerSecurity{RunAsRoot: f.runAsRoot, AddCapabilities: f.addCapabilities}
 	}
 	return spec, nil
 }

@@ -38,18 +38,23 @@ func workloadCommand() *cobra.Command {
 // type (`runway training list`).
 func workloadListCommand(kind, filter string) *cobra.Command {
 	var (
-		project, output string
-		all, watch      bool
+		project, output, selector string
+		all, watch                bool
 	)
 	cmd := &cobra.Command{
-		Use:   "list [-A | -p PROJECT]",
+		Use:   "list [-A | -p PROJECT] [-l KEY=VALUE,...]",
 		Short: "List " + strings.TrimPrefix(kind+" workloads", "workload ") + ": running first, then pending, stopped and finished",
 		Example: fmt.Sprintf(`  runway %[1]s list -A
   runway %[1]s list -p team-a -o json
-  runway %[1]s list -A --watch`, kind),
+  runway %[1]s list -A --watch
+  runway %[1]s list -A -l team=vision,stage!=test`, kind),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkFormat(output); err != nil {
+				return err
+			}
+			filter, err := withSelector(filter, selector)
+			if err != nil {
 				return err
 			}
 			switch {
@@ -80,8 +85,36 @@ func workloadListCommand(kind, filter string) *cobra.Command {
 	projectFlag(cmd, &project)
 	cmd.Flags().BoolVarP(&all, "all-projects", "A", false, "every project you may see")
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "print the list again whenever a workload changes")
+	cmd.Flags().StringVarP(&selector, "selector", "l", "", "only workloads with these labels: KEY=VALUE or KEY!=VALUE, comma-separated")
 	outputFlag(cmd, &output)
 	return cmd
+}
+
+// withSelector adds a label selector ("team=vision,stage!=test") to an
+// AIP-160 filter as labels.KEY comparisons.
+func withSelector(filter, selector string) (string, error) {
+	if selector == "" {
+		return filter, nil
+	}
+	parts := []string{}
+	if filter != "" {
+		parts = append(parts, filter)
+	}
+	for _, term := range strings.Split(selector, ",") {
+		op := "="
+		k, v, ok := strings.Cut(term, "!=")
+		if ok {
+			op = "!="
+		} else if k, v, ok = strings.Cut(term, "="); !ok {
+			return "", usageError("-l %q: want KEY=VALUE or KEY!=VALUE, comma-separated", term)
+		}
+		k = strings.TrimSpace(k)
+		if k == "" || strings.ContainsAny(k, " \t\"") {
+			return "", usageError("-l %q: a label key without spaces or quotes", term)
+		}
+		parts = append(parts, fmt.Sprintf("labels.%s %s %q", k, op, strings.TrimSpace(v)))
+	}
+	return strings.Join(parts, " AND "), nil
 }
 
 // watchWorkloads prints the list once the initial listing is in, then again

@@ -56,6 +56,8 @@ var table = map[commonv1.ErrorReason]rule{
 	commonv1.ErrorReason_ENVIRONMENT_ALREADY_EXISTS:      {codes.AlreadyExists, []string{"environment"}},
 	commonv1.ErrorReason_COMPUTE_RESOURCE_NOT_FOUND:      {codes.NotFound, []string{"computeResource"}},
 	commonv1.ErrorReason_COMPUTE_RESOURCE_ALREADY_EXISTS: {codes.AlreadyExists, []string{"computeResource"}},
+	commonv1.ErrorReason_TEMPLATE_NOT_FOUND:              {codes.NotFound, []string{"template"}},
+	commonv1.ErrorReason_TEMPLATE_ALREADY_EXISTS:         {codes.AlreadyExists, []string{"template"}},
 
 	commonv1.ErrorReason_NODE_NOT_FOUND: {codes.NotFound, []string{"node"}},
 

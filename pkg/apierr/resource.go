@@ -28,6 +28,7 @@ var (
 	Policy          = Resource{"policy", "policy", commonv1.ErrorReason_POLICY_NOT_FOUND, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED}
 	Environment     = Resource{"environment", "environment", commonv1.ErrorReason_ENVIRONMENT_NOT_FOUND, commonv1.ErrorReason_ENVIRONMENT_ALREADY_EXISTS}
 	ComputeResource = Resource{"computeResource", "compute resource", commonv1.ErrorReason_COMPUTE_RESOURCE_NOT_FOUND, commonv1.ErrorReason_COMPUTE_RESOURCE_ALREADY_EXISTS}
+	Template        = Resource{"template", "template", commonv1.ErrorReason_TEMPLATE_NOT_FOUND, commonv1.ErrorReason_TEMPLATE_ALREADY_EXISTS}
 	Priority        = Resource{"priority", "priority", commonv1.ErrorReason_PRIORITY_NOT_FOUND, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED}
 	Report          = Resource{"report", "report", commonv1.ErrorReason_REPORT_NOT_FOUND, commonv1.ErrorReason_REPORT_ALREADY_EXISTS}
 )

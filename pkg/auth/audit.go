@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"google.golang.org/protobuf/types/known/timestamppb"
 	"log/slog"
 	"strings"
 	"sync"
@@ -89,9 +90,24 @@ func (r *recorder) eventID(t time.Time) string {
 	}
 	r.last = n
 	r.mu.Unlock()
+	return auditID(n)
+}
+
+// auditID is an event id that sorts by time: the nanoseconds, then random
+// bytes that keep ids of one nanosecond apart.
+func auditID(unixNano int64) string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	return fmt.Sprintf("%016x-%s", n, hex.EncodeToString(b[:]))
+	return fmt.Sprintf("%016x-%s", unixNano, hex.EncodeToString(b[:]))
+}
+
+// SystemAuditEvent is the audit record of a change the platform made on
+// its own (no caller, no request), with the etcd key it is stored under,
+// for a service to write in the same transaction as the change.
+func SystemAuditEvent(now time.Time, principal, method, resource string) (string, *identityv1.AuditEvent) {
+	id := auditID(now.UnixNano())
+	return etcdstore.PrefixAudit + id, &identityv1.AuditEvent{Name: "auditEvents/" + id, CreateTime: timestamppb.New(now),
+		Principal: principal, Method: method, Resource: resource}
 }
 
 // bounded cuts an event's caller-chosen fields (the resource a failed

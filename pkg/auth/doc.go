@@ -17,6 +17,10 @@
 //     its role there, a role that administers access only from a wider
 //     scope; a department's quota is set from the account; a project moves
 //     only into a department where the caller may create projects.
+//   - setby.go is where a rule or policy was set from: every mutating call
+//     carries the widest scope the caller acts from (ActingScope), and the
+//     services storing rules refuse a change to one set from a scope it
+//     does not cover (Covers).
 //   - mirror.go keeps watch-fed copies of what decisions read (access rules,
 //     users, applications, project → department, signing keys), so a
 //     decision reads no etcd on the hot path.

@@ -161,6 +161,17 @@ func messagesEqual[T proto.Message](x, y []T) bool {
 	return true
 }
 
+// withoutSetters is rules with set_by cleared: a request's set_by is
+// ignored (the service records it), so it is no change.
+func withoutSetters(rules []*quotav1.SchedulingRules) []*quotav1.SchedulingRules {
+	out := make([]*quotav1.SchedulingRules, len(rules))
+	for i, r := range rules {
+		out[i] = proto.Clone(r).(*quotav1.SchedulingRules)
+		out[i].SetBy = ""
+	}
+	return out
+}
+
 // checkDepartmentQuota: a department's quota and its scheduling rules are
 // set by who holds departments.edit above it, the account: they bound the
 // department's own administrator, who edits the rest (its description) but
@@ -185,7 +196,7 @@ func checkDepartmentQuota(ctx context.Context, g *Guard, c Caller, req any) erro
 	switch {
 	case quotas && !messagesEqual(cur.GetNodePoolQuotas(), in.GetNodePoolQuotas()):
 		return denied.InField("department.node_pool_quotas")
-	case rules && !messagesEqual(cur.GetSchedulingRules(), in.GetSchedulingRules()):
+	case rules && !messagesEqual(withoutSetters(cur.GetSchedulingRules()), withoutSetters(in.GetSchedulingRules())):
 		return denied.InField("department.scheduling_rules")
 	}
 	return nil

@@ -46,6 +46,9 @@ func (g *Guard) UnaryInterceptor(ctx context.Context, req any, info *grpc.UnaryS
 		return nil, err
 	}
 	ctx = WithCaller(ctx, c)
+	if m.Mutating() {
+		ctx = withActingScope(ctx, g.actingScope(c, m.Perm, t))
+	}
 	binding, err := g.pageIn(c, info.FullMethod, req)
 	if err != nil {
 		return nil, err

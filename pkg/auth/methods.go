@@ -218,7 +218,7 @@ func governed(e Entity, a Action, scopeOf func(req any) string) Method {
 func parentOf(req any) string { return req.(interface{ GetParent() string }).GetParent() }
 
 var methods = map[string]Method{
-	// Policies and assets (environments, compute resources): the Policies
+	// Policies and assets (environments, compute resources, templates): the Policies
 	// entity of the role table.
 	govSvc + "GetPolicy": governed(Policies, View, named),
 	govSvc + "UpdatePolicy": governed(Policies, Edit, func(r any) string {
@@ -234,6 +234,11 @@ var methods = map[string]Method{
 	govSvc + "GetComputeResource":    governed(Policies, View, named),
 	govSvc + "ListComputeResources":  governed(Policies, View, parentOf),
 	govSvc + "DeleteComputeResource": governed(Policies, Delete, named),
+	govSvc + "CreateTemplate":        governed(Policies, Create, parentOf),
+	govSvc + "GetTemplate":           governed(Policies, View, named),
+	govSvc + "ListTemplates":         governed(Policies, View, parentOf),
+	govSvc + "DeleteTemplate":        governed(Policies, Delete, named),
+	govSvc + "RenameTemplate":        governed(Policies, Edit, named),
 	// gRPC's own services: probes and grpcurl.
 	"/grpc.health.v1.Health/Check":                                   {Access: Public},
 	"/grpc.health.v1.Health/List":                                    {Access: Public},

@@ -56,6 +56,7 @@ const (
 	PrefixPolicies         = Root + "policies/"         // {scope}/{type}
 	PrefixEnvironments     = Root + "environments/"     // {scope}/{environment}
 	PrefixComputeResources = Root + "computeresources/" // {scope}/{compute_resource}
+	PrefixTemplates        = Root + "templates/"        // {scope}/{template}
 
 	// Scheduler service.
 	PrefixBindings = Root + "bindings/" // {node}/{project}.{workload}.{pod}: a workloadv1.PodStatus
@@ -153,6 +154,7 @@ var prefixes = []PrefixInfo{
 	{PrefixPolicies, OwnerWorkload, false, "workload Policy by scope/type"},
 	{PrefixEnvironments, OwnerWorkload, false, "Environment by scope/id"},
 	{PrefixComputeResources, OwnerWorkload, false, "ComputeResource by scope/id"},
+	{PrefixTemplates, OwnerWorkload, false, "Template by scope/id"},
 	{PrefixBindings, OwnerScheduler, false, "pod binding (PodStatus) by node/project.workload.pod"},
 	{PrefixPods, OwnerScheduler, false, "one key per bound pod (PodStatus: index, node) by project/workload/pod"},
 	{PrefixEvictions, OwnerScheduler, false, "eviction events (WorkloadEvent) by project/workload/time-n"},

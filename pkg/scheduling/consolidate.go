@@ -43,6 +43,9 @@ func (c *cycle) consolidate(j *cluster.Workload) bool {
 		find = sr.findGangMove
 	}
 	if set := find(); set != nil {
+		if c.vetoed(j, p, 0) {
+			return false
+		}
 		c.move(j, p, sr.units, set)
 		return true
 	}
@@ -155,7 +158,7 @@ func (c *cycle) move(j *cluster.Workload, p *cluster.Pool, units []unit, set []i
 	// is not.
 	why := fmt.Sprintf("moved in node pool %s to make room for a workload of project %s, which needed %s while the pool had %s free in total",
 		p.Name, j.Project.Name, need, cluster.Quantity(r, p.Free().Get(r)))
-	c.placedFor[j] = true
+	c.made(j)
 	for _, i := range set {
 		c.movedBy[units[i].w] = len(c.plan.Evictions)
 		c.evict(units[i], RuleConsolidation, j, why)

@@ -26,10 +26,16 @@ type cycle struct {
 	// evicted holds the reasons of this cycle's evictions, which every
 	// round's explanation keeps (see rounds).
 	evicted map[*cluster.Workload][]Reason
-	// placedFor are the workloads that evictions or moves made room for in
-	// this cycle: nothing takes their room again in it, which would leave
-	// the evictions for nothing.
-	placedFor map[*cluster.Workload]bool
+	// placedFor is, per workload that evictions or moves made room for in
+	// this try, the number of its latest such decision (see settle.go,
+	// "Room taken again"); decided counts its decisions, vetoed ones too.
+	placedFor, decided map[*cluster.Workload]int
+	// vetoes are the decisions no try makes; retaken is the decision whose
+	// room a search took in this try, which then stops (see Cycle).
+	vetoes  map[decision]bool
+	retaken decision
+	// guard keeps placedFor out of the searches' candidates: the last try.
+	guard bool
 	// movedBy finds a moved workload's eviction in plan.Evictions.
 	movedBy map[*cluster.Workload]int
 	// queueChanges counts the bindings and evictions of each project's
@@ -62,32 +68,51 @@ type cycle struct {
 // returns the plan. s is left as it was, except for the queues' FairShare,
 // which the cycle sets from the state. Any panic comes out as an
 // InvariantError naming the step and the workload it was working on; s is
-// then left for the caller to roll back.
+// then left for the caller to roll back. A try whose searches take room
+// made in it starts over without that decision (settle.go, "Room taken
+// again").
 func Cycle(s *cluster.State, cfg Config) Plan {
 	if cfg.SearchBound <= 0 {
 		cfg.SearchBound = DefaultConfig().SearchBound
 	}
 	ComputeFairShares(s)
-	c := &cycle{s: s, cfg: cfg, touched: map[*cluster.Workload]bool{}, boundAt: map[cluster.PodRef]int{},
-		reasons: map[*cluster.Workload][]Reason{}, evicted: map[*cluster.Workload][]Reason{},
-		placedFor: map[*cluster.Workload]bool{}, movedBy: map[*cluster.Workload]int{},
-		touchedIn: map[*cluster.Queue][]*cluster.Workload{},
-		lists:     make([]perQueue[*candidateList], len(s.Pools)), orders: map[poolQueue]orderedQueues{},
-		noFit: map[shape]noFit{}, noRoom: map[searchKey]noRoom{}}
+	vetoes := map[decision]bool{}
+	for try := 1; ; try++ {
+		c := &cycle{s: s, cfg: cfg, touched: map[*cluster.Workload]bool{}, boundAt: map[cluster.PodRef]int{},
+			reasons: map[*cluster.Workload][]Reason{}, evicted: map[*cluster.Workload][]Reason{},
+			placedFor: map[*cluster.Workload]int{}, decided: map[*cluster.Workload]int{},
+			vetoes: vetoes, guard: try == maxTries,
+			movedBy: map[*cluster.Workload]int{}, touchedIn: map[*cluster.Queue][]*cluster.Workload{},
+			lists: make([]perQueue[*candidateList], len(s.Pools)), orders: map[poolQueue]orderedQueues{},
+			noFit: map[shape]noFit{}, noRoom: map[searchKey]noRoom{}}
+		if plan, done := c.run(); done {
+			return plan
+		}
+		vetoes[c.retaken] = true
+	}
+}
+
+// run is one try of Cycle: false when a search took room made in it
+// (c.retaken), with s rolled back.
+func (c *cycle) run() (Plan, bool) {
 	defer func() {
 		if r := recover(); r != nil {
 			panic(c.contain(r))
 		}
 	}()
-	mark := s.Mark()
+	mark := c.s.Mark()
 	c.gangTimeouts()
 	c.settle()
 	c.step, c.subject = "", nil
+	if c.retaken.w != nil {
+		c.s.Rollback(mark)
+		return Plan{}, false
+	}
 	c.explain()
 	c.dropUnbound()
-	s.Rollback(mark)
-	s.StopLog()
-	return c.plan
+	c.s.Rollback(mark)
+	c.s.StopLog()
+	return c.plan, true
 }
 
 // gangTimeouts evicts workloads that held fewer pods than their minimum for

@@ -16,7 +16,8 @@
 //	allocate.go   the allocate pass, pool by pool in order of preference
 //	victims.go    units, groups, and the least-disruptive victim set search
 //	reclaim.go    the reclaim gate, per-victim rule and after rule; preempt and its settling rule
-//	settle.go     the rounds that repeat the steps until the plan settles
+//	settle.go     the rounds that repeat the steps until the plan settles, and
+//	              the tries that start over when room made is taken again
 //	consolidate.go  moving running work inside a pool for a workload no node fits
 //	cycle.go      the cycle, the plan, and Apply
 //

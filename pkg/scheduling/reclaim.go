@@ -116,10 +116,12 @@ func (c *cycle) reclaim(j *cluster.Workload) bool {
 		c.rememberNoRoom(j, p, key, why)
 		return false
 	}
-	units := sr.units
-	for _, i := range set {
+	if c.vetoed(j, p, CheckReclaim) || c.retakes(sr.units, set) {
+		return false
+	}
+	for _, u := range evictions(sr.units, set) {
 		// Read before evict removes the unit: the numbers are as they were.
-		c.evict(units[i], RuleReclaim, j, reclaimReason(j, units[i], p))
+		c.evict(u, RuleReclaim, j, reclaimReason(j, u, p))
 	}
 	return c.placeAfterEvictions(j, p)
 }
@@ -172,9 +174,10 @@ func (c *cycle) preempt(j *cluster.Workload) bool {
 		c.rememberNoRoom(j, p, key, why)
 		return false
 	}
-	units := sr.units
-	for _, i := range set {
-		u := units[i]
+	if c.vetoed(j, p, CheckPreempt) || c.retakes(sr.units, set) {
+		return false
+	}
+	for _, u := range evictions(sr.units, set) {
 		c.evict(u, RulePreempt, j, fmt.Sprintf("%s (priority %s) of project %s needed %s; %s has priority %s",
 			j.Name, j.Priority.Name, j.Project.Name, cluster.Quantity(cluster.GPU, request(j, p).GPU), u.w.Name, u.w.Priority.Name))
 	}
@@ -218,7 +221,7 @@ func freedCovers(units []unit, set []int, need cluster.Resources) bool {
 }
 
 func (c *cycle) placeAfterEvictions(j *cluster.Workload, p *cluster.Pool) bool {
-	c.placedFor[j] = true // its victims would be evicted for nothing
+	c.made(j)
 	if !c.tryAllocate(j, p) {
 		// The search proved this set makes room; reaching here is a bug.
 		panic(InvariantError{Workload: j.ID, What: "the victims chosen did not make room"})

@@ -89,3 +89,38 @@ func TestThreeCycleLoopSettles(t *testing.T) {
 		t.Fatalf("%d cycles to settle, want 1 (an empty first plan); the plans:\n%+v", len(plans), plans)
 	}
 }
+
+// roomTakenAgain: j of p reclaims v's GPU and CPU from q (above its fair
+// share of GPUs, which j asks for); k of p, of a higher priority, asks CPU
+// only for its next pod, so it cannot reclaim v (q owes no CPU), but it could
+// preempt j once j runs. Placing j only for k to take its room would evict v
+// for nothing, and a cycle that kept j would see k preempt it in the next.
+func roomTakenAgain() *Cluster {
+	return NewCluster().Node("n1", 2, Cores(8)).
+		Project("p", "", Deserved(2)).
+		Project("q", "", Deserved(0), Weight(0)).
+		Workload(
+			W("v").Project("q").GPU(1).CPU(4).On("n1"),
+			W("k").Project("p").CPU(4).Pods(2).MinPods(1).Priority(interactive).On("n1").At(time.Second),
+			W("j").Project("p").GPU(1).CPU(4).At(2*time.Second))
+}
+
+// TestRoomTakenAgain: a search that would take the room this cycle's
+// evictions made for a workload makes the cycle start over without that
+// decision (settle.go, "Room taken again"): j waits, nothing is evicted, and
+// the next cycle has nothing to do either.
+func TestRoomTakenAgain(t *testing.T) {
+	runCycleCases(t, map[string]cycleCase{
+		"j does not reclaim v when k would take its room": {
+			cluster: roomTakenAgain(),
+			wantWaiting: map[string]string{
+				"j": "would be taken again in this cycle",
+				"k": "",
+			},
+		},
+	})
+	plans := RunUntilStable(roomTakenAgain().State(), scheduling.DefaultConfig())
+	if len(plans) != 1 {
+		t.Fatalf("%d cycles to settle, want 1 (an empty first plan); the plans:\n%+v", len(plans), plans)
+	}
+}

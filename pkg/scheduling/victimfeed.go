@@ -98,7 +98,7 @@ func (c *cycle) candidates(v *cluster.Queue, p *cluster.Pool) *candidateList {
 		sort.Slice(list.ws, func(a, b int) bool { return victimLess(list.ws[a], list.ws[b]) })
 		list.units = make([][]unit, len(list.ws))
 		for i, w := range list.ws {
-			list.units[i] = unitsOf(w)
+			list.units[i] = victimUnitsOf(w)
 		}
 	} else {
 		changed := c.touchedIn[v][old.seen:]
@@ -114,7 +114,7 @@ func (c *cycle) candidates(v *cluster.Queue, p *cluster.Pool) *candidateList {
 				continue
 			}
 			i := sort.Search(len(list.ws), func(i int) bool { return victimLess(w, list.ws[i]) })
-			list.ws, list.units = slices.Insert(list.ws, i, w), slices.Insert(list.units, i, unitsOf(w))
+			list.ws, list.units = slices.Insert(list.ws, i, w), slices.Insert(list.units, i, victimUnitsOf(w))
 		}
 	}
 	rank := 0
@@ -139,9 +139,11 @@ func (c *cycle) candidates(v *cluster.Queue, p *cluster.Pool) *candidateList {
 	return list
 }
 
-// candidate reports whether w (running) may be a victim in pool p.
+// candidate reports whether w (running) may be a victim in pool p. Work
+// that evictions made room for in this cycle is one (a search that takes it
+// starts the try over, settle.go), except in the last try.
 func (c *cycle) candidate(w *cluster.Workload, p *cluster.Pool) bool {
-	return w.PlacedPods() > 0 && w.Priority.Preemptible && w.Pool() == p && !c.placedFor[w] && !w.Aside
+	return w.PlacedPods() > 0 && w.Priority.Preemptible && w.Pool() == p && !(c.guard && c.placedFor[w] > 0) && !w.Aside
 }
 
 // victimLess is the order of a candidate list: lowest priority first, then
@@ -314,25 +316,39 @@ func (sr *search) resolve(byNode map[*cluster.Node][]int, n *cluster.Node) {
 }
 
 // deferredUnit returns the index in units of the unit of dg's i-th
-// workload that holds pod, appending it on first use.
+// workload that holds pod, appending it on first use. A rest unit brings its
+// workload's extra pods along, wherever they run: a set holds them together
+// (search.close).
 func (sr *search) deferredUnit(dg *deferredGroup, i, pod int) int {
 	for _, u := range dg.list.units[i] {
 		if !containsIndex(u.pods, pod) {
 			continue
 		}
-		ref := cluster.PodRef{Workload: u.w, Pod: u.pods[0]}
-		if x, ok := sr.lazyAt[ref]; ok {
-			return x
+		if u.rest {
+			for _, e := range dg.list.units[i] {
+				if !e.rest {
+					sr.lazyUnit(dg, e)
+				}
+			}
 		}
-		if sr.lazyAt == nil {
-			sr.lazyAt = map[cluster.PodRef]int{}
-		}
-		u.group = dg.group
-		sr.lazyAt[ref] = len(sr.units)
-		sr.units = append(sr.units, u)
-		return len(sr.units) - 1
+		return sr.lazyUnit(dg, u)
 	}
 	return -1
+}
+
+// lazyUnit is u's index in units, appending it on first use.
+func (sr *search) lazyUnit(dg *deferredGroup, u unit) int {
+	ref := cluster.PodRef{Workload: u.w, Pod: u.pods[0]}
+	if x, ok := sr.lazyAt[ref]; ok {
+		return x
+	}
+	if sr.lazyAt == nil {
+		sr.lazyAt = map[cluster.PodRef]int{}
+	}
+	u.group = dg.group
+	sr.lazyAt[ref] = len(sr.units)
+	sr.units = append(sr.units, u)
+	return len(sr.units) - 1
 }
 
 func containsIndex(l []int, x int) bool {

@@ -12,12 +12,16 @@ import (
 
 // unit is what an eviction takes (SCHEDULING.md §3 "Which victims"): a whole
 // workload holding no more than its gang minimum, or one pod above an elastic
-// workload's minimum.
+// workload's minimum, or (rest) the pods of an elastic workload's minimum,
+// which a set may hold only with every extra pod of that workload.
 type unit struct {
 	w     *cluster.Workload
 	pods  []int
 	held  cluster.Resources
 	group int // index of its victim group (G1 = 0)
+	// rest: the elastic workload's remaining pods; stops: evicting the unit
+	// sends its workload back to Pending (a whole workload, or rest).
+	rest, stops bool
 	// node is where a one-pod unit runs: read in place of w.Placed, which a
 	// reclaim storm's searches would fetch from all over memory.
 	node *cluster.Node
@@ -33,7 +37,7 @@ type unit struct {
 func unitsOf(w *cluster.Workload) []unit {
 	pods := placedPods(w)
 	if len(pods) <= w.MinPods {
-		u := unit{w: w, pods: pods, held: w.Held()}
+		u := unit{w: w, pods: pods, held: w.Held(), stops: true}
 		if len(pods) == 1 {
 			u.node = w.Placed[pods[0]].Node
 		}
@@ -42,6 +46,94 @@ func unitsOf(w *cluster.Workload) []unit {
 	var out []unit
 	for i := len(pods) - 1; i >= w.MinPods; i-- {
 		out = append(out, unit{w: w, pods: []int{pods[i]}, held: w.Placed[pods[i]].Held, node: w.Placed[pods[i]].Node})
+	}
+	return out
+}
+
+// victimUnitsOf is unitsOf for reclaim and preempt: an elastic workload above
+// its minimum also offers its remaining pods as one more unit, after its
+// extra pods, so that it can be evicted whole.
+func victimUnitsOf(w *cluster.Workload) []unit {
+	us := unitsOf(w)
+	if len(us) == 1 && us[0].stops || w.MinPods == 0 {
+		return us
+	}
+	pods := placedPods(w)[:w.MinPods]
+	r := unit{w: w, pods: pods, rest: true, stops: true}
+	for _, pod := range pods {
+		r.held = r.held.Add(w.Placed[pod].Held)
+	}
+	if len(pods) == 1 {
+		r.node = w.Placed[pods[0]].Node
+	}
+	return append(us, r)
+}
+
+// closed reports whether set holds, with each rest unit, every extra pod of
+// its workload (the only sets "Which victims" allows).
+func (sr *search) closed(set []int) bool {
+	for _, i := range set {
+		r := &sr.units[i]
+		if !r.rest {
+			continue
+		}
+		extras := 0
+		for _, k := range set {
+			if u := &sr.units[k]; u.w == r.w && !u.rest {
+				extras++
+			}
+		}
+		if extras != r.w.PlacedPods()-len(r.pods) {
+			return false
+		}
+	}
+	return true
+}
+
+// close adds to set the extra pods of the workload of each rest unit in it,
+// keeping set in units' order (group, then rank).
+func (sr *search) close(set []int) []int {
+	var add []int
+	for _, i := range set {
+		r := &sr.units[i]
+		if !r.rest {
+			continue
+		}
+		for k := range sr.units {
+			if u := &sr.units[k]; u.w == r.w && !u.rest && !slices.Contains(set, k) && !slices.Contains(add, k) {
+				add = append(add, k)
+			}
+		}
+	}
+	if len(add) == 0 {
+		return set
+	}
+	set = append(set, add...)
+	sort.Slice(set, func(a, b int) bool {
+		ua, ub := &sr.units[set[a]], &sr.units[set[b]]
+		if ua.group != ub.group {
+			return ua.group < ub.group
+		}
+		return ua.rank < ub.rank
+	})
+	return set
+}
+
+// evictions turns a chosen set into what is evicted: a rest unit and the
+// extra pods beside it are one eviction of the whole workload.
+func evictions(units []unit, set []int) []unit {
+	var out []unit
+	for _, i := range set {
+		u := units[i]
+		if !u.rest {
+			whole := slices.ContainsFunc(set, func(k int) bool { return units[k].rest && units[k].w == u.w })
+			if !whole {
+				out = append(out, u)
+			}
+			continue
+		}
+		all := unit{w: u.w, pods: placedPods(u.w), held: u.w.Held(), group: u.group, stops: true}
+		out = append(out, all)
 	}
 	return out
 }
@@ -145,6 +237,9 @@ func (sr *search) vain(units []int, g int) bool {
 // when room is made, otherwise the state is rolled back.
 func (sr *search) try(set []int, keep bool) room {
 	sr.budget--
+	if !sr.closed(set) {
+		return roomNoFit // a rest unit wants its workload's extra pods too
+	}
 	if sr.rules != nil && !sr.rules(set) {
 		return roomRules
 	}
@@ -181,7 +276,8 @@ func (sr *search) try(set []int, keep bool) room {
 //
 // "The smallest k for which G1 ... Gk holds a set that makes room, then the
 // least disruptive set within them" is one order on sets: by the last group a
-// set uses, then fewest GPUs, fewest workloads, newest. Adding a unit never
+// set uses, then fewest GPUs, fewest workloads sent back to Pending, fewest
+// workloads touched, newest. Adding a unit never
 // lowers that key, so the search walks sets in this order and stops at the
 // first that makes room.
 func (sr *search) find() []int {
@@ -443,6 +539,7 @@ func (sr *search) minimalSets(n *cluster.Node, units []int) [][]int {
 			for m := mask; m != 0; m &= m - 1 {
 				set = append(set, units[bits.TrailingZeros32(m)])
 			}
+			set = sr.close(set)
 			if !sr.fitsAfter(n, set) {
 				continue
 			}
@@ -627,7 +724,7 @@ func (sr *search) landing(cand []int) []int {
 			}
 		}
 	}
-	return out
+	return sr.close(out)
 }
 
 func seq(n int) []int {
@@ -663,8 +760,9 @@ type candidate struct {
 	newestBound *cluster.Workload
 }
 
-// setHeap orders candidate sets: fewest GPUs, fewest workloads, then newest
-// (submission times compared newest first, then names).
+// setHeap orders candidate sets: fewest GPUs, fewest workloads sent back to
+// Pending, fewest workloads touched, then newest (submission times compared
+// newest first, then names).
 type setHeap struct {
 	units []unit
 	items []candidate
@@ -705,6 +803,9 @@ func lessSet(units []unit, a, b candidate) bool {
 	if a.node != nil || b.node != nil {
 		return lessBound(units, a, b)
 	}
+	if na, nb := stoppedIn(units, a.set), stoppedIn(units, b.set); na != nb {
+		return na < nb
+	}
 	if na, nb := workloadsIn(units, a.set), workloadsIn(units, b.set); na != nb {
 		return na < nb
 	}
@@ -727,18 +828,22 @@ func lessSet(units []unit, a, b candidate) bool {
 }
 
 // lessBound is lessSet where a or b is a node's bound, which counts as a
-// set of one workload, newestBound, and comes before the sets it ties
-// with; bounds that tie go in node order. (A set of one workload, its units
-// all of the same age and name, compares by its newest unit first.)
+// set of one workload, newestBound, that sends none back to Pending, and
+// comes before the sets it ties with; bounds that tie go in node order. (A
+// set of one workload, its units all of the same age and name, compares by
+// its newest unit first.)
 func lessBound(units []unit, a, b candidate) bool {
-	key := func(e candidate) (int, *cluster.Workload) {
+	key := func(e candidate) (int, int, *cluster.Workload) {
 		if e.node != nil {
-			return 1, e.newestBound
+			return 0, 1, e.newestBound
 		}
-		return workloadsIn(units, e.set), units[e.newest[0]].w
+		return stoppedIn(units, e.set), workloadsIn(units, e.set), units[e.newest[0]].w
 	}
-	na, wa := key(a)
-	nb, wb := key(b)
+	sa, na, wa := key(a)
+	sb, nb, wb := key(b)
+	if sa != sb {
+		return sa < sb
+	}
 	if na != nb {
 		return na < nb
 	}
@@ -773,6 +878,19 @@ func workloadsIn(units []unit, set []int) int {
 			}
 		}
 		if !dup {
+			n++
+		}
+	}
+	return n
+}
+
+// stoppedIn counts the workloads a set sends back to Pending: those of its
+// whole and rest units (an elastic workload that only loses pods above its
+// minimum keeps running). A workload has at most one such unit.
+func stoppedIn(units []unit, set []int) int {
+	n := 0
+	for _, x := range set {
+		if units[x].stops {
 			n++
 		}
 	}

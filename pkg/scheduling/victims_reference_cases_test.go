@@ -125,19 +125,74 @@ func TestVictimsReferenceCases(t *testing.T) {
 		},
 		// Ambiguity: SCHEDULING.md does not say whether "newest" compares a
 		// set's units or its distinct workloads. Both sets below free 3 GPUs
-		// from 2 workloads; by units [e, e, x] is newer than [e, y] (the
-		// reading here, and Cycle's); by workloads {e, y} would beat {e, x}
-		// and the answer would be e/2 and y.
+		// from 2 workloads and stop one; by units [e, e, x] is newer than
+		// [e, y] (the reading here, and Cycle's); by workloads {e, y} would
+		// beat {e, x} and the answer would be e/3 and y. (e whole would free
+		// 4.)
 		"newest compares units: two pods of the newest e and the old x, not one pod of e and y": {
-			spec: refSpec{Nodes: []refNode{{"n1", 6}},
+			spec: refSpec{Nodes: []refNode{{"n1", 7}},
 				Projects: []refQueue{{"a", "", 3, 0}, {"b", "", 0, 0}},
 				Victims: []refWorkload{
 					{"x", "b", "train", 1, 1, 1, 0, []string{"n1"}},
 					{"y", "b", "train", 2, 1, 1, 1, []string{"n1"}},
-					{"e", "b", "train", 1, 3, 1, 2, []string{"n1", "n1", "n1"}},
+					{"e", "b", "train", 1, 4, 2, 2, []string{"n1", "n1", "n1", "n1"}},
 				},
 				J: refWorkload{"j", "a", "train", 3, 1, 1, 3, nil}},
-			want: refOutcome{Rule: scheduling.RuleReclaim, Units: []string{"e/1", "e/2", "x"}},
+			want: refOutcome{Rule: scheduling.RuleReclaim, Units: []string{"e/2", "e/3", "x"}},
+		},
+		// "Which victims": a set holding every extra pod of an elastic
+		// workload may hold its remaining pods too; it is then evicted whole.
+		"preempt: an elastic workload above its minimum is evicted whole when only all of it makes room": {
+			spec: refSpec{Nodes: []refNode{{"n1", 2}},
+				Projects: []refQueue{{"p", "", 2, 0}},
+				Victims: []refWorkload{
+					{"e", "p", "train", 1, 2, 1, 0, []string{"n1", "n1"}},
+				},
+				J: refWorkload{"j", "p", "inference", 2, 1, 1, 10, nil}},
+			want: refOutcome{Rule: scheduling.RulePreempt, Units: []string{"e"}},
+		},
+		"reclaim: an elastic workload above its minimum is evicted whole": {
+			spec: refSpec{Nodes: []refNode{{"n1", 2}},
+				Projects: []refQueue{{"a", "", 2, 0}, {"b", "", 0, 0}},
+				Victims: []refWorkload{
+					{"e", "b", "train", 1, 2, 1, 0, []string{"n1", "n1"}},
+				},
+				J: refWorkload{"j", "a", "train", 2, 1, 1, 10, nil}},
+			want: refOutcome{Rule: scheduling.RuleReclaim, Units: []string{"e"}},
+		},
+		// Equal GPUs: the fewest workloads sent back to Pending first, so
+		// two elastic workloads each lose a pod and both keep running.
+		"reclaim: two elastic workloads trimmed rather than one stopped": {
+			spec: refSpec{Nodes: []refNode{{"n1", 4}},
+				Projects: []refQueue{{"a", "", 2, 0}, {"b", "", 0, 0}},
+				Victims: []refWorkload{
+					{"e1", "b", "train", 1, 2, 1, 0, []string{"n1", "n1"}},
+					{"e2", "b", "train", 1, 2, 1, 1, []string{"n1", "n1"}},
+				},
+				J: refWorkload{"j", "a", "train", 2, 1, 1, 10, nil}},
+			want: refOutcome{Rule: scheduling.RuleReclaim, Units: []string{"e1/1", "e2/1"}},
+		},
+		// Equal GPUs and one workload stopped either way: then the fewest
+		// touched, so the elastic e whole, not its extra pod and w.
+		"preempt: an elastic workload whole before its extra pod and a whole workload": {
+			spec: refSpec{Nodes: []refNode{{"n1", 3}},
+				Projects: []refQueue{{"p", "", 3, 0}},
+				Victims: []refWorkload{
+					{"w", "p", "train", 1, 1, 1, 0, []string{"n1"}},
+					{"e", "p", "train", 1, 2, 1, 1, []string{"n1", "n1"}},
+				},
+				J: refWorkload{"j", "p", "build", 2, 1, 1, 10, nil}},
+			want: refOutcome{Rule: scheduling.RulePreempt, Units: []string{"e"}},
+		},
+		"preempt: a gang takes an elastic workload whole and trims another": {
+			spec: refSpec{Nodes: []refNode{{"n1", 2}, {"n2", 2}},
+				Projects: []refQueue{{"p", "", 4, 0}},
+				Victims: []refWorkload{
+					{"e1", "p", "train", 1, 2, 1, 0, []string{"n1", "n1"}},
+					{"e2", "p", "train", 1, 2, 1, 1, []string{"n2", "n2"}},
+				},
+				J: refWorkload{"j", "p", "build", 1, 3, 3, 10, nil}},
+			want: refOutcome{Rule: scheduling.RulePreempt, Units: []string{"e1/1", "e2"}},
 		},
 		// Found by TestVictimsMatchReference (bug A: victims that lift a limit).
 		"preempt: a project at its limit frees two 1-GPU workloads for a 2-GPU J that fits the idle devices": {

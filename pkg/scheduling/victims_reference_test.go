@@ -6,7 +6,8 @@ package scheduling_test
 // compared with a brute-force reference written from the contract. The
 // reference enumerates every subset of the candidate units, orders the
 // subsets as "Which victims" does (the last group used, then GPUs, then
-// workloads, then newest), and returns the first that makes room, checked by
+// workloads sent back to Pending, then workloads touched, then newest), and
+// returns the first that makes room, checked by
 // evicting it on a fresh build of the same cluster and calling
 // placement.Place.
 //
@@ -216,11 +217,15 @@ type refUnit struct {
 	pods  []int
 	gpu   int64 // milli-GPUs held
 	group int   // 0 for G1
+	// rest: an elastic workload's remaining pods, allowed only in a set
+	// holding every extra pod of it.
+	rest bool
 }
 
 // refUnitsOf: a workload holding no more than its gang minimum is one unit;
 // above it, each pod above the minimum is one (README: the pods past the
-// first MinPods, in placement order; the workload is not offered whole).
+// first MinPods, in placement order), and its first MinPods pods are one
+// more (the rest), with which it is evicted whole.
 func refUnitsOf(w *cluster.Workload, group int) []refUnit {
 	var pods []int
 	for pod, at := range w.Placed {
@@ -236,7 +241,11 @@ func refUnitsOf(w *cluster.Workload, group int) []refUnit {
 	for _, pod := range pods[w.MinPods:] {
 		out = append(out, refUnit{id: fmt.Sprintf("%s/%d", w.ID, pod), w: w, pods: []int{pod}, gpu: w.Placed[pod].Held.GPU, group: group})
 	}
-	return out
+	rest := refUnit{id: w.ID, w: w, pods: pods[:w.MinPods], group: group, rest: true}
+	for _, pod := range rest.pods {
+		rest.gpu += w.Placed[pod].Held.GPU
+	}
+	return append(out, rest)
 }
 
 // refGroups lists the candidate units of queues, in order, one group per
@@ -270,7 +279,9 @@ type refSet struct {
 	units     []refUnit // newest first: submission time, then name, then the pod placed last
 	k         int       // the last group it uses, 1-based
 	gpu       int64     // milli-GPUs it frees
+	stopped   int       // workloads sent back to Pending
 	workloads int       // distinct workloads
+	closed    bool      // every rest unit's extra pods are in it
 }
 
 func newRefSet(units []refUnit) refSet {
@@ -284,6 +295,25 @@ func newRefSet(units []refUnit) refSet {
 		}
 	}
 	set.workloads = len(seen)
+	set.closed = true
+	for _, w := range seen {
+		n, rest := 0, false
+		for _, u := range units {
+			if u.w == w {
+				n++
+				rest = rest || u.rest
+			}
+		}
+		// A workload at or below its minimum is one unit, evicted whole;
+		// above it, the rest stops it and must come with every extra pod.
+		switch total := len(refUnitsOf(w, 0)); {
+		case total == 1:
+			set.stopped++
+		case rest:
+			set.stopped++
+			set.closed = set.closed && n == total
+		}
+	}
 	slices.SortFunc(set.units, func(a, b refUnit) int {
 		return cmp.Or(-cmp.Compare(a.w.Submitted, b.w.Submitted), strings.Compare(a.w.ID, b.w.ID), -cmp.Compare(placedAt(a), placedAt(b)))
 	})
@@ -295,14 +325,16 @@ func newRefSet(units []refUnit) refSet {
 func placedAt(u refUnit) int64 { return u.w.Placed[u.pods[0]].Order }
 
 // compareSets is "Which victims": smallest k, then fewest GPUs, then fewest
-// workloads, then newest: submission times compared newest first, then
+// workloads sent back to Pending, then fewest workloads touched, then
+// newest: submission times compared newest first, then
 // names (smallest first). Reading: a set is a set of units, so "newest"
 // compares its units one by one, a workload once per unit it gives (Cycle's
 // reading too; comparing distinct workloads instead is another, see the
 // table case "newest compares units"). README: among units of one elastic
 // workload, the pod placed last goes first.
 func compareSets(a, b refSet) int {
-	if c := cmp.Or(cmp.Compare(a.k, b.k), cmp.Compare(a.gpu, b.gpu), cmp.Compare(a.workloads, b.workloads)); c != 0 {
+	if c := cmp.Or(cmp.Compare(a.k, b.k), cmp.Compare(a.gpu, b.gpu), cmp.Compare(a.stopped, b.stopped),
+		cmp.Compare(a.workloads, b.workloads)); c != 0 {
 		return c
 	}
 	n := min(len(a.units), len(b.units))
@@ -331,7 +363,9 @@ func refBest(units []refUnit, ok func(refSet) bool) *refSet {
 				set = append(set, u)
 			}
 		}
-		sets = append(sets, newRefSet(set))
+		if set := newRefSet(set); set.closed {
+			sets = append(sets, set)
+		}
 	}
 	slices.SortStableFunc(sets, compareSets)
 	for _, set := range sets {
@@ -558,7 +592,11 @@ func refVictims(sp refSpec, s *cluster.State) refOutcome {
 	outcome := func(rule scheduling.Rule, set *refSet) refOutcome {
 		o := refOutcome{Rule: rule}
 		for _, u := range set.units {
-			o.Units = append(o.Units, u.id)
+			// A workload evicted whole is named alone, as Cycle's
+			// eviction of it is.
+			if !slices.ContainsFunc(set.units, func(r refUnit) bool { return r.rest && r.w == u.w }) || u.rest {
+				o.Units = append(o.Units, u.id)
+			}
 		}
 		slices.Sort(o.Units)
 		return o

@@ -46,6 +46,9 @@ func (s Scope) EnvironmentName(id string) string { return s.child("environments"
 // ComputeResourceName is the name of compute resource id at the scope.
 func (s Scope) ComputeResourceName(id string) string { return s.child("computeResources", id) }
 
+// TemplateName is the name of template id at the scope.
+func (s Scope) TemplateName(id string) string { return s.child("templates", id) }
+
 // GetPolicy reads the policy a scope sets for a workload type.
 func (c *Client) GetPolicy(ctx context.Context, s Scope, typ string) (*workloadv1.Policy, error) {
 	return c.GovernanceService.GetPolicy(ctx, &workloadv1.GetPolicyRequest{Name: s.PolicyName(typ)})
@@ -109,14 +112,48 @@ func (c *Client) ComputeResources(ctx context.Context, s Scope) iter.Seq2[*workl
 	})
 }
 
-// SubmitWorkloadFrom is SubmitWorkload completed from an environment and a
-// compute resource (ids or full names; either may be ""): the server fills
-// the fields spec leaves unset from them.
-func (c *Client) SubmitWorkloadFrom(ctx context.Context, project, id string, typ workloadv1.WorkloadType, spec *workloadv1.WorkloadSpec,
-	environment, compute string) (*workloadv1.Workload, error) {
+// Assets are what a submission starts from, each an id or a full name (or
+// ""): the server fills the fields the spec leaves unset from the template,
+// then the environment and compute resource.
+type Assets struct {
+	Template, Environment, ComputeResource string
+}
+
+// SubmitWorkloadFrom is SubmitWorkload completed from assets: w's type,
+// spec, labels and annotations are sent.
+func (c *Client) SubmitWorkloadFrom(ctx context.Context, project, id string, w *workloadv1.Workload, a Assets) (*workloadv1.Workload, error) {
 	return c.WorkloadService.CreateWorkload(ctx, &workloadv1.CreateWorkloadRequest{
-		Parent: ProjectName(project), WorkloadId: id, Environment: environment, ComputeResource: compute,
-		Workload: &workloadv1.Workload{Type: typ, Spec: spec},
+		Parent: ProjectName(project), WorkloadId: id, Template: a.Template, Environment: a.Environment,
+		ComputeResource: a.ComputeResource, Workload: w,
+	})
+}
+
+// CreateTemplate creates template id at a scope.
+func (c *Client) CreateTemplate(ctx context.Context, s Scope, id string, t *workloadv1.Template) (*workloadv1.Template, error) {
+	return c.GovernanceService.CreateTemplate(ctx, &workloadv1.CreateTemplateRequest{Parent: s.Name(), TemplateId: id, Template: t})
+}
+
+// GetTemplate reads template id of a scope.
+func (c *Client) GetTemplate(ctx context.Context, s Scope, id string) (*workloadv1.Template, error) {
+	return c.GovernanceService.GetTemplate(ctx, &workloadv1.GetTemplateRequest{Name: s.TemplateName(id)})
+}
+
+// RenameTemplate gives template id of a scope the id to.
+func (c *Client) RenameTemplate(ctx context.Context, s Scope, id, to string) (*workloadv1.Template, error) {
+	return c.GovernanceService.RenameTemplate(ctx, &workloadv1.RenameTemplateRequest{Name: s.TemplateName(id), NewTemplateId: to})
+}
+
+// DeleteTemplate removes template id of a scope.
+func (c *Client) DeleteTemplate(ctx context.Context, s Scope, id string) error {
+	_, err := c.GovernanceService.DeleteTemplate(ctx, &workloadv1.DeleteTemplateRequest{Name: s.TemplateName(id)})
+	return err
+}
+
+// Templates walks the templates of a scope, by name.
+func (c *Client) Templates(ctx context.Context, s Scope) iter.Seq2[*workloadv1.Template, error] {
+	return All(ctx, func(ctx context.Context, token string) (Page[*workloadv1.Template], error) {
+		r, err := c.GovernanceService.ListTemplates(ctx, &workloadv1.ListTemplatesRequest{Parent: s.Name(), PageToken: token, PageSize: 1000})
+		return Page[*workloadv1.Template]{Items: r.GetTemplates(), Next: r.GetNextPageToken()}, err
 	})
 }
 

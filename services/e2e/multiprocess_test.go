@@ -456,8 +456,8 @@ func TestQuickStartMultiProcess(t *testing.T) {
 	evs := a1.GetStatus().GetEvents()
 	if i := slices.IndexFunc(evs, func(e *workloadv1.WorkloadEvent) bool {
 		return e.GetType() == workloadv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_PREEMPTED
-	}); i < 0 || evs[i].GetBy() != "projects/team-b/workloads/b2" {
-		t.Errorf("a1's events %v, want a PREEMPTED event by projects/team-b/workloads/b2", evs)
+	}); i < 0 || evs[i].GetBy() != "projects/team-b" {
+		t.Errorf("a1's events %v, want a PREEMPTED event by projects/team-b", evs)
 	}
 
 	// The audit log (written by the workload service's process, read through

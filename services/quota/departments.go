@@ -26,6 +26,10 @@ var departmentKind = resourceKind[*quotav1.Department]{
 		v.checkDepartment(field, d)
 	},
 	prepare: (*Server).prepareDepartment,
+	setters: func(ctx context.Context, before, after *quotav1.Department) error {
+		return rulesSetters(ctx, "department.scheduling_rules", "departments.edit",
+			before.GetSchedulingRules(), after.GetSchedulingRules(), "")
+	},
 	builtIn: func(name string) error {
 		return apierr.FailedPrecondition(commonv1.ErrorReason_BUILT_IN_RESOURCE, name,
 			"Department "+quote(name)+" is built in and holds every project that names no department; it cannot be deleted.")

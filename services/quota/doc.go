@@ -14,6 +14,7 @@
 //	validate.go      request rules → apierr.Invalid with AIP field paths
 //	defaults.go      unset quota and pool fields → their documented defaults
 //	mask.go          update_mask (AIP-134) resolution and application
+//	setby.go         who set each scheduling rule, and who may change it
 //	oversubscription.go  the reject_over_subscription check, with its numbers
 //	capacity.go      a pool's Ready capacity, read from the node keys
 //	store.go         keys, collections and the one guarded write (change)

@@ -28,7 +28,11 @@ var projectKind = resourceKind[*quotav1.Project]{
 		v.checkProject(field, p)
 	},
 	prepare: (*Server).prepareProject,
-	inUse:   (*Server).projectInUse,
+	setters: func(ctx context.Context, before, after *quotav1.Project) error {
+		return rulesSetters(ctx, "project.scheduling_rules", "projects.edit",
+			before.GetSchedulingRules(), after.GetSchedulingRules(), before.GetDepartment())
+	},
+	inUse: (*Server).projectInUse,
 }
 
 // GetProject returns one project.

@@ -41,6 +41,10 @@ type resourceKind[T resource] struct {
 	// prepare checks and conditions c on what a write depends on beyond the
 	// resource itself; before is nil on a create. nil: nothing to check.
 	prepare func(s *Server, ctx context.Context, c *change, before, after T) error
+	// setters stamps the scope each rule of after was set from and refuses
+	// a change to one set from a scope the caller does not act from
+	// (setby.go); before is nil on a create. nil: the kind has no rules.
+	setters func(ctx context.Context, before, after T) error
 	// builtIn is the error for deleting the built-in resource; nil when the
 	// kind has none.
 	builtIn func(name string) error
@@ -108,6 +112,9 @@ func (k *resourceKind[T]) create(ctx context.Context, s *Server, id string, in T
 	if err != nil {
 		return out, err
 	}
+	if err := k.stampSetters(ctx, none, msg); err != nil {
+		return out, err
+	}
 	key := k.items(s.store).Key(id)
 	err = retry(msg.GetName(), func() error {
 		if err := s.absent(ctx, key, k.resource, msg.GetName()); err != nil {
@@ -159,6 +166,9 @@ func (k *resourceKind[T]) updateOnce(ctx context.Context, s *Server, id string, 
 	if err != nil {
 		return zero, err
 	}
+	if err := k.stampSetters(ctx, cur.Msg, next); err != nil {
+		return zero, err
+	}
 	if unchanged(cur.Msg, next, cur.Msg.GetUpdateTime()) {
 		return fromItem(cur), nil
 	}
@@ -181,6 +191,14 @@ func (k *resourceKind[T]) conditions(ctx context.Context, s *Server, c *change, 
 		return nil
 	}
 	return k.prepare(s, ctx, c, before, after)
+}
+
+// stampSetters runs setters, when the kind has one.
+func (k *resourceKind[T]) stampSetters(ctx context.Context, before, after T) error {
+	if k.setters == nil {
+		return nil
+	}
+	return k.setters(ctx, before, after)
 }
 
 // merge checks the caller's etag and returns cur with the masked fields of
@@ -220,6 +238,15 @@ func (k *resourceKind[T]) delete(ctx context.Context, s *Server, name, etag stri
 		}
 		if err := checkEtag(name, etag, cur.Etag); err != nil {
 			return err
+		}
+		// A delete removes every rule: it too needs the scope that set them.
+		var none T
+		if err := k.stampSetters(ctx, cur.Msg, none); err != nil {
+			setBy := apierr.Info(err).GetMetadata()["setBy"]
+			if setBy == "" {
+				return err
+			}
+			return apierr.PermissionDenied(k.collection+".delete", setBy).InField("name").With("setBy", setBy)
 		}
 		c := &change{}
 		if err := k.inUse(s, ctx, c, name, id); err != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -33,7 +34,13 @@ func TestSchedulingRules_UpdateAndValidate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(rules, p.GetSchedulingRules(), protocmp.Transform()); diff != "" {
+	// A call through no guard acts from the account, and each entry says so.
+	stored := make([]*quotav1.SchedulingRules, len(rules))
+	for i, r := range rules {
+		stored[i] = proto.Clone(r).(*quotav1.SchedulingRules)
+		stored[i].SetBy = "account"
+	}
+	if diff := cmp.Diff(stored, p.GetSchedulingRules(), protocmp.Transform()); diff != "" {
 		t.Errorf("project rules (-want +got):\n%s", diff)
 	}
 	d, err := e.client.UpdateDepartment(ctx, &quotav1.UpdateDepartmentRequest{

@@ -182,7 +182,7 @@ func (c *Cache) planWrites(plan scheduling.Plan, now time.Time) writes {
 			Message: e.Reason, Rule: ruleOf(e.Rule), Pods: int32(len(pods)), Nodes: nodesOf(w, pods),
 		}
 		if e.For != "" {
-			ev.By = workloadName(e.For)
+			ev.By = takenBy(e.Workload, e.For)
 		}
 		if move {
 			mv.describe(ev, e)
@@ -370,6 +370,17 @@ func nodesOf(w *cluster.Workload, pods []int) []string {
 }
 
 // workloadName is the resource name of a cluster ID "project/workload".
+// takenBy is a PREEMPTED event's `by`: the workload that took the
+// resources when it is of the victim's own project, its project alone when
+// it is another tenant's (whose workloads the victim's viewers must not
+// learn).
+func takenBy(victim, forW string) string {
+	if projectOf(forW) != projectOf(victim) {
+		return "projects/" + projectOf(forW)
+	}
+	return workloadName(forW)
+}
+
 func workloadName(id string) string {
 	for i := range len(id) {
 		if id[i] == '/' {

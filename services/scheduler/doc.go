@@ -12,6 +12,8 @@
 //     workloads, bindings), applied incrementally;
 //   - loop.go: the election (concurrency.Election on
 //     /runway/v1/election/scheduler) and the leader's cycle loop;
+//   - failover.go: a campaigning replica follows the leader and revokes
+//     the lease of one whose process is gone; the takeover's phases;
 //   - apply.go: a plan as etcd writes (bindings, binding deletes, eviction
 //     events) and their commit fenced by the election key;
 //   - server.go: Server, New(Config, Deps), Register/RegisterGateway and the

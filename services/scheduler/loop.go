@@ -67,12 +67,19 @@ func (s *Server) lead(ctx context.Context) error {
 		case <-cctx.Done():
 		}
 	}()
-	if err := el.Campaign(cctx, electionValue(s.cfg.Replica, s.Address())); err != nil {
+	// While it waits, the campaign follows the leader, to see it go.
+	fl := s.followCampaign(cctx, sess.Lease())
+	defer fl.wait()
+	err = el.Campaign(cctx, electionValue(s.cfg.Replica, s.Address()))
+	won := time.Now()
+	fl.ended(s, err == nil, won)
+	if err != nil {
 		if cctx.Err() != nil {
 			return nil
 		}
 		return err
 	}
+	go s.stepDownWhenDeposed(cctx, cancel, el.Key(), el.Rev())
 	s.setLeader(&leadership{fence: fence{Key: el.Key(), Rev: el.Rev()}, acquire: s.cfg.Clock()})
 	defer s.setLeader(nil)
 	s.log.Info("scheduler: leading", "replica", s.cfg.Replica, "electionRevision", el.Rev())
@@ -100,16 +107,23 @@ func (s *Server) lead(ctx context.Context) error {
 		}()
 		defer func() { cancel(); <-done }()
 	}
-	s.schedule(cctx, fence{Key: el.Key(), Rev: el.Rev()})
+	ready := time.Now()
+	s.metrics.failover.WithLabelValues(phaseReady).Observe(ready.Sub(won).Seconds())
+	s.schedule(cctx, fence{Key: el.Key(), Rev: el.Rev()}, ready)
 	return nil
 }
 
 // schedule is the leader's loop: a cycle per tick or per debounced change.
-func (s *Server) schedule(ctx context.Context, f fence) {
+// The first cycle runs at once; ready is when leading began to plan.
+func (s *Server) schedule(ctx context.Context, f fence, ready time.Time) {
 	tick := time.NewTicker(s.cfg.Interval)
 	defer tick.Stop()
+	first := true
 	for {
-		s.cycle(ctx, f)
+		if planned := s.cycle(ctx, f); first && !planned.IsZero() {
+			first = false
+			s.metrics.failover.WithLabelValues(phaseFirstCycle).Observe(planned.Sub(ready).Seconds())
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -130,15 +144,17 @@ func (s *Server) schedule(ctx context.Context, f fence) {
 // by f, and waits until the cache has seen the write, so the next cycle
 // starts from the state the plan made. A model that has not caught up with
 // the last plan's writes is never planned on: the cycle is skipped (and
-// counted) until it has.
-func (s *Server) cycle(ctx context.Context, f fence) {
+// counted) until it has. It returns when its plan was written (or found
+// nothing to write); zero when it did not plan (skipped, or the model not
+// yet read).
+func (s *Server) cycle(ctx context.Context, f fence) time.Time {
 	c := s.cache
 	if s.behind != nil {
 		if !c.WaitApplied(ctx, s.behind.ws, s.behind.rev, s.cfg.ApplyWait) {
 			s.metrics.modelBehind.Inc()
 			s.log.Warn("scheduler: the model has not seen the last plan's writes; cycle skipped",
 				"replica", s.cfg.Replica, "revision", s.behind.rev)
-			return
+			return time.Time{}
 		}
 		s.behind = nil
 	}
@@ -146,7 +162,7 @@ func (s *Server) cycle(ctx context.Context, f fence) {
 	c.mu.Lock()
 	if !c.ready {
 		c.mu.Unlock()
-		return
+		return time.Time{}
 	}
 	c.expireGraces(now)
 	s.usage.accrue(c.state, now)
@@ -159,7 +175,7 @@ func (s *Server) cycle(ctx context.Context, f fence) {
 	if !ok {
 		c.mu.Unlock()
 		s.writeAsideEvents(ctx, f, now)
-		return
+		return time.Now()
 	}
 	var usage map[string]*schedulerv1.QueueUsage
 	ws.usage, usage = s.usage.writes(c.state, now, s.cfg.UsageInterval)
@@ -167,16 +183,17 @@ func (s *Server) cycle(ctx context.Context, f fence) {
 	c.mu.Unlock()
 	s.metrics.cycle.WithLabelValues(actionSchedule).Observe(time.Since(start).Seconds())
 	s.writeAsideEvents(ctx, f, now)
-	var written map[string]string
-	ws.reasons, written = reasonsWrites(s.written, plan.Waiting)
+	var reasons map[string]string
+	ws.reasons, reasons = reasonsWrites(s.written, plan.Waiting)
 	if ws.empty() {
 		s.recordCycle(plan, pools, now, applied{}, nil)
 		s.usage.committed(usage, now)
-		return
+		return time.Now()
 	}
 	start = time.Now()
 	res, err := apply(ctx, s.client, f, ws, s.cfg.MaxOps)
-	took := time.Since(start).Seconds()
+	written := time.Now()
+	took := written.Sub(start).Seconds()
 	s.metrics.apply.Observe(took)
 	s.metrics.cycle.WithLabelValues(actionApply).Observe(took)
 	for wid, why := range res.dropped {
@@ -192,7 +209,7 @@ func (s *Server) cycle(ctx context.Context, f fence) {
 	s.recordCycle(plan, pools, now, res, err)
 	if err == nil {
 		s.metrics.applied(plan)
-		s.written = written
+		s.written = reasons
 		s.usage.committed(usage, now)
 	}
 	// What was committed must be in the model before the next plan. (A
@@ -203,6 +220,7 @@ func (s *Server) cycle(ctx context.Context, f fence) {
 		s.behind = &behind{ws: res.done, rev: res.bindingRev}
 	}
 	s.metrics.cycle.WithLabelValues(actionWait).Observe(time.Since(start).Seconds())
+	return written
 }
 
 // behind is a plan's writes the model has not shown yet.

@@ -21,6 +21,13 @@ type metrics struct {
 	bindings  *prometheus.CounterVec
 	evictions *prometheus.CounterVec
 	leader    prometheus.Gauge
+	failover  *prometheus.HistogramVec // failover.go
+	// leasesRevoked counts the leases of leaders whose process was seen
+	// gone that this replica revoked (failover.go).
+	leasesRevoked prometheus.Counter
+	// following is 1 while this replica, not leading, holds a health
+	// stream to the leader's process: a kill of it is seen at once.
+	following prometheus.Gauge
 
 	// What went wrong and was contained.
 	invariantFailures prometheus.Counter
@@ -55,6 +62,11 @@ func newMetrics() *metrics {
 			Help: "Workload evictions in applied plans, by rule (reclaim, preempt, gang-minimum)."}, []string{"rule"}),
 		leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "runway_scheduler_leader",
 			Help: "1 while this replica leads the scheduler election, else 0."}),
+		failover: newFailoverPhases(),
+		leasesRevoked: prometheus.NewCounter(prometheus.CounterOpts{Name: "runway_scheduler_leader_leases_revoked_total",
+			Help: "Leases of scheduler leaders whose process was seen gone (connection closed, address refused) that this replica revoked."}),
+		following: prometheus.NewGauge(prometheus.GaugeOpts{Name: "runway_scheduler_leader_followed",
+			Help: "1 while this replica, not leading, holds a health stream to the leader's advertised address (a leader killed is then replaced at once, not after its lease's TTL), else 0."}),
 		invariantFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "runway_scheduler_invariant_failures_total",
 			Help: "Cycles whose plan was dropped because an invariant of the scheduling core failed."}),
@@ -100,7 +112,7 @@ func (s *Server) Collectors() []prometheus.Collector {
 	for _, r := range []scheduling.Rule{scheduling.RuleReclaim, scheduling.RulePreempt, scheduling.RuleGangMinimum} {
 		m.evictions.WithLabelValues(string(r))
 	}
-	return []prometheus.Collector{m.cycle, m.apply, m.conflicts, m.bindings, m.evictions, m.leader,
+	return []prometheus.Collector{m.cycle, m.apply, m.conflicts, m.bindings, m.evictions, m.leader, m.failover, m.leasesRevoked, m.following,
 		m.invariantFailures, m.setAside, m.planDropped, m.modelBehind, m.undecodable, modelCollector{s}}
 }
 

@@ -73,13 +73,8 @@ func moveWrites(bid string, old binding, nb scheduling.Binding) []write {
 }
 
 // describe makes a consolidation eviction's event say where the workload
-// went and why. By names the workload it made room for only inside its
-// own project: another tenant's workload is named by its project alone
-// (the reason's wording), as in every reason.
+// went and why.
 func (mv moves) describe(ev *workloadv1.WorkloadEvent, e scheduling.Eviction) {
-	if projectOf(e.For) != projectOf(e.Workload) {
-		ev.By = ""
-	}
 	to := mv.nodes[e.Workload]
 	if len(to) == 0 {
 		return // the plan did not bind it again: a plain eviction

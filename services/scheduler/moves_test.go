@@ -146,7 +146,7 @@ func TestConsolidation_OneTransaction(t *testing.T) {
 		t.Errorf("b's event %v, want a consolidation of 1 pod from node-2 saying %q", ev, msg)
 	}
 	// b is team-a's: nothing in its history names team-b's workload.
-	if ev.GetBy() != "" || strings.Contains(ev.GetMessage(), "j ") || strings.Contains(ev.GetMessage(), "workloads/") {
+	if ev.GetBy() != "projects/team-b" || strings.Contains(ev.GetMessage(), "j ") || strings.Contains(ev.GetMessage(), "workloads/") {
 		t.Errorf("b's event names another tenant's workload: by %q, %q", ev.GetBy(), ev.GetMessage())
 	}
 	for _, kv := range resp.Kvs {
@@ -270,13 +270,13 @@ func TestConsolidation_onItsNode(t *testing.T) {
 
 // TestMoveEvent_namesOnlyItsOwnProjectsWorkload: a move's event names the
 // workload it made room for in `by` when that workload is of the moved
-// workload's project, and never when it is another tenant's (whose
-// project alone the message names); the message says where it went.
+// workload's project, and only its project when it is another tenant's;
+// the message says where it went.
 func TestMoveEvent_namesOnlyItsOwnProjectsWorkload(t *testing.T) {
 	mv := moves{nodes: map[string][]string{"team-a/b": {"node-1", "node-3"}}}
 	const reason = "moved in node pool default to make room for a workload of project "
-	for forW, by := range map[string]string{"team-a/j": "projects/team-a/workloads/j", "team-ab/j": "", "team-b/j": ""} {
-		ev := &workloadv1.WorkloadEvent{By: workloadName(forW), Nodes: []string{"nodes/node-2", "nodes/node-4"}}
+	for forW, by := range map[string]string{"team-a/j": "projects/team-a/workloads/j", "team-ab/j": "projects/team-ab", "team-b/j": "projects/team-b"} {
+		ev := &workloadv1.WorkloadEvent{By: takenBy("team-a/b", forW), Nodes: []string{"nodes/node-2", "nodes/node-4"}}
 		mv.describe(ev, scheduling.Eviction{Workload: "team-a/b", For: forW, Rule: scheduling.RuleConsolidation,
 			Reason: reason + projectOf(forW)})
 		want := "Moved from node-2, node-4 to node-1, node-3 in node pool default to make room for a workload of project " + projectOf(forW)

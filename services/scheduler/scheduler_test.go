@@ -94,7 +94,7 @@ func TestQuickStart(t *testing.T) {
 
 	evs := evictions(t, cl.Client, "team-a/a1")
 	if len(evs) != 1 || evs[0].GetRule() != workloadv1.SchedulingRule_SCHEDULING_RULE_RECLAIM ||
-		evs[0].GetBy() != "projects/team-b/workloads/b2" || evs[0].GetType() != workloadv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_PREEMPTED {
+		evs[0].GetBy() != "projects/team-b" || evs[0].GetType() != workloadv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_PREEMPTED {
 		t.Fatalf("eviction events of a1: %v, want one PREEMPTED by reclaim for b2", evs)
 	}
 	waitFor(t, 2*time.Second, "queues at their fair share", func() bool {

@@ -16,6 +16,7 @@ import (
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	commonv1 "github.com/runwayhq/runway/gen/go/runway/common/v1"
@@ -34,7 +35,9 @@ type Config struct {
 	// the host name when empty.
 	Replica string
 	// SessionTTL is the election lease's TTL in seconds (default 3): how
-	// long a crashed leader keeps its key.
+	// long a leader that hangs, or whose host is gone, keeps its key (a
+	// killed leader's lease is revoked by the replica that follows it,
+	// failover.go).
 	SessionTTL int
 	// Interval between cycles while leading (default 1 s).
 	Interval time.Duration
@@ -68,6 +71,10 @@ type Config struct {
 	// onWrite, when set, is called as the plan's writes take up each
 	// workload (tests inject faults of the apply step through it).
 	onWrite func(workload string)
+	// PeerTransport is how a replica that does not lead connects to the
+	// leader's advertised address to see its process end (failover.go);
+	// plaintext when nil.
+	PeerTransport credentials.TransportCredentials
 	// WhileLeading, when set, runs beside the cycle loop for as long as
 	// this replica leads, with a context that ends when leadership does: a
 	// runtime that must act once for the whole cluster (the Kubernetes

@@ -58,7 +58,12 @@ func computeSpec(c *workloadv1.ComputeResource) *workloadv1.WorkloadSpec {
 }
 
 func (a asset[T]) nameRule(field string) *apierr.Error {
-	return apierr.InvalidField(field, fmt.Sprintf("must be %[1]s/{id}, departments/{department}/%[1]s/{id} or projects/{project}/%[1]s/{id}", a.collection))
+	return apierr.InvalidField(field, a.rule())
+}
+
+// rule is what a name (or reference) of the asset must be.
+func (a asset[T]) rule() string {
+	return fmt.Sprintf("must be %[1]s/{id}, departments/{department}/%[1]s/{id} or projects/{project}/%[1]s/{id}", a.collection)
 }
 
 func (a asset[T]) parse(name, field string) (scope, id string, err error) {

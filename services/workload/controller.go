@@ -18,6 +18,7 @@ import (
 
 	nodemanagerv1 "github.com/runwayhq/runway/gen/go/runway/nodemanager/v1"
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
+	"github.com/runwayhq/runway/pkg/auth"
 	"github.com/runwayhq/runway/pkg/clusterproto"
 	"github.com/runwayhq/runway/pkg/etcdstore"
 )
@@ -159,6 +160,9 @@ func (c *Controller) reconcileOne(ctx context.Context, snap *model, id string) e
 	}
 	before := proto.Clone(w).(*workloadv1.Workload)
 	now := c.clock.Now()
+	if expired(w, now) {
+		return c.autoDelete(ctx, wkv, id, now)
+	}
 
 	for _, e := range evictions {
 		ev := new(workloadv1.WorkloadEvent)
@@ -202,6 +206,27 @@ func (c *Controller) reconcileOne(ctx context.Context, snap *model, id string) e
 		b.DeleteIf(r.key, r.modRev)
 	}
 	_, err := b.Commit(ctx)
+	return err
+}
+
+// expired says whether a finished workload has outlived its time to live.
+func expired(w *workloadv1.Workload, now time.Time) bool {
+	ttl, end := w.GetSpec().GetTtlAfterFinishedSeconds(), w.GetStatus().GetEndTime()
+	return ttl > 0 && IsFinal(w.GetStatus().GetPhase()) && end != nil &&
+		!now.Before(end.AsTime().Add(time.Duration(ttl)*time.Second))
+}
+
+// autoDelete deletes a workload whose time to live has passed, with its
+// audit record in the same transaction, so that the deletion is never
+// unrecorded nor recorded without happening.
+func (c *Controller) autoDelete(ctx context.Context, wkv *mvccKV, id string, now time.Time) error {
+	project, wid, _ := strings.Cut(id, "/")
+	key, ev := auth.SystemAuditEvent(now, "system:workload-controller", workloadv1.WorkloadService_DeleteWorkload_FullMethodName,
+		WorkloadName(project, wid))
+	_, err := etcdstore.NewBatch(c.client).DeleteIf(wkv.key, wkv.modRev).Put(key, ev).Commit(ctx)
+	if err == nil {
+		c.log.Info("workload controller: deleted a finished workload past its time to live", "workload", id)
+	}
 	return err
 }
 

@@ -73,8 +73,13 @@ func parseFilter(expr string) (filter, error) {
 
 func compile(field, op, value token) (comparison, error) {
 	def, ok := filterFields[field.text]
-	if !ok || field.quoted {
-		return comparison{}, fmt.Errorf("field %q cannot be filtered on; use type, status.phase, status.node_pool or spec.priority", field.text)
+	key, isLabel := strings.CutPrefix(field.text, labelsField)
+	if isLabel && !field.quoted {
+		if why := labelKeyProblem(key); why != "" && !strings.Contains(why, "platform's") {
+			return comparison{}, fmt.Errorf("%s: label %s", field.text, why)
+		}
+	} else if !ok || field.quoted {
+		return comparison{}, fmt.Errorf("field %q cannot be filtered on; use type, status.phase, status.node_pool, spec.priority or labels.KEY", field.text)
 	}
 	if op.quoted || (op.text != "=" && op.text != "!=") {
 		return comparison{}, fmt.Errorf("expected = or != after %s", field.text)
@@ -103,9 +108,18 @@ func enumValue(enum protoreflect.EnumDescriptor, v string) (string, bool) {
 	return "", false
 }
 
+// labelsField starts a filter on one label: `labels.team = "vision"`.
+const labelsField = "labels."
+
 func (f filter) matches(w *workloadv1.Workload) bool {
 	for _, c := range f {
-		if (filterFields[c.field].get(w) == c.value) != c.equal {
+		var got string
+		if key, ok := strings.CutPrefix(c.field, labelsField); ok {
+			got = w.GetLabels()[key]
+		} else {
+			got = filterFields[c.field].get(w)
+		}
+		if (got == c.value) != c.equal {
 			return false
 		}
 	}

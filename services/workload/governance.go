@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -17,25 +18,27 @@ import (
 	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
 	"github.com/runwayhq/runway/pkg/apierr"
+	"github.com/runwayhq/runway/pkg/auth"
 	"github.com/runwayhq/runway/pkg/clusterproto"
 	"github.com/runwayhq/runway/pkg/etcdstore"
 	"github.com/runwayhq/runway/pkg/policy"
 )
 
 // Governance implements workloadv1.GovernanceServiceServer: policies,
-// environments and compute resources, stored under their own prefixes and
+// environments, compute resources and templates, stored under their own prefixes and
 // read by CreateWorkload. Server.Register registers it beside the
 // WorkloadService, since both are the workload process's.
 type Governance struct {
 	workloadv1.UnimplementedGovernanceServiceServer
 
-	client   *clientv3.Client
-	policies *etcdstore.Collection[*workloadv1.Policy]
-	envs     *etcdstore.Collection[*workloadv1.Environment]
-	computes *etcdstore.Collection[*workloadv1.ComputeResource]
-	projects ProjectChecker
-	clock    Clock
-	retries  int
+	client    *clientv3.Client
+	policies  *etcdstore.Collection[*workloadv1.Policy]
+	envs      *etcdstore.Collection[*workloadv1.Environment]
+	computes  *etcdstore.Collection[*workloadv1.ComputeResource]
+	templates *etcdstore.Collection[*workloadv1.Template]
+	projects  ProjectChecker
+	clock     Clock
+	retries   int
 }
 
 func newGovernance(cfg Config, deps Deps) *Governance {
@@ -47,6 +50,8 @@ func newGovernance(cfg Config, deps Deps) *Governance {
 			func() *workloadv1.Environment { return new(workloadv1.Environment) }),
 		computes: etcdstore.NewCollection(deps.Client, etcdstore.PrefixComputeResources,
 			func() *workloadv1.ComputeResource { return new(workloadv1.ComputeResource) }),
+		templates: etcdstore.NewCollection(deps.Client, etcdstore.PrefixTemplates,
+			func() *workloadv1.Template { return new(workloadv1.Template) }),
 		projects: deps.Projects,
 		clock:    deps.Clock,
 		retries:  cfg.UpdateRetries,
@@ -148,6 +153,12 @@ func (g *Governance) UpdatePolicy(ctx context.Context, req *workloadv1.UpdatePol
 				others = append(others, policy.Layer{Source: scopedName(s, policiesCollection, t), Policy: it.Msg})
 			}
 		}
+		if current != nil {
+			if err := g.mayReset(ctx, scope, current.Msg, "policies.edit", "policy"); err != nil {
+				return nil, err
+			}
+		}
+		p.SetBy = auth.ActingScope(ctx)
 		if current != nil && keep["defaults"] {
 			p.Defaults = current.Msg.GetDefaults()
 		}
@@ -264,10 +275,48 @@ func (g *Governance) DeletePolicy(ctx context.Context, req *workloadv1.DeletePol
 	if err != nil {
 		return nil, err
 	}
-	if _, err := g.policies.Delete(ctx, storeKey(scope, typ), req.GetEtag()); err != nil {
-		return nil, storeError(err, apierr.Policy, req.GetName())
+	key := storeKey(scope, typ)
+	for attempt := 0; ; attempt++ {
+		it, err := g.policies.Get(ctx, key)
+		if err != nil {
+			return nil, storeError(err, apierr.Policy, req.GetName())
+		}
+		if req.GetEtag() != "" && req.GetEtag() != it.Etag {
+			return nil, apierr.EtagMismatch(req.GetName(), it.Etag)
+		}
+		if err := g.mayReset(ctx, scope, it.Msg, "policies.delete", "name"); err != nil {
+			return nil, err
+		}
+		// Conditioned on the version judged: a policy set from above
+		// meanwhile is judged again.
+		_, err = g.policies.Delete(ctx, key, it.Etag)
+		if !errors.Is(err, etcdstore.ErrEtagMismatch) || attempt >= g.retries {
+			if err != nil {
+				return nil, storeError(err, apierr.Policy, req.GetName())
+			}
+			return &emptypb.Empty{}, nil
+		}
 	}
-	return &emptypb.Empty{}, nil
+}
+
+// mayReset fails with PERMISSION_DENIED, naming the scope that set the
+// stored policy, when the call does not act from that scope or a wider one
+// (pkg/auth's ActingScope): a department's administrator may not loosen or
+// delete what the account set on its department or its projects.
+func (g *Governance) mayReset(ctx context.Context, scope string, stored *workloadv1.Policy, permission, field string) error {
+	department := ""
+	if strings.HasPrefix(scope, projectsPrefix) {
+		p, err := g.projects.Project(ctx, scope)
+		if err != nil {
+			return err
+		}
+		department = p.GetDepartment()
+	}
+	if auth.Covers(auth.ActingScope(ctx), stored.GetSetBy(), department) {
+		return nil
+	}
+	setBy := cmp.Or(stored.GetSetBy(), auth.AccountScope)
+	return apierr.PermissionDenied(permission, setBy).InField(field).With("setBy", setBy)
 }
 
 // GetEffectivePolicy merges the policies in force for a project and type.

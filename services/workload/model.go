@@ -49,15 +49,15 @@ type model struct {
 	evictions map[string]map[string]*mvccKV // by workload, then key
 	reasons   map[string]*mvccKV            // by project/workload
 	pools     map[string]string             // node pool (`nodepools/{pool}`) by node name `nodes/{node}`
-	// limited are the workloads the limits sweep visits: RUNNING, not
-	// suspended, with limits.
-	limited map[string]bool
+	// timed are the workloads the time sweep visits: RUNNING, not
+	// suspended, with limits; or finished with a time to live.
+	timed map[string]bool
 }
 
 func newModel() *model {
 	return &model{workloads: map[string]*mvccKV{}, bindings: map[string]map[string]*mvccKV{},
 		runs: map[string]map[string]*mvccKV{}, evictions: map[string]map[string]*mvccKV{},
-		reasons: map[string]*mvccKV{}, pools: map[string]string{}, limited: map[string]bool{}}
+		reasons: map[string]*mvccKV{}, pools: map[string]string{}, timed: map[string]bool{}}
 }
 
 // load reads the watched prefixes in one transaction.
@@ -83,6 +83,14 @@ func (c *Controller) load(ctx context.Context) (*model, error) {
 	return m, nil
 }
 
+// timed says whether time alone can change w: a limit on a running
+// workload, or the time to live of a finished one.
+func timed(w *workloadv1.Workload) bool {
+	phase := w.GetStatus().GetPhase()
+	return (w.GetLimits() != nil && !w.GetSpec().GetSuspended() && phase == workloadv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING) ||
+		(w.GetSpec().GetTtlAfterFinishedSeconds() > 0 && IsFinal(phase))
+}
+
 // put records a key's new value and returns the workload it concerns ("" for none).
 func (c *Controller) put(m *model, kv *mvccpb.KeyValue) string {
 	e := &mvccKV{key: string(kv.Key), value: kv.Value, modRev: kv.ModRevision}
@@ -96,12 +104,11 @@ func (c *Controller) record(m *model, key string, e *mvccKV) string {
 	case strings.HasPrefix(key, etcdstore.PrefixWorkloads):
 		id := strings.TrimPrefix(key, etcdstore.PrefixWorkloads)
 		setOrDelete1(m.workloads, id, e)
-		delete(m.limited, id)
+		delete(m.timed, id)
 		if e != nil {
 			w := new(workloadv1.Workload)
-			if err := proto.Unmarshal(e.value, w); err == nil && w.GetLimits() != nil && !w.GetSpec().GetSuspended() &&
-				w.GetStatus().GetPhase() == workloadv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING {
-				m.limited[id] = true
+			if err := proto.Unmarshal(e.value, w); err == nil && timed(w) {
+				m.timed[id] = true
 			}
 		}
 		return id
@@ -289,7 +296,7 @@ func (c *Controller) runOnce(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-tick.C:
-			for id := range m.limited {
+			for id := range m.timed {
 				dirty[id] = true
 			}
 		case <-retry:

@@ -15,6 +15,7 @@ const (
 	policiesCollection = "policies"
 	envsCollection     = "environments"
 	computeCollection  = "computeResources"
+	templateCollection = "templates"
 	departmentsPrefix  = "departments/"
 	// accountKey stands for the account scope in store keys.
 	accountKey = "account"

@@ -202,8 +202,8 @@ func (s *Server) CreateWorkload(ctx context.Context, req *workloadv1.CreateWorkl
 	return out, nil
 }
 
-// newWorkload builds the stored workload from the request's type and spec,
-// with the spec's defaults written out (pods, min_pods, priority), so that
+// newWorkload builds the stored workload from the request's type, spec,
+// labels and annotations, with the spec's defaults written out (pods, min_pods, priority), so that
 // readers see the values the scheduler uses.
 func (s *Server) newWorkload(project, id string, in *workloadv1.Workload) *workloadv1.Workload {
 	now := s.clock.Now()
@@ -211,12 +211,14 @@ func (s *Server) newWorkload(project, id string, in *workloadv1.Workload) *workl
 	spec.Pods = clusterproto.EffectivePods(spec)
 	spec.MinPods = clusterproto.EffectiveMinPods(spec)
 	w := &workloadv1.Workload{
-		Name:       WorkloadName(project, id),
-		Uid:        newUID(),
-		Project:    projectsPrefix + project,
-		Type:       in.GetType(),
-		Spec:       spec,
-		CreateTime: timestamppb.New(now),
+		Name:        WorkloadName(project, id),
+		Uid:         newUID(),
+		Project:     projectsPrefix + project,
+		Type:        in.GetType(),
+		Spec:        spec,
+		CreateTime:  timestamppb.New(now),
+		Labels:      in.GetLabels(),
+		Annotations: in.GetAnnotations(),
 	}
 	prio, _ := clusterproto.EffectivePriority(w) // validated
 	spec.Priority = prio.Name

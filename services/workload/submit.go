@@ -29,6 +29,9 @@ func (s *Server) prepare(ctx context.Context, req *workloadv1.CreateWorkloadRequ
 	if err != nil {
 		return nil, err
 	}
+	if req, err = s.applyTemplate(ctx, p, req); err != nil {
+		return nil, err
+	}
 	in := req.GetWorkload()
 	spec := in.GetSpec()
 	if spec == nil {
@@ -52,7 +55,7 @@ func (s *Server) prepare(ctx context.Context, req *workloadv1.CreateWorkloadRequ
 	submitted := withAssets(spec, env, comp)
 
 	out := proto.Clone(req).(*workloadv1.CreateWorkloadRequest)
-	out.Workload = &workloadv1.Workload{Type: in.GetType(), Spec: submitted}
+	out.Workload = &workloadv1.Workload{Type: in.GetType(), Spec: submitted, Labels: in.GetLabels(), Annotations: in.GetAnnotations()}
 	if !validType(in.GetType()) {
 		return nil, validateCreate(out)
 	}

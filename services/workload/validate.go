@@ -26,6 +26,9 @@ const MaxPods = 1000
 // and values of WorkloadSpec.env together (each pod's process gets it all).
 const MaxEnvBytes = 128 << 10
 
+// maxTTLAfterFinished bounds a finished workload's time to live: a year.
+const maxTTLAfterFinished = 365 * 24 * 3600
+
 var (
 	envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	// labelValue is a Kubernetes label value (node_type is compared with the
@@ -67,6 +70,8 @@ func validateCreate(req *workloadv1.CreateWorkloadRequest) error {
 		v.add("workload", "is required: set its type and spec")
 		return v.err()
 	}
+	validateLabels(&v, "workload.labels", w.GetLabels(), false)
+	validateLabels(&v, "workload.annotations", w.GetAnnotations(), true)
 	typeOK := validType(w.GetType())
 	if !typeOK {
 		v.add("workload.type", "must be WORKLOAD_TYPE_WORKSPACE, WORKLOAD_TYPE_TRAINING or WORKLOAD_TYPE_INFERENCE")
@@ -142,6 +147,9 @@ func validateSpec(v *violations, at string, spec *workloadv1.WorkloadSpec) {
 	}
 	if spec.GetMilliCpu() < 0 {
 		v.add(at+".milli_cpu", "must be 0 or more thousandths of a core")
+	}
+	if ttl := spec.GetTtlAfterFinishedSeconds(); ttl < 0 || ttl > maxTTLAfterFinished {
+		v.add(at+".ttl_after_finished_seconds", fmt.Sprintf("must be between 0 (kept) and %d seconds (a year)", maxTTLAfterFinished))
 	}
 	if spec.GetMemoryBytes() < 0 {
 		v.add(at+".memory_bytes", "must be 0 or more bytes")

@@ -132,3 +132,8 @@ export function download(filename: string, type: string, text: string) {
 export function deviceUse(d: { allocations?: { fractionMilli?: number }[] }): number {
   return Math.min(1000, (d.allocations ?? []).reduce((s, a) => s + (a.fractionMilli ?? 0), 0))
 }
+
+// labelText is a workload's labels as KEY=VALUE, sorted, comma-separated.
+export function labelText(labels?: Record<string, string>): string {
+  return Object.entries(labels ?? {}).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([k, v]) => `${k}=${v}`).join(', ')
+}

@@ -19,6 +19,7 @@ export interface PodStatus {
 export interface WorkloadEvent { type?: string; time?: string; message?: string; by?: string; rule?: string; pods?: number; nodes?: string[] }
 export interface Workload {
   name: string; project?: string; type?: string; spec?: WorkloadSpec; createTime?: string; creator?: string; etag?: string
+  labels?: Record<string, string>
   status?: {
     phase?: string; runningPods?: number; requestedPods?: number; allocatedMilliGpus?: string; nodePool?: string
     nodes?: string[]; pods?: PodStatus[]; pendingReasons?: PendingReason[]; preemptionCount?: number; events?: WorkloadEvent[]
@@ -57,6 +58,10 @@ export interface EffectivePolicy { project?: string; type?: string; fields?: Eff
 export interface Policy { name: string; defaults?: WorkloadSpec; rules?: Record<string, FieldRule>; updateTime?: string; etag?: string }
 export interface Environment { name: string; description?: string; image?: string; command?: string[]; args?: string[] }
 export interface ComputeResource { name: string; description?: string; gpu?: GpuRequest; milliCpu?: string; memoryBytes?: string }
+export interface Template {
+  name: string; description?: string; type?: string; environment?: string; computeResource?: string
+  spec?: { image?: string; command?: string[]; args?: string[]; gpu?: GpuRequest; pods?: number }
+}
 export interface Caller { principal: string; groups?: string[]; accessRules?: AccessRule[]; expireTime?: string }
 export interface FilterCount { check?: string; nodes?: number; message?: string }
 export interface NodePoolAttempt { nodePool?: string; nodesTotal?: number; nodesFeasible?: number; filtered?: FilterCount[]; largestFreeBlock?: Quantity; reasons?: PendingReason[] }

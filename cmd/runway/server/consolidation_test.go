@@ -198,7 +198,7 @@ func TestConsolidationMovesRunningPod(t *testing.T) {
 		!strings.HasPrefix(moved[0].GetMessage(), why) {
 		t.Errorf("b's history %q, want one move saying %q", history, why)
 	}
-	if len(moved) == 1 && (moved[0].GetBy() != "" || strings.Contains(moved[0].GetMessage(), "workloads/j")) {
+	if len(moved) == 1 && (moved[0].GetBy() != "projects/team-b" || strings.Contains(moved[0].GetMessage(), "workloads/j")) {
 		t.Errorf("b's move names team-b's workload: by %q, %q", moved[0].GetBy(), moved[0].GetMessage())
 	}
 	if st.GetPreemptionCount() != 0 {

@@ -258,8 +258,8 @@ func TestDevFairShareAndReclaim(t *testing.T) {
 	i := slices.IndexFunc(evs, func(e *workloadv1.WorkloadEvent) bool {
 		return e.GetType() == workloadv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_PREEMPTED
 	})
-	if i < 0 || evs[i].GetBy() != "projects/team-b/workloads/b2" {
-		t.Errorf("a1's events %v, want a PREEMPTED event by projects/team-b/workloads/b2", evs)
+	if i < 0 || evs[i].GetBy() != "projects/team-b" {
+		t.Errorf("a1's events %v, want a PREEMPTED event by projects/team-b", evs)
 	}
 	// The scheduler's reasons for a1 reach its status, with the numbers.
 	eventually(t, "a1's pending reasons name team-a's fair share", func() string {

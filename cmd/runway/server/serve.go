@@ -10,6 +10,8 @@ import (
 	"net/netip"
 	"time"
 
+	"google.golang.org/grpc/credentials"
+
 	"github.com/runwayhq/runway/pkg/auth"
 	"github.com/runwayhq/runway/pkg/blob"
 	"github.com/runwayhq/runway/pkg/grpcserver"
@@ -205,6 +207,7 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	if peerTLS != nil {
 		d.agentTLS = peerTLS.Clone()
 		d.agentTLS.ServerName = cfg.AgentServerName
+		d.scheduler.PeerTransport = credentials.NewTLS(peerTLS)
 	}
 	if cfg.QuotaServer != "" && cfg.Service == Workload {
 		conn, err := dialService(cfg.QuotaServer, Workload, guard, reg, peerTLS)

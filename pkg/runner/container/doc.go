@@ -8,11 +8,14 @@
 // directory bind-mounted at the same path as on the host.
 //
 // A container has none of root's reach (security.go): it runs as its
-// project's uid (ProjectUID) or its image's numeric non-root user, with
+// project's uid (pkg/runner.ProjectUID) or its image's numeric non-root user, with
 // every capability dropped, no new privileges, the engine's seccomp
 // profile, its own namespaces and no device but its GPUs; root and named
 // capabilities only where a policy allowed them at submit
-// (pkg/policy.Relaxations). Each project's pods share a network of their
+// (pkg/policy.Relaxations). On podman 4 and later each project's
+// containers are in a user namespace of their own, whose uid 0 is an
+// unprivileged host uid (ProjectHostBase); the project's uid stays the
+// host's. Each project's pods share a network of their
 // own, which an nftables table of the runner keeps from the node's own
 // addresses, other projects' networks and the metadata address
 // (network.go). The runner therefore needs root.

@@ -24,7 +24,9 @@ import (
 // link-local range (169.254.0.0/16: the cloud metadata address) or the
 // metadata's IPv6 address, and no connection into it is opened from
 // elsewhere. Traffic out to other hosts (the internet) is routed as the
-// engine routes it.
+// engine routes it. On podman, netavark's isolation of each network keeps
+// projects apart too, below the guard (which drops first: a higher
+// priority); each holds alone (the hostile suite takes the other away).
 const (
 	bridgePrefix = "rw"
 	// NetworkNone runs pods with no network at all (Config.Network).
@@ -43,6 +45,11 @@ func (r *Runner) bridgeName(project string) string {
 	sum := sha256.Sum256([]byte(r.name + "/" + project))
 	return bridgePrefix + hex.EncodeToString(sum[:6])
 }
+
+// CrossBridgeRule is the comment of the guard's counted rules that drop
+// what one pods' bridge sends to another (another project's containers)
+// and any connection opened into a pods' bridge from elsewhere.
+const CrossBridgeRule = "across pods' bridges"
 
 // GuardTable is the nftables table (inet family) of the runner named
 // runner (pkg/runner.Name of its data directory).
@@ -68,7 +75,10 @@ func (r *Runner) network(ctx context.Context, project string) (string, error) {
 	if cerrdefs.IsNotFound(err) {
 		opts := map[string]string{"com.docker.network.bridge.name": r.bridgeName(project)}
 		if r.podman {
-			opts["isolate"] = "true" // netavark: no traffic to another isolated network
+			// netavark's NETAVARK_ISOLATION rules: nothing between two
+			// isolated networks, a second layer under the guard (podman's
+			// Docker API isolates its networks by default; said anyway).
+			opts["isolate"] = "true"
 		}
 		_, err = r.cli.NetworkCreate(ctx, name, client.NetworkCreateOptions{Driver: "bridge", Options: opts,
 			Labels: map[string]string{LabelRunner: r.name, LabelProject: project}})
@@ -134,11 +144,13 @@ func (r *Runner) guard(bridges []string) error {
 	for _, br := range bridges {
 		fmt.Fprintf(&b, "    iifname %q ip daddr 169.254.0.0/16 drop\n", br)
 		fmt.Fprintf(&b, "    iifname %q ip6 daddr { fe80::/10, fd00:ec2::254 } drop\n", br)
-		fmt.Fprintf(&b, "    iifname %q oifname != %q oifname \"%s*\" drop\n", br, br, bridgePrefix)
+		// Counted, so that the hostile suite can tell this guard's drop
+		// from the engine's own isolation (podman's isolate).
+		fmt.Fprintf(&b, "    iifname %q oifname != %q oifname \"%s*\" counter drop comment %q\n", br, br, bridgePrefix, CrossBridgeRule)
 		fmt.Fprintf(&b, "    iifname %q oifname { \"podman*\", \"docker*\", \"cni*\" } drop\n", br)
 		// Nothing opens a connection into the bridge from elsewhere (another
 		// engine's bridge, the LAN): replies to the pods' own still pass.
-		fmt.Fprintf(&b, "    oifname %q iifname != %q ct state new drop\n", br, br)
+		fmt.Fprintf(&b, "    oifname %q iifname != %q ct state new counter drop comment %q\n", br, br, CrossBridgeRule)
 	}
 	b.WriteString("  }\n}\n")
 	return writeTable(t, b.String())

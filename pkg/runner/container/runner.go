@@ -68,6 +68,7 @@ type Runner struct {
 	name   string // LabelRunner's value
 	engine string // the engine's name and version
 	podman bool   // podman takes CDI names as devices, dockerd as device requests
+	userns bool   // each project's pods in a user namespace of its own (userNS): podman 4 and later
 
 	netMu   sync.Mutex
 	nets    map[string]bool // the projects whose network is there and guarded
@@ -115,6 +116,9 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 	for _, c := range v.Components {
 		if strings.Contains(strings.ToLower(c.Name), "podman") {
 			r.podman = true
+			major, _, _ := strings.Cut(c.Version, ".")
+			n, err := strconv.Atoi(major)
+			r.userns = err == nil && n >= 4
 		}
 	}
 	if err := r.loadNetworks(ctx); err != nil {
@@ -130,8 +134,12 @@ func (r *Runner) Describe() string {
 	if r.cfg.Network == NetworkNone {
 		net = "no network"
 	}
-	return fmt.Sprintf("as containers on %s (%s), work directory %s; as each project's uid, no capabilities, %s",
-		r.cfg.Host, r.engine, r.cfg.WorkDir, net)
+	users := "as each project's uid (no user namespace: the engine maps users only daemon-wide)"
+	if r.userns {
+		users = "as each project's uid in a user namespace of its project's (uid 0 there is an unprivileged host uid)"
+	}
+	return fmt.Sprintf("as containers on %s (%s), work directory %s; %s, no capabilities, %s",
+		r.cfg.Host, r.engine, r.cfg.WorkDir, users, net)
 }
 
 // Close closes the engine's connection; the containers keep running.
@@ -309,7 +317,8 @@ func (r *Runner) create(ctx context.Context, spec runner.Spec, name string) (con
 		return container.InspectResponse{}, err
 	}
 	uid, gid := podUser(spec, imageUser)
-	if err := os.Chown(work, int(uid), int(gid)); err != nil {
+	userns, hostUID, hostGID := r.userNS(spec.Project, uid, gid)
+	if err := os.Chown(work, int(hostUID), int(hostGID)); err != nil {
 		return container.InspectResponse{}, fmt.Errorf("give the work directory to the pod's uid: %w", err)
 	}
 	network, err := r.network(ctx, spec.Project)
@@ -320,6 +329,7 @@ func (r *Runner) create(ctx context.Context, spec runner.Spec, name string) (con
 	if err != nil {
 		return container.InspectResponse{}, err
 	}
+	host.UsernsMode = container.UsernsMode(userns)
 	cfg := &container.Config{
 		Image:      spec.Image,
 		User:       fmt.Sprintf("%d:%d", uid, gid),

@@ -14,22 +14,6 @@ import (
 	"github.com/runwayhq/runway/pkg/runner"
 )
 
-// Project uids: a pod's container runs as its project's uid (and gid, so
-// never in the root group), one of ProjectUIDs, unless its image names a
-// numeric non-root user, which it keeps. The range is far above any
-// account of the host and apart from the process runtime's
-// (local.DefaultUIDs); a project's uid is a hash of its id, so the same on
-// every node and after every restart, and two projects share one only by
-// a collision (1 in 100 million for two projects).
-var ProjectUIDs = struct{ First, Count uint32 }{First: 2_010_000_000, Count: 100_000_000}
-
-// ProjectUID is the uid (and gid) of project's containers.
-func ProjectUID(project string) uint32 {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(project))
-	return ProjectUIDs.First + h.Sum32()%ProjectUIDs.Count
-}
-
 // podUser is the uid and gid a pod's container runs as: root only where a
 // policy allowed it (spec.RunAsRoot); else the image's user when the image
 // names a non-root uid by number (a name could be root in the image's
@@ -47,7 +31,7 @@ func podUser(spec runner.Spec, imageUser string) (uid, gid uint32) {
 		}
 		return uid, gid
 	}
-	id := ProjectUID(spec.Project)
+	id := runner.ProjectUID(spec.Project)
 	return id, id
 }
 
@@ -111,4 +95,51 @@ func (r *Runner) hostConfig(spec runner.Spec, work, network string) (*container.
 		}
 	}
 	return host, nil
+}
+
+// User namespaces (podman 4 and later; dockerd maps users only daemon-wide,
+// with userns-remap). A pod's container gets a user namespace of its
+// project's: its uids 0-65535 are the host's uids from its project's
+// base (ProjectHostBase, far above any account and apart from
+// runner.ProjectUIDs), and the uid it runs as, when above that range (its
+// project's uid), is the same uid on the host, so that its work directory
+// and the processes the agent follows keep their owner. So root in the
+// container (where a policy allows it) and every uid the image's files
+// are owned by are unprivileged uids on the host. Podman's "auto" mode
+// with explicit mappings needs no /etc/subuid range; the storage gives
+// the image's files to the mapped uids (a copy of its layers per project
+// where the storage driver cannot map them).
+const userNSSize = 65536
+
+// ProjectHostRanges are the host uid ranges of projects' user namespaces:
+// Count ranges of 65536 uids from First, one per project by a hash of its
+// id (two projects share one by a collision, 1 in 30,000 per pair).
+var ProjectHostRanges = struct{ First, Count uint32 }{First: 2_200_000_000, Count: 30_000}
+
+// ProjectHostBase is the host uid of uid 0 in project's containers.
+func ProjectHostBase(project string) uint32 {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte("userns/" + project))
+	return ProjectHostRanges.First + h.Sum32()%ProjectHostRanges.Count*userNSSize
+}
+
+// userNS is the user namespace mode of a pod of project that runs as uid
+// and gid in its container ("" without user namespaces: the host's), and
+// the host's uid and gid they are.
+func (r *Runner) userNS(project string, uid, gid uint32) (mode string, hostUID, hostGID uint32) {
+	if !r.userns {
+		return "", uid, gid
+	}
+	base := ProjectHostBase(project)
+	mode = fmt.Sprintf("auto:uidmapping=0:%d:%d,gidmapping=0:%d:%d", base, userNSSize, base, userNSSize)
+	hostUID, hostGID = base+uid, base+gid
+	if uid >= userNSSize {
+		mode += fmt.Sprintf(",uidmapping=%d:%d:1", uid, uid)
+		hostUID = uid
+	}
+	if gid >= userNSSize {
+		mode += fmt.Sprintf(",gidmapping=%d:%d:1", gid, gid)
+		hostGID = gid
+	}
+	return mode + fmt.Sprintf(",size=%d", userNSSize), hostUID, hostGID
 }

@@ -1,6 +1,7 @@
 package container
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -71,8 +72,8 @@ func TestHostConfig_dropsRootsReach(t *testing.T) {
 // A pod runs as its project's uid, as its image's user only when that is a
 // number other than 0, as root only when a policy allowed it.
 func TestPodUser(t *testing.T) {
-	a, b := ProjectUID("team-a"), ProjectUID("team-b")
-	if a == b || a < ProjectUIDs.First || a >= ProjectUIDs.First+ProjectUIDs.Count || a != ProjectUID("team-a") {
+	a, b := runner.ProjectUID("team-a"), runner.ProjectUID("team-b")
+	if a == b || a < runner.ProjectUIDs.First || a >= runner.ProjectUIDs.First+runner.ProjectUIDs.Count || a != runner.ProjectUID("team-a") {
 		t.Errorf("project uids %d, %d: want two stable uids in the range", a, b)
 	}
 	spec := runner.Spec{Project: "team-a"}
@@ -88,5 +89,44 @@ func TestPodUser(t *testing.T) {
 	spec.RunAsRoot = true
 	if uid, gid := podUser(spec, "1000"); uid != 0 || gid != 0 {
 		t.Errorf("allowed root: %d:%d", uid, gid)
+	}
+}
+
+// On podman a pod's user namespace maps its uids 0-65535 to its
+// project's host range and the project's uid (or an image's uid above the
+// range) to itself; the work directory goes to the host's uid of the
+// pod's. Without user namespaces (dockerd) the uid is the host's.
+func TestUserNS(t *testing.T) {
+	a, b := ProjectHostBase("team-a"), ProjectHostBase("team-b")
+	end := uint64(ProjectHostRanges.First) + uint64(ProjectHostRanges.Count)*userNSSize
+	for _, base := range []uint32{a, b} {
+		if base < ProjectHostRanges.First || uint64(base)+userNSSize > end || end > 1<<32-1 ||
+			(base-ProjectHostRanges.First)%userNSSize != 0 {
+			t.Errorf("host base %d is not a range of its own in [%d, %d)", base, ProjectHostRanges.First, end)
+		}
+	}
+	if a == b || a != ProjectHostBase("team-a") {
+		t.Errorf("host bases %d, %d: want two stable ones", a, b)
+	}
+	if uint64(runner.ProjectUIDs.First)+uint64(runner.ProjectUIDs.Count) > uint64(ProjectHostRanges.First) {
+		t.Error("project uids overlap the user namespaces' host ranges")
+	}
+	r := &Runner{podman: true, userns: true}
+	pu := runner.ProjectUID("team-a")
+	for _, tc := range []struct {
+		uid, gid, hostUID, hostGID uint32
+		mode                       string
+	}{
+		{pu, pu, pu, pu, fmt.Sprintf("auto:uidmapping=0:%d:65536,gidmapping=0:%d:65536,uidmapping=%d:%d:1,gidmapping=%d:%d:1,size=65536", a, a, pu, pu, pu, pu)},
+		{0, 0, a, a, fmt.Sprintf("auto:uidmapping=0:%d:65536,gidmapping=0:%d:65536,size=65536", a, a)},
+		{1000, 70000, a + 1000, 70000, fmt.Sprintf("auto:uidmapping=0:%d:65536,gidmapping=0:%d:65536,gidmapping=70000:70000:1,size=65536", a, a)},
+	} {
+		mode, hu, hg := r.userNS("team-a", tc.uid, tc.gid)
+		if mode != tc.mode || hu != tc.hostUID || hg != tc.hostGID {
+			t.Errorf("userNS(%d:%d) = %q, %d:%d; want %q, %d:%d", tc.uid, tc.gid, mode, hu, hg, tc.mode, tc.hostUID, tc.hostGID)
+		}
+	}
+	if mode, hu, hg := (&Runner{}).userNS("team-a", 0, 0); mode != "" || hu != 0 || hg != 0 {
+		t.Errorf("without user namespaces: %q, %d:%d; want the host's uid", mode, hu, hg)
 	}
 }

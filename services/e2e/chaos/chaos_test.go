@@ -107,6 +107,8 @@ func TestChaos(t *testing.T) {
 	r := chk.final(t, ld, ledger)
 	failover, firstBinding := kills.stats()
 	t.Logf("kills: %s", kills.summary())
+	fmt.Println(kills.failoverParts())
+	t.Log(kills.failoverParts())
 	t.Logf("time to first binding after a kill: p50 %d ms p99 %d ms (%d kills with work waiting)",
 		firstBinding.p(50), firstBinding.p(99), len(firstBinding))
 	t.Logf("workloads: %d created, %d deleted, %d completed, %d failed, %d not final after the drain; %d create and %d delete calls failed; %d pods started again after their node died with its agent",
@@ -224,6 +226,7 @@ type kill struct {
 	leader       bool          // the scheduler leader was killed
 	node         bool          // an agent killed with its pods (its node died), not alone
 	failover     time.Duration // until another replica led (leader kills)
+	parts        parts         // the failover's parts (failover_test.go)
 	firstBinding time.Duration // until the next binding was created (-1: none while work waited)
 }
 
@@ -313,6 +316,10 @@ func drive(t *testing.T, ctx context.Context, c *cluster, chk *checker) kills {
 		}
 		k.target = p.name
 		waiting := chk.pending()
+		var fw *failoverWatch
+		if k.leader {
+			fw = c.watchFailover(p.name, chk.leaderChangedSince)
+		}
 		k.at = time.Now()
 		if k.node {
 			p.killNode()
@@ -323,15 +330,7 @@ func drive(t *testing.T, ctx context.Context, c *cluster, chk *checker) kills {
 		time.Sleep(time.Duration(300+r.IntN(700)) * time.Millisecond)
 		p.start(t)
 		if k.leader {
-			old := p.name
-			deadline := time.Now().Add(30 * time.Second)
-			for time.Now().Before(deadline) {
-				if l := c.leader(context.Background()); l != "" && (l != old || chk.leaderChangedSince(k.at)) {
-					k.failover = time.Since(k.at)
-					break
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+			k.failover, k.parts = fw.wait()
 		}
 		if strings.HasPrefix(p.name, "etcd") {
 			waitFor(t, 60*time.Second, p.name+" back", func() error { return chk.memberHealthy(p) })

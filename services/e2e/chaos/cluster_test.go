@@ -29,6 +29,7 @@ type cluster struct {
 	endpoints []string // etcd client addresses
 	services  map[string]*proc
 	addrs     map[string]string // service → its gRPC address
+	metrics   map[string]string // scheduler replica → its /metrics address
 	agents    []*proc
 	client    *clientv3.Client // the checker's own connection
 	token     string
@@ -40,7 +41,7 @@ var schedulers = []string{"sched-1", "sched-2"}
 // startCluster starts etcd, the services and the agents, and signs in.
 func startCluster(t *testing.T, runway, etcdBin string) *cluster {
 	t.Helper()
-	c := &cluster{dir: t.TempDir(), services: map[string]*proc{}, addrs: map[string]string{}}
+	c := &cluster{dir: t.TempDir(), services: map[string]*proc{}, addrs: map[string]string{}, metrics: map[string]string{}}
 	work, err := os.MkdirTemp("", "runway-chaos-")
 	if err != nil {
 		t.Fatal(err)
@@ -120,7 +121,8 @@ func startCluster(t *testing.T, runway, etcdBin string) *cluster {
 	serve("quota", "quota")
 	serve("workload", "workload", "--quota-server", c.addrs["quota"])
 	for _, r := range schedulers {
-		serve(r, "scheduler", "--replica", r, "--etcd-max-txn-ops", "4096")
+		c.metrics[r] = freeAddr(t)
+		serve(r, "scheduler", "--replica", r, "--etcd-max-txn-ops", "4096", "--metrics-listen", c.metrics[r])
 	}
 	serve("nodemanager", "nodemanager")
 	for i := range 3 {

@@ -11,6 +11,13 @@
 //
 //	chaos: N acked, 0 lost, 0 doubled, R re-runs after agent death, failover p50 X ms p99 Y ms
 //
+// failover is from a leader's kill until another replica holds the
+// election (polled from the kill on). Beside it a line gives its parts
+// (failover_test.go): the kill until the old leader's key was deleted, and
+// from the new leader's runway_scheduler_failover_phase_seconds its lease,
+// elect, ready and first_cycle phases, each p50 and p99, and the kill until
+// the new leader's first plan.
+//
 // lost counts acknowledged creates missing (or with another uid) and
 // acknowledged deletes present at the end; doubled counts pods bound twice
 // or GPU devices over capacity at a sampled moment, and runs beyond the

@@ -12,7 +12,10 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -39,12 +42,14 @@ type ctrNode struct {
 	engine *podmantest.Engine
 	runner *container.Runner
 	cli    *client.Client
+	guard  string // the runner's nftables table (inet family)
 }
 
 func ctrStart(t *testing.T) *ctrNode {
 	t.Helper()
 	e := podmantest.Start(t)
-	r, err := container.New(context.Background(), container.Config{Host: e.Host, DataDir: t.TempDir(), StopGrace: time.Second})
+	dir := t.TempDir()
+	r, err := container.New(context.Background(), container.Config{Host: e.Host, DataDir: dir, StopGrace: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,14 +59,22 @@ func ctrStart(t *testing.T) *ctrNode {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cli.Close() })
-	return &ctrNode{engine: e, runner: r, cli: cli}
+	return &ctrNode{engine: e, runner: r, cli: cli, guard: container.GuardTable(runner.Name(dir))}
 }
 
 // run starts pod id of project with a shell script.
 func (n *ctrNode) run(t *testing.T, project, id, script string) runner.Pod {
 	t.Helper()
-	p, err := n.runner.Start(runner.Spec{ID: id, Image: podmantest.Image, Command: []string{"sh", "-c", script},
-		Workload: "projects/" + project + "/workloads/w-" + id, Project: project, WorkloadUID: id, Pod: 0})
+	return n.start(t, runner.Spec{ID: id, Project: project}, script)
+}
+
+// start starts pod spec.ID of spec.Project with a shell script, as the
+// agent would with spec's other fields (RunAsRoot, AddCapabilities).
+func (n *ctrNode) start(t *testing.T, spec runner.Spec, script string) runner.Pod {
+	t.Helper()
+	spec.Image, spec.Command = podmantest.Image, []string{"sh", "-c", script}
+	spec.Workload, spec.WorkloadUID = "projects/"+spec.Project+"/workloads/w-"+spec.ID, spec.ID
+	p, err := n.runner.Start(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,4 +298,125 @@ func ctrRun(name string, args ...string) error {
 		return fmt.Errorf("%s %v: %v: %s", name, args, err, out)
 	}
 	return nil
+}
+
+// ctrBridge is the node's interface towards a pod's address: its
+// network's bridge.
+func ctrBridge(t *testing.T, ip netip.Addr) string {
+	t.Helper()
+	out, err := exec.Command("ip", "-o", "route", "get", ip.String()).CombinedOutput()
+	f := strings.Fields(string(out))
+	if i := slices.Index(f, "dev"); err == nil && i >= 0 && i+1 < len(f) {
+		return f[i+1]
+	}
+	t.Fatalf("ip route get %s: %v: %s", ip, err, out)
+	return ""
+}
+
+// ctrFrom connects to addr from the pod's network namespace (a host
+// process in it: the pod's interface, routes and bridge) and returns what
+// answered and nc's exit status.
+func ctrFrom(t *testing.T, p runner.Pod, addr string) string {
+	t.Helper()
+	h, port, _ := net.SplitHostPort(addr)
+	out, err := exec.Command("nsenter", "-t", strconv.Itoa(p.Pid()), "-n", "--", "/bin/busybox", "nc", "-w", "3", h, port).CombinedOutput()
+	return fmt.Sprintf("%q (%v)", out, err)
+}
+
+// crossBridgeDrops is how many packets the runner's guard has dropped on
+// its way across pods' bridges (its CrossBridgeRule rules' counters).
+func (n *ctrNode) crossBridgeDrops(t *testing.T) int {
+	t.Helper()
+	out, err := exec.Command("nft", "list", "table", "inet", n.guard).CombinedOutput()
+	if err != nil {
+		t.Fatalf("nft list table inet %s: %v: %s", n.guard, err, out)
+	}
+	total, rules := 0, 0
+	for _, line := range strings.Split(string(out), "\n") {
+		if !strings.Contains(line, `comment "`+container.CrossBridgeRule+`"`) {
+			continue
+		}
+		rules++
+		f := strings.Fields(line)
+		if i := slices.Index(f, "packets"); i >= 0 && i+1 < len(f) {
+			k, _ := strconv.Atoi(f[i+1])
+			total += k
+		}
+	}
+	if rules == 0 {
+		t.Fatalf("the guard has no %q rule:\n%s", container.CrossBridgeRule, out)
+	}
+	return total
+}
+
+// dropGuard deletes the runner's nftables table and returns what puts it
+// back as it was (also run at cleanup).
+func (n *ctrNode) dropGuard(t *testing.T) (restore func()) {
+	t.Helper()
+	saved, err := exec.Command("nft", "list", "table", "inet", n.guard).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctrExec(t, "nft", "delete", "table", "inet", n.guard)
+	return ctrOnce(t, func() error {
+		cmd := exec.Command("nft", "-f", "-")
+		cmd.Stdin = strings.NewReader(string(saved))
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("restore the guard: %v: %s", err, out)
+		}
+		return nil
+	})
+}
+
+// ctrDropIsolation deletes netavark's isolation rules (iptables chains
+// NETAVARK_ISOLATION_1 and _2) of the bridges, which only this test's
+// networks have, and returns what adds them again (also run at cleanup).
+func ctrDropIsolation(t *testing.T, bridges []string) (restore func()) {
+	t.Helper()
+	var rules [][]string
+	for _, br := range bridges {
+		rules = append(rules, []string{"NETAVARK_ISOLATION_1", "-i", br, "!", "-o", br, "-j", "NETAVARK_ISOLATION_2"},
+			[]string{"NETAVARK_ISOLATION_2", "-o", br, "-j", "DROP"})
+	}
+	var gone [][]string
+	restore = ctrOnce(t, func() error {
+		for _, r := range gone {
+			if err := ctrRun("iptables", append([]string{"-A"}, r...)...); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	for _, r := range rules {
+		// Every copy: netavark may have appended one per container.
+		k := 0
+		for ; ctrRun("iptables", append([]string{"-D"}, r...)...) == nil; k++ {
+			gone = append(gone, r)
+		}
+		if k == 0 {
+			restore()
+			t.Fatalf("podman's isolation rule %v is not there (is the network isolated?)", r)
+		}
+	}
+	return restore
+}
+
+// ctrOnce is undo, run once: when the test calls it, else at cleanup.
+func ctrOnce(t *testing.T, undo func() error) func() {
+	var once sync.Once
+	run := func() {
+		once.Do(func() {
+			if err := undo(); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	t.Cleanup(run)
+	return run
+}
+
+// ctrFirewall is the node's ruleset, for a failure's message.
+func ctrFirewall() string {
+	out, err := exec.Command("nft", "list", "ruleset").CombinedOutput()
+	return fmt.Sprintf("nft list ruleset (%v):\n%s", err, out)
 }

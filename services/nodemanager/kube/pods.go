@@ -252,6 +252,7 @@ func podSpec(namespace, name string, b binding, ws *workloadv1.WorkloadSpec, uui
 	} else if len(uuids) > 0 {
 		annotations[AnnotationFractionMilli] = strconv.FormatInt(b.FractionMilli, 10)
 	}
+	podSec, ctrSec := podSecurity(b.Project, ws.GetSecurity())
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name, Namespace: namespace,
@@ -262,11 +263,14 @@ func podSpec(namespace, name string, b binding, ws *workloadv1.WorkloadSpec, uui
 		Spec: corev1.PodSpec{
 			SchedulerName: SchedulerName,
 			RestartPolicy: corev1.RestartPolicyNever,
-			// A workload gets no credentials to the API server.
+			// A workload gets no credentials to the API server, no namespace
+			// of the node's (no hostNetwork, hostPID, hostIPC) and none of
+			// root's reach (podSecurity).
 			AutomountServiceAccountToken: new(false),
+			SecurityContext:              podSec,
 			Containers: []corev1.Container{{
 				Name: "main", Image: ws.GetImage(), Command: ws.GetCommand(), Args: ws.GetArgs(),
-				Env: env, Resources: res,
+				Env: env, Resources: res, SecurityContext: ctrSec,
 			}},
 		},
 	}

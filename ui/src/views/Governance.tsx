@@ -3,7 +3,7 @@ import { ApiError, call, get, listAll } from '../api'
 import { errorText, useAction, useLoad } from '../hooks'
 import { DataTable, type Col } from '../table'
 import { bytes, gpuRequest, id, parseGpu } from '../format'
-import type { ComputeResource, Environment, Policy } from '../types'
+import type { ComputeResource, Environment, Policy, Template } from '../types'
 import { ruleText } from '../policy'
 
 // policyPath is a policy's REST path: the account's, a department's or a
@@ -100,13 +100,74 @@ function PolicyEditor() {
   )
 }
 
-// listAssets reads the account's environments and compute resources.
+// listAssets reads the account's environments, compute resources and
+// templates.
 export async function listAssets(signal: AbortSignal) {
-  const [envs, crs] = await Promise.all([
+  const [envs, crs, templates] = await Promise.all([
     listAll<Environment>('/v1/environments', 'environments', signal),
     listAll<ComputeResource>('/v1/computeResources', 'computeResources', signal),
+    listAll<Template>('/v1/templates', 'templates', signal),
   ])
-  return { envs, crs }
+  return { envs, crs, templates }
+}
+
+// templateType is a template's workload type as people say it, or "any".
+export function templateType(t: Template): string {
+  return t.type && t.type !== 'WORKLOAD_TYPE_UNSPECIFIED' ? t.type.replace('WORKLOAD_TYPE_', '').toLowerCase() : 'any'
+}
+
+// TemplateForm creates an account template from the assets that exist and
+// a few spec fields; what it leaves empty a submission gives.
+function TemplateForm({ envs, crs, onDone }: { envs: Environment[]; crs: ComputeResource[]; onDone: () => void }) {
+  const [tid, setTid] = useState('')
+  const [type, setType] = useState('')
+  const [environment, setEnvironment] = useState('')
+  const [compute, setCompute] = useState('')
+  const [image, setImage] = useState('')
+  const [pods, setPods] = useState('')
+  const { run, error } = useAction(onDone)
+  return (
+    <form className="form inline" aria-label="Create a template"
+      onSubmit={(e) => {
+        e.preventDefault()
+        const spec: Record<string, unknown> = {}
+        if (image) spec.image = image
+        if (pods) spec.pods = Number(pods)
+        run(() => call('POST', `/v1/templates?templateId=${encodeURIComponent(tid)}`, {
+          ...(type ? { type: `WORKLOAD_TYPE_${type.toUpperCase()}` } : {}),
+          ...(environment ? { environment } : {}), ...(compute ? { computeResource: compute } : {}), spec,
+        }))
+      }}>
+      <label>Template id<input value={tid} onChange={(e) => setTid(e.target.value)} required /></label>
+      <label>
+        Template type
+        <select value={type} onChange={(e) => setType(e.target.value)}>
+          <option value="">any</option>
+          <option>training</option>
+          <option>workspace</option>
+          <option>inference</option>
+        </select>
+      </label>
+      <label>
+        Template environment
+        <select value={environment} onChange={(e) => setEnvironment(e.target.value)}>
+          <option value="">(none)</option>
+          {envs.map((e) => <option key={e.name} value={id(e.name)}>{id(e.name)}</option>)}
+        </select>
+      </label>
+      <label>
+        Template compute resource
+        <select value={compute} onChange={(e) => setCompute(e.target.value)}>
+          <option value="">(none)</option>
+          {crs.map((c) => <option key={c.name} value={id(c.name)}>{id(c.name)}</option>)}
+        </select>
+      </label>
+      <label>Template image<input value={image} onChange={(e) => setImage(e.target.value)} /></label>
+      <label>Template pods<input type="number" min={1} value={pods} onChange={(e) => setPods(e.target.value)} /></label>
+      <button type="submit">Create template</button>
+      {error && <p role="alert" className="error">{error}</p>}
+    </form>
+  )
 }
 
 function AssetForms({ onDone }: { onDone: () => void }) {
@@ -172,6 +233,15 @@ export function Governance() {
     { id: 'description', header: 'Description', text: (c) => c.description ?? '' },
     delCol<ComputeResource>(),
   ]
+  const templateCols: Col<Template>[] = [
+    { id: 'name', header: 'Template', text: (t) => id(t.name) },
+    { id: 'type', header: 'Type', text: templateType },
+    { id: 'environment', header: 'Environment', text: (t) => t.environment ?? '' },
+    { id: 'compute', header: 'Compute resource', text: (t) => t.computeResource ?? '' },
+    { id: 'image', header: 'Image', text: (t) => t.spec?.image ?? '' },
+    { id: 'pods', header: 'Pods', text: (t) => (t.spec?.pods ? String(t.spec.pods) : '') },
+    delCol<Template>(),
+  ]
   return (
     <section aria-labelledby="h-gov">
       <h1 id="h-gov">Policies and assets</h1>
@@ -182,6 +252,9 @@ export function Governance() {
       <AssetForms onDone={reload} />
       {data && <DataTable label="Environments" rows={data.envs} cols={envCols} rowKey={(e) => e.name} />}
       {data && <DataTable label="Compute resources" rows={data.crs} cols={crCols} rowKey={(c) => c.name} />}
+      <h2>Templates</h2>
+      {data && <TemplateForm envs={data.envs} crs={data.crs} onDone={reload} />}
+      {data && <DataTable label="Templates" rows={data.templates} cols={templateCols} rowKey={(t) => t.name} />}
     </section>
   )
 }

@@ -4,7 +4,7 @@ import { errorText, useLoad } from '../hooks'
 import { useRouter } from '../router'
 import { gpuRequest, id, parseGpu } from '../format'
 import type { EffectivePolicy, Project } from '../types'
-import { listAssets } from './Governance'
+import { listAssets, templateType } from './Governance'
 import { checkRule, ruleText } from '../policy'
 
 const TYPES = ['training', 'workspace', 'inference'] as const
@@ -15,7 +15,8 @@ export function NewWorkload() {
   const [project, setProject] = useState('')
   const [type, setType] = useState<(typeof TYPES)[number]>('training')
   const [name, setName] = useState('')
-  const [mode, setMode] = useState<'asset' | 'hand'>('hand')
+  const [mode, setMode] = useState<'asset' | 'hand' | 'template'>('hand')
+  const [template, setTemplate] = useState('')
   const [environment, setEnvironment] = useState('')
   const [compute, setCompute] = useState('')
   const [image, setImage] = useState('')
@@ -63,19 +64,25 @@ export function NewWorkload() {
       return
     }
     setBusy(true)
-    const spec: Record<string, unknown> = { pods: Number(pods) || 1 }
+    // From a template, only what was typed in overrides it.
+    const spec: Record<string, unknown> = mode === 'template' && !touched.has('pods') ? {} : { pods: Number(pods) || 1 }
     const q = new URLSearchParams({ workloadId: name })
-    if (mode === 'asset') {
-      if (environment) q.set('environment', environment)
-      if (compute) q.set('computeResource', compute)
-    }
-    if (mode === 'hand' || !environment) {
-      if (image) spec.image = image
-      const words = command.trim().split(/\s+/).filter(Boolean)
+    const words = command.trim().split(/\s+/).filter(Boolean)
+    if (mode === 'template') {
+      if (template) q.set('template', template)
+      if (image && touched.has('image')) spec.image = image
       if (words.length) spec.command = words
-    }
-    if (mode === 'hand' || !compute) {
-      if (gpuParsed.devices || gpuParsed.fractionMilli) spec.gpu = gpuParsed
+      if (touched.has('gpu') && (gpuParsed.devices || gpuParsed.fractionMilli)) spec.gpu = gpuParsed
+    } else {
+      if (mode === 'asset') {
+        if (environment) q.set('environment', environment)
+        if (compute) q.set('computeResource', compute)
+      }
+      if (mode === 'hand' || !environment) {
+        if (image) spec.image = image
+        if (words.length) spec.command = words
+      }
+      if ((mode === 'hand' || !compute) && (gpuParsed.devices || gpuParsed.fractionMilli)) spec.gpu = gpuParsed
     }
     try {
       await call('POST', `/v1/projects/${project}/workloads?${q}`, { type: `WORKLOAD_TYPE_${type.toUpperCase()}`, spec })
@@ -117,9 +124,24 @@ export function NewWorkload() {
             <input type="radio" name="mode" checked={mode === 'asset'} onChange={() => setMode('asset')} /> From an environment and a compute resource
           </label>
           <label className="check">
+            <input type="radio" name="mode" checked={mode === 'template'} onChange={() => setMode('template')} /> From a template
+          </label>
+          <label className="check">
             <input type="radio" name="mode" checked={mode === 'hand'} onChange={() => setMode('hand')} /> By hand
           </label>
         </fieldset>
+        {mode === 'template' && (
+          <label>
+            Template
+            <select value={template} onChange={(e) => setTemplate(e.target.value)} required>
+              <option value="">(choose one)</option>
+              {(assets?.templates ?? []).filter((t) => templateType(t) === 'any' || templateType(t) === type).map((t) => (
+                <option key={t.name} value={id(t.name)}>{id(t.name)} ({[templateType(t), t.environment, t.computeResource, t.spec?.image].filter(Boolean).join(', ')})</option>
+              ))}
+            </select>
+          </label>
+        )}
+        {mode === 'template' && <p className="hint">Fields typed in below override the template's.</p>}
         {mode === 'asset' && (
           <>
             <label>
@@ -142,7 +164,7 @@ export function NewWorkload() {
             </label>
           </>
         )}
-        {(mode === 'hand' || !environment) && (
+        {(mode !== 'asset' || !environment) && (
           <>
             <label>
               Image <span className="rule">{ruleText(fields.get('image')?.rule)}</span>
@@ -154,7 +176,7 @@ export function NewWorkload() {
             </label>
           </>
         )}
-        {(mode === 'hand' || !compute) && (
+        {(mode !== 'asset' || !compute) && (
           <label>
             GPUs per pod <span className="rule">{ruleText(fields.get('gpu.devices')?.rule)}</span>
             <input value={gpu} onChange={touch('gpu', setGpu)} inputMode="decimal" aria-invalid={gpuProblem ? true : undefined} aria-describedby="gpu-problem" />

@@ -2,7 +2,7 @@ import { useEffect, useRef, useState } from 'react'
 import { ApiError, call, get, streamNDJSON } from '../api'
 import { useRouter } from '../router'
 import { useAction, useLoad } from '../hooks'
-import { bytes, enumLabel, gpuRequest, gpus, id, phase, time, workloadType } from '../format'
+import { bytes, enumLabel, gpuRequest, gpus, id, labelText, phase, time, workloadType } from '../format'
 import type { Explain, PendingReason, Quantity, Workload } from '../types'
 import { MetricCharts, WindowPicker, type ChartSpec } from '../chart'
 import { linesOf } from '../metrics'
@@ -201,6 +201,7 @@ export function WorkloadPage({ project, name }: { project: string; name: string 
               {st?.preemptionCount ? ` (sent back to pending ${st.preemptionCount} time${st.preemptionCount > 1 ? 's' : ''})` : ''}
             </dd>
             <dt>Type</dt><dd>{workloadType(w.type)}</dd>
+            {w.labels && Object.keys(w.labels).length > 0 && <><dt>Labels</dt><dd>{labelText(w.labels)}</dd></>}
             <dt>Submitted</dt><dd>{time(w.createTime)} by {id(w.creator)}</dd>
             <dt>Image</dt><dd>{w.spec?.image}</dd>
             <dt>Command</dt><dd><code>{[...(w.spec?.command ?? []), ...(w.spec?.args ?? [])].join(' ')}</code></dd>

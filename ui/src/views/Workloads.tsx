@@ -2,7 +2,7 @@ import { listAll } from '../api'
 import { useLoad } from '../hooks'
 import { Link } from '../router'
 import { DataTable, type Col } from '../table'
-import { gpus, id, phase, time, workloadType } from '../format'
+import { gpus, id, labelText, phase, time, workloadType } from '../format'
 import type { Project, Workload } from '../types'
 import { useWorkloadWatch } from '../watch'
 
@@ -21,6 +21,7 @@ export function workloadCols(dept: Map<string, string>): Col<Workload>[] {
     { id: 'submitted', header: 'Submitted', text: (w) => time(w.createTime) },
     { id: 'creator', header: 'Submitted by', text: (w) => id(w.creator) },
     { id: 'image', header: 'Image', text: (w) => w.spec?.image ?? '', hidden: true },
+    { id: 'labels', header: 'Labels', text: (w) => labelText(w.labels) },
   ]
 }
 

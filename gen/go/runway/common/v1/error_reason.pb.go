@@ -144,6 +144,12 @@ const (
 	// A compute resource with this id exists at that scope. Code
 	// ALREADY_EXISTS. Metadata: "computeResource".
 	ErrorReason_COMPUTE_RESOURCE_ALREADY_EXISTS ErrorReason = 95
+	// No template has this name at that scope. Code NOT_FOUND. Metadata:
+	// "template".
+	ErrorReason_TEMPLATE_NOT_FOUND ErrorReason = 98
+	// A template with this id exists at that scope. Code ALREADY_EXISTS.
+	// Metadata: "template".
+	ErrorReason_TEMPLATE_ALREADY_EXISTS ErrorReason = 99
 	// The node does not exist (it never registered, or its lease expired and it
 	// was removed). Code NOT_FOUND. Metadata: "node".
 	ErrorReason_NODE_NOT_FOUND ErrorReason = 50
@@ -254,6 +260,8 @@ var (
 		93:  "ENVIRONMENT_ALREADY_EXISTS",
 		94:  "COMPUTE_RESOURCE_NOT_FOUND",
 		95:  "COMPUTE_RESOURCE_ALREADY_EXISTS",
+		98:  "TEMPLATE_NOT_FOUND",
+		99:  "TEMPLATE_ALREADY_EXISTS",
 		50:  "NODE_NOT_FOUND",
 		60:  "USER_NOT_FOUND",
 		61:  "USER_ALREADY_EXISTS",
@@ -311,6 +319,8 @@ var (
 		"ENVIRONMENT_ALREADY_EXISTS":      93,
 		"COMPUTE_RESOURCE_NOT_FOUND":      94,
 		"COMPUTE_RESOURCE_ALREADY_EXISTS": 95,
+		"TEMPLATE_NOT_FOUND":              98,
+		"TEMPLATE_ALREADY_EXISTS":         99,
 		"NODE_NOT_FOUND":                  50,
 		"USER_NOT_FOUND":                  60,
 		"USER_ALREADY_EXISTS":             61,
@@ -369,8 +379,7 @@ var File_runway_common_v1_error_reason_proto protoreflect.FileDescriptor
 
 const file_runway_common_v1_error_reason_proto_rawDesc = "" +
 	"\n" +
-	"#runway/common/v1/error_reason.proto\x12\x10runway.common.v1*\xf9\n" +
-	"\n" +
+	"#runway/common/v1/error_reason.proto\x12\x10runway.common.v1*\xae\v\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rINVALID_FIELD\x10\x01\x12\x13\n" +
@@ -403,7 +412,9 @@ const file_runway_common_v1_error_reason_proto_rawDesc = "" +
 	"\x15ENVIRONMENT_NOT_FOUND\x10\\\x12\x1e\n" +
 	"\x1aENVIRONMENT_ALREADY_EXISTS\x10]\x12\x1e\n" +
 	"\x1aCOMPUTE_RESOURCE_NOT_FOUND\x10^\x12#\n" +
-	"\x1fCOMPUTE_RESOURCE_ALREADY_EXISTS\x10_\x12\x12\n" +
+	"\x1fCOMPUTE_RESOURCE_ALREADY_EXISTS\x10_\x12\x16\n" +
+	"\x12TEMPLATE_NOT_FOUND\x10b\x12\x1b\n" +
+	"\x17TEMPLATE_ALREADY_EXISTS\x10c\x12\x12\n" +
 	"\x0eNODE_NOT_FOUND\x102\x12\x12\n" +
 	"\x0eUSER_NOT_FOUND\x10<\x12\x17\n" +
 	"\x13USER_ALREADY_EXISTS\x10=\x12\x19\n" +

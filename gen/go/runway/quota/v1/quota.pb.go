@@ -358,7 +358,14 @@ type SchedulingRules struct {
 	// Optional. Submissions must set WorkloadSpec.node_type to one of these
 	// `run.ai/type` label values, and are then placed only on such nodes.
 	// Empty: any node type, or none.
-	NodeTypes     []string `protobuf:"bytes,5,rep,name=node_types,json=nodeTypes,proto3" json:"node_types,omitempty"`
+	NodeTypes []string `protobuf:"bytes,5,rep,name=node_types,json=nodeTypes,proto3" json:"node_types,omitempty"`
+	// Output only. The scope whose administrator set this entry: `account`,
+	// `departments/{department}` or `projects/{project}`, the widest scope
+	// through which the writer held the edit permission. Only a caller who
+	// holds it at that scope or a wider one may change or remove the entry
+	// (PERMISSION_DENIED naming the scope otherwise). Ignored in requests; an
+	// entry sent back unchanged keeps its setter.
+	SetBy         string `protobuf:"bytes,6,opt,name=set_by,json=setBy,proto3" json:"set_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -428,6 +435,13 @@ func (x *SchedulingRules) GetNodeTypes() []string {
 	return nil
 }
 
+func (x *SchedulingRules) GetSetBy() string {
+	if x != nil {
+		return x.SetBy
+	}
+	return ""
+}
+
 var File_runway_quota_v1_quota_proto protoreflect.FileDescriptor
 
 const file_runway_quota_v1_quota_proto_rawDesc = "" +
@@ -464,7 +478,7 @@ const file_runway_quota_v1_quota_proto_rawDesc = "" +
 	"\x16_deserved_memory_bytesB\x15\n" +
 	"\x13_limit_memory_bytesB\x14\n" +
 	"\x12_over_quota_weightB\x15\n" +
-	"\x13_over_quota_enabled\"\x9e\x02\n" +
+	"\x13_over_quota_enabled\"\xb5\x02\n" +
 	"\x0fSchedulingRules\x12E\n" +
 	"\rworkload_type\x18\x01 \x01(\x0e2 .runway.workload.v1.WorkloadTypeR\fworkloadType\x128\n" +
 	"\n" +
@@ -472,7 +486,8 @@ const file_runway_quota_v1_quota_proto_rawDesc = "" +
 	"\x0eidle_gpu_limit\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\fidleGpuLimit\x12*\n" +
 	"\x11preempt_when_idle\x18\x04 \x01(\bR\x0fpreemptWhenIdle\x12\x1d\n" +
 	"\n" +
-	"node_types\x18\x05 \x03(\tR\tnodeTypesB;Z9github.com/runwayhq/runway/gen/go/runway/quota/v1;quotav1b\x06proto3"
+	"node_types\x18\x05 \x03(\tR\tnodeTypes\x12\x15\n" +
+	"\x06set_by\x18\x06 \x01(\tR\x05setByB;Z9github.com/runwayhq/runway/gen/go/runway/quota/v1;quotav1b\x06proto3"
 
 var (
 	file_runway_quota_v1_quota_proto_rawDescOnce sync.Once

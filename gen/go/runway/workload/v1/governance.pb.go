@@ -48,7 +48,13 @@ type Policy struct {
 	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
 	// A checksum of the stored resource; send it in UpdatePolicy or
 	// DeletePolicy to act only on the version that was read.
-	Etag          string `protobuf:"bytes,5,opt,name=etag,proto3" json:"etag,omitempty"`
+	Etag string `protobuf:"bytes,5,opt,name=etag,proto3" json:"etag,omitempty"`
+	// Output only. The scope whose administrator last set the policy:
+	// `account`, `departments/{department}` or `projects/{project}`, the
+	// widest scope through which the writer held the permission. Only a caller
+	// who holds it at that scope or a wider one may change or delete the
+	// policy (PERMISSION_DENIED naming the scope otherwise).
+	SetBy         string `protobuf:"bytes,6,opt,name=set_by,json=setBy,proto3" json:"set_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -114,6 +120,13 @@ func (x *Policy) GetUpdateTime() *timestamppb.Timestamp {
 func (x *Policy) GetEtag() string {
 	if x != nil {
 		return x.Etag
+	}
+	return ""
+}
+
+func (x *Policy) GetSetBy() string {
+	if x != nil {
+		return x.SetBy
 	}
 	return ""
 }
@@ -592,14 +605,15 @@ var File_runway_workload_v1_governance_proto protoreflect.FileDescriptor
 
 const file_runway_workload_v1_governance_proto_rawDesc = "" +
 	"\n" +
-	"#runway/workload/v1/governance.proto\x12\x12runway.workload.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a!runway/workload/v1/workload.proto\"\xc1\x02\n" +
+	"#runway/workload/v1/governance.proto\x12\x12runway.workload.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a!runway/workload/v1/workload.proto\"\xd8\x02\n" +
 	"\x06Policy\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12<\n" +
 	"\bdefaults\x18\x02 \x01(\v2 .runway.workload.v1.WorkloadSpecR\bdefaults\x12;\n" +
 	"\x05rules\x18\x03 \x03(\v2%.runway.workload.v1.Policy.RulesEntryR\x05rules\x12;\n" +
 	"\vupdate_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12\x12\n" +
-	"\x04etag\x18\x05 \x01(\tR\x04etag\x1aW\n" +
+	"\x04etag\x18\x05 \x01(\tR\x04etag\x12\x15\n" +
+	"\x06set_by\x18\x06 \x01(\tR\x05setBy\x1aW\n" +
 	"\n" +
 	"RulesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x123\n" +

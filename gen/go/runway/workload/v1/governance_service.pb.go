@@ -814,7 +814,7 @@ var File_runway_workload_v1_governance_service_proto protoreflect.FileDescriptor
 
 const file_runway_workload_v1_governance_service_proto_rawDesc = "" +
 	"\n" +
-	"+runway/workload/v1/governance_service.proto\x12\x12runway.workload.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1bgoogle/protobuf/empty.proto\x1a google/protobuf/field_mask.proto\x1a#runway/workload/v1/governance.proto\"&\n" +
+	"+runway/workload/v1/governance_service.proto\x12\x12runway.workload.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1bgoogle/protobuf/empty.proto\x1a google/protobuf/field_mask.proto\x1a#runway/workload/v1/governance.proto\x1a!runway/workload/v1/template.proto\"&\n" +
 	"\x10GetPolicyRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\xab\x01\n" +
 	"\x13UpdatePolicyRequest\x122\n" +
@@ -860,7 +860,7 @@ const file_runway_workload_v1_governance_service_proto_rawDesc = "" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"F\n" +
 	"\x1cDeleteComputeResourceRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
-	"\x04etag\x18\x02 \x01(\tR\x04etag2\x82\x15\n" +
+	"\x04etag\x18\x02 \x01(\tR\x04etag2\x9b\x1d\n" +
 	"\x11GovernanceService\x12\xb7\x01\n" +
 	"\tGetPolicy\x12$.runway.workload.v1.GetPolicyRequest\x1a\x1a.runway.workload.v1.Policy\"h\x82\xd3\xe4\x93\x02bZ%\x12#/v1/{name=departments/*/policies/*}Z\"\x12 /v1/{name=projects/*/policies/*}\x12\x15/v1/{name=policies/*}\x12\xec\x01\n" +
 	"\fUpdatePolicy\x12'.runway.workload.v1.UpdatePolicyRequest\x1a\x1a.runway.workload.v1.Policy\"\x96\x01\x82\xd3\xe4\x93\x02\x8f\x01:\x06policyZ4:\x06policy2*/v1/{policy.name=departments/*/policies/*}Z1:\x06policy2'/v1/{policy.name=projects/*/policies/*}2\x1c/v1/{policy.name=policies/*}\x12\xb9\x01\n" +
@@ -873,7 +873,12 @@ const file_runway_workload_v1_governance_service_proto_rawDesc = "" +
 	"\x15CreateComputeResource\x120.runway.workload.v1.CreateComputeResourceRequest\x1a#.runway.workload.v1.ComputeResource\"\xae\x01\x82\xd3\xe4\x93\x02\xa7\x01:\x10compute_resourceZ?:\x10compute_resource\"+/v1/{parent=departments/*}/computeResourcesZ<:\x10compute_resource\"(/v1/{parent=projects/*}/computeResources\"\x14/v1/computeResources\x12\xeb\x01\n" +
 	"\x12GetComputeResource\x12-.runway.workload.v1.GetComputeResourceRequest\x1a#.runway.workload.v1.ComputeResource\"\x80\x01\x82\xd3\xe4\x93\x02zZ-\x12+/v1/{name=departments/*/computeResources/*}Z*\x12(/v1/{name=projects/*/computeResources/*}\x12\x1d/v1/{name=computeResources/*}\x12\xf2\x01\n" +
 	"\x14ListComputeResources\x12/.runway.workload.v1.ListComputeResourcesRequest\x1a0.runway.workload.v1.ListComputeResourcesResponse\"w\x82\xd3\xe4\x93\x02qZ-\x12+/v1/{parent=departments/*}/computeResourcesZ*\x12(/v1/{parent=projects/*}/computeResources\x12\x14/v1/computeResources\x12\xe4\x01\n" +
-	"\x15DeleteComputeResource\x120.runway.workload.v1.DeleteComputeResourceRequest\x1a\x16.google.protobuf.Empty\"\x80\x01\x82\xd3\xe4\x93\x02zZ-*+/v1/{name=departments/*/computeResources/*}Z**(/v1/{name=projects/*/computeResources/*}*\x1d/v1/{name=computeResources/*}BAZ?github.com/runwayhq/runway/gen/go/runway/workload/v1;workloadv1b\x06proto3"
+	"\x15DeleteComputeResource\x120.runway.workload.v1.DeleteComputeResourceRequest\x1a\x16.google.protobuf.Empty\"\x80\x01\x82\xd3\xe4\x93\x02zZ-*+/v1/{name=departments/*/computeResources/*}Z**(/v1/{name=projects/*/computeResources/*}*\x1d/v1/{name=computeResources/*}\x12\xdc\x01\n" +
+	"\x0eCreateTemplate\x12).runway.workload.v1.CreateTemplateRequest\x1a\x1c.runway.workload.v1.Template\"\x80\x01\x82\xd3\xe4\x93\x02z:\btemplateZ0:\btemplate\"$/v1/{parent=departments/*}/templatesZ-:\btemplate\"!/v1/{parent=projects/*}/templates\"\r/v1/templates\x12\xc0\x01\n" +
+	"\vGetTemplate\x12&.runway.workload.v1.GetTemplateRequest\x1a\x1c.runway.workload.v1.Template\"k\x82\xd3\xe4\x93\x02eZ&\x12$/v1/{name=departments/*/templates/*}Z#\x12!/v1/{name=projects/*/templates/*}\x12\x16/v1/{name=templates/*}\x12\xc8\x01\n" +
+	"\rListTemplates\x12(.runway.workload.v1.ListTemplatesRequest\x1a).runway.workload.v1.ListTemplatesResponse\"b\x82\xd3\xe4\x93\x02\\Z&\x12$/v1/{parent=departments/*}/templatesZ#\x12!/v1/{parent=projects/*}/templates\x12\r/v1/templates\x12\xc0\x01\n" +
+	"\x0eDeleteTemplate\x12).runway.workload.v1.DeleteTemplateRequest\x1a\x16.google.protobuf.Empty\"k\x82\xd3\xe4\x93\x02eZ&*$/v1/{name=departments/*/templates/*}Z#*!/v1/{name=projects/*/templates/*}*\x16/v1/{name=templates/*}\x12\xe6\x01\n" +
+	"\x0eRenameTemplate\x12).runway.workload.v1.RenameTemplateRequest\x1a\x1c.runway.workload.v1.Template\"\x8a\x01\x82\xd3\xe4\x93\x02\x83\x01:\x01*Z0:\x01*\"+/v1/{name=departments/*/templates/*}:renameZ-:\x01*\"(/v1/{name=projects/*/templates/*}:rename\"\x1d/v1/{name=templates/*}:renameBAZ?github.com/runwayhq/runway/gen/go/runway/workload/v1;workloadv1b\x06proto3"
 
 var (
 	file_runway_workload_v1_governance_service_proto_rawDescOnce sync.Once
@@ -907,8 +912,15 @@ var file_runway_workload_v1_governance_service_proto_goTypes = []any{
 	(*fieldmaskpb.FieldMask)(nil),        // 15: google.protobuf.FieldMask
 	(*Environment)(nil),                  // 16: runway.workload.v1.Environment
 	(*ComputeResource)(nil),              // 17: runway.workload.v1.ComputeResource
-	(*emptypb.Empty)(nil),                // 18: google.protobuf.Empty
-	(*EffectivePolicy)(nil),              // 19: runway.workload.v1.EffectivePolicy
+	(*CreateTemplateRequest)(nil),        // 18: runway.workload.v1.CreateTemplateRequest
+	(*GetTemplateRequest)(nil),           // 19: runway.workload.v1.GetTemplateRequest
+	(*ListTemplatesRequest)(nil),         // 20: runway.workload.v1.ListTemplatesRequest
+	(*DeleteTemplateRequest)(nil),        // 21: runway.workload.v1.DeleteTemplateRequest
+	(*RenameTemplateRequest)(nil),        // 22: runway.workload.v1.RenameTemplateRequest
+	(*emptypb.Empty)(nil),                // 23: google.protobuf.Empty
+	(*EffectivePolicy)(nil),              // 24: runway.workload.v1.EffectivePolicy
+	(*Template)(nil),                     // 25: runway.workload.v1.Template
+	(*ListTemplatesResponse)(nil),        // 26: runway.workload.v1.ListTemplatesResponse
 }
 var file_runway_workload_v1_governance_service_proto_depIdxs = []int32{
 	14, // 0: runway.workload.v1.UpdatePolicyRequest.policy:type_name -> runway.workload.v1.Policy
@@ -929,20 +941,30 @@ var file_runway_workload_v1_governance_service_proto_depIdxs = []int32{
 	10, // 15: runway.workload.v1.GovernanceService.GetComputeResource:input_type -> runway.workload.v1.GetComputeResourceRequest
 	11, // 16: runway.workload.v1.GovernanceService.ListComputeResources:input_type -> runway.workload.v1.ListComputeResourcesRequest
 	13, // 17: runway.workload.v1.GovernanceService.DeleteComputeResource:input_type -> runway.workload.v1.DeleteComputeResourceRequest
-	14, // 18: runway.workload.v1.GovernanceService.GetPolicy:output_type -> runway.workload.v1.Policy
-	14, // 19: runway.workload.v1.GovernanceService.UpdatePolicy:output_type -> runway.workload.v1.Policy
-	18, // 20: runway.workload.v1.GovernanceService.DeletePolicy:output_type -> google.protobuf.Empty
-	19, // 21: runway.workload.v1.GovernanceService.GetEffectivePolicy:output_type -> runway.workload.v1.EffectivePolicy
-	16, // 22: runway.workload.v1.GovernanceService.CreateEnvironment:output_type -> runway.workload.v1.Environment
-	16, // 23: runway.workload.v1.GovernanceService.GetEnvironment:output_type -> runway.workload.v1.Environment
-	7,  // 24: runway.workload.v1.GovernanceService.ListEnvironments:output_type -> runway.workload.v1.ListEnvironmentsResponse
-	18, // 25: runway.workload.v1.GovernanceService.DeleteEnvironment:output_type -> google.protobuf.Empty
-	17, // 26: runway.workload.v1.GovernanceService.CreateComputeResource:output_type -> runway.workload.v1.ComputeResource
-	17, // 27: runway.workload.v1.GovernanceService.GetComputeResource:output_type -> runway.workload.v1.ComputeResource
-	12, // 28: runway.workload.v1.GovernanceService.ListComputeResources:output_type -> runway.workload.v1.ListComputeResourcesResponse
-	18, // 29: runway.workload.v1.GovernanceService.DeleteComputeResource:output_type -> google.protobuf.Empty
-	18, // [18:30] is the sub-list for method output_type
-	6,  // [6:18] is the sub-list for method input_type
+	18, // 18: runway.workload.v1.GovernanceService.CreateTemplate:input_type -> runway.workload.v1.CreateTemplateRequest
+	19, // 19: runway.workload.v1.GovernanceService.GetTemplate:input_type -> runway.workload.v1.GetTemplateRequest
+	20, // 20: runway.workload.v1.GovernanceService.ListTemplates:input_type -> runway.workload.v1.ListTemplatesRequest
+	21, // 21: runway.workload.v1.GovernanceService.DeleteTemplate:input_type -> runway.workload.v1.DeleteTemplateRequest
+	22, // 22: runway.workload.v1.GovernanceService.RenameTemplate:input_type -> runway.workload.v1.RenameTemplateRequest
+	14, // 23: runway.workload.v1.GovernanceService.GetPolicy:output_type -> runway.workload.v1.Policy
+	14, // 24: runway.workload.v1.GovernanceService.UpdatePolicy:output_type -> runway.workload.v1.Policy
+	23, // 25: runway.workload.v1.GovernanceService.DeletePolicy:output_type -> google.protobuf.Empty
+	24, // 26: runway.workload.v1.GovernanceService.GetEffectivePolicy:output_type -> runway.workload.v1.EffectivePolicy
+	16, // 27: runway.workload.v1.GovernanceService.CreateEnvironment:output_type -> runway.workload.v1.Environment
+	16, // 28: runway.workload.v1.GovernanceService.GetEnvironment:output_type -> runway.workload.v1.Environment
+	7,  // 29: runway.workload.v1.GovernanceService.ListEnvironments:output_type -> runway.workload.v1.ListEnvironmentsResponse
+	23, // 30: runway.workload.v1.GovernanceService.DeleteEnvironment:output_type -> google.protobuf.Empty
+	17, // 31: runway.workload.v1.GovernanceService.CreateComputeResource:output_type -> runway.workload.v1.ComputeResource
+	17, // 32: runway.workload.v1.GovernanceService.GetComputeResource:output_type -> runway.workload.v1.ComputeResource
+	12, // 33: runway.workload.v1.GovernanceService.ListComputeResources:output_type -> runway.workload.v1.ListComputeResourcesResponse
+	23, // 34: runway.workload.v1.GovernanceService.DeleteComputeResource:output_type -> google.protobuf.Empty
+	25, // 35: runway.workload.v1.GovernanceService.CreateTemplate:output_type -> runway.workload.v1.Template
+	25, // 36: runway.workload.v1.GovernanceService.GetTemplate:output_type -> runway.workload.v1.Template
+	26, // 37: runway.workload.v1.GovernanceService.ListTemplates:output_type -> runway.workload.v1.ListTemplatesResponse
+	23, // 38: runway.workload.v1.GovernanceService.DeleteTemplate:output_type -> google.protobuf.Empty
+	25, // 39: runway.workload.v1.GovernanceService.RenameTemplate:output_type -> runway.workload.v1.Template
+	23, // [23:40] is the sub-list for method output_type
+	6,  // [6:23] is the sub-list for method input_type
 	6,  // [6:6] is the sub-list for extension type_name
 	6,  // [6:6] is the sub-list for extension extendee
 	0,  // [0:6] is the sub-list for field type_name
@@ -954,6 +976,7 @@ func file_runway_workload_v1_governance_service_proto_init() {
 		return
 	}
 	file_runway_workload_v1_governance_proto_init()
+	file_runway_workload_v1_template_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

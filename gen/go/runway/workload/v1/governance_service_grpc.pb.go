@@ -32,6 +32,11 @@ const (
 	GovernanceService_GetComputeResource_FullMethodName    = "/runway.workload.v1.GovernanceService/GetComputeResource"
 	GovernanceService_ListComputeResources_FullMethodName  = "/runway.workload.v1.GovernanceService/ListComputeResources"
 	GovernanceService_DeleteComputeResource_FullMethodName = "/runway.workload.v1.GovernanceService/DeleteComputeResource"
+	GovernanceService_CreateTemplate_FullMethodName        = "/runway.workload.v1.GovernanceService/CreateTemplate"
+	GovernanceService_GetTemplate_FullMethodName           = "/runway.workload.v1.GovernanceService/GetTemplate"
+	GovernanceService_ListTemplates_FullMethodName         = "/runway.workload.v1.GovernanceService/ListTemplates"
+	GovernanceService_DeleteTemplate_FullMethodName        = "/runway.workload.v1.GovernanceService/DeleteTemplate"
+	GovernanceService_RenameTemplate_FullMethodName        = "/runway.workload.v1.GovernanceService/RenameTemplate"
 )
 
 // GovernanceServiceClient is the client API for GovernanceService service.
@@ -39,7 +44,8 @@ const (
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
 // GovernanceService holds what admins set to shape submissions: workload
-// policies and the environments and compute resources submissions reuse.
+// policies and the environments, compute resources and templates
+// submissions reuse.
 // WorkloadService.CreateWorkload applies them. API domain
 // (ErrorInfo.domain): `workload.runway.dev`.
 type GovernanceServiceClient interface {
@@ -78,6 +84,19 @@ type GovernanceServiceClient interface {
 	// Deletes a compute resource. Workloads submitted with it keep their
 	// values.
 	DeleteComputeResource(ctx context.Context, in *DeleteComputeResourceRequest, opts ...grpc.CallOption) (*emptypb.Empty, error)
+	// Creates a template. Fails with TEMPLATE_ALREADY_EXISTS when the id is
+	// taken at that scope.
+	CreateTemplate(ctx context.Context, in *CreateTemplateRequest, opts ...grpc.CallOption) (*Template, error)
+	// Gets a template.
+	GetTemplate(ctx context.Context, in *GetTemplateRequest, opts ...grpc.CallOption) (*Template, error)
+	// Lists the templates of one scope, by name.
+	ListTemplates(ctx context.Context, in *ListTemplatesRequest, opts ...grpc.CallOption) (*ListTemplatesResponse, error)
+	// Deletes a template. Workloads submitted with it keep their values.
+	DeleteTemplate(ctx context.Context, in *DeleteTemplateRequest, opts ...grpc.CallOption) (*emptypb.Empty, error)
+	// Gives a template a new id in its scope, in one transaction: the old
+	// name is gone when the new one exists. Fails with TEMPLATE_ALREADY_EXISTS
+	// when the new id is taken.
+	RenameTemplate(ctx context.Context, in *RenameTemplateRequest, opts ...grpc.CallOption) (*Template, error)
 }
 
 type governanceServiceClient struct {
@@ -208,12 +227,63 @@ func (c *governanceServiceClient) DeleteComputeResource(ctx context.Context, in 
 	return out, nil
 }
 
+func (c *governanceServiceClient) CreateTemplate(ctx context.Context, in *CreateTemplateRequest, opts ...grpc.CallOption) (*Template, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Template)
+	err := c.cc.Invoke(ctx, GovernanceService_CreateTemplate_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *governanceServiceClient) GetTemplate(ctx context.Context, in *GetTemplateRequest, opts ...grpc.CallOption) (*Template, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Template)
+	err := c.cc.Invoke(ctx, GovernanceService_GetTemplate_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *governanceServiceClient) ListTemplates(ctx context.Context, in *ListTemplatesRequest, opts ...grpc.CallOption) (*ListTemplatesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListTemplatesResponse)
+	err := c.cc.Invoke(ctx, GovernanceService_ListTemplates_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *governanceServiceClient) DeleteTemplate(ctx context.Context, in *DeleteTemplateRequest, opts ...grpc.CallOption) (*emptypb.Empty, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(emptypb.Empty)
+	err := c.cc.Invoke(ctx, GovernanceService_DeleteTemplate_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *governanceServiceClient) RenameTemplate(ctx context.Context, in *RenameTemplateRequest, opts ...grpc.CallOption) (*Template, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Template)
+	err := c.cc.Invoke(ctx, GovernanceService_RenameTemplate_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // GovernanceServiceServer is the server API for GovernanceService service.
 // All implementations must embed UnimplementedGovernanceServiceServer
 // for forward compatibility.
 //
 // GovernanceService holds what admins set to shape submissions: workload
-// policies and the environments and compute resources submissions reuse.
+// policies and the environments, compute resources and templates
+// submissions reuse.
 // WorkloadService.CreateWorkload applies them. API domain
 // (ErrorInfo.domain): `workload.runway.dev`.
 type GovernanceServiceServer interface {
@@ -252,6 +322,19 @@ type GovernanceServiceServer interface {
 	// Deletes a compute resource. Workloads submitted with it keep their
 	// values.
 	DeleteComputeResource(context.Context, *DeleteComputeResourceRequest) (*emptypb.Empty, error)
+	// Creates a template. Fails with TEMPLATE_ALREADY_EXISTS when the id is
+	// taken at that scope.
+	CreateTemplate(context.Context, *CreateTemplateRequest) (*Template, error)
+	// Gets a template.
+	GetTemplate(context.Context, *GetTemplateRequest) (*Template, error)
+	// Lists the templates of one scope, by name.
+	ListTemplates(context.Context, *ListTemplatesRequest) (*ListTemplatesResponse, error)
+	// Deletes a template. Workloads submitted with it keep their values.
+	DeleteTemplate(context.Context, *DeleteTemplateRequest) (*emptypb.Empty, error)
+	// Gives a template a new id in its scope, in one transaction: the old
+	// name is gone when the new one exists. Fails with TEMPLATE_ALREADY_EXISTS
+	// when the new id is taken.
+	RenameTemplate(context.Context, *RenameTemplateRequest) (*Template, error)
 	mustEmbedUnimplementedGovernanceServiceServer()
 }
 
@@ -297,6 +380,21 @@ func (UnimplementedGovernanceServiceServer) ListComputeResources(context.Context
 }
 func (UnimplementedGovernanceServiceServer) DeleteComputeResource(context.Context, *DeleteComputeResourceRequest) (*emptypb.Empty, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteComputeResource not implemented")
+}
+func (UnimplementedGovernanceServiceServer) CreateTemplate(context.Context, *CreateTemplateRequest) (*Template, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateTemplate not implemented")
+}
+func (UnimplementedGovernanceServiceServer) GetTemplate(context.Context, *GetTemplateRequest) (*Template, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetTemplate not implemented")
+}
+func (UnimplementedGovernanceServiceServer) ListTemplates(context.Context, *ListTemplatesRequest) (*ListTemplatesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListTemplates not implemented")
+}
+func (UnimplementedGovernanceServiceServer) DeleteTemplate(context.Context, *DeleteTemplateRequest) (*emptypb.Empty, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteTemplate not implemented")
+}
+func (UnimplementedGovernanceServiceServer) RenameTemplate(context.Context, *RenameTemplateRequest) (*Template, error) {
+	return nil, status.Error(codes.Unimplemented, "method RenameTemplate not implemented")
 }
 func (UnimplementedGovernanceServiceServer) mustEmbedUnimplementedGovernanceServiceServer() {}
 func (UnimplementedGovernanceServiceServer) testEmbeddedByValue()                           {}
@@ -535,6 +633,96 @@ func _GovernanceService_DeleteComputeResource_Handler(srv interface{}, ctx conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _GovernanceService_CreateTemplate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateTemplateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GovernanceServiceServer).CreateTemplate(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GovernanceService_CreateTemplate_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GovernanceServiceServer).CreateTemplate(ctx, req.(*CreateTemplateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GovernanceService_GetTemplate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetTemplateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GovernanceServiceServer).GetTemplate(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GovernanceService_GetTemplate_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GovernanceServiceServer).GetTemplate(ctx, req.(*GetTemplateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GovernanceService_ListTemplates_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListTemplatesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GovernanceServiceServer).ListTemplates(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GovernanceService_ListTemplates_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GovernanceServiceServer).ListTemplates(ctx, req.(*ListTemplatesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GovernanceService_DeleteTemplate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteTemplateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GovernanceServiceServer).DeleteTemplate(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GovernanceService_DeleteTemplate_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GovernanceServiceServer).DeleteTemplate(ctx, req.(*DeleteTemplateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GovernanceService_RenameTemplate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RenameTemplateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GovernanceServiceServer).RenameTemplate(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GovernanceService_RenameTemplate_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GovernanceServiceServer).RenameTemplate(ctx, req.(*RenameTemplateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // GovernanceService_ServiceDesc is the grpc.ServiceDesc for GovernanceService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -589,6 +777,26 @@ var GovernanceService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteComputeResource",
 			Handler:    _GovernanceService_DeleteComputeResource_Handler,
+		},
+		{
+			MethodName: "CreateTemplate",
+			Handler:    _GovernanceService_CreateTemplate_Handler,
+		},
+		{
+			MethodName: "GetTemplate",
+			Handler:    _GovernanceService_GetTemplate_Handler,
+		},
+		{
+			MethodName: "ListTemplates",
+			Handler:    _GovernanceService_ListTemplates_Handler,
+		},
+		{
+			MethodName: "DeleteTemplate",
+			Handler:    _GovernanceService_DeleteTemplate_Handler,
+		},
+		{
+			MethodName: "RenameTemplate",
+			Handler:    _GovernanceService_RenameTemplate_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

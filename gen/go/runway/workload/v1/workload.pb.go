@@ -534,7 +534,17 @@ type Workload struct {
 	// (the user, or a user application's creator); empty for services and
 	// managed applications. A user deleted and created again under the same
 	// name is another user and does not own these workloads.
-	CreatorUid    string `protobuf:"bytes,12,opt,name=creator_uid,json=creatorUid,proto3" json:"creator_uid,omitempty"`
+	CreatorUid string `protobuf:"bytes,12,opt,name=creator_uid,json=creatorUid,proto3" json:"creator_uid,omitempty"`
+	// Immutable. Labels to find workloads by (`labels.team = "vision"` in
+	// list and watch filters): at most 64; keys `[prefix/]name` as
+	// Kubernetes has them (name 1-63 of [A-Za-z0-9._-], starting and ending
+	// alphanumeric; prefix a DNS subdomain), values 0-63 of the same
+	// characters. The prefixes runway.dev/, run.ai/, kubernetes.io/ and
+	// k8s.io/ are the platform's.
+	Labels map[string]string `protobuf:"bytes,13,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Immutable. Notes for tools and people: keys as labels' (at most 64),
+	// values any text, 256 KiB in all.
+	Annotations   map[string]string `protobuf:"bytes,14,rep,name=annotations,proto3" json:"annotations,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -651,6 +661,20 @@ func (x *Workload) GetCreatorUid() string {
 		return x.CreatorUid
 	}
 	return ""
+}
+
+func (x *Workload) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *Workload) GetAnnotations() map[string]string {
+	if x != nil {
+		return x.Annotations
+	}
+	return nil
 }
 
 // WorkloadLimits are the scheduling rules a workload was submitted under.
@@ -790,9 +814,14 @@ type WorkloadSpec struct {
 	// Optional. What the pods' containers may do beyond the default (a
 	// non-root user, no capabilities). Each relaxation must be allowed by a
 	// policy of the project's branch (a rule with options on the field).
-	Security      *ContainerSecurity `protobuf:"bytes,14,opt,name=security,proto3" json:"security,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Security *ContainerSecurity `protobuf:"bytes,14,opt,name=security,proto3" json:"security,omitempty"`
+	// Optional. Seconds after the workload finishes (COMPLETED or FAILED)
+	// that it is deleted, as Kubernetes Jobs' ttlSecondsAfterFinished; 0 keeps
+	// it. A policy may give it a default. The deletion is audited
+	// (principal `system:workload-controller`).
+	TtlAfterFinishedSeconds int64 `protobuf:"varint,15,opt,name=ttl_after_finished_seconds,json=ttlAfterFinishedSeconds,proto3" json:"ttl_after_finished_seconds,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
 }
 
 func (x *WorkloadSpec) Reset() {
@@ -921,6 +950,13 @@ func (x *WorkloadSpec) GetSecurity() *ContainerSecurity {
 		return x.Security
 	}
 	return nil
+}
+
+func (x *WorkloadSpec) GetTtlAfterFinishedSeconds() int64 {
+	if x != nil {
+		return x.TtlAfterFinishedSeconds
+	}
+	return 0
 }
 
 // ContainerSecurity relaxes the container runtime's defaults for one
@@ -1605,8 +1641,10 @@ type WorkloadEvent struct {
 	// One English sentence for people, with the numbers.
 	Message string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
 	// For PREEMPTED: the workload that took the resources,
-	// `projects/{project}/workloads/{workload}`; empty when nobody did (node
-	// loss, drain, gang timeout).
+	// `projects/{project}/workloads/{workload}`, when it is of this workload's
+	// project; only `projects/{project}` when another project's (reclaim,
+	// consolidation: other tenants' workloads are not named); empty when
+	// nobody did (node loss, drain, gang timeout).
 	By string `protobuf:"bytes,4,opt,name=by,proto3" json:"by,omitempty"`
 	// For SCHEDULED and PREEMPTED: the rule that decided it.
 	Rule SchedulingRule `protobuf:"varint,5,opt,name=rule,proto3,enum=runway.workload.v1.SchedulingRule" json:"rule,omitempty"`
@@ -1702,7 +1740,7 @@ var File_runway_workload_v1_workload_proto protoreflect.FileDescriptor
 
 const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\n" +
-	"!runway/workload/v1/workload.proto\x12\x12runway.workload.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a runway/common/v1/resources.proto\"\xf7\x03\n" +
+	"!runway/workload/v1/workload.proto\x12\x12runway.workload.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a runway/common/v1/resources.proto\"\x85\x06\n" +
 	"\bWorkload\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03uid\x18\x02 \x01(\tR\x03uid\x12\x18\n" +
@@ -1719,7 +1757,15 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	" \x01(\v2\".runway.workload.v1.WorkloadLimitsR\x06limits\x12\x18\n" +
 	"\acreator\x18\v \x01(\tR\acreator\x12\x1f\n" +
 	"\vcreator_uid\x18\f \x01(\tR\n" +
-	"creatorUid\"\xee\x01\n" +
+	"creatorUid\x12@\n" +
+	"\x06labels\x18\r \x03(\v2(.runway.workload.v1.Workload.LabelsEntryR\x06labels\x12O\n" +
+	"\vannotations\x18\x0e \x03(\v2-.runway.workload.v1.Workload.AnnotationsEntryR\vannotations\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
+	"\x10AnnotationsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xee\x01\n" +
 	"\x0eWorkloadLimits\x128\n" +
 	"\n" +
 	"time_limit\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\ttimeLimit\x12?\n" +
@@ -1727,7 +1773,7 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\x11preempt_when_idle\x18\x03 \x01(\bR\x0fpreemptWhenIdle\x12\x1d\n" +
 	"\n" +
 	"node_types\x18\x04 \x03(\tR\tnodeTypes\x12\x16\n" +
-	"\x06source\x18\x05 \x01(\tR\x06source\"\xda\x03\n" +
+	"\x06source\x18\x05 \x01(\tR\x06source\"\x97\x04\n" +
 	"\fWorkloadSpec\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12\x18\n" +
 	"\acommand\x18\x02 \x03(\tR\acommand\x12\x12\n" +
@@ -1744,7 +1790,8 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"node_pools\x18\v \x03(\tR\tnodePools\x12\x1b\n" +
 	"\tnode_type\x18\f \x01(\tR\bnodeType\x12\x1c\n" +
 	"\tsuspended\x18\r \x01(\bR\tsuspended\x12A\n" +
-	"\bsecurity\x18\x0e \x01(\v2%.runway.workload.v1.ContainerSecurityR\bsecurity\"^\n" +
+	"\bsecurity\x18\x0e \x01(\v2%.runway.workload.v1.ContainerSecurityR\bsecurity\x12;\n" +
+	"\x1attl_after_finished_seconds\x18\x0f \x01(\x03R\x17ttlAfterFinishedSeconds\"^\n" +
 	"\x11ContainerSecurity\x12\x1e\n" +
 	"\vrun_as_root\x18\x01 \x01(\bR\trunAsRoot\x12)\n" +
 	"\x10add_capabilities\x18\x02 \x03(\tR\x0faddCapabilities\"2\n" +
@@ -1873,7 +1920,7 @@ func file_runway_workload_v1_workload_proto_rawDescGZIP() []byte {
 }
 
 var file_runway_workload_v1_workload_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_runway_workload_v1_workload_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_runway_workload_v1_workload_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_runway_workload_v1_workload_proto_goTypes = []any{
 	(WorkloadType)(0),             // 0: runway.workload.v1.WorkloadType
 	(WorkloadPhase)(0),            // 1: runway.workload.v1.WorkloadPhase
@@ -1891,43 +1938,47 @@ var file_runway_workload_v1_workload_proto_goTypes = []any{
 	(*PodStatus)(nil),             // 13: runway.workload.v1.PodStatus
 	(*PendingReason)(nil),         // 14: runway.workload.v1.PendingReason
 	(*WorkloadEvent)(nil),         // 15: runway.workload.v1.WorkloadEvent
-	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 17: google.protobuf.Duration
-	(*v1.ResourceQuantity)(nil),   // 18: runway.common.v1.ResourceQuantity
+	nil,                           // 16: runway.workload.v1.Workload.LabelsEntry
+	nil,                           // 17: runway.workload.v1.Workload.AnnotationsEntry
+	(*timestamppb.Timestamp)(nil), // 18: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 19: google.protobuf.Duration
+	(*v1.ResourceQuantity)(nil),   // 20: runway.common.v1.ResourceQuantity
 }
 var file_runway_workload_v1_workload_proto_depIdxs = []int32{
 	0,  // 0: runway.workload.v1.Workload.type:type_name -> runway.workload.v1.WorkloadType
 	8,  // 1: runway.workload.v1.Workload.spec:type_name -> runway.workload.v1.WorkloadSpec
 	12, // 2: runway.workload.v1.Workload.status:type_name -> runway.workload.v1.WorkloadStatus
-	16, // 3: runway.workload.v1.Workload.create_time:type_name -> google.protobuf.Timestamp
-	16, // 4: runway.workload.v1.Workload.update_time:type_name -> google.protobuf.Timestamp
+	18, // 3: runway.workload.v1.Workload.create_time:type_name -> google.protobuf.Timestamp
+	18, // 4: runway.workload.v1.Workload.update_time:type_name -> google.protobuf.Timestamp
 	7,  // 5: runway.workload.v1.Workload.limits:type_name -> runway.workload.v1.WorkloadLimits
-	17, // 6: runway.workload.v1.WorkloadLimits.time_limit:type_name -> google.protobuf.Duration
-	17, // 7: runway.workload.v1.WorkloadLimits.idle_gpu_limit:type_name -> google.protobuf.Duration
-	10, // 8: runway.workload.v1.WorkloadSpec.env:type_name -> runway.workload.v1.EnvVar
-	11, // 9: runway.workload.v1.WorkloadSpec.gpu:type_name -> runway.workload.v1.GpuRequest
-	9,  // 10: runway.workload.v1.WorkloadSpec.security:type_name -> runway.workload.v1.ContainerSecurity
-	1,  // 11: runway.workload.v1.WorkloadStatus.phase:type_name -> runway.workload.v1.WorkloadPhase
-	13, // 12: runway.workload.v1.WorkloadStatus.pods:type_name -> runway.workload.v1.PodStatus
-	14, // 13: runway.workload.v1.WorkloadStatus.pending_reasons:type_name -> runway.workload.v1.PendingReason
-	15, // 14: runway.workload.v1.WorkloadStatus.events:type_name -> runway.workload.v1.WorkloadEvent
-	16, // 15: runway.workload.v1.WorkloadStatus.start_time:type_name -> google.protobuf.Timestamp
-	16, // 16: runway.workload.v1.WorkloadStatus.end_time:type_name -> google.protobuf.Timestamp
-	17, // 17: runway.workload.v1.WorkloadStatus.gpu_idle_time:type_name -> google.protobuf.Duration
-	17, // 18: runway.workload.v1.WorkloadStatus.running_time:type_name -> google.protobuf.Duration
-	2,  // 19: runway.workload.v1.PodStatus.state:type_name -> runway.workload.v1.PodState
-	17, // 20: runway.workload.v1.PodStatus.gpu_idle_time:type_name -> google.protobuf.Duration
-	3,  // 21: runway.workload.v1.PendingReason.check:type_name -> runway.workload.v1.PendingCheck
-	18, // 22: runway.workload.v1.PendingReason.requested:type_name -> runway.common.v1.ResourceQuantity
-	18, // 23: runway.workload.v1.PendingReason.available:type_name -> runway.common.v1.ResourceQuantity
-	4,  // 24: runway.workload.v1.WorkloadEvent.type:type_name -> runway.workload.v1.WorkloadEventType
-	16, // 25: runway.workload.v1.WorkloadEvent.time:type_name -> google.protobuf.Timestamp
-	5,  // 26: runway.workload.v1.WorkloadEvent.rule:type_name -> runway.workload.v1.SchedulingRule
-	27, // [27:27] is the sub-list for method output_type
-	27, // [27:27] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	16, // 6: runway.workload.v1.Workload.labels:type_name -> runway.workload.v1.Workload.LabelsEntry
+	17, // 7: runway.workload.v1.Workload.annotations:type_name -> runway.workload.v1.Workload.AnnotationsEntry
+	19, // 8: runway.workload.v1.WorkloadLimits.time_limit:type_name -> google.protobuf.Duration
+	19, // 9: runway.workload.v1.WorkloadLimits.idle_gpu_limit:type_name -> google.protobuf.Duration
+	10, // 10: runway.workload.v1.WorkloadSpec.env:type_name -> runway.workload.v1.EnvVar
+	11, // 11: runway.workload.v1.WorkloadSpec.gpu:type_name -> runway.workload.v1.GpuRequest
+	9,  // 12: runway.workload.v1.WorkloadSpec.security:type_name -> runway.workload.v1.ContainerSecurity
+	1,  // 13: runway.workload.v1.WorkloadStatus.phase:type_name -> runway.workload.v1.WorkloadPhase
+	13, // 14: runway.workload.v1.WorkloadStatus.pods:type_name -> runway.workload.v1.PodStatus
+	14, // 15: runway.workload.v1.WorkloadStatus.pending_reasons:type_name -> runway.workload.v1.PendingReason
+	15, // 16: runway.workload.v1.WorkloadStatus.events:type_name -> runway.workload.v1.WorkloadEvent
+	18, // 17: runway.workload.v1.WorkloadStatus.start_time:type_name -> google.protobuf.Timestamp
+	18, // 18: runway.workload.v1.WorkloadStatus.end_time:type_name -> google.protobuf.Timestamp
+	19, // 19: runway.workload.v1.WorkloadStatus.gpu_idle_time:type_name -> google.protobuf.Duration
+	19, // 20: runway.workload.v1.WorkloadStatus.running_time:type_name -> google.protobuf.Duration
+	2,  // 21: runway.workload.v1.PodStatus.state:type_name -> runway.workload.v1.PodState
+	19, // 22: runway.workload.v1.PodStatus.gpu_idle_time:type_name -> google.protobuf.Duration
+	3,  // 23: runway.workload.v1.PendingReason.check:type_name -> runway.workload.v1.PendingCheck
+	20, // 24: runway.workload.v1.PendingReason.requested:type_name -> runway.common.v1.ResourceQuantity
+	20, // 25: runway.workload.v1.PendingReason.available:type_name -> runway.common.v1.ResourceQuantity
+	4,  // 26: runway.workload.v1.WorkloadEvent.type:type_name -> runway.workload.v1.WorkloadEventType
+	18, // 27: runway.workload.v1.WorkloadEvent.time:type_name -> google.protobuf.Timestamp
+	5,  // 28: runway.workload.v1.WorkloadEvent.rule:type_name -> runway.workload.v1.SchedulingRule
+	29, // [29:29] is the sub-list for method output_type
+	29, // [29:29] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_runway_workload_v1_workload_proto_init() }
@@ -1946,7 +1997,7 @@ func file_runway_workload_v1_workload_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_runway_workload_v1_workload_proto_rawDesc), len(file_runway_workload_v1_workload_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   10,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

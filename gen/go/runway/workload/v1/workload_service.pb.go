@@ -215,9 +215,9 @@ type CreateWorkloadRequest struct {
 	// Required. The id of the new workload, the last part of its name: 1-63
 	// characters of [a-z0-9-], starting with a letter.
 	WorkloadId string `protobuf:"bytes,2,opt,name=workload_id,json=workloadId,proto3" json:"workload_id,omitempty"`
-	// Required. The workload: `type` and `spec` are used; `name` and the
-	// output-only fields are ignored. The spec is completed, in this order, from
-	// the environment and compute resource named below (fields the spec leaves
+	// Required. The workload: `type`, `spec`, `labels` and `annotations` are
+	// used; `name` and the output-only fields are ignored. The spec is completed, in this order, from
+	// the template, the environment and compute resource named below (fields the spec leaves
 	// unset), then from the defaults of the project's effective policy; the
 	// result must pass the policy's rules (INVALID_FIELD naming the field, the
 	// rule and the policy) and the project's scheduling rules.
@@ -228,8 +228,14 @@ type CreateWorkloadRequest struct {
 	// Optional. A ComputeResource, by full name or by id, looked up the same
 	// way.
 	ComputeResource string `protobuf:"bytes,5,opt,name=compute_resource,json=computeResource,proto3" json:"compute_resource,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Optional. A Template, by full name or by id, looked up the same way,
+	// applied before all of the above: its spec fills the fields the
+	// workload's spec leaves unset, its environment and compute resource
+	// stand where the request names none, and its type (when it has one)
+	// must be the workload's.
+	Template      string `protobuf:"bytes,6,opt,name=template,proto3" json:"template,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateWorkloadRequest) Reset() {
@@ -297,6 +303,13 @@ func (x *CreateWorkloadRequest) GetComputeResource() string {
 	return ""
 }
 
+func (x *CreateWorkloadRequest) GetTemplate() string {
+	if x != nil {
+		return x.Template
+	}
+	return ""
+}
+
 // Request for WorkloadService.GetWorkload.
 type GetWorkloadRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -358,8 +371,9 @@ type ListWorkloadsRequest struct {
 	// Optional. An AIP-160 filter: comparisons joined by AND. Supported fields
 	// (with `=` and `!=`): `type` (for example `type = TRAINING`),
 	// `status.phase` (`status.phase = PENDING`), `status.node_pool`
-	// (`status.node_pool = "nodepools/a100"`), `spec.priority`. Empty means
-	// every workload.
+	// (`status.node_pool = "nodepools/a100"`), `spec.priority`, and
+	// `labels.KEY` (`labels.team = "vision"`; `!= ""` for "has the label").
+	// Empty means every workload.
 	Filter        string `protobuf:"bytes,4,opt,name=filter,proto3" json:"filter,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -793,14 +807,15 @@ const file_runway_workload_v1_workload_service_proto_rawDesc = "" +
 	"\n" +
 	"tail_lines\x18\x04 \x01(\x05R\ttailLines\".\n" +
 	"\x18ReadWorkloadLogsResponse\x12\x12\n" +
-	"\x04data\x18\x01 \x01(\fR\x04data\"\xd7\x01\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\"\xf3\x01\n" +
 	"\x15CreateWorkloadRequest\x12\x16\n" +
 	"\x06parent\x18\x01 \x01(\tR\x06parent\x12\x1f\n" +
 	"\vworkload_id\x18\x02 \x01(\tR\n" +
 	"workloadId\x128\n" +
 	"\bworkload\x18\x03 \x01(\v2\x1c.runway.workload.v1.WorkloadR\bworkload\x12 \n" +
 	"\venvironment\x18\x04 \x01(\tR\venvironment\x12)\n" +
-	"\x10compute_resource\x18\x05 \x01(\tR\x0fcomputeResource\"(\n" +
+	"\x10compute_resource\x18\x05 \x01(\tR\x0fcomputeResource\x12\x1a\n" +
+	"\btemplate\x18\x06 \x01(\tR\btemplate\"(\n" +
 	"\x12GetWorkloadRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\x82\x01\n" +
 	"\x14ListWorkloadsRequest\x12\x16\n" +
