@@ -45,6 +45,16 @@ type Spec struct {
 	Workload, Project, WorkloadUID string
 	// Pod is the pod's index in its gang.
 	Pod int
+	// Revision names this run of the pod (the agent: its binding's
+	// ModRevision, the placement): a pod an earlier runner on the same data directory left
+	// is adopted only by a Start of the same revision.
+	Revision int64
+	// Restarting, when set, is called once Start has decided to start
+	// the pod again (Origin Restarted), before the run starts: what it
+	// keeps (the agent's restart count) is on disk before the pod can run a
+	// second time, so an agent killed as the pod starts again still says it
+	// restarted.
+	Restarting func() `json:"-"`
 	// Devices are the GPU indexes the pod may use (CUDA_VISIBLE_DEVICES);
 	// none hides every GPU.
 	Devices []int
@@ -89,6 +99,24 @@ type Exit struct {
 	// OOMKilled is true when the kernel killed it over its memory limit.
 	OOMKilled bool
 }
+
+// Origin is how Start came by a pod.
+type Origin int
+
+const (
+	// Started: a new run.
+	Started Origin = iota
+	// Adopted: the run of the same revision that an earlier runner on the
+	// same data directory started (its agent was killed): followed where
+	// it still runs, its exit given where it ended meanwhile; never
+	// started twice.
+	Adopted
+	// Restarted: an earlier runner started the run of the same revision,
+	// and it died with no exit recorded while no runner followed it (its
+	// processes or container killed with its agent, the node rebooted):
+	// started again.
+	Restarted
+)
 
 // Usage is what a pod uses of the node.
 type Usage struct {
@@ -148,9 +176,11 @@ type Pod interface {
 	// ended (a pod over its GPU memory slice keeps nothing through a
 	// grace period).
 	Kill()
+	// Origin says whether Start started, adopted or restarted it.
+	Origin() Origin
 }
 
-// Reaper is a runner whose pods outlive the agent (containers): after its
+// Reaper is a runner whose pods outlive the agent: after its
 // first look at the node's bindings the agent hands it the bindings it
 // has, and the runner removes the pods of any other.
 type Reaper interface {

@@ -271,7 +271,7 @@ func (c *Controller) foldPods(w *workloadv1.Workload, snap *model, id string, no
 	var fresh, stillNodes, freshNodes []string
 	var still int32
 	var gpus, cpu, memory int64
-	var started []string
+	var started, restarted []string
 	for _, p := range pods {
 		old, ok := prev[p.GetIndex()]
 		if ok && old.GetNode() == p.GetNode() {
@@ -284,6 +284,9 @@ func (c *Controller) foldPods(w *workloadv1.Workload, snap *model, id string, no
 		}
 		if ran(p.GetState()) && (old == nil || !ran(old.GetState())) {
 			started = append(started, strconv.Itoa(int(p.GetIndex())))
+		}
+		for n := old.GetAgentRestarts(); n < p.GetAgentRestarts(); n++ {
+			restarted = append(restarted, strconv.Itoa(int(p.GetIndex())))
 		}
 		gpus += int64(p.GetFractionMilli()) * int64(max(len(p.GetDeviceIndexes()), 1))
 		cpu += w.GetSpec().GetMilliCpu()
@@ -314,6 +317,12 @@ func (c *Controller) foldPods(w *workloadv1.Workload, snap *model, id string, no
 		ev.Pods = int32(len(started))
 		Fold(w, ev)
 	}
+	for _, i := range restarted {
+		ev := NewEvent(workloadv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_STARTED, now,
+			fmt.Sprintf("Pod %s %s.", i, RestartedAfterAgentFailure))
+		ev.Pods = 1
+		Fold(w, ev)
+	}
 	if int32(len(pods)) >= clusterproto.EffectivePods(w.GetSpec()) && allEnded(pods) {
 		msg := "Every pod exited 0."
 		for _, p := range pods {
@@ -329,12 +338,19 @@ func (c *Controller) foldPods(w *workloadv1.Workload, snap *model, id string, no
 	}
 }
 
+// RestartedAfterAgentFailure ends the STARTED event of a pod its node
+// agent started again because it died while the agent was down ("Pod 0
+// restarted after its node agent failed."): a second run of one binding,
+// said so.
+const RestartedAfterAgentFailure = "restarted after its node agent failed"
+
 // applyReport sets a pod's state from its latest run report: SUCCEEDED
 // only with exit code 0, FAILED for any other ending.
 func applyReport(ps *workloadv1.PodStatus, rep *nodemanagerv1.ReportWorkloadStateRequest) {
 	ps.ExitCode = rep.GetExitCode()
 	ps.Message = rep.GetMessage()
 	ps.GpuIdleTime = rep.GetGpuIdleTime()
+	ps.AgentRestarts = rep.GetAgentRestarts()
 	switch rep.GetState() {
 	case workloadv1.PodState_POD_STATE_STARTING, workloadv1.PodState_POD_STATE_RUNNING, workloadv1.PodState_POD_STATE_STOPPED:
 		ps.State = rep.GetState()

@@ -81,12 +81,30 @@ func bindingKey(node, project, id string, pod int32) string {
 // report writes a pod's run report as the node agent does.
 func (e *env) report(t *testing.T, node, project, id string, pod int32, state workloadv1.PodState, exit int32) {
 	t.Helper()
-	rep := &nodemanagerv1.ReportWorkloadStateRequest{Node: "nodes/" + node, Workload: "projects/" + project + "/workloads/" + id,
-		PodIndex: pod, State: state, ExitCode: exit, ObserveTime: timestamppb.Now()}
-	key := fmt.Sprintf("%s%s/%s.%s.%d", etcdstore.PrefixRuns, node, project, id, pod)
+	e.putRun(t, &nodemanagerv1.ReportWorkloadStateRequest{Node: "nodes/" + node, Workload: "projects/" + project + "/workloads/" + id,
+		PodIndex: pod, State: state, ExitCode: exit, ObserveTime: timestamppb.Now()})
+}
+
+// putRun writes a run report as is, under its node's and pod's key.
+func (e *env) putRun(t *testing.T, rep *nodemanagerv1.ReportWorkloadStateRequest) {
+	t.Helper()
+	project, id, _ := workload.ParseWorkloadName(rep.GetWorkload())
+	key := fmt.Sprintf("%s%s/%s.%s.%d", etcdstore.PrefixRuns, strings.TrimPrefix(rep.GetNode(), "nodes/"), project, id, rep.GetPodIndex())
 	if _, err := etcdstore.NewBatch(e.etcd.Client).Put(key, rep).Commit(t.Context()); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// runningJob is team-a's workload "job", its pod 0 bound on n1 and
+// reported RUNNING, its controller running.
+func (e *env) runningJob(t *testing.T) *workloadv1.Workload {
+	t.Helper()
+	e.addProjects(t, "team-a")
+	w := e.create(t, "team-a", "job", training())
+	e.runController(t)
+	e.bindRunning(t, "n1", "team-a", "job", 0)
+	e.await(t, w.GetName(), "running", phaseIs(workloadv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING))
+	return w
 }
 
 // await polls the workload until ok holds (5 s at most).
@@ -204,11 +222,7 @@ func TestController_BindRunFinish(t *testing.T) {
 
 func TestController_FailedExitCode(t *testing.T) {
 	e := start(t)
-	e.addProjects(t, "team-a")
-	w := e.create(t, "team-a", "job", training())
-	e.runController(t)
-	e.bindRunning(t, "n1", "team-a", "job", 0)
-	e.await(t, w.GetName(), "running", phaseIs(workloadv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING))
+	w := e.runningJob(t)
 	e.report(t, "n1", "team-a", "job", 0, workloadv1.PodState_POD_STATE_SUCCEEDED, 3)
 	got := e.await(t, w.GetName(), "failed", phaseIs(workloadv1.WorkloadPhase_WORKLOAD_PHASE_FAILED))
 	if want := []workloadv1.WorkloadEventType{evSubmitted, evScheduled, evStarted, evFinished}; !slices.Equal(eventTypes(got), want) {
@@ -220,21 +234,49 @@ func TestController_FailedExitCode(t *testing.T) {
 // the workload's FINISHED event.
 func TestController_FailedPodReasonInEvent(t *testing.T) {
 	e := start(t)
-	e.addProjects(t, "team-a")
-	w := e.create(t, "team-a", "job", training())
-	e.runController(t)
-	e.bindRunning(t, "n1", "team-a", "job", 0)
-	e.await(t, w.GetName(), "running", phaseIs(workloadv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING))
+	w := e.runningJob(t)
 	const why = "Out of GPU memory: the pod used 46.6 GiB on GPU 1, over its slice of 40.0 GiB; the node agent ended it."
-	rep := &nodemanagerv1.ReportWorkloadStateRequest{Node: "nodes/n1", Workload: w.GetName(), PodIndex: 0,
-		State: workloadv1.PodState_POD_STATE_FAILED, ExitCode: 137, Message: why, ObserveTime: timestamppb.Now()}
-	if _, err := etcdstore.NewBatch(e.etcd.Client).Put(etcdstore.PrefixRuns+"n1/team-a.job.0", rep).Commit(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	e.putRun(t, &nodemanagerv1.ReportWorkloadStateRequest{Node: "nodes/n1", Workload: w.GetName(), PodIndex: 0,
+		State: workloadv1.PodState_POD_STATE_FAILED, ExitCode: 137, Message: why, ObserveTime: timestamppb.Now()})
 	got := e.await(t, w.GetName(), "failed", phaseIs(workloadv1.WorkloadPhase_WORKLOAD_PHASE_FAILED))
 	evs := got.GetStatus().GetEvents()
 	if last := evs[len(evs)-1]; last.GetType() != evFinished || last.GetMessage() != "Pod 0 failed (exit code 137): "+why {
 		t.Errorf("last event = %v, want FINISHED with the reason", last)
+	}
+}
+
+// A pod its agent started again after it died while the agent was down
+// (agent_restarts in its run report) gets one STARTED event per restart
+// saying so, and no more when the same count is reported again, its
+// final report too.
+func TestController_RestartAfterAgentFailureIsAnEvent(t *testing.T) {
+	e := start(t)
+	w := e.runningJob(t)
+	put := func(state workloadv1.PodState, restarts int32) {
+		t.Helper()
+		e.putRun(t, &nodemanagerv1.ReportWorkloadStateRequest{Node: "nodes/n1", Workload: w.GetName(), PodIndex: 0,
+			State: state, ObserveTime: timestamppb.Now(), AgentRestarts: restarts})
+	}
+	restarts := func(w *workloadv1.Workload) int {
+		n := 0
+		for _, ev := range w.GetStatus().GetEvents() {
+			if ev.GetType() == evStarted && ev.GetMessage() == "Pod 0 "+workload.RestartedAfterAgentFailure+"." {
+				n++
+			}
+		}
+		return n
+	}
+	put(workloadv1.PodState_POD_STATE_RUNNING, 1)
+	e.await(t, w.GetName(), "one restart event", func(w *workloadv1.Workload) bool { return restarts(w) == 1 })
+	put(workloadv1.PodState_POD_STATE_RUNNING, 2) // died again with its next agent
+	e.await(t, w.GetName(), "two restart events, counted in the pod's status", func(w *workloadv1.Workload) bool {
+		pods := w.GetStatus().GetPods()
+		return restarts(w) == 2 && len(pods) == 1 && pods[0].GetAgentRestarts() == 2
+	})
+	put(workloadv1.PodState_POD_STATE_SUCCEEDED, 2)
+	got := e.await(t, w.GetName(), "completed", phaseIs(workloadv1.WorkloadPhase_WORKLOAD_PHASE_COMPLETED))
+	if n := restarts(got); n != 2 {
+		t.Errorf("%d restart events after the final report, want 2", n)
 	}
 }
 

@@ -209,8 +209,8 @@ func RunAgent(ctx context.Context, cfg AgentConfig) error {
 		if acfg.Metrics, err = gpumetrics.NewMetrics(reg); err != nil {
 			return err
 		}
-		acfg.Usage = agent.NewPodUsage()
-		if err := reg.Register(acfg.Usage); err != nil {
+		acfg.Usage, acfg.Restarts = agent.NewPodUsage(), agent.NewRestarts()
+		if err := errors.Join(reg.Register(acfg.Usage), reg.Register(acfg.Restarts)); err != nil {
 			return err
 		}
 		if ops, err = (MetricsConfig{Listen: cfg.MetricsListen, TokenFile: cfg.MetricsTokenFile, TLS: cfg.MetricsTLS}).withAPI(cfg.TLS).listen(reg, cfg.Logger, nil); err != nil {

@@ -202,8 +202,8 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr, token string)) 
 	if err != nil {
 		return err
 	}
-	usage := agent.NewPodUsage()
-	if err := reg.Register(usage); err != nil {
+	usage, restarts := agent.NewPodUsage(), agent.NewRestarts()
+	if err := errors.Join(reg.Register(usage), reg.Register(restarts)); err != nil {
 		return err
 	}
 	hist, err := cfg.History.open(filepath.Join(cfg.DataDir, "tsdb"), cfg.Logger)
@@ -349,7 +349,7 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr, token string)) 
 		acfg := agent.Config{Node: node, Client: cli, DataDir: dir, Listen: "127.0.0.1:0", LeaseTTL: cfg.LeaseTTL, StopGrace: cfg.StopGrace,
 			PodUIDs: local.DefaultUIDs, Engine: cfg.Engine, Hide: []string{cfg.DataDir, cfg.Metrics.TokenFile}, // env, etcd, keys
 			Auth: guard.UnaryInterceptor, AuthStream: guard.StreamInterceptor,
-			Backend: backend, Metrics: gpus, Usage: usage, Logger: cfg.Logger}
+			Backend: backend, Metrics: gpus, Usage: usage, Restarts: restarts, Logger: cfg.Logger}
 		// The agent opens its pods' credentials as its node, over loopback.
 		cconn, err := dialServiceAs(srv.Addr(), guard.NodeAgentCredentials(nodemanager.NodeName(node)), nil, nil)
 		if err != nil {

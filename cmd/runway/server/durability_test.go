@@ -261,9 +261,9 @@ func TestDurabilityKill9(t *testing.T) {
 	<-done
 	orphans := podProcs(dir)
 	if len(orphans) > 0 {
-		// Pods run in their own process groups, so they outlive a kill -9 of
-		// the agent; the restarted agent's runner reaps them before it
-		// starts anything (checked at the end).
+		// Pods run in sessions of their own, each the child of its shim, so
+		// they outlive a kill -9 of the agent; the restarted agent adopts
+		// those still bound and ends the others (checked at the end).
 		t.Logf("%d pod process(es) outlived the SIGKILL of runway dev's process group: %v", len(orphans), orphans)
 	}
 	t.Logf("%d submits acknowledged", len(acked))

@@ -32,6 +32,7 @@ type pod struct {
 	cpuFile string // the cgroup's CPU usage file; "" asks the engine
 	cpuV2   bool   // cpu.stat's usage_usec, else cpuacct.usage's nanoseconds
 	limited bool   // it has a memory limit
+	origin  runner.Origin
 	done    chan struct{}
 
 	mu       sync.Mutex
@@ -140,6 +141,7 @@ func (p *pod) wait(logged <-chan struct{}) {
 }
 
 func (p *pod) Pid() int              { return p.pid }
+func (p *pod) Origin() runner.Origin { return p.origin }
 func (p *pod) Dir() string           { return p.dir }
 func (p *pod) LogPath() string       { return p.logPath }
 func (p *pod) Done() <-chan struct{} { return p.done }

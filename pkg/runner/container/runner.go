@@ -33,6 +33,7 @@ const (
 	LabelWorkload    = "io.runway.workload"
 	LabelWorkloadUID = "io.runway.workload-uid"
 	LabelPod         = "io.runway.pod"
+	LabelRevision    = "io.runway.revision" // Spec.Revision
 )
 
 // apiTimeout bounds each engine call but the long ones (wait, logs, stop,
@@ -228,14 +229,40 @@ func (r *Runner) Start(spec runner.Spec) (runner.Pod, error) {
 	}
 	ctx := context.Background()
 	name := r.containerName(spec.ID)
+	rev := strconv.FormatInt(spec.Revision, 10)
 	c, err := r.inspect(ctx, name)
+	origin := runner.Adopted
+	var labels map[string]string
+	if err == nil && c.Config != nil {
+		labels = c.Config.Labels
+	}
+	if was, labelled := labels[LabelRevision]; labelled && was != rev {
+		// An earlier binding's, deleted while no agent ran (a container of
+		// an agent older than the label is adopted).
+		rctx, cancel := context.WithTimeout(ctx, apiTimeout)
+		_, err = r.cli.ContainerRemove(rctx, c.ID, client.ContainerRemoveOptions{Force: true})
+		cancel()
+		if err == nil || cerrdefs.IsNotFound(err) {
+			err = cerrdefs.ErrNotFound
+		}
+	}
 	if cerrdefs.IsNotFound(err) {
+		origin = runner.Started
+		if b, rerr := os.ReadFile(filepath.Join(r.RecordDir(spec.ID), revisionName)); rerr == nil && string(b) == rev {
+			origin = runner.Restarted // its container went (with its exit) while no agent ran
+			if spec.Restarting != nil {
+				spec.Restarting()
+			}
+		}
 		c, err = r.create(ctx, spec, name)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("start pod %q: %w", spec.ID, err)
 	}
 	if c.State != nil && c.State.Status == container.StateCreated {
+		if origin == runner.Adopted { // created by an agent killed before it started it: never ran
+			origin = runner.Started
+		}
 		sctx, cancel := context.WithTimeout(ctx, apiTimeout)
 		_, err := r.cli.ContainerStart(sctx, c.ID, client.ContainerStartOptions{})
 		cancel()
@@ -247,8 +274,16 @@ func (r *Runner) Start(spec runner.Spec) (runner.Pod, error) {
 			return nil, fmt.Errorf("start pod %q: %w", spec.ID, err)
 		}
 	}
-	return r.follow(spec.ID, c), nil
+	p := r.follow(spec.ID, c)
+	p.origin = origin
+	return p, nil
 }
+
+// revisionName is the file in a pod's record directory naming the
+// revision its container was created for: a container gone with its
+// exit (removed, the engine's storage lost) while no agent ran is a pod
+// that died, not one never started.
+const revisionName = "revision"
 
 func (r *Runner) inspect(ctx context.Context, name string) (container.InspectResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
@@ -265,6 +300,10 @@ func (r *Runner) create(ctx context.Context, spec runner.Spec, name string) (con
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return container.InspectResponse{}, err
 		}
+	}
+	rev := strconv.FormatInt(spec.Revision, 10)
+	if err := os.WriteFile(filepath.Join(rec, revisionName), []byte(rev), 0o600); err != nil {
+		return container.InspectResponse{}, err
 	}
 	devices := spec.Devices
 	if len(spec.CDIDevices) > 0 { // the container sees only its devices, from 0
@@ -302,7 +341,8 @@ func (r *Runner) create(ctx context.Context, spec runner.Spec, name string) (con
 		Env:        runner.Environ(spec, work, devices),
 		WorkingDir: work,
 		Labels: map[string]string{LabelRunner: r.name, LabelPodID: spec.ID, LabelProject: spec.Project,
-			LabelWorkload: workloadID(spec.Workload), LabelWorkloadUID: spec.WorkloadUID, LabelPod: strconv.Itoa(spec.Pod)},
+			LabelWorkload: workloadID(spec.Workload), LabelWorkloadUID: spec.WorkloadUID, LabelPod: strconv.Itoa(spec.Pod),
+			LabelRevision: rev},
 	}
 	if len(spec.Command) > 0 { // the workload's command replaces the image's entrypoint, as on Kubernetes
 		cfg.Entrypoint, cfg.Cmd = spec.Command, []string{}

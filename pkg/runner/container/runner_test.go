@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moby/moby/client"
+
 	"github.com/runwayhq/runway/pkg/runner"
 	"github.com/runwayhq/runway/pkg/runner/container"
 	"github.com/runwayhq/runway/pkg/runner/container/podmantest"
@@ -168,27 +170,78 @@ func TestStart_adoptsAcrossRunners(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	older, err := first.Start(spec("u1.3", "sleep", "600"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone, err := first.Start(spec("u1.4", "sleep", "600"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []runner.Pod{p, done, unbound, older, gone} {
+		if q.Origin() != runner.Started {
+			t.Errorf("a first start: origin %v, want started", q.Origin())
+		}
+	}
 	eventually(t, "the first log line", func() bool { return strings.Contains(readLog(t, p), "started") })
 	first.Close() // the agent dies: its containers stay
+	// u1.4's container goes with the engine's storage while no agent runs.
+	cli, err := client.New(client.WithHost(engine.Host))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	if _, err := cli.ContainerRemove(context.Background(), "runway-"+runner.Name(dir)+"-u1.4", client.ContainerRemoveOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, gone, time.Minute)
 
 	second := newRunner(t, engine.Host, dir)
 	q, err := second.Start(spec("u1.0", "sh", "-c", "echo started; exec sleep 600"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if q.Pid() != p.Pid() {
-		t.Errorf("the second runner runs pid %d, the first ran %d: started twice", q.Pid(), p.Pid())
+	if q.Pid() != p.Pid() || q.Origin() != runner.Adopted {
+		t.Errorf("the second runner runs pid %d (origin %v), the first ran %d: started twice", q.Pid(), q.Origin(), p.Pid())
+	}
+	next := spec("u1.3", "sleep", "600")
+	next.Revision = 1 // bound again while no agent ran
+	o, err := second.Start(next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, older, time.Minute) // the earlier binding's container, removed
+	if o.Origin() != runner.Started || o.Pid() == older.Pid() {
+		t.Errorf("u1.3 bound again: origin %v, pid %d (the old one's %d); want a new start", o.Origin(), o.Pid(), older.Pid())
+	}
+	again := spec("u1.4", "sleep", "600")
+	restarting := 0
+	again.Restarting = func() { // before its new container exists
+		if _, err := cli.ContainerInspect(context.Background(), "runway-"+runner.Name(dir)+"-u1.4", client.ContainerInspectOptions{}); err == nil {
+			t.Error("Restarting was called once u1.4's new container existed")
+		}
+		restarting++
+	}
+	re, err := second.Start(again)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if re.Origin() != runner.Restarted || restarting != 1 {
+		t.Errorf("u1.4, its container gone: origin %v, Restarting called %d times; want restarted, once", re.Origin(), restarting)
+	}
+	for _, x := range []runner.Pod{o, re} {
+		x.Kill()
 	}
 	eventually(t, "the adopted log", func() bool { return readLog(t, q) == "started\n" })
 	d, err := second.Start(spec("u1.1", "sh", "-c", "echo once; exit 7"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ex := waitDone(t, d, time.Minute); ex.Code != 7 || readLog(t, d) != "once\n" {
+	if ex := waitDone(t, d, time.Minute); ex.Code != 7 || readLog(t, d) != "once\n" || d.Origin() != runner.Adopted {
 		t.Errorf("the exited pod adopted: exit %+v, log %q; want 7 and one line", ex, readLog(t, d))
 	}
 	second.Reap(func(project, workload string, pod int) bool {
-		return project == "team-a" && workload == "w" && pod == 0
+		return project == "team-a" && workload == "w" && pod != 2
 	})
 	select {
 	case <-unbound.Done():

@@ -9,7 +9,17 @@
 // its session and parents), so Stop, Kill, Freeze and CPU reach processes
 // that left the process group, and a pod ends with its first process.
 //
+// A pod's first process is the child of a shim (shim.go: the runner's
+// own executable started again, in a session of its own), not of the
+// agent, so that pods outlive an agent killed with kill -9 and the next
+// runner on the same data directory adopts them from their run records:
+// the agent's own memory is not needed, and neither is the kernel's exit
+// status, which only a parent is told. The shim, not the runner, makes the
+// pod's mount namespace, around the pod's command alone: it stays in the
+// agent's view to write its records in the (hidden) data directory.
+//
 //	<DataDir>/<Spec.ID>/output.log  stdout and stderr, appended across restarts (0600)
-//	<DataDir>/<Spec.ID>/pid         "pid start-time" while it runs (session tracking; a cgroup is its own record)
+//	<DataDir>/<Spec.ID>/run         the run record: revision, shim and leader (pid, start time), cgroup, uid, binding (JSON)
+//	<DataDir>/<Spec.ID>/exit        how the first process ended, written by the shim (JSON)
 //	<WorkDir>/<Spec.ID>/            the pod's working directory (the pod's, 0700)
 package local

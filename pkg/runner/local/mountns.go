@@ -14,15 +14,16 @@ import (
 
 // spawner starts pods from OS threads that each unshared a mount
 // namespace for that one pod: a fresh /proc with hidepid=invisible (a pod
-// sees only the processes of its own uid: not the agent's, not other pods'
-// command lines or environments) and Config.Hide covered (an empty
-// read-only tmpfs on a directory, /dev/null on a file). A child forked from
-// such a thread starts in its namespace, so no helper binary runs between
-// the agent and the pod's command, and the mounts it inherits are locked:
-// an unprivileged pod cannot unmount them, even in a user namespace of its
-// own; it also starts with no_new_privs. Only root can make them
-// (CAP_SYS_ADMIN). The thread is never unlocked, so it ends with the
-// start, namespace and all.
+// sees only the processes of its own uid: not the agent's, not its shim's,
+// not other pods' command lines or environments) and Config.Hide covered
+// (an empty read-only tmpfs on a directory, /dev/null on a file). A pod's
+// shim makes it (runShim), around the pod's command only: the shim itself
+// stays in the agent's view, where it writes the run and exit records in
+// the hidden data directory. A child forked from such a thread starts in
+// its namespace, and the mounts it inherits are locked: an unprivileged
+// pod cannot unmount them, even in a user namespace of its own; it also
+// starts with no_new_privs. Only root can make them (CAP_SYS_ADMIN). The
+// thread is never unlocked, so it ends with the start, namespace and all.
 type spawner struct {
 	hide []string
 	// proc says how /proc is private: "a private /proc" (a proc instance
@@ -32,7 +33,7 @@ type spawner struct {
 }
 
 // newSpawner checks that the pods' mount namespace can be made, or says
-// why it cannot.
+// why it cannot: the runner does not start without it.
 func newSpawner(hide []string) (*spawner, error) {
 	s := &spawner{hide: hide}
 	how, err := s.onThread(func() error { return nil })

@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -27,6 +25,10 @@ const LogName = runner.LogName
 
 // drainTimeout bounds the wait for a killed pod's last processes.
 const drainTimeout = 10 * time.Second
+
+// shimSettle bounds the wait for the shim of a dead runner that was
+// starting its pod: it records the leader or ends within a moment.
+const shimSettle = 2 * time.Second
 
 // Environment variables every pod gets (pkg/runner's).
 const (
@@ -78,12 +80,16 @@ type Runner struct {
 	cgMount string // the cgroup v2 mount holding cfg.Cgroup
 	ids     *identities
 	spawn   *spawner // nil when not root: pods share the agent's view
+
+	mu      sync.Mutex
+	orphans map[string]runRecord // by pod id: pods an earlier runner left running, until adopted or reaped
 }
 
-// New returns a runner. Pods left running by an earlier runner on the same
-// directories (an agent killed with kill -9 cannot stop them) are killed
-// first, so a restarted agent never runs a second copy of a pod next to
-// the first.
+// New returns a runner. Pods an earlier runner on the same directories
+// left running (its agent killed with kill -9) are kept for Start to
+// adopt, or Reap to end; whatever else of them is left (a pod's processes
+// whose shim is gone, a cgroup without a live run) is killed, so a
+// restarted agent never runs a second copy of a pod next to the first.
 func New(cfg Config) (*Runner, error) {
 	if cfg.DataDir == "" {
 		return nil, errors.New("local runner: Config.DataDir is empty")
@@ -125,7 +131,7 @@ func New(cfg Config) (*Runner, error) {
 			return nil, fmt.Errorf("local runner: %w (the process runtime as root needs CAP_SYS_ADMIN; else use --runtime container)", err)
 		}
 	}
-	r.reapOrphans()
+	r.findOrphans()
 	return r, nil
 }
 
@@ -183,16 +189,62 @@ func (r *Runner) Close() {
 	}
 }
 
-// PidName is the file in a pod's record directory naming its leader ("pid
-// start-time") while it runs, when the pod has no cgroup.
-const PidName = "pid"
+// membersOf follows the processes of a recorded run.
+func membersOf(rec runRecord) *members {
+	if rec.Cgroup == "" {
+		return newMembers(rec.Leader, "", "")
+	}
+	return newMembers(rec.Leader, rec.Cgroup, cgroupMount(rec.Cgroup))
+}
 
-// reapOrphans kills what earlier runners left: every pod cgroup (of this
-// runner's cgroup directory, and of the one it detects by default, which an
-// earlier runner on the same data directory may have used), and each
-// recorded session whose leader is still the recorded process (a reused
-// pid of an unrelated program is left alone).
-func (r *Runner) reapOrphans() {
+// findOrphans reads what earlier runners on this data directory left:
+// each run whose shim still runs (its command started) is kept (its uid taken again, so that no
+// new pod shares it); the processes of a run whose shim is gone are
+// killed (its pod ends with its first process, which the shim no longer
+// watches), its records left for Start to tell how it ended; so is every
+// pod cgroup (of this runner's cgroup directory, and of the one it detects
+// by default) that no live run holds.
+func (r *Runner) findOrphans() {
+	r.orphans = map[string]runRecord{}
+	held := map[string]bool{}
+	files, _ := filepath.Glob(filepath.Join(r.cfg.DataDir, "*", RunName))
+	for _, f := range files {
+		var rec runRecord
+		if !readJSON(f, &rec) {
+			continue
+		}
+		id := filepath.Base(filepath.Dir(f))
+		if rec.Leader == 0 && alive(rec.Shim, rec.ShimStart) {
+			// Its agent died as the shim started the pod. Past its parent
+			// check the shim starts the command and records the leader (a
+			// live run, adopted); before it the shim ends (Start restarts
+			// the pod). Either takes a moment: a shim still starting after
+			// shimSettle is ended here, its pod started again by Start.
+			for deadline := time.Now().Add(shimSettle); rec.Leader == 0 && alive(rec.Shim, rec.ShimStart) && time.Now().Before(deadline); {
+				time.Sleep(10 * time.Millisecond)
+				_ = readJSON(f, &rec)
+			}
+			if rec.Leader == 0 && alive(rec.Shim, rec.ShimStart) {
+				_ = syscall.Kill(rec.Shim, syscall.SIGKILL)
+				waitGone(rec.Shim, rec.ShimStart)
+				_ = readJSON(f, &rec) // with its leader, if it got that far
+			}
+		}
+		if alive(rec.Shim, rec.ShimStart) {
+			r.orphans[id] = rec
+			r.ids.reserve(rec.UID)
+			held[rec.Cgroup] = true
+			continue
+		}
+		// A session's id is not reused while a process of it lives: the
+		// processes of that session are the pod's.
+		if rec.Cgroup != "" || rec.Leader > 1 {
+			m := membersOf(rec)
+			m.refresh(procstat.Snapshot())
+			_ = m.killAll(drainTimeout)
+		}
+		disown(r.PodDir(id)) // its uid is free again
+	}
 	dirs := cgroupDirs(runner.Name(r.cfg.DataDir))
 	if r.cfg.Cgroup != "" && !slices.Contains(dirs, r.cfg.Cgroup) {
 		dirs = append(dirs, r.cfg.Cgroup)
@@ -200,34 +252,38 @@ func (r *Runner) reapOrphans() {
 	for _, dir := range dirs {
 		ents, _ := os.ReadDir(dir)
 		for _, e := range ents {
-			if e.IsDir() {
-				m := newMembers(0, filepath.Join(dir, e.Name()), cgroupMount(dir))
-				_ = m.killAll(drainTimeout)
+			if cg := filepath.Join(dir, e.Name()); e.IsDir() && !held[cg] {
+				_ = newMembers(0, cg, cgroupMount(dir)).killAll(drainTimeout)
 			}
 		}
 	}
-	files, _ := filepath.Glob(filepath.Join(r.cfg.DataDir, "*", PidName))
-	var snap map[int]procstat.Proc
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		_ = os.Remove(f)
-		var pid int
-		var start uint64
-		if err != nil {
-			continue
-		}
-		if _, err := fmt.Sscan(string(b), &pid, &start); err != nil || pid <= 1 {
-			continue
-		}
-		if snap == nil {
-			snap = procstat.Snapshot()
-		}
-		if p, ok := snap[pid]; ok && p.Start == start {
-			m := newMembers(pid, "", "")
-			m.refresh(snap)
-			_ = m.killAll(drainTimeout)
+}
+
+// Reap ends the pods an earlier runner left running whose binding is gone
+// (deleted while no agent ran); Start adopts the others.
+func (r *Runner) Reap(bound func(project, workload string, pod int) bool) {
+	r.mu.Lock()
+	gone := map[string]runRecord{}
+	for id, rec := range r.orphans {
+		if !bound(rec.Project, rec.Workload, rec.Pod) {
+			gone[id] = rec
+			delete(r.orphans, id)
 		}
 	}
+	r.mu.Unlock()
+	for id, rec := range gone {
+		r.end(id, rec)
+	}
+}
+
+// end kills orphan id and waits for its shim to record the end.
+func (r *Runner) end(id string, rec runRecord) {
+	m := membersOf(rec)
+	m.refresh(procstat.Snapshot())
+	_ = m.killAll(drainTimeout)
+	waitGone(rec.Shim, rec.ShimStart)
+	disown(r.PodDir(id))
+	r.ids.put(rec.UID)
 }
 
 // Spec is one pod to run; the process runtime ignores its Image, CPU and
@@ -253,7 +309,11 @@ func validID(id string) bool {
 }
 
 // Start starts the pod's command and returns at once; watch Process.Done
-// for its end.
+// for its end. The run of spec.Revision that an earlier runner left is
+// adopted instead (Origin Adopted): followed while it runs, or its
+// recorded exit given; one that died without a recorded exit is started
+// again (Origin Restarted). An earlier run of another revision still
+// running is killed first.
 func (r *Runner) Start(spec Spec) (runner.Pod, error) {
 	if len(spec.Command) == 0 {
 		return nil, fmt.Errorf("start pod %q: empty command", spec.ID)
@@ -262,8 +322,32 @@ func (r *Runner) Start(spec Spec) (runner.Pod, error) {
 		return nil, fmt.Errorf("start pod: invalid id %q", spec.ID)
 	}
 	rec, work := r.RecordDir(spec.ID), r.PodDir(spec.ID)
+	r.mu.Lock()
+	orphan, ok := r.orphans[spec.ID]
+	delete(r.orphans, spec.ID)
+	r.mu.Unlock()
+	if ok && orphan.Revision == spec.Revision {
+		return r.adopt(spec, orphan, nil), nil
+	}
+	if ok {
+		r.end(spec.ID, orphan)
+	}
+	origin := runner.Started
+	var last runRecord
+	if readJSON(filepath.Join(rec, RunName), &last) && last.Revision == spec.Revision {
+		var ex exitRecord
+		if readJSON(filepath.Join(rec, ExitName), &ex) { // it ended while no runner watched
+			return r.adopt(spec, last, &Exit{Code: ex.Code, Signaled: ex.Signaled}), nil
+		}
+		origin = runner.Restarted
+	}
 	if err := os.MkdirAll(rec, 0o700); err != nil {
 		return nil, fmt.Errorf("start pod %q: %w", spec.ID, err)
+	}
+	for _, name := range []string{RunName, ExitName} { // an earlier run's
+		if err := os.Remove(filepath.Join(rec, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("start pod %q: %w", spec.ID, err)
+		}
 	}
 	cred, uid, err := r.ids.take(spec.ID)
 	if err != nil {
@@ -288,39 +372,41 @@ func (r *Runner) Start(spec Spec) (runner.Pod, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start pod %q: %w", spec.ID, err)
 	}
-	defer log.Close() // the child has its own descriptor
+	defer log.Close() // the shim has its own descriptor
 
-	cmd := exec.Command(spec.Command[0], spec.Command[1:]...)
-	cmd.Dir = work
-	cmd.Env = environ(spec, work)
-	if p, err := lookPath(spec.Command[0]); err == nil {
-		cmd.Path, cmd.Err = p, nil // found on the pod's PATH, not the agent's
-	} else {
+	path, err := lookPath(spec.Command[0]) // on the pod's PATH, not the agent's
+	if err != nil {
 		return nil, fmt.Errorf("start pod %q: %w", spec.ID, err)
 	}
-	cmd.Stdout, cmd.Stderr = log, log // *os.File: Wait does not wait on children's copies
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: cred}
+	ss := shimSpec{Path: path, Args: spec.Command, Env: environ(spec, work), Dir: work, Cred: cred, RecordDir: rec, Parent: os.Getpid(),
+		Record: runRecord{Revision: spec.Revision, Project: spec.Project, Workload: workloadID(spec.Workload), Pod: spec.Pod}}
+	if r.ids.ids.First != 0 {
+		ss.Record.UID = uid
+	}
+	switch {
+	case r.spawn != nil:
+		ss.Isolate, ss.Hide, ss.Files = true, r.spawn.hide, spec.Files
+	case len(spec.Files) > 0:
+		return nil, fmt.Errorf("start pod %q: %w", spec.ID, errNoFiles)
+	}
+	var cgFile *os.File
 	cg := ""
 	if r.cfg.Cgroup != "" {
 		cg = filepath.Join(r.cfg.Cgroup, spec.ID)
 		if err := os.Mkdir(cg, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 			return nil, fmt.Errorf("start pod %q: cgroup: %w", spec.ID, err)
 		}
-		fd, err := syscall.Open(cg, syscall.O_DIRECTORY|syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
-		if err != nil {
+		if cgFile, err = os.Open(cg); err != nil {
 			return nil, fmt.Errorf("start pod %q: cgroup: %w", spec.ID, err)
 		}
-		defer syscall.Close(fd)
-		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
+		defer cgFile.Close()
+		ss.Cgroup, ss.Record.Cgroup = true, cg
+	}
+	if origin == runner.Restarted && spec.Restarting != nil {
+		spec.Restarting()
 	}
 	forks <- struct{}{}
-	if r.spawn != nil {
-		err = r.spawn.start(cmd, filesSetup(spec.Files, cred))
-	} else if len(spec.Files) > 0 {
-		err = errNoFiles
-	} else {
-		err = cmd.Start()
-	}
+	shim, run, err := startShim(ss, log, cgFile)
 	<-forks
 	if err != nil {
 		if cg != "" {
@@ -329,31 +415,46 @@ func (r *Runner) Start(spec Spec) (runner.Pod, error) {
 		return nil, fmt.Errorf("start pod %q: %w", spec.ID, err)
 	}
 	started = true
-	pid := cmd.Process.Pid
-	p := &Process{cmd: cmd, pid: pid, grace: r.cfg.StopGrace, logPath: logPath, dir: work, rec: rec,
-		members: newMembers(pid, cg, r.cgMount), done: make(chan struct{}),
-		release: func() { r.ids.put(uid); disown(work) }}
-	// Recorded so that a runner started after this one dies can find it: a
-	// pod's cgroup is its own record (reapOrphans lists them); in session
-	// mode its leader is written down. Each file created costs as much as
-	// the clone on a busy ext4 (its inode allocation), so no more are made.
-	if cg == "" {
-		st, _ := procstat.Read(strconv.Itoa(pid))
-		if err := os.WriteFile(filepath.Join(rec, PidName), fmt.Appendf(nil, "%d %d", pid, st.Start), 0o600); err != nil {
-			p.members.signal(syscall.SIGKILL)
-			_ = cmd.Wait()
-			_ = p.members.killAll(drainTimeout)
-			p.release()
-			return nil, fmt.Errorf("start pod %q: record its process: %w", spec.ID, err)
-		}
-	}
+	p := r.process(spec, run, func() { _ = shim.Wait() })
+	p.origin = origin
 	go p.wait()
 	return p, nil
 }
 
+// workloadID is the id in projects/{project}/workloads/{id}.
+func workloadID(name string) string { return name[strings.LastIndex(name, "/")+1:] }
+
+// adopt follows a run an earlier runner started: until its shim ends, or
+// already ended with exit.
+func (r *Runner) adopt(spec Spec, run runRecord, exit *Exit) *Process {
+	p := r.process(spec, run, func() { waitGone(run.Shim, run.ShimStart) })
+	p.origin = runner.Adopted
+	if exit != nil {
+		p.release = func() {}
+		p.exit = *exit
+		close(p.done)
+		return p
+	}
+	// Frozen by a plan of the agent that died: this one's enforcer
+	// freezes it again if a plan still says so.
+	p.members.freeze(false)
+	go p.wait()
+	return p
+}
+
+// process is the Process of a run; waitShim returns once its shim has
+// ended.
+func (r *Runner) process(spec Spec, run runRecord, waitShim func()) *Process {
+	rec, work := r.RecordDir(spec.ID), r.PodDir(spec.ID)
+	return &Process{waitShim: waitShim, pid: run.Leader, grace: r.cfg.StopGrace, logPath: filepath.Join(rec, LogName),
+		dir: work, rec: rec, members: membersOf(run), done: make(chan struct{}),
+		release: func() { r.ids.put(run.UID); disown(work) }}
+}
+
 // forks bounds the pod starts in flight in this process (every runner of
 // it: `runway dev` runs many agents): each start holds an OS thread
-// blocked in vfork until the child has exec'd, and thousands of bindings
+// blocked in vfork until the shim has exec'd, then waits for the shim to
+// start the pod's command, and thousands of bindings
 // arriving at once would otherwise make as many threads compete for the
 // CPUs the children need. Measured in BenchmarkSubmitEndToEnd/agents=16.
 var forks = make(chan struct{}, runtime.NumCPU())
@@ -411,15 +512,16 @@ func (r *Runner) Usage(pods ...runner.Pod) []Usage {
 
 // Process is one started pod.
 type Process struct {
-	cmd     *exec.Cmd
-	pid     int
-	grace   time.Duration
-	logPath string
-	dir     string
-	rec     string
-	members *members
-	release func()
-	done    chan struct{}
+	waitShim func() // returns once the pod's shim has ended
+	origin   runner.Origin
+	pid      int
+	grace    time.Duration
+	logPath  string
+	dir      string
+	rec      string
+	members  *members
+	release  func()
+	done     chan struct{}
 
 	mu       sync.Mutex
 	exit     Exit
@@ -429,19 +531,18 @@ type Process struct {
 // Exit is how a process ended.
 type Exit = runner.Exit
 
-// wait waits for the leader, then ends what is left of the pod: a pod
-// ends with its first process, as a container does.
+// wait waits for the shim, which ends with the pod's first process, then
+// ends what is left of the pod: a pod ends with its first process, as a
+// container does.
 func (p *Process) wait() {
-	_ = p.cmd.Wait() // the exit status is in ProcessState
+	p.waitShim()
 	_ = p.members.killAll(drainTimeout)
 	p.members.closeCPUStat() // killAll closes it too, unless a process outlived it
-	if p.members.cgroup == "" {
-		_ = os.Remove(filepath.Join(p.rec, PidName))
-	}
 	p.release()
-	ex := Exit{Code: p.cmd.ProcessState.ExitCode()}
-	if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		ex = Exit{Code: 128 + int(ws.Signal()), Signaled: true}
+	ex := Exit{Code: -1} // the shim was killed before it could say
+	var er exitRecord
+	if readJSON(filepath.Join(p.rec, ExitName), &er) {
+		ex = Exit{Code: er.Code, Signaled: er.Signaled}
 	}
 	p.mu.Lock()
 	ex.Stopped = p.stopping
@@ -449,6 +550,9 @@ func (p *Process) wait() {
 	p.mu.Unlock()
 	close(p.done)
 }
+
+// Origin says whether Start started, adopted or restarted the pod.
+func (p *Process) Origin() runner.Origin { return p.origin }
 
 // Pid is the leader's process id (also its session and group id).
 func (p *Process) Pid() int { return p.pid }

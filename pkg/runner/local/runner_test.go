@@ -1,9 +1,12 @@
 package local_test
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -17,7 +20,12 @@ import (
 	"github.com/runwayhq/runway/pkg/runner/local"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(firstRunnerEnv) != "" {
+		os.Exit(firstRunner())
+	}
+	goleak.VerifyTestMain(m)
+}
 
 func newRunner(t *testing.T, grace time.Duration) *local.Runner {
 	t.Helper()
@@ -167,34 +175,265 @@ func TestProcess_StopKillsAfterGrace(t *testing.T) {
 	eventually(t, "the child to die", func() bool { return !alive(child) })
 }
 
-// A runner on the same directory as one that died (its agent killed with
-// kill -9) kills the pods it left, so no pod runs twice: whichever way each
-// follows pods (a cgroup per pod, which is the pod's only record, or its
-// session, recorded in its pid file).
-func TestNew_ReapsOrphans(t *testing.T) {
-	for _, modes := range [][2]string{{"", ""}, {"", "none"}, {"none", "none"}, {"none", ""}} {
-		t.Run(fmt.Sprintf("%q then %q", modes[0], modes[1]), func(t *testing.T) {
+// firstRunnerEnv makes the test binary the first runner of
+// TestStart_adoptsAcrossRunners: a process of its own, SIGKILLed as an
+// agent is.
+const firstRunnerEnv = "RUNWAY_TEST_FIRST_RUNNER"
+
+// firstRun is what the first runner is asked to do.
+type firstRun struct {
+	DataDir, Cgroup string
+	Specs           []local.Spec
+	Wait            []bool // wait for that pod's end before saying ready
+}
+
+// firstRunner starts the pods of firstRun (JSON in firstRunnerEnv),
+// prints "ID PID" for each and "ready", then waits to be killed.
+func firstRunner() int {
+	var fr firstRun
+	if err := json.Unmarshal([]byte(os.Getenv(firstRunnerEnv)), &fr); err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	r, err := local.New(local.Config{DataDir: fr.DataDir, Cgroup: fr.Cgroup, UIDs: local.DefaultUIDs})
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	for i, spec := range fr.Specs {
+		p, err := r.Start(spec)
+		if err != nil {
+			fmt.Println(err)
+			return 1
+		}
+		if fr.Wait[i] {
+			<-p.Done()
+		}
+		fmt.Println(spec.ID, p.Pid())
+	}
+	fmt.Println("ready")
+	select {}
+}
+
+// A runner on the same directory as one that was SIGKILLed (its agent
+// killed with kill -9) adopts the pods it left, whichever way each follows
+// pods (a cgroup per pod, or its session): a running pod is followed, not
+// run again, and its exit is the shim's; one that ended meanwhile gives
+// its exit; one of another revision is killed and started anew; one that
+// died with no exit recorded (its shim killed with it, as a node's end
+// does) is started again (Restarted); Reap ends those not bound.
+func TestStart_adoptsAcrossRunners(t *testing.T) {
+	for _, mode := range []string{"", "none"} {
+		t.Run(fmt.Sprintf("cgroup %q", mode), func(t *testing.T) {
 			dir := t.TempDir()
-			first, err := local.New(local.Config{DataDir: dir, Cgroup: modes[0]})
-			if err != nil {
-				t.Fatal(err)
+			counts = ledgerDir(t)
+			spec := func(id string, rev int64, script string) local.Spec {
+				pod, _ := strconv.Atoi(strings.TrimPrefix(id, "u."))
+				return local.Spec{ID: id, Revision: rev, Project: "team-a", Workload: "projects/team-a/workloads/w", Pod: pod,
+					Command: []string{"sh", "-c", script}, Env: []string{"COUNT=" + filepath.Join(counts, id)}}
 			}
-			p, err := first.Start(local.Spec{ID: "team-a.w.0", Command: []string{"sleep", "300"}})
-			if err != nil {
-				t.Fatal(err)
+			const counted = `echo ran >> "$COUNT"; `
+			specs := []local.Spec{
+				spec("u.0", 5, counted+`while [ ! -e go ]; do sleep 0.05; done; exit 4`),
+				spec("u.1", 5, counted+`exit 7`),
+				spec("u.2", 5, counted+`exec sleep 600`),
+				spec("u.3", 5, counted+`exec sleep 600`),
+				spec("u.4", 5, `exec sleep 600`),
 			}
-			// first is abandoned without stopping p, as a killed agent would leave it.
-			second, err := local.New(local.Config{DataDir: dir, Cgroup: modes[1]})
+			pids := runFirst(t, firstRun{DataDir: dir, Cgroup: mode, Specs: specs, Wait: []bool{false, true, false, false, false}})
+			for _, id := range []string{"u.0", "u.2", "u.3"} {
+				eventually(t, id+"'s first line", func() bool { return ranTimes(id) == 1 })
+			}
+			// u.3 dies with its node: its shim and its process.
+			killShimOf(t, dir, "u.3")
+			_ = syscall.Kill(pids["u.3"], syscall.SIGKILL)
+
+			second, err := local.New(local.Config{DataDir: dir, Cgroup: mode, UIDs: local.DefaultUIDs})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer second.Close()
-			ex := waitDone(t, p)
-			if !ex.Signaled {
-				t.Errorf("the orphaned pod (%s) should have been killed by a new runner (%s), got exit %+v", first.Tracking(), second.Tracking(), ex)
+			// As the agent does after its first look at the bindings.
+			second.Reap(func(project, workload string, pod int) bool {
+				return project == "team-a" && workload == "w" && pod != 4
+			})
+			restarting := map[string]int{} // by pod: its runs when Restarting was called
+			start := func(s local.Spec) runner.Pod {
+				t.Helper()
+				s.Restarting = func() {
+					time.Sleep(300 * time.Millisecond) // a run started already would have written its line
+					restarting[s.ID] = ranTimes(s.ID)
+				}
+				p, err := second.Start(s)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { p.Kill() })
+				return p
+			}
+			q := start(specs[0])
+			if q.Origin() != runner.Adopted || q.Pid() != pids["u.0"] {
+				t.Errorf("u.0: origin %v, pid %d; want adopted, pid %d", q.Origin(), q.Pid(), pids["u.0"])
+			}
+			d := start(specs[1])
+			moved := specs[2]
+			moved.Revision = 6
+			m := start(moved)
+			re := start(specs[3])
+			eventually(t, "the unbound pod ended by Reap", func() bool { return !alive(pids["u.4"]) })
+			if ex := waitDone(t, d); d.Origin() != runner.Adopted || ex.Code != 7 || ranTimes("u.1") != 1 {
+				t.Errorf("u.1: origin %v, exit %+v, ran %d times; want adopted, 7, once", d.Origin(), ex, ranTimes("u.1"))
+			}
+			if m.Origin() != runner.Started || alive(pids["u.2"]) {
+				t.Errorf("u.2 of another revision: origin %v, the old run alive %v; want started, the old one killed", m.Origin(), alive(pids["u.2"]))
+			}
+			if re.Origin() != runner.Restarted {
+				t.Errorf("u.3 died with its node: origin %v, want restarted", re.Origin())
+			}
+			if n, ok := restarting["u.3"]; !ok || n != 1 || len(restarting) != 1 {
+				t.Errorf("Restarting called for %v (pod: its runs then), want u.3 alone, before it ran again", restarting)
+			}
+			for _, id := range []string{"u.2", "u.3"} {
+				eventually(t, id+" started again", func() bool { return ranTimes(id) == 2 })
+			}
+			if err := os.WriteFile(filepath.Join(q.Dir(), "go"), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if ex := waitDone(t, q); ex != (local.Exit{Code: 4}) || ranTimes("u.0") != 1 {
+				t.Errorf("the adopted pod: exit %+v, ran %d times; want 4, once", ex, ranTimes("u.0"))
 			}
 		})
 	}
+}
+
+// runFirst runs the first runner as a process, waits for its pods and
+// SIGKILLs it; it returns each pod's first pid.
+func runFirst(t *testing.T, fr firstRun) map[string]int {
+	t.Helper()
+	b, err := json.Marshal(fr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("/proc/self/exe")
+	cmd.Env = append(os.Environ(), firstRunnerEnv+"="+string(b))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pids := map[string]int{}
+	sc := bufio.NewScanner(out)
+	for sc.Scan() && sc.Text() != "ready" {
+		var id string
+		var pid int
+		if _, err := fmt.Sscan(sc.Text(), &id, &pid); err != nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			t.Fatalf("the first runner: %s", sc.Text())
+		}
+		pids[id] = pid
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	if len(pids) != len(fr.Specs) {
+		t.Fatalf("the first runner started %v of %d pods", pids, len(fr.Specs))
+	}
+	return pids
+}
+
+// A pod that an earlier runner left running keeps its own uid: no pod the
+// new runner starts shares it (it could read the first's files and
+// signal it).
+func TestStart_adoptedPodKeepsItsUID(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("the uid range needs root (the agent runs pods as root does)")
+	}
+	dir := t.TempDir()
+	uids := local.UIDRange{First: 2_000_000_000, Last: 2_000_000_001}
+	first, err := local.New(local.Config{DataDir: dir, UIDs: uids})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := first.Start(local.Spec{ID: "a.0", Command: []string{"sleep", "600"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Kill()
+	second, err := local.New(local.Config{DataDir: dir, UIDs: uids})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	b, err := second.Start(local.Spec{ID: "b.0", Command: []string{"sleep", "600"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Kill()
+	if ua, ub := uidOf(t, p.Pid()), uidOf(t, b.Pid()); ua == ub {
+		t.Errorf("the new pod runs as %s, the uid of the pod left running", ub)
+	}
+	if c, err := second.Start(local.Spec{ID: "c.0", Command: []string{"sleep", "600"}}); err == nil {
+		c.Kill()
+		t.Error("a third pod started with both uids of the range held")
+	}
+}
+
+func uidOf(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "Uid:"); ok {
+			return strings.Fields(v)[0]
+		}
+	}
+	t.Fatalf("no Uid in /proc/%d/status", pid)
+	return ""
+}
+
+// counts is the directory of the pods' count files: outside their
+// working directories (given back to root between runs), writable by
+// every pod's user.
+var counts string
+
+func ledgerDir(t *testing.T) string {
+	t.Helper()
+	d, err := os.MkdirTemp("", "runway-local-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(d) })
+	if err := os.Chmod(d, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// ranTimes counts the lines of pod id's count file.
+func ranTimes(id string) int {
+	b, _ := os.ReadFile(filepath.Join(counts, id))
+	return strings.Count(string(b), "ran\n")
+}
+
+// killShimOf SIGKILLs the shim of pod id, as the end of its node would.
+func killShimOf(t *testing.T, dir, id string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, id, local.RunName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec struct{ Shim int }
+	if err := json.Unmarshal(b, &rec); err != nil || rec.Shim <= 1 {
+		t.Fatalf("run record %s: %v", b, err)
+	}
+	if err := syscall.Kill(rec.Shim, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the shim to die", func() bool { return !alive(rec.Shim) })
 }
 
 func TestProcess_kill(t *testing.T) {
@@ -340,7 +579,8 @@ func TestRunner_podsMountNamespace(t *testing.T) {
 	t.Cleanup(func() { other.Stop(context.Background()) })
 	p, err := r.Start(local.Spec{ID: "p", Command: []string{"sh", "-c", `cat "$KEY" > key 2>&1; cat "$TOKEN" > token 2>&1; ` +
 		`cat /proc/*/cmdline > cmdlines 2>/dev/null; ls /proc/` + strconv.Itoa(other.Pid()) + ` > otherpid 2>&1; ` +
-		`umount "$TOKEN" > umount 2>&1; cat "$TOKEN" >> umount 2>&1; grep NoNewPrivs /proc/self/status > nnp; true`},
+		`umount "$TOKEN" > umount 2>&1; cat "$TOKEN" >> umount 2>&1; grep NoNewPrivs /proc/self/status > nnp; ` +
+		`ls -l /proc/$$/fd/ > fds 2>&1; true`},
 		Env: []string{"KEY=" + key, "TOKEN=" + loose}})
 	if err != nil {
 		t.Fatal(err)
@@ -359,6 +599,12 @@ func TestRunner_podsMountNamespace(t *testing.T) {
 	if got := read("cmdlines"); strings.Contains(got, "other-tenant-marker") || !strings.Contains(got, "cat") {
 		t.Errorf("the pod's /proc/*/cmdline: %q, want its own processes only", got)
 	}
+	if got := read("cmdlines"); strings.Contains(got, "runway-pod-shim") {
+		t.Errorf("the pod's /proc/*/cmdline: %q, shows its shim (root's: hidepid hides it)", got)
+	}
+	if got := read("fds"); strings.Contains(got, "socket:") || strings.Contains(got, "pipe:") || strings.Contains(got, "cgroup") || !strings.Contains(got, "output.log") {
+		t.Errorf("the pod's open files:\n%s\nwant its log and none of its shim's (the control socket, the cgroup's directory, what the runner inherited)", got)
+	}
 	if got := read("otherpid"); !strings.Contains(got, "No such file or directory") {
 		t.Errorf("the other pod's /proc entry: %q, want No such file or directory", got)
 	}
@@ -367,6 +613,13 @@ func TestRunner_podsMountNamespace(t *testing.T) {
 	}
 	if got := read("nnp"); !strings.Contains(got, "NoNewPrivs:\t1") {
 		t.Errorf("the pod's status: %q, want NoNewPrivs 1 (no setuid program gains it privileges)", got)
+	}
+	// The shim makes the namespace around the command only: it still
+	// writes the records in the (hidden) data directory.
+	for _, name := range []string{local.RunName, local.ExitName} {
+		if _, err := os.Stat(filepath.Join(r.RecordDir("p"), name)); err != nil {
+			t.Errorf("the shim's %s record: %v", name, err)
+		}
 	}
 	if b, err := os.ReadFile(loose); err != nil || string(b) != "admin-token" {
 		t.Errorf("the runner's own view of the hidden file: %q, %v (its namespace must be untouched)", b, err)

@@ -96,6 +96,16 @@ func (id *identities) take(podID string) (*syscall.Credential, uint32, error) {
 	return nil, 0, fmt.Errorf("every uid of %d-%d is taken by a running pod", id.ids.First, id.ids.Last)
 }
 
+// reserve takes uid again for a pod an earlier runner started (0: none).
+func (id *identities) reserve(uid uint32) {
+	if id.ids.First == 0 || uid < id.ids.First || uid > id.ids.Last {
+		return
+	}
+	id.mu.Lock()
+	id.used[uid] = true
+	id.mu.Unlock()
+}
+
 func (id *identities) put(uid uint32) {
 	if id.ids.First == 0 {
 		return

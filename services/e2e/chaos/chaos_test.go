@@ -104,20 +104,26 @@ func TestChaos(t *testing.T) {
 	stopChecker()
 	<-checked
 
-	r := chk.final(t, ld, ledger, kills)
+	r := chk.final(t, ld, ledger)
 	failover, firstBinding := kills.stats()
 	t.Logf("kills: %s", kills.summary())
 	fmt.Println(kills.failoverParts())
 	t.Log(kills.failoverParts())
 	t.Logf("time to first binding after a kill: p50 %d ms p99 %d ms (%d kills with work waiting)",
 		firstBinding.p(50), firstBinding.p(99), len(firstBinding))
-	t.Logf("workloads: %d created, %d deleted, %d completed, %d failed, %d not final after the drain; %d create and %d delete calls failed; %d pods started again after their agent was killed while they ran",
+	t.Logf("workloads: %d created, %d deleted, %d completed, %d failed, %d not final after the drain; %d create and %d delete calls failed; %d pods started again after their node died with its agent",
 		len(ld.created), len(ld.deleted), r.completed, r.failed, len(unfinished), ld.createErrs, ld.deleteErrs, r.reran)
+	for _, f := range r.failures {
+		t.Logf("failed: %s", f)
+	}
 	for _, u := range unfinished {
 		t.Logf("not final: %s", u)
+		if !strings.Contains(u, " "+workloadv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING.String()+" ") {
+			r.problems = append(r.problems, "neither final nor running after the drain: "+u)
+		}
 	}
-	line := fmt.Sprintf("chaos: %d acked, %d lost, %d doubled, failover p50 %d ms p99 %d ms",
-		len(ld.created)+len(ld.deleted), r.lost, r.doubled, failover.p(50), failover.p(99))
+	line := fmt.Sprintf("chaos: %d acked, %d lost, %d doubled, %d re-runs after agent death, failover p50 %d ms p99 %d ms",
+		len(ld.created)+len(ld.deleted), r.lost, r.doubled, r.reran, failover.p(50), failover.p(99))
 	fmt.Println(line)
 	t.Log(line)
 	for _, p := range r.problems {
@@ -218,6 +224,7 @@ type kill struct {
 	at           time.Time     // when the kill was sent
 	dead         time.Time     // when the process (and, for an agent, its pods) had died
 	leader       bool          // the scheduler leader was killed
+	node         bool          // an agent killed with its pods (its node died), not alone
 	failover     time.Duration // until another replica led (leader kills)
 	parts        parts         // the failover's parts (failover_test.go)
 	firstBinding time.Duration // until the next binding was created (-1: none while work waited)
@@ -250,32 +257,15 @@ func (ks kills) stats() (failover, firstBinding millis) {
 	return failover, firstBinding
 }
 
-// agentKilledBetween: node's agent was killed between a run that began
-// at from and one that began at to: it was still alive at from (died
-// after it) and the kill was sent before to.
-func (ks kills) agentKilledBetween(node string, from, to time.Time) bool {
-	for _, k := range ks {
-		// A pod the agent was starting as it was killed is not yet in its
-		// working directory, so killUnder misses it: it writes its ledger
-		// line just after the kill, and the restarted agent reaps it and
-		// starts it again. Its line is then up to podStartSlack after dead.
-		if k.target == node && k.dead.After(from.Add(-podStartSlack)) && k.at.Before(to) {
-			return true
-		}
-	}
-	return false
-}
-
-// podStartSlack bounds how long after its start a pod writes its ledger
-// line (a shell's fork and exec on a loaded machine).
-const podStartSlack = 5 * time.Second
-
 func (ks kills) summary() string {
 	count := map[string]int{}
 	for _, k := range ks {
 		name := k.target
-		if k.leader {
+		switch {
+		case k.leader:
 			name = "scheduler leader"
+		case k.node:
+			name += " with its pods"
 		}
 		count[name]++
 	}
@@ -318,8 +308,8 @@ func drive(t *testing.T, ctx context.Context, c *cluster, chk *checker) kills {
 			p, k.leader = c.services[l], true
 		case 1:
 			p = c.etcd[r.IntN(len(c.etcd))]
-		case 2:
-			p = c.agents[r.IntN(len(c.agents))]
+		case 2: // an agent alone (its pods are adopted), or its whole node (they run again)
+			p, k.node = c.agents[r.IntN(len(c.agents))], r.IntN(2) == 0
 		case 3:
 			names := []string{"identity", "quota", "workload", "nodemanager", schedulers[0], schedulers[1]}
 			p = c.services[names[r.IntN(len(names))]]
@@ -331,7 +321,11 @@ func drive(t *testing.T, ctx context.Context, c *cluster, chk *checker) kills {
 			fw = c.watchFailover(p.name, chk.leaderChangedSince)
 		}
 		k.at = time.Now()
-		p.kill()
+		if k.node {
+			p.killNode()
+		} else {
+			p.kill()
+		}
 		k.dead = time.Now()
 		time.Sleep(time.Duration(300+r.IntN(700)) * time.Millisecond)
 		p.start(t)

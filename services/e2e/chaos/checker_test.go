@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -16,12 +15,15 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 
+	nodemanagerv1 "github.com/runwayhq/runway/gen/go/runway/nodemanager/v1"
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
+	"github.com/runwayhq/runway/services/workload"
 )
 
 const (
 	prefixBindings  = "/runway/v1/bindings/"
 	prefixWorkloads = "/runway/v1/workloads/"
+	prefixRuns      = "/runway/v1/runs/"
 )
 
 // checker reads etcd directly, never through the services: a watch of
@@ -30,22 +32,28 @@ const (
 type checker struct {
 	c *cluster
 
-	mu          sync.Mutex
-	creations   map[string]int // binding creations by workload ("project/workload")
-	lastCreated []time.Time    // when bindings were created, in order
-	samples     int
-	doubles     []string // a pod bound twice, or a device over capacity, at a sample
-	leaderRev   int64    // CreateRevision of the leader's key
-	leaderSince time.Time
+	mu        sync.Mutex
+	creations map[string]int // binding creations by workload ("project/workload")
+	// restartEvents: the most "restarted after its node agent failed"
+	// events each workload had; reportedRestarts: the most agent restarts
+	// each pod's run reports said ("project/workload.pod").
+	restartEvents, reportedRestarts map[string]int
+	lastCreated                     []time.Time // when bindings were created, in order
+	samples                         int
+	doubles                         []string // a pod bound twice, or a device over capacity, at a sample
+	leaderRev                       int64    // CreateRevision of the leader's key
+	leaderSince                     time.Time
 }
 
 func newChecker(c *cluster) *checker {
-	return &checker{c: c, creations: map[string]int{}}
+	return &checker{c: c, creations: map[string]int{}, restartEvents: map[string]int{}, reportedRestarts: map[string]int{}}
 }
 
 func (k *checker) run(ctx context.Context) {
 	var wg sync.WaitGroup
-	wg.Go(func() { k.watchBindings(ctx) })
+	wg.Go(func() { k.watch(ctx, prefixBindings, k.bindingPut) })
+	wg.Go(func() { k.watch(ctx, prefixWorkloads, k.workloadPut) })
+	wg.Go(func() { k.watch(ctx, prefixRuns, k.runPut) })
 	wg.Go(func() { every(ctx, 200*time.Millisecond, k.sample) })
 	wg.Go(func() { every(ctx, 20*time.Millisecond, k.pollLeader) })
 	wg.Wait()
@@ -65,34 +73,66 @@ func every(ctx context.Context, d time.Duration, f func(context.Context)) {
 	}
 }
 
-// watchBindings counts binding creations per workload from the first
-// revision, resuming after any interruption.
-func (k *checker) watchBindings(ctx context.Context) {
+// watch calls f with every event under prefix from the first revision,
+// resuming after any interruption.
+func (k *checker) watch(ctx context.Context, prefix string, f func(*clientv3.Event)) {
 	next := int64(1)
 	for ctx.Err() == nil {
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-		for resp := range k.c.client.Watch(wctx, prefixBindings, clientv3.WithPrefix(), clientv3.WithRev(next)) {
+		for resp := range k.c.client.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(next)) {
 			if resp.Err() != nil {
 				break
 			}
 			for _, ev := range resp.Events {
 				next = ev.Kv.ModRevision + 1
-				if ev.Type != clientv3.EventTypePut || ev.Kv.CreateRevision != ev.Kv.ModRevision {
-					continue
-				}
-				w, _, ok := parseBinding(string(ev.Kv.Key))
-				if !ok {
-					continue
-				}
-				k.mu.Lock()
-				k.creations[w]++
-				k.lastCreated = append(k.lastCreated, time.Now())
-				k.mu.Unlock()
+				f(ev)
 			}
 		}
 		cancel()
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// bindingPut counts a binding's creation for its workload.
+func (k *checker) bindingPut(ev *clientv3.Event) {
+	if ev.Type != clientv3.EventTypePut || ev.Kv.CreateRevision != ev.Kv.ModRevision {
+		return
+	}
+	w, _, ok := parseBinding(string(ev.Kv.Key))
+	if !ok {
+		return
+	}
+	k.mu.Lock()
+	k.creations[w]++
+	k.lastCreated = append(k.lastCreated, time.Now())
+	k.mu.Unlock()
+}
+
+// workloadPut keeps the most restart events a workload ever had: a
+// workload deleted at the end has none left to read.
+func (k *checker) workloadPut(ev *clientv3.Event) {
+	w := &workloadv1.Workload{}
+	if ev.Type != clientv3.EventTypePut || proto.Unmarshal(ev.Kv.Value, w) != nil {
+		return
+	}
+	key := workloadKey(w.GetName())
+	k.mu.Lock()
+	k.restartEvents[key] = max(k.restartEvents[key], restartsOf(w))
+	k.mu.Unlock()
+}
+
+// runPut keeps the most agent restarts a workload's run reports ever
+// said, by pod: for a workload deleted before its controller folded the
+// restart into an event.
+func (k *checker) runPut(ev *clientv3.Event) {
+	r := &nodemanagerv1.ReportWorkloadStateRequest{}
+	if ev.Type != clientv3.EventTypePut || proto.Unmarshal(ev.Kv.Value, r) != nil {
+		return
+	}
+	pod := fmt.Sprintf("%s.%d", workloadKey(r.GetWorkload()), r.GetPodIndex())
+	k.mu.Lock()
+	k.reportedRestarts[pod] = max(k.reportedRestarts[pod], int(r.GetAgentRestarts()))
+	k.mu.Unlock()
 }
 
 // parseBinding: bindings/{node}/{project}.{workload}.{pod} → "project/workload", node.
@@ -268,13 +308,14 @@ func (k *checker) drain(t *testing.T, timeout time.Duration) []string {
 type result struct {
 	lost, doubled     int
 	completed, failed int
-	reran             int // pods started again after their agent was killed while they ran
+	failures          []string // each failed workload's last event, for the log
+	reran             int      // pods started again after their node died with its agent (said by their events)
 	problems          []string
 }
 
 // final checks the acknowledged writes, the samples, the ledger of runs
 // and each workload's phase against its history.
-func (k *checker) final(t *testing.T, ld *load, ledger string, ks kills) result {
+func (k *checker) final(t *testing.T, ld *load, ledger string) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -313,17 +354,34 @@ func (k *checker) final(t *testing.T, ld *load, ledger string, ks kills) result 
 	if err != nil && !os.IsNotExist(err) {
 		t.Fatal(err)
 	}
-	ran, reran := runsOf(string(b), ks)
+	// A run beyond the workload's bindings is doubled unless an event says
+	// its agent ran it again after the pod died with its node; a workload
+	// deleted by the end is held to the most such events it ever had, or,
+	// where its controller never folded them (deleted first), to what its
+	// pods' run reports said.
+	ran := runsOf(string(b))
+	byKey := map[string]*workloadv1.Workload{}
+	for name, w := range ws {
+		byKey[workloadKey(name)] = w
+	}
 	for w, n := range ran {
-		r.reran += reran[w]
-		if n-reran[w] > k.creations[w] {
-			r.doubled += n - reran[w] - k.creations[w]
-			r.problems = append(r.problems, fmt.Sprintf("%s ran %d times (%d again after its agent was killed) with %d bindings",
-				w, n, reran[w], k.creations[w]))
+		reran := restartsOf(byKey[w])
+		if byKey[w] == nil {
+			reran = max(k.restartEvents[w], k.reportedRestartsOf(w))
+		}
+		r.reran += reran
+		if n-reran > k.creations[w] {
+			r.doubled += n - reran - k.creations[w]
+			var evs []string
+			for _, ev := range byKey[w].GetStatus().GetEvents() {
+				evs = append(evs, ev.GetType().String()+" "+ev.GetMessage())
+			}
+			r.problems = append(r.problems, fmt.Sprintf("%s ran %d times with %d bindings and %d restarts after its agent failed (stored: %t); ledger %q; events %q",
+				w, n, k.creations[w], reran, byKey[w] != nil, ledgerOf(string(b), w), evs))
 		}
 	}
 	for name, w := range ws {
-		id := strings.TrimPrefix(strings.Replace(name, "/workloads/", "/", 1), "projects/")
+		id := workloadKey(name)
 		switch w.GetStatus().GetPhase() {
 		case workloadv1.WorkloadPhase_WORKLOAD_PHASE_COMPLETED:
 			r.completed++
@@ -332,6 +390,9 @@ func (k *checker) final(t *testing.T, ld *load, ledger string, ks kills) result 
 			}
 		case workloadv1.WorkloadPhase_WORKLOAD_PHASE_FAILED:
 			r.failed++
+			if evs := w.GetStatus().GetEvents(); len(evs) > 0 {
+				r.failures = append(r.failures, name+": "+evs[len(evs)-1].GetMessage())
+			}
 		}
 		if why := historyDisagrees(w); why != "" {
 			r.problems = append(r.problems, fmt.Sprintf("%s: %s", name, why))
@@ -340,34 +401,56 @@ func (k *checker) final(t *testing.T, ld *load, ledger string, ks kills) result 
 	return r
 }
 
-// runsOf reads the ledger: how many times each pod ran, and how many of
-// those were a run again on the same node after that node's agent was
-// killed while the pod ran (its process died with the agent, and the
-// restarted agent starts it again for the same binding).
-func runsOf(ledger string, ks kills) (ran, reran map[string]int) {
-	ran, reran = map[string]int{}, map[string]int{}
-	type run struct {
-		node string
-		at   time.Time
+// reportedRestartsOf is the agent restarts the run reports of workload w
+// said, over its pods.
+func (k *checker) reportedRestartsOf(w string) int {
+	n := 0
+	for pod, r := range k.reportedRestarts {
+		if strings.HasPrefix(pod, w+".") {
+			n += r
+		}
 	}
-	last := map[string]run{}
+	return n
+}
+
+// runsOf reads the ledger: how many times each pod ran.
+func runsOf(ledger string) map[string]int {
+	ran := map[string]int{}
 	for line := range strings.Lines(ledger) {
-		f := strings.Fields(line)
-		if len(f) != 3 {
-			continue
+		if f := strings.Fields(line); len(f) == 3 {
+			ran[f[0]]++
 		}
-		w, dir := f[0], f[1]
-		var ns int64
-		fmt.Sscan(f[2], &ns)
-		node := filepath.Base(filepath.Dir(dir))
-		at := time.Unix(0, ns)
-		ran[w]++
-		if prev, ok := last[w]; ok && prev.node == node && ks.agentKilledBetween(node, prev.at, at) {
-			reran[w]++
-		}
-		last[w] = run{node, at}
 	}
-	return ran, reran
+	return ran
+}
+
+// ledgerOf is the ledger's lines of workload w.
+func ledgerOf(ledger, w string) []string {
+	var out []string
+	for line := range strings.Lines(ledger) {
+		if strings.HasPrefix(line, w+" ") {
+			out = append(out, strings.TrimSpace(line))
+		}
+	}
+	return out
+}
+
+// workloadKey is "project/workload" of projects/{project}/workloads/{workload}.
+func workloadKey(name string) string {
+	return strings.TrimPrefix(strings.Replace(name, "/workloads/", "/", 1), "projects/")
+}
+
+// restartsOf counts the workload's events saying a pod of it was run
+// again after its agent failed (the pod died with its node).
+func restartsOf(w *workloadv1.Workload) int {
+	n := 0
+	for _, ev := range w.GetStatus().GetEvents() {
+		if ev.GetType() == workloadv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_STARTED &&
+			strings.Contains(ev.GetMessage(), workload.RestartedAfterAgentFailure) {
+			n++
+		}
+	}
+	return n
 }
 
 // historyDisagrees says how a workload's phase contradicts its events

@@ -133,7 +133,7 @@ func startCluster(t *testing.T, runway, etcdBin string) *cluster {
 		if err := os.MkdirAll(data, 0o700); err != nil {
 			t.Fatal(err)
 		}
-		p := &proc{name: node, bin: runway, log: filepath.Join(c.dir, node+".log"), podsDir: pods,
+		p := &proc{name: node, bin: runway, log: filepath.Join(c.dir, node+".log"), podDirs: []string{pods, data},
 			args: []string{"agent", "--runtime", "process", "--node", node, "--gpus", "4", "--etcd-endpoints", etcdFlag, "--data-dir", data, "--work-dir", pods}}
 		p.start(t)
 		c.agents = append(c.agents, p)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,15 +18,17 @@ import (
 )
 
 // proc is one restartable child process in its own process group, its
-// output appended to a log file. kill is SIGKILL to the group (and, for an
-// agent, to every process under its data dir: the pods die with their
-// node); start runs it again with the same arguments and ports.
+// output appended to a log file. kill is SIGKILL to the group (an agent's
+// pods, each in a session of its own with its shim, outlive it);
+// killNode is that and SIGKILL to every process working under an agent's
+// directories (its pods and their shims: they die with their node); start
+// runs it again with the same arguments and ports.
 type proc struct {
 	name    string
 	bin     string
 	args    []string
-	log     string // output file
-	podsDir string // an agent's data dir, or ""
+	log     string   // output file
+	podDirs []string // an agent's pod and data directories, or none
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -82,8 +85,17 @@ func (p *proc) kill() {
 	}
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	<-done
-	if p.podsDir != "" {
-		killUnder(p.podsDir)
+}
+
+// killNode is kill and the end of everything the agent ran: every
+// process working under its directories, the shims (in their record
+// directories, under the data directory, listed last) first, so that
+// none of them records its pod's SIGKILL as the pod's own end: a node
+// that dies takes them all at once.
+func (p *proc) killNode() {
+	p.kill()
+	for _, d := range slices.Backward(p.podDirs) {
+		killUnder(d)
 	}
 }
 
@@ -100,7 +112,7 @@ func (p *proc) stop(grace time.Duration) {
 	case <-done:
 	case <-time.After(grace):
 	}
-	p.kill()
+	p.killNode()
 }
 
 // output is the tail of the process's log.

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
@@ -94,6 +95,9 @@ type Config struct {
 	// Usage receives the pods' CPU and memory series; none are exported
 	// when nil.
 	Usage *PodUsage
+	// Restarts counts, by node, the pods started again because they died
+	// while their agent was down (NewRestarts); none when nil.
+	Restarts *prometheus.CounterVec
 	// MPSPipeDir is the pipe directory of an MPS control daemon; when set,
 	// pods get MPS memory and thread limits instead of being ended by the
 	// agent for going over their memory slice.
@@ -205,6 +209,14 @@ func Run(ctx context.Context, cfg Config) error {
 		err = serr
 	}
 	return err
+}
+
+// NewRestarts is the counter of Config.Restarts, to be registered once
+// for every agent of a process.
+func NewRestarts() *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: "runway_agent_pod_restarts_total",
+		Help: "Pods the node agent started again for the same binding because they died while no agent ran (killed with it, the node restarted)."},
+		[]string{"node"})
 }
 
 // listen serves the NodeAgentService (pod output) on cfg.Listen, and says

@@ -25,7 +25,12 @@ import (
 	"github.com/runwayhq/runway/services/nodemanager/agent"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(agentProcessEnv) != "" {
+		os.Exit(runAgentProcess())
+	}
+	goleak.VerifyTestMain(m)
+}
 
 type fixture struct {
 	etcd    *etcdtest.Cluster
@@ -204,18 +209,9 @@ func alive(pid int) bool {
 // with the agent) is started again.
 func TestRun_restartStartsNoPodTwice(t *testing.T) {
 	f := newFixture(t)
-	// The ledger is written by the pods' unprivileged user.
-	dir, err := os.MkdirTemp("", "runway-ledger-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o777); err != nil {
-		t.Fatal(err)
-	}
-	ledger := filepath.Join(dir, "ran")
-	f.workload(t, "once", "sh", "-c", "echo once >> "+ledger)
-	f.workload(t, "lost", "sh", "-c", "echo lost >> "+ledger)
+	led := ledger(t)
+	f.workload(t, "once", "sh", "-c", "echo once >> "+led)
+	f.workload(t, "lost", "sh", "-c", "echo lost >> "+led)
 	f.bind(t, "once")
 
 	stop := f.start(t)
@@ -232,7 +228,7 @@ func TestRun_restartStartsNoPodTwice(t *testing.T) {
 	f.run(t)
 	f.waitRun(t, "lost", workloadv1.PodState_POD_STATE_SUCCEEDED)
 	time.Sleep(300 * time.Millisecond) // time to (wrongly) start "once" again
-	if b, err := os.ReadFile(ledger); err != nil || string(b) != "once\nlost\n" {
+	if b, err := os.ReadFile(led); err != nil || string(b) != "once\nlost\n" {
 		t.Errorf("pods ran %q (%v), want once, then lost again", b, err)
 	}
 }

@@ -1,15 +1,18 @@
 // Package agent is the NodeManager's per-node agent: it registers its node
 // under an etcd lease and keeps the lease alive, watches the scheduler's
 // bindings for its node, runs each bound pod through a pkg/runner.Runner
-// (pkg/runner/local: host processes; pkg/runner/container: containers on a
-// Docker Engine API, adopted again after an agent restart) and
-// reports the pod's state under runs/.
+// (pkg/runner/local: host processes, each the child of a shim;
+// pkg/runner/container: containers on a Docker Engine API; in both a pod
+// outlives its agent and is adopted again after the agent restarts, or,
+// had it died with its agent, run again once and reported with
+// agent_restarts) and reports the pod's state under runs/.
 //
 //	Run ─┬─ register: lease grant → nodemanager.RegisterNode (node + lease
 //	     │            keys, drain copied) → KeepAlive; lease lost → again
 //	     └─ pods: list bindings/<node>/ → watch from the next revision
 //	              put   → start the pod if not yet started (read the workload's
-//	                      command from workloads/), report RUNNING, then
+//	                      command from workloads/; the binding's ModRevision
+//	                      names the run the runner adopts), report RUNNING, then
 //	                      SUCCEEDED / FAILED with the exit code (kept on disk
 //	                      first: a restarted agent sends it again, never re-runs);
 //	                      a binding rewritten (a consolidation move to other

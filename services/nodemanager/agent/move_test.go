@@ -3,7 +3,6 @@ package agent_test
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,21 +24,12 @@ import (
 func TestRun_bindingRewrittenRestartsPod(t *testing.T) {
 	f := newFixture(t)
 	f.run(t)
-	// The ledger outlives the pod's directory; the pods' unprivileged user writes it.
-	dir, err := os.MkdirTemp("", "runway-ledger-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o777); err != nil {
-		t.Fatal(err)
-	}
-	ledger := filepath.Join(dir, "runs")
-	f.workload(t, "moved", "sh", "-c", `echo "$CUDA_VISIBLE_DEVICES $$" >> `+ledger+`; exec sleep 60`)
+	led := ledger(t)
+	f.workload(t, "moved", "sh", "-c", `echo "$CUDA_VISIBLE_DEVICES $$" >> `+led+`; exec sleep 60`)
 	f.bind(t, "moved")
 	f.waitRun(t, "moved", workloadv1.PodState_POD_STATE_RUNNING)
 	runs := func() []string {
-		b, _ := os.ReadFile(ledger)
+		b, _ := os.ReadFile(led)
 		return strings.Fields(string(b))
 	}
 	eventually(t, "the pod on device 1", func() bool { return len(runs()) == 2 })
@@ -77,5 +67,35 @@ func TestRun_bindingRewrittenRestartsPod(t *testing.T) {
 	}
 	if slices.Contains(states, workloadv1.PodState_POD_STATE_STOPPED.String()) {
 		t.Errorf("reports after the move %v, want no STOPPED", states)
+	}
+}
+
+// A binding deleted and written again at once (the pod evicted and bound
+// to the same node again) starts the new pod once the old one has exited:
+// they share a pod id, so a start beside the ending pod would have its
+// directory taken back and its cgroup killed by the old one's end.
+func TestRun_boundAgainWaitsForTheStoppedPod(t *testing.T) {
+	f := newFixture(t)
+	f.run(t)
+	led := ledger(t)
+	// Slow to stop: its end comes well after the new binding.
+	f.workload(t, "again", "sh", "-c", `trap 'sleep 0.5; exit 0' TERM; echo $$ >> `+led+`; while [ ! -e go ]; do sleep 0.05; done`)
+	f.bind(t, "again")
+	f.waitRun(t, "again", workloadv1.PodState_POD_STATE_RUNNING)
+	runs := func() []string {
+		b, _ := os.ReadFile(led)
+		return strings.Fields(string(b))
+	}
+	eventually(t, "the first pod", func() bool { return len(runs()) == 1 })
+	if _, err := f.etcd.Client.Delete(context.Background(), nodemanager.BindingKey("node-1", "team-a", "again", 0)); err != nil {
+		t.Fatal(err)
+	}
+	f.bind(t, "again")
+	eventually(t, "the second pod", func() bool { return len(runs()) == 2 })
+	if err := os.WriteFile(f.podDir("again")+"/go", nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := f.waitRun(t, "again", workloadv1.PodState_POD_STATE_SUCCEEDED); r.GetExitCode() != 0 {
+		t.Errorf("the second pod: %v, want it to end by itself", r)
 	}
 }

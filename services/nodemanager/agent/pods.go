@@ -55,7 +55,10 @@ type pods struct {
 	gpus   *gpuManager
 	log    *slog.Logger
 
-	taken    map[string]*pod // by binding key
+	taken map[string]*pod // by binding key
+	// ending are the pods of deleted bindings until they have exited, by
+	// binding key: the same pod bound here again starts after its end.
+	ending   map[string]chan struct{}
 	running  *runningPods
 	reporter *reporter
 	wg       sync.WaitGroup
@@ -63,7 +66,7 @@ type pods struct {
 }
 
 func (p *pods) run(ctx context.Context) error {
-	p.taken = map[string]*pod{}
+	p.taken, p.ending = map[string]*pod{}, map[string]chan struct{}{}
 	defer p.stopAll()
 	backoff := 50 * time.Millisecond
 	for {
@@ -150,10 +153,12 @@ func (p *pods) apply(ctx context.Context, key string, b *nodemanager.Binding) {
 // changes nothing; a binding written anew (deleted and bound again, or
 // moved to other devices of this node by consolidation, which rewrites
 // it) is a new placement: the old pod is stopped without a report of its
-// own, and the new one starts once it has exited (they share a pod id).
+// own. The new one starts once the old has exited (they share a pod id:
+// its directories, uid and cgroup), whether its binding was rewritten or
+// deleted first.
 func (p *pods) applyRev(ctx context.Context, key string, b *nodemanager.Binding, rev int64) {
 	pd, taken := p.taken[key]
-	var prev chan struct{}
+	prev := p.ending[key]
 	if taken && b != nil && rev != 0 && pd.rev != rev {
 		pd.replaced = true
 		close(pd.stop)
@@ -164,7 +169,16 @@ func (p *pods) applyRev(ctx context.Context, key string, b *nodemanager.Binding,
 	case b == nil && taken:
 		close(pd.stop)
 		delete(p.taken, key)
+		for k, done := range p.ending { // those ended since
+			select {
+			case <-done:
+				delete(p.ending, k)
+			default:
+			}
+		}
+		p.ending[key] = pd.done
 	case b != nil && !taken:
+		delete(p.ending, key)
 		pd := &pod{rev: rev, stop: make(chan struct{}), done: make(chan struct{})}
 		p.taken[key] = pd
 		p.wg.Add(1)
@@ -201,17 +215,35 @@ func (p *pods) runPod(ctx context.Context, b nodemanager.Binding, pd *pod) {
 		run.report(workloadv1.PodState_POD_STATE_FAILED, 0, err.Error())
 		return
 	}
-	run.final = filepath.Join(p.runner.RecordDir(spec.ID), finalName)
+	rec := p.runner.RecordDir(spec.ID)
+	run.final = filepath.Join(rec, finalName)
 	run.rev = pd.rev
+	spec.Revision = pd.rev
 	if r, ok := readFinal(run.final, pd.rev); ok {
 		p.log.Info("pod already ended; its final report is sent again", "workload", r.GetWorkload(), "pod", r.GetPodIndex(), "state", r.GetState())
 		p.reporter.send(nodemanager.RunKey(p.cfg.Node, b.Project, b.Workload, b.Pod), r, nil)
 		return
 	}
+	run.restarts = readRestarts(rec, pd.rev)
+	spec.Restarting = func() { // counted before the run starts again: an agent killed meanwhile still says it
+		run.restarts++
+		if err := writeRestarts(rec, pd.rev, run.restarts); err != nil {
+			p.log.Error("restart count not kept on disk", "workload", run.workload, "pod", b.Pod, "err", err)
+		}
+		if p.cfg.Restarts != nil {
+			p.cfg.Restarts.WithLabelValues(p.cfg.Node).Inc()
+		}
+	}
 	proc, err := p.runner.Start(spec)
 	if err != nil {
 		run.report(workloadv1.PodState_POD_STATE_FAILED, 0, err.Error())
 		return
+	}
+	switch proc.Origin() {
+	case runner.Adopted:
+		p.log.Info("pod adopted: it outlived the agent that started it", "workload", run.workload, "pod", b.Pod)
+	case runner.Restarted:
+		p.log.Warn("pod started again: it died while its node agent was down", "workload", run.workload, "pod", b.Pod, "restarts", run.restarts)
 	}
 	p.running.set(spec.ID, true)
 	run.report(workloadv1.PodState_POD_STATE_RUNNING, 0, "")
@@ -263,6 +295,7 @@ type podRun struct {
 	oom      chan string // the out-of-memory reason, once
 	final    string      // where the final report is kept; "" before the pod has a directory
 	rev      int64       // the binding's ModRevision
+	restarts int32       // times started again after dying while no agent ran
 
 	mu    sync.Mutex
 	ended bool
@@ -276,6 +309,7 @@ func (r *podRun) report(state workloadv1.PodState, code int, msg string) {
 	r.state = state
 	r.ended = state != workloadv1.PodState_POD_STATE_RUNNING
 	req := r.p.reportOf(r.workload, r.index, state, code, msg, r.idle)
+	req.AgentRestarts = r.restarts
 	if r.ended && r.final != "" {
 		if err := writeFinal(r.final, r.rev, req); err != nil {
 			r.p.log.Error("final state not kept on disk", "workload", r.workload, "pod", r.index, "err", err)
@@ -290,7 +324,9 @@ func (r *podRun) idleChanged(idle time.Duration) {
 	defer r.mu.Unlock()
 	r.idle = idle
 	if !r.ended {
-		r.p.send(r.p.reportOf(r.workload, r.index, r.state, 0, "", idle))
+		req := r.p.reportOf(r.workload, r.index, r.state, 0, "", idle)
+		req.AgentRestarts = r.restarts
+		r.p.send(req)
 	}
 }
 
@@ -454,7 +490,7 @@ func writeFinal(path string, rev int64, r *nodemanagerv1.ReportWorkloadStateRequ
 	return os.Rename(tmp, path)
 }
 
-// readFinal reads the final report kept for the binding created at rev.
+// readFinal reads the final report kept for the binding written at rev.
 func readFinal(path string, rev int64) (*nodemanagerv1.ReportWorkloadStateRequest, bool) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -469,6 +505,33 @@ func readFinal(path string, rev int64) (*nodemanagerv1.ReportWorkloadStateReques
 		return nil, false
 	}
 	return r, true
+}
+
+// restartsName is the file in a pod's record directory counting how many
+// times its run was started again ("REV N"): a pod restarted by one agent
+// and adopted by the next still reports it.
+const restartsName = "restarts"
+
+// readRestarts is the restart count kept for the binding written at rev.
+func readRestarts(dir string, rev int64) int32 {
+	b, err := os.ReadFile(filepath.Join(dir, restartsName))
+	var r int64
+	var n int32
+	if err != nil || len(b) == 0 {
+		return 0
+	}
+	if _, err := fmt.Sscan(string(b), &r, &n); err != nil || r != rev {
+		return 0
+	}
+	return n
+}
+
+func writeRestarts(dir string, rev int64, n int32) error {
+	tmp := filepath.Join(dir, restartsName+".tmp")
+	if err := os.WriteFile(tmp, fmt.Appendf(nil, "%d %d", rev, n), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(dir, restartsName))
 }
 
 // lastLine is the last non-empty line of the pod's log, for the FAILED

@@ -344,7 +344,12 @@ type ReportWorkloadStateRequest struct {
 	// The pod's GPU idle time at observe_time (the GPU manager's definition:
 	// whole 30-second windows of zero utilisation in a row). The agent
 	// reports it again whenever it grows by a window or resets.
-	GpuIdleTime   *durationpb.Duration `protobuf:"bytes,8,opt,name=gpu_idle_time,json=gpuIdleTime,proto3" json:"gpu_idle_time,omitempty"`
+	GpuIdleTime *durationpb.Duration `protobuf:"bytes,8,opt,name=gpu_idle_time,json=gpuIdleTime,proto3" json:"gpu_idle_time,omitempty"`
+	// How many times the agent started this pod again for the same binding
+	// because it died while its node agent was down (killed with it, the
+	// node restarted); 0 for a pod that ran once. Every report of the run
+	// carries it, its final one too.
+	AgentRestarts int32 `protobuf:"varint,9,opt,name=agent_restarts,json=agentRestarts,proto3" json:"agent_restarts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -433,6 +438,13 @@ func (x *ReportWorkloadStateRequest) GetGpuIdleTime() *durationpb.Duration {
 		return x.GpuIdleTime
 	}
 	return nil
+}
+
+func (x *ReportWorkloadStateRequest) GetAgentRestarts() int32 {
+	if x != nil {
+		return x.AgentRestarts
+	}
+	return 0
 }
 
 // Response for NodeManagerService.ReportWorkloadState. Empty: the report was
@@ -644,7 +656,7 @@ const file_runway_nodemanager_v1_node_manager_service_proto_rawDesc = "" +
 	"\x04etag\x18\x04 \x01(\tR\x04etag\"<\n" +
 	"\x12UndrainNodeRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
-	"\x04etag\x18\x02 \x01(\tR\x04etag\"\xd2\x02\n" +
+	"\x04etag\x18\x02 \x01(\tR\x04etag\"\xf9\x02\n" +
 	"\x1aReportWorkloadStateRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1a\n" +
 	"\bworkload\x18\x02 \x01(\tR\bworkload\x12\x1b\n" +
@@ -653,7 +665,8 @@ const file_runway_nodemanager_v1_node_manager_service_proto_rawDesc = "" +
 	"\texit_code\x18\x05 \x01(\x05R\bexitCode\x12\x18\n" +
 	"\amessage\x18\x06 \x01(\tR\amessage\x12=\n" +
 	"\fobserve_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\vobserveTime\x12=\n" +
-	"\rgpu_idle_time\x18\b \x01(\v2\x19.google.protobuf.DurationR\vgpuIdleTime\"\x1d\n" +
+	"\rgpu_idle_time\x18\b \x01(\v2\x19.google.protobuf.DurationR\vgpuIdleTime\x12%\n" +
+	"\x0eagent_restarts\x18\t \x01(\x05R\ragentRestarts\"\x1d\n" +
 	"\x1bReportWorkloadStateResponse\"-\n" +
 	"\x17GetTimeSlicePlanRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"@\n" +

@@ -1560,7 +1560,11 @@ type PodStatus struct {
 	// The agent's last message (for example why the image could not start).
 	Message string `protobuf:"bytes,7,opt,name=message,proto3" json:"message,omitempty"`
 	// The pod's GPU idle time, as its agent last reported it.
-	GpuIdleTime   *durationpb.Duration `protobuf:"bytes,8,opt,name=gpu_idle_time,json=gpuIdleTime,proto3" json:"gpu_idle_time,omitempty"`
+	GpuIdleTime *durationpb.Duration `protobuf:"bytes,8,opt,name=gpu_idle_time,json=gpuIdleTime,proto3" json:"gpu_idle_time,omitempty"`
+	// How many times its agent started it again after it died while the
+	// agent was down (ReportWorkloadStateRequest.agent_restarts); each is a
+	// STARTED event "Pod N restarted after its node agent failed".
+	AgentRestarts int32 `protobuf:"varint,9,opt,name=agent_restarts,json=agentRestarts,proto3" json:"agent_restarts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1649,6 +1653,13 @@ func (x *PodStatus) GetGpuIdleTime() *durationpb.Duration {
 		return x.GpuIdleTime
 	}
 	return nil
+}
+
+func (x *PodStatus) GetAgentRestarts() int32 {
+	if x != nil {
+		return x.AgentRestarts
+	}
+	return 0
 }
 
 // PendingReason is one check a workload failed in the last scheduling cycle,
@@ -1965,7 +1976,7 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\frunning_time\x18\x10 \x01(\v2\x19.google.protobuf.DurationR\vrunningTime\x12\x1f\n" +
 	"\vstop_reason\x18\x11 \x01(\tR\n" +
 	"stopReason\x12,\n" +
-	"\x12requeue_on_release\x18\x12 \x01(\bR\x10requeueOnRelease\"\xad\x02\n" +
+	"\x12requeue_on_release\x18\x12 \x01(\bR\x10requeueOnRelease\"\xd4\x02\n" +
 	"\tPodStatus\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12%\n" +
@@ -1974,7 +1985,8 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\x05state\x18\x05 \x01(\x0e2\x1c.runway.workload.v1.PodStateR\x05state\x12\x1b\n" +
 	"\texit_code\x18\x06 \x01(\x05R\bexitCode\x12\x18\n" +
 	"\amessage\x18\a \x01(\tR\amessage\x12=\n" +
-	"\rgpu_idle_time\x18\b \x01(\v2\x19.google.protobuf.DurationR\vgpuIdleTime\"\xb7\x02\n" +
+	"\rgpu_idle_time\x18\b \x01(\v2\x19.google.protobuf.DurationR\vgpuIdleTime\x12%\n" +
+	"\x0eagent_restarts\x18\t \x01(\x05R\ragentRestarts\"\xb7\x02\n" +
 	"\rPendingReason\x126\n" +
 	"\x05check\x18\x01 \x01(\x0e2 .runway.workload.v1.PendingCheckR\x05check\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1b\n" +
