@@ -229,6 +229,15 @@ func (r *runtime) createPod(ctx context.Context, b binding, node string, uuids [
 	return created, nil
 }
 
+// devicesOf is a binding's devices as a pod's AnnotationDevices lists them.
+func devicesOf(b binding) string {
+	devs := make([]string, len(b.Devices))
+	for i, d := range b.Devices {
+		devs[i] = strconv.Itoa(d)
+	}
+	return strings.Join(devs, ",")
+}
+
 // podSpec is the pod of one gang member. Whole GPUs are requested from the
 // device plugin (nvidia.com/gpu), so the kubelet hands out the devices; a
 // fraction or GPU-memory request shares devices that reservation pods own
@@ -240,13 +249,9 @@ func podSpec(namespace, name string, b binding, ws *workloadv1.WorkloadSpec, uui
 	for _, e := range ws.GetEnv() {
 		env = append(env, corev1.EnvVar{Name: e.GetName(), Value: e.GetValue()})
 	}
-	devs := make([]string, len(b.Devices))
-	for i, d := range b.Devices {
-		devs[i] = strconv.Itoa(d)
-	}
 	annotations := map[string]string{}
-	if len(devs) > 0 {
-		annotations[AnnotationDevices] = strings.Join(devs, ",")
+	if len(b.Devices) > 0 {
+		annotations[AnnotationDevices] = devicesOf(b)
 	}
 	env = append(env, runwayEnv(b, ws, uuids)...)
 	res := corev1.ResourceRequirements{Requests: corev1.ResourceList{}, Limits: corev1.ResourceList{}}
@@ -341,6 +346,14 @@ func (r *runtime) syncPod(ctx context.Context, key string) error {
 	}
 	b, ok := r.binding(bkey)
 	if !ok || strconv.FormatInt(b.rev, 10) != p.Annotations[AnnotationBindingRev] {
+		return r.deletePod(ctx, p, r.cfg.DeleteGrace)
+	}
+	if devs := p.Annotations[AnnotationDevices]; devs != "" && devs != devicesOf(b) {
+		// Moved to other devices of its node (consolidation rewrites the
+		// binding in place): the pod still holds the old ones, so it goes
+		// and the binding's pod is made again on the new ones.
+		r.log.Info("kubernetes runtime: pod moved on its node; made again on its new devices", "pod", p.Namespace+"/"+p.Name,
+			"from", devs, "to", devicesOf(b))
 		return r.deletePod(ctx, p, r.cfg.DeleteGrace)
 	}
 	return r.report(ctx, b, p)
