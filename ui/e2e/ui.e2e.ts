@@ -153,7 +153,7 @@ describe('web UI against runway dev', () => {
     await check('07-workloads')
     const [download] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: 'Download CSV' }).click()])
     const rows = parseCsv(readText((await download.path())!))
-    expect(rows[0]).toEqual(['Name', 'Type', 'Status', 'Project', 'Department', 'Node pool', 'GPU allocation', 'Running/requested pods', 'Submitted', 'Submitted by'])
+    expect(rows[0]).toEqual(['Name', 'Type', 'Status', 'Project', 'Department', 'Node pool', 'GPU allocation', 'Running/requested pods', 'Submitted', 'Submitted by', 'Labels'])
     const byName = new Map(rows.slice(1).map((r) => [r[0], r]))
     expect([...byName.keys()].sort()).toEqual(['a1', 'a2', 'b1', 'b2'])
     expect(byName.get('a1')!.slice(1, 5)).toEqual(['Training', 'Pending', 'team-a', 'default'])
