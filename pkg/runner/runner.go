@@ -43,6 +43,9 @@ type Spec struct {
 	// Workload is projects/{project}/workloads/{workload}; Project its
 	// id, WorkloadUID its uid (a container's label).
 	Workload, Project, WorkloadUID string
+	// Labels are the workload's own (never a platform prefix: the
+	// workload service refuses those), put on the container or pod.
+	Labels map[string]string
 	// Pod is the pod's index in its gang.
 	Pod int
 	// Revision names this run of the pod (the agent: its binding's

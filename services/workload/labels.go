@@ -20,7 +20,7 @@ var (
 	dnsLabel  = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 	// reservedPrefixes are the platform's own: a user's label must not pass
 	// for one of Runway's marks on a pod or container.
-	reservedPrefixes = []string{"runway.dev", "run.ai", "kubernetes.io", "k8s.io"}
+	reservedPrefixes = []string{"runway.dev", "runway.io", "run.ai", "kubernetes.io", "k8s.io", "nvidia.com"}
 )
 
 // validateLabels checks labels (values limited as Kubernetes' label values)
@@ -56,6 +56,9 @@ func labelKeyProblem(k string) string {
 		return "key must be [prefix/]name: the name 1-63 characters of [A-Za-z0-9._-], starting and ending with a letter or digit"
 	}
 	if !hasPrefix {
+		if strings.HasPrefix(name, "io.runway.") {
+			return "key io.runway.* is the platform's (its containers' labels)"
+		}
 		return ""
 	}
 	parts := strings.Split(prefix, ".")

@@ -94,6 +94,8 @@ func TestLabels_Validated(t *testing.T) {
 		{map[string]string{"team": "has space"}, nil, "workload.labels[team]"},
 		{map[string]string{"runway.dev/mark": "x"}, nil, "workload.labels[runway.dev/mark]"},
 		{map[string]string{"node.kubernetes.io/x": "x"}, nil, "workload.labels[node.kubernetes.io/x]"},
+		{map[string]string{"runway.io/workload": "x"}, nil, "workload.labels[runway.io/workload]"},
+		{map[string]string{"io.runway.project": "x"}, nil, "workload.labels[io.runway.project]"},
 		{map[string]string{"Bad_Prefix/x": "x"}, nil, "workload.labels[Bad_Prefix/x]"},
 		{nil, big, "workload.annotations"},
 		{nil, map[string]string{"run.ai/x": "free text is fine, the key is not"}, "workload.annotations[run.ai/x]"},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -340,10 +341,12 @@ func (r *Runner) create(ctx context.Context, spec runner.Spec, name string) (con
 		User:       fmt.Sprintf("%d:%d", uid, gid),
 		Env:        runner.Environ(spec, work, devices),
 		WorkingDir: work,
-		Labels: map[string]string{LabelRunner: r.name, LabelPodID: spec.ID, LabelProject: spec.Project,
-			LabelWorkload: workloadID(spec.Workload), LabelWorkloadUID: spec.WorkloadUID, LabelPod: strconv.Itoa(spec.Pod),
-			LabelRevision: rev},
+		Labels:     map[string]string{},
 	}
+	maps.Copy(cfg.Labels, spec.Labels) // the workload's, under the runner's own
+	maps.Copy(cfg.Labels, map[string]string{LabelRunner: r.name, LabelPodID: spec.ID, LabelProject: spec.Project,
+		LabelWorkload: workloadID(spec.Workload), LabelWorkloadUID: spec.WorkloadUID, LabelPod: strconv.Itoa(spec.Pod),
+		LabelRevision: rev})
 	if len(spec.Command) > 0 { // the workload's command replaces the image's entrypoint, as on Kubernetes
 		cfg.Entrypoint, cfg.Cmd = spec.Command, []string{}
 	}

@@ -309,3 +309,29 @@ func TestStop_leavesNoProcess(t *testing.T) {
 		t.Errorf("processes %v of the stopped pod are left", left)
 	}
 }
+
+// A workload's labels are on its container, under the runner's own, which
+// a label of the same key cannot replace.
+func TestStart_workloadLabels(t *testing.T) {
+	dir := t.TempDir()
+	r := newRunner(t, engine.Host, dir)
+	s := spec("u1.0", "sleep", "600")
+	s.Labels = map[string]string{"team": "vision", container.LabelProject: "team-z"}
+	p, err := r.Start(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop(context.Background())
+	cli, err := client.New(client.WithHost(engine.Host))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	in, err := cli.ContainerInspect(context.Background(), "runway-"+runner.Name(dir)+"-u1.0", client.ContainerInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := in.Container.Config.Labels; l["team"] != "vision" || l[container.LabelProject] != "team-a" {
+		t.Errorf("container labels %v, want team=vision and the runner's project", l)
+	}
+}

@@ -12,6 +12,7 @@ import (
 
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
 	"github.com/runwayhq/runway/pkg/etcdstore"
+	"github.com/runwayhq/runway/pkg/sdk"
 	"github.com/runwayhq/runway/services/nodemanager/kube"
 )
 
@@ -61,4 +62,24 @@ func TestMovedOnItsNode(t *testing.T) {
 		}
 		return ""
 	})
+}
+
+// TestPodLabels: a workload's labels are on its pods, beside Runway's own,
+// which they cannot shadow.
+func TestPodLabels(t *testing.T) {
+	e := newEnv(t, "labels")
+	e.node(t, "labels-node-1", 1)
+	e.start(t)
+	e.project(t, "team-b", 1)
+	if _, err := e.rw.SubmitWorkloadFrom(t.Context(), "team-b", "l", &workloadv1.Workload{Type: workloadv1.WorkloadType_WORKLOAD_TYPE_TRAINING,
+		Spec: &workloadv1.WorkloadSpec{Image: "busybox", Command: []string{"sleep", "3600"}, MilliCpu: 100, MemoryBytes: 100 << 20,
+			Gpu: &workloadv1.GpuRequest{Amount: &workloadv1.GpuRequest_Devices{Devices: 1}}},
+		Labels: map[string]string{"team": "vision", "example.com/stage": "test"}}, sdk.Assets{}); err != nil {
+		t.Fatal(err)
+	}
+	e.projectOf["l"] = "team-b"
+	p := e.bound(t, "l", 1)[0]
+	if p.Labels["team"] != "vision" || p.Labels["example.com/stage"] != "test" || p.Labels[kube.LabelWorkload] != "l" {
+		t.Errorf("pod labels %v, want the workload's and Runway's", p.Labels)
+	}
 }

@@ -383,7 +383,7 @@ func (p *pods) spec(ctx context.Context, b nodemanager.Binding) (runner.Spec, er
 		Image:    ws.GetImage(),
 		Command:  cmd,
 		Env:      env,
-		Workload: b.WorkloadName(), Project: b.Project, WorkloadUID: it.Msg.GetUid(), Pod: b.Pod,
+		Workload: b.WorkloadName(), Project: b.Project, WorkloadUID: it.Msg.GetUid(), Pod: b.Pod, Labels: it.Msg.GetLabels(),
 		Devices: b.Devices, CDIDevices: p.gpus.cdiNames(b.Devices), FractionMilli: b.FractionMilli, GPUMemoryBytes: limit,
 		MilliCPU: ws.GetMilliCpu(), MemoryBytes: ws.GetMemoryBytes(),
 		RunAsRoot: ws.GetSecurity().GetRunAsRoot(), AddCapabilities: ws.GetSecurity().GetAddCapabilities(),

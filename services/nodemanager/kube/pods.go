@@ -204,7 +204,7 @@ func (r *runtime) createPod(ctx context.Context, b binding, node string, uuids [
 	if err := r.projectNamespace(ctx, b.Project); err != nil {
 		return nil, err
 	}
-	pod := podSpec(ns, r.marker.podName(b.Binding, b.rev), b, it.Msg.GetSpec(), uuids)
+	pod := podSpec(ns, r.marker.podName(b.Binding, b.rev), b, it.Msg, uuids)
 	pod.Spec.Tolerations = slices.Concat(r.nodeTolerations(node), r.lapseTolerations())
 	pod.Spec.NodeName = node
 	maps.Copy(pod.Annotations, r.bindingAnnotations(ns, pod.Name, node, b.key, b.rev, pod.Annotations))
@@ -229,6 +229,18 @@ func (r *runtime) createPod(ctx context.Context, b binding, node string, uuids [
 	return created, nil
 }
 
+// labelsOf are a workload pod's labels: the workload's own, under
+// Runway's (which a workload's never shadow: the workload service refuses
+// the platform's prefixes).
+func labelsOf(w *workloadv1.Workload, b binding) map[string]string {
+	l := maps.Clone(w.GetLabels())
+	if l == nil {
+		l = map[string]string{}
+	}
+	maps.Copy(l, map[string]string{LabelProject: b.Project, LabelWorkload: b.Workload, LabelPodIndex: strconv.Itoa(b.Pod)})
+	return l
+}
+
 // devicesOf is a binding's devices as a pod's AnnotationDevices lists them.
 func devicesOf(b binding) string {
 	devs := make([]string, len(b.Devices))
@@ -244,7 +256,8 @@ func devicesOf(b binding) string {
 // (reserve), requests no nvidia.com/gpu (that would hold a whole one) and
 // gets those devices' UUIDs (uuids) and its share in the same RUNWAY_*
 // environment the local runner sets.
-func podSpec(namespace, name string, b binding, ws *workloadv1.WorkloadSpec, uuids []string) *corev1.Pod {
+func podSpec(namespace, name string, b binding, w *workloadv1.Workload, uuids []string) *corev1.Pod {
+	ws := w.GetSpec()
 	var env []corev1.EnvVar
 	for _, e := range ws.GetEnv() {
 		env = append(env, corev1.EnvVar{Name: e.GetName(), Value: e.GetValue()})
@@ -271,8 +284,7 @@ func podSpec(namespace, name string, b binding, ws *workloadv1.WorkloadSpec, uui
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name, Namespace: namespace,
-			Labels: map[string]string{LabelProject: b.Project, LabelWorkload: b.Workload,
-				LabelPodIndex: strconv.Itoa(b.Pod)},
+			Labels:      labelsOf(w, b),
 			Annotations: annotations,
 		},
 		Spec: corev1.PodSpec{

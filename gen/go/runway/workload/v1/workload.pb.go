@@ -539,8 +539,10 @@ type Workload struct {
 	// list and watch filters): at most 64; keys `[prefix/]name` as
 	// Kubernetes has them (name 1-63 of [A-Za-z0-9._-], starting and ending
 	// alphanumeric; prefix a DNS subdomain), values 0-63 of the same
-	// characters. The prefixes runway.dev/, run.ai/, kubernetes.io/ and
-	// k8s.io/ are the platform's.
+	// characters. The prefixes runway.dev/, runway.io/, run.ai/,
+	// kubernetes.io/, k8s.io/ and nvidia.com/ (and keys io.runway.*) are the
+	// platform's. They are put on the workload's pods (Kubernetes) and
+	// containers.
 	Labels map[string]string `protobuf:"bytes,13,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// Immutable. Notes for tools and people: keys as labels' (at most 64),
 	// values any text, 256 KiB in all.
