@@ -53,7 +53,7 @@ has "$l" "- --node=\$(NODE_NAME)"
 has "$l" "- --runtime=local"
 has "$l" "- --etcd-endpoints=http://etcd:2379"
 grep -q -- '--etcd-ca-file' "$l" && fail "local: TLS flags rendered with etcd.tls.enabled=false"
-[ "$(grep -c -- '--workload-server' "$l")" = 1 ] || fail "local: --workload-server rendered on the scheduler with runtime local (the gateway's alone is expected)"
+[ "$(grep -c -- '--workload-server' "$l")" = 2 ] || fail "local: --workload-server rendered on the scheduler with runtime local (the gateway's and the agents', for credentials, alone are expected)"
 # The agents serve mutual TLS on the pod's IP; the workload service checks
 # their one certificate name.
 has "$l" "- --listen=0.0.0.0:7072"
@@ -81,8 +81,10 @@ for a in "- --runtime=kubernetes" "- --namespace=runway-workloads" "- --cgroup-r
   "serviceAccountName: rw-runway-agent" "verbs: [get, list, watch, patch]" "- --listen=0.0.0.0:7072" \
   "- --tls-client-ca-file=/etc/runway/tls/ca.crt" "- --tls-agent-server-name=rw-runway-agent"; do has "$k" "$a"; done
 grep -q -- "--data-dir" "$k" && fail "kubernetes-mode agent: --data-dir rendered"
-[ "$(grep -c '^kind: Role$' "$k")" = 1 ] || fail "kubernetes-mode agent: want the reservation pods' Role"
-[ "$(grep -c '^kind: ClusterRole$' "$k")" = 2 ] || fail "kubernetes-mode agent: want the scheduler's ClusterRole and the agent's (Runway's pods are in every project's namespace)"
+[ "$(grep -c '^kind: Role$' "$k")" = 3 ] || fail "kubernetes-mode agent: want three Roles: the reservation pods', the mark key's and the nodemanager's"
+for r in runway-gpu-reservation rw-runway-mark-key rw-runway-nodemanager; do has "$k" "name: $r"; done
+[ "$(grep -c '^kind: ClusterRole$' "$k")" = 3 ] || fail "kubernetes-mode agent: want the scheduler's, the agent's and the nodemanager's ClusterRoles (Runway's pods are in every project's namespace; the nodemanager reviews agents' tokens)"
+for r in rw-runway-agent rw-runway-nodemanager rw-runway-scheduler; do has "$k" "name: $r"; done
 has "$k" "kind: ValidatingAdmissionPolicy"
 has "$k" "kind: ValidatingAdmissionPolicyBinding"
 has "$k" 'request.userInfo.username == "system:serviceaccount:runway-system:rw-runway-agent"'
