@@ -160,6 +160,10 @@ type refOutcome struct {
 	Rule  scheduling.Rule
 	Units []string
 	why   string // the reference's: why nothing is evicted (not compared)
+	// retaken (Cycle's): j waits because the room its victims would free
+	// would be taken again in the same cycle (pkg/scheduling's "Room taken
+	// again", beyond the one decision the reference models).
+	retaken bool
 }
 
 func (o refOutcome) String() string {
@@ -204,6 +208,10 @@ func cycleOutcome(sp refSpec) (refOutcome, *cluster.State, error) {
 	slices.Sort(o.Units)
 	if o.Rule != "" && !slices.ContainsFunc(plan.Bindings, func(b scheduling.Binding) bool { return b.Workload == "j" }) {
 		return o, s, fmt.Errorf("%s evicted for j, which is not bound", o)
+	}
+	for _, w := range plan.Waiting {
+		o.retaken = o.retaken || w.Workload == "j" && o.Rule == "" &&
+			slices.ContainsFunc(w.Reasons, func(r scheduling.Reason) bool { return strings.Contains(r.Text, "taken again in this cycle") })
 	}
 	return o, s, nil
 }
@@ -647,10 +655,27 @@ func refDiff(sp refSpec) (got, want refOutcome, s *cluster.State, problem string
 		return got, want, s, err.Error()
 	}
 	want = refVictims(sp, s)
+	if got.retaken && want.Rule != "" {
+		return got, want, s, "" // counted apart, and bounded, by the callers
+	}
 	if !slices.Equal(got.Units, want.Units) || got.Rule != want.Rule {
 		return got, want, s, fmt.Sprintf("Cycle evicts %s for j; SCHEDULING.md: %s", got, want)
 	}
 	return got, want, s, ""
+}
+
+// refRetaken counts the instances where Cycle lets j wait because the room
+// the reference's victims free would be taken again in the same cycle.
+const refRetaken = "room taken again in the cycle"
+
+// refRetakenRare fails when the instances where j waits for its room being
+// taken again are more than a few: they are not compared with the
+// reference, so they must stay the exception.
+func refRetakenRare(t *testing.T, n, total int) {
+	t.Helper()
+	if total > 0 && float64(n)/float64(total) > 0.05 {
+		t.Errorf("%s in %d of %d instances, want at most 5%%: those are not compared with the reference", refRetaken, n, total)
+	}
 }
 
 // TestVictimsMatchReference is the differential test: on each random
@@ -660,10 +685,13 @@ func TestVictimsMatchReference(t *testing.T) {
 	counts := map[string]int{}
 	rapid.Check(t, func(t *rapid.T) {
 		sp := refDraw(t, refSmall)
-		_, want, _, problem := refDiff(sp)
+		got, want, _, problem := refDiff(sp)
 		kind := want.why
 		if want.Rule != "" {
 			kind = fmt.Sprintf("%s of %d units", want.Rule, len(want.Units))
+		}
+		if got.retaken {
+			kind = refRetaken
 		}
 		if problem != "" {
 			t.Fatalf("%s\n%#v", problem, sp)
@@ -695,6 +723,7 @@ func TestVictimsMatchReference(t *testing.T) {
 			t.Errorf("%s: %d of %d instances (%.0f%%), want at least %.0f%%", c.what, c.n, total, 100*share, 100*c.min)
 		}
 	}
+	refRetakenRare(t, counts[refRetaken], total)
 	if counts["allocate places j"] > total/2 {
 		t.Errorf("allocate places j without victims in %d of %d instances: the draws miss the victim search", counts["allocate places j"], total)
 	}
