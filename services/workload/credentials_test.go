@@ -2,6 +2,7 @@ package workload_test
 
 import (
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 
@@ -133,12 +134,18 @@ func TestCredentials_ResolveOnlyForTheBoundNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := fmt.Sprint(resp.GetEnv(), resp.GetFiles())
-	for _, want := range []string{`name:"OTHER" value:"v2"`, `name:"WANDB_API_KEY" value:"v1"`, `name:"TOKEN" value:"v2"`,
-		`path:"/secrets/WANDB_API_KEY" content:"v1"`, `path:"/secrets/OTHER" content:"v2"`} {
-		if !strings.Contains(got, want) {
-			t.Errorf("resolved %s, want %s", got, want)
-		}
+	// Compared as values: the protobuf text form is deliberately unstable.
+	got := map[string]string{}
+	for _, e := range resp.GetEnv() {
+		got["env "+e.GetName()] = e.GetValue()
+	}
+	for _, f := range resp.GetFiles() {
+		got["file "+f.GetPath()] = string(f.GetContent())
+	}
+	want := map[string]string{"env OTHER": "v2", "env WANDB_API_KEY": "v1", "env TOKEN": "v2",
+		"file /secrets/WANDB_API_KEY": "v1", "file /secrets/OTHER": "v2"}
+	if !maps.Equal(got, want) {
+		t.Errorf("resolved %v, want %v", got, want)
 	}
 
 	// team-a moves to ops: research's credential is no longer its to use.
