@@ -459,7 +459,7 @@ describe('web UI against runway dev', () => {
     await page.getByRole('heading', { name: 'Workloads' }).waitFor()
   })
 
-  it('creates a template and submits a training from it', async () => {
+  it('creates a template and submits a training from it, with labels and a time to live', async () => {
     await nav('Policies and assets')
     const form = page.getByRole('form', { name: 'Create a template' })
     await form.getByLabel('Template id').fill('qs-train')
@@ -476,10 +476,14 @@ describe('web UI against runway dev', () => {
     await page.getByLabel('Name').fill('from-tmpl')
     await page.getByLabel('From a template').check()
     await page.getByRole('combobox', { name: 'Template' }).selectOption('qs-train')
+    await page.getByLabel('Labels').fill('team=vision, stage=test')
+    await page.getByLabel('Delete after it finishes (hours)').fill('24')
     await page.getByRole('button', { name: 'Submit' }).click()
     await page.getByRole('heading', { name: /Workload from-tmpl/ }).waitFor()
     const facts = page.locator('dl.facts')
     await facts.getByText('runai.jfrog.io/demo/quickstart', { exact: true }).waitFor()
+    await facts.getByText('stage=test, team=vision', { exact: true }).waitFor()
+    await facts.getByText('24 h after it finishes', { exact: true }).waitFor()
     await expect(facts.locator('dt:has-text("GPU per pod") + dd').textContent()).resolves.toBe('1')
     page.once('dialog', (d) => d.accept())
     await page.getByRole('group', { name: 'Workload actions' }).getByRole('button', { name: 'Delete' }).click()

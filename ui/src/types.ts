@@ -6,7 +6,7 @@ export interface GpuRequest { devices?: number; fractionMilli?: number; gpuMemor
 export interface WorkloadSpec {
   image?: string; command?: string[]; args?: string[]; env?: { name: string; value: string }[]
   gpu?: GpuRequest; milliCpu?: string; memoryBytes?: string; pods?: number; minPods?: number
-  priority?: string; nodePools?: string[]; nodeType?: string; suspended?: boolean
+  priority?: string; nodePools?: string[]; nodeType?: string; suspended?: boolean; ttlAfterFinishedSeconds?: string
 }
 export interface PendingReason {
   check?: string; message?: string; nodePool?: string; queue?: string

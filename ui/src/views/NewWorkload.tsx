@@ -9,6 +9,18 @@ import { checkRule, ruleText } from '../policy'
 
 const TYPES = ['training', 'workspace', 'inference'] as const
 
+// parseLabels reads "team=vision, stage=test" (null when a pair has no
+// key or no =); the server checks the keys and values.
+export function parseLabels(text: string): Record<string, string> | null {
+  const out: Record<string, string> = {}
+  for (const pair of text.split(',').map((p) => p.trim()).filter(Boolean)) {
+    const i = pair.indexOf('=')
+    if (i <= 0) return null
+    out[pair.slice(0, i).trim()] = pair.slice(i + 1).trim()
+  }
+  return out
+}
+
 export function NewWorkload() {
   const { go } = useRouter()
   const { data: projects } = useLoad((s) => listAll<Project>('/v1/projects', 'projects', s), [])
@@ -23,6 +35,8 @@ export function NewWorkload() {
   const [command, setCommand] = useState('')
   const [gpu, setGpu] = useState('')
   const [pods, setPods] = useState('1')
+  const [labels, setLabels] = useState('')
+  const [ttlHours, setTtlHours] = useState('')
   const [error, setError] = useState('')
   const [busy, setBusy] = useState(false)
 
@@ -63,6 +77,11 @@ export function NewWorkload() {
       setError(`GPU: ${gpuProblem}`)
       return
     }
+    const labelMap = parseLabels(labels)
+    if (labelMap === null) {
+      setError('Labels: KEY=VALUE pairs, comma-separated, such as team=vision,stage=test')
+      return
+    }
     setBusy(true)
     // From a template, only what was typed in overrides it.
     const spec: Record<string, unknown> = mode === 'template' && !touched.has('pods') ? {} : { pods: Number(pods) || 1 }
@@ -84,8 +103,11 @@ export function NewWorkload() {
       }
       if ((mode === 'hand' || !compute) && (gpuParsed.devices || gpuParsed.fractionMilli)) spec.gpu = gpuParsed
     }
+    if (Number(ttlHours) > 0) spec.ttlAfterFinishedSeconds = String(Math.round(Number(ttlHours) * 3600))
     try {
-      await call('POST', `/v1/projects/${project}/workloads?${q}`, { type: `WORKLOAD_TYPE_${type.toUpperCase()}`, spec })
+      await call('POST', `/v1/projects/${project}/workloads?${q}`, {
+        type: `WORKLOAD_TYPE_${type.toUpperCase()}`, spec, ...(Object.keys(labelMap).length ? { labels: labelMap } : {}),
+      })
       go(`/workloads/${project}/${name}`)
     } catch (err) {
       setError(errorText(err))
@@ -187,6 +209,14 @@ export function NewWorkload() {
           Pods <span className="rule">{ruleText(fields.get('pods')?.rule)}</span>
           <input type="number" min={1} value={pods} onChange={touch('pods', setPods)} aria-describedby="pods-problem" />
           <span id="pods-problem" className="problem">{podsProblem}</span>
+        </label>
+        <label>
+          Labels
+          <input value={labels} onChange={(e) => setLabels(e.target.value)} placeholder="team=vision, stage=test" />
+        </label>
+        <label>
+          Delete after it finishes (hours)
+          <input type="number" min={0} step="any" value={ttlHours} onChange={(e) => setTtlHours(e.target.value)} placeholder="keep it" />
         </label>
         {policy?.fields?.length ? (
           <details>

@@ -202,6 +202,7 @@ export function WorkloadPage({ project, name }: { project: string; name: string 
             </dd>
             <dt>Type</dt><dd>{workloadType(w.type)}</dd>
             {w.labels && Object.keys(w.labels).length > 0 && <><dt>Labels</dt><dd>{labelText(w.labels)}</dd></>}
+            {Number(w.spec?.ttlAfterFinishedSeconds) > 0 && <><dt>Deleted</dt><dd>{Number(w.spec?.ttlAfterFinishedSeconds) / 3600} h after it finishes</dd></>}
             <dt>Submitted</dt><dd>{time(w.createTime)} by {id(w.creator)}</dd>
             <dt>Image</dt><dd>{w.spec?.image}</dd>
             <dt>Command</dt><dd><code>{[...(w.spec?.command ?? []), ...(w.spec?.args ?? [])].join(' ')}</code></dd>
