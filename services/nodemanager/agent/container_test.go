@@ -88,7 +88,9 @@ func TestRun_containerExitsAndMemoryLimit(t *testing.T) {
 }
 
 // A strict time-slicing plan pauses the sharers' containers in turn (the
-// engine's pause: the freezer cgroup of the whole container).
+// engine's pause: the freezer cgroup of the whole container). Two minutes:
+// each container's first start in its project's user namespace re-owns the
+// image's layers on the test's fresh engine, slow on a loaded machine.
 func TestRun_containerTimeSlicingPauses(t *testing.T) {
 	e := podmantest.Start(t)
 	f := newFixture(t)
@@ -109,7 +111,7 @@ func TestRun_containerTimeSlicingPauses(t *testing.T) {
 	}
 	defer cli.Close()
 	paused := map[string]bool{}
-	eventuallyWithin(t, time.Minute, "each sharer's container paused in turn", func() bool {
+	eventuallyWithin(t, 2*time.Minute, "each sharer's container paused in turn", func() bool {
 		list, err := cli.ContainerList(ctx, client.ContainerListOptions{Filters: client.Filters{}.Add("label", container.LabelProject+"=team-a")})
 		if err != nil {
 			t.Fatal(err)
