@@ -89,8 +89,8 @@ func TestRun_containerExitsAndMemoryLimit(t *testing.T) {
 
 // A strict time-slicing plan pauses the sharers' containers in turn (the
 // engine's pause: the freezer cgroup of the whole container). Two minutes:
-// each container's first start in its project's user namespace re-owns the
-// image's layers on the test's fresh engine, slow on a loaded machine.
+// one timed out on a loaded machine, likely on the first starts in the
+// project's user namespace (which re-own the image on a fresh engine).
 func TestRun_containerTimeSlicingPauses(t *testing.T) {
 	e := podmantest.Start(t)
 	f := newFixture(t)
