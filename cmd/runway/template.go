@@ -40,29 +40,11 @@ func templateCommand() *cobra.Command {
 
 func templateCreateCommand() *cobra.Command {
 	var (
-		s          scopeFlags
-		f          submitFlags
-		typ, desc  string
-		pods       = "pods"
-		command    []string
-		templateOf = func(cmd *cobra.Command) (*workloadv1.Template, error) {
-			spec, err := f.spec(command)
-			if err != nil {
-				return nil, usageError("%v", err)
-			}
-			if !cmd.Flags().Changed(pods) {
-				spec.Pods = 0
-			}
-			t := &workloadv1.Template{Description: desc, Environment: f.environment, ComputeResource: f.compute, Spec: spec}
-			if typ != "" {
-				if err := checkType(typ); err != nil {
-					return nil, err
-				}
-				t.Type = workloadv1.WorkloadType(workloadv1.WorkloadType_value["WORKLOAD_TYPE_"+strings.ToUpper(typ)])
-			}
-			return t, nil
-		}
+		s         scopeFlags
+		f         submitFlags
+		typ, desc string
 	)
+	const pods = "pods"
 	create := &cobra.Command{
 		Use:   "create NAME [-p PROJECT | --department D] [--type TYPE] [submit flags] [-- COMMAND ARGS...]",
 		Short: "Create a template from submit flags",
@@ -81,10 +63,19 @@ with --template gets these values for every flag it does not give itself.`,
 			if dash := cmd.ArgsLenAtDash(); (dash == -1 && len(args) > 1) || dash > 1 {
 				return usageError("one template name, then the command after --")
 			}
-			command = args[1:]
-			t, err := templateOf(cmd)
+			spec, err := f.spec(args[1:])
 			if err != nil {
-				return err
+				return usageError("%v", err)
+			}
+			if !cmd.Flags().Changed(pods) {
+				spec.Pods = 0 // unset: the submission's, else 1
+			}
+			t := &workloadv1.Template{Description: desc, Environment: f.environment, ComputeResource: f.compute, Spec: spec}
+			if typ != "" {
+				if err := checkType(typ); err != nil {
+					return err
+				}
+				t.Type = workloadv1.WorkloadType(workloadv1.WorkloadType_value["WORKLOAD_TYPE_"+strings.ToUpper(typ)])
 			}
 			return withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
 				got, err := c.CreateTemplate(ctx, scope, args[0], t)

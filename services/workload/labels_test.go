@@ -2,6 +2,7 @@ package workload_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -45,7 +46,7 @@ func TestLabels_SelectInListAndWatch(t *testing.T) {
 		for _, w := range resp.GetWorkloads() {
 			ids = append(ids, w.GetName()[strings.LastIndex(w.GetName(), "/")+1:])
 		}
-		if got := strings.Join(sorted(ids), ","); got != want {
+		if got := strings.Join(slices.Sorted(slices.Values(ids)), ","); got != want {
 			t.Errorf("%s: %s, want %s", filter, got, want)
 		}
 	}
@@ -59,18 +60,6 @@ func TestLabels_SelectInListAndWatch(t *testing.T) {
 	e.create(t, "team-a", "v3", labelled(map[string]string{"team": "vision"}, nil))
 	e.create(t, "team-a", "n2", labelled(map[string]string{"team": "nlp"}, nil))
 	next(t, stream, added, name("team-a", "n2")) // v3 never arrives
-}
-
-func sorted(s []string) []string {
-	out := append([]string(nil), s...)
-	for i := range out {
-		for j := i + 1; j < len(out); j++ {
-			if out[j] < out[i] {
-				out[i], out[j] = out[j], out[i]
-			}
-		}
-	}
-	return out
 }
 
 // Labels and annotations are bounded and checked, each violation naming
