@@ -33,6 +33,12 @@ func (g *Guard) UnaryInterceptor(ctx context.Context, req any, info *grpc.UnaryS
 		resp, err := handler(ctx, req)
 		if info.FullMethod == identitySvc+"Login" {
 			g.auditLogin(ctx, req, resp, err)
+		} else if c := apierr.Code(err); c == codes.Unauthenticated || c == codes.PermissionDenied {
+			// A public method that checks its own credentials (a node
+			// agent's token review) refuses at a cost: its refusals spend
+			// the host's budget like any other, so a flood of them is
+			// refused before that work.
+			g.audit.refused.spend(hostOf(grpcserver.PeerAddress(ctx)))
 		}
 		return resp, err
 	}

@@ -1,16 +1,26 @@
 package auth
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	commonv1 "github.com/runwayhq/runway/gen/go/runway/common/v1"
 	identityv1 "github.com/runwayhq/runway/gen/go/runway/identity/v1"
+	nodemanagerv1 "github.com/runwayhq/runway/gen/go/runway/nodemanager/v1"
+	"github.com/runwayhq/runway/pkg/apierr"
 	"github.com/runwayhq/runway/pkg/etcdstore"
+	"github.com/runwayhq/runway/pkg/grpcserver"
 )
 
 func refusedCall(g *Guard, c *clock, peer, resource string) *identityv1.AuditEvent {
@@ -128,4 +138,47 @@ func TestRefusedEventsCapped(t *testing.T) {
 	if err != nil || idx.Count != 3 {
 		t.Errorf("index keys: %v, %v; want 3", idx, err)
 	}
+}
+
+// A public method that refuses its caller's own credentials (the node mark
+// key's token review) spends the host's refused-call budget: past the
+// burst, the host's calls are refused before the method does any work.
+func TestRefusedPublicMethodLimited(t *testing.T) {
+	g, _, _ := newGuard(t, Config{RefusedBurst: 3, RefusedRate: 0.001})
+	srv, err := grpcserver.New(grpcserver.Config{Listen: "127.0.0.1:0", Auth: g.UnaryInterceptor, AuthStream: g.StreamInterceptor,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), ShutdownTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refuser := &refusingNodeManager{}
+	srv.Register(func(s *grpc.Server) { nodemanagerv1.RegisterNodeManagerServiceServer(s, refuser) })
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx) }()
+	t.Cleanup(func() { cancel(); <-served })
+	conn, err := grpc.NewClient("passthrough:///"+srv.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	nm := nodemanagerv1.NewNodeManagerServiceClient(conn)
+	var last error
+	for range 10 {
+		_, last = nm.GetNodeMarkKey(t.Context(), &nodemanagerv1.GetNodeMarkKeyRequest{})
+	}
+	if n := refuser.calls.Load(); n > 4 || apierr.Reason(last) != "TOO_MANY_REFUSED_CALLS" {
+		t.Errorf("the method worked %d times of 10 and the last call got %v; want at most the burst's and TOO_MANY_REFUSED_CALLS", n, last)
+	}
+}
+
+// refusingNodeManager refuses every mark key request, as a failed token
+// review does.
+type refusingNodeManager struct {
+	nodemanagerv1.UnimplementedNodeManagerServiceServer
+	calls atomic.Int64
+}
+
+func (r *refusingNodeManager) GetNodeMarkKey(context.Context, *nodemanagerv1.GetNodeMarkKeyRequest) (*nodemanagerv1.NodeMarkKey, error) {
+	r.calls.Add(1)
+	return nil, apierr.Unauthenticated(commonv1.ErrorReason_CREDENTIALS_INVALID)
 }
