@@ -9,6 +9,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	identityv1 "github.com/runwayhq/runway/gen/go/runway/identity/v1"
@@ -150,5 +151,32 @@ func TestSessionLiveWhileTheMirrorLags(t *testing.T) {
 	}
 	if g.sessionLive(t.Context(), "never", g.sessions.revision()) {
 		t.Error("a session the mirror has seen the revision of, and lacks, passes")
+	}
+}
+
+// A login that changes the password bumps the user's credential generation
+// and issues a token for the new one at once; a replica whose users mirror
+// has not seen the change yet judges that token on etcd, not on the stale
+// copy (CI once refused such a token as expired), and still refuses a
+// token of the old generation.
+func TestNewGenerationWhileTheMirrorLags(t *testing.T) {
+	g, _, cluster := newGuard(t, Config{}) // Run not started: the mirrors stay at their load
+	user, _ := proto.Marshal(&identityv1.StoredUser{User: &identityv1.User{Uid: "u1"}, CredentialGeneration: 2})
+	if _, err := cluster.Client.Put(t.Context(), etcdstore.PrefixUsers+"alice", string(user)); err != nil {
+		t.Fatal(err)
+	}
+	put, err := cluster.Client.Put(t.Context(), etcdstore.PrefixSessions+"s1", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for gen, want := range map[int64]bool{2: true, 1: false} {
+		tok, _, err := g.Issue(Subject{Principal: "users/alice", UID: "u1", Gen: gen, Session: "s1",
+			SessionRevision: put.Header.GetRevision()}, AccessToken, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := g.parse(t.Context(), tok, AccessToken); (err == nil) != want {
+			t.Errorf("a token of generation %d: parse error %v, want accepted %v", gen, err, want)
+		}
 	}
 }

@@ -27,7 +27,7 @@ func FuzzTokens(f *testing.F) {
 	// checked is that nothing but what was signed or sealed gets through.
 	signed := access[:strings.LastIndexByte(access, '.')]
 	f.Fuzz(func(t *testing.T, s string) {
-		if c, err := g.parse(s, AccessToken); err == nil && (!strings.HasPrefix(s, signed+".") || c.Subject != "services/fuzz") {
+		if c, err := g.parse(t.Context(), s, AccessToken); err == nil && (!strings.HasPrefix(s, signed+".") || c.Subject != "services/fuzz") {
 			t.Fatalf("accepted a token the guard did not issue: %q", s)
 		}
 		if inner, err := g.openPage(s, binding); err == nil && inner != "inner" {

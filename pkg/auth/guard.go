@@ -247,7 +247,7 @@ func (g *Guard) authenticate(ctx context.Context) (Caller, error) {
 	if !ok || !strings.EqualFold(scheme, "bearer") {
 		return Caller{}, apierr.Unauthenticated(commonv1.ErrorReason_CREDENTIALS_INVALID)
 	}
-	c, err := g.parse(strings.TrimSpace(token), AccessToken)
+	c, err := g.parse(ctx, strings.TrimSpace(token), AccessToken)
 	if err != nil || c.Sid != "" && !g.sessionLive(ctx, c.Sid, c.Srev) {
 		return Caller{}, apierr.Unauthenticated(commonv1.ErrorReason_CREDENTIALS_INVALID)
 	}

@@ -107,6 +107,27 @@ func (m *mirror[T]) follow(ctx context.Context) error {
 	return ctx.Err()
 }
 
+// getAt is id as of at least etcd revision rev: the mirror's copy once it
+// has seen rev, otherwise a read from etcd. A token issued by another
+// replica the moment before (a login that changed the password, so a new
+// credential generation) is then judged on what was written, not on a copy
+// that has not caught up yet.
+func (m *mirror[T]) getAt(ctx context.Context, id string, rev int64) (T, bool) {
+	if m.revision() >= rev {
+		return m.get(id)
+	}
+	var zero T
+	resp, err := m.client.Get(ctx, m.prefix+id)
+	if err != nil || len(resp.Kvs) == 0 {
+		return zero, false
+	}
+	msg := m.newFn()
+	if proto.Unmarshal(resp.Kvs[0].Value, msg) != nil {
+		return zero, false
+	}
+	return msg, true
+}
+
 func (m *mirror[T]) get(id string) (T, bool) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()

@@ -199,7 +199,7 @@ func (g *Guard) knownToken(ctx context.Context) bool {
 	if !ok || !strings.EqualFold(scheme, "bearer") {
 		return false
 	}
-	_, err := g.parse(strings.TrimSpace(token), AccessToken)
+	_, err := g.parse(ctx, strings.TrimSpace(token), AccessToken)
 	return err == nil
 }
 

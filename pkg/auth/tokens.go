@@ -87,7 +87,7 @@ const issuer = "runway"
 // type, and that the principal still holds the credentials the token was
 // issued for. The signature and decoding of a token seen before come from
 // g.verified, which checks its key and expiry again (verified.go).
-func (g *Guard) parse(token string, want TokenType) (*claims, error) {
+func (g *Guard) parse(ctx context.Context, token string, want TokenType) (*claims, error) {
 	now := g.now()
 	c, ok := g.verified.get(token, now, g.keys.verifier)
 	if !ok {
@@ -110,19 +110,21 @@ func (g *Guard) parse(token string, want TokenType) (*claims, error) {
 	if c.Type != want && !(want == AccessToken && c.Type == ServiceToken) {
 		return nil, errInvalidToken
 	}
-	if !g.current(c) {
+	if !g.current(ctx, c) {
 		return nil, errInvalidToken
 	}
 	return c, nil
 }
 
 // current reports whether the token's principal still exists with the
-// same uid and credential generation.
-func (g *Guard) current(c *claims) bool {
+// same uid and credential generation. A session's token is judged on the
+// user as of the revision that started the session (Srev), which is after
+// any password change its login made.
+func (g *Guard) current(ctx context.Context, c *claims) bool {
 	kind, id, _ := strings.Cut(c.Subject, "/")
 	switch kind {
 	case "users":
-		u, ok := g.users.get(id)
+		u, ok := g.users.getAt(ctx, id, c.Srev)
 		return ok && u.GetUser().GetUid() == c.UID && u.GetCredentialGeneration() == c.Gen
 	case "applications":
 		a, ok := g.apps.get(id)
@@ -134,8 +136,8 @@ func (g *Guard) current(c *claims) bool {
 }
 
 // VerifyRefresh checks a refresh token and returns its subject.
-func (g *Guard) VerifyRefresh(token string) (Subject, error) {
-	c, err := g.parse(token, RefreshToken)
+func (g *Guard) VerifyRefresh(ctx context.Context, token string) (Subject, error) {
+	c, err := g.parse(ctx, token, RefreshToken)
 	if err != nil {
 		return Subject{}, err
 	}

@@ -36,7 +36,7 @@ func TestVerifiedTokensStillRevoked(t *testing.T) {
 	}
 	accepted := func(token string) bool {
 		t.Helper()
-		_, err := g.parse(token, AccessToken)
+		_, err := g.parse(t.Context(), token, AccessToken)
 		return err == nil
 	}
 	issue := func(ttl time.Duration) string {
@@ -118,7 +118,7 @@ func BenchmarkParseServiceToken(b *testing.B) {
 	}
 	b.Run("seen", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := g.parse(tok, AccessToken); err != nil {
+			if _, err := g.parse(b.Context(), tok, AccessToken); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -126,7 +126,7 @@ func BenchmarkParseServiceToken(b *testing.B) {
 	b.Run("new", func(b *testing.B) {
 		for b.Loop() {
 			g.verified = verifiedTokens{}
-			if _, err := g.parse(tok, AccessToken); err != nil {
+			if _, err := g.parse(b.Context(), tok, AccessToken); err != nil {
 				b.Fatal(err)
 			}
 		}

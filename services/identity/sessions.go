@@ -110,7 +110,7 @@ func (s *Server) startSession(ctx context.Context, sub auth.Subject, sso bool) (
 // refresh exchanges a refresh token for the subject of its session's next
 // turn, or ends the session on reuse.
 func (s *Server) refresh(ctx context.Context, token string) (auth.Subject, error) {
-	sub, err := s.guard.VerifyRefresh(token)
+	sub, err := s.guard.VerifyRefresh(ctx, token)
 	if err != nil || sub.Session == "" {
 		return auth.Subject{}, errCredentials
 	}
