@@ -13,7 +13,7 @@ import (
 
 // adminCommand holds the platform operator's commands.
 func adminCommand() *cobra.Command {
-	cmd := &cobra.Command{Use: "admin", Short: "Platform operations: the credentials key file"}
+	cmd := &cobra.Command{Use: "admin", Short: "Platform operations: the credentials key file, node agents' tokens and etcd role"}
 	creds := &cobra.Command{Use: "credentials", Short: "Rotate the key that seals credentials in etcd",
 		Long: `Rotate the platform key that seals credentials' values in etcd:
 
@@ -82,6 +82,6 @@ sealed under an older key stay readable until step 3.`}
 		},
 	}
 	creds.AddCommand(addKey, reencrypt, prune)
-	cmd.AddCommand(creds)
+	cmd.AddCommand(creds, nodeTokenCommand(), etcdAgentRoleCommand())
 	return cmd
 }

@@ -105,8 +105,9 @@ with its lease.`,
 	f.StringSliceVar(&cfg.HideFromPods, "hide-from-pods", nil,
 		"with the process runtime as root: more paths (the credentials' directories) covered in every pod's mount namespace; its own --*-key-file and --metrics-token-file always are")
 	addListenerTLSFlags(f, &cfg.TLS)
-	f.StringVar(&cfg.NodeManagerServer, "nodemanager-server", "", "with --runtime kubernetes: the NodeManagerService's address, which gives the agent its node's mark key (required there)")
-	f.StringVar(&cfg.KubeTokenFile, "kube-token-file", server.DefaultKubeTokenFile, "with --runtime kubernetes: the agent's service account token for --nodemanager-server (audience runway-nodemanager, bound to the agent's pod)")
+	f.StringVar(&cfg.NodeManagerServer, "nodemanager-server", "", "the NodeManagerService's address, which gives the agent its node's mark key (with --runtime kubernetes: required) and, for its service account token, its Runway token (for --workload-server without --agent-token-file)")
+	f.StringVar(&cfg.KubeTokenFile, "kube-token-file", server.DefaultKubeTokenFile, "the agent's service account token for --nodemanager-server (audience runway-nodemanager, bound to the agent's pod)")
+	f.StringVar(&cfg.AgentTokenFile, "agent-token-file", "", "the agent's Runway token (runway admin node-token NODE), for --workload-server outside Kubernetes; read at each call")
 	f.StringVar(&cfg.WorkloadServer, "workload-server", "", "the WorkloadService's address, where the agent opens the credentials of the pods bound to its node (with --tls-ca-file, over TLS)")
 	f.StringVar(&cfg.TLS.CAFile, "tls-ca-file", "", "CA bundle (PEM) that --nodemanager-server's and --workload-server's certificates chain to: call them over TLS (presenting --tls-cert-file to the workload service)")
 	f.StringVar(&cfg.AdvertiseAddress, "advertise-address", "", "HOST or HOST:PORT the workload service reaches the agent at (default: --listen's address; the host name when it listens on every interface)")

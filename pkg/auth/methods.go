@@ -383,6 +383,14 @@ var methods = map[string]Method{
 	// A node agent in Kubernetes mode holds no Runway token: the handler
 	// reviews its Kubernetes service account token (kube.NodeKeys).
 	nodeSvc + "GetNodeMarkKey": {Access: Public},
+	// The caller proves which node's agent it is with its Kubernetes
+	// service account token, which the service reviews (as above).
+	nodeSvc + "IssueNodeAgentToken": {Access: Public},
+	// A node agent's token opens the credentials of its node's pods: only
+	// who may edit nodes account-wide mints one.
+	nodeSvc + "CreateNodeAgentToken": {Perm: perm(Nodes, Edit), Target: func(_ *Guard, r any) Target {
+		return account(r.(*nodemanagerv1.CreateNodeAgentTokenRequest).GetNode())
+	}},
 
 	// Identity.
 	identitySvc + "Login":            {Access: Public},

@@ -3,6 +3,7 @@ package auth
 import (
 	"context"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc/credentials"
 
@@ -20,6 +21,16 @@ const nodeAgentPrefix = "services/agent/"
 // node (CredentialService.ResolvePodCredentials).
 func (g *Guard) NodeAgentCredentials(node string) credentials.PerRPCCredentials {
 	return &serviceCreds{g: g, principal: NodeAgentPrincipal(node)}
+}
+
+// IssueNodeAgentToken signs the token of the agent of node (`nodes/{node}`
+// or the bare id) for ttl (cut to the longest token lifetime): what the
+// NodeManagerService hands an agent that proved which node it is.
+func (g *Guard) IssueNodeAgentToken(node string, ttl time.Duration) (string, time.Time, error) {
+	if !strings.HasPrefix(node, "nodes/") {
+		node = "nodes/" + node
+	}
+	return g.Issue(Subject{Principal: NodeAgentPrincipal(node)}, ServiceToken, ttl)
 }
 
 // NodeAgentPrincipal is the principal of the agent of node (`nodes/{node}`).

@@ -53,7 +53,7 @@ func pageBinding(c Caller, method string, req proto.Message, in protoreflect.Fie
 }
 
 func (g *Guard) pageAEAD(kid string) (cipher.AEAD, bool) {
-	secret, ok := g.keys.verifier(kid)
+	secret, ok := g.keys.secret(kid)
 	if !ok {
 		return nil, false
 	}

@@ -69,12 +69,13 @@ func (g *Guard) Issue(s Subject, typ TokenType, ttl time.Duration) (string, time
 	}
 	now := g.now()
 	exp := now.Add(ttl)
-	t := jwt.NewWithClaims(jwt.SigningMethodHS256, claims{
+	method, signWith := signingKey(key)
+	t := jwt.NewWithClaims(method, claims{
 		RegisteredClaims: jwt.RegisteredClaims{Issuer: issuer, Subject: s.Principal,
 			IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(exp)},
 		Type: typ, UID: s.UID, Gen: s.Gen, Sid: s.Session, Seq: s.Sequence, Srev: s.SessionRevision})
 	t.Header["kid"] = key.GetId()
-	signed, err := t.SignedString(key.GetSecret())
+	signed, err := t.SignedString(signWith)
 	if err != nil {
 		return "", time.Time{}, fmt.Errorf("sign a token: %w", err)
 	}
@@ -88,24 +89,9 @@ const issuer = "runway"
 // issued for. The signature and decoding of a token seen before come from
 // g.verified, which checks its key and expiry again (verified.go).
 func (g *Guard) parse(ctx context.Context, token string, want TokenType) (*claims, error) {
-	now := g.now()
-	c, ok := g.verified.get(token, now, g.keys.verifier)
-	if !ok {
-		c = &claims{}
-		var kid string
-		var secret []byte
-		_, err := jwt.ParseWithClaims(token, c, func(t *jwt.Token) (any, error) {
-			kid, _ = t.Header["kid"].(string)
-			if secret, ok = g.keys.verifier(kid); !ok {
-				return nil, errInvalidToken
-			}
-			return secret, nil
-		}, jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}), jwt.WithIssuer(issuer),
-			jwt.WithExpirationRequired(), jwt.WithTimeFunc(func() time.Time { return now }))
-		if err != nil {
-			return nil, errInvalidToken
-		}
-		g.verified.put(token, c, kid, secret, now)
+	c, err := verifySignature(token, g.now(), g.keys.verifier, &g.verified)
+	if err != nil {
+		return nil, err
 	}
 	if c.Type != want && !(want == AccessToken && c.Type == ServiceToken) {
 		return nil, errInvalidToken
@@ -113,6 +99,33 @@ func (g *Guard) parse(ctx context.Context, token string, want TokenType) (*claim
 	if !g.current(ctx, c) {
 		return nil, errInvalidToken
 	}
+	return c, nil
+}
+
+// verifySignature decodes token and checks its signature with the key its
+// kid names (a known, unretired one, of the method that key signs with),
+// its issuer and its expiry at now. A token seen before comes from seen.
+func verifySignature(token string, now time.Time, keys func(kid string) (verifyKey, bool), seen *verifiedTokens) (*claims, error) {
+	if c, ok := seen.get(token, now, keys); ok {
+		return c, nil
+	}
+	c := &claims{}
+	var kid string
+	var key verifyKey
+	_, err := jwt.ParseWithClaims(token, c, func(t *jwt.Token) (any, error) {
+		kid, _ = t.Header["kid"].(string)
+		var ok bool
+		// The method is the key's, never the token's to choose.
+		if key, ok = keys(kid); !ok || t.Method.Alg() != key.method.Alg() {
+			return nil, errInvalidToken
+		}
+		return key.key, nil
+	}, jwt.WithValidMethods([]string{jwt.SigningMethodEdDSA.Alg(), jwt.SigningMethodHS256.Alg()}), jwt.WithIssuer(issuer),
+		jwt.WithExpirationRequired(), jwt.WithTimeFunc(func() time.Time { return now }))
+	if err != nil {
+		return nil, errInvalidToken
+	}
+	seen.put(token, c, kid, key.raw, now)
 	return c, nil
 }
 

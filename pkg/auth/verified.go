@@ -14,9 +14,9 @@ const maxVerified = 4096
 
 // verifiedTokens remembers the tokens whose signature and JSON were
 // checked, so that a caller who sends the same token on every call (the
-// CLI, the SDK, a service) pays for the HMAC and the decoding once. Only
+// CLI, the SDK, a service) pays for the signature check and the decoding once. Only
 // that work is saved: on every call the key must still verify (not
-// retired, the same secret), the token must not have expired, and parse
+// retired, the same key), the token must not have expired, and parse
 // still checks its type and that its principal holds the credentials it
 // was issued for (current), so a revoked token is refused as before.
 type verifiedTokens struct {
@@ -32,15 +32,15 @@ type verifiedToken struct {
 
 // get returns the token's claims if it was verified and is still valid at
 // now with the key verifier gives for its id.
-func (v *verifiedTokens) get(token string, now time.Time, verifier func(kid string) ([]byte, bool)) (*claims, bool) {
+func (v *verifiedTokens) get(token string, now time.Time, verifier func(kid string) (verifyKey, bool)) (*claims, bool) {
 	v.mu.Lock()
 	e, ok := v.m[token]
 	v.mu.Unlock()
 	if !ok {
 		return nil, false
 	}
-	secret, ok := verifier(e.kid)
-	if !ok || subtle.ConstantTimeCompare(secret, e.secret) != 1 || !validAt(&e.c, now) {
+	key, ok := verifier(e.kid)
+	if !ok || subtle.ConstantTimeCompare(key.raw, e.secret) != 1 || !validAt(&e.c, now) {
 		return nil, false
 	}
 	c := e.c

@@ -111,7 +111,10 @@ const (
 	PrefixApplications = Root + "applications/" // {application}
 	PrefixAccessRules  = Root + "accessrules/"  // {access_rule}
 	PrefixSigningKeys  = Root + "signingkeys/"  // {key id}
-	PrefixAudit        = Root + "audit/"        // {time}-{request id}
+	// PrefixVerifyingKeys holds the public halves of the signing keys: all
+	// that node agents need to check a service's token.
+	PrefixVerifyingKeys = Root + "verifyingkeys/" // {key id}
+	PrefixAudit         = Root + "audit/"         // {time}-{request id}
 
 	// The metrics service's consumption reports (their CSVs are in the
 	// blob store).
@@ -177,6 +180,7 @@ var prefixes = []PrefixInfo{
 	{PrefixApplications, OwnerIdentity, false, "Application by id"},
 	{PrefixAccessRules, OwnerIdentity, false, "AccessRule by id"},
 	{PrefixSigningKeys, OwnerIdentity, false, "token signing keys by key id"},
+	{PrefixVerifyingKeys, OwnerIdentity, false, "the signing keys' public halves by key id (node agents read these)"},
 	{PrefixAudit, OwnerIdentity, false, "audit records by time"},
 	{PrefixReports, OwnerMetrics, false, "consumption Report by id"},
 	{PrefixSignInFailures, OwnerIdentity, false, "failed sign-ins by hashed key and time, leased"},

@@ -38,12 +38,24 @@ type Deps struct {
 	// NodeKeys hands the node agents of a Kubernetes cluster their nodes'
 	// mark keys (GetNodeMarkKey; kube.NodeKeys); nil refuses every caller.
 	NodeKeys NodeKeys
+	// AgentTokens signs node agents' Runway tokens (IssueNodeAgentToken,
+	// CreateNodeAgentToken); nil refuses both.
+	AgentTokens AgentTokens
 }
 
 // NodeKeys is the key of node for the caller presenting the bearer token
 // token, or an apierr error (PERMISSION_DENIED for another node's).
 type NodeKeys interface {
 	NodeKey(ctx context.Context, token, node string) ([]byte, error)
+	// Review is the same check without the key: the caller is the agent
+	// of the Kubernetes node node, whose Runway node id it returns.
+	Review(ctx context.Context, token, node string) (string, error)
+}
+
+// AgentTokens signs the token of the agent of node (`nodes/{node}`), valid
+// for ttl (cut to the longest token lifetime); pkg/auth's Guard does.
+type AgentTokens interface {
+	IssueNodeAgentToken(node string, ttl time.Duration) (string, time.Time, error)
 }
 
 // Server implements nodemanagerv1.NodeManagerServiceServer.
@@ -54,6 +66,7 @@ type Server struct {
 	log      *slog.Logger
 	clock    Clock
 	nodeKeys NodeKeys
+	tokens   AgentTokens
 }
 
 // New returns the service.
@@ -68,7 +81,7 @@ func New(deps Deps) (*Server, error) {
 		deps.Clock = systemClock{}
 	}
 	return &Server{store: newStore(deps.Client), log: deps.Logger.With("service", "nodemanager"), clock: deps.Clock,
-		nodeKeys: deps.NodeKeys}, nil
+		nodeKeys: deps.NodeKeys, tokens: deps.AgentTokens}, nil
 }
 
 // Register adds the service to a gRPC server (grpcserver.Server.Register).

@@ -315,6 +315,7 @@ func matrixCalls() []call {
 		call{n + "DrainNode", onAccount, "", false, &nodemanagerv1.DrainNodeRequest{Name: "nodes/nope"}},
 		call{n + "UndrainNode", onAccount, "", false, &nodemanagerv1.UndrainNodeRequest{Name: "nodes/nope"}},
 		call{n + "ReportWorkloadState", onAccount, "", false, &nodemanagerv1.ReportWorkloadStateRequest{Node: "nodes/nope"}},
+		call{n + "CreateNodeAgentToken", onAccount, "", false, &nodemanagerv1.CreateNodeAgentTokenRequest{Node: "nodes/BAD_ID"}},
 		call{n + "GetTimeSlicePlan", anyScope, "", false, &nodemanagerv1.GetTimeSlicePlanRequest{Name: "nodes/nope/timeSlicePlan"}},
 		call{id + "CreateUser", onAccount, "", false, &identityv1.CreateUserRequest{UserId: "BAD_ID"}},
 		call{id + "GetUser", anyScope, "", false, &identityv1.GetUserRequest{Name: "users/admin"}},

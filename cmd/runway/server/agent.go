@@ -22,7 +22,6 @@ import (
 	"github.com/runwayhq/runway/pkg/runner/container"
 	"github.com/runwayhq/runway/pkg/runner/kubelet"
 	"github.com/runwayhq/runway/pkg/runner/local"
-	"github.com/runwayhq/runway/services/nodemanager"
 	"github.com/runwayhq/runway/services/nodemanager/agent"
 	"github.com/runwayhq/runway/services/nodemanager/kube"
 )
@@ -147,6 +146,10 @@ type AgentConfig struct {
 	// bound to the agent's pod, read again at each call (the kubelet
 	// rotates it).
 	NodeManagerServer, KubeTokenFile string
+	// AgentTokenFile holds the node agent's Runway token (runway admin
+	// node-token), for an agent outside Kubernetes that opens credentials
+	// (WorkloadServer); read at each call.
+	AgentTokenFile string
 	// Logger; slog.Default() when nil.
 	Logger *slog.Logger
 }
@@ -218,19 +221,25 @@ func RunAgent(ctx context.Context, cfg AgentConfig) error {
 		}
 		defer ops.Close()
 	}
-	// The agent's NodeAgentService (pod output) checks its callers like
-	// every other service: the workload service relays with a service token.
-	guard, err := newGuard(ctx, cli, cfg.Logger, auth.Config{})
+	// The agent's NodeAgentService (pod output) admits the workload
+	// service's token, checked with the verifying keys alone: the agent
+	// holds nothing that signs a token.
+	gate, err := auth.NewAgentGate(ctx, cli, nil, "services/"+Workload)
 	if err != nil {
-		return err
+		return fmt.Errorf("the verifying keys: %w", err)
 	}
-	acfg.Auth, acfg.AuthStream = guard.UnaryInterceptor, guard.StreamInterceptor
+	acfg.Auth, acfg.AuthStream = gate.UnaryInterceptor, gate.StreamInterceptor
 	if cfg.WorkloadServer != "" {
 		peerTLS, err := cfg.TLS.clientTLS()
 		if err != nil {
 			return err
 		}
-		conn, err := dialServiceAs(cfg.WorkloadServer, guard.NodeAgentCredentials(nodemanager.NodeName(cfg.Node)), nil, peerTLS)
+		creds, closeCreds, err := cfg.agentCredentials()
+		if err != nil {
+			return err
+		}
+		defer closeCreds()
+		conn, err := dialServiceAs(cfg.WorkloadServer, creds, nil, peerTLS)
 		if err != nil {
 			return err
 		}
@@ -238,7 +247,7 @@ func RunAgent(ctx context.Context, cfg AgentConfig) error {
 		acfg.Credentials = workloadv1.NewCredentialServiceClient(conn)
 	}
 	g := newGroup(ctx)
-	g.Go("guard", guard.Run)
+	g.Go("verifying keys", gate.Run)
 	g.Go("agent", func(ctx context.Context) error { return agent.Run(ctx, acfg) })
 	if ops != nil {
 		g.Go("metrics", ops.Serve)
@@ -264,29 +273,31 @@ func (cfg AgentConfig) dialNodeManager() (*grpc.ClientConn, error) {
 		cfg.Logger.Warn("calling the NodeManagerService in plaintext: its answer is the node's key; set --tls-ca-file on any network but loopback",
 			"addr", cfg.NodeManagerServer)
 	}
-	return dialServiceAs(cfg.NodeManagerServer, tokenFile(cmp.Or(cfg.KubeTokenFile, DefaultKubeTokenFile)), nil, tc)
+	return dialServiceAs(cfg.NodeManagerServer, tokenFile{cmp.Or(cfg.KubeTokenFile, DefaultKubeTokenFile), "the agent's service account token"}, nil, tc)
 }
 
-// tokenFile are per-call credentials read from a file at each call: a
-// projected service account token, which the kubelet rotates.
-type tokenFile string
+// tokenFile are per-call credentials read from a file at each call (a
+// projected service account token, which the kubelet rotates; a node
+// agent's token, replaced before it expires); what names the file in
+// errors.
+type tokenFile struct{ path, what string }
 
 func (f tokenFile) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
-	b, err := os.ReadFile(string(f))
+	b, err := os.ReadFile(f.path)
 	if err != nil {
-		return nil, fmt.Errorf("the agent's service account token: %w", err)
+		return nil, fmt.Errorf("%s: %w", f.what, err)
 	}
 	return map[string]string{"authorization": "Bearer " + strings.TrimSpace(string(b))}, nil
 }
 
 // RequireTransportSecurity is false: on loopback (tests) there is no TLS;
-// dialNodeManager warns about plaintext elsewhere.
+// the dialers warn about plaintext elsewhere.
 func (tokenFile) RequireTransportSecurity() bool { return false }
 
 // agentHidden is what the agent's pods must never see: its private keys
 // and tokens, and HideFromPods.
 func agentHidden(cfg AgentConfig) []string {
-	return append([]string{cfg.EtcdTLS.KeyFile, cfg.TLS.KeyFile, cfg.MetricsTokenFile}, cfg.HideFromPods...)
+	return append([]string{cfg.EtcdTLS.KeyFile, cfg.TLS.KeyFile, cfg.MetricsTokenFile, cfg.AgentTokenFile, cfg.KubeTokenFile}, cfg.HideFromPods...)
 }
 
 // kubeMode is the Kubernetes mode of the agent of node cfg.Node.

@@ -36,6 +36,7 @@ import (
 	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
 	"github.com/runwayhq/runway/pkg/auth"
 	"github.com/runwayhq/runway/pkg/blob"
+	"github.com/runwayhq/runway/pkg/etcdstore"
 	"github.com/runwayhq/runway/pkg/grpcserver"
 	"github.com/runwayhq/runway/pkg/history"
 	"github.com/runwayhq/runway/pkg/metrics"
@@ -167,7 +168,7 @@ func build(name string, d buildDeps) (built, error) {
 		}
 		return built{name: name, svc: s, run: s.Run}, nil
 	case NodeManager:
-		s, err := nodemanager.New(nodemanager.Deps{Client: d.etcd, Logger: d.logger, NodeKeys: d.nodeKeys})
+		s, err := nodemanager.New(nodemanager.Deps{Client: d.etcd, Logger: d.logger, NodeKeys: d.nodeKeys, AgentTokens: d.guard})
 		return built{name: name, svc: s}, err
 	case Metrics:
 		if d.history == nil || d.blobs == nil {
@@ -216,6 +217,17 @@ func newEtcdClient(endpoints []string, tlsFiles ...EtcdTLS) (*clientv3.Client, e
 		return nil, fmt.Errorf("etcd client for %s: %w", strings.Join(endpoints, ","), err)
 	}
 	return cli, nil
+}
+
+// EnsureAgentEtcdRole makes etcd's role of the node agents and grants it
+// to user (etcdstore.EnsureAgentRole), as etcd's root at endpoints.
+func EnsureAgentEtcdRole(ctx context.Context, endpoints []string, tls EtcdTLS, user string) error {
+	cli, err := newEtcdClient(endpoints, tls)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	return etcdstore.EnsureAgentRole(ctx, cli, user)
 }
 
 // dialService is a gRPC connection from the service named caller to a

@@ -74,21 +74,47 @@ const reviewsAtOnce = 8
 // bound to a pod that runs on node; UNAUTHENTICATED when the apiserver
 // does not take the token.
 func (k *NodeKeys) NodeKey(ctx context.Context, token, node string) ([]byte, error) {
+	if err := k.review(ctx, token, node); err != nil {
+		return nil, err
+	}
+	m, err := k.load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return m.forNode(node).key, nil
+}
+
+// Review checks that token is the node agents' service account token,
+// bound to an agent pod that runs on the Kubernetes node node, and returns
+// that node's Runway id: PERMISSION_DENIED when it is another's,
+// UNAUTHENTICATED when the apiserver does not take it. It is how a node
+// agent proves which node it is (for its Runway token).
+func (k *NodeKeys) Review(ctx context.Context, token, node string) (string, error) {
+	if err := k.review(ctx, token, node); err != nil {
+		return "", err
+	}
+	if id := nodeID(node); id != "" {
+		return id, nil
+	}
+	return "", apierr.InvalidField("kubernetes_node", "not a Kubernetes node name Runway can use")
+}
+
+func (k *NodeKeys) review(ctx context.Context, token, node string) error {
 	if node == "" {
-		return nil, apierr.InvalidField("kubernetes_node", "the Kubernetes node's name is required")
+		return apierr.InvalidField("kubernetes_node", "the Kubernetes node's name is required")
 	}
 	if token == "" {
-		return nil, apierr.Unauthenticated(commonv1.ErrorReason_CREDENTIALS_MISSING)
+		return apierr.Unauthenticated(commonv1.ErrorReason_CREDENTIALS_MISSING)
 	}
 	if strings.Count(token, ".") != 2 || len(token) > 16<<10 {
-		return nil, apierr.Unauthenticated(commonv1.ErrorReason_CREDENTIALS_INVALID) // not a service account token (a JWT)
+		return apierr.Unauthenticated(commonv1.ErrorReason_CREDENTIALS_INVALID) // not a service account token (a JWT)
 	}
 	k.once.Do(func() { k.reviews = make(chan struct{}, reviewsAtOnce) })
 	select {
 	case k.reviews <- struct{}{}:
 		defer func() { <-k.reviews }()
 	case <-ctx.Done():
-		return nil, apierr.Unavailable(commonv1.ErrorReason_STORE_UNAVAILABLE, time.Second).WithCause(ctx.Err())
+		return apierr.Unavailable(commonv1.ErrorReason_STORE_UNAVAILABLE, time.Second).WithCause(ctx.Err())
 	}
 	audience := k.Audience
 	if audience == "" {
@@ -97,17 +123,17 @@ func (k *NodeKeys) NodeKey(ctx context.Context, token, node string) ([]byte, err
 	review, err := k.Kube.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{
 		Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: []string{audience}}}, metav1.CreateOptions{})
 	if err != nil {
-		return nil, apierr.Unavailable(commonv1.ErrorReason_STORE_UNAVAILABLE, 0).WithCause(fmt.Errorf("kube: review a node agent's token: %w", err))
+		return apierr.Unavailable(commonv1.ErrorReason_STORE_UNAVAILABLE, 0).WithCause(fmt.Errorf("kube: review a node agent's token: %w", err))
 	}
 	st := review.Status
 	if !st.Authenticated || !slices.Contains(st.Audiences, audience) {
-		return nil, apierr.Unauthenticated(commonv1.ErrorReason_CREDENTIALS_INVALID)
+		return apierr.Unauthenticated(commonv1.ErrorReason_CREDENTIALS_INVALID)
 	}
 	denied := func(why string) error {
 		return apierr.PermissionDenied(PermissionNodeMarkKey, "kubernetes/nodes/"+node).With("why", why)
 	}
 	if st.User.Username != "system:serviceaccount:"+k.AgentNamespace+":"+k.AgentServiceAccount {
-		return nil, denied("the token is not the node agents' service account's")
+		return denied("the token is not the node agents' service account's")
 	}
 	one := func(key string) string {
 		if v := st.User.Extra[key]; len(v) == 1 {
@@ -117,23 +143,19 @@ func (k *NodeKeys) NodeKey(ctx context.Context, token, node string) ([]byte, err
 	}
 	podName, podUID := one(extraPodName), one(extraPodUID)
 	if podName == "" || podUID == "" {
-		return nil, denied("the token is not bound to the agent's pod")
+		return denied("the token is not bound to the agent's pod")
 	}
 	if n := one(extraNodeName); n != "" && n != node {
-		return nil, denied("the agent's pod runs on another node")
+		return denied("the agent's pod runs on another node")
 	}
 	pod, err := k.Kube.CoreV1().Pods(k.AgentNamespace).Get(ctx, podName, metav1.GetOptions{})
 	if err != nil {
-		return nil, denied("the agent's pod is not found")
+		return denied("the agent's pod is not found")
 	}
 	if string(pod.UID) != podUID || pod.Spec.NodeName != node {
-		return nil, denied("the agent's pod runs on another node")
+		return denied("the agent's pod runs on another node")
 	}
-	m, err := k.load(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return m.forNode(node).key, nil
+	return nil
 }
 
 // load reads the mark key once (loadMarker).

@@ -174,18 +174,24 @@ func (x *StoredApplication) GetCreatorUid() string {
 	return ""
 }
 
-// SigningKey is one HMAC key that signs tokens. The newest signs; every
-// key verifies until retire_time, when no token it signed is still valid.
+// SigningKey is one key that signs tokens. The newest signs; every key
+// verifies until retire_time, when no token it signed is still valid. Only
+// the control plane reads these; node agents verify with the public half
+// alone (VerifyingKey), so root on a node cannot sign a token.
 type SigningKey struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The key id, in the token's `kid` header.
 	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	// 32 random bytes.
+	// An Ed25519 seed (32 bytes) when public_key is set; otherwise (a key made
+	// before Runway signed with Ed25519) an HMAC-SHA256 key, which verifies
+	// until it retires and signs nothing new.
 	Secret []byte `protobuf:"bytes,2,opt,name=secret,proto3" json:"secret,omitempty"`
 	// When the key was made; the newest key signs.
 	CreateTime *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
 	// When the key stops verifying and may be deleted.
-	RetireTime    *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=retire_time,json=retireTime,proto3" json:"retire_time,omitempty"`
+	RetireTime *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=retire_time,json=retireTime,proto3" json:"retire_time,omitempty"`
+	// The Ed25519 public key (32 bytes) of secret.
+	PublicKey     []byte `protobuf:"bytes,5,opt,name=public_key,json=publicKey,proto3" json:"public_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -248,6 +254,78 @@ func (x *SigningKey) GetRetireTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *SigningKey) GetPublicKey() []byte {
+	if x != nil {
+		return x.PublicKey
+	}
+	return nil
+}
+
+// VerifyingKey is the public half of an Ed25519 SigningKey, stored apart
+// from it (etcd's role for node agents reads these and not signing keys).
+type VerifyingKey struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The key id, in the token's `kid` header.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The Ed25519 public key (32 bytes).
+	PublicKey []byte `protobuf:"bytes,2,opt,name=public_key,json=publicKey,proto3" json:"public_key,omitempty"`
+	// When the key stops verifying and may be deleted.
+	RetireTime    *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=retire_time,json=retireTime,proto3" json:"retire_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VerifyingKey) Reset() {
+	*x = VerifyingKey{}
+	mi := &file_runway_identity_v1_stored_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VerifyingKey) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VerifyingKey) ProtoMessage() {}
+
+func (x *VerifyingKey) ProtoReflect() protoreflect.Message {
+	mi := &file_runway_identity_v1_stored_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VerifyingKey.ProtoReflect.Descriptor instead.
+func (*VerifyingKey) Descriptor() ([]byte, []int) {
+	return file_runway_identity_v1_stored_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *VerifyingKey) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *VerifyingKey) GetPublicKey() []byte {
+	if x != nil {
+		return x.PublicKey
+	}
+	return nil
+}
+
+func (x *VerifyingKey) GetRetireTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RetireTime
+	}
+	return nil
+}
+
 // Session is one sign-in and the refresh tokens it has been exchanged for
 // (their family): each refresh replaces the token, and presenting an older
 // one again ends the whole session.
@@ -270,7 +348,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_runway_identity_v1_stored_proto_msgTypes[3]
+	mi := &file_runway_identity_v1_stored_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -282,7 +360,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_identity_v1_stored_proto_msgTypes[3]
+	mi := &file_runway_identity_v1_stored_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -295,7 +373,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_runway_identity_v1_stored_proto_rawDescGZIP(), []int{3}
+	return file_runway_identity_v1_stored_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Session) GetId() string {
@@ -350,7 +428,7 @@ const file_runway_identity_v1_stored_proto_rawDesc = "" +
 	"secretHash\x123\n" +
 	"\x15credential_generation\x18\x03 \x01(\x03R\x14credentialGeneration\x12\x1f\n" +
 	"\vcreator_uid\x18\x04 \x01(\tR\n" +
-	"creatorUid\"\xae\x01\n" +
+	"creatorUid\"\xcd\x01\n" +
 	"\n" +
 	"SigningKey\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
@@ -358,6 +436,14 @@ const file_runway_identity_v1_stored_proto_rawDesc = "" +
 	"\vcreate_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x12;\n" +
 	"\vretire_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"retireTime\x12\x1d\n" +
+	"\n" +
+	"public_key\x18\x05 \x01(\fR\tpublicKey\"z\n" +
+	"\fVerifyingKey\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
+	"\n" +
+	"public_key\x18\x02 \x01(\fR\tpublicKey\x12;\n" +
+	"\vretire_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"retireTime\"\xbd\x01\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1c\n" +
@@ -379,27 +465,29 @@ func file_runway_identity_v1_stored_proto_rawDescGZIP() []byte {
 	return file_runway_identity_v1_stored_proto_rawDescData
 }
 
-var file_runway_identity_v1_stored_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_runway_identity_v1_stored_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_runway_identity_v1_stored_proto_goTypes = []any{
 	(*StoredUser)(nil),            // 0: runway.identity.v1.StoredUser
 	(*StoredApplication)(nil),     // 1: runway.identity.v1.StoredApplication
 	(*SigningKey)(nil),            // 2: runway.identity.v1.SigningKey
-	(*Session)(nil),               // 3: runway.identity.v1.Session
-	(*User)(nil),                  // 4: runway.identity.v1.User
-	(*Application)(nil),           // 5: runway.identity.v1.Application
-	(*timestamppb.Timestamp)(nil), // 6: google.protobuf.Timestamp
+	(*VerifyingKey)(nil),          // 3: runway.identity.v1.VerifyingKey
+	(*Session)(nil),               // 4: runway.identity.v1.Session
+	(*User)(nil),                  // 5: runway.identity.v1.User
+	(*Application)(nil),           // 6: runway.identity.v1.Application
+	(*timestamppb.Timestamp)(nil), // 7: google.protobuf.Timestamp
 }
 var file_runway_identity_v1_stored_proto_depIdxs = []int32{
-	4, // 0: runway.identity.v1.StoredUser.user:type_name -> runway.identity.v1.User
-	5, // 1: runway.identity.v1.StoredApplication.application:type_name -> runway.identity.v1.Application
-	6, // 2: runway.identity.v1.SigningKey.create_time:type_name -> google.protobuf.Timestamp
-	6, // 3: runway.identity.v1.SigningKey.retire_time:type_name -> google.protobuf.Timestamp
-	6, // 4: runway.identity.v1.Session.create_time:type_name -> google.protobuf.Timestamp
-	5, // [5:5] is the sub-list for method output_type
-	5, // [5:5] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	5, // 0: runway.identity.v1.StoredUser.user:type_name -> runway.identity.v1.User
+	6, // 1: runway.identity.v1.StoredApplication.application:type_name -> runway.identity.v1.Application
+	7, // 2: runway.identity.v1.SigningKey.create_time:type_name -> google.protobuf.Timestamp
+	7, // 3: runway.identity.v1.SigningKey.retire_time:type_name -> google.protobuf.Timestamp
+	7, // 4: runway.identity.v1.VerifyingKey.retire_time:type_name -> google.protobuf.Timestamp
+	7, // 5: runway.identity.v1.Session.create_time:type_name -> google.protobuf.Timestamp
+	6, // [6:6] is the sub-list for method output_type
+	6, // [6:6] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_runway_identity_v1_stored_proto_init() }
@@ -415,7 +503,7 @@ func file_runway_identity_v1_stored_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_runway_identity_v1_stored_proto_rawDesc), len(file_runway_identity_v1_stored_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

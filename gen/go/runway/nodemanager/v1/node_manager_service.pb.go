@@ -634,6 +634,172 @@ func (x *NodeMarkKey) GetKey() []byte {
 	return nil
 }
 
+// Request for NodeManagerService.IssueNodeAgentToken.
+type IssueNodeAgentTokenRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The Kubernetes node's name (the agent pod's `spec.nodeName`).
+	KubernetesNode string `protobuf:"bytes,1,opt,name=kubernetes_node,json=kubernetesNode,proto3" json:"kubernetes_node,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *IssueNodeAgentTokenRequest) Reset() {
+	*x = IssueNodeAgentTokenRequest{}
+	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IssueNodeAgentTokenRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IssueNodeAgentTokenRequest) ProtoMessage() {}
+
+func (x *IssueNodeAgentTokenRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IssueNodeAgentTokenRequest.ProtoReflect.Descriptor instead.
+func (*IssueNodeAgentTokenRequest) Descriptor() ([]byte, []int) {
+	return file_runway_nodemanager_v1_node_manager_service_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *IssueNodeAgentTokenRequest) GetKubernetesNode() string {
+	if x != nil {
+		return x.KubernetesNode
+	}
+	return ""
+}
+
+// Request for NodeManagerService.CreateNodeAgentToken.
+type CreateNodeAgentTokenRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The node, `nodes/{node}`.
+	Node string `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// Optional. How long the token is valid; 0 means the longest token
+	// lifetime (30 days by default), and more is cut to it.
+	Ttl           *durationpb.Duration `protobuf:"bytes,2,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateNodeAgentTokenRequest) Reset() {
+	*x = CreateNodeAgentTokenRequest{}
+	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateNodeAgentTokenRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateNodeAgentTokenRequest) ProtoMessage() {}
+
+func (x *CreateNodeAgentTokenRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateNodeAgentTokenRequest.ProtoReflect.Descriptor instead.
+func (*CreateNodeAgentTokenRequest) Descriptor() ([]byte, []int) {
+	return file_runway_nodemanager_v1_node_manager_service_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *CreateNodeAgentTokenRequest) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *CreateNodeAgentTokenRequest) GetTtl() *durationpb.Duration {
+	if x != nil {
+		return x.Ttl
+	}
+	return nil
+}
+
+// A node agent's Runway token.
+type NodeAgentToken struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The node, `nodes/{node}`.
+	Node string `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// The bearer token of `services/agent/nodes/{node}`. Secret.
+	Token string `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`
+	// When it expires.
+	ExpireTime    *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeAgentToken) Reset() {
+	*x = NodeAgentToken{}
+	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeAgentToken) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeAgentToken) ProtoMessage() {}
+
+func (x *NodeAgentToken) ProtoReflect() protoreflect.Message {
+	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeAgentToken.ProtoReflect.Descriptor instead.
+func (*NodeAgentToken) Descriptor() ([]byte, []int) {
+	return file_runway_nodemanager_v1_node_manager_service_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *NodeAgentToken) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *NodeAgentToken) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+func (x *NodeAgentToken) GetExpireTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpireTime
+	}
+	return nil
+}
+
 var File_runway_nodemanager_v1_node_manager_service_proto protoreflect.FileDescriptor
 
 const file_runway_nodemanager_v1_node_manager_service_proto_rawDesc = "" +
@@ -674,7 +840,17 @@ const file_runway_nodemanager_v1_node_manager_service_proto_rawDesc = "" +
 	"\x0fkubernetes_node\x18\x01 \x01(\tR\x0ekubernetesNode\"H\n" +
 	"\vNodeMarkKey\x12'\n" +
 	"\x0fkubernetes_node\x18\x01 \x01(\tR\x0ekubernetesNode\x12\x10\n" +
-	"\x03key\x18\x02 \x01(\fR\x03key2\x93\a\n" +
+	"\x03key\x18\x02 \x01(\fR\x03key\"E\n" +
+	"\x1aIssueNodeAgentTokenRequest\x12'\n" +
+	"\x0fkubernetes_node\x18\x01 \x01(\tR\x0ekubernetesNode\"^\n" +
+	"\x1bCreateNodeAgentTokenRequest\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12+\n" +
+	"\x03ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\"w\n" +
+	"\x0eNodeAgentToken\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
+	"\x05token\x18\x02 \x01(\tR\x05token\x12;\n" +
+	"\vexpire_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"expireTime2\xa8\t\n" +
 	"\x12NodeManagerService\x12i\n" +
 	"\aGetNode\x12%.runway.nodemanager.v1.GetNodeRequest\x1a\x1b.runway.nodemanager.v1.Node\"\x1a\x82\xd3\xe4\x93\x02\x14\x12\x12/v1/{name=nodes/*}\x12q\n" +
 	"\tListNodes\x12'.runway.nodemanager.v1.ListNodesRequest\x1a(.runway.nodemanager.v1.ListNodesResponse\"\x11\x82\xd3\xe4\x93\x02\v\x12\t/v1/nodes\x12v\n" +
@@ -682,7 +858,9 @@ const file_runway_nodemanager_v1_node_manager_service_proto_rawDesc = "" +
 	"\vUndrainNode\x12).runway.nodemanager.v1.UndrainNodeRequest\x1a\x1b.runway.nodemanager.v1.Node\"%\x82\xd3\xe4\x93\x02\x1f:\x01*\"\x1a/v1/{name=nodes/*}:undrain\x12\xaf\x01\n" +
 	"\x13ReportWorkloadState\x121.runway.nodemanager.v1.ReportWorkloadStateRequest\x1a2.runway.nodemanager.v1.ReportWorkloadStateResponse\"1\x82\xd3\xe4\x93\x02+:\x01*\"&/v1/{node=nodes/*}:reportWorkloadState\x12\x92\x01\n" +
 	"\x10GetTimeSlicePlan\x12..runway.nodemanager.v1.GetTimeSlicePlanRequest\x1a$.runway.nodemanager.v1.TimeSlicePlan\"(\x82\xd3\xe4\x93\x02\"\x12 /v1/{name=nodes/*/timeSlicePlan}\x12b\n" +
-	"\x0eGetNodeMarkKey\x12,.runway.nodemanager.v1.GetNodeMarkKeyRequest\x1a\".runway.nodemanager.v1.NodeMarkKeyBGZEgithub.com/runwayhq/runway/gen/go/runway/nodemanager/v1;nodemanagerv1b\x06proto3"
+	"\x0eGetNodeMarkKey\x12,.runway.nodemanager.v1.GetNodeMarkKeyRequest\x1a\".runway.nodemanager.v1.NodeMarkKey\x12o\n" +
+	"\x13IssueNodeAgentToken\x121.runway.nodemanager.v1.IssueNodeAgentTokenRequest\x1a%.runway.nodemanager.v1.NodeAgentToken\x12\xa1\x01\n" +
+	"\x14CreateNodeAgentToken\x122.runway.nodemanager.v1.CreateNodeAgentTokenRequest\x1a%.runway.nodemanager.v1.NodeAgentToken\".\x82\xd3\xe4\x93\x02(:\x01*\"#/v1/{node=nodes/*}:createAgentTokenBGZEgithub.com/runwayhq/runway/gen/go/runway/nodemanager/v1;nodemanagerv1b\x06proto3"
 
 var (
 	file_runway_nodemanager_v1_node_manager_service_proto_rawDescOnce sync.Once
@@ -696,7 +874,7 @@ func file_runway_nodemanager_v1_node_manager_service_proto_rawDescGZIP() []byte 
 	return file_runway_nodemanager_v1_node_manager_service_proto_rawDescData
 }
 
-var file_runway_nodemanager_v1_node_manager_service_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_runway_nodemanager_v1_node_manager_service_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_runway_nodemanager_v1_node_manager_service_proto_goTypes = []any{
 	(*GetNodeRequest)(nil),              // 0: runway.nodemanager.v1.GetNodeRequest
 	(*ListNodesRequest)(nil),            // 1: runway.nodemanager.v1.ListNodesRequest
@@ -708,36 +886,45 @@ var file_runway_nodemanager_v1_node_manager_service_proto_goTypes = []any{
 	(*GetTimeSlicePlanRequest)(nil),     // 7: runway.nodemanager.v1.GetTimeSlicePlanRequest
 	(*GetNodeMarkKeyRequest)(nil),       // 8: runway.nodemanager.v1.GetNodeMarkKeyRequest
 	(*NodeMarkKey)(nil),                 // 9: runway.nodemanager.v1.NodeMarkKey
-	(*Node)(nil),                        // 10: runway.nodemanager.v1.Node
-	(v1.PodState)(0),                    // 11: runway.workload.v1.PodState
-	(*timestamppb.Timestamp)(nil),       // 12: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),         // 13: google.protobuf.Duration
-	(*TimeSlicePlan)(nil),               // 14: runway.nodemanager.v1.TimeSlicePlan
+	(*IssueNodeAgentTokenRequest)(nil),  // 10: runway.nodemanager.v1.IssueNodeAgentTokenRequest
+	(*CreateNodeAgentTokenRequest)(nil), // 11: runway.nodemanager.v1.CreateNodeAgentTokenRequest
+	(*NodeAgentToken)(nil),              // 12: runway.nodemanager.v1.NodeAgentToken
+	(*Node)(nil),                        // 13: runway.nodemanager.v1.Node
+	(v1.PodState)(0),                    // 14: runway.workload.v1.PodState
+	(*timestamppb.Timestamp)(nil),       // 15: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),         // 16: google.protobuf.Duration
+	(*TimeSlicePlan)(nil),               // 17: runway.nodemanager.v1.TimeSlicePlan
 }
 var file_runway_nodemanager_v1_node_manager_service_proto_depIdxs = []int32{
-	10, // 0: runway.nodemanager.v1.ListNodesResponse.nodes:type_name -> runway.nodemanager.v1.Node
-	11, // 1: runway.nodemanager.v1.ReportWorkloadStateRequest.state:type_name -> runway.workload.v1.PodState
-	12, // 2: runway.nodemanager.v1.ReportWorkloadStateRequest.observe_time:type_name -> google.protobuf.Timestamp
-	13, // 3: runway.nodemanager.v1.ReportWorkloadStateRequest.gpu_idle_time:type_name -> google.protobuf.Duration
-	0,  // 4: runway.nodemanager.v1.NodeManagerService.GetNode:input_type -> runway.nodemanager.v1.GetNodeRequest
-	1,  // 5: runway.nodemanager.v1.NodeManagerService.ListNodes:input_type -> runway.nodemanager.v1.ListNodesRequest
-	3,  // 6: runway.nodemanager.v1.NodeManagerService.DrainNode:input_type -> runway.nodemanager.v1.DrainNodeRequest
-	4,  // 7: runway.nodemanager.v1.NodeManagerService.UndrainNode:input_type -> runway.nodemanager.v1.UndrainNodeRequest
-	5,  // 8: runway.nodemanager.v1.NodeManagerService.ReportWorkloadState:input_type -> runway.nodemanager.v1.ReportWorkloadStateRequest
-	7,  // 9: runway.nodemanager.v1.NodeManagerService.GetTimeSlicePlan:input_type -> runway.nodemanager.v1.GetTimeSlicePlanRequest
-	8,  // 10: runway.nodemanager.v1.NodeManagerService.GetNodeMarkKey:input_type -> runway.nodemanager.v1.GetNodeMarkKeyRequest
-	10, // 11: runway.nodemanager.v1.NodeManagerService.GetNode:output_type -> runway.nodemanager.v1.Node
-	2,  // 12: runway.nodemanager.v1.NodeManagerService.ListNodes:output_type -> runway.nodemanager.v1.ListNodesResponse
-	10, // 13: runway.nodemanager.v1.NodeManagerService.DrainNode:output_type -> runway.nodemanager.v1.Node
-	10, // 14: runway.nodemanager.v1.NodeManagerService.UndrainNode:output_type -> runway.nodemanager.v1.Node
-	6,  // 15: runway.nodemanager.v1.NodeManagerService.ReportWorkloadState:output_type -> runway.nodemanager.v1.ReportWorkloadStateResponse
-	14, // 16: runway.nodemanager.v1.NodeManagerService.GetTimeSlicePlan:output_type -> runway.nodemanager.v1.TimeSlicePlan
-	9,  // 17: runway.nodemanager.v1.NodeManagerService.GetNodeMarkKey:output_type -> runway.nodemanager.v1.NodeMarkKey
-	11, // [11:18] is the sub-list for method output_type
-	4,  // [4:11] is the sub-list for method input_type
-	4,  // [4:4] is the sub-list for extension type_name
-	4,  // [4:4] is the sub-list for extension extendee
-	0,  // [0:4] is the sub-list for field type_name
+	13, // 0: runway.nodemanager.v1.ListNodesResponse.nodes:type_name -> runway.nodemanager.v1.Node
+	14, // 1: runway.nodemanager.v1.ReportWorkloadStateRequest.state:type_name -> runway.workload.v1.PodState
+	15, // 2: runway.nodemanager.v1.ReportWorkloadStateRequest.observe_time:type_name -> google.protobuf.Timestamp
+	16, // 3: runway.nodemanager.v1.ReportWorkloadStateRequest.gpu_idle_time:type_name -> google.protobuf.Duration
+	16, // 4: runway.nodemanager.v1.CreateNodeAgentTokenRequest.ttl:type_name -> google.protobuf.Duration
+	15, // 5: runway.nodemanager.v1.NodeAgentToken.expire_time:type_name -> google.protobuf.Timestamp
+	0,  // 6: runway.nodemanager.v1.NodeManagerService.GetNode:input_type -> runway.nodemanager.v1.GetNodeRequest
+	1,  // 7: runway.nodemanager.v1.NodeManagerService.ListNodes:input_type -> runway.nodemanager.v1.ListNodesRequest
+	3,  // 8: runway.nodemanager.v1.NodeManagerService.DrainNode:input_type -> runway.nodemanager.v1.DrainNodeRequest
+	4,  // 9: runway.nodemanager.v1.NodeManagerService.UndrainNode:input_type -> runway.nodemanager.v1.UndrainNodeRequest
+	5,  // 10: runway.nodemanager.v1.NodeManagerService.ReportWorkloadState:input_type -> runway.nodemanager.v1.ReportWorkloadStateRequest
+	7,  // 11: runway.nodemanager.v1.NodeManagerService.GetTimeSlicePlan:input_type -> runway.nodemanager.v1.GetTimeSlicePlanRequest
+	8,  // 12: runway.nodemanager.v1.NodeManagerService.GetNodeMarkKey:input_type -> runway.nodemanager.v1.GetNodeMarkKeyRequest
+	10, // 13: runway.nodemanager.v1.NodeManagerService.IssueNodeAgentToken:input_type -> runway.nodemanager.v1.IssueNodeAgentTokenRequest
+	11, // 14: runway.nodemanager.v1.NodeManagerService.CreateNodeAgentToken:input_type -> runway.nodemanager.v1.CreateNodeAgentTokenRequest
+	13, // 15: runway.nodemanager.v1.NodeManagerService.GetNode:output_type -> runway.nodemanager.v1.Node
+	2,  // 16: runway.nodemanager.v1.NodeManagerService.ListNodes:output_type -> runway.nodemanager.v1.ListNodesResponse
+	13, // 17: runway.nodemanager.v1.NodeManagerService.DrainNode:output_type -> runway.nodemanager.v1.Node
+	13, // 18: runway.nodemanager.v1.NodeManagerService.UndrainNode:output_type -> runway.nodemanager.v1.Node
+	6,  // 19: runway.nodemanager.v1.NodeManagerService.ReportWorkloadState:output_type -> runway.nodemanager.v1.ReportWorkloadStateResponse
+	17, // 20: runway.nodemanager.v1.NodeManagerService.GetTimeSlicePlan:output_type -> runway.nodemanager.v1.TimeSlicePlan
+	9,  // 21: runway.nodemanager.v1.NodeManagerService.GetNodeMarkKey:output_type -> runway.nodemanager.v1.NodeMarkKey
+	12, // 22: runway.nodemanager.v1.NodeManagerService.IssueNodeAgentToken:output_type -> runway.nodemanager.v1.NodeAgentToken
+	12, // 23: runway.nodemanager.v1.NodeManagerService.CreateNodeAgentToken:output_type -> runway.nodemanager.v1.NodeAgentToken
+	15, // [15:24] is the sub-list for method output_type
+	6,  // [6:15] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_runway_nodemanager_v1_node_manager_service_proto_init() }
@@ -753,7 +940,7 @@ func file_runway_nodemanager_v1_node_manager_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_runway_nodemanager_v1_node_manager_service_proto_rawDesc), len(file_runway_nodemanager_v1_node_manager_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -283,6 +283,51 @@ func local_request_NodeManagerService_GetTimeSlicePlan_0(ctx context.Context, ma
 	return msg, metadata, err
 }
 
+func request_NodeManagerService_CreateNodeAgentToken_0(ctx context.Context, marshaler runtime.Marshaler, client NodeManagerServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq CreateNodeAgentTokenRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["node"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "node")
+	}
+	protoReq.Node, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "node", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.CreateNodeAgentToken(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_NodeManagerService_CreateNodeAgentToken_0(ctx context.Context, marshaler runtime.Marshaler, server NodeManagerServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq CreateNodeAgentTokenRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["node"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "node")
+	}
+	protoReq.Node, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "node", err)
+	}
+	msg, err := server.CreateNodeAgentToken(ctx, &protoReq)
+	return msg, metadata, err
+}
+
 // RegisterNodeManagerServiceHandlerServer registers the http handlers for service NodeManagerService to "mux".
 // UnaryRPC     :call NodeManagerServiceServer directly.
 // StreamingRPC :currently unsupported pending https://github.com/grpc/grpc-go/issues/906.
@@ -408,6 +453,26 @@ func RegisterNodeManagerServiceHandlerServer(ctx context.Context, mux *runtime.S
 			return
 		}
 		forward_NodeManagerService_GetTimeSlicePlan_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPost, pattern_NodeManagerService_CreateNodeAgentToken_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/runway.nodemanager.v1.NodeManagerService/CreateNodeAgentToken", runtime.WithHTTPPathPattern("/v1/{node=nodes/*}:createAgentToken"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_NodeManagerService_CreateNodeAgentToken_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_NodeManagerService_CreateNodeAgentToken_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
 	})
 
 	return nil
@@ -551,23 +616,42 @@ func RegisterNodeManagerServiceHandlerClient(ctx context.Context, mux *runtime.S
 		}
 		forward_NodeManagerService_GetTimeSlicePlan_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
 	})
+	mux.Handle(http.MethodPost, pattern_NodeManagerService_CreateNodeAgentToken_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/runway.nodemanager.v1.NodeManagerService/CreateNodeAgentToken", runtime.WithHTTPPathPattern("/v1/{node=nodes/*}:createAgentToken"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_NodeManagerService_CreateNodeAgentToken_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_NodeManagerService_CreateNodeAgentToken_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
 	return nil
 }
 
 var (
-	pattern_NodeManagerService_GetNode_0             = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 2, 5, 2}, []string{"v1", "nodes", "name"}, ""))
-	pattern_NodeManagerService_ListNodes_0           = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "nodes"}, ""))
-	pattern_NodeManagerService_DrainNode_0           = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 2, 5, 2}, []string{"v1", "nodes", "name"}, "drain"))
-	pattern_NodeManagerService_UndrainNode_0         = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 2, 5, 2}, []string{"v1", "nodes", "name"}, "undrain"))
-	pattern_NodeManagerService_ReportWorkloadState_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 2, 5, 2}, []string{"v1", "nodes", "node"}, "reportWorkloadState"))
-	pattern_NodeManagerService_GetTimeSlicePlan_0    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 2, 2, 4, 3, 5, 3}, []string{"v1", "nodes", "timeSlicePlan", "name"}, ""))
+	pattern_NodeManagerService_GetNode_0              = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 2, 5, 2}, []string{"v1", "nodes", "name"}, ""))
+	pattern_NodeManagerService_ListNodes_0            = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "nodes"}, ""))
+	pattern_NodeManagerService_DrainNode_0            = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 2, 5, 2}, []string{"v1", "nodes", "name"}, "drain"))
+	pattern_NodeManagerService_UndrainNode_0          = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 2, 5, 2}, []string{"v1", "nodes", "name"}, "undrain"))
+	pattern_NodeManagerService_ReportWorkloadState_0  = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 2, 5, 2}, []string{"v1", "nodes", "node"}, "reportWorkloadState"))
+	pattern_NodeManagerService_GetTimeSlicePlan_0     = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 2, 2, 4, 3, 5, 3}, []string{"v1", "nodes", "timeSlicePlan", "name"}, ""))
+	pattern_NodeManagerService_CreateNodeAgentToken_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 2, 5, 2}, []string{"v1", "nodes", "node"}, "createAgentToken"))
 )
 
 var (
-	forward_NodeManagerService_GetNode_0             = runtime.ForwardResponseMessage
-	forward_NodeManagerService_ListNodes_0           = runtime.ForwardResponseMessage
-	forward_NodeManagerService_DrainNode_0           = runtime.ForwardResponseMessage
-	forward_NodeManagerService_UndrainNode_0         = runtime.ForwardResponseMessage
-	forward_NodeManagerService_ReportWorkloadState_0 = runtime.ForwardResponseMessage
-	forward_NodeManagerService_GetTimeSlicePlan_0    = runtime.ForwardResponseMessage
+	forward_NodeManagerService_GetNode_0              = runtime.ForwardResponseMessage
+	forward_NodeManagerService_ListNodes_0            = runtime.ForwardResponseMessage
+	forward_NodeManagerService_DrainNode_0            = runtime.ForwardResponseMessage
+	forward_NodeManagerService_UndrainNode_0          = runtime.ForwardResponseMessage
+	forward_NodeManagerService_ReportWorkloadState_0  = runtime.ForwardResponseMessage
+	forward_NodeManagerService_GetTimeSlicePlan_0     = runtime.ForwardResponseMessage
+	forward_NodeManagerService_CreateNodeAgentToken_0 = runtime.ForwardResponseMessage
 )

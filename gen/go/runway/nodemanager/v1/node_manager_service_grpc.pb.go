@@ -19,13 +19,15 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	NodeManagerService_GetNode_FullMethodName             = "/runway.nodemanager.v1.NodeManagerService/GetNode"
-	NodeManagerService_ListNodes_FullMethodName           = "/runway.nodemanager.v1.NodeManagerService/ListNodes"
-	NodeManagerService_DrainNode_FullMethodName           = "/runway.nodemanager.v1.NodeManagerService/DrainNode"
-	NodeManagerService_UndrainNode_FullMethodName         = "/runway.nodemanager.v1.NodeManagerService/UndrainNode"
-	NodeManagerService_ReportWorkloadState_FullMethodName = "/runway.nodemanager.v1.NodeManagerService/ReportWorkloadState"
-	NodeManagerService_GetTimeSlicePlan_FullMethodName    = "/runway.nodemanager.v1.NodeManagerService/GetTimeSlicePlan"
-	NodeManagerService_GetNodeMarkKey_FullMethodName      = "/runway.nodemanager.v1.NodeManagerService/GetNodeMarkKey"
+	NodeManagerService_GetNode_FullMethodName              = "/runway.nodemanager.v1.NodeManagerService/GetNode"
+	NodeManagerService_ListNodes_FullMethodName            = "/runway.nodemanager.v1.NodeManagerService/ListNodes"
+	NodeManagerService_DrainNode_FullMethodName            = "/runway.nodemanager.v1.NodeManagerService/DrainNode"
+	NodeManagerService_UndrainNode_FullMethodName          = "/runway.nodemanager.v1.NodeManagerService/UndrainNode"
+	NodeManagerService_ReportWorkloadState_FullMethodName  = "/runway.nodemanager.v1.NodeManagerService/ReportWorkloadState"
+	NodeManagerService_GetTimeSlicePlan_FullMethodName     = "/runway.nodemanager.v1.NodeManagerService/GetTimeSlicePlan"
+	NodeManagerService_GetNodeMarkKey_FullMethodName       = "/runway.nodemanager.v1.NodeManagerService/GetNodeMarkKey"
+	NodeManagerService_IssueNodeAgentToken_FullMethodName  = "/runway.nodemanager.v1.NodeManagerService/IssueNodeAgentToken"
+	NodeManagerService_CreateNodeAgentToken_FullMethodName = "/runway.nodemanager.v1.NodeManagerService/CreateNodeAgentToken"
 )
 
 // NodeManagerServiceClient is the client API for NodeManagerService service.
@@ -64,6 +66,18 @@ type NodeManagerServiceClient interface {
 	// on and of no other (PERMISSION_DENIED). UNAUTHENTICATED without a valid
 	// token; FAILED_PRECONDITION when the service has no Kubernetes runtime.
 	GetNodeMarkKey(ctx context.Context, in *GetNodeMarkKeyRequest, opts ...grpc.CallOption) (*NodeMarkKey, error)
+	// IssueNodeAgentToken gives the agent of a Kubernetes node the Runway
+	// token of that node's agent (`services/agent/nodes/{node}`: the only
+	// principal that opens the credentials of the pods bound there), for one
+	// hour. It authenticates as GetNodeMarkKey does (a service account token
+	// bound to the agent's pod on that node; over gRPC, no REST route), so a
+	// node agent holds no key that signs tokens.
+	IssueNodeAgentToken(ctx context.Context, in *IssueNodeAgentTokenRequest, opts ...grpc.CallOption) (*NodeAgentToken, error)
+	// CreateNodeAgentToken mints the token of one node's agent for an agent
+	// outside Kubernetes (`runway agent --agent-token-file`): system
+	// administrators only, audited. The token is a bearer secret of that
+	// node's agent; it expires after ttl (at most the longest token lifetime).
+	CreateNodeAgentToken(ctx context.Context, in *CreateNodeAgentTokenRequest, opts ...grpc.CallOption) (*NodeAgentToken, error)
 }
 
 type nodeManagerServiceClient struct {
@@ -144,6 +158,26 @@ func (c *nodeManagerServiceClient) GetNodeMarkKey(ctx context.Context, in *GetNo
 	return out, nil
 }
 
+func (c *nodeManagerServiceClient) IssueNodeAgentToken(ctx context.Context, in *IssueNodeAgentTokenRequest, opts ...grpc.CallOption) (*NodeAgentToken, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(NodeAgentToken)
+	err := c.cc.Invoke(ctx, NodeManagerService_IssueNodeAgentToken_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *nodeManagerServiceClient) CreateNodeAgentToken(ctx context.Context, in *CreateNodeAgentTokenRequest, opts ...grpc.CallOption) (*NodeAgentToken, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(NodeAgentToken)
+	err := c.cc.Invoke(ctx, NodeManagerService_CreateNodeAgentToken_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // NodeManagerServiceServer is the server API for NodeManagerService service.
 // All implementations must embed UnimplementedNodeManagerServiceServer
 // for forward compatibility.
@@ -180,6 +214,18 @@ type NodeManagerServiceServer interface {
 	// on and of no other (PERMISSION_DENIED). UNAUTHENTICATED without a valid
 	// token; FAILED_PRECONDITION when the service has no Kubernetes runtime.
 	GetNodeMarkKey(context.Context, *GetNodeMarkKeyRequest) (*NodeMarkKey, error)
+	// IssueNodeAgentToken gives the agent of a Kubernetes node the Runway
+	// token of that node's agent (`services/agent/nodes/{node}`: the only
+	// principal that opens the credentials of the pods bound there), for one
+	// hour. It authenticates as GetNodeMarkKey does (a service account token
+	// bound to the agent's pod on that node; over gRPC, no REST route), so a
+	// node agent holds no key that signs tokens.
+	IssueNodeAgentToken(context.Context, *IssueNodeAgentTokenRequest) (*NodeAgentToken, error)
+	// CreateNodeAgentToken mints the token of one node's agent for an agent
+	// outside Kubernetes (`runway agent --agent-token-file`): system
+	// administrators only, audited. The token is a bearer secret of that
+	// node's agent; it expires after ttl (at most the longest token lifetime).
+	CreateNodeAgentToken(context.Context, *CreateNodeAgentTokenRequest) (*NodeAgentToken, error)
 	mustEmbedUnimplementedNodeManagerServiceServer()
 }
 
@@ -210,6 +256,12 @@ func (UnimplementedNodeManagerServiceServer) GetTimeSlicePlan(context.Context, *
 }
 func (UnimplementedNodeManagerServiceServer) GetNodeMarkKey(context.Context, *GetNodeMarkKeyRequest) (*NodeMarkKey, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetNodeMarkKey not implemented")
+}
+func (UnimplementedNodeManagerServiceServer) IssueNodeAgentToken(context.Context, *IssueNodeAgentTokenRequest) (*NodeAgentToken, error) {
+	return nil, status.Error(codes.Unimplemented, "method IssueNodeAgentToken not implemented")
+}
+func (UnimplementedNodeManagerServiceServer) CreateNodeAgentToken(context.Context, *CreateNodeAgentTokenRequest) (*NodeAgentToken, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateNodeAgentToken not implemented")
 }
 func (UnimplementedNodeManagerServiceServer) mustEmbedUnimplementedNodeManagerServiceServer() {}
 func (UnimplementedNodeManagerServiceServer) testEmbeddedByValue()                            {}
@@ -358,6 +410,42 @@ func _NodeManagerService_GetNodeMarkKey_Handler(srv interface{}, ctx context.Con
 	return interceptor(ctx, in, info, handler)
 }
 
+func _NodeManagerService_IssueNodeAgentToken_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(IssueNodeAgentTokenRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeManagerServiceServer).IssueNodeAgentToken(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeManagerService_IssueNodeAgentToken_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeManagerServiceServer).IssueNodeAgentToken(ctx, req.(*IssueNodeAgentTokenRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _NodeManagerService_CreateNodeAgentToken_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateNodeAgentTokenRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeManagerServiceServer).CreateNodeAgentToken(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeManagerService_CreateNodeAgentToken_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeManagerServiceServer).CreateNodeAgentToken(ctx, req.(*CreateNodeAgentTokenRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // NodeManagerService_ServiceDesc is the grpc.ServiceDesc for NodeManagerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -392,6 +480,14 @@ var NodeManagerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetNodeMarkKey",
 			Handler:    _NodeManagerService_GetNodeMarkKey_Handler,
+		},
+		{
+			MethodName: "IssueNodeAgentToken",
+			Handler:    _NodeManagerService_IssueNodeAgentToken_Handler,
+		},
+		{
+			MethodName: "CreateNodeAgentToken",
+			Handler:    _NodeManagerService_CreateNodeAgentToken_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
