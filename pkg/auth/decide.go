@@ -69,6 +69,12 @@ func (g *Guard) Allowed(c Caller, p Permission, t Target, attrs func() (Attrs, e
 		r, _ := LookupRole(ProjectServiceRole)
 		return r.Grant(p) == All && t.Level == ProjectLevel && t.Project == project, nil
 	}
+	if IsNodeAgent(c.Principal) {
+		// A node agent's token sits on a node, beside tenants' code: it
+		// opens its own pods' credentials (checkNodeAgent) and holds no
+		// permission at all.
+		return false, nil
+	}
 	if strings.HasPrefix(c.Principal, "services/") {
 		r, _ := LookupRole(ServiceRole)
 		return r.Grant(p) == All, nil

@@ -134,6 +134,9 @@ func (g *Guard) admit(ctx context.Context, m Method, req any) (Caller, Target, e
 		return c, Target{}, err
 	}
 	t := m.Target(g, req)
+	if m.Access == NodeAgentOnly {
+		return c, t, m.Check(ctx, g, c, req)
+	}
 	var attrs func() (Attrs, error)
 	if m.Attrs != nil {
 		attrs = func() (Attrs, error) { return m.Attrs(ctx, g, c, req) }

@@ -22,6 +22,9 @@ const (
 	Checked       Access = iota // a token and the declared permission on the target
 	Authenticated               // any valid token (ListRoles, GetCaller)
 	Public                      // no token (Login, health, reflection)
+	// NodeAgentOnly: a node agent's token (which holds no permission at
+	// all), and Check decides what it may do on its own node.
+	NodeAgentOnly
 )
 
 // Method is one RPC's declaration: the permission it needs and the target it
@@ -51,7 +54,9 @@ type Method struct {
 }
 
 // Mutating reports whether calls to m are audited.
-func (m Method) Mutating() bool { return m.Access == Checked && m.Perm.Action != View }
+func (m Method) Mutating() bool {
+	return m.Access == Checked && m.Perm.Action != View || m.Access == NodeAgentOnly
+}
 
 // Methods returns the declaration of every RPC, by full method name.
 func Methods() map[string]Method { return methods }
@@ -250,7 +255,7 @@ var methods = map[string]Method{
 	credSvc + "ListCredentials":      governed(Policies, View, parentOf),
 	credSvc + "DeleteCredential":     governed(Policies, Delete, named),
 	credSvc + "ReencryptCredentials": {Perm: perm(Policies, Edit), Target: func(*Guard, any) Target { return account("credentials") }},
-	credSvc + "ResolvePodCredentials": {Perm: perm(Nodes, Edit), Check: checkNodeAgent,
+	credSvc + "ResolvePodCredentials": {Access: NodeAgentOnly, Perm: perm(Nodes, Edit), Check: checkNodeAgent,
 		Target: func(_ *Guard, r any) Target {
 			return account(r.(*workloadv1.ResolvePodCredentialsRequest).GetWorkload())
 		}},

@@ -33,6 +33,10 @@ func (g *Guard) IssueNodeAgentToken(node string, ttl time.Duration) (string, tim
 	return g.Issue(Subject{Principal: NodeAgentPrincipal(node)}, ServiceToken, ttl)
 }
 
+// IsNodeAgent reports whether principal is a node agent's: a service
+// principal with none of a control-plane service's permissions.
+func IsNodeAgent(principal string) bool { return strings.HasPrefix(principal, nodeAgentPrefix) }
+
 // NodeAgentPrincipal is the principal of the agent of node (`nodes/{node}`).
 func NodeAgentPrincipal(node string) string { return nodeAgentPrefix + node }
 

@@ -45,7 +45,7 @@ func (g *Guard) actingScope(c Caller, p Permission, t Target) string {
 	if project, ok := projectOfService(c.Principal); ok {
 		return project
 	}
-	if strings.HasPrefix(c.Principal, "services/") {
+	if strings.HasPrefix(c.Principal, "services/") && !IsNodeAgent(c.Principal) {
 		return AccountScope
 	}
 	widest := ""

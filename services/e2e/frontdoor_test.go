@@ -50,11 +50,6 @@ func TestFrontDoor(t *testing.T) {
 	workloadAddr := serve("workload", "--quota-server", quotaAddr, "--credentials-key-file", keyFile)
 	schedulerAddr := serve("scheduler", "--replica", "sched-1")
 	nodemanagerAddr := serve("nodemanager")
-	agentDir := filepath.Join(tmp, "agent")
-	all = append(all, start(t, "agent node-1", runwayBin, "agent", "--node", "node-1", "--gpus", "2",
-		"--etcd-endpoints", etcdAddr, "--data-dir", agentDir, "--workload-server", workloadAddr))
-	t.Cleanup(func() { _ = leftovers(agentDir) })
-
 	gatewayAddr := freeAddr(t)
 	gw := start(t, "gateway", runwayBin, "gateway", "--listen", gatewayAddr,
 		"--identity-server", identityAddr, "--quota-server", quotaAddr, "--workload-server", workloadAddr,
@@ -110,6 +105,16 @@ func TestFrontDoor(t *testing.T) {
 	if out := ok("whoami"); !strings.Contains(out, "users/admin") {
 		t.Errorf("whoami through the gateway printed %q", out)
 	}
+	// The agent signs nothing: it opens its pods' credentials with its
+	// node's token, which the administrator mints for it.
+	agentToken := filepath.Join(tmp, "agent-token")
+	if err := os.WriteFile(agentToken, []byte(ok("admin", "node-token", "node-1", "--ttl", "1h")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	agentDir := filepath.Join(tmp, "agent")
+	all = append(all, start(t, "agent node-1", runwayBin, "agent", "--node", "node-1", "--gpus", "2",
+		"--etcd-endpoints", etcdAddr, "--data-dir", agentDir, "--workload-server", workloadAddr, "--agent-token-file", agentToken))
+	t.Cleanup(func() { _ = leftovers(agentDir) })
 	ok("project", "create", "team-a", "--gpu", "2")
 	ok("training", "submit", "a1", "-p", "team-a", "-i", "busybox", "-g", "1", "--", "sleep", "300")
 	until(`Workload  Type      Status   Project  Running/Req.Pods  GPU Alloc.

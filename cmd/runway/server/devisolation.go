@@ -34,7 +34,7 @@ func oneUserGate(next grpc.UnaryServerInterceptor) grpc.UnaryServerInterceptor {
 		}
 		return next(ctx, req, info, func(ctx context.Context, req any) (any, error) {
 			c, _ := auth.CallerFrom(ctx)
-			if c.Principal != identity.BootstrapAdmin && c.Creator != identity.BootstrapAdmin && !strings.HasPrefix(c.Principal, "services/") {
+			if c.Principal != identity.BootstrapAdmin && c.Creator != identity.BootstrapAdmin && (!strings.HasPrefix(c.Principal, "services/") || auth.IsNodeAgent(c.Principal)) {
 				return nil, apierr.OneUserRuntime(c.Principal, identity.BootstrapAdmin, DevOneUserHint)
 			}
 			return handler(ctx, req)

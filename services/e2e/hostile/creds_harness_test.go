@@ -549,14 +549,15 @@ type credsControlPlane struct {
 	token string
 	conn  *grpc.ClientConn // to the workload service; quota's too through conns
 	conns map[string]*grpc.ClientConn
+	addrs map[string]string
 }
 
 // credsStartControlPlane starts identity (signing the administrator in),
 // quota, workload, scheduler and nodemanager with etcdFlags.
 func credsStartControlPlane(t *testing.T, etcdFlags []string, first *credsProc) *credsControlPlane {
 	t.Helper()
-	cp := &credsControlPlane{procs: []*credsProc{first}, conns: map[string]*grpc.ClientConn{}}
-	addrs := map[string]string{}
+	cp := &credsControlPlane{procs: []*credsProc{first}, conns: map[string]*grpc.ClientConn{}, addrs: map[string]string{}}
+	addrs := cp.addrs
 	serve := func(name string, args ...string) {
 		addr := credsFreeAddr(t)
 		p := credsStart(t, name, nil, nil, credsRunway(t), append(append([]string{"serve", name, "--listen", addr,
@@ -588,7 +589,11 @@ func credsStartControlPlane(t *testing.T, etcdFlags []string, first *credsProc) 
 	}
 	serve("identity")
 	serve("quota")
-	serve("workload", "--quota-server", addrs["quota"])
+	keyFile := filepath.Join(t.TempDir(), "credentials.keys")
+	if out, err := exec.Command(credsRunway(t), "admin", "credentials", "add-key", "--key-file", keyFile).CombinedOutput(); err != nil {
+		t.Fatalf("runway admin credentials add-key: %v\n%s", err, out)
+	}
+	serve("workload", "--quota-server", addrs["quota"], "--credentials-key-file", keyFile)
 	serve("scheduler", "--replica", "sched-1")
 	serve("nodemanager")
 	cp.conn = cp.conns["workload"]

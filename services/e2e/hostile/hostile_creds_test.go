@@ -287,7 +287,14 @@ func credsImportImage(t *testing.T, host, ref, bin string) {
 // credsEtcdClient connects to the TLS etcd with the client files in dir.
 func credsEtcdClient(t *testing.T, url, dir string) *clientv3.Client {
 	t.Helper()
-	cert, err := tls.LoadX509KeyPair(filepath.Join(dir, "client.crt"), filepath.Join(dir, "client.key"))
+	return credsEtcdClientAs(t, url, dir, "client")
+}
+
+// credsEtcdClientAs is an etcd client with the certificate NAME.crt in dir
+// (etcd's user NAME once its auth is on).
+func credsEtcdClientAs(t *testing.T, url, dir, name string) *clientv3.Client {
+	t.Helper()
+	cert, err := tls.LoadX509KeyPair(filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key"))
 	if err != nil {
 		t.Fatal(err)
 	}
