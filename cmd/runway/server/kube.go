@@ -69,6 +69,11 @@ type KubeConfig struct {
 	// to a token of it bound to a pod on that node (kube.NodeKeys). Empty:
 	// Namespace/DefaultAgentServiceAccount.
 	AgentServiceAccount string
+	// AgentTokenReview has a NodeManagerService without the Kubernetes
+	// runtime review its node agents' service account tokens all the same
+	// (kube.NodeKeys.Review), to give each its Runway token: agents that
+	// run pods themselves on a Kubernetes cluster (the chart's local mode).
+	AgentTokenReview bool
 }
 
 // DefaultAgentServiceAccount is the node agents' service account's name

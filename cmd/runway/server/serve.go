@@ -229,7 +229,7 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	}
 	var webhook func(context.Context) error
 	switch {
-	case cfg.Runtime == RuntimeKubernetes && cfg.Service == NodeManager:
+	case cfg.Service == NodeManager && (cfg.Runtime == RuntimeKubernetes || cfg.Kube.AgentTokenReview):
 		// It gives the node agents their nodes' mark keys.
 		keys, err := cfg.Kube.nodeKeys(cli)
 		if err != nil {

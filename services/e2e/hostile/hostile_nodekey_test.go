@@ -351,3 +351,37 @@ func TestHostileNodeKeyWithoutKubernetesRuntime(t *testing.T) {
 		}
 	}
 }
+
+// TestHostileNodeAgentTokenOnlyTheAgentsOwn: the same proof (the agents'
+// service account token bound to its pod) gets a node agent its Runway
+// token, for its own node only: with nk-a's token, nk-a's agent's and
+// never nk-b's; with a tenant's pod's token, none. The token it gets opens
+// the credentials of nk-a's pods only and is no administrator's.
+func TestHostileNodeAgentTokenOnlyTheAgentsOwn(t *testing.T) {
+	e := nkStart(t)
+	_, tokA := e.agent(t, "nk-a")
+	issued, err := e.nodeManager(t, tokA).IssueNodeAgentToken(t.Context(), &nodemanagerv1.IssueNodeAgentTokenRequest{KubernetesNode: "nk-a"})
+	if err != nil {
+		t.Fatalf("nk-a's agent asking for its token: %v", err)
+	}
+	if issued.GetNode() != "nodes/"+kube.NodeID("nk-a") || issued.GetToken() == "" || time.Until(issued.GetExpireTime().AsTime()) > 2*time.Hour {
+		t.Fatalf("nk-a's token: %v", issued)
+	}
+	if _, err := e.nodeManager(t, tokA).IssueNodeAgentToken(t.Context(), &nodemanagerv1.IssueNodeAgentTokenRequest{KubernetesNode: "nk-b"}); apierr.Code(err) != codes.PermissionDenied {
+		t.Errorf("nk-a's agent asking for nk-b's token: %v, want PermissionDenied", err)
+	}
+	_, intruder, err := e.kc.AgentPod(t.Context(), e.ns, "intruder-token", "nk-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.nodeManager(t, intruder).IssueNodeAgentToken(t.Context(), &nodemanagerv1.IssueNodeAgentTokenRequest{KubernetesNode: "nk-a"}); apierr.Code(err) != codes.PermissionDenied {
+		t.Errorf("another account's pod on nk-a asking for nk-a's token: %v, want PermissionDenied", err)
+	}
+	if _, err := e.nodeManager(t, e.dev.token).IssueNodeAgentToken(t.Context(), &nodemanagerv1.IssueNodeAgentTokenRequest{KubernetesNode: "nk-a"}); apierr.Code(err) != codes.Unauthenticated {
+		t.Errorf("Runway's administrator asking for nk-a's token: %v, want Unauthenticated", err)
+	}
+	// What the token is worth: nothing but its own node's pods' credentials.
+	if _, err := e.nodeManager(t, issued.GetToken()).DrainNode(t.Context(), &nodemanagerv1.DrainNodeRequest{Name: issued.GetNode()}); apierr.Code(err) != codes.PermissionDenied {
+		t.Errorf("nk-a's agent's token drains its node: %v, want PermissionDenied", err)
+	}
+}

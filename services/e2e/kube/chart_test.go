@@ -134,7 +134,10 @@ func TestChartValidates(t *testing.T) {
 		want := map[string]int{"Deployment": 6, "Service": 6, "ServiceAccount": 2, "ClusterRole": 1, "ClusterRoleBinding": 1,
 			"Role": 2, "RoleBinding": 2, "ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1}
 		if name == "local runtime with the agent" {
-			want["DaemonSet"] = 1
+			// The agent's account and the nodemanager's, which reviews the
+			// agents' tokens to give each its Runway token.
+			want["DaemonSet"], want["ServiceAccount"], want["ClusterRole"], want["ClusterRoleBinding"] = 1, 4, 2, 2
+			want["Role"], want["RoleBinding"] = 3, 3
 		}
 		if name == "the agent in Kubernetes mode" {
 			// The agent's account and the nodemanager's (agents' tokens reviewed, their pods read).
