@@ -72,7 +72,9 @@ func TestCredentialsAsSecrets(t *testing.T) {
 		t.Errorf("imagePullSecrets %v, want [%s]", pod.Spec.ImagePullSecrets, pull)
 	}
 	fromSecret := map[string]string{} // variable -> key of the values Secret
-	for _, v := range c.Env {
+	at := map[string]int{}
+	for i, v := range c.Env {
+		at[v.Name] = i
 		if v.ValueFrom != nil && v.ValueFrom.SecretKeyRef != nil {
 			if v.ValueFrom.SecretKeyRef.Name != values {
 				t.Errorf("variable %s from Secret %s, want %s", v.Name, v.ValueFrom.SecretKeyRef.Name, values)
@@ -84,6 +86,9 @@ func TestCredentialsAsSecrets(t *testing.T) {
 	}
 	if len(fromSecret) != 2 || fromSecret["TOKEN"] == "" || fromSecret["API_KEY"] == "" {
 		t.Errorf("variables from the Secret %v, want API_KEY and TOKEN", fromSecret)
+	}
+	if !(at["PLAIN"] < at["TOKEN"] && at["TOKEN"] < at["RUNWAY_WORKLOAD"] && at["API_KEY"] < at["RUNWAY_WORKLOAD"]) {
+		t.Errorf("variables in the order %v; want the workload's, the credentials', then RUNWAY_* (which win)", at)
 	}
 	var fileKey string
 	if len(pod.Spec.Volumes) != 1 || pod.Spec.Volumes[0].Secret == nil || pod.Spec.Volumes[0].Secret.SecretName != values ||

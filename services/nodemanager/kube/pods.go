@@ -206,12 +206,12 @@ func (r *runtime) createPod(ctx context.Context, b binding, node string, uuids [
 	if err := r.projectNamespace(ctx, b.Project); err != nil {
 		return nil, err
 	}
-	pod := podSpec(ns, r.marker.podName(b.Binding, b.rev), b, it.Msg, uuids)
+	name := r.marker.podName(b.Binding, b.rev)
+	secrets := secretsFor(ns, name, b.Project, it.Msg.GetSpec().GetImage(), creds)
+	pod := podSpec(ns, name, b, it.Msg, uuids, secrets)
 	pod.Spec.Tolerations = slices.Concat(r.nodeTolerations(node), r.lapseTolerations())
 	pod.Spec.NodeName = node
 	maps.Copy(pod.Annotations, r.bindingAnnotations(ns, pod.Name, node, b.key, b.rev, pod.Annotations))
-	secrets := secretsFor(ns, pod.Name, b.Project, pod.Spec.Containers[0].Image, creds)
-	secrets.apply(pod, b.Project)
 	if err := r.createSecrets(ctx, secrets); err != nil {
 		return nil, err
 	}
@@ -265,8 +265,9 @@ func devicesOf(b binding) string {
 // fraction or GPU-memory request shares devices that reservation pods own
 // (reserve), requests no nvidia.com/gpu (that would hold a whole one) and
 // gets those devices' UUIDs (uuids) and its share in the same RUNWAY_*
-// environment the local runner sets.
-func podSpec(namespace, name string, b binding, w *workloadv1.Workload, uuids []string) *corev1.Pod {
+// environment the local runner sets. Its credentials come from secrets
+// (nil: none), by reference.
+func podSpec(namespace, name string, b binding, w *workloadv1.Workload, uuids []string, secrets *podSecrets) *corev1.Pod {
 	ws := w.GetSpec()
 	var env []corev1.EnvVar
 	for _, e := range ws.GetEnv() {
@@ -278,6 +279,9 @@ func podSpec(namespace, name string, b binding, w *workloadv1.Workload, uuids []
 	if len(b.Devices) > 0 {
 		annotations[AnnotationDevices] = devicesOf(b)
 	}
+	// The credentials' variables after the workload's own, and the RUNWAY_*
+	// ones last (they win), as on the node agents' runtimes.
+	env = append(env, secrets.envVars()...)
 	env = append(env, runwayEnv(b, ws, uuids)...)
 	res := corev1.ResourceRequirements{Requests: corev1.ResourceList{}, Limits: corev1.ResourceList{}}
 	if ws.GetMilliCpu() > 0 {
@@ -293,7 +297,7 @@ func podSpec(namespace, name string, b binding, w *workloadv1.Workload, uuids []
 		annotations[AnnotationFractionMilli] = strconv.FormatInt(b.FractionMilli, 10)
 	}
 	podSec, ctrSec := podSecurity(b.Project, ws.GetSecurity())
-	return &corev1.Pod{
+	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name, Namespace: namespace,
 			Labels:      labelsOf(w, b),
@@ -313,6 +317,8 @@ func podSpec(namespace, name string, b binding, w *workloadv1.Workload, uuids []
 			}},
 		},
 	}
+	secrets.apply(pod)
+	return pod
 }
 
 // pullPolicy is the container's imagePullPolicy ("": Kubernetes' default

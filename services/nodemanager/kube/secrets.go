@@ -19,7 +19,6 @@ import (
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
 	"github.com/runwayhq/runway/pkg/auth"
 	"github.com/runwayhq/runway/pkg/clusterproto"
-	"github.com/runwayhq/runway/pkg/runner"
 	"github.com/runwayhq/runway/services/nodemanager"
 )
 
@@ -121,22 +120,27 @@ func secretsFor(ns, pod, project, image string, creds *workloadv1.ResolvePodCred
 	return out
 }
 
-// apply puts the Secrets' references in pod's spec.
-func (s *podSecrets) apply(pod *corev1.Pod, project string) {
+// envVars are the variables read from the Secrets (none for nil).
+func (s *podSecrets) envVars() []corev1.EnvVar {
+	if s == nil {
+		return nil
+	}
+	return s.env
+}
+
+// apply puts the Secrets' volumes and pull Secret in pod's spec; the files
+// are group the pod's gid (its fsGroup), which reads them.
+func (s *podSecrets) apply(pod *corev1.Pod) {
 	if s == nil {
 		return
 	}
 	c := &pod.Spec.Containers[0]
-	c.Env = append(c.Env, s.env...)
 	c.VolumeMounts = append(c.VolumeMounts, s.mounts...)
 	pod.Spec.Volumes = append(pod.Spec.Volumes, s.volumes...)
 	pod.Spec.ImagePullSecrets = append(pod.Spec.ImagePullSecrets, s.pull...)
-	if len(s.volumes) > 0 && pod.Spec.SecurityContext != nil {
-		gid := int64(runner.ProjectUID(project))
-		if pod.Spec.SecurityContext.RunAsGroup != nil {
-			gid = *pod.Spec.SecurityContext.RunAsGroup
-		}
-		pod.Spec.SecurityContext.FSGroup = &gid
+	if sc := pod.Spec.SecurityContext; len(s.volumes) > 0 && sc != nil && sc.RunAsGroup != nil {
+		gid := *sc.RunAsGroup
+		sc.FSGroup = &gid
 	}
 }
 
