@@ -110,3 +110,30 @@ func TestCredentials_RegistryCredential(t *testing.T) {
 	_, err = e.creds.ResolvePodCredentials(ctx, req)
 	wantError(t, err, codes.PermissionDenied, "PERMISSION_DENIED")
 }
+
+// A policy's default registry credential is resolved and checked as a
+// submitter's: stored by its full name, refused for an image of another
+// registry.
+func TestCredentials_RegistryCredentialFromAPolicy(t *testing.T) {
+	e := start(t)
+	e.addOrg(t, map[string]string{"team-a": "research"})
+	ctx := t.Context()
+	if _, err := e.creds.CreateCredential(ctx, &workloadv1.CreateCredentialRequest{Parent: "departments/research", CredentialId: "reg",
+		Credential: &workloadv1.Credential{Type: workloadv1.CredentialType_CREDENTIAL_TYPE_REGISTRY, Server: "registry.example.com",
+			Values: map[string]string{"username": "u", "password": "p"}}}); err != nil {
+		t.Fatal(err)
+	}
+	e.setPolicy(t, "departments/research/policies/training", &workloadv1.Policy{
+		Defaults: &workloadv1.WorkloadSpec{RegistryCredential: "reg", ImagePullPolicy: workloadv1.ImagePullPolicy_IMAGE_PULL_POLICY_ALWAYS}})
+	w := training()
+	w.Spec.Image = "registry.example.com/team/train:1"
+	got := e.create(t, "team-a", "defaulted", w)
+	if s := got.GetSpec(); s.GetRegistryCredential() != "departments/research/credentials/reg" || s.GetImagePullPolicy() != workloadv1.ImagePullPolicy_IMAGE_PULL_POLICY_ALWAYS {
+		t.Errorf("from the policy: credential %q, policy %v", s.GetRegistryCredential(), s.GetImagePullPolicy())
+	}
+	_, err := e.client.CreateWorkload(ctx, &workloadv1.CreateWorkloadRequest{Parent: "projects/team-a", WorkloadId: "elsewhere", Workload: training()})
+	wantError(t, err, codes.InvalidArgument, "INVALID_FIELD")
+	if _, ok := violations(err)["workload.spec.registry_credential"]; !ok {
+		t.Errorf("violations %v, want workload.spec.registry_credential", violations(err))
+	}
+}
