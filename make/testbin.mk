@@ -14,6 +14,10 @@
 #                  with a real server
 #   testbin/versitygw/  Versity Gateway (Apache-2.0), the S3 server that
 #                  pkg/blob's S3 store is tested against (posix backend)
+#   testbin/registry/  the CNCF Distribution registry v3.1.2 (Apache-2.0),
+#                  the OCI registry with htpasswd auth that the container
+#                  runtime's registry credentials are tested against
+#                  (pkg/runner/container/registrytest)
 #   testbin/kwok/  KWOK v0.8.0, the kubelets of the k8s tests' fake GPU nodes
 #                  (services/nodemanager/kube/kwoktest)
 # Each binary is a file target on its module's go.mod/go.sum: built once
@@ -45,13 +49,16 @@ $(BIN)/prometheus: testbin/prometheus/go.mod testbin/prometheus/go.sum
 $(BIN)/versitygw: testbin/versitygw/go.mod testbin/versitygw/go.sum
 	cd testbin/versitygw && GOWORK=off $(GO) build -ldflags "-s -w" -o $(BIN)/versitygw github.com/versity/versitygw/cmd/versitygw
 
+$(BIN)/registry: testbin/registry/go.mod testbin/registry/go.sum
+	cd testbin/registry && GOWORK=off $(GO) build -ldflags "-s -w" -o $(BIN)/registry github.com/distribution/distribution/v3/cmd/registry
+
 # As pinned in testbin/kwok/go.mod: the bench reads KWOK's stages from the module cache.
 KWOK_VERSION := v0.8.0
 $(BIN)/kwok: testbin/kwok/go.mod testbin/kwok/go.sum
 	cd testbin/kwok && GOWORK=off $(GO) build -ldflags "-s -w" -o $(BIN)/kwok sigs.k8s.io/kwok/cmd/kwok
 
 .PHONY: test-bins kube-apiserver helm kwok
-test-bins: $(BIN)/etcd $(BIN)/kube-apiserver $(BIN)/kwok $(BIN)/helm $(BIN)/prometheus $(BIN)/versitygw ## build the test-only binaries (bin/etcd, bin/kube-apiserver, bin/kwok, bin/helm, bin/prometheus, bin/versitygw)
+test-bins: $(BIN)/etcd $(BIN)/kube-apiserver $(BIN)/kwok $(BIN)/helm $(BIN)/prometheus $(BIN)/versitygw $(BIN)/registry ## build the test-only binaries (bin/etcd, bin/kube-apiserver, bin/kwok, bin/helm, bin/prometheus, bin/versitygw, bin/registry)
 kube-apiserver: $(BIN)/kube-apiserver ## build bin/kube-apiserver for the k8s tests
 kwok: $(BIN)/kwok ## build bin/kwok (KWOK v0.8.0) for the k8s tests
 helm: $(BIN)/helm ## build bin/helm for the chart checks

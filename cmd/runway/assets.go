@@ -19,22 +19,28 @@ func environmentCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "environment", Aliases: []string{"environments"},
 		Short: "Environments: named image, command, arguments and variables, reused at submit"}
 	var (
-		s     scopeFlags
-		image string
-		env   []string
-		desc  string
+		s                    scopeFlags
+		image, pull, regCred string
+		env                  []string
+		desc                 string
 	)
 	create := &cobra.Command{
-		Use:   "create NAME -i IMAGE [-p PROJECT | --department D] [-e NAME=VALUE] [-- COMMAND ARGS...]",
+		Use:   "create NAME -i IMAGE [-p PROJECT | --department D] [-e NAME=VALUE] [--pull-policy P] [--registry-credential NAME] [-- COMMAND ARGS...]",
 		Short: "Create an environment",
 		Long: `Create an environment: an image with its command, arguments and variables,
-reused with submit --environment NAME.
+how its image is pulled, reused with submit --environment NAME.
 
-A plain variable (-e NAME=VALUE) is no place for a secret: everyone who may
-view the environment reads its values. Put secrets in a credential
-(runway credential create) and name its key instead, -e NAME=credential:CREDENTIAL/KEY:
-the value is read when each pod starts and no response shows it.`,
-		Example: "  runway environment create jupyter -i jupyter/base-notebook -- jupyter lab\n  runway environment create pytorch --department research -i pytorch -e NCCL_DEBUG=INFO\n  runway environment create tracked -p team-a -i pytorch -e WANDB_API_KEY=credential:wandb/WANDB_API_KEY",
+A plain environment variable (-e NAME=VALUE) is no place for a secret:
+everyone who may view the environment reads its values. Put secrets in a
+credential (runway credential create) and name its key instead,
+-e VAR=credential:NAME/KEY: the value is read when each pod starts and no
+response shows it.
+
+--pull-policy is when the image is pulled: always, if-not-present (the
+default) or never. --registry-credential names a registry credential
+(runway credential create registry) of the image's registry to pull it
+with.`,
+		Example: "  runway environment create jupyter -i jupyter/base-notebook -- jupyter lab\n  runway environment create pytorch --department research -i pytorch -e NCCL_DEBUG=INFO\n  runway environment create tracked -p team-a -i pytorch -e WANDB_API_KEY=credential:wandb/WANDB_API_KEY\n  runway environment create private -p team-a -i registry.example.com:5000/team/train:1 --registry-credential reg --pull-policy always",
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			scope, err := s.scope()
@@ -44,7 +50,11 @@ the value is read when each pod starts and no response shows it.`,
 			if dash := cmd.ArgsLenAtDash(); (dash == -1 && len(args) > 1) || dash > 1 {
 				return usageError("one environment name, then the command after --")
 			}
-			e := &workloadv1.Environment{Image: image, Description: desc, Command: args[1:]}
+			policy, err := pullPolicy(pull)
+			if err != nil {
+				return err
+			}
+			e := &workloadv1.Environment{Image: image, Description: desc, Command: args[1:], ImagePullPolicy: policy, RegistryCredential: regCred}
 			for _, kv := range env {
 				ev, ok := envVar(kv)
 				if !ok {
@@ -66,6 +76,7 @@ the value is read when each pod starts and no response shows it.`,
 	create.Flags().StringVarP(&image, "image", "i", "", "the container image (required)")
 	create.Flags().StringArrayVarP(&env, "environment", "e", nil, "environment variable NAME=VALUE, or NAME=credential:CREDENTIAL/KEY for a secret (repeat); a plain VALUE is shown to every viewer")
 	create.Flags().StringVar(&desc, "description", "", "free text for people")
+	pullFlags(create.Flags(), &pull, &regCred)
 	_ = create.MarkFlagRequired("image")
 
 	list := assetListCommand("environment", func(ctx context.Context, c *sdk.Client, scope sdk.Scope, w io.Writer, output string) error {
@@ -73,14 +84,14 @@ the value is read when each pod starts and no response shows it.`,
 		if err != nil || output != formatTable {
 			return orPrint(err, w, output, es)
 		}
-		t := newTable(w, "Environment", "Image", "Command", "Variables")
+		t := newTable(w, "Environment", "Image", "Command", "Variables", "Pull", "Registry credential")
 		for _, e := range es {
 			var vars []string
 			for _, v := range e.GetEnv() {
 				vars = append(vars, v.GetName())
 			}
 			t.row(e.GetName(), e.GetImage(), orDefault(strings.Join(append(e.GetCommand(), e.GetArgs()...), " "), "-"),
-				orDefault(strings.Join(vars, ","), "-"))
+				orDefault(strings.Join(vars, ","), "-"), pullPolicyName(e.GetImagePullPolicy()), orDefault(e.GetRegistryCredential(), "-"))
 		}
 		return t.flush()
 	})

@@ -67,14 +67,39 @@ func (d *devServer) credLogs(t *testing.T, seen *credSeen, project, id string) s
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		out := d.credOK(t, seen, "", "workload", "describe", id, "-p", project)
-		if strings.Contains(out, "Status:       Completed") {
+		status := statusLine.FindStringSubmatch(out)
+		if status != nil && status[1] == "Completed" {
 			return d.credOK(t, seen, "", "workload", "logs", id, "-p", project)
 		}
-		if strings.Contains(out, "Status:       Failed") || time.Now().After(deadline) {
+		if status != nil && status[1] == "Failed" || time.Now().After(deadline) {
 			t.Fatalf("workload %s did not complete:\n%s\nlog:\n%s", id, out, d.run(t, "workload", "logs", id, "-p", project).stdout)
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
+}
+
+// scrapeMetrics is runway dev's /metrics, read with its metrics token.
+func (d *devServer) scrapeMetrics(t *testing.T, addr string) string {
+	t.Helper()
+	token, err := os.ReadFile(filepath.Join(d.dataDir, server.DevMetricsTokenFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mreq, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+addr+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mreq.Header.Set("Authorization", "Bearer "+strings.TrimSpace(strings.SplitN(string(token), "\n", 2)[0]))
+	mresp, err := http.DefaultClient.Do(mreq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(mresp.Body)
+	mresp.Body.Close()
+	if mresp.StatusCode != http.StatusOK || !strings.Contains(string(metrics), "grpc_server_handled_total") {
+		t.Errorf("/metrics: %d %.200s", mresp.StatusCode, metrics)
+	}
+	return string(metrics)
 }
 
 // TestCLI_Credentials: a generic credential created from standard input
@@ -196,25 +221,7 @@ echo written > /mnt/new 2>/dev/null && echo writable || echo read-only`
 	// server's log, and every value in etcd.
 	out = d.credOK(t, &seen, "", "audit", "list", "-o", "json")
 	wantAll(t, "audit", out, "CreateCredential", "projects/team-a/credentials/wandb", "ReencryptCredentials")
-	token, err := os.ReadFile(filepath.Join(d.dataDir, server.DevMetricsTokenFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	mreq, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+metricsAddr+"/metrics", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mreq.Header.Set("Authorization", "Bearer "+strings.TrimSpace(strings.SplitN(string(token), "\n", 2)[0]))
-	mresp, err := http.DefaultClient.Do(mreq)
-	if err != nil {
-		t.Fatal(err)
-	}
-	metrics, _ := io.ReadAll(mresp.Body)
-	mresp.Body.Close()
-	if mresp.StatusCode != http.StatusOK || !strings.Contains(string(metrics), "grpc_server_handled_total") {
-		t.Errorf("/metrics: %d %.200s", mresp.StatusCode, metrics)
-	}
-	seen.add("/metrics", string(metrics))
+	seen.add("/metrics", d.scrapeMetrics(t, metricsAddr))
 	seen.add("server log", d.logs.String())
 
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"unix://" + filepath.Join(d.dataDir, "etcd", "client.sock")}, DialTimeout: 5 * time.Second})

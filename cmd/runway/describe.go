@@ -78,6 +78,12 @@ func describeWorkload(out io.Writer, w *workloadv1.Workload) error {
 		f.add("Ended", formatTime(t.AsTime()))
 	}
 	f.add("Image", spec.GetImage())
+	if p := spec.GetImagePullPolicy(); p != workloadv1.ImagePullPolicy_IMAGE_PULL_POLICY_UNSPECIFIED {
+		f.add("Pull policy", pullPolicyName(p))
+	}
+	if c := spec.GetRegistryCredential(); c != "" {
+		f.add("Pulled with", c)
+	}
 	if cmd := append(append([]string{}, spec.GetCommand()...), spec.GetArgs()...); len(cmd) > 0 {
 		f.add("Command", strings.Join(cmd, " "))
 	}

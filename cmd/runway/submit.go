@@ -20,6 +20,7 @@ type submitFlags struct {
 	pods                                                            int32
 	nodePools, env, labels, annotations, credentials                []string
 	environment, compute, template                                  string // assets: an -e value without "=", --compute, --template
+	pullPolicy, registryCredential                                  string
 	// Relaxations of the container runtime's isolation (spec.security):
 	// refused at submit unless a policy of the project allows them.
 	runAsRoot       bool
@@ -117,6 +118,7 @@ func (f *submitFlags) addFlags(fl *pflag.FlagSet, podsFlag string) {
 	fl.StringArrayVarP(&f.env, "environment", "e", nil, "environment variable NAME=VALUE (repeat), NAME=credential:CREDENTIAL/KEY for a credential's key (read when the pod starts), or an environment asset NAME to start from")
 	fl.StringVar(&f.compute, "compute", "", "a compute resource to take the GPU, CPU and memory from")
 	fl.StringArrayVar(&f.credentials, "credential", nil, "a generic credential: NAME gives each key as an environment variable, NAME:/path as a file under /path (repeat); -e VAR=credential:NAME/KEY gives one key of any credential")
+	pullFlags(fl, &f.pullPolicy, &f.registryCredential)
 	fl.DurationVar(&f.autoDelete, "auto-delete-after", 0, "delete the workload this long after it finishes, such as 24h (0: keep it)")
 	fl.BoolVar(&f.runAsRoot, "run-as-root", false, "run as root (uid 0) in the container instead of the project's uid; only where a policy allows security.runAsRoot")
 	fl.StringArrayVar(&f.addCapabilities, "add-capability", nil, "a Linux capability to add, such as NET_RAW (repeat); only those a policy lists in security.addCapabilities")
@@ -199,6 +201,10 @@ func (f *submitFlags) spec(command []string) (*workloadv1.WorkloadSpec, error) {
 		}
 		spec.Credentials = append(spec.Credentials, m)
 	}
+	if spec.ImagePullPolicy, err = pullPolicy(f.pullPolicy); err != nil {
+		return nil, err
+	}
+	spec.RegistryCredential = f.registryCredential
 	if f.runAsRoot || len(f.addCapabilities) > 0 {
 		spec.Security = &workloadv1.ContainerSecurity{RunAsRoot: f.runAsRoot, AddCapabilities: f.addCapabilities}
 	}

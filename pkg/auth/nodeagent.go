@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"time"
 
@@ -36,6 +37,29 @@ func (g *Guard) IssueNodeAgentToken(node string, ttl time.Duration) (string, tim
 // IsNodeAgent reports whether principal is a node agent's: a service
 // principal with none of a control-plane service's permissions.
 func IsNodeAgent(principal string) bool { return strings.HasPrefix(principal, nodeAgentPrefix) }
+
+// NodeAgentsCredentials are the per-call credentials of a runtime that
+// plays the agents of many nodes (the Kubernetes runtime): each call's
+// context names the node (ForNode), and the call carries a token of that
+// node's agent, which opens only the credentials of pods bound to that
+// node. A call whose context names none fails before it is sent.
+func (g *Guard) NodeAgentsCredentials() credentials.PerRPCCredentials {
+	return &perCallCreds{g: g, tokens: map[string]*serviceCreds{}, principal: func(ctx context.Context) (string, error) {
+		node, _ := ctx.Value(nodeKey{}).(string)
+		if id, ok := strings.CutPrefix(node, "nodes/"); !ok || id == "" || strings.Contains(id, "/") {
+			return "", errors.New("a node agent's call names its node: the call's context names none (auth.ForNode)")
+		}
+		return NodeAgentPrincipal(node), nil
+	}}
+}
+
+type nodeKey struct{}
+
+// ForNode names the node (nodes/{n}) whose agent the calls made with ctx
+// act as, through NodeAgentsCredentials.
+func ForNode(ctx context.Context, node string) context.Context {
+	return context.WithValue(ctx, nodeKey{}, node)
+}
 
 // NodeAgentPrincipal is the principal of the agent of node (`nodes/{node}`).
 func NodeAgentPrincipal(node string) string { return nodeAgentPrefix + node }

@@ -56,3 +56,30 @@ func TestProjectService(t *testing.T) {
 		}
 	}
 }
+
+// A runtime playing many nodes' agents (NodeAgentsCredentials) calls as
+// the agent of the node each call names, and sends no token for a call
+// that names none.
+func TestNodeAgentsCredentials(t *testing.T) {
+	g, _, _ := newGuard(t, Config{})
+	creds := g.NodeAgentsCredentials()
+	for _, node := range []string{"nodes/n1", "nodes/n2", "nodes/n1"} {
+		md, err := creds.GetRequestMetadata(ForNode(t.Context(), node))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := g.authenticate(metadata.NewIncomingContext(t.Context(), metadata.Pairs("authorization", md["authorization"])))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Principal != NodeAgentPrincipal(node) {
+			t.Errorf("a call for %s is %q", node, c.Principal)
+		}
+	}
+	for _, ctx := range []context.Context{t.Context(), ForNode(t.Context(), ""), ForNode(t.Context(), "nodes/a/b"), ForNode(t.Context(), "projects/p"),
+		ForProject(t.Context(), "projects/p")} {
+		if md, err := creds.GetRequestMetadata(ctx); err == nil || !strings.Contains(err.Error(), "names its node") {
+			t.Errorf("a call naming no node: %v, %v; want it refused", md, err)
+		}
+	}
+}

@@ -216,7 +216,14 @@ func (s *serviceCreds) RequireTransportSecurity() bool { return false }
 // whoever holds these credentials never acts with more than one project's
 // access.
 func (g *Guard) ProjectCredentials(name string) credentials.PerRPCCredentials {
-	return &projectCreds{g: g, name: name, tokens: map[string]*serviceCreds{}}
+	return &perCallCreds{g: g, tokens: map[string]*serviceCreds{}, principal: func(ctx context.Context) (string, error) {
+		project, _ := ctx.Value(projectKey{}).(string)
+		id, ok := strings.CutPrefix(project, "projects/")
+		if !ok || id == "" || strings.Contains(id, "/") {
+			return "", fmt.Errorf("services/%s acts for one project: the call's context names none (auth.ForProject)", name)
+		}
+		return "services/" + name + "/" + project, nil
+	}}
 }
 
 type projectKey struct{}
@@ -227,36 +234,36 @@ func ForProject(ctx context.Context, project string) context.Context {
 	return context.WithValue(ctx, projectKey{}, project)
 }
 
-type projectCreds struct {
-	g    *Guard
-	name string
+// perCallCreds send a token of the principal each call's context names.
+type perCallCreds struct {
+	g         *Guard
+	principal func(context.Context) (string, error)
 
 	mu     sync.Mutex
-	tokens map[string]*serviceCreds // by project; emptied when it grows past maxProjectTokens
+	tokens map[string]*serviceCreds // by principal; emptied when it grows past maxPerCallTokens
 }
 
-const maxProjectTokens = 4096
+const maxPerCallTokens = 4096
 
-func (p *projectCreds) GetRequestMetadata(ctx context.Context, uri ...string) (map[string]string, error) {
-	project, _ := ctx.Value(projectKey{}).(string)
-	id, ok := strings.CutPrefix(project, "projects/")
-	if !ok || id == "" || strings.Contains(id, "/") {
-		return nil, fmt.Errorf("services/%s acts for one project: the call's context names none (auth.ForProject)", p.name)
+func (p *perCallCreds) GetRequestMetadata(ctx context.Context, uri ...string) (map[string]string, error) {
+	principal, err := p.principal(ctx)
+	if err != nil {
+		return nil, err
 	}
 	p.mu.Lock()
-	s := p.tokens[project]
+	s := p.tokens[principal]
 	if s == nil {
-		if len(p.tokens) >= maxProjectTokens {
+		if len(p.tokens) >= maxPerCallTokens {
 			clear(p.tokens)
 		}
-		s = &serviceCreds{g: p.g, principal: "services/" + p.name + "/" + project}
-		p.tokens[project] = s
+		s = &serviceCreds{g: p.g, principal: principal}
+		p.tokens[principal] = s
 	}
 	p.mu.Unlock()
 	return s.GetRequestMetadata(ctx, uri...)
 }
 
-func (p *projectCreds) RequireTransportSecurity() bool { return false }
+func (p *perCallCreds) RequireTransportSecurity() bool { return false }
 
 // projectOfService is the project (projects/{p}) a service principal
 // services/{name}/projects/{p} acts for.

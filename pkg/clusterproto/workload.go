@@ -152,10 +152,11 @@ func ParseWorkloadName(name string) (project, id string, ok bool) {
 }
 
 // NamesCredentials reports whether a spec asks for credentials' values
-// (spec.credentials, or a variable from a credential's key): the runtime
+// (spec.credentials, a variable from a credential's key, or a registry
+// credential to pull its image with): the runtime
 // that starts its pods opens them.
 func NamesCredentials(ws *workloadv1.WorkloadSpec) bool {
-	if len(ws.GetCredentials()) > 0 {
+	if len(ws.GetCredentials()) > 0 || ws.GetRegistryCredential() != "" {
 		return true
 	}
 	for _, e := range ws.GetEnv() {

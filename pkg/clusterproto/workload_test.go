@@ -96,3 +96,19 @@ func TestToClusterSpec_Errors(t *testing.T) {
 		})
 	}
 }
+
+func TestImageRegistry(t *testing.T) {
+	for image, want := range map[string]string{
+		"busybox":                         "docker.io",
+		"library/busybox:1":               "docker.io",
+		"localhost/bb:1":                  "localhost",
+		"127.0.0.1:5000/team/img@sha256:": "127.0.0.1:5000",
+		"Registry.Example.com/a/b:c":      "registry.example.com",
+		"index.docker.io/library/x":       "docker.io",
+		"nvcr.io/nvidia/pytorch:25.01":    "nvcr.io",
+	} {
+		if got := clusterproto.ImageRegistry(image); got != want {
+			t.Errorf("ImageRegistry(%q) = %q, want %q", image, got, want)
+		}
+	}
+}

@@ -82,6 +82,31 @@ type Spec struct {
 	// owned by the pod's user. Runners keep them off the node's disk where
 	// they can (a tmpfs) and never log them.
 	Files []File
+	// PullPolicy is when the container runtime pulls Image (the process
+	// runtime runs no image).
+	PullPolicy PullPolicy
+	// Registry, when set, is the credential Image is pulled with: the
+	// runner hands it to the engine only, and never logs it.
+	Registry *RegistryAuth `json:"-"`
+}
+
+// PullPolicy says when an image is pulled.
+type PullPolicy int
+
+const (
+	// PullIfNotPresent pulls an image the engine does not have.
+	PullIfNotPresent PullPolicy = iota
+	// PullAlways pulls it each time a pod starts.
+	PullAlways
+	// PullNever never pulls: an image the engine lacks fails the pod.
+	PullNever
+)
+
+// RegistryAuth is a registry's user name and password, and the name of
+// the credential that holds them.
+type RegistryAuth struct {
+	Credential                 string
+	Server, Username, Password string
 }
 
 // File is one file a pod sees at Path.

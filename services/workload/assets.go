@@ -49,7 +49,8 @@ var (
 
 // environmentSpec is what an environment contributes to a spec.
 func environmentSpec(e *workloadv1.Environment) *workloadv1.WorkloadSpec {
-	return &workloadv1.WorkloadSpec{Image: e.GetImage(), Command: e.GetCommand(), Args: e.GetArgs(), Env: e.GetEnv()}
+	return &workloadv1.WorkloadSpec{Image: e.GetImage(), Command: e.GetCommand(), Args: e.GetArgs(), Env: e.GetEnv(),
+		ImagePullPolicy: e.GetImagePullPolicy(), RegistryCredential: e.GetRegistryCredential()}
 }
 
 // computeSpec is what a compute resource contributes to a spec.
@@ -253,6 +254,12 @@ func withAssets(spec *workloadv1.WorkloadSpec, env *workloadv1.Environment, comp
 		}
 		if len(out.Args) == 0 {
 			out.Args = env.GetArgs()
+		}
+		if out.ImagePullPolicy == workloadv1.ImagePullPolicy_IMAGE_PULL_POLICY_UNSPECIFIED {
+			out.ImagePullPolicy = env.GetImagePullPolicy()
+		}
+		if out.RegistryCredential == "" {
+			out.RegistryCredential = env.GetRegistryCredential()
 		}
 		own := map[string]bool{}
 		for _, e := range out.Env {

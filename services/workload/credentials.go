@@ -18,6 +18,7 @@ import (
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
 	"github.com/runwayhq/runway/pkg/apierr"
 	"github.com/runwayhq/runway/pkg/auth"
+	"github.com/runwayhq/runway/pkg/clusterproto"
 	"github.com/runwayhq/runway/pkg/etcdstore"
 	"github.com/runwayhq/runway/pkg/sealing"
 )
@@ -360,6 +361,7 @@ func (c *Credentials) ResolvePodCredentials(ctx context.Context, req *workloadv1
 // usable scopes, and lays them out as variables and files.
 func (c *Credentials) resolvePod(ctx context.Context, spec *workloadv1.WorkloadSpec, usable []string) (*workloadv1.ResolvePodCredentialsResponse, error) {
 	opened := map[string]map[string]string{}
+	servers := map[string]string{} // a registry credential's server, by name
 	values := func(name string) (map[string]string, error) {
 		if vals, ok := opened[name]; ok {
 			return vals, nil
@@ -379,7 +381,7 @@ func (c *Credentials) resolvePod(ctx context.Context, spec *workloadv1.WorkloadS
 		if err != nil {
 			return nil, err
 		}
-		opened[name] = vals
+		opened[name], servers[name] = vals, it.Msg.GetCredential().GetServer()
 		return vals, nil
 	}
 	out := &workloadv1.ResolvePodCredentialsResponse{}
@@ -410,6 +412,13 @@ func (c *Credentials) resolvePod(ctx context.Context, spec *workloadv1.WorkloadS
 			return nil, apierr.NotFound(apierr.Credential, ref.GetCredential()+"/"+ref.GetKey())
 		}
 		out.Env = append(out.Env, &workloadv1.EnvVar{Name: e.GetName(), Value: val})
+	}
+	if ref := spec.GetRegistryCredential(); ref != "" {
+		vals, err := values(ref)
+		if err != nil {
+			return nil, err
+		}
+		out.Registry = &workloadv1.RegistryAuth{Server: servers[ref], Username: vals["username"], Password: vals["password"]}
 	}
 	return out, nil
 }
@@ -467,6 +476,22 @@ func (c *Credentials) resolveRefs(ctx context.Context, p *quotav1.Project, spec 
 				cr.GetName(), credentialTypeName(cr.GetType())))
 		}
 		m.Credential = cr.GetName()
+	}
+	if ref := spec.GetRegistryCredential(); ref != "" {
+		cr, err := lookup(ref, "workload.spec.registry_credential")
+		if err != nil {
+			return err
+		}
+		switch want := clusterproto.ImageRegistry(spec.GetImage()); {
+		case cr.GetType() != workloadv1.CredentialType_CREDENTIAL_TYPE_REGISTRY:
+			v.add("workload.spec.registry_credential", fmt.Sprintf("must be a registry credential; %s is %s",
+				cr.GetName(), credentialTypeName(cr.GetType())))
+		case clusterproto.RegistryHost(cr.GetServer()) != want:
+			// Its password goes to the image's registry: never to another.
+			v.add("workload.spec.registry_credential", fmt.Sprintf("must be a credential of the image's registry %s; %s is for %s",
+				want, cr.GetName(), cr.GetServer()))
+		}
+		spec.RegistryCredential = cr.GetName()
 	}
 	return v.err()
 }

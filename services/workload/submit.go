@@ -70,6 +70,13 @@ func (s *Server) prepare(ctx context.Context, req *workloadv1.CreateWorkloadRequ
 	if err := validateCreate(out); err != nil {
 		return nil, err
 	}
+	if out.Workload.Spec.GetRegistryCredential() != submitted.GetRegistryCredential() || out.Workload.Spec.GetImage() != submitted.GetImage() {
+		// A policy's default named the credential or the image: resolved and
+		// checked (of the image's registry) as a submitter's would be.
+		if err := s.creds.resolveRefs(ctx, p, out.Workload.Spec); err != nil {
+			return nil, err
+		}
+	}
 	var v violations
 	for _, pv := range eff.Check("workload.spec.", submitted, out.Workload.Spec) {
 		v.add(pv.Field, pv.Description)

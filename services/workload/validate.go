@@ -142,6 +142,12 @@ func validateSpec(v *violations, at string, spec *workloadv1.WorkloadSpec) {
 		}
 	}
 	validateCredentialMounts(v, at, spec.GetCredentials())
+	if _, known := workloadv1.ImagePullPolicy_name[int32(spec.GetImagePullPolicy())]; !known {
+		v.add(at+".image_pull_policy", "must be ALWAYS, IF_NOT_PRESENT or NEVER (unset: IF_NOT_PRESENT)")
+	}
+	if strings.ContainsFunc(spec.GetRegistryCredential(), isSpaceOrControl) {
+		v.add(at+".registry_credential", "must be a credential's id or name")
+	}
 	if gpu := spec.GetGpu(); gpu != nil {
 		validateGPU(v, at, gpu)
 	}

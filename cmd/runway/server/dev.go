@@ -262,7 +262,14 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr, token string)) 
 			return err
 		}
 		defer kconn.Close()
-		if err := kubeRuntime(*cfg.Kube, &d.scheduler, cli, kconn, cfg.Logger); err != nil {
+		// Pods' credentials are opened as their nodes' agents.
+		cconn, err := dialServiceAs(srv.Addr(), guard.NodeAgentsCredentials(), reg, nil)
+		if err != nil {
+			_ = srv.Close()
+			return err
+		}
+		defer cconn.Close()
+		if err := kubeRuntime(*cfg.Kube, &d.scheduler, cli, kconn, cconn, cfg.Logger); err != nil {
 			_ = srv.Close()
 			return err
 		}

@@ -128,11 +128,12 @@ const (
 )
 
 // kubeRuntime sets what the scheduler runs while it leads: the Kubernetes
-// runtime, creating users' pods' workloads through workloads. The
+// runtime, creating users' pods' workloads through workloads and opening
+// pods' credentials through credentials (as each pod's node's agent). The
 // scheduler's NodeLostGrace, when not set, becomes the runtime's default
 // (kube.DefaultNodeLostGrace: Kubernetes' not-ready toleration), and
 // Runway's pods tolerate a NotReady node for as long.
-func kubeRuntime(k KubeConfig, sched *scheduler.Config, etcd *clientv3.Client, workloads *grpc.ClientConn, log *slog.Logger) error {
+func kubeRuntime(k KubeConfig, sched *scheduler.Config, etcd *clientv3.Client, workloads, credentials *grpc.ClientConn, log *slog.Logger) error {
 	rc, err := kubeClientConfig(k.Kubeconfig)
 	if err != nil {
 		return err
@@ -161,7 +162,7 @@ func kubeRuntime(k KubeConfig, sched *scheduler.Config, etcd *clientv3.Client, w
 	}
 	cfg := kube.Config{Kube: cs, Etcd: etcd, Workloads: workloadv1.NewWorkloadServiceClient(workloads),
 		Namespace: k.Namespace, DeleteGrace: k.DeleteGrace, LeaseTTL: k.LeaseTTL, Workers: k.Workers, Logger: log,
-		Tolerations: tolerations, ReservationImage: k.ReservationImage}
+		Tolerations: tolerations, ReservationImage: k.ReservationImage, Credentials: workloadv1.NewCredentialServiceClient(credentials)}
 	sched.NodeLostGrace = cmp.Or(sched.NodeLostGrace, kube.DefaultNodeLostGrace)
 	cfg.NodeLostGrace = sched.NodeLostGrace
 	sched.WhileLeading = func(ctx context.Context) error { return kube.Run(ctx, cfg) }

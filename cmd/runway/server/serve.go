@@ -246,7 +246,12 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 			return err
 		}
 		defer conn.Close()
-		if err := kubeRuntime(cfg.Kube, &d.scheduler, cli, conn, cfg.Logger); err != nil {
+		cconn, err := dialServiceAs(cfg.WorkloadServer, guard.NodeAgentsCredentials(), reg, peerTLS)
+		if err != nil {
+			return err
+		}
+		defer cconn.Close()
+		if err := kubeRuntime(cfg.Kube, &d.scheduler, cli, conn, cconn, cfg.Logger); err != nil {
 			return err
 		}
 		if webhook, err = cfg.Kube.webhook(cfg.Logger); err != nil {

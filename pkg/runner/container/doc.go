@@ -20,6 +20,14 @@
 // addresses, other projects' networks and the metadata address
 // (network.go). The runner therefore needs root.
 //
+// Images are pulled as the pod's pull policy says (image.go): always, when
+// the engine has none, or never; with the pod's registry credential
+// (X-Registry-Auth) only where the image is of that credential's registry.
+// A pull that fails fails the pod with the engine's reason ("pulling IMAGE:
+// ..."). An image pulled with a credential is pulled again for a pod that
+// does not name it, so that one project's private image on the node is not
+// another's.
+//
 // The engine's log of each container is copied, followed, into the pod's
 // record directory (pkg/runner.LogName), so that the agent serves it as it
 // serves a process's. Time slicing pauses and unpauses the container (the

@@ -313,7 +313,7 @@ func (r *Runner) create(ctx context.Context, spec runner.Spec, name string) (con
 			devices[i] = i
 		}
 	}
-	imageUser, err := r.imageUser(ctx, spec.Image)
+	imageUser, err := r.imageUser(ctx, spec)
 	if err != nil {
 		return container.InspectResponse{}, err
 	}
@@ -358,23 +358,6 @@ func (r *Runner) create(ctx context.Context, spec runner.Spec, name string) (con
 		return container.InspectResponse{}, err
 	}
 	return r.inspect(ctx, name)
-}
-
-// pullTimeout bounds an image pull.
-const pullTimeout = 30 * time.Minute
-
-func (r *Runner) pull(ctx context.Context, image string) error {
-	ctx, cancel := context.WithTimeout(ctx, pullTimeout)
-	defer cancel()
-	resp, err := r.cli.ImagePull(ctx, image, client.ImagePullOptions{})
-	if err != nil {
-		return fmt.Errorf("image %s is not on the engine and was not pulled: %w", image, err)
-	}
-	defer resp.Close()
-	if err := resp.Wait(ctx); err != nil {
-		return fmt.Errorf("pull image %s: %w", image, err)
-	}
-	return nil
 }
 
 // workloadID is the workload's id in projects/{project}/workloads/{id}.

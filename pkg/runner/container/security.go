@@ -1,13 +1,11 @@
 package container
 
 import (
-	"context"
 	"fmt"
 	"hash/fnv"
 	"strconv"
 	"strings"
 
-	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/container"
 
 	"github.com/runwayhq/runway/pkg/policy"
@@ -33,28 +31,6 @@ func podUser(spec runner.Spec, imageUser string) (uid, gid uint32) {
 	}
 	id := runner.ProjectUID(spec.Project)
 	return id, id
-}
-
-// imageUser is the user the image's configuration names ("" for root by
-// default), pulling the image when the engine has none.
-func (r *Runner) imageUser(ctx context.Context, image string) (string, error) {
-	ictx, cancel := context.WithTimeout(ctx, apiTimeout)
-	res, err := r.cli.ImageInspect(ictx, image)
-	cancel()
-	if cerrdefs.IsNotFound(err) {
-		if err = r.pull(ctx, image); err == nil {
-			ictx, cancel := context.WithTimeout(ctx, apiTimeout)
-			res, err = r.cli.ImageInspect(ictx, image)
-			cancel()
-		}
-	}
-	if err != nil {
-		return "", fmt.Errorf("image %s: %w", image, err)
-	}
-	if res.Config == nil {
-		return "", nil
-	}
-	return res.Config.User, nil
 }
 
 // hostConfig is the host side of a pod's container: its limits, its work

@@ -387,8 +387,27 @@ func (p *pods) spec(ctx context.Context, b nodemanager.Binding) (runner.Spec, er
 		Devices: b.Devices, CDIDevices: p.gpus.cdiNames(b.Devices), FractionMilli: b.FractionMilli, GPUMemoryBytes: limit,
 		MilliCPU: ws.GetMilliCpu(), MemoryBytes: ws.GetMemoryBytes(),
 		RunAsRoot: ws.GetSecurity().GetRunAsRoot(), AddCapabilities: ws.GetSecurity().GetAddCapabilities(),
-		Files: files,
+		Files: files, PullPolicy: pullPolicy(ws.GetImagePullPolicy()), Registry: registryAuth(ws.GetRegistryCredential(), creds.GetRegistry()),
 	}, nil
+}
+
+// pullPolicy is the runner's name of a spec's pull policy.
+func pullPolicy(p workloadv1.ImagePullPolicy) runner.PullPolicy {
+	switch p {
+	case workloadv1.ImagePullPolicy_IMAGE_PULL_POLICY_ALWAYS:
+		return runner.PullAlways
+	case workloadv1.ImagePullPolicy_IMAGE_PULL_POLICY_NEVER:
+		return runner.PullNever
+	}
+	return runner.PullIfNotPresent
+}
+
+// registryAuth is the runner's copy of the registry credential (nil: none).
+func registryAuth(name string, a *workloadv1.RegistryAuth) *runner.RegistryAuth {
+	if a == nil {
+		return nil
+	}
+	return &runner.RegistryAuth{Credential: name, Server: a.GetServer(), Username: a.GetUsername(), Password: a.GetPassword()}
 }
 
 // credentials opens the credentials a pod's spec names, from the workload

@@ -14,7 +14,8 @@
 //	                 namespace runway-{project} (schedulerName runway,
 //	                 workload/project labels, Runway's mark (mark.go),
 //	                 requests, RUNWAY_* env, the container runtime's
-//	                 security context: security.go), created with its node set (one
+//	                 security context: security.go; its credentials as
+//	                 Secrets it owns: secrets.go), created with its node set (one
 //	                 write; a user's pod is bound with the Binding
 //	                 subresource, which marks it); a deleted binding
 //	                 (eviction, lost node) deletes the pod with a grace period

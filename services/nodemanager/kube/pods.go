@@ -191,29 +191,39 @@ func (r *runtime) createPod(ctx context.Context, b binding, node string, uuids [
 		// by its user) nothing replaces it, and its workload goes too.
 		return nil, r.deleteForeign(ctx, b.WorkloadName())
 	}
+	var creds *workloadv1.ResolvePodCredentialsResponse
 	if clusterproto.NamesCredentials(it.Msg.GetSpec()) {
-		// Not built yet (a Secret per pod, owned by it): the pod fails
-		// saying so rather than start without the values it asked for.
-		msg := "Credentials are not given to pods in Kubernetes mode yet; submit without --credential and credential: variables, or use the node agents' runtimes."
-		if err := r.putReport(ctx, b, workloadv1.PodState_POD_STATE_FAILED, 0, msg, 0); err != nil {
+		var retry bool
+		if creds, retry, err = r.credentialsOf(ctx, b); retry {
 			return nil, err
+		} else if err != nil {
+			// Refused (a credential deleted, a key gone): the pod fails
+			// saying why rather than start without what it asked for.
+			return nil, r.putReport(ctx, b, workloadv1.PodState_POD_STATE_FAILED, 0, err.Error(), 0)
 		}
-		return nil, nil
 	}
 	ns := ProjectNamespace(b.Project)
 	if err := r.projectNamespace(ctx, b.Project); err != nil {
 		return nil, err
 	}
-	pod := podSpec(ns, r.marker.podName(b.Binding, b.rev), b, it.Msg, uuids)
+	name := r.marker.podName(b.Binding, b.rev)
+	secrets := secretsFor(ns, name, b.Project, it.Msg.GetSpec().GetImage(), creds)
+	pod := podSpec(ns, name, b, it.Msg, uuids, secrets)
 	pod.Spec.Tolerations = slices.Concat(r.nodeTolerations(node), r.lapseTolerations())
 	pod.Spec.NodeName = node
 	maps.Copy(pod.Annotations, r.bindingAnnotations(ns, pod.Name, node, b.key, b.rev, pod.Annotations))
+	if err := r.createSecrets(ctx, secrets); err != nil {
+		return nil, err
+	}
 	created, err := r.cfg.Kube.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
 	switch {
 	case apierrors.IsAlreadyExists(err):
 		got, err := r.cfg.Kube.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
-		if err != nil || r.ours(got) {
-			return got, err
+		if err == nil && r.ours(got) {
+			return got, r.ownSecrets(ctx, secrets, got)
+		}
+		if err != nil {
+			return nil, err
 		}
 		r.impostor(ctx, b, got)
 		return nil, nil
@@ -226,7 +236,7 @@ func (r *runtime) createPod(ctx context.Context, b binding, node string, uuids [
 	case err != nil:
 		return nil, fmt.Errorf("create pod %s/%s: %w", ns, pod.Name, err)
 	}
-	return created, nil
+	return created, r.ownSecrets(ctx, secrets, created)
 }
 
 // labelsOf are a workload pod's labels: the workload's own, under
@@ -255,17 +265,23 @@ func devicesOf(b binding) string {
 // fraction or GPU-memory request shares devices that reservation pods own
 // (reserve), requests no nvidia.com/gpu (that would hold a whole one) and
 // gets those devices' UUIDs (uuids) and its share in the same RUNWAY_*
-// environment the local runner sets.
-func podSpec(namespace, name string, b binding, w *workloadv1.Workload, uuids []string) *corev1.Pod {
+// environment the local runner sets. Its credentials come from secrets
+// (nil: none), by reference.
+func podSpec(namespace, name string, b binding, w *workloadv1.Workload, uuids []string, secrets *podSecrets) *corev1.Pod {
 	ws := w.GetSpec()
 	var env []corev1.EnvVar
 	for _, e := range ws.GetEnv() {
-		env = append(env, corev1.EnvVar{Name: e.GetName(), Value: e.GetValue()})
+		if e.GetCredential() == nil { // from the pod's Secret (podSecrets)
+			env = append(env, corev1.EnvVar{Name: e.GetName(), Value: e.GetValue()})
+		}
 	}
 	annotations := map[string]string{}
 	if len(b.Devices) > 0 {
 		annotations[AnnotationDevices] = devicesOf(b)
 	}
+	// The credentials' variables after the workload's own, and the RUNWAY_*
+	// ones last (they win), as on the node agents' runtimes.
+	env = append(env, secrets.envVars()...)
 	env = append(env, runwayEnv(b, ws, uuids)...)
 	res := corev1.ResourceRequirements{Requests: corev1.ResourceList{}, Limits: corev1.ResourceList{}}
 	if ws.GetMilliCpu() > 0 {
@@ -281,7 +297,7 @@ func podSpec(namespace, name string, b binding, w *workloadv1.Workload, uuids []
 		annotations[AnnotationFractionMilli] = strconv.FormatInt(b.FractionMilli, 10)
 	}
 	podSec, ctrSec := podSecurity(b.Project, ws.GetSecurity())
-	return &corev1.Pod{
+	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name, Namespace: namespace,
 			Labels:      labelsOf(w, b),
@@ -297,10 +313,26 @@ func podSpec(namespace, name string, b binding, w *workloadv1.Workload, uuids []
 			SecurityContext:              podSec,
 			Containers: []corev1.Container{{
 				Name: "main", Image: ws.GetImage(), Command: ws.GetCommand(), Args: ws.GetArgs(),
-				Env: env, Resources: res, SecurityContext: ctrSec,
+				Env: env, Resources: res, SecurityContext: ctrSec, ImagePullPolicy: pullPolicy(ws.GetImagePullPolicy()),
 			}},
 		},
 	}
+	secrets.apply(pod)
+	return pod
+}
+
+// pullPolicy is the container's imagePullPolicy ("": Kubernetes' default
+// for the tag).
+func pullPolicy(p workloadv1.ImagePullPolicy) corev1.PullPolicy {
+	switch p {
+	case workloadv1.ImagePullPolicy_IMAGE_PULL_POLICY_ALWAYS:
+		return corev1.PullAlways
+	case workloadv1.ImagePullPolicy_IMAGE_PULL_POLICY_IF_NOT_PRESENT:
+		return corev1.PullIfNotPresent
+	case workloadv1.ImagePullPolicy_IMAGE_PULL_POLICY_NEVER:
+		return corev1.PullNever
+	}
+	return ""
 }
 
 // runwayEnv is the environment the local runner sets for a binding's pod:
@@ -374,6 +406,9 @@ func (r *runtime) syncPod(ctx context.Context, key string) error {
 func (r *runtime) deletePod(ctx context.Context, p *corev1.Pod, after time.Duration) error {
 	if p.DeletionTimestamp != nil {
 		return nil
+	}
+	if err := r.deleteSecrets(ctx, p); err != nil {
+		return err
 	}
 	grace := int64(after.Seconds())
 	err := r.cfg.Kube.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{

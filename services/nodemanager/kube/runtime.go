@@ -55,6 +55,13 @@ type Config struct {
 	// connection is meant to carry auth.Guard.ProjectCredentials, so that
 	// the runtime acts with that project's access alone.
 	Workloads workloadv1.WorkloadServiceClient
+	// Credentials opens the credentials of workloads' pods, which become
+	// Secrets of the pods (secrets.go). Every call's context names the
+	// pod's node (auth.ForNode): the connection is meant to carry
+	// auth.Guard.NodeAgentsCredentials, so that the runtime opens a pod's
+	// credentials as its node's agent. Nil: a workload naming credentials
+	// fails.
+	Credentials workloadv1.CredentialServiceClient
 	// Namespace is Runway's own namespace (DefaultNamespace when empty),
 	// where the reservation pods of fractions' GPUs are created; it must
 	// exist. The pods of workloads are created in their project's

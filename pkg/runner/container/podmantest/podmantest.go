@@ -77,6 +77,11 @@ func start() (*Engine, func(), error) {
 	if err := os.WriteFile(filepath.Join(dir, "containers.conf"), []byte("[containers]\ndefault_ulimits = []\n[network]\nnetwork_config_dir = \""+filepath.Join(dir, "networks")+"\"\n"), 0o600); err != nil {
 		return fail(err)
 	}
+	// Registries on loopback are reached in plain HTTP, as dockerd reaches
+	// 127.0.0.0/8 by default: the tests' own registries (Registry).
+	if err := os.WriteFile(filepath.Join(dir, "registries.conf"), []byte("[[registry]]\nlocation = \"127.0.0.1\"\ninsecure = true\n"), 0o600); err != nil {
+		return fail(err)
+	}
 	svc := exec.Command(podman, append(e.args(), "system", "service", "--time=0", e.Host)...)
 	svc.Env = e.env()
 	svc.Dir = dir // conmon writes files (an "oom" marker) in its working directory
@@ -131,7 +136,8 @@ func (e *Engine) args() []string {
 }
 
 func (e *Engine) env() []string {
-	return append(os.Environ(), "CONTAINERS_CONF="+filepath.Join(e.dir, "containers.conf"))
+	return append(os.Environ(), "CONTAINERS_CONF="+filepath.Join(e.dir, "containers.conf"),
+		"CONTAINERS_REGISTRIES_CONF="+filepath.Join(e.dir, "registries.conf"))
 }
 
 // podman runs a podman command on the engine's storage.
@@ -193,5 +199,23 @@ func (e *Engine) removeNetworks() {
 				_ = e.podman("network", "rm", "--force", name)
 			}
 		}
+	}
+}
+
+// Push pushes the engine's image to ref (a reference on a registry of
+// 127.0.0.1, reached in plain HTTP) as username with password.
+func (e *Engine) Push(t testing.TB, image, ref, username, password string) {
+	t.Helper()
+	if err := e.podman("push", "--tls-verify=false", "--creds", username+":"+password, image, ref); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Remove removes an image from the engine's storage, so that the next
+// pod of it pulls.
+func (e *Engine) Remove(t testing.TB, image string) {
+	t.Helper()
+	if err := e.podman("rmi", "--force", image); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -84,6 +84,63 @@ func (WorkloadType) EnumDescriptor() ([]byte, []int) {
 	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{0}
 }
 
+// ImagePullPolicy says when a pod's image is pulled from its registry.
+type ImagePullPolicy int32
+
+const (
+	// Not set: IF_NOT_PRESENT.
+	ImagePullPolicy_IMAGE_PULL_POLICY_UNSPECIFIED ImagePullPolicy = 0
+	// Pulled each time a pod starts (the registry's newest image of the tag).
+	ImagePullPolicy_IMAGE_PULL_POLICY_ALWAYS ImagePullPolicy = 1
+	// Pulled only when the node has no image of that reference.
+	ImagePullPolicy_IMAGE_PULL_POLICY_IF_NOT_PRESENT ImagePullPolicy = 2
+	// Never pulled: a node without the image fails the pod.
+	ImagePullPolicy_IMAGE_PULL_POLICY_NEVER ImagePullPolicy = 3
+)
+
+// Enum value maps for ImagePullPolicy.
+var (
+	ImagePullPolicy_name = map[int32]string{
+		0: "IMAGE_PULL_POLICY_UNSPECIFIED",
+		1: "IMAGE_PULL_POLICY_ALWAYS",
+		2: "IMAGE_PULL_POLICY_IF_NOT_PRESENT",
+		3: "IMAGE_PULL_POLICY_NEVER",
+	}
+	ImagePullPolicy_value = map[string]int32{
+		"IMAGE_PULL_POLICY_UNSPECIFIED":    0,
+		"IMAGE_PULL_POLICY_ALWAYS":         1,
+		"IMAGE_PULL_POLICY_IF_NOT_PRESENT": 2,
+		"IMAGE_PULL_POLICY_NEVER":          3,
+	}
+)
+
+func (x ImagePullPolicy) Enum() *ImagePullPolicy {
+	p := new(ImagePullPolicy)
+	*p = x
+	return p
+}
+
+func (x ImagePullPolicy) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ImagePullPolicy) Descriptor() protoreflect.EnumDescriptor {
+	return file_runway_workload_v1_workload_proto_enumTypes[1].Descriptor()
+}
+
+func (ImagePullPolicy) Type() protoreflect.EnumType {
+	return &file_runway_workload_v1_workload_proto_enumTypes[1]
+}
+
+func (x ImagePullPolicy) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ImagePullPolicy.Descriptor instead.
+func (ImagePullPolicy) EnumDescriptor() ([]byte, []int) {
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{1}
+}
+
 // WorkloadPhase is where a workload is in its life.
 //
 // There is no separate SUSPENDED phase: STOPPED is exactly "suspended by its
@@ -145,11 +202,11 @@ func (x WorkloadPhase) String() string {
 }
 
 func (WorkloadPhase) Descriptor() protoreflect.EnumDescriptor {
-	return file_runway_workload_v1_workload_proto_enumTypes[1].Descriptor()
+	return file_runway_workload_v1_workload_proto_enumTypes[2].Descriptor()
 }
 
 func (WorkloadPhase) Type() protoreflect.EnumType {
-	return &file_runway_workload_v1_workload_proto_enumTypes[1]
+	return &file_runway_workload_v1_workload_proto_enumTypes[2]
 }
 
 func (x WorkloadPhase) Number() protoreflect.EnumNumber {
@@ -158,7 +215,7 @@ func (x WorkloadPhase) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use WorkloadPhase.Descriptor instead.
 func (WorkloadPhase) EnumDescriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{1}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{2}
 }
 
 // PodState is the state of one bound pod, as the node agent reports it.
@@ -214,11 +271,11 @@ func (x PodState) String() string {
 }
 
 func (PodState) Descriptor() protoreflect.EnumDescriptor {
-	return file_runway_workload_v1_workload_proto_enumTypes[2].Descriptor()
+	return file_runway_workload_v1_workload_proto_enumTypes[3].Descriptor()
 }
 
 func (PodState) Type() protoreflect.EnumType {
-	return &file_runway_workload_v1_workload_proto_enumTypes[2]
+	return &file_runway_workload_v1_workload_proto_enumTypes[3]
 }
 
 func (x PodState) Number() protoreflect.EnumNumber {
@@ -227,7 +284,7 @@ func (x PodState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PodState.Descriptor instead.
 func (PodState) EnumDescriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{2}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{3}
 }
 
 // PendingCheck names the scheduler check a pending workload failed
@@ -307,11 +364,11 @@ func (x PendingCheck) String() string {
 }
 
 func (PendingCheck) Descriptor() protoreflect.EnumDescriptor {
-	return file_runway_workload_v1_workload_proto_enumTypes[3].Descriptor()
+	return file_runway_workload_v1_workload_proto_enumTypes[4].Descriptor()
 }
 
 func (PendingCheck) Type() protoreflect.EnumType {
-	return &file_runway_workload_v1_workload_proto_enumTypes[3]
+	return &file_runway_workload_v1_workload_proto_enumTypes[4]
 }
 
 func (x PendingCheck) Number() protoreflect.EnumNumber {
@@ -320,7 +377,7 @@ func (x PendingCheck) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PendingCheck.Descriptor instead.
 func (PendingCheck) EnumDescriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{3}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{4}
 }
 
 // WorkloadEventType is the kind of a workload event.
@@ -392,11 +449,11 @@ func (x WorkloadEventType) String() string {
 }
 
 func (WorkloadEventType) Descriptor() protoreflect.EnumDescriptor {
-	return file_runway_workload_v1_workload_proto_enumTypes[4].Descriptor()
+	return file_runway_workload_v1_workload_proto_enumTypes[5].Descriptor()
 }
 
 func (WorkloadEventType) Type() protoreflect.EnumType {
-	return &file_runway_workload_v1_workload_proto_enumTypes[4]
+	return &file_runway_workload_v1_workload_proto_enumTypes[5]
 }
 
 func (x WorkloadEventType) Number() protoreflect.EnumNumber {
@@ -405,7 +462,7 @@ func (x WorkloadEventType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use WorkloadEventType.Descriptor instead.
 func (WorkloadEventType) EnumDescriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{4}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{5}
 }
 
 // SchedulingRule is the scheduler rule behind a placement or an eviction
@@ -469,11 +526,11 @@ func (x SchedulingRule) String() string {
 }
 
 func (SchedulingRule) Descriptor() protoreflect.EnumDescriptor {
-	return file_runway_workload_v1_workload_proto_enumTypes[5].Descriptor()
+	return file_runway_workload_v1_workload_proto_enumTypes[6].Descriptor()
 }
 
 func (SchedulingRule) Type() protoreflect.EnumType {
-	return &file_runway_workload_v1_workload_proto_enumTypes[5]
+	return &file_runway_workload_v1_workload_proto_enumTypes[6]
 }
 
 func (x SchedulingRule) Number() protoreflect.EnumNumber {
@@ -482,7 +539,7 @@ func (x SchedulingRule) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SchedulingRule.Descriptor instead.
 func (SchedulingRule) EnumDescriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{5}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{6}
 }
 
 // A Workload is a unit of work submitted to a project: a gang of identical
@@ -825,9 +882,17 @@ type WorkloadSpec struct {
 	// Optional. Generic credentials the pods get: each key as an environment
 	// variable of the same name, or as files under a path. Their values are
 	// resolved when a pod starts; the spec holds the references only.
-	Credentials   []*CredentialMount `protobuf:"bytes,16,rep,name=credentials,proto3" json:"credentials,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Credentials []*CredentialMount `protobuf:"bytes,16,rep,name=credentials,proto3" json:"credentials,omitempty"`
+	// Optional. When the image is pulled. Unset: IF_NOT_PRESENT on the
+	// container runtime; Kubernetes' default in Kubernetes mode (ALWAYS for a
+	// :latest or untagged image, else IF_NOT_PRESENT).
+	ImagePullPolicy ImagePullPolicy `protobuf:"varint,17,opt,name=image_pull_policy,json=imagePullPolicy,proto3,enum=runway.workload.v1.ImagePullPolicy" json:"image_pull_policy,omitempty"`
+	// Optional. A registry credential the image is pulled with, named as in
+	// CredentialKeyRef.credential; it must be of type REGISTRY. Its password
+	// goes to the container engine (or a Kubernetes pull Secret) only.
+	RegistryCredential string `protobuf:"bytes,18,opt,name=registry_credential,json=registryCredential,proto3" json:"registry_credential,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *WorkloadSpec) Reset() {
@@ -970,6 +1035,20 @@ func (x *WorkloadSpec) GetCredentials() []*CredentialMount {
 		return x.Credentials
 	}
 	return nil
+}
+
+func (x *WorkloadSpec) GetImagePullPolicy() ImagePullPolicy {
+	if x != nil {
+		return x.ImagePullPolicy
+	}
+	return ImagePullPolicy_IMAGE_PULL_POLICY_UNSPECIFIED
+}
+
+func (x *WorkloadSpec) GetRegistryCredential() string {
+	if x != nil {
+		return x.RegistryCredential
+	}
+	return ""
 }
 
 // ContainerSecurity relaxes the container runtime's defaults for one
@@ -1912,7 +1991,7 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\x11preempt_when_idle\x18\x03 \x01(\bR\x0fpreemptWhenIdle\x12\x1d\n" +
 	"\n" +
 	"node_types\x18\x04 \x03(\tR\tnodeTypes\x12\x16\n" +
-	"\x06source\x18\x05 \x01(\tR\x06source\"\xde\x04\n" +
+	"\x06source\x18\x05 \x01(\tR\x06source\"\xe0\x05\n" +
 	"\fWorkloadSpec\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12\x18\n" +
 	"\acommand\x18\x02 \x03(\tR\acommand\x12\x12\n" +
@@ -1931,7 +2010,9 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\tsuspended\x18\r \x01(\bR\tsuspended\x12A\n" +
 	"\bsecurity\x18\x0e \x01(\v2%.runway.workload.v1.ContainerSecurityR\bsecurity\x12;\n" +
 	"\x1attl_after_finished_seconds\x18\x0f \x01(\x03R\x17ttlAfterFinishedSeconds\x12E\n" +
-	"\vcredentials\x18\x10 \x03(\v2#.runway.workload.v1.CredentialMountR\vcredentials\"^\n" +
+	"\vcredentials\x18\x10 \x03(\v2#.runway.workload.v1.CredentialMountR\vcredentials\x12O\n" +
+	"\x11image_pull_policy\x18\x11 \x01(\x0e2#.runway.workload.v1.ImagePullPolicyR\x0fimagePullPolicy\x12/\n" +
+	"\x13registry_credential\x18\x12 \x01(\tR\x12registryCredential\"^\n" +
 	"\x11ContainerSecurity\x12\x1e\n" +
 	"\vrun_as_root\x18\x01 \x01(\bR\trunAsRoot\x12)\n" +
 	"\x10add_capabilities\x18\x02 \x03(\tR\x0faddCapabilities\"x\n" +
@@ -2010,7 +2091,12 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\x19WORKLOAD_TYPE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17WORKLOAD_TYPE_WORKSPACE\x10\x01\x12\x1a\n" +
 	"\x16WORKLOAD_TYPE_TRAINING\x10\x02\x12\x1b\n" +
-	"\x17WORKLOAD_TYPE_INFERENCE\x10\x03*\xbc\x01\n" +
+	"\x17WORKLOAD_TYPE_INFERENCE\x10\x03*\x95\x01\n" +
+	"\x0fImagePullPolicy\x12!\n" +
+	"\x1dIMAGE_PULL_POLICY_UNSPECIFIED\x10\x00\x12\x1c\n" +
+	"\x18IMAGE_PULL_POLICY_ALWAYS\x10\x01\x12$\n" +
+	" IMAGE_PULL_POLICY_IF_NOT_PRESENT\x10\x02\x12\x1b\n" +
+	"\x17IMAGE_PULL_POLICY_NEVER\x10\x03*\xbc\x01\n" +
 	"\rWorkloadPhase\x12\x1e\n" +
 	"\x1aWORKLOAD_PHASE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16WORKLOAD_PHASE_PENDING\x10\x01\x12\x1a\n" +
@@ -2072,70 +2158,72 @@ func file_runway_workload_v1_workload_proto_rawDescGZIP() []byte {
 	return file_runway_workload_v1_workload_proto_rawDescData
 }
 
-var file_runway_workload_v1_workload_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
+var file_runway_workload_v1_workload_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
 var file_runway_workload_v1_workload_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_runway_workload_v1_workload_proto_goTypes = []any{
 	(WorkloadType)(0),             // 0: runway.workload.v1.WorkloadType
-	(WorkloadPhase)(0),            // 1: runway.workload.v1.WorkloadPhase
-	(PodState)(0),                 // 2: runway.workload.v1.PodState
-	(PendingCheck)(0),             // 3: runway.workload.v1.PendingCheck
-	(WorkloadEventType)(0),        // 4: runway.workload.v1.WorkloadEventType
-	(SchedulingRule)(0),           // 5: runway.workload.v1.SchedulingRule
-	(*Workload)(nil),              // 6: runway.workload.v1.Workload
-	(*WorkloadLimits)(nil),        // 7: runway.workload.v1.WorkloadLimits
-	(*WorkloadSpec)(nil),          // 8: runway.workload.v1.WorkloadSpec
-	(*ContainerSecurity)(nil),     // 9: runway.workload.v1.ContainerSecurity
-	(*EnvVar)(nil),                // 10: runway.workload.v1.EnvVar
-	(*CredentialKeyRef)(nil),      // 11: runway.workload.v1.CredentialKeyRef
-	(*CredentialMount)(nil),       // 12: runway.workload.v1.CredentialMount
-	(*GpuRequest)(nil),            // 13: runway.workload.v1.GpuRequest
-	(*WorkloadStatus)(nil),        // 14: runway.workload.v1.WorkloadStatus
-	(*PodStatus)(nil),             // 15: runway.workload.v1.PodStatus
-	(*PendingReason)(nil),         // 16: runway.workload.v1.PendingReason
-	(*WorkloadEvent)(nil),         // 17: runway.workload.v1.WorkloadEvent
-	nil,                           // 18: runway.workload.v1.Workload.LabelsEntry
-	nil,                           // 19: runway.workload.v1.Workload.AnnotationsEntry
-	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 21: google.protobuf.Duration
-	(*v1.ResourceQuantity)(nil),   // 22: runway.common.v1.ResourceQuantity
+	(ImagePullPolicy)(0),          // 1: runway.workload.v1.ImagePullPolicy
+	(WorkloadPhase)(0),            // 2: runway.workload.v1.WorkloadPhase
+	(PodState)(0),                 // 3: runway.workload.v1.PodState
+	(PendingCheck)(0),             // 4: runway.workload.v1.PendingCheck
+	(WorkloadEventType)(0),        // 5: runway.workload.v1.WorkloadEventType
+	(SchedulingRule)(0),           // 6: runway.workload.v1.SchedulingRule
+	(*Workload)(nil),              // 7: runway.workload.v1.Workload
+	(*WorkloadLimits)(nil),        // 8: runway.workload.v1.WorkloadLimits
+	(*WorkloadSpec)(nil),          // 9: runway.workload.v1.WorkloadSpec
+	(*ContainerSecurity)(nil),     // 10: runway.workload.v1.ContainerSecurity
+	(*EnvVar)(nil),                // 11: runway.workload.v1.EnvVar
+	(*CredentialKeyRef)(nil),      // 12: runway.workload.v1.CredentialKeyRef
+	(*CredentialMount)(nil),       // 13: runway.workload.v1.CredentialMount
+	(*GpuRequest)(nil),            // 14: runway.workload.v1.GpuRequest
+	(*WorkloadStatus)(nil),        // 15: runway.workload.v1.WorkloadStatus
+	(*PodStatus)(nil),             // 16: runway.workload.v1.PodStatus
+	(*PendingReason)(nil),         // 17: runway.workload.v1.PendingReason
+	(*WorkloadEvent)(nil),         // 18: runway.workload.v1.WorkloadEvent
+	nil,                           // 19: runway.workload.v1.Workload.LabelsEntry
+	nil,                           // 20: runway.workload.v1.Workload.AnnotationsEntry
+	(*timestamppb.Timestamp)(nil), // 21: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 22: google.protobuf.Duration
+	(*v1.ResourceQuantity)(nil),   // 23: runway.common.v1.ResourceQuantity
 }
 var file_runway_workload_v1_workload_proto_depIdxs = []int32{
 	0,  // 0: runway.workload.v1.Workload.type:type_name -> runway.workload.v1.WorkloadType
-	8,  // 1: runway.workload.v1.Workload.spec:type_name -> runway.workload.v1.WorkloadSpec
-	14, // 2: runway.workload.v1.Workload.status:type_name -> runway.workload.v1.WorkloadStatus
-	20, // 3: runway.workload.v1.Workload.create_time:type_name -> google.protobuf.Timestamp
-	20, // 4: runway.workload.v1.Workload.update_time:type_name -> google.protobuf.Timestamp
-	7,  // 5: runway.workload.v1.Workload.limits:type_name -> runway.workload.v1.WorkloadLimits
-	18, // 6: runway.workload.v1.Workload.labels:type_name -> runway.workload.v1.Workload.LabelsEntry
-	19, // 7: runway.workload.v1.Workload.annotations:type_name -> runway.workload.v1.Workload.AnnotationsEntry
-	21, // 8: runway.workload.v1.WorkloadLimits.time_limit:type_name -> google.protobuf.Duration
-	21, // 9: runway.workload.v1.WorkloadLimits.idle_gpu_limit:type_name -> google.protobuf.Duration
-	10, // 10: runway.workload.v1.WorkloadSpec.env:type_name -> runway.workload.v1.EnvVar
-	13, // 11: runway.workload.v1.WorkloadSpec.gpu:type_name -> runway.workload.v1.GpuRequest
-	9,  // 12: runway.workload.v1.WorkloadSpec.security:type_name -> runway.workload.v1.ContainerSecurity
-	12, // 13: runway.workload.v1.WorkloadSpec.credentials:type_name -> runway.workload.v1.CredentialMount
-	11, // 14: runway.workload.v1.EnvVar.credential:type_name -> runway.workload.v1.CredentialKeyRef
-	1,  // 15: runway.workload.v1.WorkloadStatus.phase:type_name -> runway.workload.v1.WorkloadPhase
-	15, // 16: runway.workload.v1.WorkloadStatus.pods:type_name -> runway.workload.v1.PodStatus
-	16, // 17: runway.workload.v1.WorkloadStatus.pending_reasons:type_name -> runway.workload.v1.PendingReason
-	17, // 18: runway.workload.v1.WorkloadStatus.events:type_name -> runway.workload.v1.WorkloadEvent
-	20, // 19: runway.workload.v1.WorkloadStatus.start_time:type_name -> google.protobuf.Timestamp
-	20, // 20: runway.workload.v1.WorkloadStatus.end_time:type_name -> google.protobuf.Timestamp
-	21, // 21: runway.workload.v1.WorkloadStatus.gpu_idle_time:type_name -> google.protobuf.Duration
-	21, // 22: runway.workload.v1.WorkloadStatus.running_time:type_name -> google.protobuf.Duration
-	2,  // 23: runway.workload.v1.PodStatus.state:type_name -> runway.workload.v1.PodState
-	21, // 24: runway.workload.v1.PodStatus.gpu_idle_time:type_name -> google.protobuf.Duration
-	3,  // 25: runway.workload.v1.PendingReason.check:type_name -> runway.workload.v1.PendingCheck
-	22, // 26: runway.workload.v1.PendingReason.requested:type_name -> runway.common.v1.ResourceQuantity
-	22, // 27: runway.workload.v1.PendingReason.available:type_name -> runway.common.v1.ResourceQuantity
-	4,  // 28: runway.workload.v1.WorkloadEvent.type:type_name -> runway.workload.v1.WorkloadEventType
-	20, // 29: runway.workload.v1.WorkloadEvent.time:type_name -> google.protobuf.Timestamp
-	5,  // 30: runway.workload.v1.WorkloadEvent.rule:type_name -> runway.workload.v1.SchedulingRule
-	31, // [31:31] is the sub-list for method output_type
-	31, // [31:31] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	9,  // 1: runway.workload.v1.Workload.spec:type_name -> runway.workload.v1.WorkloadSpec
+	15, // 2: runway.workload.v1.Workload.status:type_name -> runway.workload.v1.WorkloadStatus
+	21, // 3: runway.workload.v1.Workload.create_time:type_name -> google.protobuf.Timestamp
+	21, // 4: runway.workload.v1.Workload.update_time:type_name -> google.protobuf.Timestamp
+	8,  // 5: runway.workload.v1.Workload.limits:type_name -> runway.workload.v1.WorkloadLimits
+	19, // 6: runway.workload.v1.Workload.labels:type_name -> runway.workload.v1.Workload.LabelsEntry
+	20, // 7: runway.workload.v1.Workload.annotations:type_name -> runway.workload.v1.Workload.AnnotationsEntry
+	22, // 8: runway.workload.v1.WorkloadLimits.time_limit:type_name -> google.protobuf.Duration
+	22, // 9: runway.workload.v1.WorkloadLimits.idle_gpu_limit:type_name -> google.protobuf.Duration
+	11, // 10: runway.workload.v1.WorkloadSpec.env:type_name -> runway.workload.v1.EnvVar
+	14, // 11: runway.workload.v1.WorkloadSpec.gpu:type_name -> runway.workload.v1.GpuRequest
+	10, // 12: runway.workload.v1.WorkloadSpec.security:type_name -> runway.workload.v1.ContainerSecurity
+	13, // 13: runway.workload.v1.WorkloadSpec.credentials:type_name -> runway.workload.v1.CredentialMount
+	1,  // 14: runway.workload.v1.WorkloadSpec.image_pull_policy:type_name -> runway.workload.v1.ImagePullPolicy
+	12, // 15: runway.workload.v1.EnvVar.credential:type_name -> runway.workload.v1.CredentialKeyRef
+	2,  // 16: runway.workload.v1.WorkloadStatus.phase:type_name -> runway.workload.v1.WorkloadPhase
+	16, // 17: runway.workload.v1.WorkloadStatus.pods:type_name -> runway.workload.v1.PodStatus
+	17, // 18: runway.workload.v1.WorkloadStatus.pending_reasons:type_name -> runway.workload.v1.PendingReason
+	18, // 19: runway.workload.v1.WorkloadStatus.events:type_name -> runway.workload.v1.WorkloadEvent
+	21, // 20: runway.workload.v1.WorkloadStatus.start_time:type_name -> google.protobuf.Timestamp
+	21, // 21: runway.workload.v1.WorkloadStatus.end_time:type_name -> google.protobuf.Timestamp
+	22, // 22: runway.workload.v1.WorkloadStatus.gpu_idle_time:type_name -> google.protobuf.Duration
+	22, // 23: runway.workload.v1.WorkloadStatus.running_time:type_name -> google.protobuf.Duration
+	3,  // 24: runway.workload.v1.PodStatus.state:type_name -> runway.workload.v1.PodState
+	22, // 25: runway.workload.v1.PodStatus.gpu_idle_time:type_name -> google.protobuf.Duration
+	4,  // 26: runway.workload.v1.PendingReason.check:type_name -> runway.workload.v1.PendingCheck
+	23, // 27: runway.workload.v1.PendingReason.requested:type_name -> runway.common.v1.ResourceQuantity
+	23, // 28: runway.workload.v1.PendingReason.available:type_name -> runway.common.v1.ResourceQuantity
+	5,  // 29: runway.workload.v1.WorkloadEvent.type:type_name -> runway.workload.v1.WorkloadEventType
+	21, // 30: runway.workload.v1.WorkloadEvent.time:type_name -> google.protobuf.Timestamp
+	6,  // 31: runway.workload.v1.WorkloadEvent.rule:type_name -> runway.workload.v1.SchedulingRule
+	32, // [32:32] is the sub-list for method output_type
+	32, // [32:32] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_runway_workload_v1_workload_proto_init() }
@@ -2153,7 +2241,7 @@ func file_runway_workload_v1_workload_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_runway_workload_v1_workload_proto_rawDesc), len(file_runway_workload_v1_workload_proto_rawDesc)),
-			NumEnums:      6,
+			NumEnums:      7,
 			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
