@@ -152,7 +152,8 @@ func ParseWorkloadName(name string) (project, id string, ok bool) {
 }
 
 // NamesCredentials reports whether a spec asks for credentials' values
-// (spec.credentials, or a variable from a credential's key): the runtime
+// (spec.credentials, a variable from a credential's key, a git data
+// source's credential): the runtime
 // that starts its pods opens them.
 func NamesCredentials(ws *workloadv1.WorkloadSpec) bool {
 	if len(ws.GetCredentials()) > 0 {
@@ -160,6 +161,23 @@ func NamesCredentials(ws *workloadv1.WorkloadSpec) bool {
 	}
 	for _, e := range ws.GetEnv() {
 		if e.GetCredential() != nil {
+			return true
+		}
+	}
+	for _, m := range ws.GetDataSources() {
+		if m.GetSource().GetGit().GetCredential() != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// DefinesHostPath reports whether a spec defines a host-path data source
+// itself (a one-off, or a copy it claims is resolved): that reaches the
+// node, so only an account administrator may submit it (pkg/auth).
+func DefinesHostPath(ws *workloadv1.WorkloadSpec) bool {
+	for _, m := range ws.GetDataSources() {
+		if m.GetSource().GetHostPath() != nil {
 			return true
 		}
 	}

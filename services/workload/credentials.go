@@ -411,6 +411,17 @@ func (c *Credentials) resolvePod(ctx context.Context, spec *workloadv1.WorkloadS
 		}
 		out.Env = append(out.Env, &workloadv1.EnvVar{Name: e.GetName(), Value: val})
 	}
+	for i, m := range spec.GetDataSources() {
+		ref := m.GetSource().GetGit().GetCredential()
+		if ref == "" {
+			continue
+		}
+		vals, err := values(ref)
+		if err != nil {
+			return nil, err
+		}
+		out.GitTokens = append(out.GitTokens, &workloadv1.GitToken{DataSourceIndex: int32(i), Username: vals["username"], Token: vals["token"]})
+	}
 	return out, nil
 }
 

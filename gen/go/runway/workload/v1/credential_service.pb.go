@@ -480,7 +480,10 @@ type ResolvePodCredentialsResponse struct {
 	// The variables whose values come from credentials, values filled in.
 	Env []*EnvVar `protobuf:"bytes,1,rep,name=env,proto3" json:"env,omitempty"`
 	// The files of credentials given at a path.
-	Files         []*CredentialFile `protobuf:"bytes,2,rep,name=files,proto3" json:"files,omitempty"`
+	Files []*CredentialFile `protobuf:"bytes,2,rep,name=files,proto3" json:"files,omitempty"`
+	// The tokens of the git data sources that name a credential, by the
+	// data source's index in spec.data_sources.
+	GitTokens     []*GitToken `protobuf:"bytes,3,rep,name=git_tokens,json=gitTokens,proto3" json:"git_tokens,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -529,6 +532,77 @@ func (x *ResolvePodCredentialsResponse) GetFiles() []*CredentialFile {
 	return nil
 }
 
+func (x *ResolvePodCredentialsResponse) GetGitTokens() []*GitToken {
+	if x != nil {
+		return x.GitTokens
+	}
+	return nil
+}
+
+// GitToken is what a git clone of one data source authenticates with.
+type GitToken struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The data source's index in the workload's spec.data_sources.
+	DataSourceIndex int32 `protobuf:"varint,1,opt,name=data_source_index,json=dataSourceIndex,proto3" json:"data_source_index,omitempty"`
+	// The user name (the credential's `username`; empty: git's default).
+	Username string `protobuf:"bytes,2,opt,name=username,proto3" json:"username,omitempty"`
+	// The token.
+	Token         string `protobuf:"bytes,3,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GitToken) Reset() {
+	*x = GitToken{}
+	mi := &file_runway_workload_v1_credential_service_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GitToken) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GitToken) ProtoMessage() {}
+
+func (x *GitToken) ProtoReflect() protoreflect.Message {
+	mi := &file_runway_workload_v1_credential_service_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GitToken.ProtoReflect.Descriptor instead.
+func (*GitToken) Descriptor() ([]byte, []int) {
+	return file_runway_workload_v1_credential_service_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *GitToken) GetDataSourceIndex() int32 {
+	if x != nil {
+		return x.DataSourceIndex
+	}
+	return 0
+}
+
+func (x *GitToken) GetUsername() string {
+	if x != nil {
+		return x.Username
+	}
+	return ""
+}
+
+func (x *GitToken) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
 // CredentialFile is one key of a credential given to a pod as a file.
 type CredentialFile struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -542,7 +616,7 @@ type CredentialFile struct {
 
 func (x *CredentialFile) Reset() {
 	*x = CredentialFile{}
-	mi := &file_runway_workload_v1_credential_service_proto_msgTypes[9]
+	mi := &file_runway_workload_v1_credential_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -554,7 +628,7 @@ func (x *CredentialFile) String() string {
 func (*CredentialFile) ProtoMessage() {}
 
 func (x *CredentialFile) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_credential_service_proto_msgTypes[9]
+	mi := &file_runway_workload_v1_credential_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -567,7 +641,7 @@ func (x *CredentialFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CredentialFile.ProtoReflect.Descriptor instead.
 func (*CredentialFile) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_credential_service_proto_rawDescGZIP(), []int{9}
+	return file_runway_workload_v1_credential_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CredentialFile) GetPath() string {
@@ -616,10 +690,16 @@ const file_runway_workload_v1_credential_service_proto_rawDesc = "" +
 	"\x1cResolvePodCredentialsRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1a\n" +
 	"\bworkload\x18\x02 \x01(\tR\bworkload\x12\x1b\n" +
-	"\tpod_index\x18\x03 \x01(\x05R\bpodIndex\"\x87\x01\n" +
+	"\tpod_index\x18\x03 \x01(\x05R\bpodIndex\"\xc4\x01\n" +
 	"\x1dResolvePodCredentialsResponse\x12,\n" +
 	"\x03env\x18\x01 \x03(\v2\x1a.runway.workload.v1.EnvVarR\x03env\x128\n" +
-	"\x05files\x18\x02 \x03(\v2\".runway.workload.v1.CredentialFileR\x05files\">\n" +
+	"\x05files\x18\x02 \x03(\v2\".runway.workload.v1.CredentialFileR\x05files\x12;\n" +
+	"\n" +
+	"git_tokens\x18\x03 \x03(\v2\x1c.runway.workload.v1.GitTokenR\tgitTokens\"h\n" +
+	"\bGitToken\x12*\n" +
+	"\x11data_source_index\x18\x01 \x01(\x05R\x0fdataSourceIndex\x12\x1a\n" +
+	"\busername\x18\x02 \x01(\tR\busername\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\tR\x05token\">\n" +
 	"\x0eCredentialFile\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x18\n" +
 	"\acontent\x18\x02 \x01(\fR\acontent2\x98\t\n" +
@@ -646,7 +726,7 @@ func file_runway_workload_v1_credential_service_proto_rawDescGZIP() []byte {
 	return file_runway_workload_v1_credential_service_proto_rawDescData
 }
 
-var file_runway_workload_v1_credential_service_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_runway_workload_v1_credential_service_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_runway_workload_v1_credential_service_proto_goTypes = []any{
 	(*CreateCredentialRequest)(nil),       // 0: runway.workload.v1.CreateCredentialRequest
 	(*GetCredentialRequest)(nil),          // 1: runway.workload.v1.GetCredentialRequest
@@ -657,33 +737,35 @@ var file_runway_workload_v1_credential_service_proto_goTypes = []any{
 	(*ReencryptCredentialsResponse)(nil),  // 6: runway.workload.v1.ReencryptCredentialsResponse
 	(*ResolvePodCredentialsRequest)(nil),  // 7: runway.workload.v1.ResolvePodCredentialsRequest
 	(*ResolvePodCredentialsResponse)(nil), // 8: runway.workload.v1.ResolvePodCredentialsResponse
-	(*CredentialFile)(nil),                // 9: runway.workload.v1.CredentialFile
-	(*Credential)(nil),                    // 10: runway.workload.v1.Credential
-	(*EnvVar)(nil),                        // 11: runway.workload.v1.EnvVar
-	(*emptypb.Empty)(nil),                 // 12: google.protobuf.Empty
+	(*GitToken)(nil),                      // 9: runway.workload.v1.GitToken
+	(*CredentialFile)(nil),                // 10: runway.workload.v1.CredentialFile
+	(*Credential)(nil),                    // 11: runway.workload.v1.Credential
+	(*EnvVar)(nil),                        // 12: runway.workload.v1.EnvVar
+	(*emptypb.Empty)(nil),                 // 13: google.protobuf.Empty
 }
 var file_runway_workload_v1_credential_service_proto_depIdxs = []int32{
-	10, // 0: runway.workload.v1.CreateCredentialRequest.credential:type_name -> runway.workload.v1.Credential
-	10, // 1: runway.workload.v1.ListCredentialsResponse.credentials:type_name -> runway.workload.v1.Credential
-	11, // 2: runway.workload.v1.ResolvePodCredentialsResponse.env:type_name -> runway.workload.v1.EnvVar
-	9,  // 3: runway.workload.v1.ResolvePodCredentialsResponse.files:type_name -> runway.workload.v1.CredentialFile
-	0,  // 4: runway.workload.v1.CredentialService.CreateCredential:input_type -> runway.workload.v1.CreateCredentialRequest
-	1,  // 5: runway.workload.v1.CredentialService.GetCredential:input_type -> runway.workload.v1.GetCredentialRequest
-	2,  // 6: runway.workload.v1.CredentialService.ListCredentials:input_type -> runway.workload.v1.ListCredentialsRequest
-	4,  // 7: runway.workload.v1.CredentialService.DeleteCredential:input_type -> runway.workload.v1.DeleteCredentialRequest
-	5,  // 8: runway.workload.v1.CredentialService.ReencryptCredentials:input_type -> runway.workload.v1.ReencryptCredentialsRequest
-	7,  // 9: runway.workload.v1.CredentialService.ResolvePodCredentials:input_type -> runway.workload.v1.ResolvePodCredentialsRequest
-	10, // 10: runway.workload.v1.CredentialService.CreateCredential:output_type -> runway.workload.v1.Credential
-	10, // 11: runway.workload.v1.CredentialService.GetCredential:output_type -> runway.workload.v1.Credential
-	3,  // 12: runway.workload.v1.CredentialService.ListCredentials:output_type -> runway.workload.v1.ListCredentialsResponse
-	12, // 13: runway.workload.v1.CredentialService.DeleteCredential:output_type -> google.protobuf.Empty
-	6,  // 14: runway.workload.v1.CredentialService.ReencryptCredentials:output_type -> runway.workload.v1.ReencryptCredentialsResponse
-	8,  // 15: runway.workload.v1.CredentialService.ResolvePodCredentials:output_type -> runway.workload.v1.ResolvePodCredentialsResponse
-	10, // [10:16] is the sub-list for method output_type
-	4,  // [4:10] is the sub-list for method input_type
-	4,  // [4:4] is the sub-list for extension type_name
-	4,  // [4:4] is the sub-list for extension extendee
-	0,  // [0:4] is the sub-list for field type_name
+	11, // 0: runway.workload.v1.CreateCredentialRequest.credential:type_name -> runway.workload.v1.Credential
+	11, // 1: runway.workload.v1.ListCredentialsResponse.credentials:type_name -> runway.workload.v1.Credential
+	12, // 2: runway.workload.v1.ResolvePodCredentialsResponse.env:type_name -> runway.workload.v1.EnvVar
+	10, // 3: runway.workload.v1.ResolvePodCredentialsResponse.files:type_name -> runway.workload.v1.CredentialFile
+	9,  // 4: runway.workload.v1.ResolvePodCredentialsResponse.git_tokens:type_name -> runway.workload.v1.GitToken
+	0,  // 5: runway.workload.v1.CredentialService.CreateCredential:input_type -> runway.workload.v1.CreateCredentialRequest
+	1,  // 6: runway.workload.v1.CredentialService.GetCredential:input_type -> runway.workload.v1.GetCredentialRequest
+	2,  // 7: runway.workload.v1.CredentialService.ListCredentials:input_type -> runway.workload.v1.ListCredentialsRequest
+	4,  // 8: runway.workload.v1.CredentialService.DeleteCredential:input_type -> runway.workload.v1.DeleteCredentialRequest
+	5,  // 9: runway.workload.v1.CredentialService.ReencryptCredentials:input_type -> runway.workload.v1.ReencryptCredentialsRequest
+	7,  // 10: runway.workload.v1.CredentialService.ResolvePodCredentials:input_type -> runway.workload.v1.ResolvePodCredentialsRequest
+	11, // 11: runway.workload.v1.CredentialService.CreateCredential:output_type -> runway.workload.v1.Credential
+	11, // 12: runway.workload.v1.CredentialService.GetCredential:output_type -> runway.workload.v1.Credential
+	3,  // 13: runway.workload.v1.CredentialService.ListCredentials:output_type -> runway.workload.v1.ListCredentialsResponse
+	13, // 14: runway.workload.v1.CredentialService.DeleteCredential:output_type -> google.protobuf.Empty
+	6,  // 15: runway.workload.v1.CredentialService.ReencryptCredentials:output_type -> runway.workload.v1.ReencryptCredentialsResponse
+	8,  // 16: runway.workload.v1.CredentialService.ResolvePodCredentials:output_type -> runway.workload.v1.ResolvePodCredentialsResponse
+	11, // [11:17] is the sub-list for method output_type
+	5,  // [5:11] is the sub-list for method input_type
+	5,  // [5:5] is the sub-list for extension type_name
+	5,  // [5:5] is the sub-list for extension extendee
+	0,  // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_runway_workload_v1_credential_service_proto_init() }
@@ -699,7 +781,7 @@ func file_runway_workload_v1_credential_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_runway_workload_v1_credential_service_proto_rawDesc), len(file_runway_workload_v1_credential_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

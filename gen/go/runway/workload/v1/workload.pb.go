@@ -825,7 +825,11 @@ type WorkloadSpec struct {
 	// Optional. Generic credentials the pods get: each key as an environment
 	// variable of the same name, or as files under a path. Their values are
 	// resolved when a pod starts; the spec holds the references only.
-	Credentials   []*CredentialMount `protobuf:"bytes,16,rep,name=credentials,proto3" json:"credentials,omitempty"`
+	Credentials []*CredentialMount `protobuf:"bytes,16,rep,name=credentials,proto3" json:"credentials,omitempty"`
+	// Optional. The data the pods mount: named data sources and one-off
+	// definitions, each at its own mount path. A submitted workload holds
+	// each definition as resolved at submit.
+	DataSources   []*DataSourceMount `protobuf:"bytes,17,rep,name=data_sources,json=dataSources,proto3" json:"data_sources,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -968,6 +972,13 @@ func (x *WorkloadSpec) GetTtlAfterFinishedSeconds() int64 {
 func (x *WorkloadSpec) GetCredentials() []*CredentialMount {
 	if x != nil {
 		return x.Credentials
+	}
+	return nil
+}
+
+func (x *WorkloadSpec) GetDataSources() []*DataSourceMount {
+	if x != nil {
+		return x.DataSources
 	}
 	return nil
 }
@@ -1879,7 +1890,7 @@ var File_runway_workload_v1_workload_proto protoreflect.FileDescriptor
 
 const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\n" +
-	"!runway/workload/v1/workload.proto\x12\x12runway.workload.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a runway/common/v1/resources.proto\"\x85\x06\n" +
+	"!runway/workload/v1/workload.proto\x12\x12runway.workload.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a runway/common/v1/resources.proto\x1a#runway/workload/v1/datasource.proto\"\x85\x06\n" +
 	"\bWorkload\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03uid\x18\x02 \x01(\tR\x03uid\x12\x18\n" +
@@ -1912,7 +1923,7 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\x11preempt_when_idle\x18\x03 \x01(\bR\x0fpreemptWhenIdle\x12\x1d\n" +
 	"\n" +
 	"node_types\x18\x04 \x03(\tR\tnodeTypes\x12\x16\n" +
-	"\x06source\x18\x05 \x01(\tR\x06source\"\xde\x04\n" +
+	"\x06source\x18\x05 \x01(\tR\x06source\"\xa6\x05\n" +
 	"\fWorkloadSpec\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12\x18\n" +
 	"\acommand\x18\x02 \x03(\tR\acommand\x12\x12\n" +
@@ -1931,7 +1942,8 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\tsuspended\x18\r \x01(\bR\tsuspended\x12A\n" +
 	"\bsecurity\x18\x0e \x01(\v2%.runway.workload.v1.ContainerSecurityR\bsecurity\x12;\n" +
 	"\x1attl_after_finished_seconds\x18\x0f \x01(\x03R\x17ttlAfterFinishedSeconds\x12E\n" +
-	"\vcredentials\x18\x10 \x03(\v2#.runway.workload.v1.CredentialMountR\vcredentials\"^\n" +
+	"\vcredentials\x18\x10 \x03(\v2#.runway.workload.v1.CredentialMountR\vcredentials\x12F\n" +
+	"\fdata_sources\x18\x11 \x03(\v2#.runway.workload.v1.DataSourceMountR\vdataSources\"^\n" +
 	"\x11ContainerSecurity\x12\x1e\n" +
 	"\vrun_as_root\x18\x01 \x01(\bR\trunAsRoot\x12)\n" +
 	"\x10add_capabilities\x18\x02 \x03(\tR\x0faddCapabilities\"x\n" +
@@ -2097,7 +2109,8 @@ var file_runway_workload_v1_workload_proto_goTypes = []any{
 	nil,                           // 19: runway.workload.v1.Workload.AnnotationsEntry
 	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
 	(*durationpb.Duration)(nil),   // 21: google.protobuf.Duration
-	(*v1.ResourceQuantity)(nil),   // 22: runway.common.v1.ResourceQuantity
+	(*DataSourceMount)(nil),       // 22: runway.workload.v1.DataSourceMount
+	(*v1.ResourceQuantity)(nil),   // 23: runway.common.v1.ResourceQuantity
 }
 var file_runway_workload_v1_workload_proto_depIdxs = []int32{
 	0,  // 0: runway.workload.v1.Workload.type:type_name -> runway.workload.v1.WorkloadType
@@ -2114,28 +2127,29 @@ var file_runway_workload_v1_workload_proto_depIdxs = []int32{
 	13, // 11: runway.workload.v1.WorkloadSpec.gpu:type_name -> runway.workload.v1.GpuRequest
 	9,  // 12: runway.workload.v1.WorkloadSpec.security:type_name -> runway.workload.v1.ContainerSecurity
 	12, // 13: runway.workload.v1.WorkloadSpec.credentials:type_name -> runway.workload.v1.CredentialMount
-	11, // 14: runway.workload.v1.EnvVar.credential:type_name -> runway.workload.v1.CredentialKeyRef
-	1,  // 15: runway.workload.v1.WorkloadStatus.phase:type_name -> runway.workload.v1.WorkloadPhase
-	15, // 16: runway.workload.v1.WorkloadStatus.pods:type_name -> runway.workload.v1.PodStatus
-	16, // 17: runway.workload.v1.WorkloadStatus.pending_reasons:type_name -> runway.workload.v1.PendingReason
-	17, // 18: runway.workload.v1.WorkloadStatus.events:type_name -> runway.workload.v1.WorkloadEvent
-	20, // 19: runway.workload.v1.WorkloadStatus.start_time:type_name -> google.protobuf.Timestamp
-	20, // 20: runway.workload.v1.WorkloadStatus.end_time:type_name -> google.protobuf.Timestamp
-	21, // 21: runway.workload.v1.WorkloadStatus.gpu_idle_time:type_name -> google.protobuf.Duration
-	21, // 22: runway.workload.v1.WorkloadStatus.running_time:type_name -> google.protobuf.Duration
-	2,  // 23: runway.workload.v1.PodStatus.state:type_name -> runway.workload.v1.PodState
-	21, // 24: runway.workload.v1.PodStatus.gpu_idle_time:type_name -> google.protobuf.Duration
-	3,  // 25: runway.workload.v1.PendingReason.check:type_name -> runway.workload.v1.PendingCheck
-	22, // 26: runway.workload.v1.PendingReason.requested:type_name -> runway.common.v1.ResourceQuantity
-	22, // 27: runway.workload.v1.PendingReason.available:type_name -> runway.common.v1.ResourceQuantity
-	4,  // 28: runway.workload.v1.WorkloadEvent.type:type_name -> runway.workload.v1.WorkloadEventType
-	20, // 29: runway.workload.v1.WorkloadEvent.time:type_name -> google.protobuf.Timestamp
-	5,  // 30: runway.workload.v1.WorkloadEvent.rule:type_name -> runway.workload.v1.SchedulingRule
-	31, // [31:31] is the sub-list for method output_type
-	31, // [31:31] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	22, // 14: runway.workload.v1.WorkloadSpec.data_sources:type_name -> runway.workload.v1.DataSourceMount
+	11, // 15: runway.workload.v1.EnvVar.credential:type_name -> runway.workload.v1.CredentialKeyRef
+	1,  // 16: runway.workload.v1.WorkloadStatus.phase:type_name -> runway.workload.v1.WorkloadPhase
+	15, // 17: runway.workload.v1.WorkloadStatus.pods:type_name -> runway.workload.v1.PodStatus
+	16, // 18: runway.workload.v1.WorkloadStatus.pending_reasons:type_name -> runway.workload.v1.PendingReason
+	17, // 19: runway.workload.v1.WorkloadStatus.events:type_name -> runway.workload.v1.WorkloadEvent
+	20, // 20: runway.workload.v1.WorkloadStatus.start_time:type_name -> google.protobuf.Timestamp
+	20, // 21: runway.workload.v1.WorkloadStatus.end_time:type_name -> google.protobuf.Timestamp
+	21, // 22: runway.workload.v1.WorkloadStatus.gpu_idle_time:type_name -> google.protobuf.Duration
+	21, // 23: runway.workload.v1.WorkloadStatus.running_time:type_name -> google.protobuf.Duration
+	2,  // 24: runway.workload.v1.PodStatus.state:type_name -> runway.workload.v1.PodState
+	21, // 25: runway.workload.v1.PodStatus.gpu_idle_time:type_name -> google.protobuf.Duration
+	3,  // 26: runway.workload.v1.PendingReason.check:type_name -> runway.workload.v1.PendingCheck
+	23, // 27: runway.workload.v1.PendingReason.requested:type_name -> runway.common.v1.ResourceQuantity
+	23, // 28: runway.workload.v1.PendingReason.available:type_name -> runway.common.v1.ResourceQuantity
+	4,  // 29: runway.workload.v1.WorkloadEvent.type:type_name -> runway.workload.v1.WorkloadEventType
+	20, // 30: runway.workload.v1.WorkloadEvent.time:type_name -> google.protobuf.Timestamp
+	5,  // 31: runway.workload.v1.WorkloadEvent.rule:type_name -> runway.workload.v1.SchedulingRule
+	32, // [32:32] is the sub-list for method output_type
+	32, // [32:32] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_runway_workload_v1_workload_proto_init() }
@@ -2143,6 +2157,7 @@ func file_runway_workload_v1_workload_proto_init() {
 	if File_runway_workload_v1_workload_proto != nil {
 		return
 	}
+	file_runway_workload_v1_datasource_proto_init()
 	file_runway_workload_v1_workload_proto_msgTypes[7].OneofWrappers = []any{
 		(*GpuRequest_Devices)(nil),
 		(*GpuRequest_FractionMilli)(nil),
