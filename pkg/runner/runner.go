@@ -82,6 +82,22 @@ type Spec struct {
 	// owned by the pod's user. Runners keep them off the node's disk where
 	// they can (a tmpfs) and never log them.
 	Files []File
+	// Mounts are the pod's data sources (the workload's data_sources,
+	// resolved by the agent: a git repository is a directory it cloned).
+	Mounts []Mount
+}
+
+// Mount is one data source a pod sees at Target: a directory of the node
+// (HostPath), bound, or an NFS export (NFSServer, NFSPath) the runtime
+// mounts. Paths hold no ':' or ',' (the workload service's rule).
+type Mount struct {
+	Target   string
+	ReadOnly bool
+	HostPath string
+	// Owned: HostPath was made for this pod (a clone) and is given to the
+	// pod's user before it starts, so that a read-write mount is writable.
+	Owned              bool
+	NFSServer, NFSPath string
 }
 
 // File is one file a pod sees at Path.
