@@ -200,11 +200,22 @@ func (r *runtime) createPod(ctx context.Context, b binding, node string, uuids [
 		}
 		return nil, nil
 	}
+	if msg := unmountable(it.Msg.GetSpec()); msg != "" {
+		if err := r.putReport(ctx, b, workloadv1.PodState_POD_STATE_FAILED, 0, msg, 0); err != nil {
+			return nil, err
+		}
+		return nil, nil
+	}
 	ns := ProjectNamespace(b.Project)
 	if err := r.projectNamespace(ctx, b.Project); err != nil {
 		return nil, err
 	}
 	pod := podSpec(ns, r.marker.podName(b.Binding, b.rev), b, it.Msg, uuids)
+	gitImage := r.cfg.GitImage
+	if gitImage == "" {
+		gitImage = DefaultGitImage
+	}
+	dataVolumes(pod, b, it.Msg.GetSpec(), gitImage)
 	pod.Spec.Tolerations = slices.Concat(r.nodeTolerations(node), r.lapseTolerations())
 	pod.Spec.NodeName = node
 	maps.Copy(pod.Annotations, r.bindingAnnotations(ns, pod.Name, node, b.key, b.rev, pod.Annotations))
@@ -226,7 +237,9 @@ func (r *runtime) createPod(ctx context.Context, b binding, node string, uuids [
 	case err != nil:
 		return nil, fmt.Errorf("create pod %s/%s: %w", ns, pod.Name, err)
 	}
-	return created, nil
+	// After the pod: a claim deleted with the workload is owned by it
+	// (the kubelet starts the pod once its claims are bound).
+	return created, r.createClaims(ctx, created, b, it.Msg.GetSpec())
 }
 
 // labelsOf are a workload pod's labels: the workload's own, under
