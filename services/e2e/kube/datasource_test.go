@@ -70,9 +70,15 @@ func TestDataSourcesOnKubernetes(t *testing.T) {
 		{"/host", true, func(v corev1.Volume) bool {
 			return v.HostPath != nil && v.HostPath.Path == "/srv/data" && v.HostPath.Type != nil && *v.HostPath.Type == corev1.HostPathDirectory
 		}},
-		{"/nfs", false, func(v corev1.Volume) bool { return v.NFS != nil && v.NFS.Server == "nfs.example.com" && v.NFS.Path == "/exports/a" }},
-		{"/claim", true, func(v corev1.Volume) bool { return v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == "shared" }},
-		{"/kept", false, func(v corev1.Volume) bool { return v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == "rw-mounts-0-data-3" }},
+		{"/nfs", false, func(v corev1.Volume) bool {
+			return v.NFS != nil && v.NFS.Server == "nfs.example.com" && v.NFS.Path == "/exports/a"
+		}},
+		{"/claim", true, func(v corev1.Volume) bool {
+			return v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == "shared"
+		}},
+		{"/kept", false, func(v corev1.Volume) bool {
+			return v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == "rw-mounts-0-data-3"
+		}},
 		{"/scratch", false, func(v corev1.Volume) bool {
 			return v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == "rw-mounts-0-data-4"
 		}},
