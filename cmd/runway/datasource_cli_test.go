@@ -2,11 +2,16 @@ package main
 
 import (
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/runwayhq/runway/pkg/blob/s3test"
 	"github.com/runwayhq/runway/pkg/gitclone/gittest"
 	"github.com/runwayhq/runway/pkg/runner/container/podmantest"
 )
@@ -41,7 +46,9 @@ func workloadEvents(t *testing.T, s *session, workload, project string) string {
 // cloned at the revision asked for from git's own http-backend, a private
 // one with a git credential (the commit is in the events; without the
 // credential the pod fails saying why); a missing node directory fails
-// the pod with the reason in its status. A researcher may neither create
+// the pod with the reason in its status; an s3 data source (the Versity
+// gateway) is synced in and, read-write, back after the clean exit. A
+// researcher may neither create
 // a data source nor submit a one-off host path.
 func TestCLI_DataSourcesInContainers(t *testing.T) {
 	e := podmantest.Start(t)
@@ -113,6 +120,36 @@ func TestCLI_DataSourcesInContainers(t *testing.T) {
 		if ev := workloadEvents(t, admin, w, "team-a"); !strings.Contains(ev, reason) {
 			t.Errorf("%s's events and status do not say %q:\n%s", w, reason, ev)
 		}
+	}
+
+	// S3: synced in before the start, written back after a clean exit.
+	s3 := s3test.StartHTTP(t)
+	bucket, err := minio.New(strings.TrimPrefix(s3.Endpoint, "http://"), &minio.Options{
+		Creds: credentials.NewStaticV4(s3.AccessKey, s3.SecretKey, ""), BucketLookup: minio.BucketLookupPath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bucket.PutObject(t.Context(), s3.Bucket, "train/in.txt", strings.NewReader("from-the-bucket\n"), 16, minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	admin.ok(t, s3.SecretKey, "credential", "create", "s3-keys", "keys", "-p", "team-a", "--access-key-id", s3.AccessKey, "--secret-file", "-")
+	admin.ok(t, "", "datasource", "create", "s3", "bucket", "-p", "team-a", "--mount", "/s3", "--endpoint", s3.Endpoint,
+		"--bucket", s3.Bucket, "--prefix", "train/", "--credential", "keys")
+	admin.ok(t, "", "training", "submit", "synced", "-p", "team-a", "-i", img, "--data-source", "bucket", "--",
+		"sh", "-c", "cat /s3/in.txt && echo written-by-the-pod > /s3/out.txt")
+	waitPhase(t, admin, "synced", "team-a", "WORKLOAD_PHASE_COMPLETED")
+	if logs := admin.ok(t, "", "workload", "logs", "synced", "-p", "team-a"); logs != "from-the-bucket\n" {
+		t.Errorf("the s3 workload printed %q", logs)
+	}
+	if ev := workloadEvents(t, admin, "synced", "team-a"); !strings.Contains(ev, "synced 1 objects of s3://"+s3.Bucket+"/train/ into /s3") {
+		t.Errorf("synced's events:\n%s", ev)
+	}
+	obj, err := bucket.GetObject(t.Context(), s3.Bucket, "train/out.txt", minio.GetObjectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := io.ReadAll(obj); string(b) != "written-by-the-pod\n" {
+		t.Errorf("train/out.txt in the bucket: %q", b)
 	}
 
 	alice := researcher(t, d, "alice", "team-a")

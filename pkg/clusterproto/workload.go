@@ -152,9 +152,8 @@ func ParseWorkloadName(name string) (project, id string, ok bool) {
 }
 
 // NamesCredentials reports whether a spec asks for credentials' values
-// (spec.credentials, a variable from a credential's key, a git data
-// source's credential): the runtime
-// that starts its pods opens them.
+// (spec.credentials, a variable from a credential's key, a git or s3 data
+// source's credential): the runtime that starts its pods opens them.
 func NamesCredentials(ws *workloadv1.WorkloadSpec) bool {
 	if len(ws.GetCredentials()) > 0 {
 		return true
@@ -165,7 +164,7 @@ func NamesCredentials(ws *workloadv1.WorkloadSpec) bool {
 		}
 	}
 	for _, m := range ws.GetDataSources() {
-		if m.GetSource().GetGit().GetCredential() != "" {
+		if m.GetSource().GetGit().GetCredential() != "" || m.GetSource().GetS3().GetCredential() != "" {
 			return true
 		}
 	}

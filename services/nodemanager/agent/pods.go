@@ -284,6 +284,10 @@ func (p *pods) runPod(ctx context.Context, b nodemanager.Binding, pd *pod) {
 	case ex.Stopped:
 		run.report(workloadv1.PodState_POD_STATE_STOPPED, ex.Code, "Stopped by the node agent.")
 	case ex.Code == 0:
+		if err := data.upload(ctx, rec); err != nil {
+			run.report(workloadv1.PodState_POD_STATE_FAILED, 0, err.Error())
+			break
+		}
 		// Said again: a pod that ends before its RUNNING report was stored
 		// still has its clones' commits in its events.
 		run.report(workloadv1.PodState_POD_STATE_SUCCEEDED, 0, cloned)
@@ -378,9 +382,12 @@ func (p *pods) spec(ctx context.Context, b nodemanager.Binding) (runner.Spec, po
 	for _, e := range creds.GetEnv() {
 		env = append(env, e.GetName()+"="+e.GetValue())
 	}
-	data := podData{sources: ws.GetDataSources(), tokens: map[int32]*workloadv1.GitToken{}}
+	data := podData{sources: ws.GetDataSources(), tokens: map[int32]*workloadv1.GitToken{}, s3Keys: map[int32]*workloadv1.S3Keys{}}
 	for _, t := range creds.GetGitTokens() {
 		data.tokens[t.GetDataSourceIndex()] = t
+	}
+	for _, k := range creds.GetS3Keys() {
+		data.s3Keys[k.GetDataSourceIndex()] = k
 	}
 	var files []runner.File
 	for _, f := range creds.GetFiles() {

@@ -483,7 +483,10 @@ type ResolvePodCredentialsResponse struct {
 	Files []*CredentialFile `protobuf:"bytes,2,rep,name=files,proto3" json:"files,omitempty"`
 	// The tokens of the git data sources that name a credential, by the
 	// data source's index in spec.data_sources.
-	GitTokens     []*GitToken `protobuf:"bytes,3,rep,name=git_tokens,json=gitTokens,proto3" json:"git_tokens,omitempty"`
+	GitTokens []*GitToken `protobuf:"bytes,3,rep,name=git_tokens,json=gitTokens,proto3" json:"git_tokens,omitempty"`
+	// The keys of the s3 data sources that name a credential, by the data
+	// source's index in spec.data_sources.
+	S3Keys        []*S3Keys `protobuf:"bytes,4,rep,name=s3_keys,json=s3Keys,proto3" json:"s3_keys,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -539,6 +542,77 @@ func (x *ResolvePodCredentialsResponse) GetGitTokens() []*GitToken {
 	return nil
 }
 
+func (x *ResolvePodCredentialsResponse) GetS3Keys() []*S3Keys {
+	if x != nil {
+		return x.S3Keys
+	}
+	return nil
+}
+
+// S3Keys is what an s3 data source's sync signs its requests with.
+type S3Keys struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The data source's index in the workload's spec.data_sources.
+	DataSourceIndex int32 `protobuf:"varint,1,opt,name=data_source_index,json=dataSourceIndex,proto3" json:"data_source_index,omitempty"`
+	// The access key id.
+	AccessKeyId string `protobuf:"bytes,2,opt,name=access_key_id,json=accessKeyId,proto3" json:"access_key_id,omitempty"`
+	// The secret access key.
+	SecretAccessKey string `protobuf:"bytes,3,opt,name=secret_access_key,json=secretAccessKey,proto3" json:"secret_access_key,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *S3Keys) Reset() {
+	*x = S3Keys{}
+	mi := &file_runway_workload_v1_credential_service_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *S3Keys) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*S3Keys) ProtoMessage() {}
+
+func (x *S3Keys) ProtoReflect() protoreflect.Message {
+	mi := &file_runway_workload_v1_credential_service_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use S3Keys.ProtoReflect.Descriptor instead.
+func (*S3Keys) Descriptor() ([]byte, []int) {
+	return file_runway_workload_v1_credential_service_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *S3Keys) GetDataSourceIndex() int32 {
+	if x != nil {
+		return x.DataSourceIndex
+	}
+	return 0
+}
+
+func (x *S3Keys) GetAccessKeyId() string {
+	if x != nil {
+		return x.AccessKeyId
+	}
+	return ""
+}
+
+func (x *S3Keys) GetSecretAccessKey() string {
+	if x != nil {
+		return x.SecretAccessKey
+	}
+	return ""
+}
+
 // GitToken is what a git clone of one data source authenticates with.
 type GitToken struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -554,7 +628,7 @@ type GitToken struct {
 
 func (x *GitToken) Reset() {
 	*x = GitToken{}
-	mi := &file_runway_workload_v1_credential_service_proto_msgTypes[9]
+	mi := &file_runway_workload_v1_credential_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -566,7 +640,7 @@ func (x *GitToken) String() string {
 func (*GitToken) ProtoMessage() {}
 
 func (x *GitToken) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_credential_service_proto_msgTypes[9]
+	mi := &file_runway_workload_v1_credential_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -579,7 +653,7 @@ func (x *GitToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GitToken.ProtoReflect.Descriptor instead.
 func (*GitToken) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_credential_service_proto_rawDescGZIP(), []int{9}
+	return file_runway_workload_v1_credential_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GitToken) GetDataSourceIndex() int32 {
@@ -616,7 +690,7 @@ type CredentialFile struct {
 
 func (x *CredentialFile) Reset() {
 	*x = CredentialFile{}
-	mi := &file_runway_workload_v1_credential_service_proto_msgTypes[10]
+	mi := &file_runway_workload_v1_credential_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -628,7 +702,7 @@ func (x *CredentialFile) String() string {
 func (*CredentialFile) ProtoMessage() {}
 
 func (x *CredentialFile) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_credential_service_proto_msgTypes[10]
+	mi := &file_runway_workload_v1_credential_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -641,7 +715,7 @@ func (x *CredentialFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CredentialFile.ProtoReflect.Descriptor instead.
 func (*CredentialFile) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_credential_service_proto_rawDescGZIP(), []int{10}
+	return file_runway_workload_v1_credential_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CredentialFile) GetPath() string {
@@ -690,12 +764,17 @@ const file_runway_workload_v1_credential_service_proto_rawDesc = "" +
 	"\x1cResolvePodCredentialsRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1a\n" +
 	"\bworkload\x18\x02 \x01(\tR\bworkload\x12\x1b\n" +
-	"\tpod_index\x18\x03 \x01(\x05R\bpodIndex\"\xc4\x01\n" +
+	"\tpod_index\x18\x03 \x01(\x05R\bpodIndex\"\xf9\x01\n" +
 	"\x1dResolvePodCredentialsResponse\x12,\n" +
 	"\x03env\x18\x01 \x03(\v2\x1a.runway.workload.v1.EnvVarR\x03env\x128\n" +
 	"\x05files\x18\x02 \x03(\v2\".runway.workload.v1.CredentialFileR\x05files\x12;\n" +
 	"\n" +
-	"git_tokens\x18\x03 \x03(\v2\x1c.runway.workload.v1.GitTokenR\tgitTokens\"h\n" +
+	"git_tokens\x18\x03 \x03(\v2\x1c.runway.workload.v1.GitTokenR\tgitTokens\x123\n" +
+	"\as3_keys\x18\x04 \x03(\v2\x1a.runway.workload.v1.S3KeysR\x06s3Keys\"\x84\x01\n" +
+	"\x06S3Keys\x12*\n" +
+	"\x11data_source_index\x18\x01 \x01(\x05R\x0fdataSourceIndex\x12\"\n" +
+	"\raccess_key_id\x18\x02 \x01(\tR\vaccessKeyId\x12*\n" +
+	"\x11secret_access_key\x18\x03 \x01(\tR\x0fsecretAccessKey\"h\n" +
 	"\bGitToken\x12*\n" +
 	"\x11data_source_index\x18\x01 \x01(\x05R\x0fdataSourceIndex\x12\x1a\n" +
 	"\busername\x18\x02 \x01(\tR\busername\x12\x14\n" +
@@ -726,7 +805,7 @@ func file_runway_workload_v1_credential_service_proto_rawDescGZIP() []byte {
 	return file_runway_workload_v1_credential_service_proto_rawDescData
 }
 
-var file_runway_workload_v1_credential_service_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_runway_workload_v1_credential_service_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_runway_workload_v1_credential_service_proto_goTypes = []any{
 	(*CreateCredentialRequest)(nil),       // 0: runway.workload.v1.CreateCredentialRequest
 	(*GetCredentialRequest)(nil),          // 1: runway.workload.v1.GetCredentialRequest
@@ -737,35 +816,37 @@ var file_runway_workload_v1_credential_service_proto_goTypes = []any{
 	(*ReencryptCredentialsResponse)(nil),  // 6: runway.workload.v1.ReencryptCredentialsResponse
 	(*ResolvePodCredentialsRequest)(nil),  // 7: runway.workload.v1.ResolvePodCredentialsRequest
 	(*ResolvePodCredentialsResponse)(nil), // 8: runway.workload.v1.ResolvePodCredentialsResponse
-	(*GitToken)(nil),                      // 9: runway.workload.v1.GitToken
-	(*CredentialFile)(nil),                // 10: runway.workload.v1.CredentialFile
-	(*Credential)(nil),                    // 11: runway.workload.v1.Credential
-	(*EnvVar)(nil),                        // 12: runway.workload.v1.EnvVar
-	(*emptypb.Empty)(nil),                 // 13: google.protobuf.Empty
+	(*S3Keys)(nil),                        // 9: runway.workload.v1.S3Keys
+	(*GitToken)(nil),                      // 10: runway.workload.v1.GitToken
+	(*CredentialFile)(nil),                // 11: runway.workload.v1.CredentialFile
+	(*Credential)(nil),                    // 12: runway.workload.v1.Credential
+	(*EnvVar)(nil),                        // 13: runway.workload.v1.EnvVar
+	(*emptypb.Empty)(nil),                 // 14: google.protobuf.Empty
 }
 var file_runway_workload_v1_credential_service_proto_depIdxs = []int32{
-	11, // 0: runway.workload.v1.CreateCredentialRequest.credential:type_name -> runway.workload.v1.Credential
-	11, // 1: runway.workload.v1.ListCredentialsResponse.credentials:type_name -> runway.workload.v1.Credential
-	12, // 2: runway.workload.v1.ResolvePodCredentialsResponse.env:type_name -> runway.workload.v1.EnvVar
-	10, // 3: runway.workload.v1.ResolvePodCredentialsResponse.files:type_name -> runway.workload.v1.CredentialFile
-	9,  // 4: runway.workload.v1.ResolvePodCredentialsResponse.git_tokens:type_name -> runway.workload.v1.GitToken
-	0,  // 5: runway.workload.v1.CredentialService.CreateCredential:input_type -> runway.workload.v1.CreateCredentialRequest
-	1,  // 6: runway.workload.v1.CredentialService.GetCredential:input_type -> runway.workload.v1.GetCredentialRequest
-	2,  // 7: runway.workload.v1.CredentialService.ListCredentials:input_type -> runway.workload.v1.ListCredentialsRequest
-	4,  // 8: runway.workload.v1.CredentialService.DeleteCredential:input_type -> runway.workload.v1.DeleteCredentialRequest
-	5,  // 9: runway.workload.v1.CredentialService.ReencryptCredentials:input_type -> runway.workload.v1.ReencryptCredentialsRequest
-	7,  // 10: runway.workload.v1.CredentialService.ResolvePodCredentials:input_type -> runway.workload.v1.ResolvePodCredentialsRequest
-	11, // 11: runway.workload.v1.CredentialService.CreateCredential:output_type -> runway.workload.v1.Credential
-	11, // 12: runway.workload.v1.CredentialService.GetCredential:output_type -> runway.workload.v1.Credential
-	3,  // 13: runway.workload.v1.CredentialService.ListCredentials:output_type -> runway.workload.v1.ListCredentialsResponse
-	13, // 14: runway.workload.v1.CredentialService.DeleteCredential:output_type -> google.protobuf.Empty
-	6,  // 15: runway.workload.v1.CredentialService.ReencryptCredentials:output_type -> runway.workload.v1.ReencryptCredentialsResponse
-	8,  // 16: runway.workload.v1.CredentialService.ResolvePodCredentials:output_type -> runway.workload.v1.ResolvePodCredentialsResponse
-	11, // [11:17] is the sub-list for method output_type
-	5,  // [5:11] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	12, // 0: runway.workload.v1.CreateCredentialRequest.credential:type_name -> runway.workload.v1.Credential
+	12, // 1: runway.workload.v1.ListCredentialsResponse.credentials:type_name -> runway.workload.v1.Credential
+	13, // 2: runway.workload.v1.ResolvePodCredentialsResponse.env:type_name -> runway.workload.v1.EnvVar
+	11, // 3: runway.workload.v1.ResolvePodCredentialsResponse.files:type_name -> runway.workload.v1.CredentialFile
+	10, // 4: runway.workload.v1.ResolvePodCredentialsResponse.git_tokens:type_name -> runway.workload.v1.GitToken
+	9,  // 5: runway.workload.v1.ResolvePodCredentialsResponse.s3_keys:type_name -> runway.workload.v1.S3Keys
+	0,  // 6: runway.workload.v1.CredentialService.CreateCredential:input_type -> runway.workload.v1.CreateCredentialRequest
+	1,  // 7: runway.workload.v1.CredentialService.GetCredential:input_type -> runway.workload.v1.GetCredentialRequest
+	2,  // 8: runway.workload.v1.CredentialService.ListCredentials:input_type -> runway.workload.v1.ListCredentialsRequest
+	4,  // 9: runway.workload.v1.CredentialService.DeleteCredential:input_type -> runway.workload.v1.DeleteCredentialRequest
+	5,  // 10: runway.workload.v1.CredentialService.ReencryptCredentials:input_type -> runway.workload.v1.ReencryptCredentialsRequest
+	7,  // 11: runway.workload.v1.CredentialService.ResolvePodCredentials:input_type -> runway.workload.v1.ResolvePodCredentialsRequest
+	12, // 12: runway.workload.v1.CredentialService.CreateCredential:output_type -> runway.workload.v1.Credential
+	12, // 13: runway.workload.v1.CredentialService.GetCredential:output_type -> runway.workload.v1.Credential
+	3,  // 14: runway.workload.v1.CredentialService.ListCredentials:output_type -> runway.workload.v1.ListCredentialsResponse
+	14, // 15: runway.workload.v1.CredentialService.DeleteCredential:output_type -> google.protobuf.Empty
+	6,  // 16: runway.workload.v1.CredentialService.ReencryptCredentials:output_type -> runway.workload.v1.ReencryptCredentialsResponse
+	8,  // 17: runway.workload.v1.CredentialService.ResolvePodCredentials:output_type -> runway.workload.v1.ResolvePodCredentialsResponse
+	12, // [12:18] is the sub-list for method output_type
+	6,  // [6:12] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_runway_workload_v1_credential_service_proto_init() }
@@ -781,7 +862,7 @@ func file_runway_workload_v1_credential_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_runway_workload_v1_credential_service_proto_rawDesc), len(file_runway_workload_v1_credential_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
