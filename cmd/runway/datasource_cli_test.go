@@ -105,6 +105,9 @@ func TestCLI_DataSourcesInContainers(t *testing.T) {
 	if logs := admin.ok(t, "", "workload", "logs", "cloned", "-p", "team-a"); logs != "first\n" {
 		t.Errorf("the clone at %s printed %q, want the first commit's file", shas[0], logs)
 	}
+	if desc := admin.ok(t, "", "workload", "describe", "cloned", "-p", "team-a"); !strings.Contains(desc, "projects/team-a/dataSources/code (git "+url+"@"+shas[0]+")") {
+		t.Errorf("cloned's description does not list its data source:\n%s", desc)
+	}
 	if ev := workloadEvents(t, admin, "cloned", "team-a"); !strings.Contains(ev, "cloned "+url+" at "+shas[0]+" into /src") {
 		t.Errorf("cloned's events do not record the commit %s:\n%s", shas[0], ev)
 	}
