@@ -168,4 +168,15 @@ func TestCLI_DataSourcesInContainers(t *testing.T) {
 	// Her project's data source is hers to use.
 	alice.ok(t, "", "training", "submit", "uses", "-p", "team-a", "-i", img, "--data-source", "datasets", "--", "cat", "/data/hello.txt")
 	waitPhase(t, alice, "uses", "team-a", "WORKLOAD_PHASE_COMPLETED")
+
+	// Deleted: a submit naming it is refused; a workload submitted with
+	// it keeps its copy.
+	admin.ok(t, "", "datasource", "delete", "code", "-p", "team-a")
+	if r := admin.run(t, "", "training", "submit", "gone", "-p", "team-a", "-i", img, "--data-source", "code", "--", "true"); r.code == 0 ||
+		!strings.Contains(r.stderr, "DATA_SOURCE_NOT_FOUND") {
+		t.Errorf("a submit naming a deleted data source: exit %d\n%s", r.code, r.stderr)
+	}
+	if desc := admin.ok(t, "", "workload", "describe", "cloned", "-p", "team-a"); !strings.Contains(desc, url+"@"+shas[0]) {
+		t.Errorf("cloned lost its data source with the delete:\n%s", desc)
+	}
 }

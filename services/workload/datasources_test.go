@@ -242,3 +242,39 @@ func TestDataSources_ResolvedAtSubmit(t *testing.T) {
 		t.Errorf("git tokens %v", toks)
 	}
 }
+
+// A template's data sources (a name and a one-off) are resolved at the
+// submit that uses it, against the submitting project; a template naming
+// a malformed one is refused at create, naming the field.
+func TestDataSources_InTemplates(t *testing.T) {
+	e := start(t)
+	e.addOrg(t, map[string]string{"team-a": "research", "team-b": "ops"})
+	ctx := t.Context()
+	if _, err := e.sources.CreateDataSource(ctx, &workloadv1.CreateDataSourceRequest{Parent: "projects/team-a", DataSourceId: "imagenet",
+		DataSource: nfsSource("/data")}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.gov.CreateTemplate(ctx, &workloadv1.CreateTemplateRequest{TemplateId: "bad", Template: &workloadv1.Template{
+		Spec: &workloadv1.WorkloadSpec{DataSources: []*workloadv1.DataSourceMount{{Source: gitSource("/src", "ftp://x", "")}}}}})
+	if _, ok := violations(err)["template.spec.data_sources[0].source.git.repository"]; !ok {
+		t.Errorf("a template with a bad one-off: %v", err)
+	}
+	if _, err := e.gov.CreateTemplate(ctx, &workloadv1.CreateTemplateRequest{TemplateId: "with-data", Template: &workloadv1.Template{
+		Spec: &workloadv1.WorkloadSpec{DataSources: []*workloadv1.DataSourceMount{{DataSource: "imagenet"},
+			{Source: gitSource("/src", "https://git.example.com/r.git", "")}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	submit := func(project string) (*workloadv1.Workload, error) {
+		w := training()
+		return e.client.CreateWorkload(ctx, &workloadv1.CreateWorkloadRequest{Parent: "projects/" + project, WorkloadId: "w", Workload: w, Template: "with-data"})
+	}
+	w, err := submit("team-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ds := w.GetSpec().GetDataSources(); len(ds) != 2 || ds[0].GetSource().GetNfs().GetServer() != "nfs.example.com" || ds[1].GetSource().GetGit() == nil {
+		t.Errorf("submitted with the template: %v", ds)
+	}
+	_, err = submit("team-b") // imagenet is team-a's
+	wantError(t, err, codes.NotFound, "DATA_SOURCE_NOT_FOUND")
+}
