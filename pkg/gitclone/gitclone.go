@@ -5,8 +5,8 @@
 // What it holds to, since the repository URL and revision come from a
 // tenant: only http and https transports (GIT_ALLOW_PROTOCOL: no file://,
 // ext:: or local paths reaching the node's own repositories), no
-// submodules, no system or global git configuration of the node, no
-// prompt; the revision is never taken for an option (it is checked by
+// submodules, no system or global git configuration of the node, an
+// empty HOME of its own, no prompt; the revision is never taken for an option (it is checked by
 // the workload service and passed after the options). A token reaches git
 // as an HTTP header through GIT_CONFIG_* environment variables (read by git
 // only, never in its argv, where `ps` shows it, nor on disk), scoped to the
@@ -46,7 +46,14 @@ type Auth struct {
 func Clone(ctx context.Context, dir, repo, revision string, auth *Auth) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, Timeout)
 	defer cancel()
-	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.TempDir(), "GIT_TERMINAL_PROMPT=0", "GIT_ASKPASS=",
+	// HOME is a directory of its own, empty: nothing a tenant wrote into a
+	// shared one (a .netrc, git's attributes) reaches the clone.
+	home, err := os.MkdirTemp("", "runway-git-home-")
+	if err != nil {
+		return "", fmt.Errorf("clone %s: %w", repo, err)
+	}
+	defer os.RemoveAll(home)
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "GIT_TERMINAL_PROMPT=0", "GIT_ASKPASS=",
 		"GIT_ALLOW_PROTOCOL=http:https", "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "LC_ALL=C"}
 	if auth != nil && auth.Token != "" {
 		user := auth.Username
