@@ -100,7 +100,8 @@ func TestDataSourcesOnKubernetes(t *testing.T) {
 	for _, v := range ic.Env {
 		env[v.Name] = v.Value
 	}
-	if ic.Image != kube.DefaultGitImage || env["REPO"] != "https://git.example.com/org/repo.git" || env["REV"] != "v1.2" ||
+	if ic.Image != kube.DefaultGitImage || env["REPO"] != "https://git.example.com/org/repo.git" || env["REV"] != "v1.2" || env["MOUNT"] != "/src" ||
+		ic.TerminationMessagePolicy != corev1.TerminationMessageFallbackToLogsOnError ||
 		strings.Contains(strings.Join(ic.Command, " "), "git.example.com") || len(ic.VolumeMounts) != 1 || ic.VolumeMounts[0].Name != mounts["/src"].Name ||
 		ic.SecurityContext == nil || ic.SecurityContext.RunAsNonRoot == nil || !*ic.SecurityContext.RunAsNonRoot {
 		t.Errorf("clone init container %+v", ic)

@@ -475,12 +475,13 @@ func stateOf(p *corev1.Pod) (workloadv1.PodState, int32, string) {
 	}
 	switch p.Status.Phase {
 	case corev1.PodRunning:
-		return workloadv1.PodState_POD_STATE_RUNNING, 0, ""
+		return workloadv1.PodState_POD_STATE_RUNNING, 0, cloneNotes(p)
 	case corev1.PodSucceeded:
-		return workloadv1.PodState_POD_STATE_SUCCEEDED, 0, ""
+		return workloadv1.PodState_POD_STATE_SUCCEEDED, 0, cloneNotes(p)
 	case corev1.PodFailed:
 		code, msg := int32(0), p.Status.Message
-		for _, cs := range p.Status.ContainerStatuses {
+		// A clone that failed ended the pod before its container started.
+		for _, cs := range slices.Concat(p.Status.InitContainerStatuses, p.Status.ContainerStatuses) {
 			if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
 				code = t.ExitCode
 				if msg == "" {

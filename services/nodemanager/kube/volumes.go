@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -32,7 +33,7 @@ if [ -z "$REV" ]; then sha=$(git rev-parse --verify HEAD); else
         git rev-parse --verify --quiet --end-of-options "refs/tags/$REV^{commit}" ||
         git rev-parse --verify --end-of-options "$REV^{commit}"); fi
 git -c advice.detachedHead=false checkout --quiet --detach "$sha"
-echo "cloned $REPO at $sha"`
+echo "cloned $REPO at $sha into $MOUNT" | tee /dev/termination-log`
 
 // unmountable says why the Kubernetes runtime cannot give a workload its
 // data sources ("" when it can).
@@ -81,7 +82,9 @@ func dataVolumes(pod *corev1.Pod, b binding, ws *workloadv1.WorkloadSpec, gitIma
 			pod.Spec.InitContainers = append(pod.Spec.InitContainers, corev1.Container{
 				Name: "clone-" + strconv.Itoa(i), Image: gitImage, Command: []string{"sh", "-c", gitScript},
 				Env: []corev1.EnvVar{{Name: "REPO", Value: s.GetGit().GetRepository()}, {Name: "REV", Value: s.GetGit().GetRevision()},
-					{Name: "DIR", Value: "/runway/clone"}},
+					{Name: "DIR", Value: "/runway/clone"}, {Name: "MOUNT", Value: s.GetMountPath()}},
+				// Its message is the commit cloned, or git's error.
+				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 				VolumeMounts:    []corev1.VolumeMount{{Name: name, MountPath: "/runway/clone"}},
 				SecurityContext: main.SecurityContext,
 			})
@@ -122,4 +125,20 @@ func (r *runtime) createClaims(ctx context.Context, pod *corev1.Pod, b binding, 
 		}
 	}
 	return nil
+}
+
+// cloneNotes is what a pod's clone init containers said they cloned
+// ("cloned URL at SHA into PATH", their termination messages), for its run
+// report and so the workload's STARTED event.
+func cloneNotes(p *corev1.Pod) string {
+	var notes []string
+	for _, cs := range p.Status.InitContainerStatuses {
+		if t := cs.State.Terminated; t != nil && t.ExitCode == 0 && strings.HasPrefix(cs.Name, "clone-") && strings.HasPrefix(t.Message, "cloned ") {
+			notes = append(notes, strings.TrimSpace(t.Message))
+		}
+	}
+	if len(notes) == 0 {
+		return ""
+	}
+	return "Data sources: " + strings.Join(notes, "; ") + "."
 }
