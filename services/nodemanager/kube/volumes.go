@@ -85,8 +85,8 @@ func dataVolumes(pod *corev1.Pod, b binding, ws *workloadv1.WorkloadSpec, gitIma
 					{Name: "DIR", Value: "/runway/clone"}, {Name: "MOUNT", Value: s.GetMountPath()}},
 				// Its message is the commit cloned, or git's error.
 				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-				VolumeMounts:    []corev1.VolumeMount{{Name: name, MountPath: "/runway/clone"}},
-				SecurityContext: main.SecurityContext,
+				VolumeMounts:             []corev1.VolumeMount{{Name: name, MountPath: "/runway/clone"}},
+				SecurityContext:          main.SecurityContext,
 			})
 		default:
 			continue
