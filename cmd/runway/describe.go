@@ -116,6 +116,17 @@ func describeWorkload(out io.Writer, w *workloadv1.Workload) error {
 		}
 		f.add("Credentials", strings.Join(cs, " "))
 	}
+	for _, m := range spec.GetDataSources() {
+		d := m.GetSource()
+		what := dataSourceType(d) + " " + dataSourceWhat(d)
+		if m.GetDataSource() != "" {
+			what = m.GetDataSource() + " (" + what + ")"
+		}
+		if d.GetReadOnly() {
+			what += ", read-only"
+		}
+		f.add("Mount "+d.GetMountPath(), what)
+	}
 	f.flush()
 
 	if len(st.GetPods()) > 0 {

@@ -25,6 +25,7 @@ type submitFlags struct {
 	// refused at submit unless a policy of the project allows them.
 	runAsRoot       bool
 	addCapabilities []string
+	data            oneOffFlags
 }
 
 // submitCommands are the three workload kinds, each with its submit
@@ -122,6 +123,7 @@ func (f *submitFlags) addFlags(fl *pflag.FlagSet, podsFlag string) {
 	fl.DurationVar(&f.autoDelete, "auto-delete-after", 0, "delete the workload this long after it finishes, such as 24h (0: keep it)")
 	fl.BoolVar(&f.runAsRoot, "run-as-root", false, "run as root (uid 0) in the container instead of the project's uid; only where a policy allows security.runAsRoot")
 	fl.StringArrayVar(&f.addCapabilities, "add-capability", nil, "a Linux capability to add, such as NET_RAW (repeat); only those a policy lists in security.addCapabilities")
+	f.data.add(fl)
 	if podsFlag != "" {
 		fl.Int32Var(&f.pods, podsFlag, 1, "number of pods, placed together (gang)")
 	}
@@ -205,6 +207,9 @@ func (f *submitFlags) spec(command []string) (*workloadv1.WorkloadSpec, error) {
 		return nil, err
 	}
 	spec.RegistryCredential = f.registryCredential
+	if spec.DataSources, err = f.data.mounts(); err != nil {
+		return nil, err
+	}
 	if f.runAsRoot || len(f.addCapabilities) > 0 {
 		spec.Security = &workloadv1.ContainerSecurity{RunAsRoot: f.runAsRoot, AddCapabilities: f.addCapabilities}
 	}

@@ -61,6 +61,8 @@ var table = map[commonv1.ErrorReason]rule{
 	commonv1.ErrorReason_CREDENTIAL_KEY_MISSING:          {codes.FailedPrecondition, []string{"credential", "keyId"}},
 	commonv1.ErrorReason_TEMPLATE_NOT_FOUND:              {codes.NotFound, []string{"template"}},
 	commonv1.ErrorReason_TEMPLATE_ALREADY_EXISTS:         {codes.AlreadyExists, []string{"template"}},
+	commonv1.ErrorReason_DATA_SOURCE_NOT_FOUND:           {codes.NotFound, []string{"dataSource"}},
+	commonv1.ErrorReason_DATA_SOURCE_ALREADY_EXISTS:      {codes.AlreadyExists, []string{"dataSource"}},
 
 	commonv1.ErrorReason_NODE_NOT_FOUND: {codes.NotFound, []string{"node"}},
 

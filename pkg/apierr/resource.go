@@ -30,6 +30,7 @@ var (
 	ComputeResource = Resource{"computeResource", "compute resource", commonv1.ErrorReason_COMPUTE_RESOURCE_NOT_FOUND, commonv1.ErrorReason_COMPUTE_RESOURCE_ALREADY_EXISTS}
 	Credential      = Resource{"credential", "credential", commonv1.ErrorReason_CREDENTIAL_NOT_FOUND, commonv1.ErrorReason_CREDENTIAL_ALREADY_EXISTS}
 	Template        = Resource{"template", "template", commonv1.ErrorReason_TEMPLATE_NOT_FOUND, commonv1.ErrorReason_TEMPLATE_ALREADY_EXISTS}
+	DataSource      = Resource{"dataSource", "data source", commonv1.ErrorReason_DATA_SOURCE_NOT_FOUND, commonv1.ErrorReason_DATA_SOURCE_ALREADY_EXISTS}
 	Priority        = Resource{"priority", "priority", commonv1.ErrorReason_PRIORITY_NOT_FOUND, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED}
 	Report          = Resource{"report", "report", commonv1.ErrorReason_REPORT_NOT_FOUND, commonv1.ErrorReason_REPORT_ALREADY_EXISTS}
 )

@@ -173,6 +173,7 @@ const (
 	workloadSvc = "/runway.workload.v1.WorkloadService/"
 	govSvc      = "/runway.workload.v1.GovernanceService/"
 	credSvc     = "/runway.workload.v1.CredentialService/"
+	dsSvc       = "/runway.workload.v1.DataSourceService/"
 	schedSvc    = "/runway.scheduler.v1.SchedulerService/"
 	nodeSvc     = "/runway.nodemanager.v1.NodeManagerService/"
 	agentSvc    = "/runway.nodemanager.v1.NodeAgentService/"
@@ -221,6 +222,12 @@ func governed(e Entity, a Action, scopeOf func(req any) string) Method {
 	return Method{Perm: perm(e, a), Target: func(g *Guard, r any) Target { return g.governedTarget(scopeOf(r)) }}
 }
 
+// checked is m with the extra check c.
+func checked(m Method, c func(ctx context.Context, g *Guard, c Caller, req any) error) Method {
+	m.Check = c
+	return m
+}
+
 func parentOf(req any) string { return req.(interface{ GetParent() string }).GetParent() }
 
 var methods = map[string]Method{
@@ -259,11 +266,20 @@ var methods = map[string]Method{
 		Target: func(_ *Guard, r any) Target {
 			return account(r.(*workloadv1.ResolvePodCredentialsRequest).GetWorkload())
 		}},
-	govSvc + "CreateTemplate": governed(Policies, Create, parentOf),
+	govSvc + "CreateTemplate": checked(governed(Policies, Create, parentOf), checkCreateTemplate),
 	govSvc + "GetTemplate":    governed(Policies, View, named),
 	govSvc + "ListTemplates":  governed(Policies, View, parentOf),
 	govSvc + "DeleteTemplate": governed(Policies, Delete, named),
 	govSvc + "RenameTemplate": governed(Policies, Edit, named),
+	// Data sources are assets like environments; host-path ones are an
+	// account administrator's to create or change (datasources.go).
+	dsSvc + "CreateDataSource": checked(governed(Policies, Create, parentOf), checkCreateDataSource),
+	dsSvc + "GetDataSource":    governed(Policies, View, named),
+	dsSvc + "ListDataSources":  governed(Policies, View, parentOf),
+	dsSvc + "UpdateDataSource": checked(governed(Policies, Edit, func(r any) string {
+		return r.(*workloadv1.UpdateDataSourceRequest).GetDataSource().GetName()
+	}), checkUpdateDataSource),
+	dsSvc + "DeleteDataSource": governed(Policies, Delete, named),
 	// gRPC's own services: probes and grpcurl.
 	"/grpc.health.v1.Health/Check":                                   {Access: Public},
 	"/grpc.health.v1.Health/List":                                    {Access: Public},
@@ -324,7 +340,7 @@ var methods = map[string]Method{
 
 	// Workloads live in projects. A researcher's delete or suspend of
 	// someone else's workload needs more than the Own grant.
-	workloadSvc + "CreateWorkload": {Perm: perm(Workloads, Create),
+	workloadSvc + "CreateWorkload": {Perm: perm(Workloads, Create), Check: checkCreateWorkload,
 		Target: func(g *Guard, r any) Target {
 			req := r.(*workloadv1.CreateWorkloadRequest)
 			return g.ProjectTarget(req.GetParent(), req.GetParent()+"/workloads/"+req.GetWorkloadId())

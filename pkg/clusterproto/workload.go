@@ -152,15 +152,32 @@ func ParseWorkloadName(name string) (project, id string, ok bool) {
 }
 
 // NamesCredentials reports whether a spec asks for credentials' values
-// (spec.credentials, a variable from a credential's key, or a registry
-// credential to pull its image with): the runtime
-// that starts its pods opens them.
+// (spec.credentials, a variable from a credential's key, a registry
+// credential to pull its image with, a git or s3 data source's
+// credential): the runtime that starts its pods opens them.
 func NamesCredentials(ws *workloadv1.WorkloadSpec) bool {
 	if len(ws.GetCredentials()) > 0 || ws.GetRegistryCredential() != "" {
 		return true
 	}
 	for _, e := range ws.GetEnv() {
 		if e.GetCredential() != nil {
+			return true
+		}
+	}
+	for _, m := range ws.GetDataSources() {
+		if m.GetSource().GetGit().GetCredential() != "" || m.GetSource().GetS3().GetCredential() != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// DefinesHostPath reports whether a spec defines a host-path data source
+// itself (a one-off, or a copy it claims is resolved): that reaches the
+// node, so only an account administrator may submit it (pkg/auth).
+func DefinesHostPath(ws *workloadv1.WorkloadSpec) bool {
+	for _, m := range ws.GetDataSources() {
+		if m.GetSource().GetHostPath() != nil {
 			return true
 		}
 	}

@@ -58,6 +58,7 @@ const (
 	PrefixComputeResources = Root + "computeresources/" // {scope}/{compute_resource}
 	PrefixCredentials      = Root + "credentials/"      // {scope}/{credential}: values sealed
 	PrefixTemplates        = Root + "templates/"        // {scope}/{template}
+	PrefixDataSources      = Root + "datasources/"      // {scope}/{data_source}
 
 	// Scheduler service.
 	PrefixBindings = Root + "bindings/" // {node}/{project}.{workload}.{pod}: a workloadv1.PodStatus
@@ -162,6 +163,7 @@ var prefixes = []PrefixInfo{
 	{PrefixComputeResources, OwnerWorkload, false, "ComputeResource by scope/id"},
 	{PrefixCredentials, OwnerWorkload, false, "SealedCredential by scope/id (values AES-GCM sealed)"},
 	{PrefixTemplates, OwnerWorkload, false, "Template by scope/id"},
+	{PrefixDataSources, OwnerWorkload, false, "DataSource by scope/id"},
 	{PrefixBindings, OwnerScheduler, false, "pod binding (PodStatus) by node/project.workload.pod"},
 	{PrefixPods, OwnerScheduler, false, "one key per bound pod (PodStatus: index, node) by project/workload/pod"},
 	{PrefixEvictions, OwnerScheduler, false, "eviction events (WorkloadEvent) by project/workload/time-n"},

@@ -88,6 +88,9 @@ type Spec struct {
 	// Registry, when set, is the credential Image is pulled with: the
 	// runner hands it to the engine only, and never logs it.
 	Registry *RegistryAuth `json:"-"`
+	// Mounts are the pod's data sources (the workload's data_sources,
+	// resolved by the agent: a git repository is a directory it cloned).
+	Mounts []Mount
 }
 
 // PullPolicy says when an image is pulled.
@@ -107,6 +110,19 @@ const (
 type RegistryAuth struct {
 	Credential                 string
 	Server, Username, Password string
+}
+
+// Mount is one data source a pod sees at Target: a directory of the node
+// (HostPath), bound, or an NFS export (NFSServer, NFSPath) the runtime
+// mounts. Paths hold no ':' or ',' (the workload service's rule).
+type Mount struct {
+	Target   string
+	ReadOnly bool
+	HostPath string
+	// Owned: HostPath was made for this pod (a clone) and is given to the
+	// pod's user before it starts, so that a read-write mount is writable.
+	Owned              bool
+	NFSServer, NFSPath string
 }
 
 // File is one file a pod sees at Path.

@@ -33,6 +33,7 @@ type Client struct {
 	WorkloadService    workloadv1.WorkloadServiceClient
 	GovernanceService  workloadv1.GovernanceServiceClient
 	CredentialService  workloadv1.CredentialServiceClient
+	DataSourceService  workloadv1.DataSourceServiceClient
 	SchedulerService   schedulerv1.SchedulerServiceClient
 	NodeManagerService nodemanagerv1.NodeManagerServiceClient
 	IdentityService    identityv1.IdentityServiceClient
@@ -102,6 +103,7 @@ func newClient(conn *grpc.ClientConn) *Client {
 		WorkloadService:    workloadv1.NewWorkloadServiceClient(conn),
 		GovernanceService:  workloadv1.NewGovernanceServiceClient(conn),
 		CredentialService:  workloadv1.NewCredentialServiceClient(conn),
+		DataSourceService:  workloadv1.NewDataSourceServiceClient(conn),
 		SchedulerService:   schedulerv1.NewSchedulerServiceClient(conn),
 		NodeManagerService: nodemanagerv1.NewNodeManagerServiceClient(conn),
 		IdentityService:    identityv1.NewIdentityServiceClient(conn),

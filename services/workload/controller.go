@@ -271,7 +271,7 @@ func (c *Controller) foldPods(w *workloadv1.Workload, snap *model, id string, no
 	var fresh, stillNodes, freshNodes []string
 	var still int32
 	var gpus, cpu, memory int64
-	var started, restarted []string
+	var started, restarted, said []string
 	for _, p := range pods {
 		old, ok := prev[p.GetIndex()]
 		if ok && old.GetNode() == p.GetNode() {
@@ -284,6 +284,9 @@ func (c *Controller) foldPods(w *workloadv1.Workload, snap *model, id string, no
 		}
 		if ran(p.GetState()) && (old == nil || !ran(old.GetState())) {
 			started = append(started, strconv.Itoa(int(p.GetIndex())))
+			if p.GetMessage() != "" { // what the agent did to start it (the commits it cloned)
+				said = append(said, fmt.Sprintf("Pod %d: %s", p.GetIndex(), p.GetMessage()))
+			}
 		}
 		for n := old.GetAgentRestarts(); n < p.GetAgentRestarts(); n++ {
 			restarted = append(restarted, strconv.Itoa(int(p.GetIndex())))
@@ -313,7 +316,7 @@ func (c *Controller) foldPods(w *workloadv1.Workload, snap *model, id string, no
 	}
 	if len(started) > 0 {
 		ev := NewEvent(workloadv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_STARTED, now,
-			fmt.Sprintf("Pods %s running.", strings.Join(started, ", ")))
+			strings.Join(append([]string{fmt.Sprintf("Pods %s running.", strings.Join(started, ", "))}, said...), " "))
 		ev.Pods = int32(len(started))
 		Fold(w, ev)
 	}

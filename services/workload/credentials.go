@@ -420,6 +420,21 @@ func (c *Credentials) resolvePod(ctx context.Context, spec *workloadv1.WorkloadS
 		}
 		out.Registry = &workloadv1.RegistryAuth{Server: servers[ref], Username: vals["username"], Password: vals["password"]}
 	}
+	for i, m := range spec.GetDataSources() {
+		ref := m.GetSource().GetGit().GetCredential() + m.GetSource().GetS3().GetCredential() // one of them at most
+		if ref == "" {
+			continue
+		}
+		vals, err := values(ref)
+		if err != nil {
+			return nil, err
+		}
+		if m.GetSource().GetS3() != nil {
+			out.S3Keys = append(out.S3Keys, &workloadv1.S3Keys{DataSourceIndex: int32(i), AccessKeyId: vals["access_key_id"], SecretAccessKey: vals["secret_access_key"]})
+			continue
+		}
+		out.GitTokens = append(out.GitTokens, &workloadv1.GitToken{DataSourceIndex: int32(i), Username: vals["username"], Token: vals["token"]})
+	}
 	return out, nil
 }
 

@@ -37,6 +37,7 @@ type Governance struct {
 	computes  *etcdstore.Collection[*workloadv1.ComputeResource]
 	templates *etcdstore.Collection[*workloadv1.Template]
 	creds     *etcdstore.Collection[*workloadv1.SealedCredential]
+	sources   *etcdstore.Collection[*workloadv1.DataSource]
 	projects  ProjectChecker
 	clock     Clock
 	retries   int
@@ -55,6 +56,8 @@ func newGovernance(cfg Config, deps Deps) *Governance {
 			func() *workloadv1.Template { return new(workloadv1.Template) }),
 		creds: etcdstore.NewCollection(deps.Client, etcdstore.PrefixCredentials,
 			func() *workloadv1.SealedCredential { return new(workloadv1.SealedCredential) }),
+		sources: etcdstore.NewCollection(deps.Client, etcdstore.PrefixDataSources,
+			func() *workloadv1.DataSource { return new(workloadv1.DataSource) }),
 		projects: deps.Projects,
 		clock:    deps.Clock,
 		retries:  cfg.UpdateRetries,

@@ -78,6 +78,7 @@ type env struct {
 	client   workloadv1.WorkloadServiceClient
 	gov      workloadv1.GovernanceServiceClient
 	creds    workloadv1.CredentialServiceClient
+	sources  workloadv1.DataSourceServiceClient
 	keyFile  string // the credentials key file
 	clock    workload.Clock
 	addr     string
@@ -143,6 +144,7 @@ func startWith(t testing.TB, clock workload.Clock, cfg workload.Config, opts ...
 	e.client = workloadv1.NewWorkloadServiceClient(conn)
 	e.gov = workloadv1.NewGovernanceServiceClient(conn)
 	e.creds = workloadv1.NewCredentialServiceClient(conn)
+	e.sources = workloadv1.NewDataSourceServiceClient(conn)
 	transport := &http.Transport{}
 	e.http = &http.Client{Transport: transport, Timeout: 10 * time.Second}
 	t.Cleanup(transport.CloseIdleConnections)

@@ -17,6 +17,7 @@ const (
 	computeCollection     = "computeResources"
 	templateCollection    = "templates"
 	credentialsCollection = "credentials"
+	dataSourcesCollection = "dataSources"
 	departmentsPrefix     = "departments/"
 	// accountKey stands for the account scope in store keys.
 	accountKey = "account"

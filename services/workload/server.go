@@ -163,6 +163,7 @@ func (s *Server) Register(g *grpc.Server) {
 	workloadv1.RegisterWorkloadServiceServer(g, s)
 	workloadv1.RegisterGovernanceServiceServer(g, s.gov)
 	workloadv1.RegisterCredentialServiceServer(g, s.creds)
+	workloadv1.RegisterDataSourceServiceServer(g, &DataSources{g: s.gov})
 }
 
 // RegisterGateway adds the REST routes of both services to a gateway mux,
@@ -174,7 +175,10 @@ func (s *Server) RegisterGateway(ctx context.Context, mux *runtime.ServeMux, con
 	if err := workloadv1.RegisterGovernanceServiceHandler(ctx, mux, conn); err != nil {
 		return err
 	}
-	return workloadv1.RegisterCredentialServiceHandler(ctx, mux, conn)
+	if err := workloadv1.RegisterCredentialServiceHandler(ctx, mux, conn); err != nil {
+		return err
+	}
+	return workloadv1.RegisterDataSourceServiceHandler(ctx, mux, conn)
 }
 
 // Governance is the GovernanceService the server registers.

@@ -56,6 +56,9 @@ func (s *Server) prepare(ctx context.Context, req *workloadv1.CreateWorkloadRequ
 	if err := s.creds.resolveRefs(ctx, p, submitted); err != nil {
 		return nil, err
 	}
+	if err := s.resolveDataSources(ctx, p, submitted); err != nil {
+		return nil, err
+	}
 
 	out := proto.Clone(req).(*workloadv1.CreateWorkloadRequest)
 	out.Workload = &workloadv1.Workload{Type: in.GetType(), Spec: submitted, Labels: in.GetLabels(), Annotations: in.GetAnnotations()}

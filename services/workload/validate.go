@@ -148,6 +148,7 @@ func validateSpec(v *violations, at string, spec *workloadv1.WorkloadSpec) {
 	if strings.ContainsFunc(spec.GetRegistryCredential(), isSpaceOrControl) {
 		v.add(at+".registry_credential", "must be a credential's id or name")
 	}
+	validateDataSourceMounts(v, at, spec.GetDataSources())
 	if gpu := spec.GetGpu(); gpu != nil {
 		validateGPU(v, at, gpu)
 	}

@@ -215,6 +215,7 @@ func matrixCalls() []call {
 		m  = "/runway.metrics.v1.MetricsService/"
 		r  = "/runway.metrics.v1.ReportService/"
 		cr = "/runway.workload.v1.CredentialService/"
+		ds = "/runway.workload.v1.DataSourceService/"
 	)
 	badMask := &fieldmaskpb.FieldMask{Paths: []string{"no_such_field"}}
 	// Policies and assets at a scope (scope is "" for the account): writes
@@ -248,6 +249,11 @@ func matrixCalls() []call {
 			{cr + "GetCredential", view, target, false, &workloadv1.GetCredentialRequest{Name: prefix + "credentials/nope"}},
 			{cr + "ListCredentials", view, target, false, &workloadv1.ListCredentialsRequest{Parent: scope}},
 			{cr + "DeleteCredential", write, target, false, &workloadv1.DeleteCredentialRequest{Name: prefix + "credentials/nope"}},
+			{ds + "CreateDataSource", write, target, false, &workloadv1.CreateDataSourceRequest{Parent: scope, DataSourceId: "BAD_ID"}},
+			{ds + "GetDataSource", view, target, false, &workloadv1.GetDataSourceRequest{Name: prefix + "dataSources/nope"}},
+			{ds + "ListDataSources", view, target, false, &workloadv1.ListDataSourcesRequest{Parent: scope}},
+			{ds + "UpdateDataSource", write, target, false, &workloadv1.UpdateDataSourceRequest{DataSource: &workloadv1.DataSource{Name: prefix + "dataSources/nope"}}},
+			{ds + "DeleteDataSource", write, target, false, &workloadv1.DeleteDataSourceRequest{Name: prefix + "dataSources/nope"}},
 		}
 	}
 	var out []call

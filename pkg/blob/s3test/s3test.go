@@ -40,6 +40,18 @@ type Server struct {
 // Start runs bin/versitygw until t's cleanup and makes the bucket.
 func Start(t testing.TB) Server {
 	t.Helper()
+	return start(t, true)
+}
+
+// StartHTTP is Start in plain http (Endpoint http://127.0.0.1:PORT, no
+// CA): for clients that take no CA of their own, as a data source's sync.
+func StartHTTP(t testing.TB) Server {
+	t.Helper()
+	return start(t, false)
+}
+
+func start(t testing.TB, secure bool) Server {
+	t.Helper()
 	_, file, _, _ := runtime.Caller(0)
 	bin := filepath.Join(filepath.Dir(file), "..", "..", "..", "bin", "versitygw")
 	if _, err := os.Stat(bin); err != nil {
@@ -67,8 +79,15 @@ func Start(t testing.TB) Server {
 			t.Fatal(err)
 		}
 	}
-	cmd := exec.Command(bin, "--port", addr, "--access", s.AccessKey, "--secret", s.SecretKey,
-		"--cert", certs.Cert, "--key", certs.Key, "posix", "--sidecar", side, data)
+	args := []string{"--port", addr, "--access", s.AccessKey, "--secret", s.SecretKey}
+	opts := &minio.Options{Creds: credentials.NewStaticV4(s.AccessKey, s.SecretKey, ""), BucketLookup: minio.BucketLookupPath}
+	if secure {
+		args = append(args, "--cert", certs.Cert, "--key", certs.Key)
+		opts.Secure, opts.Transport = true, transport(t, certs.CA)
+	} else {
+		s.Endpoint, s.CA = "http://"+addr, ""
+	}
+	cmd := exec.Command(bin, append(args, "posix", "--sidecar", side, data)...)
 	var log strings.Builder
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Start(); err != nil {
@@ -81,8 +100,7 @@ func Start(t testing.TB) Server {
 			t.Logf("versitygw:\n%s", log.String())
 		}
 	})
-	c, err := minio.New(addr, &minio.Options{Creds: credentials.NewStaticV4(s.AccessKey, s.SecretKey, ""), Secure: true,
-		Transport: transport(t, certs.CA), BucketLookup: minio.BucketLookupPath})
+	c, err := minio.New(addr, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -175,7 +175,7 @@ func (r *Runner) Remove(id string) error {
 	if err != nil {
 		err = fmt.Errorf("remove pod %s's container: %w", id, err)
 	}
-	return errors.Join(err, os.RemoveAll(r.RecordDir(id)), os.RemoveAll(r.PodDir(id)))
+	return errors.Join(err, r.removeVolumes(ctx, id), os.RemoveAll(r.RecordDir(id)), os.RemoveAll(r.PodDir(id)))
 }
 
 // Reap kills and removes the containers of this runner that still run
@@ -336,6 +336,11 @@ func (r *Runner) create(ctx context.Context, spec runner.Spec, name string) (con
 		return container.InspectResponse{}, err
 	}
 	host.Binds = append(host.Binds, binds...)
+	data, err := r.dataBinds(ctx, spec.ID, spec.Mounts, hostUID, hostGID)
+	if err != nil {
+		return container.InspectResponse{}, err
+	}
+	host.Binds = append(host.Binds, data...)
 	cfg := &container.Config{
 		Image:      spec.Image,
 		User:       fmt.Sprintf("%d:%d", uid, gid),

@@ -26,6 +26,9 @@ import (
 // thread is never unlocked, so it ends with the start, namespace and all.
 type spawner struct {
 	hide []string
+	// binds, when set, bind a pod's data sources in its namespace before
+	// hide is covered (mounts.go).
+	binds func() error
 	// proc says how /proc is private: "a private /proc" (a proc instance
 	// of the pod's own) or "/proc remounted hidepid" (a container whose
 	// masked /proc refuses a new instance: the shared one's options).
@@ -68,7 +71,7 @@ func (s *spawner) onThread(fn func() error) (string, error) {
 	done := make(chan result, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread goes with the goroutine
-		how, err := podNamespace(s.hide)
+		how, err := podNamespace(s.hide, s.binds)
 		if err == nil {
 			err = fn()
 		}
@@ -79,14 +82,20 @@ func (s *spawner) onThread(fn func() error) (string, error) {
 }
 
 // podNamespace unshares the calling thread's mount namespace and makes it
-// the pods' one; it says how /proc is private.
-func podNamespace(hide []string) (string, error) {
+// the pods' one, binding its data sources (binds, nil for none) before
+// the hidden paths are covered; it says how /proc is private.
+func podNamespace(hide []string, binds func() error) (string, error) {
 	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
 		return "", fmt.Errorf("unshare: %w", err)
 	}
 	// Nothing done here propagates back to the host's namespace.
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return "", fmt.Errorf("make / private: %w", err)
+	}
+	if binds != nil {
+		if err := binds(); err != nil {
+			return "", err
+		}
 	}
 	for _, p := range hide {
 		if err := cover(p); err != nil {

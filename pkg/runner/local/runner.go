@@ -385,9 +385,14 @@ func (r *Runner) Start(spec Spec) (runner.Pod, error) {
 	}
 	switch {
 	case r.spawn != nil:
-		ss.Isolate, ss.Hide, ss.Files = true, r.spawn.hide, spec.Files
+		ss.Isolate, ss.Hide, ss.Files, ss.Mounts = true, r.spawn.hide, spec.Files, spec.Mounts
 	case len(spec.Files) > 0:
 		return nil, fmt.Errorf("start pod %q: %w", spec.ID, errNoFiles)
+	case len(spec.Mounts) > 0:
+		return nil, fmt.Errorf("start pod %q: %w", spec.ID, errNoMounts)
+	}
+	if err := checkMounts(spec.Mounts, cred); err != nil {
+		return nil, fmt.Errorf("start pod %q: %w", spec.ID, err)
 	}
 	var cgFile *os.File
 	cg := ""

@@ -84,6 +84,9 @@ type shimSpec struct {
 	// Files are the pod's credential files, written on a tmpfs of its
 	// mount namespace (Isolate only): they never touch the node's disk.
 	Files []runner.File
+	// Mounts are the pod's data sources, bound in its mount namespace
+	// (Isolate only).
+	Mounts []runner.Mount
 }
 
 // runRecord is a pod's run record.
@@ -158,7 +161,9 @@ func runShim() int {
 	}
 	start := cmd.Start
 	if s.Isolate {
-		start = func() error { return (&spawner{hide: s.Hide}).start(cmd, filesSetup(s.Files, s.Cred)) }
+		start = func() error {
+			return (&spawner{hide: s.Hide, binds: mountsSetup(s.Mounts)}).start(cmd, filesSetup(s.Files, s.Cred))
+		}
 	}
 	err := start()
 	if s.Cgroup {

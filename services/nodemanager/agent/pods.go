@@ -210,7 +210,7 @@ func (p *pods) stopAll() {
 // restarted agent re-sends it rather than run the pod again.
 func (p *pods) runPod(ctx context.Context, b nodemanager.Binding, pd *pod) {
 	run := &podRun{p: p, ctx: ctx, workload: b.WorkloadName(), index: b.Pod, oom: make(chan string, 1)}
-	spec, err := p.spec(ctx, b)
+	spec, data, err := p.spec(ctx, b)
 	if err != nil {
 		run.report(workloadv1.PodState_POD_STATE_FAILED, 0, err.Error())
 		return
@@ -224,6 +224,12 @@ func (p *pods) runPod(ctx context.Context, b nodemanager.Binding, pd *pod) {
 		p.reporter.send(nodemanager.RunKey(p.cfg.Node, b.Project, b.Workload, b.Pod), r, nil)
 		return
 	}
+	mounts, cloned, err := data.mounts(ctx, rec, pd.rev)
+	if err != nil {
+		run.report(workloadv1.PodState_POD_STATE_FAILED, 0, err.Error())
+		return
+	}
+	spec.Mounts = mounts
 	run.restarts = readRestarts(rec, pd.rev)
 	spec.Restarting = func() { // counted before the run starts again: an agent killed meanwhile still says it
 		run.restarts++
@@ -246,7 +252,7 @@ func (p *pods) runPod(ctx context.Context, b nodemanager.Binding, pd *pod) {
 		p.log.Warn("pod started again: it died while its node agent was down", "workload", run.workload, "pod", b.Pod, "restarts", run.restarts)
 	}
 	p.running.set(spec.ID, true)
-	run.report(workloadv1.PodState_POD_STATE_RUNNING, 0, "")
+	run.report(workloadv1.PodState_POD_STATE_RUNNING, 0, cloned)
 	if p.cfg.Usage != nil {
 		p.cfg.Usage.add(p.cfg.Node, b, p.runner, proc)
 		defer p.cfg.Usage.remove(proc)
@@ -278,7 +284,13 @@ func (p *pods) runPod(ctx context.Context, b nodemanager.Binding, pd *pod) {
 	case ex.Stopped:
 		run.report(workloadv1.PodState_POD_STATE_STOPPED, ex.Code, "Stopped by the node agent.")
 	case ex.Code == 0:
-		run.report(workloadv1.PodState_POD_STATE_SUCCEEDED, 0, "")
+		if err := data.upload(ctx, rec); err != nil {
+			run.report(workloadv1.PodState_POD_STATE_FAILED, 0, err.Error())
+			break
+		}
+		// Said again: a pod that ends before its RUNNING report was stored
+		// still has its clones' commits in its events.
+		run.report(workloadv1.PodState_POD_STATE_SUCCEEDED, 0, cloned)
 	default:
 		run.report(workloadv1.PodState_POD_STATE_FAILED, ex.Code, lastLine(proc.LogPath()))
 	}
@@ -340,17 +352,18 @@ func (r *podRun) outOfMemory(reason string) {
 }
 
 // spec builds the runner's spec from the binding and the workload's
-// command, read from the workload service's key (read only).
-func (p *pods) spec(ctx context.Context, b nodemanager.Binding) (runner.Spec, error) {
+// command, read from the workload service's key (read only), and what its
+// data sources need (podData.mounts, once the pod has a revision).
+func (p *pods) spec(ctx context.Context, b nodemanager.Binding) (runner.Spec, podData, error) {
 	c := etcdstore.NewCollection(p.cfg.Client, etcdstore.PrefixWorkloads, func() *workloadv1.Workload { return new(workloadv1.Workload) })
 	it, err := c.Get(ctx, b.Project+"/"+b.Workload)
 	if err != nil {
-		return runner.Spec{}, fmt.Errorf("read workload: %w", err)
+		return runner.Spec{}, podData{}, fmt.Errorf("read workload: %w", err)
 	}
 	ws := it.Msg.GetSpec()
 	cmd := append(append([]string(nil), ws.GetCommand()...), ws.GetArgs()...)
 	if len(cmd) == 0 && p.cfg.Engine == "" {
-		return runner.Spec{}, errors.New("the workload has no command; the process runtime runs commands, not images")
+		return runner.Spec{}, podData{}, errors.New("the workload has no command; the process runtime runs commands, not images")
 	}
 	var env []string
 	for _, e := range ws.GetEnv() {
@@ -359,15 +372,22 @@ func (p *pods) spec(ctx context.Context, b nodemanager.Binding) (runner.Spec, er
 		}
 	}
 	if !validUID(it.Msg.GetUid()) {
-		return runner.Spec{}, fmt.Errorf("workload %s has no valid uid", b.WorkloadName())
+		return runner.Spec{}, podData{}, fmt.Errorf("workload %s has no valid uid", b.WorkloadName())
 	}
 	id := podID(it.Msg.GetUid(), b.Pod)
 	creds, err := p.credentials(ctx, b, ws)
 	if err != nil {
-		return runner.Spec{}, err
+		return runner.Spec{}, podData{}, err
 	}
 	for _, e := range creds.GetEnv() {
 		env = append(env, e.GetName()+"="+e.GetValue())
+	}
+	data := podData{sources: ws.GetDataSources(), tokens: map[int32]*workloadv1.GitToken{}, s3Keys: map[int32]*workloadv1.S3Keys{}}
+	for _, t := range creds.GetGitTokens() {
+		data.tokens[t.GetDataSourceIndex()] = t
+	}
+	for _, k := range creds.GetS3Keys() {
+		data.s3Keys[k.GetDataSourceIndex()] = k
 	}
 	var files []runner.File
 	for _, f := range creds.GetFiles() {
@@ -388,7 +408,7 @@ func (p *pods) spec(ctx context.Context, b nodemanager.Binding) (runner.Spec, er
 		MilliCPU: ws.GetMilliCpu(), MemoryBytes: ws.GetMemoryBytes(),
 		RunAsRoot: ws.GetSecurity().GetRunAsRoot(), AddCapabilities: ws.GetSecurity().GetAddCapabilities(),
 		Files: files, PullPolicy: pullPolicy(ws.GetImagePullPolicy()), Registry: registryAuth(ws.GetRegistryCredential(), creds.GetRegistry()),
-	}, nil
+	}, data, nil
 }
 
 // pullPolicy is the runner's name of a spec's pull policy.

@@ -202,6 +202,12 @@ func (r *runtime) createPod(ctx context.Context, b binding, node string, uuids [
 			return nil, r.putReport(ctx, b, workloadv1.PodState_POD_STATE_FAILED, 0, err.Error(), 0)
 		}
 	}
+	if msg := unmountable(it.Msg.GetSpec()); msg != "" {
+		if err := r.putReport(ctx, b, workloadv1.PodState_POD_STATE_FAILED, 0, msg, 0); err != nil {
+			return nil, err
+		}
+		return nil, nil
+	}
 	ns := ProjectNamespace(b.Project)
 	if err := r.projectNamespace(ctx, b.Project); err != nil {
 		return nil, err
@@ -209,6 +215,11 @@ func (r *runtime) createPod(ctx context.Context, b binding, node string, uuids [
 	name := r.marker.podName(b.Binding, b.rev)
 	secrets := secretsFor(ns, name, b.Project, it.Msg.GetSpec().GetImage(), creds)
 	pod := podSpec(ns, name, b, it.Msg, uuids, secrets)
+	gitImage := r.cfg.GitImage
+	if gitImage == "" {
+		gitImage = DefaultGitImage
+	}
+	dataVolumes(pod, b, it.Msg.GetSpec(), gitImage)
 	pod.Spec.Tolerations = slices.Concat(r.nodeTolerations(node), r.lapseTolerations())
 	pod.Spec.NodeName = node
 	maps.Copy(pod.Annotations, r.bindingAnnotations(ns, pod.Name, node, b.key, b.rev, pod.Annotations))
@@ -236,7 +247,12 @@ func (r *runtime) createPod(ctx context.Context, b binding, node string, uuids [
 	case err != nil:
 		return nil, fmt.Errorf("create pod %s/%s: %w", ns, pod.Name, err)
 	}
-	return created, r.ownSecrets(ctx, secrets, created)
+	if err := r.ownSecrets(ctx, secrets, created); err != nil {
+		return created, err
+	}
+	// After the pod: a claim deleted with the workload is owned by it
+	// (the kubelet starts the pod once its claims are bound).
+	return created, r.createClaims(ctx, created, b, it.Msg.GetSpec())
 }
 
 // labelsOf are a workload pod's labels: the workload's own, under
@@ -497,12 +513,13 @@ func stateOf(p *corev1.Pod) (workloadv1.PodState, int32, string) {
 	}
 	switch p.Status.Phase {
 	case corev1.PodRunning:
-		return workloadv1.PodState_POD_STATE_RUNNING, 0, ""
+		return workloadv1.PodState_POD_STATE_RUNNING, 0, cloneNotes(p)
 	case corev1.PodSucceeded:
-		return workloadv1.PodState_POD_STATE_SUCCEEDED, 0, ""
+		return workloadv1.PodState_POD_STATE_SUCCEEDED, 0, cloneNotes(p)
 	case corev1.PodFailed:
 		code, msg := int32(0), p.Status.Message
-		for _, cs := range p.Status.ContainerStatuses {
+		// A clone that failed ended the pod before its container started.
+		for _, cs := range slices.Concat(p.Status.InitContainerStatuses, p.Status.ContainerStatuses) {
 			if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
 				code = t.ExitCode
 				if msg == "" {

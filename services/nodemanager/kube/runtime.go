@@ -91,6 +91,9 @@ type Config struct {
 	// container reports the UUID the device plugin gave it
 	// (NVIDIA_VISIBLE_DEVICES) as the pod's AnnotationGPUUUID.
 	ReservationImage string
+	// GitImage is the image of the init containers that clone git data
+	// sources (DefaultGitImage when empty): git and sh on its PATH.
+	GitImage string
 	// Resync is the informers' resync period (none when 0).
 	Resync time.Duration
 	// Workers is how many queue keys are handled at once (DefaultWorkers

@@ -161,6 +161,12 @@ const (
 	// A template with this id exists at that scope. Code ALREADY_EXISTS.
 	// Metadata: "template".
 	ErrorReason_TEMPLATE_ALREADY_EXISTS ErrorReason = 99
+	// No data source has this name at that scope. Code NOT_FOUND. Metadata:
+	// "dataSource".
+	ErrorReason_DATA_SOURCE_NOT_FOUND ErrorReason = 140
+	// A data source with this id exists at that scope. Code ALREADY_EXISTS.
+	// Metadata: "dataSource".
+	ErrorReason_DATA_SOURCE_ALREADY_EXISTS ErrorReason = 141
 	// The node does not exist (it never registered, or its lease expired and it
 	// was removed). Code NOT_FOUND. Metadata: "node".
 	ErrorReason_NODE_NOT_FOUND ErrorReason = 50
@@ -276,6 +282,8 @@ var (
 		122: "CREDENTIAL_KEY_MISSING",
 		98:  "TEMPLATE_NOT_FOUND",
 		99:  "TEMPLATE_ALREADY_EXISTS",
+		140: "DATA_SOURCE_NOT_FOUND",
+		141: "DATA_SOURCE_ALREADY_EXISTS",
 		50:  "NODE_NOT_FOUND",
 		60:  "USER_NOT_FOUND",
 		61:  "USER_ALREADY_EXISTS",
@@ -338,6 +346,8 @@ var (
 		"CREDENTIAL_KEY_MISSING":          122,
 		"TEMPLATE_NOT_FOUND":              98,
 		"TEMPLATE_ALREADY_EXISTS":         99,
+		"DATA_SOURCE_NOT_FOUND":           140,
+		"DATA_SOURCE_ALREADY_EXISTS":      141,
 		"NODE_NOT_FOUND":                  50,
 		"USER_NOT_FOUND":                  60,
 		"USER_ALREADY_EXISTS":             61,
@@ -396,7 +406,7 @@ var File_runway_common_v1_error_reason_proto protoreflect.FileDescriptor
 
 const file_runway_common_v1_error_reason_proto_rawDesc = "" +
 	"\n" +
-	"#runway/common/v1/error_reason.proto\x12\x10runway.common.v1*\x83\f\n" +
+	"#runway/common/v1/error_reason.proto\x12\x10runway.common.v1*\xc0\f\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rINVALID_FIELD\x10\x01\x12\x13\n" +
@@ -434,7 +444,9 @@ const file_runway_common_v1_error_reason_proto_rawDesc = "" +
 	"\x19CREDENTIAL_ALREADY_EXISTS\x10y\x12\x1a\n" +
 	"\x16CREDENTIAL_KEY_MISSING\x10z\x12\x16\n" +
 	"\x12TEMPLATE_NOT_FOUND\x10b\x12\x1b\n" +
-	"\x17TEMPLATE_ALREADY_EXISTS\x10c\x12\x12\n" +
+	"\x17TEMPLATE_ALREADY_EXISTS\x10c\x12\x1a\n" +
+	"\x15DATA_SOURCE_NOT_FOUND\x10\x8c\x01\x12\x1f\n" +
+	"\x1aDATA_SOURCE_ALREADY_EXISTS\x10\x8d\x01\x12\x12\n" +
 	"\x0eNODE_NOT_FOUND\x102\x12\x12\n" +
 	"\x0eUSER_NOT_FOUND\x10<\x12\x17\n" +
 	"\x13USER_ALREADY_EXISTS\x10=\x12\x19\n" +

@@ -483,7 +483,13 @@ type ResolvePodCredentialsResponse struct {
 	Files []*CredentialFile `protobuf:"bytes,2,rep,name=files,proto3" json:"files,omitempty"`
 	// The registry credential the image is pulled with; unset when the spec
 	// names none.
-	Registry      *RegistryAuth `protobuf:"bytes,3,opt,name=registry,proto3" json:"registry,omitempty"`
+	Registry *RegistryAuth `protobuf:"bytes,3,opt,name=registry,proto3" json:"registry,omitempty"`
+	// The tokens of the git data sources that name a credential, by the
+	// data source's index in spec.data_sources.
+	GitTokens []*GitToken `protobuf:"bytes,4,rep,name=git_tokens,json=gitTokens,proto3" json:"git_tokens,omitempty"`
+	// The keys of the s3 data sources that name a credential, by the data
+	// source's index in spec.data_sources.
+	S3Keys        []*S3Keys `protobuf:"bytes,5,rep,name=s3_keys,json=s3Keys,proto3" json:"s3_keys,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -535,6 +541,20 @@ func (x *ResolvePodCredentialsResponse) GetFiles() []*CredentialFile {
 func (x *ResolvePodCredentialsResponse) GetRegistry() *RegistryAuth {
 	if x != nil {
 		return x.Registry
+	}
+	return nil
+}
+
+func (x *ResolvePodCredentialsResponse) GetGitTokens() []*GitToken {
+	if x != nil {
+		return x.GitTokens
+	}
+	return nil
+}
+
+func (x *ResolvePodCredentialsResponse) GetS3Keys() []*S3Keys {
+	if x != nil {
+		return x.S3Keys
 	}
 	return nil
 }
@@ -603,6 +623,134 @@ func (x *RegistryAuth) GetPassword() string {
 	return ""
 }
 
+// S3Keys is what an s3 data source's sync signs its requests with.
+type S3Keys struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The data source's index in the workload's spec.data_sources.
+	DataSourceIndex int32 `protobuf:"varint,1,opt,name=data_source_index,json=dataSourceIndex,proto3" json:"data_source_index,omitempty"`
+	// The access key id.
+	AccessKeyId string `protobuf:"bytes,2,opt,name=access_key_id,json=accessKeyId,proto3" json:"access_key_id,omitempty"`
+	// The secret access key.
+	SecretAccessKey string `protobuf:"bytes,3,opt,name=secret_access_key,json=secretAccessKey,proto3" json:"secret_access_key,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *S3Keys) Reset() {
+	*x = S3Keys{}
+	mi := &file_runway_workload_v1_credential_service_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *S3Keys) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*S3Keys) ProtoMessage() {}
+
+func (x *S3Keys) ProtoReflect() protoreflect.Message {
+	mi := &file_runway_workload_v1_credential_service_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use S3Keys.ProtoReflect.Descriptor instead.
+func (*S3Keys) Descriptor() ([]byte, []int) {
+	return file_runway_workload_v1_credential_service_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *S3Keys) GetDataSourceIndex() int32 {
+	if x != nil {
+		return x.DataSourceIndex
+	}
+	return 0
+}
+
+func (x *S3Keys) GetAccessKeyId() string {
+	if x != nil {
+		return x.AccessKeyId
+	}
+	return ""
+}
+
+func (x *S3Keys) GetSecretAccessKey() string {
+	if x != nil {
+		return x.SecretAccessKey
+	}
+	return ""
+}
+
+// GitToken is what a git clone of one data source authenticates with.
+type GitToken struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The data source's index in the workload's spec.data_sources.
+	DataSourceIndex int32 `protobuf:"varint,1,opt,name=data_source_index,json=dataSourceIndex,proto3" json:"data_source_index,omitempty"`
+	// The user name (the credential's `username`; empty: git's default).
+	Username string `protobuf:"bytes,2,opt,name=username,proto3" json:"username,omitempty"`
+	// The token.
+	Token         string `protobuf:"bytes,3,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GitToken) Reset() {
+	*x = GitToken{}
+	mi := &file_runway_workload_v1_credential_service_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GitToken) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GitToken) ProtoMessage() {}
+
+func (x *GitToken) ProtoReflect() protoreflect.Message {
+	mi := &file_runway_workload_v1_credential_service_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GitToken.ProtoReflect.Descriptor instead.
+func (*GitToken) Descriptor() ([]byte, []int) {
+	return file_runway_workload_v1_credential_service_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *GitToken) GetDataSourceIndex() int32 {
+	if x != nil {
+		return x.DataSourceIndex
+	}
+	return 0
+}
+
+func (x *GitToken) GetUsername() string {
+	if x != nil {
+		return x.Username
+	}
+	return ""
+}
+
+func (x *GitToken) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
 // CredentialFile is one key of a credential given to a pod as a file.
 type CredentialFile struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -616,7 +764,7 @@ type CredentialFile struct {
 
 func (x *CredentialFile) Reset() {
 	*x = CredentialFile{}
-	mi := &file_runway_workload_v1_credential_service_proto_msgTypes[10]
+	mi := &file_runway_workload_v1_credential_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -628,7 +776,7 @@ func (x *CredentialFile) String() string {
 func (*CredentialFile) ProtoMessage() {}
 
 func (x *CredentialFile) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_credential_service_proto_msgTypes[10]
+	mi := &file_runway_workload_v1_credential_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -641,7 +789,7 @@ func (x *CredentialFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CredentialFile.ProtoReflect.Descriptor instead.
 func (*CredentialFile) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_credential_service_proto_rawDescGZIP(), []int{10}
+	return file_runway_workload_v1_credential_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CredentialFile) GetPath() string {
@@ -690,15 +838,26 @@ const file_runway_workload_v1_credential_service_proto_rawDesc = "" +
 	"\x1cResolvePodCredentialsRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1a\n" +
 	"\bworkload\x18\x02 \x01(\tR\bworkload\x12\x1b\n" +
-	"\tpod_index\x18\x03 \x01(\x05R\bpodIndex\"\xc5\x01\n" +
+	"\tpod_index\x18\x03 \x01(\x05R\bpodIndex\"\xb7\x02\n" +
 	"\x1dResolvePodCredentialsResponse\x12,\n" +
 	"\x03env\x18\x01 \x03(\v2\x1a.runway.workload.v1.EnvVarR\x03env\x128\n" +
 	"\x05files\x18\x02 \x03(\v2\".runway.workload.v1.CredentialFileR\x05files\x12<\n" +
-	"\bregistry\x18\x03 \x01(\v2 .runway.workload.v1.RegistryAuthR\bregistry\"^\n" +
+	"\bregistry\x18\x03 \x01(\v2 .runway.workload.v1.RegistryAuthR\bregistry\x12;\n" +
+	"\n" +
+	"git_tokens\x18\x04 \x03(\v2\x1c.runway.workload.v1.GitTokenR\tgitTokens\x123\n" +
+	"\as3_keys\x18\x05 \x03(\v2\x1a.runway.workload.v1.S3KeysR\x06s3Keys\"^\n" +
 	"\fRegistryAuth\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\tR\x06server\x12\x1a\n" +
 	"\busername\x18\x02 \x01(\tR\busername\x12\x1a\n" +
-	"\bpassword\x18\x03 \x01(\tR\bpassword\">\n" +
+	"\bpassword\x18\x03 \x01(\tR\bpassword\"\x84\x01\n" +
+	"\x06S3Keys\x12*\n" +
+	"\x11data_source_index\x18\x01 \x01(\x05R\x0fdataSourceIndex\x12\"\n" +
+	"\raccess_key_id\x18\x02 \x01(\tR\vaccessKeyId\x12*\n" +
+	"\x11secret_access_key\x18\x03 \x01(\tR\x0fsecretAccessKey\"h\n" +
+	"\bGitToken\x12*\n" +
+	"\x11data_source_index\x18\x01 \x01(\x05R\x0fdataSourceIndex\x12\x1a\n" +
+	"\busername\x18\x02 \x01(\tR\busername\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\tR\x05token\">\n" +
 	"\x0eCredentialFile\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x18\n" +
 	"\acontent\x18\x02 \x01(\fR\acontent2\x98\t\n" +
@@ -725,7 +884,7 @@ func file_runway_workload_v1_credential_service_proto_rawDescGZIP() []byte {
 	return file_runway_workload_v1_credential_service_proto_rawDescData
 }
 
-var file_runway_workload_v1_credential_service_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_runway_workload_v1_credential_service_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_runway_workload_v1_credential_service_proto_goTypes = []any{
 	(*CreateCredentialRequest)(nil),       // 0: runway.workload.v1.CreateCredentialRequest
 	(*GetCredentialRequest)(nil),          // 1: runway.workload.v1.GetCredentialRequest
@@ -737,34 +896,38 @@ var file_runway_workload_v1_credential_service_proto_goTypes = []any{
 	(*ResolvePodCredentialsRequest)(nil),  // 7: runway.workload.v1.ResolvePodCredentialsRequest
 	(*ResolvePodCredentialsResponse)(nil), // 8: runway.workload.v1.ResolvePodCredentialsResponse
 	(*RegistryAuth)(nil),                  // 9: runway.workload.v1.RegistryAuth
-	(*CredentialFile)(nil),                // 10: runway.workload.v1.CredentialFile
-	(*Credential)(nil),                    // 11: runway.workload.v1.Credential
-	(*EnvVar)(nil),                        // 12: runway.workload.v1.EnvVar
-	(*emptypb.Empty)(nil),                 // 13: google.protobuf.Empty
+	(*S3Keys)(nil),                        // 10: runway.workload.v1.S3Keys
+	(*GitToken)(nil),                      // 11: runway.workload.v1.GitToken
+	(*CredentialFile)(nil),                // 12: runway.workload.v1.CredentialFile
+	(*Credential)(nil),                    // 13: runway.workload.v1.Credential
+	(*EnvVar)(nil),                        // 14: runway.workload.v1.EnvVar
+	(*emptypb.Empty)(nil),                 // 15: google.protobuf.Empty
 }
 var file_runway_workload_v1_credential_service_proto_depIdxs = []int32{
-	11, // 0: runway.workload.v1.CreateCredentialRequest.credential:type_name -> runway.workload.v1.Credential
-	11, // 1: runway.workload.v1.ListCredentialsResponse.credentials:type_name -> runway.workload.v1.Credential
-	12, // 2: runway.workload.v1.ResolvePodCredentialsResponse.env:type_name -> runway.workload.v1.EnvVar
-	10, // 3: runway.workload.v1.ResolvePodCredentialsResponse.files:type_name -> runway.workload.v1.CredentialFile
+	13, // 0: runway.workload.v1.CreateCredentialRequest.credential:type_name -> runway.workload.v1.Credential
+	13, // 1: runway.workload.v1.ListCredentialsResponse.credentials:type_name -> runway.workload.v1.Credential
+	14, // 2: runway.workload.v1.ResolvePodCredentialsResponse.env:type_name -> runway.workload.v1.EnvVar
+	12, // 3: runway.workload.v1.ResolvePodCredentialsResponse.files:type_name -> runway.workload.v1.CredentialFile
 	9,  // 4: runway.workload.v1.ResolvePodCredentialsResponse.registry:type_name -> runway.workload.v1.RegistryAuth
-	0,  // 5: runway.workload.v1.CredentialService.CreateCredential:input_type -> runway.workload.v1.CreateCredentialRequest
-	1,  // 6: runway.workload.v1.CredentialService.GetCredential:input_type -> runway.workload.v1.GetCredentialRequest
-	2,  // 7: runway.workload.v1.CredentialService.ListCredentials:input_type -> runway.workload.v1.ListCredentialsRequest
-	4,  // 8: runway.workload.v1.CredentialService.DeleteCredential:input_type -> runway.workload.v1.DeleteCredentialRequest
-	5,  // 9: runway.workload.v1.CredentialService.ReencryptCredentials:input_type -> runway.workload.v1.ReencryptCredentialsRequest
-	7,  // 10: runway.workload.v1.CredentialService.ResolvePodCredentials:input_type -> runway.workload.v1.ResolvePodCredentialsRequest
-	11, // 11: runway.workload.v1.CredentialService.CreateCredential:output_type -> runway.workload.v1.Credential
-	11, // 12: runway.workload.v1.CredentialService.GetCredential:output_type -> runway.workload.v1.Credential
-	3,  // 13: runway.workload.v1.CredentialService.ListCredentials:output_type -> runway.workload.v1.ListCredentialsResponse
-	13, // 14: runway.workload.v1.CredentialService.DeleteCredential:output_type -> google.protobuf.Empty
-	6,  // 15: runway.workload.v1.CredentialService.ReencryptCredentials:output_type -> runway.workload.v1.ReencryptCredentialsResponse
-	8,  // 16: runway.workload.v1.CredentialService.ResolvePodCredentials:output_type -> runway.workload.v1.ResolvePodCredentialsResponse
-	11, // [11:17] is the sub-list for method output_type
-	5,  // [5:11] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	11, // 5: runway.workload.v1.ResolvePodCredentialsResponse.git_tokens:type_name -> runway.workload.v1.GitToken
+	10, // 6: runway.workload.v1.ResolvePodCredentialsResponse.s3_keys:type_name -> runway.workload.v1.S3Keys
+	0,  // 7: runway.workload.v1.CredentialService.CreateCredential:input_type -> runway.workload.v1.CreateCredentialRequest
+	1,  // 8: runway.workload.v1.CredentialService.GetCredential:input_type -> runway.workload.v1.GetCredentialRequest
+	2,  // 9: runway.workload.v1.CredentialService.ListCredentials:input_type -> runway.workload.v1.ListCredentialsRequest
+	4,  // 10: runway.workload.v1.CredentialService.DeleteCredential:input_type -> runway.workload.v1.DeleteCredentialRequest
+	5,  // 11: runway.workload.v1.CredentialService.ReencryptCredentials:input_type -> runway.workload.v1.ReencryptCredentialsRequest
+	7,  // 12: runway.workload.v1.CredentialService.ResolvePodCredentials:input_type -> runway.workload.v1.ResolvePodCredentialsRequest
+	13, // 13: runway.workload.v1.CredentialService.CreateCredential:output_type -> runway.workload.v1.Credential
+	13, // 14: runway.workload.v1.CredentialService.GetCredential:output_type -> runway.workload.v1.Credential
+	3,  // 15: runway.workload.v1.CredentialService.ListCredentials:output_type -> runway.workload.v1.ListCredentialsResponse
+	15, // 16: runway.workload.v1.CredentialService.DeleteCredential:output_type -> google.protobuf.Empty
+	6,  // 17: runway.workload.v1.CredentialService.ReencryptCredentials:output_type -> runway.workload.v1.ReencryptCredentialsResponse
+	8,  // 18: runway.workload.v1.CredentialService.ResolvePodCredentials:output_type -> runway.workload.v1.ResolvePodCredentialsResponse
+	13, // [13:19] is the sub-list for method output_type
+	7,  // [7:13] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_runway_workload_v1_credential_service_proto_init() }
@@ -780,7 +943,7 @@ func file_runway_workload_v1_credential_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_runway_workload_v1_credential_service_proto_rawDesc), len(file_runway_workload_v1_credential_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -891,8 +891,12 @@ type WorkloadSpec struct {
 	// CredentialKeyRef.credential; it must be of type REGISTRY. Its password
 	// goes to the container engine (or a Kubernetes pull Secret) only.
 	RegistryCredential string `protobuf:"bytes,18,opt,name=registry_credential,json=registryCredential,proto3" json:"registry_credential,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Optional. The data the pods mount: named data sources and one-off
+	// definitions, each at its own mount path. A submitted workload holds
+	// each definition as resolved at submit.
+	DataSources   []*DataSourceMount `protobuf:"bytes,19,rep,name=data_sources,json=dataSources,proto3" json:"data_sources,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WorkloadSpec) Reset() {
@@ -1049,6 +1053,13 @@ func (x *WorkloadSpec) GetRegistryCredential() string {
 		return x.RegistryCredential
 	}
 	return ""
+}
+
+func (x *WorkloadSpec) GetDataSources() []*DataSourceMount {
+	if x != nil {
+		return x.DataSources
+	}
+	return nil
 }
 
 // ContainerSecurity relaxes the container runtime's defaults for one
@@ -1958,7 +1969,7 @@ var File_runway_workload_v1_workload_proto protoreflect.FileDescriptor
 
 const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\n" +
-	"!runway/workload/v1/workload.proto\x12\x12runway.workload.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a runway/common/v1/resources.proto\"\x85\x06\n" +
+	"!runway/workload/v1/workload.proto\x12\x12runway.workload.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a runway/common/v1/resources.proto\x1a#runway/workload/v1/datasource.proto\"\x85\x06\n" +
 	"\bWorkload\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03uid\x18\x02 \x01(\tR\x03uid\x12\x18\n" +
@@ -1991,7 +2002,7 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\x11preempt_when_idle\x18\x03 \x01(\bR\x0fpreemptWhenIdle\x12\x1d\n" +
 	"\n" +
 	"node_types\x18\x04 \x03(\tR\tnodeTypes\x12\x16\n" +
-	"\x06source\x18\x05 \x01(\tR\x06source\"\xe0\x05\n" +
+	"\x06source\x18\x05 \x01(\tR\x06source\"\xa8\x06\n" +
 	"\fWorkloadSpec\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12\x18\n" +
 	"\acommand\x18\x02 \x03(\tR\acommand\x12\x12\n" +
@@ -2012,7 +2023,8 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\x1attl_after_finished_seconds\x18\x0f \x01(\x03R\x17ttlAfterFinishedSeconds\x12E\n" +
 	"\vcredentials\x18\x10 \x03(\v2#.runway.workload.v1.CredentialMountR\vcredentials\x12O\n" +
 	"\x11image_pull_policy\x18\x11 \x01(\x0e2#.runway.workload.v1.ImagePullPolicyR\x0fimagePullPolicy\x12/\n" +
-	"\x13registry_credential\x18\x12 \x01(\tR\x12registryCredential\"^\n" +
+	"\x13registry_credential\x18\x12 \x01(\tR\x12registryCredential\x12F\n" +
+	"\fdata_sources\x18\x13 \x03(\v2#.runway.workload.v1.DataSourceMountR\vdataSources\"^\n" +
 	"\x11ContainerSecurity\x12\x1e\n" +
 	"\vrun_as_root\x18\x01 \x01(\bR\trunAsRoot\x12)\n" +
 	"\x10add_capabilities\x18\x02 \x03(\tR\x0faddCapabilities\"x\n" +
@@ -2184,7 +2196,8 @@ var file_runway_workload_v1_workload_proto_goTypes = []any{
 	nil,                           // 20: runway.workload.v1.Workload.AnnotationsEntry
 	(*timestamppb.Timestamp)(nil), // 21: google.protobuf.Timestamp
 	(*durationpb.Duration)(nil),   // 22: google.protobuf.Duration
-	(*v1.ResourceQuantity)(nil),   // 23: runway.common.v1.ResourceQuantity
+	(*DataSourceMount)(nil),       // 23: runway.workload.v1.DataSourceMount
+	(*v1.ResourceQuantity)(nil),   // 24: runway.common.v1.ResourceQuantity
 }
 var file_runway_workload_v1_workload_proto_depIdxs = []int32{
 	0,  // 0: runway.workload.v1.Workload.type:type_name -> runway.workload.v1.WorkloadType
@@ -2202,28 +2215,29 @@ var file_runway_workload_v1_workload_proto_depIdxs = []int32{
 	10, // 12: runway.workload.v1.WorkloadSpec.security:type_name -> runway.workload.v1.ContainerSecurity
 	13, // 13: runway.workload.v1.WorkloadSpec.credentials:type_name -> runway.workload.v1.CredentialMount
 	1,  // 14: runway.workload.v1.WorkloadSpec.image_pull_policy:type_name -> runway.workload.v1.ImagePullPolicy
-	12, // 15: runway.workload.v1.EnvVar.credential:type_name -> runway.workload.v1.CredentialKeyRef
-	2,  // 16: runway.workload.v1.WorkloadStatus.phase:type_name -> runway.workload.v1.WorkloadPhase
-	16, // 17: runway.workload.v1.WorkloadStatus.pods:type_name -> runway.workload.v1.PodStatus
-	17, // 18: runway.workload.v1.WorkloadStatus.pending_reasons:type_name -> runway.workload.v1.PendingReason
-	18, // 19: runway.workload.v1.WorkloadStatus.events:type_name -> runway.workload.v1.WorkloadEvent
-	21, // 20: runway.workload.v1.WorkloadStatus.start_time:type_name -> google.protobuf.Timestamp
-	21, // 21: runway.workload.v1.WorkloadStatus.end_time:type_name -> google.protobuf.Timestamp
-	22, // 22: runway.workload.v1.WorkloadStatus.gpu_idle_time:type_name -> google.protobuf.Duration
-	22, // 23: runway.workload.v1.WorkloadStatus.running_time:type_name -> google.protobuf.Duration
-	3,  // 24: runway.workload.v1.PodStatus.state:type_name -> runway.workload.v1.PodState
-	22, // 25: runway.workload.v1.PodStatus.gpu_idle_time:type_name -> google.protobuf.Duration
-	4,  // 26: runway.workload.v1.PendingReason.check:type_name -> runway.workload.v1.PendingCheck
-	23, // 27: runway.workload.v1.PendingReason.requested:type_name -> runway.common.v1.ResourceQuantity
-	23, // 28: runway.workload.v1.PendingReason.available:type_name -> runway.common.v1.ResourceQuantity
-	5,  // 29: runway.workload.v1.WorkloadEvent.type:type_name -> runway.workload.v1.WorkloadEventType
-	21, // 30: runway.workload.v1.WorkloadEvent.time:type_name -> google.protobuf.Timestamp
-	6,  // 31: runway.workload.v1.WorkloadEvent.rule:type_name -> runway.workload.v1.SchedulingRule
-	32, // [32:32] is the sub-list for method output_type
-	32, // [32:32] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	23, // 15: runway.workload.v1.WorkloadSpec.data_sources:type_name -> runway.workload.v1.DataSourceMount
+	12, // 16: runway.workload.v1.EnvVar.credential:type_name -> runway.workload.v1.CredentialKeyRef
+	2,  // 17: runway.workload.v1.WorkloadStatus.phase:type_name -> runway.workload.v1.WorkloadPhase
+	16, // 18: runway.workload.v1.WorkloadStatus.pods:type_name -> runway.workload.v1.PodStatus
+	17, // 19: runway.workload.v1.WorkloadStatus.pending_reasons:type_name -> runway.workload.v1.PendingReason
+	18, // 20: runway.workload.v1.WorkloadStatus.events:type_name -> runway.workload.v1.WorkloadEvent
+	21, // 21: runway.workload.v1.WorkloadStatus.start_time:type_name -> google.protobuf.Timestamp
+	21, // 22: runway.workload.v1.WorkloadStatus.end_time:type_name -> google.protobuf.Timestamp
+	22, // 23: runway.workload.v1.WorkloadStatus.gpu_idle_time:type_name -> google.protobuf.Duration
+	22, // 24: runway.workload.v1.WorkloadStatus.running_time:type_name -> google.protobuf.Duration
+	3,  // 25: runway.workload.v1.PodStatus.state:type_name -> runway.workload.v1.PodState
+	22, // 26: runway.workload.v1.PodStatus.gpu_idle_time:type_name -> google.protobuf.Duration
+	4,  // 27: runway.workload.v1.PendingReason.check:type_name -> runway.workload.v1.PendingCheck
+	24, // 28: runway.workload.v1.PendingReason.requested:type_name -> runway.common.v1.ResourceQuantity
+	24, // 29: runway.workload.v1.PendingReason.available:type_name -> runway.common.v1.ResourceQuantity
+	5,  // 30: runway.workload.v1.WorkloadEvent.type:type_name -> runway.workload.v1.WorkloadEventType
+	21, // 31: runway.workload.v1.WorkloadEvent.time:type_name -> google.protobuf.Timestamp
+	6,  // 32: runway.workload.v1.WorkloadEvent.rule:type_name -> runway.workload.v1.SchedulingRule
+	33, // [33:33] is the sub-list for method output_type
+	33, // [33:33] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_runway_workload_v1_workload_proto_init() }
@@ -2231,6 +2245,7 @@ func file_runway_workload_v1_workload_proto_init() {
 	if File_runway_workload_v1_workload_proto != nil {
 		return
 	}
+	file_runway_workload_v1_datasource_proto_init()
 	file_runway_workload_v1_workload_proto_msgTypes[7].OneofWrappers = []any{
 		(*GpuRequest_Devices)(nil),
 		(*GpuRequest_FractionMilli)(nil),
