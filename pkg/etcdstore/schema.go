@@ -58,6 +58,10 @@ const (
 	PrefixComputeResources = Root + "computeresources/" // {scope}/{compute_resource}
 	PrefixCredentials      = Root + "credentials/"      // {scope}/{credential}: values sealed
 	PrefixTemplates        = Root + "templates/"        // {scope}/{template}
+	// Notifications: each user's subscriptions and the record of each
+	// notification (what was sent or why not, the attempts).
+	PrefixSubscriptions = Root + "subscriptions/" // {user}/{subscription}
+	PrefixDeliveries    = Root + "deliveries/"    // {user}/{subscription}/{delivery}
 
 	// Scheduler service.
 	PrefixBindings = Root + "bindings/" // {node}/{project}.{workload}.{pod}: a workloadv1.PodStatus
@@ -159,6 +163,8 @@ var prefixes = []PrefixInfo{
 	{PrefixComputeResources, OwnerWorkload, false, "ComputeResource by scope/id"},
 	{PrefixCredentials, OwnerWorkload, false, "SealedCredential by scope/id (values AES-GCM sealed)"},
 	{PrefixTemplates, OwnerWorkload, false, "Template by scope/id"},
+	{PrefixSubscriptions, OwnerWorkload, false, "notification Subscription by user/id"},
+	{PrefixDeliveries, OwnerWorkload, false, "notification Delivery records by user/subscription/id"},
 	{PrefixBindings, OwnerScheduler, false, "pod binding (PodStatus) by node/project.workload.pod"},
 	{PrefixPods, OwnerScheduler, false, "one key per bound pod (PodStatus: index, node) by project/workload/pod"},
 	{PrefixEvictions, OwnerScheduler, false, "eviction events (WorkloadEvent) by project/workload/time-n"},

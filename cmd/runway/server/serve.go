@@ -14,6 +14,7 @@ import (
 
 	"github.com/runwayhq/runway/pkg/auth"
 	"github.com/runwayhq/runway/pkg/blob"
+	"github.com/runwayhq/runway/pkg/egress"
 	"github.com/runwayhq/runway/pkg/grpcserver"
 	"github.com/runwayhq/runway/pkg/history"
 	"github.com/runwayhq/runway/pkg/metrics"
@@ -21,6 +22,7 @@ import (
 	"github.com/runwayhq/runway/services/identity"
 	"github.com/runwayhq/runway/services/nodemanager/kube"
 	"github.com/runwayhq/runway/services/scheduler"
+	"github.com/runwayhq/runway/services/workload"
 )
 
 // ServeConfig is one service on its own server (`runway serve <svc>`).
@@ -68,6 +70,9 @@ type ServeConfig struct {
 	// credentials (pkg/sealing): without one, credentials cannot be
 	// created or given to pods.
 	CredentialsKeyFile string
+	// NotificationEgress is where the workload service may send
+	// notifications (webhooks, SMTP servers) beyond public addresses.
+	NotificationEgress egress.Policy
 	// Logger; slog.Default() when nil.
 	Logger *slog.Logger
 	// Out gets the bootstrap administrator's one-time password when the
@@ -189,7 +194,8 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 		return err
 	}
 	d := buildDeps{etcd: cli, replica: cfg.Replica, logger: cfg.Logger, guard: guard, identity: cfg.Identity, metrics: reg,
-		scheduler: scheduler.Config{NodeLostGrace: cfg.NodeLostGrace}}
+		scheduler:     scheduler.Config{NodeLostGrace: cfg.NodeLostGrace},
+		notifications: workload.NotificationConfig{Egress: cfg.NotificationEgress}}
 	if cfg.CredentialsKeyFile != "" {
 		if d.credentialKeys, err = sealing.Load(cfg.CredentialsKeyFile); err != nil {
 			return fmt.Errorf("--credentials-key-file: %w", err)
