@@ -292,3 +292,42 @@ func TestDispatcher_conditions(t *testing.T) {
 		t.Errorf("alice got %v, want only team-a's waits (not team-b's, not the fresh one)", alice.got)
 	}
 }
+
+// TestDispatcher_rate: a user is sent at most RatePerMinute notifications a
+// minute; the next waits, PENDING, saying why, and is not lost.
+func TestDispatcher_rate(t *testing.T) {
+	cfg := fastNotify
+	cfg.RatePerMinute = 1
+	e := startNotify(t, cfg)
+	e.user(t, "alice", "roles/l1-researcher", &identityv1.Scope{Kind: identityv1.ScopeKind_SCOPE_KIND_PROJECT, Name: "projects/team-a"})
+	r := newReceiver(t)
+	sub := e.subscribe(t, "users/alice", &workloadv1.Subscription{Events: []workloadv1.NotificationEvent{workloadv1.NotificationEvent_NOTIFICATION_EVENT_WORKLOAD_FAILED},
+		Channel: &workloadv1.Subscription_Webhook{Webhook: &workloadv1.WebhookChannel{Url: r.srv.URL}}})
+	e.runDispatcher(t)
+	e.failed(t, "team-a", "w1")
+	e.failed(t, "team-a", "w2")
+	c, ctx := e.client("users/alice")
+	var ds []*workloadv1.Delivery
+	waitFor(t, "one sent, one waiting", func() bool {
+		l, err := c.ListDeliveries(ctx, &workloadv1.ListDeliveriesRequest{Parent: sub.GetName()})
+		if err != nil {
+			return false
+		}
+		ds = l.GetDeliveries()
+		states := map[workloadv1.DeliveryState]int{}
+		for _, d := range ds {
+			states[d.GetState()]++
+		}
+		return len(ds) == 2 && states[workloadv1.DeliveryState_DELIVERY_STATE_SENT] == 1 && states[workloadv1.DeliveryState_DELIVERY_STATE_PENDING] == 1
+	})
+	for _, d := range ds {
+		if d.GetState() == workloadv1.DeliveryState_DELIVERY_STATE_PENDING &&
+			(d.GetAttempts() != 0 || d.GetLastError() != "waiting: users/alice is sent at most 1 notifications a minute") {
+			t.Errorf("the waiting delivery: %v", d)
+		}
+	}
+	time.Sleep(200 * time.Millisecond)
+	if r.total() != 1 {
+		t.Errorf("the receiver got %v, want 1 within the minute", r.got)
+	}
+}

@@ -417,6 +417,21 @@ func TestNotifications(t *testing.T) {
 	if err != nil || len(l.GetSubscriptions()) != 6 {
 		t.Errorf("alice's subscriptions: %v, %v", l, err)
 	}
+	// The same over REST, and her deliveries.
+	for path, want := range map[string]string{"/v1/users/-/subscriptions": `"users/alice/subscriptions/plain"`,
+		"/v1/" + sFlaky.GetName() + "/deliveries": `"DELIVERY_STATE_SENT"`} {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+tn.addr+path, nil)
+		req.Header.Set("Authorization", "Bearer "+alice)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), want) {
+			t.Errorf("GET %s: %d %s", path, resp.StatusCode, body)
+		}
+	}
 }
 
 // TestNotifications_refused: a server that allows no loopback or private
