@@ -3,6 +3,7 @@ package workload
 import (
 	"context"
 	"crypto/rand"
+	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -29,6 +30,9 @@ type NotificationConfig struct {
 	// and loopback or private ones only when allowed (`runway dev` allows
 	// loopback).
 	Egress egress.Policy
+	// RootCAs check the certificates of https webhooks and of SMTP servers
+	// over TLS (a private CA); the system's roots when nil.
+	RootCAs *x509.CertPool
 	// MaxSubscriptionsPerUser: 0 means 20.
 	MaxSubscriptionsPerUser int
 	// MaxDeliveriesKept per subscription (the oldest finished go first): 0

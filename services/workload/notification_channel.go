@@ -51,6 +51,7 @@ func eventName(e workloadv1.NotificationEvent) string {
 func (n *Notifications) webhookClient() *http.Client {
 	return &http.Client{
 		Transport: &http.Transport{DialContext: n.cfg.Egress.Dial, Proxy: nil, TLSHandshakeTimeout: 10 * time.Second,
+			TLSClientConfig:       &tls.Config{RootCAs: n.cfg.RootCAs, MinVersion: tls.VersionTLS12},
 			ResponseHeaderTimeout: attemptTimeout, MaxIdleConns: 1, DisableKeepAlives: true},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
@@ -128,7 +129,7 @@ func (n *Notifications) sendEmail(ctx context.Context, e *workloadv1.EmailChanne
 	if dl, ok := ctx.Deadline(); ok {
 		_ = conn.SetDeadline(dl)
 	}
-	tc := &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
+	tc := &tls.Config{ServerName: host, RootCAs: n.cfg.RootCAs, MinVersion: tls.VersionTLS12}
 	if e.GetTls() == workloadv1.SmtpTls_SMTP_TLS_IMPLICIT {
 		conn = tls.Client(conn, tc)
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -27,6 +28,7 @@ import (
 	"github.com/runwayhq/runway/pkg/etcdstore"
 	"github.com/runwayhq/runway/pkg/etcdstore/etcdtest"
 	"github.com/runwayhq/runway/pkg/grpcserver"
+	"github.com/runwayhq/runway/pkg/sealing"
 	"github.com/runwayhq/runway/services/workload"
 )
 
@@ -76,8 +78,16 @@ func startNotify(t *testing.T, cfg workload.NotificationConfig) *notifyEnv {
 	guardDone := make(chan struct{})
 	go func() { _ = e.guard.Run(ctx); close(guardDone) }()
 	projects := etcdstore.NewCollection(e.etcd.Client, etcdstore.PrefixProjects, func() *quotav1.Project { return new(quotav1.Project) })
+	keyFile := filepath.Join(t.TempDir(), "credentials.keys")
+	if _, err := sealing.Create(keyFile); err != nil {
+		t.Fatal(err)
+	}
+	ring, err := sealing.Load(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
 	e.svc, err = workload.New(workload.Config{Notifications: cfg}, workload.Deps{Client: e.etcd.Client, Logger: quiet,
-		Projects: etcdProjects{workload.NewStoredProjects(e.etcd.Client, nil), projects}, Guard: e.guard})
+		Projects: etcdProjects{workload.NewStoredProjects(e.etcd.Client, nil), projects}, Guard: e.guard, CredentialKeys: ring})
 	if err != nil {
 		t.Fatal(err)
 	}

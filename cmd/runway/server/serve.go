@@ -3,11 +3,13 @@ package server
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/netip"
+	"os"
 	"time"
 
 	"google.golang.org/grpc/credentials"
@@ -73,6 +75,9 @@ type ServeConfig struct {
 	// NotificationEgress is where the workload service may send
 	// notifications (webhooks, SMTP servers) beyond public addresses.
 	NotificationEgress egress.Policy
+	// NotificationCAFile holds the CAs (PEM) that webhooks' and SMTP
+	// servers' certificates are checked against; the system's when empty.
+	NotificationCAFile string
 	// Logger; slog.Default() when nil.
 	Logger *slog.Logger
 	// Out gets the bootstrap administrator's one-time password when the
@@ -196,6 +201,16 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	d := buildDeps{etcd: cli, replica: cfg.Replica, logger: cfg.Logger, guard: guard, identity: cfg.Identity, metrics: reg,
 		scheduler:     scheduler.Config{NodeLostGrace: cfg.NodeLostGrace},
 		notifications: workload.NotificationConfig{Egress: cfg.NotificationEgress}}
+	if cfg.NotificationCAFile != "" {
+		pem, err := os.ReadFile(cfg.NotificationCAFile)
+		if err != nil {
+			return fmt.Errorf("--notification-ca-file: %w", err)
+		}
+		d.notifications.RootCAs = x509.NewCertPool()
+		if !d.notifications.RootCAs.AppendCertsFromPEM(pem) {
+			return fmt.Errorf("--notification-ca-file %s: no PEM certificate in it", cfg.NotificationCAFile)
+		}
+	}
 	if cfg.CredentialsKeyFile != "" {
 		if d.credentialKeys, err = sealing.Load(cfg.CredentialsKeyFile); err != nil {
 			return fmt.Errorf("--credentials-key-file: %w", err)
