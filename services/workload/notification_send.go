@@ -28,6 +28,9 @@ const (
 	// rescanEvery: every record is read again this often, for deliveries
 	// another replica recorded or abandoned, and to drop the oldest.
 	rescanEvery = time.Minute
+	// parallelAttempts: attempts under way at once, so one slow receiver
+	// does not hold up everyone else's.
+	parallelAttempts = 8
 )
 
 // sender sends the due deliveries: claims each with a conditional write,
@@ -37,16 +40,20 @@ type sender struct {
 	wls  *etcdstore.Collection[*workloadv1.Workload]
 	kick chan struct{}
 
+	slots chan struct{}  // parallelAttempts
+	wg    sync.WaitGroup // the attempts under way
+
 	mu       sync.Mutex
 	due      map[string]time.Time // store key → next attempt, the ones this replica knows of
+	inflight map[string]bool      // store keys being attempted now
 	pending  map[string]int       // by user: deliveries not yet finished
 	limiters map[string]*rate.Limiter
 }
 
 func newSender(n *Notifications) *sender {
 	return &sender{n: n, kick: make(chan struct{}, 1), due: map[string]time.Time{}, pending: map[string]int{},
-		limiters: map[string]*rate.Limiter{},
-		wls:      etcdstore.NewCollection(n.client, etcdstore.PrefixWorkloads, func() *workloadv1.Workload { return new(workloadv1.Workload) })}
+		limiters: map[string]*rate.Limiter{}, slots: make(chan struct{}, parallelAttempts), inflight: map[string]bool{},
+		wls: etcdstore.NewCollection(n.client, etcdstore.PrefixWorkloads, func() *workloadv1.Workload { return new(workloadv1.Workload) })}
 }
 
 // deliveryID is the same for the same occurrence and subscription, on
@@ -97,8 +104,9 @@ func (x *sender) record(ctx context.Context, s *workloadv1.Subscription, o occur
 	return nil
 }
 
-// run sends until ctx ends.
+// run sends until ctx ends, then waits for the attempts under way.
 func (x *sender) run(ctx context.Context) {
+	defer x.wg.Wait()
 	x.rescan(ctx)
 	tick := time.NewTicker(x.n.cfg.Tick)
 	defer tick.Stop()
@@ -159,22 +167,39 @@ func ownerOf(sub string) string {
 	return u
 }
 
-// sendDue attempts every delivery whose time has come.
+// sendDue starts an attempt at every delivery whose time has come and
+// that is not being attempted already, parallelAttempts at a time.
 func (x *sender) sendDue(ctx context.Context) {
 	now := x.n.clock.Now()
 	x.mu.Lock()
 	var keys []string
 	for k, t := range x.due {
-		if !t.After(now) {
+		if !t.After(now) && !x.inflight[k] {
 			keys = append(keys, k)
+			x.inflight[k] = true
 		}
 	}
 	x.mu.Unlock()
-	for _, k := range keys {
-		if ctx.Err() != nil {
+	for i, k := range keys {
+		select {
+		case x.slots <- struct{}{}:
+		case <-ctx.Done():
+			x.mu.Lock()
+			for _, k := range keys[i:] {
+				delete(x.inflight, k)
+			}
+			x.mu.Unlock()
 			return
 		}
-		x.attempt(ctx, k)
+		x.wg.Go(func() {
+			defer func() {
+				<-x.slots
+				x.mu.Lock()
+				delete(x.inflight, k)
+				x.mu.Unlock()
+			}()
+			x.attempt(ctx, k)
+		})
 	}
 }
 
