@@ -163,6 +163,9 @@ func build(name string, d buildDeps) (built, error) {
 		// The notification dispatcher beside it: replicas record each
 		// delivery once and claim it before sending.
 		dispatch := s.Dispatcher()
+		if dispatch == nil {
+			return built{name: name, svc: s, run: c.Run}, nil
+		}
 		return built{name: name, svc: s, run: func(ctx context.Context) error {
 			g := newGroup(ctx)
 			g.Go("workload status controller", c.Run)
