@@ -1,20 +1,15 @@
 package workload_test
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
 	"io"
-	"math/big"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
@@ -23,30 +18,27 @@ import (
 
 	identityv1 "github.com/runwayhq/runway/gen/go/runway/identity/v1"
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
+	"github.com/runwayhq/runway/pkg/grpcserver/tlstest"
 )
 
-// selfSigned is a certificate for 127.0.0.1 and the pool that trusts it.
-func selfSigned(t *testing.T) (tls.Certificate, *x509.CertPool) {
+// testCA is a server certificate for 127.0.0.1 (pkg/grpcserver/tlstest)
+// and the pool of its CA.
+func testCA(t *testing.T) (tls.Certificate, *x509.CertPool) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	f := tlstest.New(t)
+	cert, err := tls.LoadX509KeyPair(f.Cert, f.Key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "smtp test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
+	ca, err := os.ReadFile(f.CA)
 	if err != nil {
 		t.Fatal(err)
 	}
 	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: cert}, pool
+	if !pool.AppendCertsFromPEM(ca) {
+		t.Fatal("no CA")
+	}
+	return cert, pool
 }
 
 // authMailbox is a go-smtp server offering STARTTLS and AUTH PLAIN only
@@ -121,12 +113,12 @@ func (b *authMailbox) messages() []string {
 }
 
 // TestDispatcher_emailOverTLS: email with STARTTLS (the server's
-// certificate checked against RootCAs) and AUTH PLAIN with the username
+// certificate checked against RootCAs, the test CA) and AUTH PLAIN with the username
 // and password of a credential the administrator holds; a researcher
 // cannot name that credential (its values would go to the server she
 // names). The password appears in no delivery record.
 func TestDispatcher_emailOverTLS(t *testing.T) {
-	cert, pool := selfSigned(t)
+	cert, pool := testCA(t)
 	cfg := fastNotify
 	cfg.RootCAs = pool
 	e := startNotify(t, cfg)
