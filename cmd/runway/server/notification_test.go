@@ -224,6 +224,13 @@ func TestNotifications(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	eventuallyOK(t, "alice's second rule applies", func() error {
+		c, err := identityv1.NewIdentityServiceClient(tn.conn(t, alice)).GetCaller(t.Context(), &identityv1.GetCallerRequest{})
+		if err == nil && len(c.GetAccessRules()) != 2 {
+			err = fmt.Errorf("rules %v", c.GetAccessRules())
+		}
+		return err
+	})
 	admin := workloadv1.NewNotificationServiceClient(tn.admin)
 	an := workloadv1.NewNotificationServiceClient(tn.conn(t, alice))
 
@@ -341,6 +348,14 @@ func TestNotifications(t *testing.T) {
 	if _, err := ids.DeleteAccessRule(t.Context(), &identityv1.DeleteAccessRuleRequest{Name: a2rule.GetName()}); err != nil {
 		t.Fatal(err)
 	}
+	// The server has seen the removal (one guard serves every service).
+	eventuallyOK(t, "alice's team-a2 rule gone", func() error {
+		c, err := identityv1.NewIdentityServiceClient(tn.conn(t, alice)).GetCaller(t.Context(), &identityv1.GetCallerRequest{})
+		if err == nil && len(c.GetAccessRules()) != 1 {
+			err = fmt.Errorf("rules %v", c.GetAccessRules())
+		}
+		return err
+	})
 	lateHook := &hook{}
 	lateHook.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		lateHook.mu.Lock()
