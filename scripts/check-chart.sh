@@ -5,7 +5,7 @@
 # GPU nodes when enabled (mutual TLS on its listener; in Kubernetes mode with runtime kubernetes), TLS on every service by default (the identity
 # service among them), the gateway in front of them all, the metrics port, scrape annotations, the
 # Grafana dashboard and the ServiceMonitor, the metrics service (Prometheus URL, S3 bucket and
-# credentials) when enabled, and a clear failure without etcd endpoints.
+# credentials) when enabled, the alerting rules (a ConfigMap; a PrometheusRule on request), and a clear failure without etcd endpoints.
 # Usage: check-chart.sh HELM CHART_DIR
 set -euo pipefail
 helm=$1 chart=$2
@@ -105,6 +105,20 @@ has "$out/monitor.yaml" "kind: ServiceMonitor"
 has "$out/monitor.yaml" "- port: metrics"
 "$helm" template rw "$chart" --set metrics.enabled=false --set metrics.grafanaDashboard.enabled=false >"$out/nometrics.yaml"
 grep -q -- '--metrics-listen' "$out/nometrics.yaml" && fail "metrics.enabled=false: --metrics-listen rendered"
+
+# Alerting rules for the notifications' conditions: a ConfigMap with the
+# rule file by default (the values filled in), a PrometheusRule on request.
+has "$d" "name: rw-runway-alert-rules"
+for a in "alert: RunwayWorkloadFailed" "alert: RunwayWorkloadsPreempted" "alert: RunwayWorkloadsPendingTooLong" \
+  "alert: RunwayWorkloadGPUsIdle" "alert: RunwayNodeLost" "alert: RunwayGPUUnhealthy" "alert: RunwayProjectOverQuota" \
+  "alert: RunwayDepartmentOverQuota" "for: 1h" "> 1800" "(1 + 20 / 100)"; do has "$d" "$a"; done
+grep -qF '[[ ' "$d" && fail "default: an alerts placeholder left unfilled"
+grep -q '^kind: PrometheusRule' "$d" && fail "default: the PrometheusRule must be off unless asked for"
+"$helm" template rw "$chart" --set alerts.prometheusRule.enabled=true --set alerts.departmentOverQuotaPercent=50 >"$out/rules.yaml"
+has "$out/rules.yaml" "kind: PrometheusRule"
+has "$out/rules.yaml" "(1 + 50 / 100)"
+"$helm" template rw "$chart" --set alerts.enabled=false >"$out/norules.yaml"
+grep -q 'alert-rules' "$out/norules.yaml" && fail "alerts.enabled=false: the rules rendered"
 
 # The metrics service, on request: its Prometheus, its S3 bucket with the
 # credentials and CA mounted from Secrets; refused without either.

@@ -40,7 +40,7 @@ func rootCommand() *cobra.Command {
 	root.AddCommand(simCommand(), devCommand(), serveCommand(), gatewayCommand(), agentCommand(), reserveGPUCommand())
 	root.AddCommand(submitCommands()...)
 	root.AddCommand(workloadCommand(), projectCommand(), departmentCommand(), nodePoolCommand(), nodeCommand())
-	root.AddCommand(policyCommand(), environmentCommand(), computeResourceCommand(), templateCommand(), credentialCommand(), dataSourceCommand(), adminCommand())
+	root.AddCommand(policyCommand(), environmentCommand(), computeResourceCommand(), templateCommand(), credentialCommand(), dataSourceCommand(), notificationCommand(), adminCommand())
 	root.AddCommand(topCommand(), reportCommand())
 	root.AddCommand(loginCommand(), logoutCommand(), whoamiCommand(), userCommand(), applicationCommand(userApplications), applicationCommand(managedApplications),
 		accessRuleCommand(), roleCommand(), auditCommand())

@@ -70,6 +70,9 @@ var table = map[commonv1.ErrorReason]rule{
 	commonv1.ErrorReason_REPORT_ALREADY_EXISTS: {codes.AlreadyExists, []string{"report"}},
 	commonv1.ErrorReason_REPORT_NOT_READY:      {codes.FailedPrecondition, []string{"report"}},
 
+	commonv1.ErrorReason_SUBSCRIPTION_NOT_FOUND:      {codes.NotFound, []string{"subscription"}},
+	commonv1.ErrorReason_SUBSCRIPTION_ALREADY_EXISTS: {codes.AlreadyExists, []string{"subscription"}},
+
 	commonv1.ErrorReason_USER_NOT_FOUND:             {codes.NotFound, []string{"user"}},
 	commonv1.ErrorReason_USER_ALREADY_EXISTS:        {codes.AlreadyExists, []string{"user"}},
 	commonv1.ErrorReason_APPLICATION_NOT_FOUND:      {codes.NotFound, []string{"application"}},

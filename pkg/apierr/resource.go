@@ -33,6 +33,7 @@ var (
 	DataSource      = Resource{"dataSource", "data source", commonv1.ErrorReason_DATA_SOURCE_NOT_FOUND, commonv1.ErrorReason_DATA_SOURCE_ALREADY_EXISTS}
 	Priority        = Resource{"priority", "priority", commonv1.ErrorReason_PRIORITY_NOT_FOUND, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED}
 	Report          = Resource{"report", "report", commonv1.ErrorReason_REPORT_NOT_FOUND, commonv1.ErrorReason_REPORT_ALREADY_EXISTS}
+	Subscription    = Resource{"subscription", "subscription", commonv1.ErrorReason_SUBSCRIPTION_NOT_FOUND, commonv1.ErrorReason_SUBSCRIPTION_ALREADY_EXISTS}
 )
 
 // String is the resource's metadata key, for logs and test names.

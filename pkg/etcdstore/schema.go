@@ -59,6 +59,10 @@ const (
 	PrefixCredentials      = Root + "credentials/"      // {scope}/{credential}: values sealed
 	PrefixTemplates        = Root + "templates/"        // {scope}/{template}
 	PrefixDataSources      = Root + "datasources/"      // {scope}/{data_source}
+	// Notifications: each user's subscriptions and the record of each
+	// notification (what was sent or why not, the attempts).
+	PrefixSubscriptions = Root + "subscriptions/" // {user}/{subscription}
+	PrefixDeliveries    = Root + "deliveries/"    // {user}/{subscription}/{delivery}
 
 	// Scheduler service.
 	PrefixBindings = Root + "bindings/" // {node}/{project}.{workload}.{pod}: a workloadv1.PodStatus
@@ -164,6 +168,8 @@ var prefixes = []PrefixInfo{
 	{PrefixCredentials, OwnerWorkload, false, "SealedCredential by scope/id (values AES-GCM sealed)"},
 	{PrefixTemplates, OwnerWorkload, false, "Template by scope/id"},
 	{PrefixDataSources, OwnerWorkload, false, "DataSource by scope/id"},
+	{PrefixSubscriptions, OwnerWorkload, false, "notification Subscription by user/id"},
+	{PrefixDeliveries, OwnerWorkload, false, "notification Delivery records by user/subscription/id"},
 	{PrefixBindings, OwnerScheduler, false, "pod binding (PodStatus) by node/project.workload.pod"},
 	{PrefixPods, OwnerScheduler, false, "one key per bound pod (PodStatus: index, node) by project/workload/pod"},
 	{PrefixEvictions, OwnerScheduler, false, "eviction events (WorkloadEvent) by project/workload/time-n"},

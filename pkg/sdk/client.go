@@ -29,16 +29,18 @@ import (
 type Client struct {
 	conn *grpc.ClientConn
 
-	QuotaService       quotav1.QuotaServiceClient
-	WorkloadService    workloadv1.WorkloadServiceClient
-	GovernanceService  workloadv1.GovernanceServiceClient
-	CredentialService  workloadv1.CredentialServiceClient
-	DataSourceService  workloadv1.DataSourceServiceClient
-	SchedulerService   schedulerv1.SchedulerServiceClient
-	NodeManagerService nodemanagerv1.NodeManagerServiceClient
-	IdentityService    identityv1.IdentityServiceClient
-	MetricsService     metricsv1.MetricsServiceClient
-	ReportService      metricsv1.ReportServiceClient
+	QuotaService      quotav1.QuotaServiceClient
+	WorkloadService   workloadv1.WorkloadServiceClient
+	GovernanceService workloadv1.GovernanceServiceClient
+	CredentialService workloadv1.CredentialServiceClient
+	DataSourceService workloadv1.DataSourceServiceClient
+	// NotificationService: the caller's subscriptions and deliveries.
+	NotificationService workloadv1.NotificationServiceClient
+	SchedulerService    schedulerv1.SchedulerServiceClient
+	NodeManagerService  nodemanagerv1.NodeManagerServiceClient
+	IdentityService     identityv1.IdentityServiceClient
+	MetricsService      metricsv1.MetricsServiceClient
+	ReportService       metricsv1.ReportServiceClient
 }
 
 // Dial connects to cfg.Server. It does not wait for the server: the first
@@ -98,17 +100,18 @@ func NewClient(conn *grpc.ClientConn) *Client { return newClient(conn) }
 
 func newClient(conn *grpc.ClientConn) *Client {
 	return &Client{
-		conn:               conn,
-		QuotaService:       quotav1.NewQuotaServiceClient(conn),
-		WorkloadService:    workloadv1.NewWorkloadServiceClient(conn),
-		GovernanceService:  workloadv1.NewGovernanceServiceClient(conn),
-		CredentialService:  workloadv1.NewCredentialServiceClient(conn),
-		DataSourceService:  workloadv1.NewDataSourceServiceClient(conn),
-		SchedulerService:   schedulerv1.NewSchedulerServiceClient(conn),
-		NodeManagerService: nodemanagerv1.NewNodeManagerServiceClient(conn),
-		IdentityService:    identityv1.NewIdentityServiceClient(conn),
-		MetricsService:     metricsv1.NewMetricsServiceClient(conn),
-		ReportService:      metricsv1.NewReportServiceClient(conn),
+		conn:                conn,
+		QuotaService:        quotav1.NewQuotaServiceClient(conn),
+		WorkloadService:     workloadv1.NewWorkloadServiceClient(conn),
+		GovernanceService:   workloadv1.NewGovernanceServiceClient(conn),
+		CredentialService:   workloadv1.NewCredentialServiceClient(conn),
+		DataSourceService:   workloadv1.NewDataSourceServiceClient(conn),
+		NotificationService: workloadv1.NewNotificationServiceClient(conn),
+		SchedulerService:    schedulerv1.NewSchedulerServiceClient(conn),
+		NodeManagerService:  nodemanagerv1.NewNodeManagerServiceClient(conn),
+		IdentityService:     identityv1.NewIdentityServiceClient(conn),
+		MetricsService:      metricsv1.NewMetricsServiceClient(conn),
+		ReportService:       metricsv1.NewReportServiceClient(conn),
 	}
 }
 

@@ -64,6 +64,9 @@ type Config struct {
 	// and compute resources ("one-gpu", "two-gpus") at the account scope when
 	// they are missing (`runway dev` sets it).
 	Examples bool
+	// Notifications bounds subscriptions and deliveries and says where
+	// webhooks and SMTP servers may be.
+	Notifications NotificationConfig
 }
 
 // Deps are the service's collaborators.
@@ -90,6 +93,10 @@ type Deps struct {
 	// CredentialKeys seal and open credentials' values (the key file of
 	// --credentials-key-file); nil: credentials cannot be created or used.
 	CredentialKeys *sealing.Ring
+	// Guard decides what a notification's subscriber may be told (when
+	// subscribing and before each delivery); nil: the NotificationService
+	// is not served and nothing is sent.
+	Guard *auth.Guard
 }
 
 // Server implements workloadv1.WorkloadServiceServer.
@@ -101,6 +108,7 @@ type Server struct {
 	projects   ProjectChecker
 	gov        *Governance
 	creds      *Credentials
+	notify     *Notifications // nil without Deps.Guard
 	log        *slog.Logger
 	clock      Clock
 	agentCreds credentials.PerRPCCredentials
@@ -141,6 +149,9 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		log: deps.Logger.With("service", "workload"), clock: deps.Clock, agentCreds: deps.AgentCredentials,
 		agentConn: insecure.NewCredentials()}
 	s.creds = &Credentials{g: s.gov, store: s.store, ring: deps.CredentialKeys}
+	if deps.Guard != nil {
+		s.notify = newNotifications(cfg.Notifications, deps, s.creds)
+	}
 	if deps.AgentTLS != nil {
 		s.agentConn = credentials.NewTLS(deps.AgentTLS)
 	}
@@ -164,6 +175,9 @@ func (s *Server) Register(g *grpc.Server) {
 	workloadv1.RegisterGovernanceServiceServer(g, s.gov)
 	workloadv1.RegisterCredentialServiceServer(g, s.creds)
 	workloadv1.RegisterDataSourceServiceServer(g, &DataSources{g: s.gov})
+	if s.notify != nil {
+		workloadv1.RegisterNotificationServiceServer(g, s.notify)
+	}
 }
 
 // RegisterGateway adds the REST routes of both services to a gateway mux,
@@ -175,10 +189,24 @@ func (s *Server) RegisterGateway(ctx context.Context, mux *runtime.ServeMux, con
 	if err := workloadv1.RegisterGovernanceServiceHandler(ctx, mux, conn); err != nil {
 		return err
 	}
+	if s.notify != nil {
+		if err := workloadv1.RegisterNotificationServiceHandler(ctx, mux, conn); err != nil {
+			return err
+		}
+	}
 	if err := workloadv1.RegisterCredentialServiceHandler(ctx, mux, conn); err != nil {
 		return err
 	}
 	return workloadv1.RegisterDataSourceServiceHandler(ctx, mux, conn)
+}
+
+// Dispatcher is what sends the notifications of the NotificationService
+// (run it beside the server); nil without Deps.Guard.
+func (s *Server) Dispatcher() *Dispatcher {
+	if s.notify == nil {
+		return nil
+	}
+	return newDispatcher(s.notify)
 }
 
 // Governance is the GovernanceService the server registers.

@@ -216,6 +216,7 @@ func matrixCalls() []call {
 		r  = "/runway.metrics.v1.ReportService/"
 		cr = "/runway.workload.v1.CredentialService/"
 		ds = "/runway.workload.v1.DataSourceService/"
+		nt = "/runway.workload.v1.NotificationService/"
 	)
 	badMask := &fieldmaskpb.FieldMask{Paths: []string{"no_such_field"}}
 	// Policies and assets at a scope (scope is "" for the account): writes
@@ -346,6 +347,13 @@ func matrixCalls() []call {
 		call{r + "ListReports", listing, "", false, &metricsv1.ListReportsRequest{}},
 		call{r + "DownloadReport", anyScope, "", false, &metricsv1.DownloadReportRequest{Name: "reports/nope"}},
 		call{r + "DeleteReport", anyScope, "", false, &metricsv1.DeleteReportRequest{Name: "reports/nope"}},
+		// Subscriptions are the caller's own (the service refuses others'):
+		// anyone who views workloads somewhere holds them.
+		call{nt + "CreateSubscription", anyScope, "", false, &workloadv1.CreateSubscriptionRequest{Parent: "users/-", SubscriptionId: "BAD_ID"}},
+		call{nt + "GetSubscription", anyScope, "", false, &workloadv1.GetSubscriptionRequest{Name: "users/-/subscriptions/nope"}},
+		call{nt + "ListSubscriptions", anyScope, "", false, &workloadv1.ListSubscriptionsRequest{Parent: "users/-"}},
+		call{nt + "DeleteSubscription", anyScope, "", false, &workloadv1.DeleteSubscriptionRequest{Name: "users/-/subscriptions/nope"}},
+		call{nt + "ListDeliveries", anyScope, "", false, &workloadv1.ListDeliveriesRequest{Parent: "users/-/subscriptions/nope"}},
 	)
 }
 
@@ -523,7 +531,7 @@ func TestEveryRPCDeclared(t *testing.T) {
 	}
 	for _, want := range []string{"runway.identity.v1.IdentityService", "runway.quota.v1.QuotaService",
 		"runway.workload.v1.WorkloadService", "runway.scheduler.v1.SchedulerService", "runway.nodemanager.v1.NodeManagerService",
-		"runway.metrics.v1.MetricsService", "runway.metrics.v1.ReportService"} {
+		"runway.metrics.v1.MetricsService", "runway.metrics.v1.ReportService", "runway.workload.v1.NotificationService"} {
 		if !slices.Contains(services, want) {
 			t.Errorf("%s is not registered: %v", want, services)
 		}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/runwayhq/runway/pkg/auth"
 	"github.com/runwayhq/runway/pkg/blob"
+	"github.com/runwayhq/runway/pkg/egress"
 	"github.com/runwayhq/runway/pkg/etcdstore"
 	"github.com/runwayhq/runway/pkg/etcdstore/etcdtest"
 	"github.com/runwayhq/runway/pkg/gpu"
@@ -35,6 +36,7 @@ import (
 	"github.com/runwayhq/runway/services/nodemanager/agent"
 	"github.com/runwayhq/runway/services/nodemanager/kube"
 	"github.com/runwayhq/runway/services/scheduler"
+	"github.com/runwayhq/runway/services/workload"
 )
 
 // DevConfig is the single-process control plane (`runway dev`).
@@ -89,6 +91,10 @@ type DevConfig struct {
 	// Engine is the Docker Engine API the agents run pods on as
 	// containers (ResolveRuntime); empty runs them as host processes.
 	Engine string
+	// Notifications bounds the notifications and says where they may go;
+	// nil: the defaults, with webhooks and SMTP servers on loopback
+	// allowed (a dev server's receivers are on the same machine).
+	Notifications *workload.NotificationConfig
 }
 
 // DevMaxTxnOps is the embedded etcd's --max-txn-ops: the scheduler writes
@@ -248,7 +254,10 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr, token string)) 
 		cfg.Scheduler.MaxOps = DevMaxTxnOps
 	}
 	d := buildDeps{etcd: cli, quotaConn: loop, replica: "dev", logger: cfg.Logger, scheduler: cfg.Scheduler, examples: true, metrics: reg,
-		guard: guard, identity: cfg.Identity}
+		guard: guard, identity: cfg.Identity, notifications: workload.NotificationConfig{Egress: egress.Policy{AllowLoopback: true}}}
+	if cfg.Notifications != nil {
+		d.notifications = *cfg.Notifications
+	}
 	if d.credentialKeys, err = devCredentialKeys(cfg.DataDir); err != nil {
 		_ = srv.Close()
 		return err

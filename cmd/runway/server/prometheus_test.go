@@ -46,6 +46,13 @@ func startPrometheus(t *testing.T, target, tokenFile string, interval time.Durat
 // startPrometheusAt is startPrometheus listening on addr.
 func startPrometheusAt(t *testing.T, addr, target, tokenFile string, interval time.Duration) string {
 	t.Helper()
+	return startPrometheusWith(t, addr, target, tokenFile, interval, "")
+}
+
+// startPrometheusWith is startPrometheusAt evaluating the rule file rules
+// (none when empty) at every interval.
+func startPrometheusWith(t *testing.T, addr, target, tokenFile string, interval time.Duration, rules string) string {
+	t.Helper()
 	bin, _ := filepath.Abs("../../../bin/prometheus")
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatalf("%s: %v (make bin/prometheus builds it)", bin, err)
@@ -59,6 +66,9 @@ scrape_configs:
     static_configs:
       - targets: [%[2]q]
 `, model.Duration(interval), target)
+	if rules != "" {
+		cfg = fmt.Sprintf("rule_files: [%q]\n", rules) + strings.Replace(cfg, "global:\n", "global:\n  evaluation_interval: "+model.Duration(interval).String()+"\n", 1)
+	}
 	if tokenFile != "" {
 		cfg += "    authorization:\n      credentials_file: " + tokenFile + "\n"
 	}

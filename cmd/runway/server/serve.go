@@ -3,17 +3,20 @@ package server
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/netip"
+	"os"
 	"time"
 
 	"google.golang.org/grpc/credentials"
 
 	"github.com/runwayhq/runway/pkg/auth"
 	"github.com/runwayhq/runway/pkg/blob"
+	"github.com/runwayhq/runway/pkg/egress"
 	"github.com/runwayhq/runway/pkg/grpcserver"
 	"github.com/runwayhq/runway/pkg/history"
 	"github.com/runwayhq/runway/pkg/metrics"
@@ -21,6 +24,7 @@ import (
 	"github.com/runwayhq/runway/services/identity"
 	"github.com/runwayhq/runway/services/nodemanager/kube"
 	"github.com/runwayhq/runway/services/scheduler"
+	"github.com/runwayhq/runway/services/workload"
 )
 
 // ServeConfig is one service on its own server (`runway serve <svc>`).
@@ -68,6 +72,12 @@ type ServeConfig struct {
 	// credentials (pkg/sealing): without one, credentials cannot be
 	// created or given to pods.
 	CredentialsKeyFile string
+	// NotificationEgress is where the workload service may send
+	// notifications (webhooks, SMTP servers) beyond public addresses.
+	NotificationEgress egress.Policy
+	// NotificationCAFile holds the CAs (PEM) that webhooks' and SMTP
+	// servers' certificates are checked against; the system's when empty.
+	NotificationCAFile string
 	// Logger; slog.Default() when nil.
 	Logger *slog.Logger
 	// Out gets the bootstrap administrator's one-time password when the
@@ -189,7 +199,18 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 		return err
 	}
 	d := buildDeps{etcd: cli, replica: cfg.Replica, logger: cfg.Logger, guard: guard, identity: cfg.Identity, metrics: reg,
-		scheduler: scheduler.Config{NodeLostGrace: cfg.NodeLostGrace}}
+		scheduler:     scheduler.Config{NodeLostGrace: cfg.NodeLostGrace},
+		notifications: workload.NotificationConfig{Egress: cfg.NotificationEgress}}
+	if cfg.NotificationCAFile != "" {
+		pem, err := os.ReadFile(cfg.NotificationCAFile)
+		if err != nil {
+			return fmt.Errorf("--notification-ca-file: %w", err)
+		}
+		d.notifications.RootCAs = x509.NewCertPool()
+		if !d.notifications.RootCAs.AppendCertsFromPEM(pem) {
+			return fmt.Errorf("--notification-ca-file %s: no PEM certificate in it", cfg.NotificationCAFile)
+		}
+	}
 	if cfg.CredentialsKeyFile != "" {
 		if d.credentialKeys, err = sealing.Load(cfg.CredentialsKeyFile); err != nil {
 			return fmt.Errorf("--credentials-key-file: %w", err)

@@ -128,6 +128,8 @@ type buildDeps struct {
 	nodeKeys nodemanager.NodeKeys
 	// credentialKeys seal and open credentials (nil: none can be made).
 	credentialKeys *sealing.Ring
+	// notifications bounds the workload service's notifications.
+	notifications workload.NotificationConfig
 }
 
 // build builds one service by name.
@@ -145,8 +147,9 @@ func build(name string, d buildDeps) (built, error) {
 		}
 		deps := workload.Deps{Client: d.etcd, Logger: d.logger,
 			Projects:         workload.NewStoredProjects(d.etcd, workload.QuotaProjects{Client: quotav1.NewQuotaServiceClient(d.quotaConn)}),
-			AgentCredentials: d.guard.ServiceCredentials(Workload), AgentTLS: d.agentTLS, CredentialKeys: d.credentialKeys}
-		s, err := workload.New(workload.Config{Examples: d.examples}, deps)
+			AgentCredentials: d.guard.ServiceCredentials(Workload), AgentTLS: d.agentTLS, CredentialKeys: d.credentialKeys,
+			Guard: d.guard}
+		s, err := workload.New(workload.Config{Examples: d.examples, Notifications: d.notifications}, deps)
 		if err != nil {
 			return built{}, err
 		}
@@ -158,7 +161,18 @@ func build(name string, d buildDeps) (built, error) {
 		if err != nil {
 			return built{}, err
 		}
-		return built{name: name, svc: s, run: c.Run}, nil
+		// The notification dispatcher beside it: replicas record each
+		// delivery once and claim it before sending.
+		dispatch := s.Dispatcher()
+		if dispatch == nil {
+			return built{name: name, svc: s, run: c.Run}, nil
+		}
+		return built{name: name, svc: s, run: func(ctx context.Context) error {
+			g := newGroup(ctx)
+			g.Go("workload status controller", c.Run)
+			g.Go("notification dispatcher", dispatch.Run)
+			return g.Wait()
+		}}, nil
 	case Scheduler:
 		cfg := d.scheduler
 		cfg.Replica, cfg.Logger = d.replica, d.logger

@@ -241,6 +241,12 @@ const (
 	// The report is not READY (still PENDING, or FAILED): nothing to
 	// download yet. Code FAILED_PRECONDITION. Metadata: "report".
 	ErrorReason_REPORT_NOT_READY ErrorReason = 102
+	// The caller holds no subscription of this name. Code NOT_FOUND.
+	// Metadata: "subscription".
+	ErrorReason_SUBSCRIPTION_NOT_FOUND ErrorReason = 130
+	// The caller holds a subscription with this id. Code ALREADY_EXISTS.
+	// Metadata: "subscription".
+	ErrorReason_SUBSCRIPTION_ALREADY_EXISTS ErrorReason = 131
 )
 
 // Enum value maps for ErrorReason.
@@ -308,6 +314,8 @@ var (
 		100: "REPORT_NOT_FOUND",
 		101: "REPORT_ALREADY_EXISTS",
 		102: "REPORT_NOT_READY",
+		130: "SUBSCRIPTION_NOT_FOUND",
+		131: "SUBSCRIPTION_ALREADY_EXISTS",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":        0,
@@ -372,6 +380,8 @@ var (
 		"REPORT_NOT_FOUND":                100,
 		"REPORT_ALREADY_EXISTS":           101,
 		"REPORT_NOT_READY":                102,
+		"SUBSCRIPTION_NOT_FOUND":          130,
+		"SUBSCRIPTION_ALREADY_EXISTS":     131,
 	}
 )
 
@@ -406,7 +416,7 @@ var File_runway_common_v1_error_reason_proto protoreflect.FileDescriptor
 
 const file_runway_common_v1_error_reason_proto_rawDesc = "" +
 	"\n" +
-	"#runway/common/v1/error_reason.proto\x12\x10runway.common.v1*\xc0\f\n" +
+	"#runway/common/v1/error_reason.proto\x12\x10runway.common.v1*\xff\f\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rINVALID_FIELD\x10\x01\x12\x13\n" +
@@ -472,7 +482,9 @@ const file_runway_common_v1_error_reason_proto_rawDesc = "" +
 	"\x0eINTERNAL_ERROR\x10R\x12\x14\n" +
 	"\x10REPORT_NOT_FOUND\x10d\x12\x19\n" +
 	"\x15REPORT_ALREADY_EXISTS\x10e\x12\x14\n" +
-	"\x10REPORT_NOT_READY\x10fB=Z;github.com/runwayhq/runway/gen/go/runway/common/v1;commonv1b\x06proto3"
+	"\x10REPORT_NOT_READY\x10f\x12\x1b\n" +
+	"\x16SUBSCRIPTION_NOT_FOUND\x10\x82\x01\x12 \n" +
+	"\x1bSUBSCRIPTION_ALREADY_EXISTS\x10\x83\x01B=Z;github.com/runwayhq/runway/gen/go/runway/common/v1;commonv1b\x06proto3"
 
 var (
 	file_runway_common_v1_error_reason_proto_rawDescOnce sync.Once

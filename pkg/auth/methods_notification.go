@@ -1,0 +1,15 @@
+package auth
+
+const notificationSvc = "/runway.workload.v1.NotificationService/"
+
+// The NotificationService's methods: a subscription is its owner's alone
+// (the service refuses anyone else's name), so anyone who may view
+// workloads somewhere may hold subscriptions; what each event needs beyond
+// that (a project viewed, the cluster administered) the service asks
+// Allowed when subscribing and again before each delivery.
+func init() {
+	somewhere := func(_ *Guard, r any) Target { return anywhere("subscriptions") }
+	for _, name := range []string{"CreateSubscription", "GetSubscription", "ListSubscriptions", "DeleteSubscription", "ListDeliveries"} {
+		methods[notificationSvc+name] = Method{Perm: perm(Workloads, View), Target: somewhere}
+	}
+}
