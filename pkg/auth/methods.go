@@ -51,11 +51,14 @@ type Method struct {
 	// NewRequest makes an empty request of a server-streaming method, which
 	// the interceptor receives itself to decide.
 	NewRequest func() proto.Message
+	// Audit: calls are audited although the permission is a view (a change
+	// that is the caller's own, as a notification subscription).
+	Audit bool
 }
 
 // Mutating reports whether calls to m are audited.
 func (m Method) Mutating() bool {
-	return m.Access == Checked && m.Perm.Action != View || m.Access == NodeAgentOnly
+	return m.Access == Checked && (m.Perm.Action != View || m.Audit) || m.Access == NodeAgentOnly
 }
 
 // Methods returns the declaration of every RPC, by full method name.

@@ -10,6 +10,8 @@ const notificationSvc = "/runway.workload.v1.NotificationService/"
 func init() {
 	somewhere := func(_ *Guard, r any) Target { return anywhere("subscriptions") }
 	for _, name := range []string{"CreateSubscription", "GetSubscription", "ListSubscriptions", "DeleteSubscription", "ListDeliveries"} {
-		methods[notificationSvc+name] = Method{Perm: perm(Workloads, View), Target: somewhere}
+		// A subscription made or removed is a change of the caller's: audited.
+		audit := name == "CreateSubscription" || name == "DeleteSubscription"
+		methods[notificationSvc+name] = Method{Perm: perm(Workloads, View), Target: somewhere, Audit: audit}
 	}
 }
