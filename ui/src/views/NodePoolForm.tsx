@@ -23,7 +23,7 @@ const SLICING = ['TIME_SLICING_MODE_OFF', 'TIME_SLICING_MODE_STRICT', 'TIME_SLIC
 
 // NodePoolForm creates a node pool or edits one (CreateNodePool,
 // UpdateNodePool); the server checks the selector and settings.
-export function NodePoolForm({ editing, onDone }: { editing?: NodePool & { nodeSelector?: Record<string, string> }; onDone: () => void }) {
+export function NodePoolForm({ editing, onDone, onCancel }: { editing?: NodePool & { nodeSelector?: Record<string, string> }; onDone: () => void; onCancel: () => void }) {
   const [name, setName] = useState(id(editing?.name))
   const [description, setDescription] = useState(editing?.description ?? '')
   const [selector, setSelector] = useState(selectorText(editing?.nodeSelector))
@@ -65,6 +65,7 @@ export function NodePoolForm({ editing, onDone }: { editing?: NodePool & { nodeS
         </select>
       </label>
       <button type="submit">{editing ? 'Save node pool' : 'Create node pool'}</button>
+      <button type="button" className="secondary" onClick={onCancel}>Cancel</button>
       {error && <p role="alert" className="error">{error}</p>}
     </form>
   )

@@ -97,7 +97,7 @@ export function Nodes() {
         <button type="button" onClick={() => setForm(form === 'new' ? undefined : 'new')} aria-expanded={form === 'new'}>New node pool</button>
       </div>
       {form && (
-        <NodePoolForm key={form === 'new' ? 'new' : form.name} editing={form === 'new' ? undefined : form} onDone={() => { setForm(undefined); reload() }} />
+        <NodePoolForm key={form === 'new' ? 'new' : form.name} editing={form === 'new' ? undefined : form} onDone={() => { setForm(undefined); reload() }} onCancel={() => setForm(undefined)} />
       )}
       {(error || actionError) && <p role="alert" className="error">{error || actionError}</p>}
       {data?.pools.map((p) => {
