@@ -44,6 +44,11 @@ describe('workflows in the web UI', () => {
     await stopDev(dev)
   })
 
+  it("starts quietly: runway dev prints its own lines, none of the embedded TSDB's INFO lines", () => {
+    expect(dev.log()).toMatch(/runway dev: ready/)
+    expect(dev.log()).not.toMatch(/component=(tsdb|promql)/)
+  })
+
   it('submits a training with CPU, memory, a priority and a quoted shell line; the API has each as typed', async () => {
     await nav('New workload')
     await page.getByLabel('Project').selectOption('team-r')
