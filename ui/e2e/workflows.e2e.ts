@@ -219,6 +219,64 @@ describe('workflows in the web UI', () => {
     await check('25-overview-idle-unallocated')
   })
 
+  it('creates credentials whose values are never shown again, lists them in a table and deletes them', async () => {
+    await nav('Policies and assets')
+    await page.getByRole('navigation', { name: 'Policies and assets' }).getByRole('link', { name: 'Credentials' }).click()
+    const form = page.getByRole('form', { name: 'Create a credential' })
+    await form.getByLabel('Scope').selectOption({ label: 'Project team-r' })
+    await form.getByLabel('Credential id').fill('hf')
+    await form.getByLabel('Key 1').fill('HF_TOKEN')
+    const SECRET = 'hf_very-secret-value-4711'
+    await form.getByLabel('Value 1').fill(SECRET)
+    await expect(form.getByLabel('Value 1').getAttribute('type')).resolves.toBe('password')
+    await form.getByRole('button', { name: 'Create credential' }).click()
+    const row = page.getByRole('row').filter({ has: page.getByRole('cell', { name: 'hf', exact: true }) })
+    await row.getByRole('cell', { name: 'HF_TOKEN', exact: true }).waitFor()
+    await expect(row.getByRole('cell').nth(1).textContent()).resolves.toBe('projects/team-r')
+    await page.getByRole('status').getByText(/not shown again/).waitFor()
+    // Nowhere in the page: not its text, not a field's value, not its HTML.
+    const inPage = await page.evaluate((s) => [document.body.innerText.includes(s), document.documentElement.outerHTML.includes(s),
+      [...document.querySelectorAll('input, textarea')].some((e) => (e as HTMLInputElement).value.includes(s))], SECRET)
+    expect(inPage).toEqual([false, false, false])
+    const got = await json<{ values: Record<string, string>; keys: string[] }>(admin('GET', '/v1/projects/team-r/credentials/hf'))
+    expect([got.values, got.keys]).toEqual([{}, ['HF_TOKEN']])
+    // A registry credential: its server and user name by label, the
+    // server's refusal next to the field it names.
+    await form.getByLabel('Credential id').fill('reg')
+    await form.getByLabel('Credential type').selectOption({ label: 'Container registry' })
+    await form.getByLabel('User name').fill('robot')
+    await form.getByRole('button', { name: 'Create credential' }).click()
+    await expect(form.getByRole('alert').textContent()).resolves.toMatch(/Check “Password”, “Registry server”/)
+    await form.getByLabel('Registry server').fill('registry.example.com:5000')
+    await form.getByLabel('Password', { exact: true }).fill('pw-never-shown-8812')
+    await form.getByRole('button', { name: 'Create credential' }).click()
+    const reg = page.getByRole('row').filter({ has: page.getByRole('cell', { name: 'reg', exact: true }) })
+    await reg.getByRole('cell', { name: 'registry.example.com:5000', exact: true }).waitFor()
+    expect(await page.evaluate(() => document.documentElement.outerHTML.includes('pw-never-shown-8812'))).toBe(false)
+    await check('27-credentials')
+    // Search and CSV as every table.
+    await page.getByRole('group', { name: 'Credentials controls' }).getByLabel('Search').fill('registry')
+    await expect(page.getByRole('table', { name: /^Credentials/ }).locator('tbody tr').count()).resolves.toBe(1)
+    await page.getByRole('group', { name: 'Credentials controls' }).getByLabel('Search').fill('')
+    page.once('dialog', (d) => d.accept())
+    await page.getByRole('button', { name: 'Delete credential reg of projects/team-r' }).click()
+    await reg.waitFor({ state: 'detached' })
+    expect((await admin('GET', '/v1/projects/team-r/credentials/reg')).status).toBe(404)
+  })
+
+  it('creates a compute resource with CPU and memory', async () => {
+    await nav('Policies and assets')
+    const cr = page.getByRole('form', { name: 'Create a compute resource' })
+    await cr.getByLabel('Compute resource id').fill('cpu-box')
+    await cr.getByLabel('CPU per pod (cores)').fill('4')
+    await cr.getByLabel('Memory per pod').fill('16Gi')
+    await cr.getByRole('button', { name: 'Create compute resource' }).click()
+    const row = page.getByRole('row').filter({ has: page.getByRole('cell', { name: 'cpu-box', exact: true }) })
+    await row.getByRole('cell', { name: '16 GiB', exact: true }).waitFor()
+    const got = await json<{ milliCpu: string; memoryBytes: string }>(admin('GET', '/v1/computeResources/cpu-box'))
+    expect([got.milliCpu, got.memoryBytes]).toEqual(['4000', String(16 * 2 ** 30)])
+  })
+
   it('fits a phone and a laptop: no view scrolls sideways at 420 or 1280 px, and the header does not overlap', async () => {
     const wide: string[] = []
     for (const width of [420, 1280]) {
@@ -243,7 +301,15 @@ describe('workflows in the web UI', () => {
         if (width === 420) await check(`26-narrow-${label.toLowerCase().replace(/\W+/g, '-')}`)
       }
     }
-    // A workload's page too.
+    // The credentials page and a workload's page too.
+    for (const width of [420, 1280]) {
+      await page.setViewportSize({ width, height: 800 })
+      await nav('Policies and assets')
+      await page.getByRole('navigation', { name: 'Policies and assets' }).getByRole('link', { name: 'Credentials' }).click()
+      await page.getByRole('heading', { name: 'Credentials', exact: true }).waitFor()
+      const [scroll, client] = await page.evaluate(() => [document.documentElement.scrollWidth, document.documentElement.clientWidth])
+      if (scroll > client) wide.push(`Credentials at ${width}px: ${scroll}px wide`)
+    }
     for (const width of [420, 1280]) {
       await page.setViewportSize({ width, height: 800 })
       await page.goto(dev.url + '/workloads/team-r/r1')

@@ -13,7 +13,7 @@ export interface Problems { fields: Record<string, string>; rest: string }
 function labelFor(path: string, labels: Labels): string {
   for (let p = path; p; p = p.includes('.') ? p.slice(0, p.lastIndexOf('.')) : '') {
     if (labels[p]) return labels[p]
-    const bare = p.replace(/\[\d+\]/g, '')
+    const bare = p.replace(/\[[^\]]*\]/g, '')
     if (labels[bare]) return labels[bare]
   }
   return ''

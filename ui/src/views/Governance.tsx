@@ -9,6 +9,7 @@ import { parseBytes, parseCpu, runsText } from '../spec'
 import { problemsOf, type Problems } from '../problems'
 import { CommandFields, useCommand } from './CommandFields'
 import { Field } from './Field'
+import { AssetTabs } from './AssetTabs'
 
 // policyPath is a policy's REST path: the account's, a department's or a
 // project's, for one workload type.
@@ -271,6 +272,7 @@ export function Governance() {
   ]
   return (
     <section aria-labelledby="h-gov">
+      <AssetTabs />
       <h1 id="h-gov">Policies and assets</h1>
       {(error || actionError) && <p role="alert" className="error">{error || actionError}</p>}
       <h2>Policies</h2>
