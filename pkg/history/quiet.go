@@ -29,7 +29,7 @@ func (h internal) Handle(ctx context.Context, r slog.Record) error {
 }
 
 func (h internal) WithAttrs(as []slog.Attr) slog.Handler { return internal{h.next.WithAttrs(as)} }
-func (h internal) WithGroup(g string) slog.Handler      { return internal{h.next.WithGroup(g)} }
+func (h internal) WithGroup(g string) slog.Handler       { return internal{h.next.WithGroup(g)} }
 
 // internalLogger is log for a Prometheus component, its INFO lines at DEBUG.
 func internalLogger(log *slog.Logger, component string) *slog.Logger {

@@ -141,6 +141,19 @@ describe('workflows in the web UI', () => {
     await signIn(page, 'rita', RITA_PASSWORD)
     await waitStatus('Pending')
     await page.getByRole('region', { name: 'Logs' }).getByText('No pod is running yet: the workload is pending.').waitFor()
+    // It can never fit, said first and in plain words: the CPU it lacks and
+    // the largest node's total and free CPU, memory and GPUs.
+    const nodes = (await json<{ nodes: { name: string; capacity: { milliCpu: string } }[] }>(admin('GET', '/v1/nodes'))).nodes
+    const note = page.getByRole('note')
+    await note.getByText(/^It can never fit in node pool default: a pod needs 8 cores of CPU, more than any node has; the largest node, node-\d, has .* cores, .* GiB of memory and 2 GPUs in all \(.* free\)\.$/).waitFor({ timeout: 30_000 })
+    expect(await note.textContent()).toContain(`has ${Number(nodes[0].capacity.milliCpu) / 1000} cores`)
+    const reasons = page.getByRole('table', { name: 'Why it waits' })
+    await expect(reasons.textContent()).resolves.toMatch(/needs 8 cores on one node; the most free on one node is/)
+    // The Nodes page shows each node's CPU and memory, allocated and total.
+    await nav('Nodes')
+    await page.getByRole('heading', { name: new RegExp(`^node-1 .* GPUs, [\\d.]+ of ${Number(nodes.find((n) => n.name === 'nodes/node-1')!.capacity.milliCpu) / 1000} cores, .* of .* memory allocated$`) }).waitFor()
+    await page.goBack()
+    await waitStatus('Pending')
     expect(await page.locator('main').textContent()).not.toMatch(/HTTP \d|WORKLOAD_NO_LOGS/)
     await check('23-workload-pending-logs')
   })

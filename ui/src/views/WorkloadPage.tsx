@@ -48,6 +48,15 @@ function qty(q?: Quantity) {
   return parts.join(', ')
 }
 
+// never is the scheduler's word that no node is big enough for one pod,
+// said first: no wait will make it run.
+function never(reasons?: PendingReason[]): string {
+  const m = (reasons ?? []).map((r) => r.message ?? '').find((t) => t.includes('it can never fit'))
+  if (!m) return ''
+  const s = m.slice(m.indexOf('it can never fit'))
+  return s[0].toUpperCase() + s.slice(1) + '.'
+}
+
 function Reasons({ reasons }: { reasons: PendingReason[] }) {
   return (
     <table>
@@ -225,6 +234,7 @@ export function WorkloadPage({ project, name }: { project: string; name: string 
             {st?.gpuIdleTime && <><dt>GPUs idle for</dt><dd>{st.gpuIdleTime}</dd></>}
             {st?.stopReason && <><dt>Stopped because</dt><dd>{st.stopReason}</dd></>}
           </dl>
+          {never(st?.pendingReasons) && <p className="never" role="note">{never(st?.pendingReasons)}</p>}
           {st?.pendingReasons?.length ? <Reasons reasons={st.pendingReasons} /> : null}
           {st?.phase === 'WORKLOAD_PHASE_PENDING' && <Attempts path={path} phase={st.phase} />}
           <table>
