@@ -290,6 +290,20 @@ describe('workflows in the web UI', () => {
     expect([got.milliCpu, got.memoryBytes]).toEqual(['4000', String(16 * 2 ** 30)])
   })
 
+  it('gives every form a Cancel', async () => {
+    const missing: string[] = []
+    for (const label of [...VIEWS, 'Credentials']) {
+      await nav(label === 'Credentials' ? 'Policies and assets' : label)
+      if (label === 'Credentials') await page.getByRole('navigation', { name: 'Policies and assets' }).getByRole('link', { name: 'Credentials' }).click()
+      await page.locator('main h1').first().waitFor()
+      await page.waitForTimeout(300)
+      for (const f of await page.locator('main form').all()) {
+        if ((await f.getByRole('button', { name: 'Cancel', exact: true }).count()) !== 1) missing.push(`${label}: ${await f.getAttribute('aria-label')}`)
+      }
+    }
+    expect(missing).toEqual([])
+  })
+
   it('fits a phone and a laptop: no view scrolls sideways at 420 or 1280 px, and the header does not overlap', async () => {
     const wide: string[] = []
     for (const width of [420, 1280]) {

@@ -11,7 +11,8 @@ export function useCommand() {
   const [shell, setShell] = useState('')
   const [program, setProgram] = useState('')
   const [argsText, setArgsText] = useState('')
-  return { mode, setMode, shell, setShell, program, setProgram, argsText, setArgsText, run: commandOf(mode, shell, program, argsText) }
+  const reset = () => [setMode('shell'), setShell(''), setProgram(''), setArgsText('')]
+  return { mode, setMode, shell, setShell, program, setProgram, argsText, setArgsText, reset, run: commandOf(mode, shell, program, argsText) }
 }
 
 // CommandFields asks for it and shows exactly what will run, word by word.

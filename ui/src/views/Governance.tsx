@@ -101,6 +101,7 @@ function PolicyEditor() {
       {error && <p role="alert" className="error">{error}</p>}
       {msg && <p role="status">{msg}</p>}
       <button type="submit" disabled={!loaded}>Save policy</button>
+      <button type="button" className="secondary" onClick={() => { setError(''); setMsg(''); setText(JSON.stringify({ defaults: policy?.defaults ?? {}, rules: policy?.rules ?? {} }, null, 2)) }}>Cancel</button>
     </form>
   )
 }
@@ -170,6 +171,7 @@ function TemplateForm({ envs, crs, onDone }: { envs: Environment[]; crs: Compute
       <label>Template image<input value={image} onChange={(e) => setImage(e.target.value)} /></label>
       <label>Template pods<input type="number" min={1} value={pods} onChange={(e) => setPods(e.target.value)} /></label>
       <button type="submit">Create template</button>
+      <button type="button" className="secondary" onClick={() => { setTid(''); setType(''); setEnvironment(''); setCompute(''); setImage(''); setPods('') }}>Cancel</button>
       {error && <p role="alert" className="error">{error}</p>}
     </form>
   )
@@ -223,6 +225,7 @@ function AssetForms({ onDone }: { onDone: () => void }) {
         <label>Image<input value={image} onChange={(e) => setImage(e.target.value)} required /></label>
         <CommandFields c={cmd} problem={() => ''} name="env-cmd" />
         <button type="submit">Create environment</button>
+        <button type="button" className="secondary" onClick={() => { setEnvId(''); setImage(''); cmd.reset() }}>Cancel</button>
         {error && <p role="alert" className="error">{error}</p>}
       </form>
       <form className="form inline" aria-label="Create a compute resource" onSubmit={createCr}>
@@ -231,6 +234,7 @@ function AssetForms({ onDone }: { onDone: () => void }) {
         <Field label={crLabels.cpu} problem={p(crLabels.cpu)}><input value={cpu} onChange={(e) => setCpu(e.target.value)} inputMode="decimal" placeholder="none" /></Field>
         <Field label={crLabels.memory} problem={p(crLabels.memory)}><input value={memory} onChange={(e) => setMemory(e.target.value)} placeholder="such as 16Gi" /></Field>
         <button type="submit">Create compute resource</button>
+        <button type="button" className="secondary" onClick={() => { setCrId(''); setGpu(''); setCpu(''); setMemory(''); setCrProblems({ fields: {}, rest: '' }) }}>Cancel</button>
         {crProblems.rest && <p role="alert" className="error">{crProblems.rest}</p>}
       </form>
     </>
