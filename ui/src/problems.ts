@@ -28,6 +28,14 @@ export function inWords(text: string, labels: Labels): string {
     .reduce((t, [leaf, label]) => t.replace(new RegExp(`\\b${leaf}\\b`, 'g'), `“${label}”`), text)
 }
 
+// problemText is an error as one line for a form that shows it once: each
+// violation led by the label of its field (the API's path where the form
+// has none).
+export function problemText(err: unknown, labels: Labels): string {
+  if (!(err instanceof ApiError) || !err.violations.length) return problemsOf(err, labels).rest
+  return err.violations.map((v) => `${labelFor(v.field, labels) ? `“${labelFor(v.field, labels)}”` : v.field}: ${inWords(v.description, labels)}`).join('; ')
+}
+
 // problemsOf reads an error: each field violation goes to the field its
 // label names (keyed by label), with the rule that failed in the form's
 // words; what names no field of the form stays in rest.

@@ -51,3 +51,15 @@ describe('server errors in the form’s words', () => {
     expect(inWords('set workload_id', labels)).toBe('set “Name”')
   })
 })
+
+describe('a form’s one-line error', () => {
+  it('leads each violation with the label of its field', async () => {
+    const { quotaLabels } = await import('./views/Projects')
+    const { problemText } = await import('./problems')
+    const err = new ApiError(400, { code: 3, message: 'x', details: [{ fieldViolations: [
+      { field: 'project.node_pool_quotas[0].gpu.limit_milli_gpus', description: 'must be at least deserved_milli_gpus' },
+      { field: 'project.other', description: 'bad' },
+    ] }] })
+    expect(problemText(err, quotaLabels('project'))).toBe('“GPU limit”: must be at least “GPU quota”; project.other: bad')
+  })
+})

@@ -1,6 +1,6 @@
 import { useState } from 'react'
 import { call } from '../api'
-import { errorText } from '../hooks'
+import { problemText } from '../problems'
 import { enumLabel, id } from '../format'
 import type { NodePool } from '../types'
 
@@ -44,7 +44,10 @@ export function NodePoolForm({ editing, onDone, onCancel }: { editing?: NodePool
       else await call('POST', `/v1/nodepools?nodePoolId=${encodeURIComponent(name.trim())}`, body)
       onDone()
     } catch (err) {
-      setError(errorText(err))
+      setError(problemText(err, {
+        node_pool_id: 'Node pool id', 'node_pool.description': 'Description', 'node_pool.node_selector': 'Node selector',
+        'node_pool.placement_strategy': 'Placement', 'node_pool.time_slicing': 'Time slicing', 'node_pool.time_slicing.mode': 'Time slicing',
+      }))
     }
   }
   return (

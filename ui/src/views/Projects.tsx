@@ -1,11 +1,12 @@
 import { useState } from 'react'
 import { call, listAll } from '../api'
-import { errorText, useAction, useLoad } from '../hooks'
+import { useAction, useLoad } from '../hooks'
 import { DataTable, type Col } from '../table'
 import { gpus, id, workloadType } from '../format'
 import type { Department, GpuQuota, NodePool, NodePoolQuota, Project, Queue, SchedulingRules } from '../types'
 import { MetricCharts, WindowPicker, type ChartSpec } from '../chart'
 import { RulesForm, showDuration } from './Rules'
+import { problemText } from '../problems'
 import { linesOf, type Line, type Metrics } from '../metrics'
 
 // queueLines are a project's or a department's GPUs over time: allocated,
@@ -178,6 +179,15 @@ export function withQuota(quotas: NodePoolQuota[], pool: string, gpu: GpuQuota |
   return gpu ? [...rest, { ...old, nodePool: pool, gpu }] : rest
 }
 
+// quotaLabels are the form's labels of a project's or department's fields.
+export function quotaLabels(kind: 'project' | 'department') {
+  const q = `${kind}.node_pool_quotas`
+  return {
+    [`${kind}_id`]: 'Name', [`${kind}.name`]: 'Name', [`${kind}.department`]: 'Department', [q]: 'Node pool', [`${q}.node_pool`]: 'Node pool',
+    [`${q}.gpu.deserved_milli_gpus`]: 'GPU quota', [`${q}.gpu.limit_milli_gpus`]: 'GPU limit', [`${q}.gpu.over_quota_weight`]: 'Over-quota weight',
+  }
+}
+
 function QuotaForm({ editing, departments, pools, onDone, onCancel }: {
   editing?: Row; departments: Department[]; pools: string[]; onDone: () => void; onCancel: () => void
 }) {
@@ -221,7 +231,7 @@ function QuotaForm({ editing, departments, pools, onDone, onCancel }: {
       }
       onDone()
     } catch (err) {
-      setError(errorText(err))
+      setError(problemText(err, quotaLabels(kind === 'Project' ? 'project' : 'department')))
     }
   }
   return (
