@@ -1,6 +1,6 @@
 import { defineConfig } from 'vitest/config'
 
-// The end-to-end run: one file, its steps in order, against a real
+// The end-to-end run: each file's steps in order, one file at a time, against a real
 // `runway dev` (bin/runway) driven through Debian's Chromium.
 export default defineConfig({
   test: {
@@ -9,5 +9,6 @@ export default defineConfig({
     testTimeout: 120_000,
     hookTimeout: 120_000,
     fileParallelism: false,
+    globalSetup: ['e2e/setup.ts'],
   },
 })

@@ -101,11 +101,11 @@ func Open(cfg Config) (*Store, error) {
 	if err := os.Chmod(cfg.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("history: %w", err)
 	}
-	db, err := tsdb.Open(cfg.Dir, cfg.Logger.With("component", "tsdb"), nil, opts, nil)
+	db, err := tsdb.Open(cfg.Dir, internalLogger(cfg.Logger, "tsdb"), nil, opts, nil)
 	if err != nil {
 		return nil, fmt.Errorf("history: open %s: %w", cfg.Dir, err)
 	}
-	engine := promql.NewEngine(promql.EngineOpts{Logger: cfg.Logger.With("component", "promql"),
+	engine := promql.NewEngine(promql.EngineOpts{Logger: internalLogger(cfg.Logger, "promql"),
 		MaxSamples: MaxSamples, Timeout: cfg.QueryTimeout, LookbackDelta: 5 * time.Minute,
 		EnableAtModifier: true, EnableNegativeOffset: true})
 	return &Store{db: db, engine: engine, log: cfg.Logger}, nil

@@ -244,13 +244,15 @@ func miss(p *cluster.Pool, w *cluster.Workload, k, placed int) Miss {
 	} else {
 		fit = "needs " + what
 	}
-	if w.NodeType == "" && w.Pod.GPU+w.Pod.GPUMemory > 0 && p.ReadyNodes() > 0 {
+	if w.NodeType == "" && w.Pod.GPU+w.Pod.GPUMemory > 0 && w.Pod.CPU+w.Pod.Memory == 0 && p.ReadyNodes() > 0 {
 		// The common case without a scan: the free index knows the largest block.
 		return Miss{Kind: room, Requested: need, Largest: cluster.Resources{GPU: p.MaxFree()}, Nodes: p.ReadyNodes(),
 			Text: fmt.Sprintf("%s; the largest free block is %s", fit, cluster.Quantity(cluster.GPU, p.MaxFree()))}
 	}
 	ready, typed := 0, 0
-	var maxGPU, maxCPU int64
+	var maxGPU, maxCPU, maxMemory int64
+	var largest *cluster.Node // the biggest node of the type, by its total
+	fitsOne := false          // some node could take one pod were it empty
 	for _, n := range p.Nodes {
 		if !n.Ready || n.Cordoned {
 			continue
@@ -263,6 +265,11 @@ func miss(p *cluster.Pool, w *cluster.Workload, k, placed int) Miss {
 		free := n.Free()
 		maxGPU = max(maxGPU, free.GPU)
 		maxCPU = max(maxCPU, free.CPU)
+		maxMemory = max(maxMemory, free.Memory)
+		fitsOne = fitsOne || holds(n.Capacity, w.Pod)
+		if largest == nil || bigger(n.Capacity, largest.Capacity) {
+			largest = n
+		}
 	}
 	m := Miss{Requested: need, Nodes: typed}
 	switch {
@@ -272,12 +279,74 @@ func miss(p *cluster.Pool, w *cluster.Workload, k, placed int) Miss {
 		m.Kind, m.Nodes, m.Text = NoNodeOfType, ready, fmt.Sprintf("%s; node pool %s has no Ready node of type %s", fit, p.Name, w.NodeType)
 	case w.Pod.GPU > 0 || w.Pod.GPUMemory > 0:
 		m.Kind, m.Largest = room, cluster.Resources{GPU: maxGPU}
-		m.Text = fmt.Sprintf("%s; the largest free block is %s", fit, cluster.Quantity(cluster.GPU, maxGPU))
+		m.Text = fmt.Sprintf("%s; the largest free block is %s", fit, cluster.Quantity(cluster.GPU, maxGPU)) + hostFree(w.Pod, maxCPU, maxMemory)
 	default:
 		m.Kind, m.Largest = room, cluster.Resources{CPU: maxCPU}
-		m.Text = fmt.Sprintf("%s; the most free on one node is %s", fit, cluster.Quantity(cluster.CPU, maxCPU))
+		m.Text = fmt.Sprintf("%s; the most free on one node is %s", fit, cluster.Quantity(cluster.CPU, maxCPU)) + hostFree(cluster.PodRequest{Memory: w.Pod.Memory}, 0, maxMemory)
+	}
+	if largest != nil && !fitsOne {
+		m.Text += "; " + neverFits(p, w.Pod, largest)
 	}
 	return m
+}
+
+// holds says whether a node of total c could take one pod of r were it
+// empty (GPU memory needs some GPU of the node; its size is not checked).
+func holds(c cluster.Resources, r cluster.PodRequest) bool {
+	gpu := r.GPU
+	if r.GPUMemory > 0 {
+		gpu = max(gpu, 1)
+	}
+	return c.GPU >= gpu && c.CPU >= r.CPU && c.Memory >= r.Memory
+}
+
+// bigger orders nodes by their total: GPUs, then CPU, then memory.
+func bigger(a, b cluster.Resources) bool {
+	if a.GPU != b.GPU {
+		return a.GPU > b.GPU
+	}
+	if a.CPU != b.CPU {
+		return a.CPU > b.CPU
+	}
+	return a.Memory > b.Memory
+}
+
+// hostFree names the most free CPU and memory on one node, for the ones
+// the pod asks for.
+func hostFree(r cluster.PodRequest, cpu, memory int64) string {
+	var parts []string
+	if r.CPU > 0 {
+		parts = append(parts, cluster.Quantity(cluster.CPU, cpu)+" of CPU")
+	}
+	if r.Memory > 0 {
+		parts = append(parts, cluster.FormatAmount(cluster.Memory, memory)+" of memory")
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "; the most free on one node is " + strings.Join(parts, " and ")
+}
+
+// neverFits says, in plain words, that no node of the pool is big enough
+// for one pod, which resources fall short, and the largest node's total
+// and free CPU, memory and GPUs.
+func neverFits(p *cluster.Pool, r cluster.PodRequest, n *cluster.Node) string {
+	c, f := n.Capacity, n.Free()
+	var short []string
+	if r.CPU > c.CPU {
+		short = append(short, fmt.Sprintf("%s of CPU", cluster.Quantity(cluster.CPU, r.CPU)))
+	}
+	if r.Memory > c.Memory {
+		short = append(short, fmt.Sprintf("%s of memory", cluster.FormatAmount(cluster.Memory, r.Memory)))
+	}
+	if !holds(cluster.Resources{GPU: c.GPU, CPU: r.CPU, Memory: r.Memory}, r) {
+		short = append(short, podNeed(&cluster.Workload{Pod: cluster.PodRequest{GPU: r.GPU, GPUMemory: r.GPUMemory}}))
+	}
+	all := func(x cluster.Resources) string {
+		return fmt.Sprintf("%s, %s of memory and %s", cluster.Quantity(cluster.CPU, x.CPU), cluster.FormatAmount(cluster.Memory, x.Memory), cluster.Quantity(cluster.GPU, x.GPU))
+	}
+	return fmt.Sprintf("it can never fit in node pool %s: a pod needs %s, more than any node has; the largest node, %s, has %s in all (%s free)",
+		p.Name, strings.Join(short, " and "), n.Name, all(c), all(f))
 }
 
 func podNeed(w *cluster.Workload) string {

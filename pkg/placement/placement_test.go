@@ -153,3 +153,32 @@ func TestPlace_unhealthyAndCordoned(t *testing.T) {
 		t.Errorf("uncordoned n-b takes no pod")
 	}
 }
+
+// A pod bigger than every node says so in plain words, with the resource
+// that falls short and the largest node's total and free CPU, memory and
+// GPUs; one that only waits for room does not.
+func TestPlaceNeverFitsSaysWhichResource(t *testing.T) {
+	s := busy(t)
+	w := submit(t, s, "cpu", cluster.PodRequest{GPU: 1000, CPU: 128000, Memory: 16 << 30})
+	pods, why := placement.Place(s, s.Pool("default"), w, 1, placement.Binpack)
+	if pods != nil {
+		t.Fatal("a 128-core pod was placed on 64-core nodes")
+	}
+	want := "needs 1 GPU on one node; the largest free block is 4 GPUs; the most free on one node is 64 cores of CPU and 1024 GiB of memory" +
+		"; it can never fit in node pool default: a pod needs 128 cores of CPU, more than any node has" +
+		"; the largest node, n-a, has 64 cores, 1024 GiB of memory and 4 GPUs in all (64 cores, 1024 GiB of memory and 1 GPU free)"
+	if why.Text != want || why.Kind != placement.NoRoom {
+		t.Errorf("reason:\nwant %s\ngot  %s (kind %v)", want, why.Text, why.Kind)
+	}
+	mem := submit(t, s, "mem", cluster.PodRequest{Memory: 2 << 40, CPU: 1000})
+	if _, why := placement.Place(s, s.Pool("default"), mem, 1, placement.Binpack); !strings.Contains(why.Text, "a pod needs 2048 GiB of memory, more than any node has") {
+		t.Errorf("memory: %s", why.Text)
+	}
+	// Room for 4 GPUs and 8 cores exists on an empty node; only busy now.
+	s.Place(submit(t, s, "fill", cluster.PodRequest{GPU: 4000}), 0, s.Node("n-c"), []int{0, 1, 2, 3}, 1000)
+	waits := submit(t, s, "waits", cluster.PodRequest{GPU: 4000, CPU: 8000})
+	if _, why := placement.Place(s, s.Pool("default"), waits, 1, placement.Binpack); strings.Contains(why.Text, "never") ||
+		why.Text != "needs 4 GPUs on one node; the largest free block is 3.5 GPUs; the most free on one node is 64 cores of CPU" {
+		t.Errorf("busy, not too big: %s", why.Text)
+	}
+}

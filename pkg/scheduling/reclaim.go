@@ -168,7 +168,9 @@ func (c *cycle) preempt(j *cluster.Workload) bool {
 			why = Reason{}
 		case crossed != nil:
 			why.Queue = queueName(crossed)
-			why.Text = fmt.Sprintf("preempt: it would take %s %s above max(deserved, fair share) of %s unless its victims free %s; none that make room do (plans must settle)",
+			// Plain words for the rule (SCHEDULING.md §3: a preemption must
+			// not take a queue above max(deserved, fair share)).
+			why.Text = fmt.Sprintf("preempt: it would take %s %s above its quota and fair share (%s) unless the lower-priority workloads it evicts free %s; no set of them that makes room frees that much",
 				crossed.Kind, crossed.Name, cluster.FormatAmount(r, ceiling(crossed, p, r)), cluster.Quantity(r, need.Get(r)))
 		}
 		c.rememberNoRoom(j, p, key, why)

@@ -37,7 +37,7 @@ func TestSettlingRule(t *testing.T) {
 		"the three-cycle loop: j may not preempt v to take p1 above its fair share": {
 			cluster: threeCycleLoop(),
 			wantWaiting: map[string]string{
-				"j":    "it would take project p1 above max(deserved, fair share) of 0.5 unless its victims free 0.6 GPU",
+				"j":    "it would take project p1 above its quota and fair share (0.5) unless the lower-priority workloads it evicts free 0.6 GPU",
 				"p3-w": "",
 			},
 		},

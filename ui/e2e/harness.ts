@@ -59,11 +59,42 @@ export async function stopDev(d?: Dev) {
   rmSync(d.dir, { recursive: true, force: true })
 }
 
-export async function launch(): Promise<Browser> {
-  // A fresh folder each run, so every file in it is from this run.
+// setup empties the screenshots' folder once per run (vitest's
+// globalSetup), so every file in it is from this run, of every e2e file.
+export function setup() {
   rmSync(SHOTS, { recursive: true, force: true })
   mkdirSync(SHOTS, { recursive: true })
+}
+
+export async function launch(): Promise<Browser> {
+  mkdirSync(SHOTS, { recursive: true })
   return chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] })
+}
+
+// signIn signs in through the sign-in page; with newPassword, it changes
+// the temporary password first (beforeChange runs on that page).
+export async function signIn(page: Page, user: string, password: string, newPassword?: string, beforeChange?: () => Promise<void>) {
+  await page.getByLabel('User or email').fill(user)
+  await page.getByLabel('Password', { exact: true }).fill(password)
+  await page.getByRole('button', { name: 'Sign in', exact: true }).click()
+  if (newPassword) {
+    await page.getByLabel('New password', { exact: true }).waitFor()
+    await beforeChange?.()
+    await page.getByLabel('New password', { exact: true }).fill(newPassword)
+    await page.getByLabel('Confirm new password').fill(newPassword)
+    await page.getByRole('button', { name: 'Change password and sign in' }).click()
+  }
+  await page.getByText('Signed in as').waitFor()
+}
+
+export async function nav(page: Page, label: string) {
+  await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: label, exact: true }).click()
+}
+
+// rest calls the REST API with a bearer token, outside the browser.
+export function rest(url: string, token: string) {
+  return (method: string, path: string, body?: unknown) =>
+    fetch(url + path, { method, headers: { Authorization: `Bearer ${token}` }, body: body && JSON.stringify(body) })
 }
 
 const axeSource = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8')

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { Browser, BrowserContext, Page } from 'playwright-core'
-import { launch, readText, shot, startDev, stopDev, type Dev } from './harness'
+import { launch, nav as navTo, readText, rest, shot, signIn as signInAs, startDev, stopDev, type Dev } from './harness'
 import { startProvider, type Provider } from './oidc'
 import { parseCsv } from '../src/format'
 
@@ -30,23 +30,9 @@ async function newPage() {
   })
 }
 
-async function signIn(user: string, password: string, newPassword?: string) {
-  await page.getByLabel('User or email').fill(user)
-  await page.getByLabel('Password', { exact: true }).fill(password)
-  await page.getByRole('button', { name: 'Sign in', exact: true }).click()
-  if (newPassword) {
-    await page.getByLabel('New password', { exact: true }).waitFor()
-    await check(`02-change-password-${user}`)
-    await page.getByLabel('New password', { exact: true }).fill(newPassword)
-    await page.getByLabel('Confirm new password').fill(newPassword)
-    await page.getByRole('button', { name: 'Change password and sign in' }).click()
-  }
-  await page.getByText('Signed in as').waitFor()
-}
-
-async function nav(label: string) {
-  await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: label, exact: true }).click()
-}
+const signIn = (user: string, password: string, newPassword?: string) =>
+  signInAs(page, user, password, newPassword, () => check(`02-change-password-${user}`))
+const nav = (label: string) => navTo(page, label)
 
 async function submitWorkload(name: string, project: string, gpu: string) {
   await nav('New workload')
@@ -54,8 +40,9 @@ async function submitWorkload(name: string, project: string, gpu: string) {
   await page.getByLabel('Name').fill(name)
   await page.getByLabel('By hand').check()
   await page.getByLabel('Image').fill('runai.jfrog.io/demo/quickstart')
-  await page.getByLabel('Command').fill('sleep 600')
-  await page.getByLabel('GPUs per pod').fill(gpu)
+  await page.getByLabel('Shell line').fill('sleep 600')
+  if (gpu.includes('.')) await page.getByLabel('GPU as').selectOption({ label: 'A fraction of one GPU' })
+  await page.getByLabel(gpu.includes('.') ? 'Fraction of one GPU per pod' : 'GPUs per pod').fill(gpu)
   await page.getByRole('button', { name: 'Submit' }).click()
 }
 
@@ -65,8 +52,7 @@ async function adminRest() {
     method: 'POST',
     body: JSON.stringify({ password: { user: 'admin', password: NEW_ADMIN_PASSWORD } }),
   }).then((r) => r.json())
-  return (method: string, path: string, body?: unknown) =>
-    fetch(dev.url + path, { method, headers: { Authorization: `Bearer ${login.accessToken}` }, body: body && JSON.stringify(body) })
+  return rest(dev.url, login.accessToken)
 }
 
 async function waitStatus(status: string) {
@@ -210,9 +196,10 @@ describe('web UI against runway dev', () => {
     await page.getByRole('figure', { name: 'GPU allocation by node pool over time' }).getByRole('img', { name: /default: now 4\.00/ }).waitFor({ timeout: 60_000 })
     await page.getByRole('figure', { name: 'GPU allocation by department over time' }).getByRole('img', { name: /default: now 4\.00/ }).waitFor({ timeout: 60_000 })
     await page.getByRole('figure', { name: 'Cluster GPU utilisation over time' }).getByRole('img', { name: /Utilisation: now \d+%/ }).waitFor()
-    // Idle GPUs from the telemetry: all four are held.
+    // All four GPUs are held: none unallocated, no free device.
     const pools = page.getByRole('table', { name: 'GPU allocation by node pool, now' })
-    await expect(pools.locator('tbody tr').first().locator('td').nth(4).textContent()).resolves.toBe('0.00')
+    await expect(pools.locator('tbody tr').first().locator('td').nth(5).textContent()).resolves.toBe('0.00')
+    await expect(pools.locator('tbody tr').first().locator('td').nth(6).textContent()).resolves.toBe('0')
     await check('08-overview')
     await nav('Nodes')
     await page.getByRole('list', { name: 'GPUs of node-1' }).waitFor()
@@ -234,7 +221,7 @@ describe('web UI against runway dev', () => {
     const env = page.getByRole('form', { name: 'Create an environment' })
     await env.getByLabel('Environment id').fill('pytorch')
     await env.getByLabel('Image').fill('pytorch:25')
-    await env.getByLabel('Command').fill('python train.py')
+    await env.getByLabel('Shell line').fill('python train.py')
     await env.getByRole('button', { name: 'Create environment' }).click()
     await page.getByRole('cell', { name: 'pytorch:25', exact: true }).waitFor()
     const cr = page.getByRole('form', { name: 'Create a compute resource' })
@@ -272,8 +259,9 @@ describe('web UI against runway dev', () => {
     await edit.getByLabel('GPU quota').fill('1')
     await edit.getByLabel('Over-quota weight').fill('3')
     await edit.getByRole('button', { name: 'Save' }).click()
-    await row.getByRole('cell', { name: '3', exact: true }).waitFor()
-    await expect(row.getByRole('cell').nth(4).textContent()).resolves.toBe('1.00')
+    const quotas = row.getByRole('list', { name: 'Quotas of project team-c per node pool' })
+    await quotas.getByText(/^default: quota 1\.00, limit unlimited, weight 3;/).waitFor()
+    await expect(row.getByRole('cell').nth(3).textContent()).resolves.toBe('1.00')
     // Scheduling rules: the training rules of team-c, set, shown, removed.
     await page.getByRole('button', { name: 'Scheduling rules of project team-c' }).click()
     const rules = page.getByRole('form', { name: 'Scheduling rules of team-c' })
@@ -287,7 +275,7 @@ describe('web UI against runway dev', () => {
     await expect(rules.getByLabel('Time limit').inputValue()).resolves.toBe('1h30m')
     await check('04c-projects-scheduling-rules')
     await rules.getByRole('button', { name: 'Remove training rules' }).click()
-    await expect.poll(() => row.getByRole('cell').nth(9).textContent(), { timeout: 10_000 }).toBe('')
+    await expect.poll(() => row.getByRole('cell').nth(7).textContent(), { timeout: 10_000 }).toBe('')
     // A limit the form cannot read is refused before it is sent.
     await page.getByRole('button', { name: 'Scheduling rules of project team-c' }).click()
     await rules.getByLabel('Time limit').fill('soon')
@@ -338,7 +326,7 @@ describe('web UI against runway dev', () => {
     await page.getByLabel('Project').selectOption('team-a')
     await page.getByLabel('Name').fill('hello')
     await page.getByLabel('Image').fill('runai.jfrog.io/demo/quickstart')
-    await page.getByLabel('Command').fill('echo hello-from-the-pod')
+    await page.getByLabel('Shell line').fill('echo hello-from-the-pod')
     await page.getByLabel('GPUs per pod').fill('0')
     await page.getByRole('button', { name: 'Submit' }).click()
     await waitStatus('Completed')
@@ -430,9 +418,11 @@ describe('web UI against runway dev', () => {
     await page.getByLabel('GPUs per pod').fill('2')
     await page.getByText('at most 1', { exact: true }).waitFor() // the early answer, while typing
     await submitWorkload('a3', 'team-a', '2')
+    // The server's answer, next to the field and in its words.
     const alert = page.getByRole('alert')
     await alert.waitFor()
-    await expect(alert.textContent()).resolves.toMatch(/must be at most 1/)
+    await expect(alert.textContent()).resolves.toMatch(/Check “GPUs per pod”/)
+    await page.locator('.problem', { hasText: /must be at most 1/ }).waitFor()
     await check('14-new-workload-policy-blocked')
     await nav('Workloads')
     await page.getByRole('cell', { name: 'a1', exact: true }).waitFor()

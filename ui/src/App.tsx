@@ -14,6 +14,7 @@ import { Governance } from './views/Governance'
 import { Audit } from './views/Audit'
 import { Overview } from './views/Overview'
 import { Reports } from './views/Reports'
+import { Credentials } from './views/Credentials'
 
 const NAV: [string, string][] = [
   ['/', 'Overview'],
@@ -47,6 +48,8 @@ function View() {
       return <Access />
     case '/policies':
       return <Governance />
+    case '/policies/credentials':
+      return <Credentials />
     case '/audit':
       return <Audit />
     case '/reports':

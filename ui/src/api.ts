@@ -1,19 +1,36 @@
 // The REST client. The access token lives in this module only: never in
 // localStorage, sessionStorage or a cookie, so a reload signs out.
 
+export interface FieldViolation { field: string; description: string }
 export interface ApiErrorBody {
   code: number
   message: string
-  details?: { '@type'?: string; reason?: string; metadata?: Record<string, string> }[]
+  details?: { '@type'?: string; reason?: string; metadata?: Record<string, string>; fieldViolations?: FieldViolation[] }[]
+}
+
+// statusWords says what an HTTP status means when the answer carries no
+// message of its own (a proxy's page, a dropped connection), never a bare
+// "HTTP 400".
+export function statusWords(status: number): string {
+  if (status === 400) return 'The server refused the request as invalid.'
+  if (status === 401) return 'You are signed out; sign in again.'
+  if (status === 403) return 'You are not allowed to do this.'
+  if (status === 404) return 'Not found: it may have been deleted.'
+  if (status === 409) return 'It changed or exists already; reload and try again.'
+  if (status === 429) return 'Too many requests; wait a moment and try again.'
+  if (status >= 500) return 'The server could not answer; try again in a moment.'
+  return `The server refused the request (status ${status}).`
 }
 
 export class ApiError extends Error {
   status: number
   reason: string
+  violations: FieldViolation[]
   constructor(status: number, body: ApiErrorBody) {
-    super(body.message || `HTTP ${status}`)
+    super(body.message || statusWords(status))
     this.status = status
     this.reason = body.details?.find((d) => d.reason)?.reason ?? ''
+    this.violations = body.details?.flatMap((d) => d.fieldViolations ?? []) ?? []
   }
 }
 
@@ -37,7 +54,7 @@ function headers(extra?: HeadersInit): Headers {
 }
 
 async function fail(res: Response): Promise<never> {
-  let body: ApiErrorBody = { code: 0, message: `HTTP ${res.status}` }
+  let body: ApiErrorBody = { code: 0, message: '' }
   try {
     body = await res.json()
   } catch {

@@ -103,6 +103,8 @@ export function TimeChart({ title, lines, unit, span, height = 180 }: { title: s
   )
 }
 
+const windowLabel = (w: number) => WINDOWS.find(([s]) => s === w)?.[1] ?? `the last ${w} s`
+
 export function WindowPicker({ value, onChange }: { value: number; onChange: (v: number) => void }) {
   return (
     <label className="window">
@@ -137,15 +139,19 @@ export function MetricCharts({ names, window, charts, label }: { names: string[]
       got.forEach((g, i) => g.status === 'fulfilled' && m.set(names[i], g.value))
       const failed = got.find((g) => g.status === 'rejected') as PromiseRejectedResult | undefined
       if (m.size === 0 && failed) throw failed.reason
-      return m
+      return { m, window }
     },
     [names.join(','), window],
     15000,
   )
+  // While another range loads, the charts keep the last one drawn and say
+  // which it is.
+  const stale = data !== undefined && data.window !== window
   return (
-    <section className="charts" aria-label={label}>
+    <section className="charts" aria-label={label} aria-busy={stale || !data}>
       {error && <p role="alert" className="error">{error}</p>}
-      {data && charts.map((c) => <TimeChart key={c.title} title={c.title} unit={c.unit} lines={c.lines(data)} span={spanOf(data)} />)}
+      {stale && <p className="hint loading" role="status">Loading {windowLabel(window).toLowerCase()}; showing {windowLabel(data.window).toLowerCase()} until then.</p>}
+      {data && charts.map((c) => <TimeChart key={c.title} title={c.title} unit={c.unit} lines={c.lines(data.m)} span={spanOf(data.m)} />)}
     </section>
   )
 }

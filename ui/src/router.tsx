@@ -21,9 +21,9 @@ export function RouterProvider({ children }: { children: React.ReactNode }) {
 
 export const useRouter = () => useContext(Ctx)
 
-export function Link({ to, children, className }: { to: string; children: React.ReactNode; className?: string }) {
+export function Link({ to, children, className, exact }: { to: string; children: React.ReactNode; className?: string; exact?: boolean }) {
   const { go, path } = useRouter()
-  const current = path === to || (to !== '/' && path.startsWith(to + '/'))
+  const current = path === to || (!exact && to !== '/' && path.startsWith(to + '/'))
   return (
     <a
       href={to}

@@ -52,10 +52,10 @@ describe('overview', () => {
         { name: 'projects/team-a/workloads/a1', project: 'projects/team-a', status: { phase: 'WORKLOAD_PHASE_PENDING', pendingReasons: [{ check: 'PENDING_CHECK_RECLAIM' }] } },
         { name: 'projects/team-a/workloads/a3', project: 'projects/team-a', status: { phase: 'WORKLOAD_PHASE_PENDING', pendingReasons: [{ check: 'PENDING_CHECK_RECLAIM' }] } },
         { name: 'projects/team-a/workloads/a2', project: 'projects/team-a', status: { phase: 'WORKLOAD_PHASE_RUNNING' } },
-        { name: 'projects/team-a/workloads/nb', project: 'projects/team-a', status: { phase: 'WORKLOAD_PHASE_RUNNING', allocatedMilliGpus: '500', gpuIdleTime: '90.5s' } },
+        { name: 'projects/team-a/workloads/nb', project: 'projects/team-a', status: { phase: 'WORKLOAD_PHASE_RUNNING', nodePool: 'nodepools/default', allocatedMilliGpus: '500', gpuIdleTime: '90.5s' } },
       ],
     )
-    expect(s.pools).toEqual([{ name: 'default', nodes: 2, capacity: 4000, allocated: 1500, freeGpus: 1 }])
+    expect(s.pools).toEqual([{ name: 'default', nodes: 2, capacity: 4000, allocated: 1500, unallocated: 2500, idle: 500, freeDevices: 1 }])
     expect(s.departments).toEqual([{ name: 'research', allocated: 1500, deserved: -1 }])
     expect(s.pending).toEqual([{ project: 'team-a', reason: 'Reclaim', count: 2 }])
     expect(s.idle).toEqual([{ name: 'nb', project: 'team-a', gpus: 500, idleSeconds: 90.5 }])

@@ -157,12 +157,14 @@ export function Access() {
         <label>User id<input value={userId} onChange={(e) => setUserId(e.target.value)} required /></label>
         <label>Email<input type="email" value={email} onChange={(e) => setEmail(e.target.value)} required /></label>
         <button type="submit">Create user</button>
+        <button type="button" className="secondary" onClick={() => { setUserId(''); setEmail('') }}>Cancel</button>
       </form>
       {data && <DataTable label="Users" rows={data.users} cols={userCols} rowKey={(u) => u.name} />}
       <h2>Applications</h2>
       <form className="form inline" onSubmit={createApp} aria-label="Create an application">
         <label>Application id<input value={appId} onChange={(e) => setAppId(e.target.value)} required /></label>
         <button type="submit">Create application</button>
+        <button type="button" className="secondary" onClick={() => setAppId('')}>Cancel</button>
       </form>
       {data && <DataTable label="Applications" rows={data.apps} cols={appCols} rowKey={(a) => a.name} />}
       <h2>Access rules</h2>
@@ -191,6 +193,7 @@ export function Access() {
           </select>
         </label>
         <button type="submit">Create access rule</button>
+        <button type="button" className="secondary" onClick={() => { setSubject(''); setRole(''); setScope('') }}>Cancel</button>
       </form>
       {data && <DataTable label="Access rules" rows={data.rules} cols={ruleCols} rowKey={(r) => r.name} />}
       <h2>Roles</h2>

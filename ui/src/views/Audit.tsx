@@ -53,6 +53,7 @@ export function Audit() {
         <label>Resource starts with<input value={q.resource} onChange={set('resource')} placeholder="projects/team-a/" /></label>
         <label className="check"><input type="checkbox" checked={q.failedOnly} onChange={set('failedOnly')} /> Failed only</label>
         <button type="submit">Apply</button>
+        <button type="button" className="secondary" onClick={() => setQ(applied)}>Cancel</button>
         <button type="button" onClick={() => download('audit-events.json', 'application/json', JSON.stringify(data ?? [], null, 2))}>
           Download JSON
         </button>

@@ -5,6 +5,11 @@ import { DataTable, type Col } from '../table'
 import { bytes, gpuRequest, id, parseGpu } from '../format'
 import type { ComputeResource, Environment, Policy, Template } from '../types'
 import { ruleText } from '../policy'
+import { parseBytes, parseCpu, runsText } from '../spec'
+import { problemsOf, type Problems } from '../problems'
+import { CommandFields, useCommand } from './CommandFields'
+import { Field } from './Field'
+import { AssetTabs } from './AssetTabs'
 
 // policyPath is a policy's REST path: the account's, a department's or a
 // project's, for one workload type.
@@ -96,6 +101,7 @@ function PolicyEditor() {
       {error && <p role="alert" className="error">{error}</p>}
       {msg && <p role="status">{msg}</p>}
       <button type="submit" disabled={!loaded}>Save policy</button>
+      <button type="button" className="secondary" onClick={() => { setError(''); setMsg(''); setText(JSON.stringify({ defaults: policy?.defaults ?? {}, rules: policy?.rules ?? {} }, null, 2)) }}>Cancel</button>
     </form>
   )
 }
@@ -165,6 +171,7 @@ function TemplateForm({ envs, crs, onDone }: { envs: Environment[]; crs: Compute
       <label>Template image<input value={image} onChange={(e) => setImage(e.target.value)} /></label>
       <label>Template pods<input type="number" min={1} value={pods} onChange={(e) => setPods(e.target.value)} /></label>
       <button type="submit">Create template</button>
+      <button type="button" className="secondary" onClick={() => { setTid(''); setType(''); setEnvironment(''); setCompute(''); setImage(''); setPods('') }}>Cancel</button>
       {error && <p role="alert" className="error">{error}</p>}
     </form>
   )
@@ -173,38 +180,63 @@ function TemplateForm({ envs, crs, onDone }: { envs: Environment[]; crs: Compute
 function AssetForms({ onDone }: { onDone: () => void }) {
   const [envId, setEnvId] = useState('')
   const [image, setImage] = useState('')
-  const [command, setCommand] = useState('')
+  const cmd = useCommand()
   const [crId, setCrId] = useState('')
   const [gpu, setGpu] = useState('')
-  const { run, error, setError } = useAction(onDone)
+  const [cpu, setCpu] = useState('')
+  const [memory, setMemory] = useState('')
+  const [crProblems, setCrProblems] = useState<Problems>({ fields: {}, rest: '' })
+  const { run, error } = useAction(onDone)
+  const crLabels = { gpu: 'GPU per pod', cpu: 'CPU per pod (cores)', memory: 'Memory per pod' }
+  const createCr = async (e: React.FormEvent) => {
+    e.preventDefault()
+    const g = parseGpu(gpu)
+    const [c, m] = [parseCpu(cpu), parseBytes(memory)]
+    const local: Record<string, string> = {}
+    if (g === null) local[crLabels.gpu] = 'a whole number of GPUs, or a fraction below 1 such as 0.5'
+    if (c === null) local[crLabels.cpu] = 'cores, such as 0.5 or 4'
+    if (m === null) local[crLabels.memory] = 'a size such as 512Mi or 16Gi'
+    if (g !== null && c === undefined && m === undefined && !g.devices && !g.fractionMilli) local[crLabels.gpu] = 'set GPU, CPU or memory'
+    setCrProblems({ fields: local, rest: '' })
+    if (Object.keys(local).length) return
+    try {
+      await call('POST', `/v1/computeResources?computeResourceId=${encodeURIComponent(crId)}`, {
+        ...(g && (g.devices || g.fractionMilli) ? { gpu: g } : {}), ...(c ? { milliCpu: String(c) } : {}), ...(m ? { memoryBytes: String(m) } : {}),
+      })
+      onDone()
+    } catch (err) {
+      setCrProblems(problemsOf(err, {
+        compute_resource_id: 'Compute resource id', 'compute_resource.gpu': crLabels.gpu, 'compute_resource.milli_cpu': crLabels.cpu,
+        'compute_resource.memory_bytes': crLabels.memory,
+      }))
+    }
+  }
+  const p = (l: string) => crProblems.fields[l] ?? ''
   return (
     <>
       <form className="form inline" aria-label="Create an environment"
         onSubmit={(e) => {
           e.preventDefault()
-          const words = command.trim().split(/\s+/).filter(Boolean)
-          run(() => call('POST', `/v1/environments?environmentId=${encodeURIComponent(envId)}`, { image, ...(words.length ? { command: words } : {}) }))
+          run(() => call('POST', `/v1/environments?environmentId=${encodeURIComponent(envId)}`, {
+            image, ...(cmd.run.command.length ? { command: cmd.run.command } : {}), ...(cmd.run.args.length ? { args: cmd.run.args } : {}),
+          }))
         }}>
         <label>Environment id<input value={envId} onChange={(e) => setEnvId(e.target.value)} required /></label>
         <label>Image<input value={image} onChange={(e) => setImage(e.target.value)} required /></label>
-        <label>Command<input value={command} onChange={(e) => setCommand(e.target.value)} /></label>
+        <CommandFields c={cmd} problem={() => ''} name="env-cmd" />
         <button type="submit">Create environment</button>
+        <button type="button" className="secondary" onClick={() => { setEnvId(''); setImage(''); cmd.reset() }}>Cancel</button>
+        {error && <p role="alert" className="error">{error}</p>}
       </form>
-      <form className="form inline" aria-label="Create a compute resource"
-        onSubmit={(e) => {
-          e.preventDefault()
-          const g = parseGpu(gpu)
-          if (g === null) {
-            setError('GPU per pod: a whole number of GPUs, or a fraction below 1 such as 0.5')
-            return
-          }
-          run(() => call('POST', `/v1/computeResources?computeResourceId=${encodeURIComponent(crId)}`, { gpu: g }))
-        }}>
-        <label>Compute resource id<input value={crId} onChange={(e) => setCrId(e.target.value)} required /></label>
-        <label>GPU per pod<input value={gpu} onChange={(e) => setGpu(e.target.value)} inputMode="decimal" required /></label>
+      <form className="form inline" aria-label="Create a compute resource" onSubmit={createCr}>
+        <Field label="Compute resource id" problem={p('Compute resource id')}><input value={crId} onChange={(e) => setCrId(e.target.value)} required /></Field>
+        <Field label={crLabels.gpu} problem={p(crLabels.gpu)}><input value={gpu} onChange={(e) => setGpu(e.target.value)} inputMode="decimal" /></Field>
+        <Field label={crLabels.cpu} problem={p(crLabels.cpu)}><input value={cpu} onChange={(e) => setCpu(e.target.value)} inputMode="decimal" placeholder="none" /></Field>
+        <Field label={crLabels.memory} problem={p(crLabels.memory)}><input value={memory} onChange={(e) => setMemory(e.target.value)} placeholder="such as 16Gi" /></Field>
         <button type="submit">Create compute resource</button>
+        <button type="button" className="secondary" onClick={() => { setCrId(''); setGpu(''); setCpu(''); setMemory(''); setCrProblems({ fields: {}, rest: '' }) }}>Cancel</button>
+        {crProblems.rest && <p role="alert" className="error">{crProblems.rest}</p>}
       </form>
-      {error && <p role="alert" className="error">{error}</p>}
     </>
   )
 }
@@ -221,7 +253,7 @@ export function Governance() {
     { id: 'name', header: 'Environment', text: (e) => id(e.name) },
     { id: 'scope', header: 'Scope', text: (e) => e.name.split('/').slice(0, -2).join('/') || 'account' },
     { id: 'image', header: 'Image', text: (e) => e.image ?? '' },
-    { id: 'command', header: 'Command', text: (e) => [...(e.command ?? []), ...(e.args ?? [])].join(' ') },
+    { id: 'command', header: 'Command', text: (e) => runsText([...(e.command ?? []), ...(e.args ?? [])]) },
     { id: 'description', header: 'Description', text: (e) => e.description ?? '' },
     delCol<Environment>(),
   ]
@@ -244,6 +276,7 @@ export function Governance() {
   ]
   return (
     <section aria-labelledby="h-gov">
+      <AssetTabs />
       <h1 id="h-gov">Policies and assets</h1>
       {(error || actionError) && <p role="alert" className="error">{error || actionError}</p>}
       <h2>Policies</h2>

@@ -1,6 +1,6 @@
 import { useState } from 'react'
 import { call } from '../api'
-import { errorText } from '../hooks'
+import { problemText } from '../problems'
 import { enumLabel, id } from '../format'
 import type { NodePool } from '../types'
 
@@ -23,7 +23,7 @@ const SLICING = ['TIME_SLICING_MODE_OFF', 'TIME_SLICING_MODE_STRICT', 'TIME_SLIC
 
 // NodePoolForm creates a node pool or edits one (CreateNodePool,
 // UpdateNodePool); the server checks the selector and settings.
-export function NodePoolForm({ editing, onDone }: { editing?: NodePool & { nodeSelector?: Record<string, string> }; onDone: () => void }) {
+export function NodePoolForm({ editing, onDone, onCancel }: { editing?: NodePool & { nodeSelector?: Record<string, string> }; onDone: () => void; onCancel: () => void }) {
   const [name, setName] = useState(id(editing?.name))
   const [description, setDescription] = useState(editing?.description ?? '')
   const [selector, setSelector] = useState(selectorText(editing?.nodeSelector))
@@ -44,7 +44,10 @@ export function NodePoolForm({ editing, onDone }: { editing?: NodePool & { nodeS
       else await call('POST', `/v1/nodepools?nodePoolId=${encodeURIComponent(name.trim())}`, body)
       onDone()
     } catch (err) {
-      setError(errorText(err))
+      setError(problemText(err, {
+        node_pool_id: 'Node pool id', 'node_pool.description': 'Description', 'node_pool.node_selector': 'Node selector',
+        'node_pool.placement_strategy': 'Placement', 'node_pool.time_slicing': 'Time slicing', 'node_pool.time_slicing.mode': 'Time slicing',
+      }))
     }
   }
   return (
@@ -65,6 +68,7 @@ export function NodePoolForm({ editing, onDone }: { editing?: NodePool & { nodeS
         </select>
       </label>
       <button type="submit">{editing ? 'Save node pool' : 'Create node pool'}</button>
+      <button type="button" className="secondary" onClick={onCancel}>Cancel</button>
       {error && <p role="alert" className="error">{error}</p>}
     </form>
   )

@@ -72,6 +72,9 @@ function GpuMap({ node }: { node: NodeT }) {
   )
 }
 
+// cores prints thousandths of a core as cores: "0.5", "2".
+const cores = (milli?: string) => String(Number(milli ?? 0) / 1000)
+
 export function Nodes() {
   const { data, error, reload } = useLoad(
     async (s) => {
@@ -97,7 +100,7 @@ export function Nodes() {
         <button type="button" onClick={() => setForm(form === 'new' ? undefined : 'new')} aria-expanded={form === 'new'}>New node pool</button>
       </div>
       {form && (
-        <NodePoolForm key={form === 'new' ? 'new' : form.name} editing={form === 'new' ? undefined : form} onDone={() => { setForm(undefined); reload() }} />
+        <NodePoolForm key={form === 'new' ? 'new' : form.name} editing={form === 'new' ? undefined : form} onDone={() => { setForm(undefined); reload() }} onCancel={() => setForm(undefined)} />
       )}
       {(error || actionError) && <p role="alert" className="error">{error || actionError}</p>}
       {data?.pools.map((p) => {
@@ -120,7 +123,7 @@ export function Nodes() {
             {nodes.map((n) => (
               <article key={n.name} className="node" aria-labelledby={`node-${id(n.name)}`}>
                 <h3 id={`node-${id(n.name)}`}>
-                  {id(n.name)} <small>{enumLabel(n.readiness, 'READINESS_')}{n.drained ? `, drained${n.drainReason ? `: ${n.drainReason}` : ''}` : ''} · {gpus(n.allocated?.milliGpus)} of {gpus(n.capacity?.milliGpus)} GPUs allocated</small>
+                  {id(n.name)} <small>{enumLabel(n.readiness, 'READINESS_')}{n.drained ? `, drained${n.drainReason ? `: ${n.drainReason}` : ''}` : ''} · {gpus(n.allocated?.milliGpus)} of {gpus(n.capacity?.milliGpus)} GPUs, {cores(n.allocated?.milliCpu)} of {cores(n.capacity?.milliCpu)} cores, {bytes(n.allocated?.memoryBytes)} of {bytes(n.capacity?.memoryBytes)} memory allocated</small>
                 </h3>
                 {n.drained ? (
                   <button type="button" onClick={() => act(n, 'undrain')}>Undrain {id(n.name)}</button>

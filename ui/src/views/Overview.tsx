@@ -10,14 +10,21 @@ import type { Department, NodePool, NodeT, Queue, Workload } from '../types'
 // summarize is the overview's arithmetic, from what the caller may read now
 // (the nodes, the queues and the workloads).
 export function summarize(nodes: NodeT[], queues: Queue[], workloads: Workload[], telemetry?: Telemetry) {
-  const pools = new Map<string, { capacity: number; allocated: number; freeGpus: number; nodes: number }>()
+  const pools = new Map<string, { capacity: number; allocated: number; unallocated: number; idle: number; freeDevices: number; nodes: number }>()
   for (const n of nodes) {
-    const p = pools.get(n.nodePool ?? '') ?? { capacity: 0, allocated: 0, freeGpus: 0, nodes: 0 }
+    const p = pools.get(n.nodePool ?? '') ?? { capacity: 0, allocated: 0, unallocated: 0, idle: 0, freeDevices: 0, nodes: 0 }
     p.nodes++
     p.capacity += Number(n.capacity?.milliGpus ?? 0)
     p.allocated += Number(n.allocated?.milliGpus ?? 0)
-    p.freeGpus += (n.devices ?? []).filter((d) => d.healthy !== false && deviceUse(d) === 0).length
+    p.unallocated = p.capacity - p.allocated
+    p.freeDevices += (n.devices ?? []).filter((d) => d.healthy !== false && deviceUse(d) === 0).length
     pools.set(n.nodePool ?? '', p)
+  }
+  // Idle GPUs are allocated and unused: those of running workloads whose
+  // GPUs the agents measure as idle now (gpu_idle_time resets on any use).
+  for (const w of workloads) {
+    const p = pools.get(w.status?.nodePool ?? '')
+    if (p && w.status?.phase === 'WORKLOAD_PHASE_RUNNING' && parseFloat(w.status.gpuIdleTime ?? '0') > 0) p.idle += Number(w.status.allocatedMilliGpus ?? 0)
   }
   const departments = queues
     .filter((q) => q.kind === 'QUEUE_KIND_DEPARTMENT')
@@ -41,12 +48,13 @@ export function summarize(nodes: NodeT[], queues: Queue[], workloads: Workload[]
     .sort((a, b) => b.idleSeconds - a.idleSeconds)
   return {
     idle,
-    // The telemetry's numbers of now where the caller may read them (idle:
-    // GPUs of devices nothing holds), the nodes' otherwise.
+    // The telemetry's numbers of now where the caller may read them
+    // (its idle_gpus are devices nothing holds: free devices), the nodes'
+    // otherwise.
     pools: [...pools.entries()]
       .map(([name, p]) => {
         const t = telemetry?.nodePools?.find((n) => n.nodePool === name)
-        return { name: id(name), ...p, freeGpus: t ? (t.idleGpus ?? 0) : p.freeGpus, running: t?.runningWorkloads, unready: t?.unreadyNodes }
+        return { name: id(name), ...p, freeDevices: t ? (t.idleGpus ?? 0) : p.freeDevices, running: t?.runningWorkloads, unready: t?.unreadyNodes }
       })
       .sort((a, b) => a.name.localeCompare(b.name)),
     departments,
@@ -81,16 +89,24 @@ export function Overview() {
       {error && <p role="alert" className="error">{error}</p>}
       {data && (
         <div className="cards">
-          <table>
+          <div className="scroll" tabIndex={0}><table>
             <caption>GPU allocation by node pool, now</caption>
-            <thead><tr><th scope="col">Node pool</th><th scope="col">Nodes</th><th scope="col">GPUs</th><th scope="col">Allocated</th><th scope="col">Idle GPUs</th><th scope="col">Running workloads</th></tr></thead>
+            <thead>
+              <tr>
+                <th scope="col">Node pool</th><th scope="col">Nodes</th><th scope="col">GPUs</th><th scope="col">Allocated</th>
+                <th scope="col">Idle (allocated, unused)</th><th scope="col">Unallocated</th><th scope="col">Free devices</th><th scope="col">Running workloads</th>
+              </tr>
+            </thead>
             <tbody>
               {data.pools.map((p) => (
-                <tr key={p.name}><td>{p.name}</td><td>{p.nodes}</td><td>{gpus(p.capacity)}</td><td>{gpus(p.allocated)}</td><td>{gpus(p.freeGpus * 1000)}</td><td>{p.running ?? ''}</td></tr>
+                <tr key={p.name}>
+                  <td>{p.name}</td><td>{p.nodes}</td><td>{gpus(p.capacity)}</td><td>{gpus(p.allocated)}</td>
+                  <td>{gpus(p.idle)}</td><td>{gpus(p.unallocated)}</td><td>{p.freeDevices}</td><td>{p.running ?? ''}</td>
+                </tr>
               ))}
             </tbody>
-          </table>
-          <table>
+          </table></div>
+          <div className="scroll" tabIndex={0}><table>
             <caption>GPU allocation by department, now</caption>
             <thead><tr><th scope="col">Department</th><th scope="col">Quota</th><th scope="col">Allocated</th></tr></thead>
             <tbody>
@@ -98,8 +114,8 @@ export function Overview() {
                 <tr key={d.name}><td>{d.name}</td><td>{gpus(d.deserved)}</td><td>{gpus(d.allocated)}</td></tr>
               ))}
             </tbody>
-          </table>
-          <table>
+          </table></div>
+          <div className="scroll" tabIndex={0}><table>
             <caption>Pending workloads by project and reason</caption>
             <thead><tr><th scope="col">Project</th><th scope="col">Reason</th><th scope="col">Workloads</th></tr></thead>
             <tbody>
@@ -108,8 +124,8 @@ export function Overview() {
               ))}
               {data.pending.length === 0 && <tr><td colSpan={3} className="empty">Nothing is pending.</td></tr>}
             </tbody>
-          </table>
-          <table>
+          </table></div>
+          <div className="scroll" tabIndex={0}><table>
             <caption>Running workloads whose GPUs are idle</caption>
             <thead><tr><th scope="col">Workload</th><th scope="col">Project</th><th scope="col">GPUs held</th><th scope="col">Idle for</th></tr></thead>
             <tbody>
@@ -118,7 +134,7 @@ export function Overview() {
               ))}
               {data.idle.length === 0 && <tr><td colSpan={4} className="empty">No running workload has idle GPUs.</td></tr>}
             </tbody>
-          </table>
+          </table></div>
         </div>
       )}
       {data && <OverTime window={window} pools={data.poolNames} departments={data.departmentNames} />}

@@ -1,11 +1,12 @@
 import { useState } from 'react'
 import { call, listAll } from '../api'
-import { errorText, useAction, useLoad } from '../hooks'
+import { useAction, useLoad } from '../hooks'
 import { DataTable, type Col } from '../table'
 import { gpus, id, workloadType } from '../format'
-import type { Department, NodePoolQuota, Project, Queue, SchedulingRules } from '../types'
+import type { Department, GpuQuota, NodePool, NodePoolQuota, Project, Queue, SchedulingRules } from '../types'
 import { MetricCharts, WindowPicker, type ChartSpec } from '../chart'
 import { RulesForm, showDuration } from './Rules'
+import { problemText } from '../problems'
 import { linesOf, type Line, type Metrics } from '../metrics'
 
 // queueLines are a project's or a department's GPUs over time: allocated,
@@ -55,10 +56,10 @@ function OverTime({ projects, departments }: { projects: string[]; departments: 
   )
 }
 
-// A row per (project or department, node pool): the quota as set and the
-// scheduler's numbers for it now (its queue).
+// A row per project or department: its quotas per node pool as set, and
+// the scheduler's numbers for each pool now (its queue).
 interface Row {
-  kind: 'Project' | 'Department'; name: string; department: string; pool: string; q?: NodePoolQuota; queue?: Queue; etag?: string
+  kind: 'Project' | 'Department'; name: string; department: string; pools: string[]; quotas: NodePoolQuota[]; queue?: Queue; etag?: string
   rules: string; schedulingRules: SchedulingRules[]
 }
 
@@ -76,51 +77,81 @@ export function rulesText(rs: SchedulingRules[] = []): string {
     .join('; ')
 }
 
-const num = (q?: string) => (q === undefined ? '' : q)
-
 function rows(kind: Row['kind'], items: (Project | Department)[], queues: Map<string, Queue>): Row[] {
-  return items.flatMap((p) => {
+  return items.map((p) => {
     const queue = queues.get(`${p.name}/queue`)
-    const pools = new Set<string>([...(p.nodePoolQuotas ?? []).map((q) => q.nodePool ?? ''), ...(queue?.nodePools ?? []).map((n) => n.nodePool ?? '')])
+    // The pools it has a quota in, and those it holds or asks for GPUs in.
+    const busy = (queue?.nodePools ?? []).filter((n) => Number(n.allocated?.milliGpus ?? 0) > 0 || (n.runningWorkloads ?? 0) + (n.pendingWorkloads ?? 0) > 0)
+    const pools = new Set<string>([...(p.nodePoolQuotas ?? []).map((q) => q.nodePool ?? ''), ...busy.map((n) => n.nodePool ?? '')])
     if (pools.size === 0) pools.add('nodepools/default')
-    return [...pools].map((pool) => ({
+    return {
       kind,
       name: id(p.name),
       department: 'department' in p ? id(p.department) : '',
-      pool,
-      q: p.nodePoolQuotas?.find((q) => q.nodePool === pool),
+      pools: [...pools].sort(),
+      quotas: p.nodePoolQuotas ?? [],
       queue,
       etag: p.etag,
       rules: rulesText(p.schedulingRules),
       schedulingRules: p.schedulingRules ?? [],
-    }))
+    }
   })
 }
 
-function cols(onDelete: (r: Row) => void, onEdit: (r: Row) => void, onRules: (r: Row) => void): Col<Row>[] {
-  const np = (r: Row) => r.queue?.nodePools?.find((n) => n.nodePool === r.pool)
+const queuePool = (r: Row, pool: string) => r.queue?.nodePools?.find((n) => n.nodePool === pool)
+const quotaOf = (r: Row, pool: string) => r.quotas.find((q) => q.nodePool === pool)
+
+// sum adds thousandths over a row's pools; any unlimited (-1) is unlimited.
+export function sum(values: (string | undefined)[]): string {
+  const ns = values.map((v) => Number(v ?? 0))
+  return ns.some((n) => n < 0) ? '-1' : String(ns.reduce((a, b) => a + b, 0))
+}
+
+// poolText is one pool's quota and what the scheduler holds in it now.
+export function poolText(r: Row, pool: string): string {
+  const q = quotaOf(r, pool)?.gpu
+  const np = queuePool(r, pool)
+  const now = `allocated ${gpus(np?.allocated?.milliGpus)}, fair share ${gpus(np?.fairShare?.milliGpus)}`
+  if (!q) return `${id(pool)}: no quota set; ${now}`
+  return `${id(pool)}: quota ${gpus(q.deservedMilliGpus)}, limit ${gpus(q.limitMilliGpus ?? '-1')}, weight ${q.overQuotaWeight ?? 1}; ${now}`
+}
+
+function cols(onDelete: (r: Row) => void, onEdit: (r: Row) => void, onRules: (r: Row) => void, onDeleteQuota: (r: Row, pool: string) => void): Col<Row>[] {
+  const label = (r: Row) => `${r.kind.toLowerCase()} ${r.name}`
   return [
     { id: 'name', header: 'Name', text: (r) => r.name },
     { id: 'kind', header: 'Kind', text: (r) => r.kind, filter: true },
     { id: 'department', header: 'Department', text: (r) => r.department, filter: true },
-    { id: 'pool', header: 'Node pool', text: (r) => id(r.pool), filter: true },
-    { id: 'quota', header: 'GPU quota', text: (r) => gpus(num(r.q?.gpu?.deservedMilliGpus) || np(r)?.deserved?.milliGpus) },
-    { id: 'limit', header: 'Limit', text: (r) => gpus(r.q?.gpu?.limitMilliGpus ?? np(r)?.limit?.milliGpus ?? '-1') },
-    { id: 'weight', header: 'Over-quota weight', text: (r) => String(r.q?.gpu?.overQuotaWeight ?? np(r)?.overQuotaWeights?.gpu ?? 1) },
-    { id: 'allocated', header: 'Allocated', text: (r) => gpus(np(r)?.allocated?.milliGpus) },
-    { id: 'fairShare', header: 'Fair share', text: (r) => gpus(np(r)?.fairShare?.milliGpus) },
+    { id: 'quota', header: 'GPU quota', text: (r) => gpus(sum(r.pools.map((p) => quotaOf(r, p)?.gpu?.deservedMilliGpus ?? queuePool(r, p)?.deserved?.milliGpus))) },
+    { id: 'allocated', header: 'Allocated', text: (r) => gpus(sum(r.pools.map((p) => queuePool(r, p)?.allocated?.milliGpus))) },
+    { id: 'fairShare', header: 'Fair share', text: (r) => gpus(sum(r.pools.map((p) => queuePool(r, p)?.fairShare?.milliGpus))) },
+    {
+      id: 'pools', header: 'Quotas per node pool', text: (r) => r.pools.map((p) => poolText(r, p)).join('; '), filter: false,
+      cell: (r) => (
+        <ul className="pool-quotas" aria-label={`Quotas of ${label(r)} per node pool`}>
+          {r.pools.map((p) => (
+            <li key={p}>
+              <span>{poolText(r, p)}</span>
+              {quotaOf(r, p) && (
+                <button type="button" className="secondary" onClick={() => onDeleteQuota(r, p)} aria-label={`Delete quota of ${label(r)} in node pool ${id(p)}`}>Delete quota</button>
+              )}
+            </li>
+          ))}
+        </ul>
+      ),
+    },
     { id: 'rules', header: 'Scheduling rules', text: (r) => r.rules },
-    { id: 'running', header: 'Running', text: (r) => String(np(r)?.runningWorkloads ?? 0), hidden: true },
-    { id: 'pending', header: 'Pending', text: (r) => String(np(r)?.pendingWorkloads ?? 0), hidden: true },
+    { id: 'running', header: 'Running', text: (r) => String(r.pools.reduce((n, p) => n + (queuePool(r, p)?.runningWorkloads ?? 0), 0)), hidden: true },
+    { id: 'pending', header: 'Pending', text: (r) => String(r.pools.reduce((n, p) => n + (queuePool(r, p)?.pendingWorkloads ?? 0), 0)), hidden: true },
     {
       id: 'actions',
       header: 'Actions',
       text: () => '',
       cell: (r) => (
         <span className="actions">
-          <button type="button" onClick={() => onEdit(r)} aria-label={`Edit ${r.kind.toLowerCase()} ${r.name}`}>Edit</button>
-          <button type="button" onClick={() => onRules(r)} aria-label={`Scheduling rules of ${r.kind.toLowerCase()} ${r.name}`}>Rules</button>
-          <button type="button" className="danger" onClick={() => onDelete(r)} aria-label={`Delete ${r.kind.toLowerCase()} ${r.name}`}>Delete</button>
+          <button type="button" onClick={() => onEdit(r)} aria-label={`Edit ${label(r)}`}>Edit</button>
+          <button type="button" onClick={() => onRules(r)} aria-label={`Scheduling rules of ${label(r)}`}>Rules</button>
+          <button type="button" className="danger" onClick={() => onDelete(r)} aria-label={`Delete ${label(r)}`}>Delete</button>
         </span>
       ),
     },
@@ -139,19 +170,47 @@ export function milli(s: string): string | undefined | null {
 // shown is a stored amount as the form shows it: unset and -1 are empty.
 const shown = (m?: string) => (m === undefined || Number(m) < 0 ? '' : gpus(m))
 
-function QuotaForm({ editing, departments, onDone }: { editing?: Row; departments: Department[]; onDone: () => void }) {
+// withQuota is a scope's quotas with the one of pool replaced by q (its
+// CPU and memory kept), or removed when q is null: an update sends the
+// whole list, so the other pools' quotas stay as they are.
+export function withQuota(quotas: NodePoolQuota[], pool: string, gpu: GpuQuota | null): NodePoolQuota[] {
+  const old = quotas.find((q) => q.nodePool === pool)
+  const rest = quotas.filter((q) => q.nodePool !== pool)
+  return gpu ? [...rest, { ...old, nodePool: pool, gpu }] : rest
+}
+
+// quotaLabels are the form's labels of a project's or department's fields.
+export function quotaLabels(kind: 'project' | 'department') {
+  const q = `${kind}.node_pool_quotas`
+  return {
+    [`${kind}_id`]: 'Name', [`${kind}.name`]: 'Name', [`${kind}.department`]: 'Department', [q]: 'Node pool', [`${q}.node_pool`]: 'Node pool',
+    [`${q}.gpu.deserved_milli_gpus`]: 'GPU quota', [`${q}.gpu.limit_milli_gpus`]: 'GPU limit', [`${q}.gpu.over_quota_weight`]: 'Over-quota weight',
+  }
+}
+
+function QuotaForm({ editing, departments, pools, onDone, onCancel }: {
+  editing?: Row; departments: Department[]; pools: string[]; onDone: () => void; onCancel: () => void
+}) {
   const [kind, setKind] = useState<Row['kind']>(editing?.kind ?? 'Project')
   const [name, setName] = useState(editing?.name ?? '')
   const [department, setDepartment] = useState(editing?.department || 'default')
-  const [pool, setPool] = useState(id(editing?.pool) || 'default')
-  const [quota, setQuota] = useState(shown(editing?.q?.gpu?.deservedMilliGpus))
-  const [limit, setLimit] = useState(shown(editing?.q?.gpu?.limitMilliGpus))
-  const [weight, setWeight] = useState(String(editing?.q?.gpu?.overQuotaWeight ?? ''))
+  const [pool, setPool] = useState(id(editing?.pools[0]) || 'default')
+  const stored = (p: string) => editing && quotaOf(editing, `nodepools/${p}`)?.gpu
+  const [quota, setQuota] = useState(shown(stored(pool)?.deservedMilliGpus))
+  const [limit, setLimit] = useState(shown(stored(pool)?.limitMilliGpus))
+  const [weight, setWeight] = useState(String(stored(pool)?.overQuotaWeight ?? ''))
   const [error, setError] = useState('')
+  // Choosing another pool shows its quota as set (empty: none yet).
+  const pick = (p: string) => {
+    setPool(p)
+    setQuota(shown(stored(p)?.deservedMilliGpus))
+    setLimit(shown(stored(p)?.limitMilliGpus))
+    setWeight(String(stored(p)?.overQuotaWeight ?? ''))
+  }
   const submit = async (e: React.FormEvent) => {
     e.preventDefault()
     setError('')
-    const gpu: Record<string, unknown> = {}
+    const gpu: GpuQuota = {}
     const [q, l] = [milli(quota), milli(limit)]
     if (q === null || l === null || (weight.trim() && !/^\d+$/.test(weight.trim()))) {
       setError('GPU quota and limit are amounts of GPUs such as 2 or 0.5 (limit empty: unlimited); the weight is a whole number.')
@@ -160,18 +219,19 @@ function QuotaForm({ editing, departments, onDone }: { editing?: Row; department
     if (q !== undefined) gpu.deservedMilliGpus = q
     if (l !== undefined) gpu.limitMilliGpus = l
     if (weight.trim()) gpu.overQuotaWeight = Number(weight)
-    const body: Record<string, unknown> = { nodePoolQuotas: [{ nodePool: `nodepools/${pool}`, gpu }] }
+    const nodePoolQuotas = withQuota(editing?.quotas ?? [], `nodepools/${pool}`, gpu)
     const coll = kind === 'Project' ? 'projects' : 'departments'
     try {
       if (editing) {
-        await call('PATCH', `/v1/${coll}/${name}`, body)
+        await call('PATCH', `/v1/${coll}/${name}`, { nodePoolQuotas, etag: editing.etag })
       } else {
+        const body: Record<string, unknown> = { nodePoolQuotas }
         if (kind === 'Project' && department) body.department = `departments/${department}`
         await call('POST', `/v1/${coll}?${kind === 'Project' ? 'projectId' : 'departmentId'}=${encodeURIComponent(name)}`, body)
       }
       onDone()
     } catch (err) {
-      setError(errorText(err))
+      setError(problemText(err, quotaLabels(kind === 'Project' ? 'project' : 'department')))
     }
   }
   return (
@@ -201,7 +261,9 @@ function QuotaForm({ editing, departments, onDone }: { editing?: Row; department
       )}
       <label>
         Node pool
-        <input value={pool} onChange={(e) => setPool(e.target.value)} required />
+        <select value={pool} onChange={(e) => pick(e.target.value)}>
+          {[...new Set([...pools.map(id), pool])].map((p) => <option key={p} value={p}>{p}{editing && !stored(p) ? ' (no quota yet)' : ''}</option>)}
+        </select>
       </label>
       <label>
         GPU quota
@@ -216,6 +278,7 @@ function QuotaForm({ editing, departments, onDone }: { editing?: Row; department
         <input value={weight} onChange={(e) => setWeight(e.target.value)} inputMode="numeric" placeholder="1" />
       </label>
       <button type="submit">{editing ? 'Save' : 'Create'}</button>
+      <button type="button" className="secondary" onClick={onCancel}>Cancel</button>
       {error && <p role="alert" className="error">{error}</p>}
     </form>
   )
@@ -224,13 +287,14 @@ function QuotaForm({ editing, departments, onDone }: { editing?: Row; department
 export function Projects() {
   const { data, error, reload } = useLoad(
     async (s) => {
-      const [ps, ds, qs] = await Promise.all([
+      const [ps, ds, qs, pools] = await Promise.all([
         listAll<Project>('/v1/projects', 'projects', s),
         listAll<Department>('/v1/departments', 'departments', s).catch(() => [] as Department[]),
         listAll<Queue>('/v1/queues', 'queues', s).catch(() => [] as Queue[]),
+        listAll<NodePool>('/v1/nodepools', 'nodePools', s).catch(() => [] as NodePool[]),
       ])
       const queues = new Map(qs.map((q) => [q.name, q]))
-      return { ds, projectNames: ps.map((p) => p.name), all: [...rows('Department', ds, queues), ...rows('Project', ps, queues)] }
+      return { ds, pools: pools.map((p) => p.name), projectNames: ps.map((p) => p.name), all: [...rows('Department', ds, queues), ...rows('Project', ps, queues)] }
     },
     [],
     3000,
@@ -239,8 +303,12 @@ export function Projects() {
   const [rulesOf, setRulesOf] = useState<Row | undefined>()
   const [form, setForm] = useState(false)
   const { run, error: actionError } = useAction(reload)
-  const del = (r: Row) =>
-    window.confirm(`Delete ${r.kind.toLowerCase()} ${r.name}?`) && run(() => call('DELETE', `/v1/${r.kind === 'Project' ? 'projects' : 'departments'}/${r.name}`))
+  const path = (r: Row) => `/v1/${r.kind === 'Project' ? 'projects' : 'departments'}/${r.name}`
+  const del = (r: Row) => window.confirm(`Delete ${r.kind.toLowerCase()} ${r.name}?`) && run(() => call('DELETE', path(r)))
+  // Deleting a pool's quota updates the project; the project stays.
+  const delQuota = (r: Row, pool: string) =>
+    window.confirm(`Delete the quota of ${r.kind.toLowerCase()} ${r.name} in node pool ${id(pool)}? The ${r.kind.toLowerCase()} stays.`) &&
+    run(() => call('PATCH', path(r), { nodePoolQuotas: withQuota(r.quotas, pool, null), etag: r.etag }))
   return (
     <section aria-labelledby="h-projects">
       <div className="heading">
@@ -250,7 +318,8 @@ export function Projects() {
         </button>
       </div>
       {(form || editing) && (
-        <QuotaForm key={editing ? editing.kind + editing.name + editing.pool : 'new'} editing={editing} departments={data?.ds ?? []} onDone={() => { setForm(false); setEditing(undefined); reload() }} />
+        <QuotaForm key={editing ? editing.kind + editing.name : 'new'} editing={editing} departments={data?.ds ?? []} pools={data?.pools ?? []}
+          onDone={() => { setForm(false); setEditing(undefined); reload() }} onCancel={() => { setForm(false); setEditing(undefined) }} />
       )}
       {rulesOf && (
         <RulesForm
@@ -258,6 +327,7 @@ export function Projects() {
           scope={`${rulesOf.kind === 'Project' ? 'projects' : 'departments'}/${rulesOf.name}`}
           rules={rulesOf.schedulingRules}
           onDone={() => { setRulesOf(undefined); reload() }}
+          onCancel={() => setRulesOf(undefined)}
         />
       )}
       {(error || actionError) && <p role="alert" className="error">{error || actionError}</p>}
@@ -265,8 +335,8 @@ export function Projects() {
         <DataTable
           label="Projects and departments"
           rows={data.all}
-          cols={cols(del, (r) => { setForm(false); setRulesOf(undefined); setEditing(r) }, (r) => { setForm(false); setEditing(undefined); setRulesOf(r) })}
-          rowKey={(r) => `${r.kind}/${r.name}/${r.pool}`}
+          cols={cols(del, (r) => { setForm(false); setRulesOf(undefined); setEditing(r) }, (r) => { setForm(false); setEditing(undefined); setRulesOf(r) }, delQuota)}
+          rowKey={(r) => `${r.kind}/${r.name}`}
         />
       )}
       {data && <OverTime projects={data.projectNames} departments={data.ds.map((d) => d.name)} />}

@@ -45,7 +45,7 @@ const SEGMENTS: [string, string][] = [
   ['REPORT_SEGMENT_NODE_POOL', 'Node pool'],
 ]
 
-function CreateReport({ scopes, onDone }: { scopes: string[]; onDone: () => void }) {
+function CreateReport({ scopes, onDone, onCancel }: { scopes: string[]; onDone: () => void; onCancel: () => void }) {
   const now = new Date()
   const [f, setF] = useState<ReportForm>({
     id: '', displayName: '', description: '', start: localInput(new Date(now.getTime() - 24 * 3600 * 1000)), end: localInput(now), scope: '', segment: SEGMENTS[0][0],
@@ -83,12 +83,15 @@ function CreateReport({ scopes, onDone }: { scopes: string[]; onDone: () => void
         </select>
       </label>
       <button type="submit">Create report</button>
+      <button type="button" className="secondary" onClick={onCancel}>Cancel</button>
       {error && <p role="alert" className="error">{error}</p>}
     </form>
   )
 }
 
 export function Reports() {
+  // Cancel empties the create form: a new one in its place.
+  const [form, setForm] = useState(0)
   const { data, error, reload } = useLoad(
     async (s) => {
       const [reports, ps, ds] = await Promise.all([
@@ -138,7 +141,7 @@ export function Reports() {
     <section aria-labelledby="h-reports">
       <h1 id="h-reports">Reports</h1>
       <p className="hint">Consumption over a window: GPU-hours allocated and used, CPU core-hours and memory GiB-hours, per segment and node pool.</p>
-      <CreateReport scopes={data?.scopes ?? []} onDone={reload} />
+      <CreateReport key={form} scopes={data?.scopes ?? []} onDone={reload} onCancel={() => setForm(form + 1)} />
       {(error || actionError) && <p role="alert" className="error">{error || actionError}</p>}
       {data && <DataTable label="Reports" rows={data.reports} cols={cols} rowKey={(r) => r.name} empty="No report yet." />}
     </section>

@@ -42,7 +42,7 @@ export function withRule(rules: SchedulingRules[], type: string, r: SchedulingRu
 // RulesForm edits a project's or department's scheduling rules, one
 // workload type at a time; the server checks them (UpdateProject,
 // UpdateDepartment) and its message is shown.
-export function RulesForm({ scope, rules, onDone }: { scope: string; rules: SchedulingRules[]; onDone: () => void }) {
+export function RulesForm({ scope, rules, onDone, onCancel }: { scope: string; rules: SchedulingRules[]; onDone: () => void; onCancel: () => void }) {
   const [type, setType] = useState(TYPES[0])
   const current = rules.find((r) => r.workloadType === type)
   const [f, setF] = useState(() => fields(current))
@@ -90,6 +90,7 @@ export function RulesForm({ scope, rules, onDone }: { scope: string; rules: Sche
       </label>
       <label>Node types<input value={f.nodeTypes} onChange={(e) => setF({ ...f, nodeTypes: e.target.value })} placeholder="any" /></label>
       <button type="submit">Save rules</button>
+      <button type="button" className="secondary" onClick={onCancel}>Cancel</button>
       {current && <button type="button" className="danger" onClick={() => save(withRule(rules, type, null))}>Remove {workloadType(type).toLowerCase()} rules</button>}
       {error && <p role="alert" className="error">{error}</p>}
     </form>

@@ -6,6 +6,7 @@ import { bytes, enumLabel, gpuRequest, gpus, id, labelText, phase, time, workloa
 import type { Explain, PendingReason, Quantity, Workload } from '../types'
 import { MetricCharts, WindowPicker, type ChartSpec } from '../chart'
 import { linesOf } from '../metrics'
+import { runsText } from '../spec'
 
 // A workload's metrics, one line per pod; CPU and memory as measured by the
 // agents per pod, with the workload's allocation as a line to compare with.
@@ -45,6 +46,15 @@ function qty(q?: Quantity) {
   if (q.milliCpu && q.milliCpu !== '0') parts.push(`${Number(q.milliCpu) / 1000} CPU`)
   if (q.memoryBytes && q.memoryBytes !== '0') parts.push(bytes(q.memoryBytes))
   return parts.join(', ')
+}
+
+// never is the scheduler's word that no node is big enough for one pod,
+// said first: no wait will make it run.
+function never(reasons?: PendingReason[]): string {
+  const m = (reasons ?? []).map((r) => r.message ?? '').find((t) => t.includes('it can never fit'))
+  if (!m) return ''
+  const s = m.slice(m.indexOf('it can never fit'))
+  return s[0].toUpperCase() + s.slice(1) + '.'
 }
 
 function Reasons({ reasons }: { reasons: PendingReason[] }) {
@@ -155,9 +165,16 @@ function Logs({ path, phase }: { path: string; phase: string }) {
         </label>
       </div>
       {error && <p role="alert" className="error">{error}</p>}
-      <pre ref={pre} className="logs" tabIndex={0} aria-label="Log output">{text || '(no output yet)'}</pre>
+      <pre ref={pre} className="logs" tabIndex={0} aria-label="Log output">{text || noLogs(phase)}</pre>
     </section>
   )
+}
+
+// noLogs says why there is no output to show, in the workload's terms.
+function noLogs(phase: string): string {
+  if (phase === 'WORKLOAD_PHASE_PENDING') return 'No pod is running yet: the workload is pending.'
+  if (phase === 'WORKLOAD_PHASE_STOPPED') return 'No pod is running: the workload is stopped.'
+  return '(no output yet)'
 }
 
 function Actions({ path, w, reload }: { path: string; w: Workload; reload: () => void }) {
@@ -205,15 +222,19 @@ export function WorkloadPage({ project, name }: { project: string; name: string 
             {Number(w.spec?.ttlAfterFinishedSeconds) > 0 && <><dt>Deleted</dt><dd>{Number(w.spec?.ttlAfterFinishedSeconds) / 3600} h after it finishes</dd></>}
             <dt>Submitted</dt><dd>{time(w.createTime)} by {id(w.creator)}</dd>
             <dt>Image</dt><dd>{w.spec?.image}</dd>
-            <dt>Command</dt><dd><code>{[...(w.spec?.command ?? []), ...(w.spec?.args ?? [])].join(' ')}</code></dd>
+            <dt>Command</dt><dd><code>{runsText([...(w.spec?.command ?? []), ...(w.spec?.args ?? [])]) || "the image's own"}</code></dd>
             <dt>GPU per pod</dt><dd>{gpuRequest(w.spec?.gpu)}</dd>
+            <dt>CPU per pod</dt><dd>{Number(w.spec?.milliCpu) > 0 ? `${Number(w.spec?.milliCpu) / 1000} cores` : 'none reserved'}</dd>
+            <dt>Memory per pod</dt><dd>{Number(w.spec?.memoryBytes) > 0 ? bytes(w.spec?.memoryBytes) : 'none reserved'}</dd>
             <dt>Pods</dt><dd>{st?.runningPods ?? 0} running of {st?.requestedPods ?? w.spec?.pods ?? 1}</dd>
             <dt>Priority</dt><dd>{w.spec?.priority}</dd>
-            <dt>Node pool</dt><dd>{id(st?.nodePool)}</dd>
+            <dt>Node pool</dt><dd>{id(st?.nodePool) || (w.spec?.nodePools?.length ? `one of ${w.spec.nodePools.map(id).join(', ')}, in this order` : '')}</dd>
+            {w.spec?.nodeType && <><dt>Node type</dt><dd>{w.spec.nodeType}</dd></>}
             <dt>GPU allocation</dt><dd>{gpus(st?.allocatedMilliGpus)}</dd>
             {st?.gpuIdleTime && <><dt>GPUs idle for</dt><dd>{st.gpuIdleTime}</dd></>}
             {st?.stopReason && <><dt>Stopped because</dt><dd>{st.stopReason}</dd></>}
           </dl>
+          {never(st?.pendingReasons) && <p className="never" role="note">{never(st?.pendingReasons)}</p>}
           {st?.pendingReasons?.length ? <Reasons reasons={st.pendingReasons} /> : null}
           {st?.phase === 'WORKLOAD_PHASE_PENDING' && <Attempts path={path} phase={st.phase} />}
           <table>

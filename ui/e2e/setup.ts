@@ -1,0 +1,2 @@
+// Once per e2e run: an empty screenshots folder.
+export { setup } from './harness'
