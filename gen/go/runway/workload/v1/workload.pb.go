@@ -485,6 +485,128 @@ func (SchedulingRule) EnumDescriptor() ([]byte, []int) {
 	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{5}
 }
 
+// Framework names the launch variables a distributed training's pods get.
+type Framework int32
+
+const (
+	// Not set; rejected (INVALID_FIELD).
+	Framework_FRAMEWORK_UNSPECIFIED Framework = 0
+	// PyTorch (torchrun): MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK, ... and
+	// PET_* for torchrun. The only framework that may be elastic.
+	Framework_FRAMEWORK_PYTORCH Framework = 1
+	// MPI (mpirun): a hostfile listing the workers with slots = their GPUs;
+	// pod 0 is the launcher.
+	Framework_FRAMEWORK_MPI Framework = 2
+	// TensorFlow: TF_CONFIG with the cluster and the pod's task.
+	Framework_FRAMEWORK_TENSORFLOW Framework = 3
+	// JAX: the coordinator's address, the process count and the process id.
+	Framework_FRAMEWORK_JAX Framework = 4
+	// XGBoost (Rabit): the tracker's address and port and the world size.
+	Framework_FRAMEWORK_XGBOOST Framework = 5
+)
+
+// Enum value maps for Framework.
+var (
+	Framework_name = map[int32]string{
+		0: "FRAMEWORK_UNSPECIFIED",
+		1: "FRAMEWORK_PYTORCH",
+		2: "FRAMEWORK_MPI",
+		3: "FRAMEWORK_TENSORFLOW",
+		4: "FRAMEWORK_JAX",
+		5: "FRAMEWORK_XGBOOST",
+	}
+	Framework_value = map[string]int32{
+		"FRAMEWORK_UNSPECIFIED": 0,
+		"FRAMEWORK_PYTORCH":     1,
+		"FRAMEWORK_MPI":         2,
+		"FRAMEWORK_TENSORFLOW":  3,
+		"FRAMEWORK_JAX":         4,
+		"FRAMEWORK_XGBOOST":     5,
+	}
+)
+
+func (x Framework) Enum() *Framework {
+	p := new(Framework)
+	*p = x
+	return p
+}
+
+func (x Framework) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Framework) Descriptor() protoreflect.EnumDescriptor {
+	return file_runway_workload_v1_workload_proto_enumTypes[6].Descriptor()
+}
+
+func (Framework) Type() protoreflect.EnumType {
+	return &file_runway_workload_v1_workload_proto_enumTypes[6]
+}
+
+func (x Framework) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Framework.Descriptor instead.
+func (Framework) EnumDescriptor() ([]byte, []int) {
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{6}
+}
+
+// RestartPolicy is what a failing pod of a distributed training does.
+type RestartPolicy int32
+
+const (
+	// Not set: NEVER.
+	RestartPolicy_RESTART_POLICY_UNSPECIFIED RestartPolicy = 0
+	// A pod that fails fails the workload: every pod is stopped and its
+	// resources released.
+	RestartPolicy_RESTART_POLICY_NEVER RestartPolicy = 1
+	// A pod that fails stops the whole gang, which is started again (all
+	// pods, in one placement) up to backoff_limit times; then it fails.
+	RestartPolicy_RESTART_POLICY_ON_FAILURE RestartPolicy = 2
+)
+
+// Enum value maps for RestartPolicy.
+var (
+	RestartPolicy_name = map[int32]string{
+		0: "RESTART_POLICY_UNSPECIFIED",
+		1: "RESTART_POLICY_NEVER",
+		2: "RESTART_POLICY_ON_FAILURE",
+	}
+	RestartPolicy_value = map[string]int32{
+		"RESTART_POLICY_UNSPECIFIED": 0,
+		"RESTART_POLICY_NEVER":       1,
+		"RESTART_POLICY_ON_FAILURE":  2,
+	}
+)
+
+func (x RestartPolicy) Enum() *RestartPolicy {
+	p := new(RestartPolicy)
+	*p = x
+	return p
+}
+
+func (x RestartPolicy) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RestartPolicy) Descriptor() protoreflect.EnumDescriptor {
+	return file_runway_workload_v1_workload_proto_enumTypes[7].Descriptor()
+}
+
+func (RestartPolicy) Type() protoreflect.EnumType {
+	return &file_runway_workload_v1_workload_proto_enumTypes[7]
+}
+
+func (x RestartPolicy) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RestartPolicy.Descriptor instead.
+func (RestartPolicy) EnumDescriptor() ([]byte, []int) {
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{7}
+}
+
 // A Workload is a unit of work submitted to a project: a gang of identical
 // pods that the scheduler places all together (up to min_pods) or not at all.
 //
@@ -825,7 +947,10 @@ type WorkloadSpec struct {
 	// Optional. Generic credentials the pods get: each key as an environment
 	// variable of the same name, or as files under a path. Their values are
 	// resolved when a pod starts; the spec holds the references only.
-	Credentials   []*CredentialMount `protobuf:"bytes,16,rep,name=credentials,proto3" json:"credentials,omitempty"`
+	Credentials []*CredentialMount `protobuf:"bytes,16,rep,name=credentials,proto3" json:"credentials,omitempty"`
+	// Optional, trainings only. Makes the training distributed: pod 0 the
+	// master, pods 1.. the workers, each with its framework's variables.
+	Distributed   *DistributedSpec `protobuf:"bytes,17,opt,name=distributed,proto3" json:"distributed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -968,6 +1093,13 @@ func (x *WorkloadSpec) GetTtlAfterFinishedSeconds() int64 {
 func (x *WorkloadSpec) GetCredentials() []*CredentialMount {
 	if x != nil {
 		return x.Credentials
+	}
+	return nil
+}
+
+func (x *WorkloadSpec) GetDistributed() *DistributedSpec {
+	if x != nil {
+		return x.Distributed
 	}
 	return nil
 }
@@ -1382,8 +1514,11 @@ type WorkloadStatus struct {
 	// that the scheduler releases its pods, and once they are released the
 	// workload returns to PENDING with suspended cleared.
 	RequeueOnRelease bool `protobuf:"varint,18,opt,name=requeue_on_release,json=requeueOnRelease,proto3" json:"requeue_on_release,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// How many times the whole gang of a distributed training was started
+	// again after a pod failed (spec.distributed.restart_policy ON_FAILURE).
+	GangRestarts  int32 `protobuf:"varint,19,opt,name=gang_restarts,json=gangRestarts,proto3" json:"gang_restarts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WorkloadStatus) Reset() {
@@ -1540,6 +1675,13 @@ func (x *WorkloadStatus) GetRequeueOnRelease() bool {
 		return x.RequeueOnRelease
 	}
 	return false
+}
+
+func (x *WorkloadStatus) GetGangRestarts() int32 {
+	if x != nil {
+		return x.GangRestarts
+	}
+	return 0
 }
 
 // PodStatus is one placed pod of a workload.
@@ -1875,6 +2017,180 @@ func (x *WorkloadEvent) GetNodes() []string {
 	return nil
 }
 
+// DistributedSpec makes a training a distributed one: pod 0 is the master
+// (the launcher for MPI) and pods 1 to pods-1 are the workers. The workers
+// run the workload's own spec (image, command, gpu, milli_cpu,
+// memory_bytes); the master runs `master`. Every pod gets its framework's
+// launch variables (pkg/framework) and reaches the others by stable names.
+// The whole is one gang: min_pods is all pods, or 1 + the minimum workers
+// for an elastic PyTorch training.
+type DistributedSpec struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The framework whose launch variables the pods get.
+	Framework Framework `protobuf:"varint,1,opt,name=framework,proto3,enum=runway.workload.v1.Framework" json:"framework,omitempty"`
+	// Optional. The master's pod, where it differs from the workers'; unset
+	// means the workers' spec.
+	Master *MasterSpec `protobuf:"bytes,2,opt,name=master,proto3" json:"master,omitempty"`
+	// Optional. What a failing pod does to the gang. Unset means NEVER.
+	RestartPolicy RestartPolicy `protobuf:"varint,3,opt,name=restart_policy,json=restartPolicy,proto3,enum=runway.workload.v1.RestartPolicy" json:"restart_policy,omitempty"`
+	// Optional. With ON_FAILURE, how many times the whole gang is started
+	// again before the workload fails; 0 means 6, as Kubernetes Jobs.
+	// At most 100.
+	BackoffLimit  int32 `protobuf:"varint,4,opt,name=backoff_limit,json=backoffLimit,proto3" json:"backoff_limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DistributedSpec) Reset() {
+	*x = DistributedSpec{}
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DistributedSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DistributedSpec) ProtoMessage() {}
+
+func (x *DistributedSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DistributedSpec.ProtoReflect.Descriptor instead.
+func (*DistributedSpec) Descriptor() ([]byte, []int) {
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *DistributedSpec) GetFramework() Framework {
+	if x != nil {
+		return x.Framework
+	}
+	return Framework_FRAMEWORK_UNSPECIFIED
+}
+
+func (x *DistributedSpec) GetMaster() *MasterSpec {
+	if x != nil {
+		return x.Master
+	}
+	return nil
+}
+
+func (x *DistributedSpec) GetRestartPolicy() RestartPolicy {
+	if x != nil {
+		return x.RestartPolicy
+	}
+	return RestartPolicy_RESTART_POLICY_UNSPECIFIED
+}
+
+func (x *DistributedSpec) GetBackoffLimit() int32 {
+	if x != nil {
+		return x.BackoffLimit
+	}
+	return 0
+}
+
+// MasterSpec is the master's (or launcher's) pod. Its resources replace the
+// workers' whole: an unset gpu is a CPU-only master.
+type MasterSpec struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Optional. The image; empty means the workers'.
+	Image string `protobuf:"bytes,1,opt,name=image,proto3" json:"image,omitempty"`
+	// Optional. The entrypoint; empty means the workers' command.
+	Command []string `protobuf:"bytes,2,rep,name=command,proto3" json:"command,omitempty"`
+	// Optional. Arguments; empty (with an empty command) means the workers'.
+	Args []string `protobuf:"bytes,3,rep,name=args,proto3" json:"args,omitempty"`
+	// Optional. GPUs of the master; unset means none.
+	Gpu *GpuRequest `protobuf:"bytes,4,opt,name=gpu,proto3" json:"gpu,omitempty"`
+	// Optional. CPU of the master, in thousandths of a core.
+	MilliCpu int64 `protobuf:"varint,5,opt,name=milli_cpu,json=milliCpu,proto3" json:"milli_cpu,omitempty"`
+	// Optional. Host memory of the master, in bytes.
+	MemoryBytes   int64 `protobuf:"varint,6,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MasterSpec) Reset() {
+	*x = MasterSpec{}
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MasterSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MasterSpec) ProtoMessage() {}
+
+func (x *MasterSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MasterSpec.ProtoReflect.Descriptor instead.
+func (*MasterSpec) Descriptor() ([]byte, []int) {
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *MasterSpec) GetImage() string {
+	if x != nil {
+		return x.Image
+	}
+	return ""
+}
+
+func (x *MasterSpec) GetCommand() []string {
+	if x != nil {
+		return x.Command
+	}
+	return nil
+}
+
+func (x *MasterSpec) GetArgs() []string {
+	if x != nil {
+		return x.Args
+	}
+	return nil
+}
+
+func (x *MasterSpec) GetGpu() *GpuRequest {
+	if x != nil {
+		return x.Gpu
+	}
+	return nil
+}
+
+func (x *MasterSpec) GetMilliCpu() int64 {
+	if x != nil {
+		return x.MilliCpu
+	}
+	return 0
+}
+
+func (x *MasterSpec) GetMemoryBytes() int64 {
+	if x != nil {
+		return x.MemoryBytes
+	}
+	return 0
+}
+
 var File_runway_workload_v1_workload_proto protoreflect.FileDescriptor
 
 const file_runway_workload_v1_workload_proto_rawDesc = "" +
@@ -1912,7 +2228,7 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\x11preempt_when_idle\x18\x03 \x01(\bR\x0fpreemptWhenIdle\x12\x1d\n" +
 	"\n" +
 	"node_types\x18\x04 \x03(\tR\tnodeTypes\x12\x16\n" +
-	"\x06source\x18\x05 \x01(\tR\x06source\"\xde\x04\n" +
+	"\x06source\x18\x05 \x01(\tR\x06source\"\xa5\x05\n" +
 	"\fWorkloadSpec\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12\x18\n" +
 	"\acommand\x18\x02 \x03(\tR\acommand\x12\x12\n" +
@@ -1931,7 +2247,8 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\tsuspended\x18\r \x01(\bR\tsuspended\x12A\n" +
 	"\bsecurity\x18\x0e \x01(\v2%.runway.workload.v1.ContainerSecurityR\bsecurity\x12;\n" +
 	"\x1attl_after_finished_seconds\x18\x0f \x01(\x03R\x17ttlAfterFinishedSeconds\x12E\n" +
-	"\vcredentials\x18\x10 \x03(\v2#.runway.workload.v1.CredentialMountR\vcredentials\"^\n" +
+	"\vcredentials\x18\x10 \x03(\v2#.runway.workload.v1.CredentialMountR\vcredentials\x12E\n" +
+	"\vdistributed\x18\x11 \x01(\v2#.runway.workload.v1.DistributedSpecR\vdistributed\"^\n" +
 	"\x11ContainerSecurity\x12\x1e\n" +
 	"\vrun_as_root\x18\x01 \x01(\bR\trunAsRoot\x12)\n" +
 	"\x10add_capabilities\x18\x02 \x03(\tR\x0faddCapabilities\"x\n" +
@@ -1956,7 +2273,7 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\adevices\x18\x01 \x01(\x05H\x00R\adevices\x12'\n" +
 	"\x0efraction_milli\x18\x02 \x01(\x05H\x00R\rfractionMilli\x12*\n" +
 	"\x10gpu_memory_bytes\x18\x03 \x01(\x03H\x00R\x0egpuMemoryBytesB\b\n" +
-	"\x06amount\"\x81\a\n" +
+	"\x06amount\"\xa6\a\n" +
 	"\x0eWorkloadStatus\x127\n" +
 	"\x05phase\x18\x01 \x01(\x0e2!.runway.workload.v1.WorkloadPhaseR\x05phase\x12!\n" +
 	"\frunning_pods\x18\x02 \x01(\x05R\vrunningPods\x12%\n" +
@@ -1978,7 +2295,8 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\frunning_time\x18\x10 \x01(\v2\x19.google.protobuf.DurationR\vrunningTime\x12\x1f\n" +
 	"\vstop_reason\x18\x11 \x01(\tR\n" +
 	"stopReason\x12,\n" +
-	"\x12requeue_on_release\x18\x12 \x01(\bR\x10requeueOnRelease\"\xd4\x02\n" +
+	"\x12requeue_on_release\x18\x12 \x01(\bR\x10requeueOnRelease\x12#\n" +
+	"\rgang_restarts\x18\x13 \x01(\x05R\fgangRestarts\"\xd4\x02\n" +
 	"\tPodStatus\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12%\n" +
@@ -2005,7 +2323,20 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\x02by\x18\x04 \x01(\tR\x02by\x126\n" +
 	"\x04rule\x18\x05 \x01(\x0e2\".runway.workload.v1.SchedulingRuleR\x04rule\x12\x12\n" +
 	"\x04pods\x18\x06 \x01(\x05R\x04pods\x12\x14\n" +
-	"\x05nodes\x18\a \x03(\tR\x05nodes*\x83\x01\n" +
+	"\x05nodes\x18\a \x03(\tR\x05nodes\"\xf5\x01\n" +
+	"\x0fDistributedSpec\x12;\n" +
+	"\tframework\x18\x01 \x01(\x0e2\x1d.runway.workload.v1.FrameworkR\tframework\x126\n" +
+	"\x06master\x18\x02 \x01(\v2\x1e.runway.workload.v1.MasterSpecR\x06master\x12H\n" +
+	"\x0erestart_policy\x18\x03 \x01(\x0e2!.runway.workload.v1.RestartPolicyR\rrestartPolicy\x12#\n" +
+	"\rbackoff_limit\x18\x04 \x01(\x05R\fbackoffLimit\"\xc2\x01\n" +
+	"\n" +
+	"MasterSpec\x12\x14\n" +
+	"\x05image\x18\x01 \x01(\tR\x05image\x12\x18\n" +
+	"\acommand\x18\x02 \x03(\tR\acommand\x12\x12\n" +
+	"\x04args\x18\x03 \x03(\tR\x04args\x120\n" +
+	"\x03gpu\x18\x04 \x01(\v2\x1e.runway.workload.v1.GpuRequestR\x03gpu\x12\x1b\n" +
+	"\tmilli_cpu\x18\x05 \x01(\x03R\bmilliCpu\x12!\n" +
+	"\fmemory_bytes\x18\x06 \x01(\x03R\vmemoryBytes*\x83\x01\n" +
 	"\fWorkloadType\x12\x1d\n" +
 	"\x19WORKLOAD_TYPE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17WORKLOAD_TYPE_WORKSPACE\x10\x01\x12\x1a\n" +
@@ -2058,7 +2389,18 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\x19SCHEDULING_RULE_NODE_LOST\x10\x04\x12 \n" +
 	"\x1cSCHEDULING_RULE_NODE_DRAINED\x10\x05\x12 \n" +
 	"\x1cSCHEDULING_RULE_GANG_MINIMUM\x10\x06\x12!\n" +
-	"\x1dSCHEDULING_RULE_CONSOLIDATION\x10\aBAZ?github.com/runwayhq/runway/gen/go/runway/workload/v1;workloadv1b\x06proto3"
+	"\x1dSCHEDULING_RULE_CONSOLIDATION\x10\a*\x94\x01\n" +
+	"\tFramework\x12\x19\n" +
+	"\x15FRAMEWORK_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11FRAMEWORK_PYTORCH\x10\x01\x12\x11\n" +
+	"\rFRAMEWORK_MPI\x10\x02\x12\x18\n" +
+	"\x14FRAMEWORK_TENSORFLOW\x10\x03\x12\x11\n" +
+	"\rFRAMEWORK_JAX\x10\x04\x12\x15\n" +
+	"\x11FRAMEWORK_XGBOOST\x10\x05*h\n" +
+	"\rRestartPolicy\x12\x1e\n" +
+	"\x1aRESTART_POLICY_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14RESTART_POLICY_NEVER\x10\x01\x12\x1d\n" +
+	"\x19RESTART_POLICY_ON_FAILURE\x10\x02BAZ?github.com/runwayhq/runway/gen/go/runway/workload/v1;workloadv1b\x06proto3"
 
 var (
 	file_runway_workload_v1_workload_proto_rawDescOnce sync.Once
@@ -2072,8 +2414,8 @@ func file_runway_workload_v1_workload_proto_rawDescGZIP() []byte {
 	return file_runway_workload_v1_workload_proto_rawDescData
 }
 
-var file_runway_workload_v1_workload_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_runway_workload_v1_workload_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_runway_workload_v1_workload_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
+var file_runway_workload_v1_workload_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_runway_workload_v1_workload_proto_goTypes = []any{
 	(WorkloadType)(0),             // 0: runway.workload.v1.WorkloadType
 	(WorkloadPhase)(0),            // 1: runway.workload.v1.WorkloadPhase
@@ -2081,61 +2423,70 @@ var file_runway_workload_v1_workload_proto_goTypes = []any{
 	(PendingCheck)(0),             // 3: runway.workload.v1.PendingCheck
 	(WorkloadEventType)(0),        // 4: runway.workload.v1.WorkloadEventType
 	(SchedulingRule)(0),           // 5: runway.workload.v1.SchedulingRule
-	(*Workload)(nil),              // 6: runway.workload.v1.Workload
-	(*WorkloadLimits)(nil),        // 7: runway.workload.v1.WorkloadLimits
-	(*WorkloadSpec)(nil),          // 8: runway.workload.v1.WorkloadSpec
-	(*ContainerSecurity)(nil),     // 9: runway.workload.v1.ContainerSecurity
-	(*EnvVar)(nil),                // 10: runway.workload.v1.EnvVar
-	(*CredentialKeyRef)(nil),      // 11: runway.workload.v1.CredentialKeyRef
-	(*CredentialMount)(nil),       // 12: runway.workload.v1.CredentialMount
-	(*GpuRequest)(nil),            // 13: runway.workload.v1.GpuRequest
-	(*WorkloadStatus)(nil),        // 14: runway.workload.v1.WorkloadStatus
-	(*PodStatus)(nil),             // 15: runway.workload.v1.PodStatus
-	(*PendingReason)(nil),         // 16: runway.workload.v1.PendingReason
-	(*WorkloadEvent)(nil),         // 17: runway.workload.v1.WorkloadEvent
-	nil,                           // 18: runway.workload.v1.Workload.LabelsEntry
-	nil,                           // 19: runway.workload.v1.Workload.AnnotationsEntry
-	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 21: google.protobuf.Duration
-	(*v1.ResourceQuantity)(nil),   // 22: runway.common.v1.ResourceQuantity
+	(Framework)(0),                // 6: runway.workload.v1.Framework
+	(RestartPolicy)(0),            // 7: runway.workload.v1.RestartPolicy
+	(*Workload)(nil),              // 8: runway.workload.v1.Workload
+	(*WorkloadLimits)(nil),        // 9: runway.workload.v1.WorkloadLimits
+	(*WorkloadSpec)(nil),          // 10: runway.workload.v1.WorkloadSpec
+	(*ContainerSecurity)(nil),     // 11: runway.workload.v1.ContainerSecurity
+	(*EnvVar)(nil),                // 12: runway.workload.v1.EnvVar
+	(*CredentialKeyRef)(nil),      // 13: runway.workload.v1.CredentialKeyRef
+	(*CredentialMount)(nil),       // 14: runway.workload.v1.CredentialMount
+	(*GpuRequest)(nil),            // 15: runway.workload.v1.GpuRequest
+	(*WorkloadStatus)(nil),        // 16: runway.workload.v1.WorkloadStatus
+	(*PodStatus)(nil),             // 17: runway.workload.v1.PodStatus
+	(*PendingReason)(nil),         // 18: runway.workload.v1.PendingReason
+	(*WorkloadEvent)(nil),         // 19: runway.workload.v1.WorkloadEvent
+	(*DistributedSpec)(nil),       // 20: runway.workload.v1.DistributedSpec
+	(*MasterSpec)(nil),            // 21: runway.workload.v1.MasterSpec
+	nil,                           // 22: runway.workload.v1.Workload.LabelsEntry
+	nil,                           // 23: runway.workload.v1.Workload.AnnotationsEntry
+	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 25: google.protobuf.Duration
+	(*v1.ResourceQuantity)(nil),   // 26: runway.common.v1.ResourceQuantity
 }
 var file_runway_workload_v1_workload_proto_depIdxs = []int32{
 	0,  // 0: runway.workload.v1.Workload.type:type_name -> runway.workload.v1.WorkloadType
-	8,  // 1: runway.workload.v1.Workload.spec:type_name -> runway.workload.v1.WorkloadSpec
-	14, // 2: runway.workload.v1.Workload.status:type_name -> runway.workload.v1.WorkloadStatus
-	20, // 3: runway.workload.v1.Workload.create_time:type_name -> google.protobuf.Timestamp
-	20, // 4: runway.workload.v1.Workload.update_time:type_name -> google.protobuf.Timestamp
-	7,  // 5: runway.workload.v1.Workload.limits:type_name -> runway.workload.v1.WorkloadLimits
-	18, // 6: runway.workload.v1.Workload.labels:type_name -> runway.workload.v1.Workload.LabelsEntry
-	19, // 7: runway.workload.v1.Workload.annotations:type_name -> runway.workload.v1.Workload.AnnotationsEntry
-	21, // 8: runway.workload.v1.WorkloadLimits.time_limit:type_name -> google.protobuf.Duration
-	21, // 9: runway.workload.v1.WorkloadLimits.idle_gpu_limit:type_name -> google.protobuf.Duration
-	10, // 10: runway.workload.v1.WorkloadSpec.env:type_name -> runway.workload.v1.EnvVar
-	13, // 11: runway.workload.v1.WorkloadSpec.gpu:type_name -> runway.workload.v1.GpuRequest
-	9,  // 12: runway.workload.v1.WorkloadSpec.security:type_name -> runway.workload.v1.ContainerSecurity
-	12, // 13: runway.workload.v1.WorkloadSpec.credentials:type_name -> runway.workload.v1.CredentialMount
-	11, // 14: runway.workload.v1.EnvVar.credential:type_name -> runway.workload.v1.CredentialKeyRef
-	1,  // 15: runway.workload.v1.WorkloadStatus.phase:type_name -> runway.workload.v1.WorkloadPhase
-	15, // 16: runway.workload.v1.WorkloadStatus.pods:type_name -> runway.workload.v1.PodStatus
-	16, // 17: runway.workload.v1.WorkloadStatus.pending_reasons:type_name -> runway.workload.v1.PendingReason
-	17, // 18: runway.workload.v1.WorkloadStatus.events:type_name -> runway.workload.v1.WorkloadEvent
-	20, // 19: runway.workload.v1.WorkloadStatus.start_time:type_name -> google.protobuf.Timestamp
-	20, // 20: runway.workload.v1.WorkloadStatus.end_time:type_name -> google.protobuf.Timestamp
-	21, // 21: runway.workload.v1.WorkloadStatus.gpu_idle_time:type_name -> google.protobuf.Duration
-	21, // 22: runway.workload.v1.WorkloadStatus.running_time:type_name -> google.protobuf.Duration
-	2,  // 23: runway.workload.v1.PodStatus.state:type_name -> runway.workload.v1.PodState
-	21, // 24: runway.workload.v1.PodStatus.gpu_idle_time:type_name -> google.protobuf.Duration
-	3,  // 25: runway.workload.v1.PendingReason.check:type_name -> runway.workload.v1.PendingCheck
-	22, // 26: runway.workload.v1.PendingReason.requested:type_name -> runway.common.v1.ResourceQuantity
-	22, // 27: runway.workload.v1.PendingReason.available:type_name -> runway.common.v1.ResourceQuantity
-	4,  // 28: runway.workload.v1.WorkloadEvent.type:type_name -> runway.workload.v1.WorkloadEventType
-	20, // 29: runway.workload.v1.WorkloadEvent.time:type_name -> google.protobuf.Timestamp
-	5,  // 30: runway.workload.v1.WorkloadEvent.rule:type_name -> runway.workload.v1.SchedulingRule
-	31, // [31:31] is the sub-list for method output_type
-	31, // [31:31] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	10, // 1: runway.workload.v1.Workload.spec:type_name -> runway.workload.v1.WorkloadSpec
+	16, // 2: runway.workload.v1.Workload.status:type_name -> runway.workload.v1.WorkloadStatus
+	24, // 3: runway.workload.v1.Workload.create_time:type_name -> google.protobuf.Timestamp
+	24, // 4: runway.workload.v1.Workload.update_time:type_name -> google.protobuf.Timestamp
+	9,  // 5: runway.workload.v1.Workload.limits:type_name -> runway.workload.v1.WorkloadLimits
+	22, // 6: runway.workload.v1.Workload.labels:type_name -> runway.workload.v1.Workload.LabelsEntry
+	23, // 7: runway.workload.v1.Workload.annotations:type_name -> runway.workload.v1.Workload.AnnotationsEntry
+	25, // 8: runway.workload.v1.WorkloadLimits.time_limit:type_name -> google.protobuf.Duration
+	25, // 9: runway.workload.v1.WorkloadLimits.idle_gpu_limit:type_name -> google.protobuf.Duration
+	12, // 10: runway.workload.v1.WorkloadSpec.env:type_name -> runway.workload.v1.EnvVar
+	15, // 11: runway.workload.v1.WorkloadSpec.gpu:type_name -> runway.workload.v1.GpuRequest
+	11, // 12: runway.workload.v1.WorkloadSpec.security:type_name -> runway.workload.v1.ContainerSecurity
+	14, // 13: runway.workload.v1.WorkloadSpec.credentials:type_name -> runway.workload.v1.CredentialMount
+	20, // 14: runway.workload.v1.WorkloadSpec.distributed:type_name -> runway.workload.v1.DistributedSpec
+	13, // 15: runway.workload.v1.EnvVar.credential:type_name -> runway.workload.v1.CredentialKeyRef
+	1,  // 16: runway.workload.v1.WorkloadStatus.phase:type_name -> runway.workload.v1.WorkloadPhase
+	17, // 17: runway.workload.v1.WorkloadStatus.pods:type_name -> runway.workload.v1.PodStatus
+	18, // 18: runway.workload.v1.WorkloadStatus.pending_reasons:type_name -> runway.workload.v1.PendingReason
+	19, // 19: runway.workload.v1.WorkloadStatus.events:type_name -> runway.workload.v1.WorkloadEvent
+	24, // 20: runway.workload.v1.WorkloadStatus.start_time:type_name -> google.protobuf.Timestamp
+	24, // 21: runway.workload.v1.WorkloadStatus.end_time:type_name -> google.protobuf.Timestamp
+	25, // 22: runway.workload.v1.WorkloadStatus.gpu_idle_time:type_name -> google.protobuf.Duration
+	25, // 23: runway.workload.v1.WorkloadStatus.running_time:type_name -> google.protobuf.Duration
+	2,  // 24: runway.workload.v1.PodStatus.state:type_name -> runway.workload.v1.PodState
+	25, // 25: runway.workload.v1.PodStatus.gpu_idle_time:type_name -> google.protobuf.Duration
+	3,  // 26: runway.workload.v1.PendingReason.check:type_name -> runway.workload.v1.PendingCheck
+	26, // 27: runway.workload.v1.PendingReason.requested:type_name -> runway.common.v1.ResourceQuantity
+	26, // 28: runway.workload.v1.PendingReason.available:type_name -> runway.common.v1.ResourceQuantity
+	4,  // 29: runway.workload.v1.WorkloadEvent.type:type_name -> runway.workload.v1.WorkloadEventType
+	24, // 30: runway.workload.v1.WorkloadEvent.time:type_name -> google.protobuf.Timestamp
+	5,  // 31: runway.workload.v1.WorkloadEvent.rule:type_name -> runway.workload.v1.SchedulingRule
+	6,  // 32: runway.workload.v1.DistributedSpec.framework:type_name -> runway.workload.v1.Framework
+	21, // 33: runway.workload.v1.DistributedSpec.master:type_name -> runway.workload.v1.MasterSpec
+	7,  // 34: runway.workload.v1.DistributedSpec.restart_policy:type_name -> runway.workload.v1.RestartPolicy
+	15, // 35: runway.workload.v1.MasterSpec.gpu:type_name -> runway.workload.v1.GpuRequest
+	36, // [36:36] is the sub-list for method output_type
+	36, // [36:36] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_runway_workload_v1_workload_proto_init() }
@@ -2153,8 +2504,8 @@ func file_runway_workload_v1_workload_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_runway_workload_v1_workload_proto_rawDesc), len(file_runway_workload_v1_workload_proto_rawDesc)),
-			NumEnums:      6,
-			NumMessages:   14,
+			NumEnums:      8,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,73 @@
+package workload
+
+import (
+	"fmt"
+	"strconv"
+
+	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
+)
+
+// maxBackoffLimit bounds spec.distributed.backoff_limit.
+const maxBackoffLimit = 100
+
+// validateDistributed checks spec.distributed of a create request: a
+// training only, a master and at least one worker, a gang of all pods
+// except for elastic PyTorch, and pod names (`{id}-worker-{n}`) that are
+// DNS labels, since the runtimes name the pods' hosts by them.
+func validateDistributed(v *violations, id string, w *workloadv1.Workload) {
+	d := w.GetSpec().GetDistributed()
+	if d == nil {
+		return
+	}
+	const at = "workload.spec.distributed"
+	if w.GetType() != workloadv1.WorkloadType_WORKLOAD_TYPE_TRAINING {
+		v.add(at, "is for trainings only (type WORKLOAD_TYPE_TRAINING)")
+	}
+	fw := d.GetFramework()
+	if _, ok := workloadv1.Framework_name[int32(fw)]; !ok || fw == workloadv1.Framework_FRAMEWORK_UNSPECIFIED {
+		v.add(at+".framework", "must be FRAMEWORK_PYTORCH, FRAMEWORK_MPI, FRAMEWORK_TENSORFLOW, FRAMEWORK_JAX or FRAMEWORK_XGBOOST")
+	}
+	spec := w.GetSpec()
+	pods := spec.GetPods()
+	if pods < 2 {
+		v.add("workload.spec.pods", "must be 2 or more for a distributed training: the master (pod 0) and at least one worker")
+	}
+	if mp := spec.GetMinPods(); mp != 0 && mp != pods {
+		switch {
+		case fw != workloadv1.Framework_FRAMEWORK_PYTORCH:
+			v.add("workload.spec.min_pods", "must be pods (or 0): only a PyTorch training may be elastic")
+		case mp < 2:
+			v.add("workload.spec.min_pods", "must be 2 or more: the master and at least one worker")
+		}
+	}
+	if longest := len(id) + len("-worker-") + len(strconv.Itoa(int(max(pods, 1))-1)); longest > 63 {
+		v.add("workload_id", fmt.Sprintf("must be at most %d characters for a distributed training of %d pods: its pods' host names (%s-worker-N) are DNS labels of at most 63", len(id)-(longest-63), pods, id))
+	}
+	if _, ok := workloadv1.RestartPolicy_name[int32(d.GetRestartPolicy())]; !ok {
+		v.add(at+".restart_policy", "must be RESTART_POLICY_NEVER or RESTART_POLICY_ON_FAILURE")
+	}
+	if b := d.GetBackoffLimit(); b < 0 || b > maxBackoffLimit {
+		v.add(at+".backoff_limit", fmt.Sprintf("must be between 0 (6) and %d restarts", maxBackoffLimit))
+	}
+	if m := d.GetMaster(); m != nil {
+		// The master's fields obey the workers' rules.
+		validateSpec(v, at+".master", &workloadv1.WorkloadSpec{Image: masterImage(spec), Gpu: m.GetGpu(),
+			MilliCpu: m.GetMilliCpu(), MemoryBytes: m.GetMemoryBytes()})
+	}
+}
+
+// masterImage is the master's image: its own, or the workers'.
+func masterImage(spec *workloadv1.WorkloadSpec) string {
+	if img := spec.GetDistributed().GetMaster().GetImage(); img != "" {
+		return img
+	}
+	return spec.GetImage()
+}
+
+// BackoffLimit is spec.distributed.backoff_limit with its default.
+func BackoffLimit(d *workloadv1.DistributedSpec) int32 {
+	if b := d.GetBackoffLimit(); b > 0 {
+		return b
+	}
+	return 6
+}

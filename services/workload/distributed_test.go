@@ -1,0 +1,99 @@
+package workload_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc/codes"
+
+	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
+)
+
+// distributed is a 1 + 2 PyTorch training: a CPU-only master, 1-GPU workers.
+func distributed() *workloadv1.Workload {
+	w := training()
+	w.Spec.Pods = 3
+	w.Spec.Gpu = &workloadv1.GpuRequest{Amount: &workloadv1.GpuRequest_Devices{Devices: 1}}
+	w.Spec.Distributed = &workloadv1.DistributedSpec{Framework: workloadv1.Framework_FRAMEWORK_PYTORCH,
+		Master: &workloadv1.MasterSpec{MilliCpu: 500, Command: []string{"/bin/sh", "-c", "serve"}}}
+	return w
+}
+
+func TestCreateWorkload_Distributed(t *testing.T) {
+	e := start(t)
+	e.addProjects(t, "team-a")
+	got, err := e.client.CreateWorkload(t.Context(), &workloadv1.CreateWorkloadRequest{Parent: "projects/team-a", WorkloadId: "ddp", Workload: distributed()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := got.GetSpec().GetDistributed().GetMaster(); m.GetMilliCpu() != 500 || m.GetGpu() != nil || got.GetSpec().GetPods() != 3 {
+		t.Errorf("stored spec %v: want the master's own 0.5 CPU and no GPU, 3 pods", got.GetSpec())
+	}
+}
+
+func TestCreateWorkload_InvalidDistributed(t *testing.T) {
+	e := start(t)
+	e.addProjects(t, "team-a")
+	for name, tc := range map[string]struct {
+		change     func(*workloadv1.CreateWorkloadRequest)
+		wantFields []string
+	}{
+		"no framework": {
+			change:     func(r *workloadv1.CreateWorkloadRequest) { r.Workload.Spec.Distributed.Framework = 0 },
+			wantFields: []string{"workload.spec.distributed.framework"}},
+		"a framework the API does not define": {
+			change:     func(r *workloadv1.CreateWorkloadRequest) { r.Workload.Spec.Distributed.Framework = 42 },
+			wantFields: []string{"workload.spec.distributed.framework"}},
+		"a master without workers": {
+			change:     func(r *workloadv1.CreateWorkloadRequest) { r.Workload.Spec.Pods = 1 },
+			wantFields: []string{"workload.spec.pods"}},
+		"a distributed workspace": {
+			change: func(r *workloadv1.CreateWorkloadRequest) {
+				r.Workload.Type = workloadv1.WorkloadType_WORKLOAD_TYPE_WORKSPACE
+			},
+			wantFields: []string{"workload.spec.distributed"}},
+		"an elastic MPI training": {
+			change: func(r *workloadv1.CreateWorkloadRequest) {
+				r.Workload.Spec.Distributed.Framework = workloadv1.Framework_FRAMEWORK_MPI
+				r.Workload.Spec.MinPods = 2
+			},
+			wantFields: []string{"workload.spec.min_pods"}},
+		"an elastic PyTorch training whose minimum has no worker": {
+			change:     func(r *workloadv1.CreateWorkloadRequest) { r.Workload.Spec.MinPods = 1 },
+			wantFields: []string{"workload.spec.min_pods"}},
+		"a name too long for its pods' host names": {
+			change:     func(r *workloadv1.CreateWorkloadRequest) { r.WorkloadId = "a" + strings.Repeat("b", 54) },
+			wantFields: []string{"workload_id"}},
+		"a master asking for no whole GPU": {
+			change: func(r *workloadv1.CreateWorkloadRequest) {
+				r.Workload.Spec.Distributed.Master.Gpu = &workloadv1.GpuRequest{Amount: &workloadv1.GpuRequest_Devices{Devices: 0}}
+			},
+			wantFields: []string{"workload.spec.distributed.master.gpu.devices"}},
+		"a master image with a space": {
+			change:     func(r *workloadv1.CreateWorkloadRequest) { r.Workload.Spec.Distributed.Master.Image = "a b" },
+			wantFields: []string{"workload.spec.distributed.master.image"}},
+		"a negative backoff limit": {
+			change:     func(r *workloadv1.CreateWorkloadRequest) { r.Workload.Spec.Distributed.BackoffLimit = -1 },
+			wantFields: []string{"workload.spec.distributed.backoff_limit"}},
+		"an unknown restart policy": {
+			change:     func(r *workloadv1.CreateWorkloadRequest) { r.Workload.Spec.Distributed.RestartPolicy = 9 },
+			wantFields: []string{"workload.spec.distributed.restart_policy"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			req := &workloadv1.CreateWorkloadRequest{Parent: "projects/team-a", WorkloadId: "ddp", Workload: distributed()}
+			tc.change(req)
+			_, err := e.client.CreateWorkload(t.Context(), req)
+			wantError(t, err, codes.InvalidArgument, "INVALID_FIELD")
+			var fields []string
+			for f := range violations(err) {
+				fields = append(fields, f)
+			}
+			slices.Sort(fields)
+			if diff := cmp.Diff(tc.wantFields, fields); diff != "" {
+				t.Errorf("violated fields (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
