@@ -351,33 +351,43 @@ const (
 	// scheduler set it aside, neither placing, evicting nor moving it, until
 	// its spec changes or the scheduler restarts. The message names the step.
 	WorkloadEventType_WORKLOAD_EVENT_TYPE_SET_ASIDE WorkloadEventType = 9
+	// Its priority class was changed (SetWorkloadPriority); the message names
+	// the old and the new class.
+	WorkloadEventType_WORKLOAD_EVENT_TYPE_PRIORITY_CHANGED WorkloadEventType = 10
+	// A pod failed and the whole gang of a distributed training was stopped
+	// to be started again (restart policy ON_FAILURE).
+	WorkloadEventType_WORKLOAD_EVENT_TYPE_GANG_RESTARTED WorkloadEventType = 11
 )
 
 // Enum value maps for WorkloadEventType.
 var (
 	WorkloadEventType_name = map[int32]string{
-		0: "WORKLOAD_EVENT_TYPE_UNSPECIFIED",
-		1: "WORKLOAD_EVENT_TYPE_SUBMITTED",
-		2: "WORKLOAD_EVENT_TYPE_SCHEDULED",
-		3: "WORKLOAD_EVENT_TYPE_STARTED",
-		4: "WORKLOAD_EVENT_TYPE_PREEMPTED",
-		5: "WORKLOAD_EVENT_TYPE_SUSPENDED",
-		6: "WORKLOAD_EVENT_TYPE_RESUMED",
-		7: "WORKLOAD_EVENT_TYPE_FINISHED",
-		8: "WORKLOAD_EVENT_TYPE_LIMIT_REACHED",
-		9: "WORKLOAD_EVENT_TYPE_SET_ASIDE",
+		0:  "WORKLOAD_EVENT_TYPE_UNSPECIFIED",
+		1:  "WORKLOAD_EVENT_TYPE_SUBMITTED",
+		2:  "WORKLOAD_EVENT_TYPE_SCHEDULED",
+		3:  "WORKLOAD_EVENT_TYPE_STARTED",
+		4:  "WORKLOAD_EVENT_TYPE_PREEMPTED",
+		5:  "WORKLOAD_EVENT_TYPE_SUSPENDED",
+		6:  "WORKLOAD_EVENT_TYPE_RESUMED",
+		7:  "WORKLOAD_EVENT_TYPE_FINISHED",
+		8:  "WORKLOAD_EVENT_TYPE_LIMIT_REACHED",
+		9:  "WORKLOAD_EVENT_TYPE_SET_ASIDE",
+		10: "WORKLOAD_EVENT_TYPE_PRIORITY_CHANGED",
+		11: "WORKLOAD_EVENT_TYPE_GANG_RESTARTED",
 	}
 	WorkloadEventType_value = map[string]int32{
-		"WORKLOAD_EVENT_TYPE_UNSPECIFIED":   0,
-		"WORKLOAD_EVENT_TYPE_SUBMITTED":     1,
-		"WORKLOAD_EVENT_TYPE_SCHEDULED":     2,
-		"WORKLOAD_EVENT_TYPE_STARTED":       3,
-		"WORKLOAD_EVENT_TYPE_PREEMPTED":     4,
-		"WORKLOAD_EVENT_TYPE_SUSPENDED":     5,
-		"WORKLOAD_EVENT_TYPE_RESUMED":       6,
-		"WORKLOAD_EVENT_TYPE_FINISHED":      7,
-		"WORKLOAD_EVENT_TYPE_LIMIT_REACHED": 8,
-		"WORKLOAD_EVENT_TYPE_SET_ASIDE":     9,
+		"WORKLOAD_EVENT_TYPE_UNSPECIFIED":      0,
+		"WORKLOAD_EVENT_TYPE_SUBMITTED":        1,
+		"WORKLOAD_EVENT_TYPE_SCHEDULED":        2,
+		"WORKLOAD_EVENT_TYPE_STARTED":          3,
+		"WORKLOAD_EVENT_TYPE_PREEMPTED":        4,
+		"WORKLOAD_EVENT_TYPE_SUSPENDED":        5,
+		"WORKLOAD_EVENT_TYPE_RESUMED":          6,
+		"WORKLOAD_EVENT_TYPE_FINISHED":         7,
+		"WORKLOAD_EVENT_TYPE_LIMIT_REACHED":    8,
+		"WORKLOAD_EVENT_TYPE_SET_ASIDE":        9,
+		"WORKLOAD_EVENT_TYPE_PRIORITY_CHANGED": 10,
+		"WORKLOAD_EVENT_TYPE_GANG_RESTARTED":   11,
 	}
 )
 
@@ -2369,7 +2379,7 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\x15PENDING_CHECK_RECLAIM\x10\b\x12\x19\n" +
 	"\x15PENDING_CHECK_PREEMPT\x10\t\x12\x1a\n" +
 	"\x16PENDING_CHECK_STARTING\x10\n" +
-	"*\xf2\x02\n" +
+	"*\xc4\x03\n" +
 	"\x11WorkloadEventType\x12#\n" +
 	"\x1fWORKLOAD_EVENT_TYPE_UNSPECIFIED\x10\x00\x12!\n" +
 	"\x1dWORKLOAD_EVENT_TYPE_SUBMITTED\x10\x01\x12!\n" +
@@ -2380,7 +2390,10 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\x1bWORKLOAD_EVENT_TYPE_RESUMED\x10\x06\x12 \n" +
 	"\x1cWORKLOAD_EVENT_TYPE_FINISHED\x10\a\x12%\n" +
 	"!WORKLOAD_EVENT_TYPE_LIMIT_REACHED\x10\b\x12!\n" +
-	"\x1dWORKLOAD_EVENT_TYPE_SET_ASIDE\x10\t*\x8f\x02\n" +
+	"\x1dWORKLOAD_EVENT_TYPE_SET_ASIDE\x10\t\x12(\n" +
+	"$WORKLOAD_EVENT_TYPE_PRIORITY_CHANGED\x10\n" +
+	"\x12&\n" +
+	"\"WORKLOAD_EVENT_TYPE_GANG_RESTARTED\x10\v*\x8f\x02\n" +
 	"\x0eSchedulingRule\x12\x1f\n" +
 	"\x1bSCHEDULING_RULE_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18SCHEDULING_RULE_ALLOCATE\x10\x01\x12\x1b\n" +
