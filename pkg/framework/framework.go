@@ -69,7 +69,8 @@ func (g Gang) Env(i int) ([]string, error) {
 	if i < 0 || i >= len(g.Pods) {
 		return nil, fmt.Errorf("framework: pod %d of a gang of %d", i, len(g.Pods))
 	}
-	common := []string{"RUNWAY_POD_INDEX=" + strconv.Itoa(i), "RUNWAY_POD_COUNT=" + strconv.Itoa(len(g.Pods))}
+	// RUNWAY_POD_INDEX is every pod's already (pkg/runner.Environ).
+	common := []string{"RUNWAY_POD_COUNT=" + strconv.Itoa(len(g.Pods))}
 	switch g.Kind {
 	case PyTorch:
 		return append(common, g.pytorch(i)...), nil

@@ -59,7 +59,7 @@ func TestGang_Env(t *testing.T) {
 		},
 		"mpi launcher: the hostfile's path and the workers": {
 			gang: names(framework.MPI), pod: 0,
-			want: []string{"OMPI_MCA_orte_default_hostfile=/etc/mpi/hostfile", "RUNWAY_MPI_WORKERS=t-worker-1,t-worker-2", "RUNWAY_POD_INDEX=0"},
+			want: []string{"OMPI_MCA_orte_default_hostfile=/etc/mpi/hostfile", "RUNWAY_MPI_WORKERS=t-worker-1,t-worker-2", "RUNWAY_POD_COUNT=3"},
 		},
 	}
 	for name, tc := range tests {

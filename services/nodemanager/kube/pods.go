@@ -205,6 +205,9 @@ func (r *runtime) createPod(ctx context.Context, b binding, node string, uuids [
 		return nil, err
 	}
 	pod := podSpec(ns, r.marker.podName(b.Binding, b.rev), b, it.Msg, uuids)
+	if err := gangPod(pod, it.Msg, b.Pod); err != nil {
+		return nil, err
+	}
 	pod.Spec.Tolerations = slices.Concat(r.nodeTolerations(node), r.lapseTolerations())
 	pod.Spec.NodeName = node
 	maps.Copy(pod.Annotations, r.bindingAnnotations(ns, pod.Name, node, b.key, b.rev, pod.Annotations))
@@ -212,8 +215,11 @@ func (r *runtime) createPod(ctx context.Context, b binding, node string, uuids [
 	switch {
 	case apierrors.IsAlreadyExists(err):
 		got, err := r.cfg.Kube.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
-		if err != nil || r.ours(got) {
-			return got, err
+		if err != nil {
+			return nil, err
+		}
+		if r.ours(got) { // created by an earlier try, whose service may not be
+			return got, r.gangService(ctx, it.Msg, got)
 		}
 		r.impostor(ctx, b, got)
 		return nil, nil
@@ -225,6 +231,9 @@ func (r *runtime) createPod(ctx context.Context, b binding, node string, uuids [
 		return nil, nil
 	case err != nil:
 		return nil, fmt.Errorf("create pod %s/%s: %w", ns, pod.Name, err)
+	}
+	if err := r.gangService(ctx, it.Msg, created); err != nil {
+		return nil, err
 	}
 	return created, nil
 }
@@ -257,7 +266,7 @@ func devicesOf(b binding) string {
 // gets those devices' UUIDs (uuids) and its share in the same RUNWAY_*
 // environment the local runner sets.
 func podSpec(namespace, name string, b binding, w *workloadv1.Workload, uuids []string) *corev1.Pod {
-	ws := w.GetSpec()
+	ws := clusterproto.PodSpec(w.GetSpec(), b.Pod) // a distributed training's master runs its own
 	var env []corev1.EnvVar
 	for _, e := range ws.GetEnv() {
 		env = append(env, corev1.EnvVar{Name: e.GetName(), Value: e.GetValue()})
