@@ -323,6 +323,9 @@ func (c *Controller) foldPods(w *workloadv1.Workload, snap *model, id string, no
 		ev.Pods = 1
 		Fold(w, ev)
 	}
+	if gangFailed(w, pods, now) {
+		return
+	}
 	if int32(len(pods)) >= clusterproto.EffectivePods(w.GetSpec()) && allEnded(pods) {
 		msg := "Every pod exited 0."
 		for _, p := range pods {

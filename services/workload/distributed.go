@@ -2,7 +2,9 @@ package workload
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
+	"time"
 
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
 )
@@ -70,4 +72,42 @@ func BackoffLimit(d *workloadv1.DistributedSpec) int32 {
 		return b
 	}
 	return 6
+}
+
+// gangFailed acts on a pod of a distributed training that failed while
+// the others may still hold their GPUs, as its restart policy says, and
+// reports whether it did. NEVER (the default) fails the workload at once:
+// FINISHED with a failed pod makes it FAILED, final, and the scheduler
+// deletes every binding it has left, so its other pods are stopped.
+// ON_FAILURE, below the backoff limit, stops the whole gang to start it
+// again: spec.suspended with requeue_on_release, as a preemption by the
+// controller, so that once every pod is released it is PENDING and placed
+// whole again; at the limit it fails as NEVER does.
+func gangFailed(w *workloadv1.Workload, pods []*workloadv1.PodStatus, now time.Time) bool {
+	d := w.GetSpec().GetDistributed()
+	if d == nil || w.GetSpec().GetSuspended() {
+		return false
+	}
+	i := slices.IndexFunc(pods, func(p *workloadv1.PodStatus) bool { return p.GetState() == workloadv1.PodState_POD_STATE_FAILED })
+	if i < 0 {
+		return false
+	}
+	p, st := pods[i], w.GetStatus()
+	why := fmt.Sprintf("Pod %d failed (exit code %d)", p.GetIndex(), p.GetExitCode())
+	if p.GetMessage() != "" {
+		why += ": " + p.GetMessage()
+	}
+	limit := BackoffLimit(d)
+	if d.GetRestartPolicy() == workloadv1.RestartPolicy_RESTART_POLICY_ON_FAILURE {
+		if st.GetGangRestarts() < limit {
+			st.GangRestarts++
+			w.Spec.Suspended, st.RequeueOnRelease = true, true
+			Fold(w, NewEvent(workloadv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_GANG_RESTARTED, now,
+				fmt.Sprintf("%s; every pod is stopped and the gang started again (restart %d of %d).", why, st.GetGangRestarts(), limit)))
+			return true
+		}
+		why += fmt.Sprintf("; the backoff limit of %d restarts is reached", limit)
+	}
+	Fold(w, NewEvent(workloadv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_FINISHED, now, why+"; the other pods are stopped."))
+	return true
 }
