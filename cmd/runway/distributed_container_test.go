@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,8 +18,9 @@ import (
 // the master listens on MASTER_PORT and each worker connects to
 // MASTER_ADDR:MASTER_PORT by name on the workload's own network. A pod of
 // another workload of the same project reaches the master neither by name
-// nor by address.
-func TestCLI_DistributedPyTorchOnContainers(t *testing.T) {
+// nor by address. An MPI-style training's launcher reads its hostfile
+// and reaches both workers.
+func TestCLI_DistributedOnContainers(t *testing.T) {
 	e := podmantest.Start(t)
 	cli, err := client.New(client.WithHost(e.Host))
 	if err != nil {
@@ -47,10 +49,43 @@ func TestCLI_DistributedPyTorchOnContainers(t *testing.T) {
 		waitPodLogs(t, admin, "ddp", "team-a", pod, "connected: hello-from-master")
 	}
 
+	// MPI: the launcher starts once both workers run, reads the hostfile
+	// (a worker a line, slots = its GPUs) and reaches each worker by name
+	// (retrying: podman's DNS may answer for a new member a moment after
+	// the launcher starts, measured here as a first lookup failing).
+	admin.ok(t, "", "training", "submit", "mpi", "-p", "team-a", "-i", podmantest.Image,
+		"--framework", "mpi", "--workers", "2", "-g", "1", "--master-gpu", "0",
+		"--master-command", `cat $RUNWAY_HOSTFILE; for h in $(cut -d' ' -f1 $RUNWAY_HOSTFILE); do until r=$(nc -w 3 $h 2222 </dev/null) && [ -n "$r" ]; do sleep 1; done; echo "$h says $r"; done; echo launched`,
+		"--", "sh", "-c", `while :; do nc -l -p 2222 -e echo worker-$RUNWAY_POD_INDEX; done`)
+	out := waitPodLogs(t, admin, "mpi", "team-a", 0, "launched")
+	for _, want := range []string{"mpi-worker-1 slots=1\nmpi-worker-2 slots=1\n", "mpi-worker-1 says worker-1\n", "mpi-worker-2 says worker-2\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the launcher printed %q, want %q in it", out, want)
+		}
+	}
+
+	var mpi struct {
+		Status struct {
+			Events []struct{ Type, Message string }
+		}
+	}
+	if err := json.Unmarshal([]byte(admin.ok(t, "", "workload", "describe", "mpi", "-p", "team-a", "-o", "json")), &mpi); err != nil {
+		t.Fatal(err)
+	}
+	var started []string
+	for _, e := range mpi.Status.Events {
+		if e.Type == "WORKLOAD_EVENT_TYPE_STARTED" {
+			started = append(started, e.Message)
+		}
+	}
+	if len(started) < 2 || started[len(started)-1] != "Pods 0 running." {
+		t.Errorf("STARTED events %q: want the launcher's (pod 0) alone and last, after its workers'", started)
+	}
+
 	ip := masterAddress(t, cli)
 	admin.ok(t, "", "training", "submit", "other", "-p", "team-a", "-i", podmantest.Image, "--", "sh", "-c",
 		`nc -w 3 ddp-master-0 29500 </dev/null; echo "by name rc=$?"; nc -w 3 `+ip+` 29500 </dev/null; echo "by address rc=$?"; echo done`)
-	out := waitLogs(t, admin, "other", "team-a", "done")
+	out = waitLogs(t, admin, "other", "team-a", "done")
 	if strings.Contains(out, "hello-from-master") || !strings.Contains(out, "by name rc=1") || !strings.Contains(out, "by address rc=1") {
 		t.Errorf("another workload's pod reached the master (%s):\n%s", ip, out)
 	}

@@ -234,6 +234,10 @@ func (p *pods) runPod(ctx context.Context, b nodemanager.Binding, pd *pod) {
 			p.cfg.Restarts.WithLabelValues(p.cfg.Node).Inc()
 		}
 	}
+	if !p.awaitWorkers(ctx, b, spec, run, pd.stop) {
+		run.report(workloadv1.PodState_POD_STATE_STOPPED, 0, "stopped before its workers ran")
+		return
+	}
 	proc, err := p.runner.Start(spec)
 	if err != nil {
 		run.report(workloadv1.PodState_POD_STATE_FAILED, 0, err.Error())
