@@ -4,9 +4,12 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
+	"github.com/runwayhq/runway/pkg/clusterproto"
+	"github.com/runwayhq/runway/pkg/policy"
 )
 
 // maxBackoffLimit bounds spec.distributed.backoff_limit.
@@ -110,4 +113,27 @@ func gangFailed(w *workloadv1.Workload, pods []*workloadv1.PodStatus, now time.T
 	}
 	Fold(w, NewEvent(workloadv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_FINISHED, now, why+"; the other pods are stopped."))
 	return true
+}
+
+// masterPodFields are the fields of a pod that a distributed training's
+// master has of its own (MasterSpec), by proto path.
+var masterPodFields = []string{"image", "command", "args", "gpu", "milli_cpu", "memory_bytes"}
+
+// masterViolations checks a distributed training's master pod against the
+// policy's rules on a pod's fields, as its workers are: a rule on image or
+// gpu.devices holds for every pod, so the master is no way around it.
+// Violations name the master's field (workload.spec.distributed.master.*).
+func masterViolations(eff *policy.Effective, submitted, final *workloadv1.WorkloadSpec) []policy.Violation {
+	if final.GetDistributed().GetMaster() == nil {
+		return nil
+	}
+	const at = "workload.spec.distributed.master."
+	var out []policy.Violation
+	for _, pv := range eff.Check(at, clusterproto.PodSpec(submitted, 0), clusterproto.PodSpec(final, 0)) {
+		name := strings.TrimPrefix(pv.Field, at)
+		if slices.ContainsFunc(masterPodFields, func(f string) bool { return name == f || strings.HasPrefix(name, f+".") }) {
+			out = append(out, pv)
+		}
+	}
+	return out
 }

@@ -97,3 +97,31 @@ func TestCreateWorkload_InvalidDistributed(t *testing.T) {
 		})
 	}
 }
+
+// A hostile submitter cannot use the master to get around a policy: the
+// rules on a pod's fields (the account's GPU cap and image list) hold for
+// the master's own fields too, and a master within them is accepted.
+func TestPolicy_MasterGoverned(t *testing.T) {
+	e := governed(t)
+	dist := func(m *workloadv1.MasterSpec) *workloadv1.WorkloadSpec {
+		return &workloadv1.WorkloadSpec{Image: "jax:0.4", NodeType: "dgx", Pods: 3,
+			Distributed: &workloadv1.DistributedSpec{Framework: workloadv1.Framework_FRAMEWORK_JAX, Master: m}}
+	}
+	for name, tc := range map[string]struct {
+		master      *workloadv1.MasterSpec
+		field, rule string
+	}{
+		"a master above the GPU cap": {&workloadv1.MasterSpec{Gpu: &workloadv1.GpuRequest{Amount: &workloadv1.GpuRequest_Devices{Devices: 8}}},
+			"workload.spec.distributed.master.gpu.devices", `rule "max" on field "gpu.devices"`},
+		"a master image off the list": {&workloadv1.MasterSpec{Image: "evil:latest"},
+			"workload.spec.distributed.master.image", `rule "options" on field "image"`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := e.client.CreateWorkload(t.Context(), &workloadv1.CreateWorkloadRequest{Parent: "projects/team-b", WorkloadId: "x",
+				Workload: &workloadv1.Workload{Type: workloadv1.WorkloadType_WORKLOAD_TYPE_TRAINING, Spec: dist(tc.master)}})
+			policyViolation(t, err, tc.field, tc.rule, "policies/training")
+		})
+	}
+	e.create(t, "team-b", "ok", &workloadv1.Workload{Type: workloadv1.WorkloadType_WORKLOAD_TYPE_TRAINING,
+		Spec: dist(&workloadv1.MasterSpec{Image: "pytorch:25", Gpu: &workloadv1.GpuRequest{Amount: &workloadv1.GpuRequest_Devices{Devices: 2}}})})
+}
