@@ -289,8 +289,9 @@ func (c *Controller) foldPods(w *workloadv1.Workload, snap *model, id string, no
 			restarted = append(restarted, strconv.Itoa(int(p.GetIndex())))
 		}
 		gpus += int64(p.GetFractionMilli()) * int64(max(len(p.GetDeviceIndexes()), 1))
-		cpu += w.GetSpec().GetMilliCpu()
-		memory += w.GetSpec().GetMemoryBytes()
+		ps := clusterproto.PodSpec(w.GetSpec(), int(p.GetIndex())) // a distributed training's master has its own
+		cpu += ps.GetMilliCpu()
+		memory += ps.GetMemoryBytes()
 	}
 	slices.Sort(stillNodes)
 	st.Pods = pods

@@ -125,3 +125,23 @@ func TestPolicy_MasterGoverned(t *testing.T) {
 	e.create(t, "team-b", "ok", &workloadv1.Workload{Type: workloadv1.WorkloadType_WORKLOAD_TYPE_TRAINING,
 		Spec: dist(&workloadv1.MasterSpec{Image: "pytorch:25", Gpu: &workloadv1.GpuRequest{Amount: &workloadv1.GpuRequest_Devices{Devices: 2}}})})
 }
+
+// The status counts each pod's own resources: the master's CPU and memory,
+// not a worker's.
+func TestController_DistributedAllocation(t *testing.T) {
+	e := start(t)
+	e.addProjects(t, "team-a")
+	w := distributed()
+	w.Spec.MilliCpu, w.Spec.MemoryBytes = 2000, 4<<30
+	w.Spec.Distributed.Master.MemoryBytes = 1 << 30
+	got := e.create(t, "team-a", "ddp", w)
+	e.runController(t)
+	for pod := range int32(3) {
+		e.bindRunning(t, "n1", "team-a", "ddp", pod)
+	}
+	st := e.await(t, got.GetName(), "running", phaseIs(workloadv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING)).GetStatus()
+	if st.GetAllocatedMilliCpu() != 500+2*2000 || st.GetAllocatedMemoryBytes() != 1<<30+2*(4<<30) {
+		t.Errorf("allocated %d milli-CPU and %d bytes, want the master's 500 and 1 GiB plus two workers' 2000 and 4 GiB",
+			st.GetAllocatedMilliCpu(), st.GetAllocatedMemoryBytes())
+	}
+}
