@@ -86,6 +86,44 @@ func TestDistributedTraining(t *testing.T) {
 	})
 }
 
+// TestDistributedMPIHostfile: an MPI training's pods mount its hostfile
+// (a worker a line, slots = its GPUs, at least 1) from a ConfigMap owned
+// by them, at /etc/mpi/hostfile.
+func TestDistributedMPIHostfile(t *testing.T) {
+	e := newEnv(t, "mpi")
+	e.node(t, "mpi-node-1", 1)
+	e.start(t)
+	e.project(t, "team-m", 1)
+	ns := e.projectNamespace(t, "team-m")
+	if _, err := e.rw.SubmitWorkload(t.Context(), "team-m", "hpc", workloadv1.WorkloadType_WORKLOAD_TYPE_TRAINING,
+		&workloadv1.WorkloadSpec{Image: "busybox", Command: []string{"sleep", "3600"}, Pods: 3, MilliCpu: 100, MemoryBytes: 100 << 20,
+			Distributed: &workloadv1.DistributedSpec{Framework: workloadv1.Framework_FRAMEWORK_MPI}}); err != nil {
+		t.Fatal(err)
+	}
+	e.projectOf["hpc"] = "team-m"
+	pods := e.bound(t, "hpc", 3)
+	for _, p := range pods {
+		c := p.Spec.Containers[0]
+		if len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != "/etc/mpi" || !c.VolumeMounts[0].ReadOnly ||
+			len(p.Spec.Volumes) == 0 || p.Spec.Volumes[len(p.Spec.Volumes)-1].ConfigMap.Name != "hpc-mpi-hostfile" {
+			t.Errorf("pod %s: mounts %+v volumes %+v, want the hostfile ConfigMap read-only at /etc/mpi", p.Name, c.VolumeMounts, p.Spec.Volumes)
+		}
+	}
+	eventually(t, "the hostfile ConfigMap owned by the three pods", func() string {
+		cm, err := e.kube.CoreV1().ConfigMaps(ns).Get(t.Context(), "hpc-mpi-hostfile", metav1.GetOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		if want := "hpc-worker-1.hpc slots=1\nhpc-worker-2.hpc slots=1\n"; cm.Data["hostfile"] != want {
+			return fmt.Sprintf("hostfile %q, want %q", cm.Data["hostfile"], want)
+		}
+		if len(cm.OwnerReferences) != 3 {
+			return fmt.Sprintf("owners %v", cm.OwnerReferences)
+		}
+		return ""
+	})
+}
+
 func podIndex(p corev1.Pod) int {
 	i, _ := strconv.Atoi(p.Labels[kube.LabelPodIndex])
 	return i
