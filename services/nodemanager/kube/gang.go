@@ -81,7 +81,10 @@ func (r *runtime) gangService(ctx context.Context, w *workloadv1.Workload, pod *
 	if err := ownGang(ctx, pod, id, w.GetName(), "service",
 		func() error { _, err := svcs.Create(ctx, svc, metav1.CreateOptions{}); return err },
 		func() (metav1.Object, error) { return svcs.Get(ctx, svc.Name, metav1.GetOptions{}) },
-		func(o metav1.Object) error { _, err := svcs.Update(ctx, o.(*corev1.Service), metav1.UpdateOptions{}); return err },
+		func(o metav1.Object) error {
+			_, err := svcs.Update(ctx, o.(*corev1.Service), metav1.UpdateOptions{})
+			return err
+		},
 	); err != nil {
 		return err
 	}
@@ -95,7 +98,10 @@ func (r *runtime) gangService(ctx context.Context, w *workloadv1.Workload, pod *
 	return ownGang(ctx, pod, id, w.GetName(), "hostfile",
 		func() error { _, err := cms.Create(ctx, cm, metav1.CreateOptions{}); return err },
 		func() (metav1.Object, error) { return cms.Get(ctx, cm.Name, metav1.GetOptions{}) },
-		func(o metav1.Object) error { _, err := cms.Update(ctx, o.(*corev1.ConfigMap), metav1.UpdateOptions{}); return err },
+		func(o metav1.Object) error {
+			_, err := cms.Update(ctx, o.(*corev1.ConfigMap), metav1.UpdateOptions{})
+			return err
+		},
 	)
 }
 
