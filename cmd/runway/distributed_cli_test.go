@@ -15,6 +15,7 @@ type gangState struct {
 		RunningPods        int
 		AllocatedMilliGpus string
 		GangRestarts       int
+		PreemptionCount    int
 		Events             []struct{ Type, Message string }
 	}
 }
@@ -81,8 +82,8 @@ func TestCLI_DistributedRestartPolicy(t *testing.T) {
 
 	submit("again", "--restart-policy", "on-failure", "--backoff-limit", "1")
 	w = waitGang(t, d, "again", "failed after one restart", failedHoldingNothing)
-	if w.Status.GangRestarts != 1 {
-		t.Errorf("on-failure: %d gang restarts, want 1", w.Status.GangRestarts)
+	if w.Status.GangRestarts != 1 || w.Status.PreemptionCount != 0 {
+		t.Errorf("on-failure: %d gang restarts and %d preemptions, want 1 and 0", w.Status.GangRestarts, w.Status.PreemptionCount)
 	}
 	wantEvent(t, w, "WORKLOAD_EVENT_TYPE_GANG_RESTARTED", "Pod 2 failed (exit code 3)", "; every pod is stopped and the gang started again (restart 1 of 1).")
 	wantEvent(t, w, "WORKLOAD_EVENT_TYPE_FINISHED", "Pod 2 failed (exit code 3)", "the backoff limit of 1 restarts is reached; the other pods are stopped.")

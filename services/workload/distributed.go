@@ -137,3 +137,18 @@ func masterViolations(eff *policy.Effective, submitted, final *workloadv1.Worklo
 	}
 	return out
 }
+
+// gangRestarting reports whether the controller's requeue in progress is a
+// gang restart (counted in gang_restarts, not as a preemption): the last
+// event that set requeue_on_release is GANG_RESTARTED, not LIMIT_REACHED.
+func gangRestarting(st *workloadv1.WorkloadStatus) bool {
+	for _, ev := range slices.Backward(st.GetEvents()) {
+		switch ev.GetType() {
+		case workloadv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_GANG_RESTARTED:
+			return true
+		case workloadv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_LIMIT_REACHED:
+			return false
+		}
+	}
+	return false
+}
