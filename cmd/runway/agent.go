@@ -91,7 +91,7 @@ with its lease.`,
 	f.StringToStringVar(&cfg.Labels, "label", nil, "node label K=V (repeatable): run.ai/type=dgx, or what a pool's node selector matches")
 	f.StringVar(&cfg.DataDir, "data-dir", "", "the agent's own directory: pod logs and records, never readable by pods (required)")
 	f.StringVar(&cfg.WorkDir, "work-dir", "", "directory of the pods' working directories, outside --data-dir (default $TMPDIR/runway-pods/HASH)")
-	f.StringVar(&cfg.Runtime, "runtime", server.RuntimeAuto, "how pods run: auto (containers when a Docker Engine API answers, else host processes), container, process, or kubernetes (the kubelet runs them; the agent enforces their GPU slices)")
+	f.StringVar(&cfg.Runtime, "runtime", server.RuntimeAuto, "how pods run: auto (containers when a Docker Engine API answers, else host processes), container, process (one machine: a distributed training's pods meet at 127.0.0.1, each on a port of its own), or kubernetes (the kubelet runs them; the agent enforces their GPU slices)")
 	f.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "with --runtime kubernetes: kubeconfig file (default: the in-cluster config)")
 	f.StringVar(&cfg.KubeNamespace, "namespace", "", "with --runtime kubernetes: Runway's workload namespace (default runway)")
 	f.StringVar(&cfg.ProcRoot, "proc-root", "", "with --runtime kubernetes: the host's /proc (default /proc; run with hostPID)")

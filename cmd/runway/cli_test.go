@@ -310,6 +310,16 @@ func TestCLI_BadInput(t *testing.T) {
 			`error: say which project (-p PROJECT) or all of them (-A)`},
 		{"bad output format", []string{"workload", "list", "-A", "-o", "xml"}, 2,
 			`error: unknown output format "xml" (want table, json or yaml)`},
+		{"a master flag without a framework", []string{"training", "submit", "x", "-p", "team-a", "-i", "img", "--master-gpu", "1"}, 2,
+			`error: --master-gpu is for a distributed training: give --framework too`},
+		{"an unknown framework", []string{"training", "submit", "x", "-p", "team-a", "-i", "img", "--framework", "horovod", "--workers", "2"}, 2,
+			`error: --framework "horovod": want pytorch, mpi, tensorflow, jax or xgboost`},
+		{"a framework without workers", []string{"training", "submit", "x", "-p", "team-a", "-i", "img", "--framework", "jax"}, 2,
+			`error: --workers N (1 or more) is required with --framework`},
+		{"more minimum workers than workers", []string{"training", "submit", "x", "-p", "team-a", "-i", "img", "--framework", "pytorch", "--workers", "2", "--min-workers", "3"}, 2,
+			`error: --min-workers 3: want 1 to --workers (2)`},
+		{"an unknown restart policy", []string{"training", "submit", "x", "-p", "team-a", "-i", "img", "--framework", "pytorch", "--workers", "2", "--restart-policy", "always"}, 2,
+			`error: --restart-policy "always": want never or on-failure`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -115,7 +115,7 @@ relative to the working directory, when that file exists).`,
 	f.IntVar(&cfg.Nodes, "nodes", 1, "number of in-process node agents")
 	f.IntVar(&cfg.GPUsPerNode, "gpus-per-node", 8, "simulated GPUs per node")
 	f.DurationVar(&cfg.Scheduler.NodeLostGrace, "node-lost-grace", server.DefaultNodeLostGrace, "how long a node whose agent's lease expired keeps its pods before they are lost (NODE_LOST)")
-	f.StringVar(&runtime, "runtime", server.RuntimeAuto, "how pods run: auto (containers when a Docker Engine API answers, else host processes), container or process")
+	f.StringVar(&runtime, "runtime", server.RuntimeAuto, "how pods run: auto (containers when a Docker Engine API answers, else host processes), container or process (one machine: a distributed training's pods meet at 127.0.0.1, each on a port of its own)")
 	f.StringVar(&cfg.TimeSlicing, "time-slicing", "", "time-slicing mode of the default node pool: off, strict or fair (default: as stored)")
 	f.StringVar(&openapi, "openapi", server.DefaultOpenAPIPath, "OpenAPI document to serve as /openapi.json")
 	oidc.add(f)

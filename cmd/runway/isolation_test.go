@@ -30,14 +30,20 @@ func researcher(t *testing.T, d *devServer, name, project string) *session {
 // waitLogs reads a workload's logs until they hold marker (60 s at most).
 func waitLogs(t *testing.T, s *session, workload, project, marker string) string {
 	t.Helper()
+	return waitLogsArgs(t, s, marker, "workload", "logs", workload, "-p", project)
+}
+
+// waitLogsArgs runs the logs command args until its output holds marker.
+func waitLogsArgs(t *testing.T, s *session, marker string, args ...string) string {
+	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		r := s.run(t, "", "workload", "logs", workload, "-p", project)
+		r := s.run(t, "", args...)
 		if r.code == 0 && strings.Contains(r.stdout, marker) {
 			return r.stdout
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("logs of %s never showed %q: exit %d\n%s%s", workload, marker, r.code, r.stdout, r.stderr)
+			t.Fatalf("%s never showed %q: exit %d\n%s%s", strings.Join(args, " "), marker, r.code, r.stdout, r.stderr)
 		}
 		time.Sleep(300 * time.Millisecond)
 	}

@@ -44,6 +44,7 @@ func submitCommands() []*cobra.Command {
 func kindCommand(kind string, typ workloadv1.WorkloadType, podsFlag, short string) *cobra.Command {
 	cmd := &cobra.Command{Use: kind, Short: short}
 	var f submitFlags
+	var d distributedFlags
 	sub := &cobra.Command{
 		Use:   "submit NAME -p PROJECT -i IMAGE [flags] [-- COMMAND ARGS...]",
 		Short: "Submit a " + kind + " workload",
@@ -76,6 +77,11 @@ lists the value (rules security.runAsRoot, security.addCapabilities).`,
 			if podsFlag != "" && !cmd.Flags().Changed(podsFlag) {
 				spec.Pods = 0 // unset: the template's, else 1
 			}
+			if typ == workloadv1.WorkloadType_WORKLOAD_TYPE_TRAINING {
+				if err := d.apply(cmd, spec); err != nil {
+					return err
+				}
+			}
 			labels, err := keyValues("--label", f.labels)
 			if err != nil {
 				return err
@@ -97,6 +103,11 @@ lists the value (rules security.runAsRoot, security.addCapabilities).`,
 	}
 	projectFlag(sub, &f.project)
 	f.addFlags(sub.Flags(), podsFlag)
+	if typ == workloadv1.WorkloadType_WORKLOAD_TYPE_TRAINING {
+		d.addFlags(sub.Flags())
+		sub.Long += distributedHelp
+		sub.Example += "\n  runway training submit ddp -p team-a -i pytorch --framework pytorch --workers 2 -g 1 --master-gpu 0 --master-command 'torchrun train.py' -- torchrun train.py"
+	}
 	sub.Flags().StringVar(&f.template, "template", "", "a template to start from; the flags given override it")
 	sub.Flags().StringArrayVarP(&f.labels, "label", "l", nil, "a label KEY=VALUE to find the workload by (repeat)")
 	sub.Flags().StringArrayVar(&f.annotations, "annotation", nil, "an annotation KEY=VALUE (repeat)")

@@ -30,7 +30,8 @@ func workloadCommand() *cobra.Command {
 			func(ctx context.Context, c *sdk.Client, p, w string) error {
 				_, err := c.ResumeWorkload(ctx, p, w)
 				return err
-			}, "resumed"))
+			}, "resumed"),
+		workloadSetPriorityCommand())
 	return cmd
 }
 

@@ -364,6 +364,9 @@ var methods = map[string]Method{
 	workloadSvc + "DeleteWorkload":  {Perm: perm(Workloads, Delete), Target: inProject, Attrs: storedWorkload},
 	workloadSvc + "SuspendWorkload": {Perm: perm(Workloads, Edit), Target: inProject, Attrs: storedWorkload},
 	workloadSvc + "ResumeWorkload":  {Perm: perm(Workloads, Edit), Target: inProject, Attrs: storedWorkload},
+	// A new priority is an edit of the workload: who may suspend it may
+	// reorder it (within the classes its type allows at submit).
+	workloadSvc + "SetWorkloadPriority": {Perm: perm(Workloads, Edit), Target: inProject, Attrs: storedWorkload},
 	workloadSvc + "WatchWorkloads": {Perm: perm(Workloads, View),
 		NewRequest: func() proto.Message { return new(workloadv1.WatchWorkloadsRequest) },
 		Target:     func(g *Guard, r any) Target { return listParent(g, r.(*workloadv1.WatchWorkloadsRequest).GetParent()) },

@@ -300,6 +300,7 @@ type WorkloadSpec struct {
 	Pods      int
 	MinPods   int
 	Pod       PodRequest
+	Lead      *PodRequest // pod 0's request where it differs (Workload.Lead)
 	Pools     []string
 	NodeType  string
 	Submitted time.Duration
@@ -329,7 +330,7 @@ func (s *State) Submit(spec WorkloadSpec) (*Workload, error) {
 	s.seq++
 	w := &Workload{
 		ID: spec.ID, Name: spec.Name, Project: q, Type: spec.Type, Priority: spec.Priority,
-		Pods: spec.Pods, MinPods: spec.MinPods, Pod: spec.Pod, Pools: pools, NodeType: spec.NodeType,
+		Pods: spec.Pods, MinPods: spec.MinPods, Pod: spec.Pod, Lead: spec.Lead, Pools: pools, NodeType: spec.NodeType,
 		Submitted: spec.Submitted, Seq: s.seq, Phase: Pending, FirstRunning: -1, BelowMinSince: -1,
 		Placed: make([]Placement, spec.Pods),
 	}
@@ -387,7 +388,8 @@ func (s *State) Place(w *Workload, pod int, n *Node, devices []int, share int64)
 // after it.
 func (s *State) PlaceInOrder(w *Workload, pod int, n *Node, devices []int, share, order int64) {
 	s.placedOrder = max(s.placedOrder, order)
-	held := Resources{GPU: share * int64(len(devices)), CPU: w.Pod.CPU, Memory: w.Pod.Memory}
+	req := w.PodAt(pod)
+	held := Resources{GPU: share * int64(len(devices)), CPU: req.CPU, Memory: req.Memory}
 	at := Placement{Node: n, Devices: devices, Share: share, Held: held, Order: order}
 	since := w.BelowMinSince
 	s.place(w, pod, at)
@@ -567,7 +569,7 @@ func (s *State) RecomputePending() {
 	for _, proj := range s.projects {
 		for w := range proj.waiting {
 			home := s.pools[w.Pools[0]]
-			req := w.Pod.Counted(home.MinDeviceMemory).Scale(w.Pods - w.placed)
+			req := w.unplacedRequest(home.MinDeviceMemory, w.Pods-w.placed)
 			for q := proj; q != nil; q = q.Parent {
 				q.Usage[home.Index].Pending = q.Usage[home.Index].Pending.Add(req)
 			}

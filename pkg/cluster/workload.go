@@ -137,6 +137,9 @@ type Workload struct {
 	Pods     int
 	MinPods  int
 	Pod      PodRequest
+	// Lead is pod 0's request where it differs from Pod (a distributed
+	// training's master or launcher); nil when every pod asks for Pod.
+	Lead     *PodRequest
 	Pools    []string // in order of preference
 	NodeType string
 	// Submitted is the submission time; Seq breaks ties between equal times.
@@ -159,6 +162,50 @@ type Workload struct {
 	pool    *Pool // where its pods are (one pool at a time)
 	placed  int
 	waiting bool // in its project's waiting set
+}
+
+// PodAt is what pod i asks for: Lead for pod 0 where set, else Pod.
+func (w *Workload) PodAt(i int) PodRequest {
+	if i == 0 && w.Lead != nil {
+		return *w.Lead
+	}
+	return w.Pod
+}
+
+// Widest is a request at least as large as any one pod's, in every
+// resource: what the victim searches make room for per pod (a master that
+// differs is checked exactly when the pods are placed).
+func (w *Workload) Widest() PodRequest {
+	if w.Lead == nil {
+		return w.Pod
+	}
+	r, l := w.Pod, *w.Lead
+	switch {
+	case l.Shares() == r.Shares() && (l.GPUMemory > 0) == (r.GPUMemory > 0):
+		r.GPU, r.GPUMemory = max(r.GPU, l.GPU), max(r.GPUMemory, l.GPUMemory)
+	case l.Devices() > r.Devices():
+		// Whole devices and a share do not compare: the one with more devices.
+		r.GPU, r.GPUMemory = l.GPU, l.GPUMemory
+	}
+	r.CPU, r.Memory = max(r.CPU, l.CPU), max(r.Memory, l.Memory)
+	return r
+}
+
+// NextRequest is what the pods NextPods places ask for together, counted
+// with the pool's smallest device memory: the first unplaced pods in index
+// order (pod 0, a distributed training's master, is placed with the gang).
+func (w *Workload) NextRequest(minDeviceMemory int64) Resources {
+	return w.unplacedRequest(minDeviceMemory, w.NextPods())
+}
+
+func (w *Workload) unplacedRequest(minDeviceMemory int64, k int) Resources {
+	if w.Lead == nil || w.Placed[0].Node != nil {
+		return w.Pod.Counted(minDeviceMemory).Scale(k)
+	}
+	if k == 0 {
+		return Resources{}
+	}
+	return w.Lead.Counted(minDeviceMemory).Add(w.Pod.Counted(minDeviceMemory).Scale(k - 1))
 }
 
 // PlacedPods counts pods that run.

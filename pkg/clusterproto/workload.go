@@ -67,6 +67,7 @@ func ToClusterSpec(w *workloadv1.Workload) (cluster.WorkloadSpec, error) {
 		Pods:      int(EffectivePods(spec)),
 		MinPods:   int(EffectiveMinPods(spec)),
 		Pod:       PodRequest(spec),
+		Lead:      LeadRequest(spec),
 		Pools:     pools,
 		NodeType:  spec.GetNodeType(),
 		Submitted: submitted(w),
@@ -94,6 +95,20 @@ func PodRequest(spec *workloadv1.WorkloadSpec) cluster.PodRequest {
 		r.GPUMemory = a.GpuMemoryBytes
 	}
 	return r
+}
+
+// LeadRequest is what pod 0 of a distributed training (its master) asks
+// for where that differs from the workers' pods; nil otherwise.
+func LeadRequest(spec *workloadv1.WorkloadSpec) *cluster.PodRequest {
+	m := spec.GetDistributed().GetMaster()
+	if m == nil {
+		return nil
+	}
+	r := PodRequest(&workloadv1.WorkloadSpec{Gpu: m.GetGpu(), MilliCpu: m.GetMilliCpu(), MemoryBytes: m.GetMemoryBytes()})
+	if r == PodRequest(spec) {
+		return nil
+	}
+	return &r
 }
 
 // submitted is create_time since the Unix epoch; a missing create_time

@@ -63,7 +63,7 @@ func Place(s *cluster.State, p *cluster.Pool, w *cluster.Workload, k int, st Str
 		if w.Placed[pod].Node != nil {
 			continue
 		}
-		n, devs, share := choose(p, w, st)
+		n, devs, share := choose(p, w, w.PodAt(pod), st)
 		if n == nil {
 			s.Rollback(mark)
 			return nil, failure(p, w, k, len(pods))
@@ -74,17 +74,17 @@ func Place(s *cluster.State, p *cluster.Pool, w *cluster.Workload, k int, st Str
 	return pods, Miss{}
 }
 
-// choose finds the best node and devices for one pod of w, or nil.
-func choose(p *cluster.Pool, w *cluster.Workload, st Strategy) (*cluster.Node, []int, int64) {
-	req := w.Pod
+// choose finds the best node and devices for one pod of w asking for req,
+// or nil.
+func choose(p *cluster.Pool, w *cluster.Workload, req cluster.PodRequest, st Strategy) (*cluster.Node, []int, int64) {
 	switch {
 	case req.Shares():
-		return chooseShared(p, w, st)
+		return chooseShared(p, w, req, st)
 	case req.GPU > 0:
 		g := req.Devices()
 		var best *cluster.Node
 		visit := func(n *cluster.Node) bool {
-			if fitsHost(n, w) && n.IdleDevices() >= g {
+			if fitsHost(n, w, req) && n.IdleDevices() >= g {
 				best = n
 				return false
 			}
@@ -96,7 +96,7 @@ func choose(p *cluster.Pool, w *cluster.Workload, st Strategy) (*cluster.Node, [
 		}
 		return best, idleDevices(best, g), cluster.FullDevice
 	default:
-		n := chooseCPUOnly(p, w, st)
+		n := chooseCPUOnly(p, w, req, st)
 		return n, nil, 0
 	}
 }
@@ -110,12 +110,12 @@ func walk(p *cluster.Pool, min int64, st Strategy, fn func(*cluster.Node) bool) 
 }
 
 // fitsHost checks everything but GPUs: node type, cpu and memory.
-func fitsHost(n *cluster.Node, w *cluster.Workload) bool {
+func fitsHost(n *cluster.Node, w *cluster.Workload, req cluster.PodRequest) bool {
 	if w.NodeType != "" && n.Type() != w.NodeType {
 		return false
 	}
 	free := n.Free()
-	return free.CPU >= w.Pod.CPU && free.Memory >= w.Pod.Memory
+	return free.CPU >= req.CPU && free.Memory >= req.Memory
 }
 
 func idleDevices(n *cluster.Node, g int) []int {
@@ -135,10 +135,10 @@ func idleDevices(n *cluster.Node, g int) []int {
 // already has a shared device it fits on, then anywhere; under spread to the
 // node with the most free GPU (SCHEDULING.md §5 names the shared-device
 // preference under binpack only).
-func chooseShared(p *cluster.Pool, w *cluster.Workload, st Strategy) (*cluster.Node, []int, int64) {
+func chooseShared(p *cluster.Pool, w *cluster.Workload, req cluster.PodRequest, st Strategy) (*cluster.Node, []int, int64) {
 	min := int64(1)
-	if w.Pod.GPUMemory == 0 {
-		min = w.Pod.GPU
+	if req.GPUMemory == 0 {
+		min = req.GPU
 	}
 	passes := []bool{true, false}
 	if st == Spread {
@@ -148,17 +148,17 @@ func chooseShared(p *cluster.Pool, w *cluster.Workload, st Strategy) (*cluster.N
 		var best *cluster.Node
 		dev := -1
 		walk(p, min, st, func(n *cluster.Node) bool {
-			if !fitsHost(n, w) {
+			if !fitsHost(n, w, req) {
 				return true
 			}
-			if d := pickDevice(n, w.Pod, st, sharedOnly); d >= 0 {
+			if d := pickDevice(n, req, st, sharedOnly); d >= 0 {
 				best, dev = n, d
 				return false
 			}
 			return true
 		})
 		if best != nil {
-			return best, []int{dev}, w.Pod.ShareOn(best.Devices[dev].Memory)
+			return best, []int{dev}, req.ShareOn(best.Devices[dev].Memory)
 		}
 	}
 	return nil, nil, 0
@@ -186,10 +186,10 @@ func pickDevice(n *cluster.Node, req cluster.PodRequest, st Strategy, sharedOnly
 	return best
 }
 
-func chooseCPUOnly(p *cluster.Pool, w *cluster.Workload, st Strategy) *cluster.Node {
+func chooseCPUOnly(p *cluster.Pool, w *cluster.Workload, req cluster.PodRequest, st Strategy) *cluster.Node {
 	var best *cluster.Node
 	for _, n := range p.Nodes {
-		if !n.Ready || n.Cordoned || !fitsHost(n, w) {
+		if !n.Ready || n.Cordoned || !fitsHost(n, w, req) {
 			continue
 		}
 		if best == nil {
@@ -233,10 +233,18 @@ func unhealthy(p *cluster.Pool) string {
 func miss(p *cluster.Pool, w *cluster.Workload, k, placed int) Miss {
 	need := cluster.Resources{GPU: w.Pod.GPU, CPU: w.Pod.CPU, Memory: w.Pod.Memory}
 	need = cluster.Resources{GPU: need.GPU * int64(k), CPU: need.CPU * int64(k), Memory: need.Memory * int64(k)}
-	what := podNeed(w)
+	what := podNeed(w.Pod)
 	var fit string
 	room := NoRoom
-	if k > 1 {
+	if w.Lead != nil && w.Placed[0].Node == nil {
+		// A distributed training's master is among the pods: it has its own need.
+		l := *w.Lead
+		need = need.Add(cluster.Resources{GPU: l.GPU - w.Pod.GPU, CPU: l.CPU - w.Pod.CPU, Memory: l.Memory - w.Pod.Memory})
+		fit = fmt.Sprintf("needs a master of %s and %d pods of %s; %d fit", podNeed(l), k-1, what, placed)
+		if placed > 0 {
+			room = NotAllTogether
+		}
+	} else if k > 1 {
 		fit = fmt.Sprintf("needs %d pods of %s; %d fit", k, what, placed)
 		if placed > 0 {
 			room = NotAllTogether
@@ -340,7 +348,7 @@ func neverFits(p *cluster.Pool, r cluster.PodRequest, n *cluster.Node) string {
 		short = append(short, fmt.Sprintf("%s of memory", cluster.FormatAmount(cluster.Memory, r.Memory)))
 	}
 	if !holds(cluster.Resources{GPU: c.GPU, CPU: r.CPU, Memory: r.Memory}, r) {
-		short = append(short, podNeed(&cluster.Workload{Pod: cluster.PodRequest{GPU: r.GPU, GPUMemory: r.GPUMemory}}))
+		short = append(short, podNeed(cluster.PodRequest{GPU: r.GPU, GPUMemory: r.GPUMemory}))
 	}
 	all := func(x cluster.Resources) string {
 		return fmt.Sprintf("%s, %s of memory and %s", cluster.Quantity(cluster.CPU, x.CPU), cluster.FormatAmount(cluster.Memory, x.Memory), cluster.Quantity(cluster.GPU, x.GPU))
@@ -349,8 +357,7 @@ func neverFits(p *cluster.Pool, r cluster.PodRequest, n *cluster.Node) string {
 		p.Name, strings.Join(short, " and "), n.Name, all(c), all(f))
 }
 
-func podNeed(w *cluster.Workload) string {
-	r := w.Pod
+func podNeed(r cluster.PodRequest) string {
 	switch {
 	case r.GPUMemory > 0:
 		return fmt.Sprintf("%s of GPU memory on one device", cluster.FormatAmount(cluster.Memory, r.GPUMemory))

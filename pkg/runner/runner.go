@@ -48,6 +48,11 @@ type Spec struct {
 	Labels map[string]string
 	// Pod is the pod's index in its gang.
 	Pod int
+	// Hostname is set for a pod of a distributed training: its name,
+	// {workload}-master-0 or {workload}-worker-K (pkg/framework.Host). The
+	// container runtime then puts the workload's pods on a network of their
+	// own, each with its name as DNS alias; the process runtime ignores it.
+	Hostname string
 	// Revision names this run of the pod (the agent: its binding's
 	// ModRevision, the placement): a pod an earlier runner on the same data directory left
 	// is adopted only by a Start of the same revision.

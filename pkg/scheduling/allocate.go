@@ -225,12 +225,17 @@ func (c *cycle) tryAllocate(w *cluster.Workload, p *cluster.Pool) bool {
 type shape struct {
 	pool     *cluster.Pool
 	pod      cluster.PodRequest
+	lead     cluster.PodRequest // pod 0's, while it is to be placed (Workload.Lead)
 	pods     int
 	nodeType string
 }
 
 func shapeOf(w *cluster.Workload, p *cluster.Pool) shape {
-	return shape{pool: p, pod: w.Pod, pods: w.NextPods(), nodeType: w.NodeType}
+	sh := shape{pool: p, pod: w.Pod, pods: w.NextPods(), nodeType: w.NodeType}
+	if w.Lead != nil && w.Placed[0].Node == nil {
+		sh.lead = *w.Lead
+	}
+	return sh
 }
 
 // noFit remembers a shape that did not fit, and when.

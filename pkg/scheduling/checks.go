@@ -9,7 +9,7 @@ import (
 // request is what w asks for now in pool p: NextPods pods, a pending GPU-memory
 // request counted against the pool's smallest device (SCHEDULING.md §1).
 func request(w *cluster.Workload, p *cluster.Pool) cluster.Resources {
-	return w.Pod.Counted(p.MinDeviceMemory).Scale(w.NextPods())
+	return w.NextRequest(p.MinDeviceMemory)
 }
 
 // checkQuota runs allocate's checks for adding req of w in pool p: the project

@@ -152,7 +152,7 @@ func (c *cycle) move(j *cluster.Workload, p *cluster.Pool, units []unit, set []i
 	}
 	need := cluster.Quantity(r, req.Get(r)) + " on one node"
 	if k := j.NextPods(); k > 1 {
-		need = fmt.Sprintf("%d pods of %s on nodes with room", k, cluster.Quantity(r, j.Pod.Counted(p.MinDeviceMemory).Get(r)))
+		need = fmt.Sprintf("%d pods of %s on nodes with room", k, cluster.Quantity(r, j.Widest().Counted(p.MinDeviceMemory).Get(r)))
 	}
 	// The moved workloads may be other tenants': j's project is named, j
 	// is not.
@@ -390,7 +390,7 @@ func (sr *search) opens(n *cluster.Node) bool {
 func (sr *search) podsAfter(n *cluster.Node, set []int) int {
 	used, whole := make([]int64, len(n.Devices)), make([]bool, len(n.Devices))
 	free := sr.freeAfter(n, set, used, whole)
-	req := sr.j.Pod
+	req := sr.j.Widest()
 	fit := sr.j.NextPods()
 	if req.CPU > 0 {
 		fit = min(fit, int(free.CPU/req.CPU))

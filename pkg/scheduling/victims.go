@@ -424,7 +424,7 @@ func (sr *search) nodeBound(n *cluster.Node, units []int, g int) candidate {
 			e.newestBound = u.w
 		}
 	}
-	e.gpu = max(e.gpu, sr.j.Pod.Counted(n.Pool.MinDeviceMemory).GPU-n.Free().GPU)
+	e.gpu = max(e.gpu, sr.j.Widest().Counted(n.Pool.MinDeviceMemory).GPU-n.Free().GPU)
 	return e
 }
 
@@ -485,7 +485,7 @@ const maxUnitsPerNode = 12
 // that needs at most one device, the units on each device (only one device
 // has to be freed; cpu and memory are then checked as usual).
 func (sr *search) spaces(n *cluster.Node, units []int) [][]int {
-	if len(units) <= maxUnitsPerNode || sr.j.Pod.Devices() > 1 {
+	if len(units) <= maxUnitsPerNode || sr.j.Widest().Devices() > 1 {
 		return [][]int{units}
 	}
 	var out [][]int
@@ -517,7 +517,7 @@ func (u unit) holds(n *cluster.Node, d int) bool {
 // minimalSets lists the subsets of units (all with a pod on n) after whose
 // eviction j's pod fits on n, and of which no proper subset fits.
 func (sr *search) minimalSets(n *cluster.Node, units []int) [][]int {
-	need := sr.j.Pod.Counted(n.Pool.MinDeviceMemory).GPU - n.Free().GPU
+	need := sr.j.Widest().Counted(n.Pool.MinDeviceMemory).GPU - n.Free().GPU
 	var fitting []uint32
 	var out [][]int
 	k := len(units)
@@ -578,7 +578,7 @@ func (sr *search) fitsAfter(n *cluster.Node, set []int) bool {
 	}
 	used, whole = used[:len(n.Devices)], whole[:len(n.Devices)]
 	free := sr.freeAfter(n, set, used, whole)
-	req := sr.j.Pod
+	req := sr.j.Widest()
 	if free.CPU < req.CPU || free.Memory < req.Memory {
 		return false
 	}

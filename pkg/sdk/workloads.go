@@ -36,6 +36,11 @@ func (c *Client) ResumeWorkload(ctx context.Context, project, id string) (*workl
 	return c.WorkloadService.ResumeWorkload(ctx, &workloadv1.ResumeWorkloadRequest{Name: WorkloadName(project, id)})
 }
 
+// SetWorkloadPriority changes a workload's priority class.
+func (c *Client) SetWorkloadPriority(ctx context.Context, project, id, priority string) (*workloadv1.Workload, error) {
+	return c.WorkloadService.SetWorkloadPriority(ctx, &workloadv1.SetWorkloadPriorityRequest{Name: WorkloadName(project, id), Priority: priority})
+}
+
 // Workloads walks the workloads of project (AllProjects for every project
 // the caller may see) that match filter (AIP-160, "" for all), by name.
 func (c *Client) Workloads(ctx context.Context, project, filter string) iter.Seq2[*workloadv1.Workload, error] {

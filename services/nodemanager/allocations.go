@@ -13,6 +13,7 @@ import (
 	commonv1 "github.com/runwayhq/runway/gen/go/runway/common/v1"
 	nodemanagerv1 "github.com/runwayhq/runway/gen/go/runway/nodemanager/v1"
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
+	"github.com/runwayhq/runway/pkg/clusterproto"
 	"github.com/runwayhq/runway/pkg/etcdstore"
 )
 
@@ -54,6 +55,7 @@ func (s *store) fillAllocations(ctx context.Context, nodes []*nodemanagerv1.Node
 			if err != nil {
 				return err
 			}
+			spec = clusterproto.PodSpec(spec, b.Pod) // a distributed training's master has its own
 			allocated.MilliGpus += b.FractionMilli * int64(len(b.Devices))
 			allocated.MilliCpu += spec.GetMilliCpu()
 			allocated.MemoryBytes += spec.GetMemoryBytes()

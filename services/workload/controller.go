@@ -292,8 +292,9 @@ func (c *Controller) foldPods(w *workloadv1.Workload, snap *model, id string, no
 			restarted = append(restarted, strconv.Itoa(int(p.GetIndex())))
 		}
 		gpus += int64(p.GetFractionMilli()) * int64(max(len(p.GetDeviceIndexes()), 1))
-		cpu += w.GetSpec().GetMilliCpu()
-		memory += w.GetSpec().GetMemoryBytes()
+		ps := clusterproto.PodSpec(w.GetSpec(), int(p.GetIndex())) // a distributed training's master has its own
+		cpu += ps.GetMilliCpu()
+		memory += ps.GetMemoryBytes()
 	}
 	slices.Sort(stillNodes)
 	st.Pods = pods
@@ -325,6 +326,9 @@ func (c *Controller) foldPods(w *workloadv1.Workload, snap *model, id string, no
 			fmt.Sprintf("Pod %s %s.", i, RestartedAfterAgentFailure))
 		ev.Pods = 1
 		Fold(w, ev)
+	}
+	if gangFailed(w, pods, now) {
+		return
 	}
 	if int32(len(pods)) >= clusterproto.EffectivePods(w.GetSpec()) && allEnded(pods) {
 		msg := "Every pod exited 0."

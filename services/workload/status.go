@@ -182,7 +182,7 @@ func Released(w *workloadv1.Workload, at time.Time) {
 	if IsFinal(w.Status.GetPhase()) {
 		return
 	}
-	if w.Status.GetRequeueOnRelease() {
+	if w.Status.GetRequeueOnRelease() && !gangRestarting(w.Status) {
 		w.Status.PreemptionCount++ // the controller's preemption (a scheduler's counts in Fold)
 	}
 	release(w, at)

@@ -84,6 +84,9 @@ func (s *Server) prepare(ctx context.Context, req *workloadv1.CreateWorkloadRequ
 	for _, pv := range eff.Check("workload.spec.", submitted, out.Workload.Spec) {
 		v.add(pv.Field, pv.Description)
 	}
+	for _, pv := range masterViolations(eff, submitted, out.Workload.Spec) {
+		v.add(pv.Field, pv.Description)
+	}
 	rules, source, err := s.schedulingRules(ctx, p, in.GetType())
 	if err != nil {
 		return nil, err

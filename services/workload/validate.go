@@ -83,6 +83,7 @@ func validateCreate(req *workloadv1.CreateWorkloadRequest) error {
 		return v.err()
 	}
 	validateSpec(&v, "workload.spec", spec)
+	validateDistributed(&v, req.GetWorkloadId(), w)
 	unknownPriority := false
 	if name := spec.GetPriority(); name != "" {
 		p, err := cluster.PriorityByName(name)

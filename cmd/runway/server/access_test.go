@@ -274,6 +274,7 @@ func matrixCalls() []call {
 			call{w + "DeleteWorkload", inProject, p, false, &workloadv1.DeleteWorkloadRequest{Name: wl, Etag: etagStale}},
 			call{w + "SuspendWorkload", inProject, p, false, &workloadv1.SuspendWorkloadRequest{Name: wl, Etag: etagStale}},
 			call{w + "ResumeWorkload", inProject, p, false, &workloadv1.ResumeWorkloadRequest{Name: wl, Etag: etagStale}},
+			call{w + "SetWorkloadPriority", inProject, p, false, &workloadv1.SetWorkloadPriorityRequest{Name: wl, Priority: "train", Etag: etagStale}},
 			call{w + "WatchWorkloads", inProject, p, false, &workloadv1.WatchWorkloadsRequest{Parent: proj}},
 			call{w + "ReadWorkloadLogs", inProject, p, false, &workloadv1.ReadWorkloadLogsRequest{Name: wl}},
 			call{s + "GetQueue", inProject, p, false, &schedulerv1.GetQueueRequest{Name: proj + "/queue"}},

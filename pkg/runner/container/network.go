@@ -12,6 +12,8 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
+
+	"github.com/runwayhq/runway/pkg/runner"
 )
 
 // Pods' networks. Each project gets a bridge of its own on the engine (per
@@ -35,14 +37,27 @@ const (
 	nft = "nft"
 )
 
-// networkName is the engine's name of project's network: the runner's, so
-// that runners on one engine (tests, two agents) never share one.
-func (r *Runner) networkName(project string) string { return "runway-" + r.name + "-" + project }
+// A network's key is its project's id, or, for the network of a
+// distributed training's pods, "{project}.{workload uid}" (a dot is in no
+// project id): those pods reach each other by name (DNS aliases), and the
+// guard keeps every other pod, of their project too, off their bridge.
 
-// bridgeName is the host interface of project's network: at most 15 bytes
-// (IFNAMSIZ), unique per runner and project.
-func (r *Runner) bridgeName(project string) string {
-	sum := sha256.Sum256([]byte(r.name + "/" + project))
+// networkKey is the key of the network spec's pod joins.
+func networkKey(spec runner.Spec) string {
+	if spec.Hostname != "" {
+		return spec.Project + "." + spec.WorkloadUID
+	}
+	return spec.Project
+}
+
+// networkName is the engine's name of the network of key: the runner's, so
+// that runners on one engine (tests, two agents) never share one.
+func (r *Runner) networkName(key string) string { return "runway-" + r.name + "-" + key }
+
+// bridgeName is the host interface of key's network: at most 15 bytes
+// (IFNAMSIZ), unique per runner and key.
+func (r *Runner) bridgeName(key string) string {
+	sum := sha256.Sum256([]byte(r.name + "/" + key))
 	return bridgePrefix + hex.EncodeToString(sum[:6])
 }
 
@@ -57,44 +72,71 @@ func GuardTable(runner string) string { return "runway_" + runner }
 
 func (r *Runner) guardTable() string { return GuardTable(r.name) }
 
-// network returns the network mode of project's pods, creating the
-// project's network (and guarding its bridge) when it is not there yet.
-func (r *Runner) network(ctx context.Context, project string) (string, error) {
+// network returns the network mode of spec's pod, creating its network
+// (and guarding its bridge) when it is not there yet.
+func (r *Runner) network(ctx context.Context, spec runner.Spec) (string, error) {
 	if r.cfg.Network == NetworkNone {
 		return NetworkNone, nil
 	}
-	name := r.networkName(project)
+	key := networkKey(spec)
+	name := r.networkName(key)
 	r.netMu.Lock()
 	defer r.netMu.Unlock()
-	if r.nets[project] {
+	if r.nets[key] {
 		return name, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
 	_, err := r.cli.NetworkInspect(ctx, name, client.NetworkInspectOptions{})
 	if cerrdefs.IsNotFound(err) {
-		opts := map[string]string{"com.docker.network.bridge.name": r.bridgeName(project)}
+		opts := map[string]string{"com.docker.network.bridge.name": r.bridgeName(key)}
 		if r.podman {
 			// netavark's NETAVARK_ISOLATION rules: nothing between two
 			// isolated networks, a second layer under the guard (podman's
 			// Docker API isolates its networks by default; said anyway).
 			opts["isolate"] = "true"
 		}
-		_, err = r.cli.NetworkCreate(ctx, name, client.NetworkCreateOptions{Driver: "bridge", Options: opts,
-			Labels: map[string]string{LabelRunner: r.name, LabelProject: project}})
+		labels := map[string]string{LabelRunner: r.name, LabelProject: spec.Project}
+		if key != spec.Project {
+			labels[LabelWorkloadUID] = spec.WorkloadUID
+		}
+		_, err = r.cli.NetworkCreate(ctx, name, client.NetworkCreateOptions{Driver: "bridge", Options: opts, Labels: labels})
 		if cerrdefs.IsConflict(err) { // created meanwhile by another runner process
 			err = nil
 		}
 	}
 	if err != nil {
-		return "", fmt.Errorf("network of project %s: %w", project, err)
+		return "", fmt.Errorf("network %s: %w", key, err)
 	}
-	bridges := append(slices.Clone(r.bridges), r.bridgeName(project))
+	bridges := append(slices.Clone(r.bridges), r.bridgeName(key))
 	if err := r.guard(bridges); err != nil {
 		return "", err
 	}
-	r.nets[project], r.bridges = true, bridges
+	r.nets[key], r.bridges = true, bridges
 	return name, nil
+}
+
+// dropNetwork removes the network of a distributed training's pods once
+// none of them is left on this engine (the engine refuses while one is
+// attached: then a later removal of its last pod does it), and takes its
+// bridge out of the guard.
+func (r *Runner) dropNetwork(key string) {
+	if r.cfg.Network == NetworkNone {
+		return
+	}
+	r.netMu.Lock()
+	defer r.netMu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
+	defer cancel()
+	if _, err := r.cli.NetworkRemove(ctx, r.networkName(key), client.NetworkRemoveOptions{}); err != nil && !cerrdefs.IsNotFound(err) {
+		return
+	}
+	br := r.bridgeName(key)
+	bridges := slices.DeleteFunc(slices.Clone(r.bridges), func(b string) bool { return b == br })
+	if r.guard(bridges) == nil {
+		delete(r.nets, key)
+		r.bridges = bridges
+	}
 }
 
 // loadNetworks reads the runner's networks from the engine (an earlier
@@ -111,9 +153,13 @@ func (r *Runner) loadNetworks(ctx context.Context) error {
 		return fmt.Errorf("list the pods' networks: %w", err)
 	}
 	for _, n := range list.Items {
-		if p := n.Labels[LabelProject]; p != "" && n.Name == r.networkName(p) {
-			r.nets[p] = true
-			r.bridges = append(r.bridges, r.bridgeName(p))
+		key := n.Labels[LabelProject]
+		if uid := n.Labels[LabelWorkloadUID]; uid != "" {
+			key += "." + uid
+		}
+		if key != "" && n.Name == r.networkName(key) {
+			r.nets[key] = true
+			r.bridges = append(r.bridges, r.bridgeName(key))
 		}
 	}
 	slices.Sort(r.bridges)

@@ -14,6 +14,7 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
 
 	"github.com/runwayhq/runway/pkg/runner"
@@ -35,6 +36,7 @@ const (
 	LabelWorkloadUID = "io.runway.workload-uid"
 	LabelPod         = "io.runway.pod"
 	LabelRevision    = "io.runway.revision" // Spec.Revision
+	LabelNetwork     = "io.runway.network"  // the key of the pod's network (networkKey)
 )
 
 // apiTimeout bounds each engine call but the long ones (wait, logs, stop,
@@ -168,12 +170,15 @@ func (r *Runner) Remove(id string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
 	defer cancel()
+	c, _ := r.inspect(ctx, r.containerName(id))
 	_, err := r.cli.ContainerRemove(ctx, r.containerName(id), client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 	if cerrdefs.IsNotFound(err) {
 		err = nil
 	}
 	if err != nil {
 		err = fmt.Errorf("remove pod %s's container: %w", id, err)
+	} else if c.Config != nil && strings.Contains(c.Config.Labels[LabelNetwork], ".") {
+		r.dropNetwork(c.Config.Labels[LabelNetwork]) // a distributed training's own
 	}
 	return errors.Join(err, r.removeVolumes(ctx, id), os.RemoveAll(r.RecordDir(id)), os.RemoveAll(r.PodDir(id)))
 }
@@ -322,11 +327,11 @@ func (r *Runner) create(ctx context.Context, spec runner.Spec, name string) (con
 	if err := os.Chown(work, int(hostUID), int(hostGID)); err != nil {
 		return container.InspectResponse{}, fmt.Errorf("give the work directory to the pod's uid: %w", err)
 	}
-	network, err := r.network(ctx, spec.Project)
+	netMode, err := r.network(ctx, spec)
 	if err != nil {
 		return container.InspectResponse{}, err
 	}
-	host, err := r.hostConfig(spec, work, network)
+	host, err := r.hostConfig(spec, work, netMode)
 	if err != nil {
 		return container.InspectResponse{}, err
 	}
@@ -351,11 +356,17 @@ func (r *Runner) create(ctx context.Context, spec runner.Spec, name string) (con
 	maps.Copy(cfg.Labels, spec.Labels) // the workload's, under the runner's own
 	maps.Copy(cfg.Labels, map[string]string{LabelRunner: r.name, LabelPodID: spec.ID, LabelProject: spec.Project,
 		LabelWorkload: workloadID(spec.Workload), LabelWorkloadUID: spec.WorkloadUID, LabelPod: strconv.Itoa(spec.Pod),
-		LabelRevision: rev})
+		LabelRevision: rev, LabelNetwork: networkKey(spec)})
 	if len(spec.Command) > 0 { // the workload's command replaces the image's entrypoint, as on Kubernetes
 		cfg.Entrypoint, cfg.Cmd = spec.Command, []string{}
 	}
 	opts := client.ContainerCreateOptions{Name: name, Config: cfg, HostConfig: host}
+	if spec.Hostname != "" && netMode != NetworkNone {
+		// A distributed training's pod: found by its name on its workload's network.
+		cfg.Hostname = spec.Hostname
+		opts.NetworkingConfig = &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
+			netMode: {Aliases: []string{spec.Hostname}}}}
+	}
 	cctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	_, err = r.cli.ContainerCreate(cctx, opts)
 	cancel()

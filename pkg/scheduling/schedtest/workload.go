@@ -52,6 +52,13 @@ func (w *Workload) MemoryGiB(g float64) *Workload {
 	return w
 }
 
+// Master gives pod 0 its own request (a distributed training's master):
+// GPUs (whole or a fraction) and cores.
+func (w *Workload) Master(gpu, cores float64) *Workload {
+	w.spec.Lead = &cluster.PodRequest{GPU: cluster.MilliFromFloat(gpu), CPU: cluster.MilliFromFloat(cores)}
+	return w
+}
+
 // Pods sets the gang's size.
 func (w *Workload) Pods(n int) *Workload { w.spec.Pods = n; return w }
 
@@ -107,21 +114,22 @@ func (w *Workload) build(s *cluster.State, now time.Duration) {
 		if n == nil {
 			panic(fmt.Sprintf("schedtest: workload %s: node %q does not exist", wl.ID, at.node))
 		}
+		req := wl.PodAt(pod)
 		devs, share := at.devices, cluster.FullDevice
 		switch {
-		case wl.Pod.Shares():
+		case req.Shares():
 			if devs == nil {
-				devs = fullestFit(n, wl.Pod)
+				devs = fullestFit(n, req)
 			}
 			if len(devs) == 1 {
-				share = wl.Pod.ShareOn(n.Devices[devs[0]].Memory)
+				share = req.ShareOn(n.Devices[devs[0]].Memory)
 			}
-		case wl.Pod.GPU == 0:
+		case req.GPU == 0:
 			devs, share = nil, 0
 		case devs == nil:
-			devs = lowestIdle(n, wl.Pod.Devices())
+			devs = lowestIdle(n, req.Devices())
 		}
-		if !fits(n, wl.Pod, devs, share) {
+		if !fits(n, req, devs, share) {
 			panic(fmt.Sprintf("schedtest: workload %s: pod %d does not fit on node %s devices %v", wl.ID, pod, n.Name, devs))
 		}
 		s.Place(wl, pod, n, devs, share)

@@ -240,6 +240,10 @@ func (p *pods) runPod(ctx context.Context, b nodemanager.Binding, pd *pod) {
 			p.cfg.Restarts.WithLabelValues(p.cfg.Node).Inc()
 		}
 	}
+	if !p.awaitWorkers(ctx, b, spec, run, pd.stop) {
+		run.report(workloadv1.PodState_POD_STATE_STOPPED, 0, "stopped before its workers ran")
+		return
+	}
 	proc, err := p.runner.Start(spec)
 	if err != nil {
 		run.report(workloadv1.PodState_POD_STATE_FAILED, 0, err.Error())
@@ -360,7 +364,7 @@ func (p *pods) spec(ctx context.Context, b nodemanager.Binding) (runner.Spec, po
 	if err != nil {
 		return runner.Spec{}, podData{}, fmt.Errorf("read workload: %w", err)
 	}
-	ws := it.Msg.GetSpec()
+	ws := clusterproto.PodSpec(it.Msg.GetSpec(), b.Pod) // a distributed training's master runs its own
 	cmd := append(append([]string(nil), ws.GetCommand()...), ws.GetArgs()...)
 	if len(cmd) == 0 && p.cfg.Engine == "" {
 		return runner.Spec{}, podData{}, errors.New("the workload has no command; the process runtime runs commands, not images")
@@ -393,6 +397,12 @@ func (p *pods) spec(ctx context.Context, b nodemanager.Binding) (runner.Spec, po
 	for _, f := range creds.GetFiles() {
 		files = append(files, runner.File{Path: f.GetPath(), Data: f.GetContent()})
 	}
+	gangEnv, gangFiles, host, err := p.gang(it.Msg, b.Pod)
+	if err != nil {
+		return runner.Spec{}, podData{}, err
+	}
+	env = append(env, gangEnv...)
+	files = append(files, gangFiles...)
 	limit := p.gpus.memoryLimit(b, ws.GetGpu().GetGpuMemoryBytes())
 	if len(b.Devices) > 0 {
 		env = append(env, p.cfg.Backend.PodEnv(p.runner.PodDir(id))...)
@@ -403,7 +413,7 @@ func (p *pods) spec(ctx context.Context, b nodemanager.Binding) (runner.Spec, po
 		Image:    ws.GetImage(),
 		Command:  cmd,
 		Env:      env,
-		Workload: b.WorkloadName(), Project: b.Project, WorkloadUID: it.Msg.GetUid(), Pod: b.Pod, Labels: it.Msg.GetLabels(),
+		Workload: b.WorkloadName(), Project: b.Project, WorkloadUID: it.Msg.GetUid(), Pod: b.Pod, Labels: it.Msg.GetLabels(), Hostname: host,
 		Devices: b.Devices, CDIDevices: p.gpus.cdiNames(b.Devices), FractionMilli: b.FractionMilli, GPUMemoryBytes: limit,
 		MilliCPU: ws.GetMilliCpu(), MemoryBytes: ws.GetMemoryBytes(),
 		RunAsRoot: ws.GetSecurity().GetRunAsRoot(), AddCapabilities: ws.GetSecurity().GetAddCapabilities(),

@@ -215,6 +215,9 @@ func (r *runtime) createPod(ctx context.Context, b binding, node string, uuids [
 	name := r.marker.podName(b.Binding, b.rev)
 	secrets := secretsFor(ns, name, b.Project, it.Msg.GetSpec().GetImage(), creds)
 	pod := podSpec(ns, name, b, it.Msg, uuids, secrets)
+	if err := gangPod(pod, it.Msg, b.Pod); err != nil {
+		return nil, err
+	}
 	gitImage := r.cfg.GitImage
 	if gitImage == "" {
 		gitImage = DefaultGitImage
@@ -230,11 +233,14 @@ func (r *runtime) createPod(ctx context.Context, b binding, node string, uuids [
 	switch {
 	case apierrors.IsAlreadyExists(err):
 		got, err := r.cfg.Kube.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
-		if err == nil && r.ours(got) {
-			return got, r.ownSecrets(ctx, secrets, got)
-		}
 		if err != nil {
 			return nil, err
+		}
+		if r.ours(got) { // created by an earlier try, whose secrets and service may not be
+			if err := r.ownSecrets(ctx, secrets, got); err != nil {
+				return got, err
+			}
+			return got, r.gangService(ctx, it.Msg, got)
 		}
 		r.impostor(ctx, b, got)
 		return nil, nil
@@ -249,6 +255,9 @@ func (r *runtime) createPod(ctx context.Context, b binding, node string, uuids [
 	}
 	if err := r.ownSecrets(ctx, secrets, created); err != nil {
 		return created, err
+	}
+	if err := r.gangService(ctx, it.Msg, created); err != nil {
+		return nil, err
 	}
 	// After the pod: a claim deleted with the workload is owned by it
 	// (the kubelet starts the pod once its claims are bound).
@@ -284,7 +293,7 @@ func devicesOf(b binding) string {
 // environment the local runner sets. Its credentials come from secrets
 // (nil: none), by reference.
 func podSpec(namespace, name string, b binding, w *workloadv1.Workload, uuids []string, secrets *podSecrets) *corev1.Pod {
-	ws := w.GetSpec()
+	ws := clusterproto.PodSpec(w.GetSpec(), b.Pod) // a distributed training's master runs its own
 	var env []corev1.EnvVar
 	for _, e := range ws.GetEnv() {
 		if e.GetCredential() == nil { // from the pod's Secret (podSecrets)

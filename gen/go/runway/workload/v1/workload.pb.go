@@ -408,33 +408,43 @@ const (
 	// scheduler set it aside, neither placing, evicting nor moving it, until
 	// its spec changes or the scheduler restarts. The message names the step.
 	WorkloadEventType_WORKLOAD_EVENT_TYPE_SET_ASIDE WorkloadEventType = 9
+	// Its priority class was changed (SetWorkloadPriority); the message names
+	// the old and the new class.
+	WorkloadEventType_WORKLOAD_EVENT_TYPE_PRIORITY_CHANGED WorkloadEventType = 10
+	// A pod failed and the whole gang of a distributed training was stopped
+	// to be started again (restart policy ON_FAILURE).
+	WorkloadEventType_WORKLOAD_EVENT_TYPE_GANG_RESTARTED WorkloadEventType = 11
 )
 
 // Enum value maps for WorkloadEventType.
 var (
 	WorkloadEventType_name = map[int32]string{
-		0: "WORKLOAD_EVENT_TYPE_UNSPECIFIED",
-		1: "WORKLOAD_EVENT_TYPE_SUBMITTED",
-		2: "WORKLOAD_EVENT_TYPE_SCHEDULED",
-		3: "WORKLOAD_EVENT_TYPE_STARTED",
-		4: "WORKLOAD_EVENT_TYPE_PREEMPTED",
-		5: "WORKLOAD_EVENT_TYPE_SUSPENDED",
-		6: "WORKLOAD_EVENT_TYPE_RESUMED",
-		7: "WORKLOAD_EVENT_TYPE_FINISHED",
-		8: "WORKLOAD_EVENT_TYPE_LIMIT_REACHED",
-		9: "WORKLOAD_EVENT_TYPE_SET_ASIDE",
+		0:  "WORKLOAD_EVENT_TYPE_UNSPECIFIED",
+		1:  "WORKLOAD_EVENT_TYPE_SUBMITTED",
+		2:  "WORKLOAD_EVENT_TYPE_SCHEDULED",
+		3:  "WORKLOAD_EVENT_TYPE_STARTED",
+		4:  "WORKLOAD_EVENT_TYPE_PREEMPTED",
+		5:  "WORKLOAD_EVENT_TYPE_SUSPENDED",
+		6:  "WORKLOAD_EVENT_TYPE_RESUMED",
+		7:  "WORKLOAD_EVENT_TYPE_FINISHED",
+		8:  "WORKLOAD_EVENT_TYPE_LIMIT_REACHED",
+		9:  "WORKLOAD_EVENT_TYPE_SET_ASIDE",
+		10: "WORKLOAD_EVENT_TYPE_PRIORITY_CHANGED",
+		11: "WORKLOAD_EVENT_TYPE_GANG_RESTARTED",
 	}
 	WorkloadEventType_value = map[string]int32{
-		"WORKLOAD_EVENT_TYPE_UNSPECIFIED":   0,
-		"WORKLOAD_EVENT_TYPE_SUBMITTED":     1,
-		"WORKLOAD_EVENT_TYPE_SCHEDULED":     2,
-		"WORKLOAD_EVENT_TYPE_STARTED":       3,
-		"WORKLOAD_EVENT_TYPE_PREEMPTED":     4,
-		"WORKLOAD_EVENT_TYPE_SUSPENDED":     5,
-		"WORKLOAD_EVENT_TYPE_RESUMED":       6,
-		"WORKLOAD_EVENT_TYPE_FINISHED":      7,
-		"WORKLOAD_EVENT_TYPE_LIMIT_REACHED": 8,
-		"WORKLOAD_EVENT_TYPE_SET_ASIDE":     9,
+		"WORKLOAD_EVENT_TYPE_UNSPECIFIED":      0,
+		"WORKLOAD_EVENT_TYPE_SUBMITTED":        1,
+		"WORKLOAD_EVENT_TYPE_SCHEDULED":        2,
+		"WORKLOAD_EVENT_TYPE_STARTED":          3,
+		"WORKLOAD_EVENT_TYPE_PREEMPTED":        4,
+		"WORKLOAD_EVENT_TYPE_SUSPENDED":        5,
+		"WORKLOAD_EVENT_TYPE_RESUMED":          6,
+		"WORKLOAD_EVENT_TYPE_FINISHED":         7,
+		"WORKLOAD_EVENT_TYPE_LIMIT_REACHED":    8,
+		"WORKLOAD_EVENT_TYPE_SET_ASIDE":        9,
+		"WORKLOAD_EVENT_TYPE_PRIORITY_CHANGED": 10,
+		"WORKLOAD_EVENT_TYPE_GANG_RESTARTED":   11,
 	}
 )
 
@@ -540,6 +550,128 @@ func (x SchedulingRule) Number() protoreflect.EnumNumber {
 // Deprecated: Use SchedulingRule.Descriptor instead.
 func (SchedulingRule) EnumDescriptor() ([]byte, []int) {
 	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{6}
+}
+
+// Framework names the launch variables a distributed training's pods get.
+type Framework int32
+
+const (
+	// Not set; rejected (INVALID_FIELD).
+	Framework_FRAMEWORK_UNSPECIFIED Framework = 0
+	// PyTorch (torchrun): MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK, ... and
+	// PET_* for torchrun. The only framework that may be elastic.
+	Framework_FRAMEWORK_PYTORCH Framework = 1
+	// MPI (mpirun): a hostfile listing the workers with slots = their GPUs;
+	// pod 0 is the launcher.
+	Framework_FRAMEWORK_MPI Framework = 2
+	// TensorFlow: TF_CONFIG with the cluster and the pod's task.
+	Framework_FRAMEWORK_TENSORFLOW Framework = 3
+	// JAX: the coordinator's address, the process count and the process id.
+	Framework_FRAMEWORK_JAX Framework = 4
+	// XGBoost (Rabit): the tracker's address and port and the world size.
+	Framework_FRAMEWORK_XGBOOST Framework = 5
+)
+
+// Enum value maps for Framework.
+var (
+	Framework_name = map[int32]string{
+		0: "FRAMEWORK_UNSPECIFIED",
+		1: "FRAMEWORK_PYTORCH",
+		2: "FRAMEWORK_MPI",
+		3: "FRAMEWORK_TENSORFLOW",
+		4: "FRAMEWORK_JAX",
+		5: "FRAMEWORK_XGBOOST",
+	}
+	Framework_value = map[string]int32{
+		"FRAMEWORK_UNSPECIFIED": 0,
+		"FRAMEWORK_PYTORCH":     1,
+		"FRAMEWORK_MPI":         2,
+		"FRAMEWORK_TENSORFLOW":  3,
+		"FRAMEWORK_JAX":         4,
+		"FRAMEWORK_XGBOOST":     5,
+	}
+)
+
+func (x Framework) Enum() *Framework {
+	p := new(Framework)
+	*p = x
+	return p
+}
+
+func (x Framework) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Framework) Descriptor() protoreflect.EnumDescriptor {
+	return file_runway_workload_v1_workload_proto_enumTypes[7].Descriptor()
+}
+
+func (Framework) Type() protoreflect.EnumType {
+	return &file_runway_workload_v1_workload_proto_enumTypes[7]
+}
+
+func (x Framework) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Framework.Descriptor instead.
+func (Framework) EnumDescriptor() ([]byte, []int) {
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{7}
+}
+
+// RestartPolicy is what a failing pod of a distributed training does.
+type RestartPolicy int32
+
+const (
+	// Not set: NEVER.
+	RestartPolicy_RESTART_POLICY_UNSPECIFIED RestartPolicy = 0
+	// A pod that fails fails the workload: every pod is stopped and its
+	// resources released.
+	RestartPolicy_RESTART_POLICY_NEVER RestartPolicy = 1
+	// A pod that fails stops the whole gang, which is started again (all
+	// pods, in one placement) up to backoff_limit times; then it fails.
+	RestartPolicy_RESTART_POLICY_ON_FAILURE RestartPolicy = 2
+)
+
+// Enum value maps for RestartPolicy.
+var (
+	RestartPolicy_name = map[int32]string{
+		0: "RESTART_POLICY_UNSPECIFIED",
+		1: "RESTART_POLICY_NEVER",
+		2: "RESTART_POLICY_ON_FAILURE",
+	}
+	RestartPolicy_value = map[string]int32{
+		"RESTART_POLICY_UNSPECIFIED": 0,
+		"RESTART_POLICY_NEVER":       1,
+		"RESTART_POLICY_ON_FAILURE":  2,
+	}
+)
+
+func (x RestartPolicy) Enum() *RestartPolicy {
+	p := new(RestartPolicy)
+	*p = x
+	return p
+}
+
+func (x RestartPolicy) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RestartPolicy) Descriptor() protoreflect.EnumDescriptor {
+	return file_runway_workload_v1_workload_proto_enumTypes[8].Descriptor()
+}
+
+func (RestartPolicy) Type() protoreflect.EnumType {
+	return &file_runway_workload_v1_workload_proto_enumTypes[8]
+}
+
+func (x RestartPolicy) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RestartPolicy.Descriptor instead.
+func (RestartPolicy) EnumDescriptor() ([]byte, []int) {
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{8}
 }
 
 // A Workload is a unit of work submitted to a project: a gang of identical
@@ -894,7 +1026,10 @@ type WorkloadSpec struct {
 	// Optional. The data the pods mount: named data sources and one-off
 	// definitions, each at its own mount path. A submitted workload holds
 	// each definition as resolved at submit.
-	DataSources   []*DataSourceMount `protobuf:"bytes,19,rep,name=data_sources,json=dataSources,proto3" json:"data_sources,omitempty"`
+	DataSources []*DataSourceMount `protobuf:"bytes,19,rep,name=data_sources,json=dataSources,proto3" json:"data_sources,omitempty"`
+	// Optional, trainings only. Makes the training distributed: pod 0 the
+	// master, pods 1.. the workers, each with its framework's variables.
+	Distributed   *DistributedSpec `protobuf:"bytes,20,opt,name=distributed,proto3" json:"distributed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1058,6 +1193,13 @@ func (x *WorkloadSpec) GetRegistryCredential() string {
 func (x *WorkloadSpec) GetDataSources() []*DataSourceMount {
 	if x != nil {
 		return x.DataSources
+	}
+	return nil
+}
+
+func (x *WorkloadSpec) GetDistributed() *DistributedSpec {
+	if x != nil {
+		return x.Distributed
 	}
 	return nil
 }
@@ -1472,8 +1614,11 @@ type WorkloadStatus struct {
 	// that the scheduler releases its pods, and once they are released the
 	// workload returns to PENDING with suspended cleared.
 	RequeueOnRelease bool `protobuf:"varint,18,opt,name=requeue_on_release,json=requeueOnRelease,proto3" json:"requeue_on_release,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// How many times the whole gang of a distributed training was started
+	// again after a pod failed (spec.distributed.restart_policy ON_FAILURE).
+	GangRestarts  int32 `protobuf:"varint,19,opt,name=gang_restarts,json=gangRestarts,proto3" json:"gang_restarts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WorkloadStatus) Reset() {
@@ -1630,6 +1775,13 @@ func (x *WorkloadStatus) GetRequeueOnRelease() bool {
 		return x.RequeueOnRelease
 	}
 	return false
+}
+
+func (x *WorkloadStatus) GetGangRestarts() int32 {
+	if x != nil {
+		return x.GangRestarts
+	}
+	return 0
 }
 
 // PodStatus is one placed pod of a workload.
@@ -1965,6 +2117,180 @@ func (x *WorkloadEvent) GetNodes() []string {
 	return nil
 }
 
+// DistributedSpec makes a training a distributed one: pod 0 is the master
+// (the launcher for MPI) and pods 1 to pods-1 are the workers. The workers
+// run the workload's own spec (image, command, gpu, milli_cpu,
+// memory_bytes); the master runs `master`. Every pod gets its framework's
+// launch variables (pkg/framework) and reaches the others by stable names.
+// The whole is one gang: min_pods is all pods, or 1 + the minimum workers
+// for an elastic PyTorch training.
+type DistributedSpec struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The framework whose launch variables the pods get.
+	Framework Framework `protobuf:"varint,1,opt,name=framework,proto3,enum=runway.workload.v1.Framework" json:"framework,omitempty"`
+	// Optional. The master's pod, where it differs from the workers'; unset
+	// means the workers' spec.
+	Master *MasterSpec `protobuf:"bytes,2,opt,name=master,proto3" json:"master,omitempty"`
+	// Optional. What a failing pod does to the gang. Unset means NEVER.
+	RestartPolicy RestartPolicy `protobuf:"varint,3,opt,name=restart_policy,json=restartPolicy,proto3,enum=runway.workload.v1.RestartPolicy" json:"restart_policy,omitempty"`
+	// Optional. With ON_FAILURE, how many times the whole gang is started
+	// again before the workload fails; 0 means 6, as Kubernetes Jobs.
+	// At most 100.
+	BackoffLimit  int32 `protobuf:"varint,4,opt,name=backoff_limit,json=backoffLimit,proto3" json:"backoff_limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DistributedSpec) Reset() {
+	*x = DistributedSpec{}
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DistributedSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DistributedSpec) ProtoMessage() {}
+
+func (x *DistributedSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DistributedSpec.ProtoReflect.Descriptor instead.
+func (*DistributedSpec) Descriptor() ([]byte, []int) {
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *DistributedSpec) GetFramework() Framework {
+	if x != nil {
+		return x.Framework
+	}
+	return Framework_FRAMEWORK_UNSPECIFIED
+}
+
+func (x *DistributedSpec) GetMaster() *MasterSpec {
+	if x != nil {
+		return x.Master
+	}
+	return nil
+}
+
+func (x *DistributedSpec) GetRestartPolicy() RestartPolicy {
+	if x != nil {
+		return x.RestartPolicy
+	}
+	return RestartPolicy_RESTART_POLICY_UNSPECIFIED
+}
+
+func (x *DistributedSpec) GetBackoffLimit() int32 {
+	if x != nil {
+		return x.BackoffLimit
+	}
+	return 0
+}
+
+// MasterSpec is the master's (or launcher's) pod. Its resources replace the
+// workers' whole: an unset gpu is a CPU-only master.
+type MasterSpec struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Optional. The image; empty means the workers'.
+	Image string `protobuf:"bytes,1,opt,name=image,proto3" json:"image,omitempty"`
+	// Optional. The entrypoint; empty means the workers' command.
+	Command []string `protobuf:"bytes,2,rep,name=command,proto3" json:"command,omitempty"`
+	// Optional. Arguments; empty (with an empty command) means the workers'.
+	Args []string `protobuf:"bytes,3,rep,name=args,proto3" json:"args,omitempty"`
+	// Optional. GPUs of the master; unset means none.
+	Gpu *GpuRequest `protobuf:"bytes,4,opt,name=gpu,proto3" json:"gpu,omitempty"`
+	// Optional. CPU of the master, in thousandths of a core.
+	MilliCpu int64 `protobuf:"varint,5,opt,name=milli_cpu,json=milliCpu,proto3" json:"milli_cpu,omitempty"`
+	// Optional. Host memory of the master, in bytes.
+	MemoryBytes   int64 `protobuf:"varint,6,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MasterSpec) Reset() {
+	*x = MasterSpec{}
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MasterSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MasterSpec) ProtoMessage() {}
+
+func (x *MasterSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MasterSpec.ProtoReflect.Descriptor instead.
+func (*MasterSpec) Descriptor() ([]byte, []int) {
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *MasterSpec) GetImage() string {
+	if x != nil {
+		return x.Image
+	}
+	return ""
+}
+
+func (x *MasterSpec) GetCommand() []string {
+	if x != nil {
+		return x.Command
+	}
+	return nil
+}
+
+func (x *MasterSpec) GetArgs() []string {
+	if x != nil {
+		return x.Args
+	}
+	return nil
+}
+
+func (x *MasterSpec) GetGpu() *GpuRequest {
+	if x != nil {
+		return x.Gpu
+	}
+	return nil
+}
+
+func (x *MasterSpec) GetMilliCpu() int64 {
+	if x != nil {
+		return x.MilliCpu
+	}
+	return 0
+}
+
+func (x *MasterSpec) GetMemoryBytes() int64 {
+	if x != nil {
+		return x.MemoryBytes
+	}
+	return 0
+}
+
 var File_runway_workload_v1_workload_proto protoreflect.FileDescriptor
 
 const file_runway_workload_v1_workload_proto_rawDesc = "" +
@@ -2002,7 +2328,7 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\x11preempt_when_idle\x18\x03 \x01(\bR\x0fpreemptWhenIdle\x12\x1d\n" +
 	"\n" +
 	"node_types\x18\x04 \x03(\tR\tnodeTypes\x12\x16\n" +
-	"\x06source\x18\x05 \x01(\tR\x06source\"\xa8\x06\n" +
+	"\x06source\x18\x05 \x01(\tR\x06source\"\xef\x06\n" +
 	"\fWorkloadSpec\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12\x18\n" +
 	"\acommand\x18\x02 \x03(\tR\acommand\x12\x12\n" +
@@ -2024,7 +2350,8 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\vcredentials\x18\x10 \x03(\v2#.runway.workload.v1.CredentialMountR\vcredentials\x12O\n" +
 	"\x11image_pull_policy\x18\x11 \x01(\x0e2#.runway.workload.v1.ImagePullPolicyR\x0fimagePullPolicy\x12/\n" +
 	"\x13registry_credential\x18\x12 \x01(\tR\x12registryCredential\x12F\n" +
-	"\fdata_sources\x18\x13 \x03(\v2#.runway.workload.v1.DataSourceMountR\vdataSources\"^\n" +
+	"\fdata_sources\x18\x13 \x03(\v2#.runway.workload.v1.DataSourceMountR\vdataSources\x12E\n" +
+	"\vdistributed\x18\x14 \x01(\v2#.runway.workload.v1.DistributedSpecR\vdistributed\"^\n" +
 	"\x11ContainerSecurity\x12\x1e\n" +
 	"\vrun_as_root\x18\x01 \x01(\bR\trunAsRoot\x12)\n" +
 	"\x10add_capabilities\x18\x02 \x03(\tR\x0faddCapabilities\"x\n" +
@@ -2049,7 +2376,7 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\adevices\x18\x01 \x01(\x05H\x00R\adevices\x12'\n" +
 	"\x0efraction_milli\x18\x02 \x01(\x05H\x00R\rfractionMilli\x12*\n" +
 	"\x10gpu_memory_bytes\x18\x03 \x01(\x03H\x00R\x0egpuMemoryBytesB\b\n" +
-	"\x06amount\"\x81\a\n" +
+	"\x06amount\"\xa6\a\n" +
 	"\x0eWorkloadStatus\x127\n" +
 	"\x05phase\x18\x01 \x01(\x0e2!.runway.workload.v1.WorkloadPhaseR\x05phase\x12!\n" +
 	"\frunning_pods\x18\x02 \x01(\x05R\vrunningPods\x12%\n" +
@@ -2071,7 +2398,8 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\frunning_time\x18\x10 \x01(\v2\x19.google.protobuf.DurationR\vrunningTime\x12\x1f\n" +
 	"\vstop_reason\x18\x11 \x01(\tR\n" +
 	"stopReason\x12,\n" +
-	"\x12requeue_on_release\x18\x12 \x01(\bR\x10requeueOnRelease\"\xd4\x02\n" +
+	"\x12requeue_on_release\x18\x12 \x01(\bR\x10requeueOnRelease\x12#\n" +
+	"\rgang_restarts\x18\x13 \x01(\x05R\fgangRestarts\"\xd4\x02\n" +
 	"\tPodStatus\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12%\n" +
@@ -2098,7 +2426,20 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\x02by\x18\x04 \x01(\tR\x02by\x126\n" +
 	"\x04rule\x18\x05 \x01(\x0e2\".runway.workload.v1.SchedulingRuleR\x04rule\x12\x12\n" +
 	"\x04pods\x18\x06 \x01(\x05R\x04pods\x12\x14\n" +
-	"\x05nodes\x18\a \x03(\tR\x05nodes*\x83\x01\n" +
+	"\x05nodes\x18\a \x03(\tR\x05nodes\"\xf5\x01\n" +
+	"\x0fDistributedSpec\x12;\n" +
+	"\tframework\x18\x01 \x01(\x0e2\x1d.runway.workload.v1.FrameworkR\tframework\x126\n" +
+	"\x06master\x18\x02 \x01(\v2\x1e.runway.workload.v1.MasterSpecR\x06master\x12H\n" +
+	"\x0erestart_policy\x18\x03 \x01(\x0e2!.runway.workload.v1.RestartPolicyR\rrestartPolicy\x12#\n" +
+	"\rbackoff_limit\x18\x04 \x01(\x05R\fbackoffLimit\"\xc2\x01\n" +
+	"\n" +
+	"MasterSpec\x12\x14\n" +
+	"\x05image\x18\x01 \x01(\tR\x05image\x12\x18\n" +
+	"\acommand\x18\x02 \x03(\tR\acommand\x12\x12\n" +
+	"\x04args\x18\x03 \x03(\tR\x04args\x120\n" +
+	"\x03gpu\x18\x04 \x01(\v2\x1e.runway.workload.v1.GpuRequestR\x03gpu\x12\x1b\n" +
+	"\tmilli_cpu\x18\x05 \x01(\x03R\bmilliCpu\x12!\n" +
+	"\fmemory_bytes\x18\x06 \x01(\x03R\vmemoryBytes*\x83\x01\n" +
 	"\fWorkloadType\x12\x1d\n" +
 	"\x19WORKLOAD_TYPE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17WORKLOAD_TYPE_WORKSPACE\x10\x01\x12\x1a\n" +
@@ -2136,7 +2477,7 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\x15PENDING_CHECK_RECLAIM\x10\b\x12\x19\n" +
 	"\x15PENDING_CHECK_PREEMPT\x10\t\x12\x1a\n" +
 	"\x16PENDING_CHECK_STARTING\x10\n" +
-	"*\xf2\x02\n" +
+	"*\xc4\x03\n" +
 	"\x11WorkloadEventType\x12#\n" +
 	"\x1fWORKLOAD_EVENT_TYPE_UNSPECIFIED\x10\x00\x12!\n" +
 	"\x1dWORKLOAD_EVENT_TYPE_SUBMITTED\x10\x01\x12!\n" +
@@ -2147,7 +2488,10 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\x1bWORKLOAD_EVENT_TYPE_RESUMED\x10\x06\x12 \n" +
 	"\x1cWORKLOAD_EVENT_TYPE_FINISHED\x10\a\x12%\n" +
 	"!WORKLOAD_EVENT_TYPE_LIMIT_REACHED\x10\b\x12!\n" +
-	"\x1dWORKLOAD_EVENT_TYPE_SET_ASIDE\x10\t*\x8f\x02\n" +
+	"\x1dWORKLOAD_EVENT_TYPE_SET_ASIDE\x10\t\x12(\n" +
+	"$WORKLOAD_EVENT_TYPE_PRIORITY_CHANGED\x10\n" +
+	"\x12&\n" +
+	"\"WORKLOAD_EVENT_TYPE_GANG_RESTARTED\x10\v*\x8f\x02\n" +
 	"\x0eSchedulingRule\x12\x1f\n" +
 	"\x1bSCHEDULING_RULE_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18SCHEDULING_RULE_ALLOCATE\x10\x01\x12\x1b\n" +
@@ -2156,7 +2500,18 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\x19SCHEDULING_RULE_NODE_LOST\x10\x04\x12 \n" +
 	"\x1cSCHEDULING_RULE_NODE_DRAINED\x10\x05\x12 \n" +
 	"\x1cSCHEDULING_RULE_GANG_MINIMUM\x10\x06\x12!\n" +
-	"\x1dSCHEDULING_RULE_CONSOLIDATION\x10\aBAZ?github.com/runwayhq/runway/gen/go/runway/workload/v1;workloadv1b\x06proto3"
+	"\x1dSCHEDULING_RULE_CONSOLIDATION\x10\a*\x94\x01\n" +
+	"\tFramework\x12\x19\n" +
+	"\x15FRAMEWORK_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11FRAMEWORK_PYTORCH\x10\x01\x12\x11\n" +
+	"\rFRAMEWORK_MPI\x10\x02\x12\x18\n" +
+	"\x14FRAMEWORK_TENSORFLOW\x10\x03\x12\x11\n" +
+	"\rFRAMEWORK_JAX\x10\x04\x12\x15\n" +
+	"\x11FRAMEWORK_XGBOOST\x10\x05*h\n" +
+	"\rRestartPolicy\x12\x1e\n" +
+	"\x1aRESTART_POLICY_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14RESTART_POLICY_NEVER\x10\x01\x12\x1d\n" +
+	"\x19RESTART_POLICY_ON_FAILURE\x10\x02BAZ?github.com/runwayhq/runway/gen/go/runway/workload/v1;workloadv1b\x06proto3"
 
 var (
 	file_runway_workload_v1_workload_proto_rawDescOnce sync.Once
@@ -2170,8 +2525,8 @@ func file_runway_workload_v1_workload_proto_rawDescGZIP() []byte {
 	return file_runway_workload_v1_workload_proto_rawDescData
 }
 
-var file_runway_workload_v1_workload_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_runway_workload_v1_workload_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_runway_workload_v1_workload_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
+var file_runway_workload_v1_workload_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_runway_workload_v1_workload_proto_goTypes = []any{
 	(WorkloadType)(0),             // 0: runway.workload.v1.WorkloadType
 	(ImagePullPolicy)(0),          // 1: runway.workload.v1.ImagePullPolicy
@@ -2180,64 +2535,73 @@ var file_runway_workload_v1_workload_proto_goTypes = []any{
 	(PendingCheck)(0),             // 4: runway.workload.v1.PendingCheck
 	(WorkloadEventType)(0),        // 5: runway.workload.v1.WorkloadEventType
 	(SchedulingRule)(0),           // 6: runway.workload.v1.SchedulingRule
-	(*Workload)(nil),              // 7: runway.workload.v1.Workload
-	(*WorkloadLimits)(nil),        // 8: runway.workload.v1.WorkloadLimits
-	(*WorkloadSpec)(nil),          // 9: runway.workload.v1.WorkloadSpec
-	(*ContainerSecurity)(nil),     // 10: runway.workload.v1.ContainerSecurity
-	(*EnvVar)(nil),                // 11: runway.workload.v1.EnvVar
-	(*CredentialKeyRef)(nil),      // 12: runway.workload.v1.CredentialKeyRef
-	(*CredentialMount)(nil),       // 13: runway.workload.v1.CredentialMount
-	(*GpuRequest)(nil),            // 14: runway.workload.v1.GpuRequest
-	(*WorkloadStatus)(nil),        // 15: runway.workload.v1.WorkloadStatus
-	(*PodStatus)(nil),             // 16: runway.workload.v1.PodStatus
-	(*PendingReason)(nil),         // 17: runway.workload.v1.PendingReason
-	(*WorkloadEvent)(nil),         // 18: runway.workload.v1.WorkloadEvent
-	nil,                           // 19: runway.workload.v1.Workload.LabelsEntry
-	nil,                           // 20: runway.workload.v1.Workload.AnnotationsEntry
-	(*timestamppb.Timestamp)(nil), // 21: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 22: google.protobuf.Duration
-	(*DataSourceMount)(nil),       // 23: runway.workload.v1.DataSourceMount
-	(*v1.ResourceQuantity)(nil),   // 24: runway.common.v1.ResourceQuantity
+	(Framework)(0),                // 7: runway.workload.v1.Framework
+	(RestartPolicy)(0),            // 8: runway.workload.v1.RestartPolicy
+	(*Workload)(nil),              // 9: runway.workload.v1.Workload
+	(*WorkloadLimits)(nil),        // 10: runway.workload.v1.WorkloadLimits
+	(*WorkloadSpec)(nil),          // 11: runway.workload.v1.WorkloadSpec
+	(*ContainerSecurity)(nil),     // 12: runway.workload.v1.ContainerSecurity
+	(*EnvVar)(nil),                // 13: runway.workload.v1.EnvVar
+	(*CredentialKeyRef)(nil),      // 14: runway.workload.v1.CredentialKeyRef
+	(*CredentialMount)(nil),       // 15: runway.workload.v1.CredentialMount
+	(*GpuRequest)(nil),            // 16: runway.workload.v1.GpuRequest
+	(*WorkloadStatus)(nil),        // 17: runway.workload.v1.WorkloadStatus
+	(*PodStatus)(nil),             // 18: runway.workload.v1.PodStatus
+	(*PendingReason)(nil),         // 19: runway.workload.v1.PendingReason
+	(*WorkloadEvent)(nil),         // 20: runway.workload.v1.WorkloadEvent
+	(*DistributedSpec)(nil),       // 21: runway.workload.v1.DistributedSpec
+	(*MasterSpec)(nil),            // 22: runway.workload.v1.MasterSpec
+	nil,                           // 23: runway.workload.v1.Workload.LabelsEntry
+	nil,                           // 24: runway.workload.v1.Workload.AnnotationsEntry
+	(*timestamppb.Timestamp)(nil), // 25: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 26: google.protobuf.Duration
+	(*DataSourceMount)(nil),       // 27: runway.workload.v1.DataSourceMount
+	(*v1.ResourceQuantity)(nil),   // 28: runway.common.v1.ResourceQuantity
 }
 var file_runway_workload_v1_workload_proto_depIdxs = []int32{
 	0,  // 0: runway.workload.v1.Workload.type:type_name -> runway.workload.v1.WorkloadType
-	9,  // 1: runway.workload.v1.Workload.spec:type_name -> runway.workload.v1.WorkloadSpec
-	15, // 2: runway.workload.v1.Workload.status:type_name -> runway.workload.v1.WorkloadStatus
-	21, // 3: runway.workload.v1.Workload.create_time:type_name -> google.protobuf.Timestamp
-	21, // 4: runway.workload.v1.Workload.update_time:type_name -> google.protobuf.Timestamp
-	8,  // 5: runway.workload.v1.Workload.limits:type_name -> runway.workload.v1.WorkloadLimits
-	19, // 6: runway.workload.v1.Workload.labels:type_name -> runway.workload.v1.Workload.LabelsEntry
-	20, // 7: runway.workload.v1.Workload.annotations:type_name -> runway.workload.v1.Workload.AnnotationsEntry
-	22, // 8: runway.workload.v1.WorkloadLimits.time_limit:type_name -> google.protobuf.Duration
-	22, // 9: runway.workload.v1.WorkloadLimits.idle_gpu_limit:type_name -> google.protobuf.Duration
-	11, // 10: runway.workload.v1.WorkloadSpec.env:type_name -> runway.workload.v1.EnvVar
-	14, // 11: runway.workload.v1.WorkloadSpec.gpu:type_name -> runway.workload.v1.GpuRequest
-	10, // 12: runway.workload.v1.WorkloadSpec.security:type_name -> runway.workload.v1.ContainerSecurity
-	13, // 13: runway.workload.v1.WorkloadSpec.credentials:type_name -> runway.workload.v1.CredentialMount
+	11, // 1: runway.workload.v1.Workload.spec:type_name -> runway.workload.v1.WorkloadSpec
+	17, // 2: runway.workload.v1.Workload.status:type_name -> runway.workload.v1.WorkloadStatus
+	25, // 3: runway.workload.v1.Workload.create_time:type_name -> google.protobuf.Timestamp
+	25, // 4: runway.workload.v1.Workload.update_time:type_name -> google.protobuf.Timestamp
+	10, // 5: runway.workload.v1.Workload.limits:type_name -> runway.workload.v1.WorkloadLimits
+	23, // 6: runway.workload.v1.Workload.labels:type_name -> runway.workload.v1.Workload.LabelsEntry
+	24, // 7: runway.workload.v1.Workload.annotations:type_name -> runway.workload.v1.Workload.AnnotationsEntry
+	26, // 8: runway.workload.v1.WorkloadLimits.time_limit:type_name -> google.protobuf.Duration
+	26, // 9: runway.workload.v1.WorkloadLimits.idle_gpu_limit:type_name -> google.protobuf.Duration
+	13, // 10: runway.workload.v1.WorkloadSpec.env:type_name -> runway.workload.v1.EnvVar
+	16, // 11: runway.workload.v1.WorkloadSpec.gpu:type_name -> runway.workload.v1.GpuRequest
+	12, // 12: runway.workload.v1.WorkloadSpec.security:type_name -> runway.workload.v1.ContainerSecurity
+	15, // 13: runway.workload.v1.WorkloadSpec.credentials:type_name -> runway.workload.v1.CredentialMount
 	1,  // 14: runway.workload.v1.WorkloadSpec.image_pull_policy:type_name -> runway.workload.v1.ImagePullPolicy
-	23, // 15: runway.workload.v1.WorkloadSpec.data_sources:type_name -> runway.workload.v1.DataSourceMount
-	12, // 16: runway.workload.v1.EnvVar.credential:type_name -> runway.workload.v1.CredentialKeyRef
-	2,  // 17: runway.workload.v1.WorkloadStatus.phase:type_name -> runway.workload.v1.WorkloadPhase
-	16, // 18: runway.workload.v1.WorkloadStatus.pods:type_name -> runway.workload.v1.PodStatus
-	17, // 19: runway.workload.v1.WorkloadStatus.pending_reasons:type_name -> runway.workload.v1.PendingReason
-	18, // 20: runway.workload.v1.WorkloadStatus.events:type_name -> runway.workload.v1.WorkloadEvent
-	21, // 21: runway.workload.v1.WorkloadStatus.start_time:type_name -> google.protobuf.Timestamp
-	21, // 22: runway.workload.v1.WorkloadStatus.end_time:type_name -> google.protobuf.Timestamp
-	22, // 23: runway.workload.v1.WorkloadStatus.gpu_idle_time:type_name -> google.protobuf.Duration
-	22, // 24: runway.workload.v1.WorkloadStatus.running_time:type_name -> google.protobuf.Duration
-	3,  // 25: runway.workload.v1.PodStatus.state:type_name -> runway.workload.v1.PodState
-	22, // 26: runway.workload.v1.PodStatus.gpu_idle_time:type_name -> google.protobuf.Duration
-	4,  // 27: runway.workload.v1.PendingReason.check:type_name -> runway.workload.v1.PendingCheck
-	24, // 28: runway.workload.v1.PendingReason.requested:type_name -> runway.common.v1.ResourceQuantity
-	24, // 29: runway.workload.v1.PendingReason.available:type_name -> runway.common.v1.ResourceQuantity
-	5,  // 30: runway.workload.v1.WorkloadEvent.type:type_name -> runway.workload.v1.WorkloadEventType
-	21, // 31: runway.workload.v1.WorkloadEvent.time:type_name -> google.protobuf.Timestamp
-	6,  // 32: runway.workload.v1.WorkloadEvent.rule:type_name -> runway.workload.v1.SchedulingRule
-	33, // [33:33] is the sub-list for method output_type
-	33, // [33:33] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	27, // 15: runway.workload.v1.WorkloadSpec.data_sources:type_name -> runway.workload.v1.DataSourceMount
+	21, // 16: runway.workload.v1.WorkloadSpec.distributed:type_name -> runway.workload.v1.DistributedSpec
+	14, // 17: runway.workload.v1.EnvVar.credential:type_name -> runway.workload.v1.CredentialKeyRef
+	2,  // 18: runway.workload.v1.WorkloadStatus.phase:type_name -> runway.workload.v1.WorkloadPhase
+	18, // 19: runway.workload.v1.WorkloadStatus.pods:type_name -> runway.workload.v1.PodStatus
+	19, // 20: runway.workload.v1.WorkloadStatus.pending_reasons:type_name -> runway.workload.v1.PendingReason
+	20, // 21: runway.workload.v1.WorkloadStatus.events:type_name -> runway.workload.v1.WorkloadEvent
+	25, // 22: runway.workload.v1.WorkloadStatus.start_time:type_name -> google.protobuf.Timestamp
+	25, // 23: runway.workload.v1.WorkloadStatus.end_time:type_name -> google.protobuf.Timestamp
+	26, // 24: runway.workload.v1.WorkloadStatus.gpu_idle_time:type_name -> google.protobuf.Duration
+	26, // 25: runway.workload.v1.WorkloadStatus.running_time:type_name -> google.protobuf.Duration
+	3,  // 26: runway.workload.v1.PodStatus.state:type_name -> runway.workload.v1.PodState
+	26, // 27: runway.workload.v1.PodStatus.gpu_idle_time:type_name -> google.protobuf.Duration
+	4,  // 28: runway.workload.v1.PendingReason.check:type_name -> runway.workload.v1.PendingCheck
+	28, // 29: runway.workload.v1.PendingReason.requested:type_name -> runway.common.v1.ResourceQuantity
+	28, // 30: runway.workload.v1.PendingReason.available:type_name -> runway.common.v1.ResourceQuantity
+	5,  // 31: runway.workload.v1.WorkloadEvent.type:type_name -> runway.workload.v1.WorkloadEventType
+	25, // 32: runway.workload.v1.WorkloadEvent.time:type_name -> google.protobuf.Timestamp
+	6,  // 33: runway.workload.v1.WorkloadEvent.rule:type_name -> runway.workload.v1.SchedulingRule
+	7,  // 34: runway.workload.v1.DistributedSpec.framework:type_name -> runway.workload.v1.Framework
+	22, // 35: runway.workload.v1.DistributedSpec.master:type_name -> runway.workload.v1.MasterSpec
+	8,  // 36: runway.workload.v1.DistributedSpec.restart_policy:type_name -> runway.workload.v1.RestartPolicy
+	16, // 37: runway.workload.v1.MasterSpec.gpu:type_name -> runway.workload.v1.GpuRequest
+	38, // [38:38] is the sub-list for method output_type
+	38, // [38:38] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_runway_workload_v1_workload_proto_init() }
@@ -2256,8 +2620,8 @@ func file_runway_workload_v1_workload_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_runway_workload_v1_workload_proto_rawDesc), len(file_runway_workload_v1_workload_proto_rawDesc)),
-			NumEnums:      7,
-			NumMessages:   14,
+			NumEnums:      9,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

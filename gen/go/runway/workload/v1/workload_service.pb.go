@@ -795,6 +795,72 @@ func (x *WatchWorkloadsResponse) GetResumeToken() string {
 	return ""
 }
 
+// Request for WorkloadService.SetWorkloadPriority.
+type SetWorkloadPriorityRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The workload, `projects/{project}/workloads/{workload}`.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Required. The priority class name: `inference`, `build`,
+	// `interactive-preemptible` or `train`.
+	Priority string `protobuf:"bytes,2,opt,name=priority,proto3" json:"priority,omitempty"`
+	// Optional. If set, the priority is changed only if this is the
+	// workload's current etag.
+	Etag          string `protobuf:"bytes,3,opt,name=etag,proto3" json:"etag,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetWorkloadPriorityRequest) Reset() {
+	*x = SetWorkloadPriorityRequest{}
+	mi := &file_runway_workload_v1_workload_service_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetWorkloadPriorityRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetWorkloadPriorityRequest) ProtoMessage() {}
+
+func (x *SetWorkloadPriorityRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_runway_workload_v1_workload_service_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetWorkloadPriorityRequest.ProtoReflect.Descriptor instead.
+func (*SetWorkloadPriorityRequest) Descriptor() ([]byte, []int) {
+	return file_runway_workload_v1_workload_service_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *SetWorkloadPriorityRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SetWorkloadPriorityRequest) GetPriority() string {
+	if x != nil {
+		return x.Priority
+	}
+	return ""
+}
+
+func (x *SetWorkloadPriorityRequest) GetEtag() string {
+	if x != nil {
+		return x.Etag
+	}
+	return ""
+}
+
 var File_runway_workload_v1_workload_service_proto protoreflect.FileDescriptor
 
 const file_runway_workload_v1_workload_service_proto_rawDesc = "" +
@@ -843,20 +909,26 @@ const file_runway_workload_v1_workload_service_proto_rawDesc = "" +
 	"\x16WatchWorkloadsResponse\x126\n" +
 	"\x04type\x18\x01 \x01(\x0e2\".runway.workload.v1.WatchEventTypeR\x04type\x128\n" +
 	"\bworkload\x18\x02 \x01(\v2\x1c.runway.workload.v1.WorkloadR\bworkload\x12!\n" +
-	"\fresume_token\x18\x03 \x01(\tR\vresumeToken*\xa8\x01\n" +
+	"\fresume_token\x18\x03 \x01(\tR\vresumeToken\"`\n" +
+	"\x1aSetWorkloadPriorityRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
+	"\bpriority\x18\x02 \x01(\tR\bpriority\x12\x12\n" +
+	"\x04etag\x18\x03 \x01(\tR\x04etag*\xa8\x01\n" +
 	"\x0eWatchEventType\x12 \n" +
 	"\x1cWATCH_EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16WATCH_EVENT_TYPE_ADDED\x10\x01\x12\x1d\n" +
 	"\x19WATCH_EVENT_TYPE_MODIFIED\x10\x02\x12\x1c\n" +
 	"\x18WATCH_EVENT_TYPE_DELETED\x10\x03\x12\x1b\n" +
-	"\x17WATCH_EVENT_TYPE_SYNCED\x10\x042\x98\t\n" +
+	"\x17WATCH_EVENT_TYPE_SYNCED\x10\x042\xb8\n" +
+	"\n" +
 	"\x0fWorkloadService\x12\x8e\x01\n" +
 	"\x0eCreateWorkload\x12).runway.workload.v1.CreateWorkloadRequest\x1a\x1c.runway.workload.v1.Workload\"3\x82\xd3\xe4\x93\x02-:\bworkload\"!/v1/{parent=projects/*}/workloads\x12~\n" +
 	"\vGetWorkload\x12&.runway.workload.v1.GetWorkloadRequest\x1a\x1c.runway.workload.v1.Workload\")\x82\xd3\xe4\x93\x02#\x12!/v1/{name=projects/*/workloads/*}\x12\x8f\x01\n" +
 	"\rListWorkloads\x12(.runway.workload.v1.ListWorkloadsRequest\x1a).runway.workload.v1.ListWorkloadsResponse\")\x82\xd3\xe4\x93\x02#\x12!/v1/{parent=projects/*}/workloads\x12~\n" +
 	"\x0eDeleteWorkload\x12).runway.workload.v1.DeleteWorkloadRequest\x1a\x16.google.protobuf.Empty\")\x82\xd3\xe4\x93\x02#*!/v1/{name=projects/*/workloads/*}\x12\x91\x01\n" +
 	"\x0fSuspendWorkload\x12*.runway.workload.v1.SuspendWorkloadRequest\x1a\x1c.runway.workload.v1.Workload\"4\x82\xd3\xe4\x93\x02.:\x01*\")/v1/{name=projects/*/workloads/*}:suspend\x12\x8e\x01\n" +
-	"\x0eResumeWorkload\x12).runway.workload.v1.ResumeWorkloadRequest\x1a\x1c.runway.workload.v1.Workload\"3\x82\xd3\xe4\x93\x02-:\x01*\"(/v1/{name=projects/*/workloads/*}:resume\x12\x9a\x01\n" +
+	"\x0eResumeWorkload\x12).runway.workload.v1.ResumeWorkloadRequest\x1a\x1c.runway.workload.v1.Workload\"3\x82\xd3\xe4\x93\x02-:\x01*\"(/v1/{name=projects/*/workloads/*}:resume\x12\x9d\x01\n" +
+	"\x13SetWorkloadPriority\x12..runway.workload.v1.SetWorkloadPriorityRequest\x1a\x1c.runway.workload.v1.Workload\"8\x82\xd3\xe4\x93\x022:\x01*\"-/v1/{name=projects/*/workloads/*}:setPriority\x12\x9a\x01\n" +
 	"\x0eWatchWorkloads\x12).runway.workload.v1.WatchWorkloadsRequest\x1a*.runway.workload.v1.WatchWorkloadsResponse\"/\x82\xd3\xe4\x93\x02)\x12'/v1/{parent=projects/*}/workloads:watch0\x01\x12\x9f\x01\n" +
 	"\x10ReadWorkloadLogs\x12+.runway.workload.v1.ReadWorkloadLogsRequest\x1a,.runway.workload.v1.ReadWorkloadLogsResponse\".\x82\xd3\xe4\x93\x02(\x12&/v1/{name=projects/*/workloads/*}:logs0\x01BAZ?github.com/runwayhq/runway/gen/go/runway/workload/v1;workloadv1b\x06proto3"
 
@@ -873,46 +945,49 @@ func file_runway_workload_v1_workload_service_proto_rawDescGZIP() []byte {
 }
 
 var file_runway_workload_v1_workload_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_runway_workload_v1_workload_service_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_runway_workload_v1_workload_service_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_runway_workload_v1_workload_service_proto_goTypes = []any{
-	(WatchEventType)(0),              // 0: runway.workload.v1.WatchEventType
-	(*ReadWorkloadLogsRequest)(nil),  // 1: runway.workload.v1.ReadWorkloadLogsRequest
-	(*ReadWorkloadLogsResponse)(nil), // 2: runway.workload.v1.ReadWorkloadLogsResponse
-	(*CreateWorkloadRequest)(nil),    // 3: runway.workload.v1.CreateWorkloadRequest
-	(*GetWorkloadRequest)(nil),       // 4: runway.workload.v1.GetWorkloadRequest
-	(*ListWorkloadsRequest)(nil),     // 5: runway.workload.v1.ListWorkloadsRequest
-	(*ListWorkloadsResponse)(nil),    // 6: runway.workload.v1.ListWorkloadsResponse
-	(*DeleteWorkloadRequest)(nil),    // 7: runway.workload.v1.DeleteWorkloadRequest
-	(*SuspendWorkloadRequest)(nil),   // 8: runway.workload.v1.SuspendWorkloadRequest
-	(*ResumeWorkloadRequest)(nil),    // 9: runway.workload.v1.ResumeWorkloadRequest
-	(*WatchWorkloadsRequest)(nil),    // 10: runway.workload.v1.WatchWorkloadsRequest
-	(*WatchWorkloadsResponse)(nil),   // 11: runway.workload.v1.WatchWorkloadsResponse
-	(*Workload)(nil),                 // 12: runway.workload.v1.Workload
-	(*emptypb.Empty)(nil),            // 13: google.protobuf.Empty
+	(WatchEventType)(0),                // 0: runway.workload.v1.WatchEventType
+	(*ReadWorkloadLogsRequest)(nil),    // 1: runway.workload.v1.ReadWorkloadLogsRequest
+	(*ReadWorkloadLogsResponse)(nil),   // 2: runway.workload.v1.ReadWorkloadLogsResponse
+	(*CreateWorkloadRequest)(nil),      // 3: runway.workload.v1.CreateWorkloadRequest
+	(*GetWorkloadRequest)(nil),         // 4: runway.workload.v1.GetWorkloadRequest
+	(*ListWorkloadsRequest)(nil),       // 5: runway.workload.v1.ListWorkloadsRequest
+	(*ListWorkloadsResponse)(nil),      // 6: runway.workload.v1.ListWorkloadsResponse
+	(*DeleteWorkloadRequest)(nil),      // 7: runway.workload.v1.DeleteWorkloadRequest
+	(*SuspendWorkloadRequest)(nil),     // 8: runway.workload.v1.SuspendWorkloadRequest
+	(*ResumeWorkloadRequest)(nil),      // 9: runway.workload.v1.ResumeWorkloadRequest
+	(*WatchWorkloadsRequest)(nil),      // 10: runway.workload.v1.WatchWorkloadsRequest
+	(*WatchWorkloadsResponse)(nil),     // 11: runway.workload.v1.WatchWorkloadsResponse
+	(*SetWorkloadPriorityRequest)(nil), // 12: runway.workload.v1.SetWorkloadPriorityRequest
+	(*Workload)(nil),                   // 13: runway.workload.v1.Workload
+	(*emptypb.Empty)(nil),              // 14: google.protobuf.Empty
 }
 var file_runway_workload_v1_workload_service_proto_depIdxs = []int32{
-	12, // 0: runway.workload.v1.CreateWorkloadRequest.workload:type_name -> runway.workload.v1.Workload
-	12, // 1: runway.workload.v1.ListWorkloadsResponse.workloads:type_name -> runway.workload.v1.Workload
+	13, // 0: runway.workload.v1.CreateWorkloadRequest.workload:type_name -> runway.workload.v1.Workload
+	13, // 1: runway.workload.v1.ListWorkloadsResponse.workloads:type_name -> runway.workload.v1.Workload
 	0,  // 2: runway.workload.v1.WatchWorkloadsResponse.type:type_name -> runway.workload.v1.WatchEventType
-	12, // 3: runway.workload.v1.WatchWorkloadsResponse.workload:type_name -> runway.workload.v1.Workload
+	13, // 3: runway.workload.v1.WatchWorkloadsResponse.workload:type_name -> runway.workload.v1.Workload
 	3,  // 4: runway.workload.v1.WorkloadService.CreateWorkload:input_type -> runway.workload.v1.CreateWorkloadRequest
 	4,  // 5: runway.workload.v1.WorkloadService.GetWorkload:input_type -> runway.workload.v1.GetWorkloadRequest
 	5,  // 6: runway.workload.v1.WorkloadService.ListWorkloads:input_type -> runway.workload.v1.ListWorkloadsRequest
 	7,  // 7: runway.workload.v1.WorkloadService.DeleteWorkload:input_type -> runway.workload.v1.DeleteWorkloadRequest
 	8,  // 8: runway.workload.v1.WorkloadService.SuspendWorkload:input_type -> runway.workload.v1.SuspendWorkloadRequest
 	9,  // 9: runway.workload.v1.WorkloadService.ResumeWorkload:input_type -> runway.workload.v1.ResumeWorkloadRequest
-	10, // 10: runway.workload.v1.WorkloadService.WatchWorkloads:input_type -> runway.workload.v1.WatchWorkloadsRequest
-	1,  // 11: runway.workload.v1.WorkloadService.ReadWorkloadLogs:input_type -> runway.workload.v1.ReadWorkloadLogsRequest
-	12, // 12: runway.workload.v1.WorkloadService.CreateWorkload:output_type -> runway.workload.v1.Workload
-	12, // 13: runway.workload.v1.WorkloadService.GetWorkload:output_type -> runway.workload.v1.Workload
-	6,  // 14: runway.workload.v1.WorkloadService.ListWorkloads:output_type -> runway.workload.v1.ListWorkloadsResponse
-	13, // 15: runway.workload.v1.WorkloadService.DeleteWorkload:output_type -> google.protobuf.Empty
-	12, // 16: runway.workload.v1.WorkloadService.SuspendWorkload:output_type -> runway.workload.v1.Workload
-	12, // 17: runway.workload.v1.WorkloadService.ResumeWorkload:output_type -> runway.workload.v1.Workload
-	11, // 18: runway.workload.v1.WorkloadService.WatchWorkloads:output_type -> runway.workload.v1.WatchWorkloadsResponse
-	2,  // 19: runway.workload.v1.WorkloadService.ReadWorkloadLogs:output_type -> runway.workload.v1.ReadWorkloadLogsResponse
-	12, // [12:20] is the sub-list for method output_type
-	4,  // [4:12] is the sub-list for method input_type
+	12, // 10: runway.workload.v1.WorkloadService.SetWorkloadPriority:input_type -> runway.workload.v1.SetWorkloadPriorityRequest
+	10, // 11: runway.workload.v1.WorkloadService.WatchWorkloads:input_type -> runway.workload.v1.WatchWorkloadsRequest
+	1,  // 12: runway.workload.v1.WorkloadService.ReadWorkloadLogs:input_type -> runway.workload.v1.ReadWorkloadLogsRequest
+	13, // 13: runway.workload.v1.WorkloadService.CreateWorkload:output_type -> runway.workload.v1.Workload
+	13, // 14: runway.workload.v1.WorkloadService.GetWorkload:output_type -> runway.workload.v1.Workload
+	6,  // 15: runway.workload.v1.WorkloadService.ListWorkloads:output_type -> runway.workload.v1.ListWorkloadsResponse
+	14, // 16: runway.workload.v1.WorkloadService.DeleteWorkload:output_type -> google.protobuf.Empty
+	13, // 17: runway.workload.v1.WorkloadService.SuspendWorkload:output_type -> runway.workload.v1.Workload
+	13, // 18: runway.workload.v1.WorkloadService.ResumeWorkload:output_type -> runway.workload.v1.Workload
+	13, // 19: runway.workload.v1.WorkloadService.SetWorkloadPriority:output_type -> runway.workload.v1.Workload
+	11, // 20: runway.workload.v1.WorkloadService.WatchWorkloads:output_type -> runway.workload.v1.WatchWorkloadsResponse
+	2,  // 21: runway.workload.v1.WorkloadService.ReadWorkloadLogs:output_type -> runway.workload.v1.ReadWorkloadLogsResponse
+	13, // [13:22] is the sub-list for method output_type
+	4,  // [4:13] is the sub-list for method input_type
 	4,  // [4:4] is the sub-list for extension type_name
 	4,  // [4:4] is the sub-list for extension extendee
 	0,  // [0:4] is the sub-list for field type_name
@@ -930,7 +1005,7 @@ func file_runway_workload_v1_workload_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_runway_workload_v1_workload_service_proto_rawDesc), len(file_runway_workload_v1_workload_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   11,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -329,6 +329,51 @@ func local_request_WorkloadService_ResumeWorkload_0(ctx context.Context, marshal
 	return msg, metadata, err
 }
 
+func request_WorkloadService_SetWorkloadPriority_0(ctx context.Context, marshaler runtime.Marshaler, client WorkloadServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq SetWorkloadPriorityRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["name"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "name")
+	}
+	protoReq.Name, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "name", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.SetWorkloadPriority(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_WorkloadService_SetWorkloadPriority_0(ctx context.Context, marshaler runtime.Marshaler, server WorkloadServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq SetWorkloadPriorityRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["name"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "name")
+	}
+	protoReq.Name, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "name", err)
+	}
+	msg, err := server.SetWorkloadPriority(ctx, &protoReq)
+	return msg, metadata, err
+}
+
 var filter_WorkloadService_WatchWorkloads_0 = &utilities.DoubleArray{Encoding: map[string]int{"parent": 0}, Base: []int{1, 1, 0}, Check: []int{0, 1, 2}}
 
 func request_WorkloadService_WatchWorkloads_0(ctx context.Context, marshaler runtime.Marshaler, client WorkloadServiceClient, req *http.Request, pathParams map[string]string) (WorkloadService_WatchWorkloadsClient, runtime.ServerMetadata, error) {
@@ -529,6 +574,26 @@ func RegisterWorkloadServiceHandlerServer(ctx context.Context, mux *runtime.Serv
 		}
 		forward_WorkloadService_ResumeWorkload_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
 	})
+	mux.Handle(http.MethodPost, pattern_WorkloadService_SetWorkloadPriority_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/runway.workload.v1.WorkloadService/SetWorkloadPriority", runtime.WithHTTPPathPattern("/v1/{name=projects/*/workloads/*}:setPriority"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_WorkloadService_SetWorkloadPriority_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_WorkloadService_SetWorkloadPriority_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
 
 	mux.Handle(http.MethodGet, pattern_WorkloadService_WatchWorkloads_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		err := status.Error(codes.Unimplemented, "streaming calls are not yet supported in the in-process transport")
@@ -685,6 +750,23 @@ func RegisterWorkloadServiceHandlerClient(ctx context.Context, mux *runtime.Serv
 		}
 		forward_WorkloadService_ResumeWorkload_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
 	})
+	mux.Handle(http.MethodPost, pattern_WorkloadService_SetWorkloadPriority_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/runway.workload.v1.WorkloadService/SetWorkloadPriority", runtime.WithHTTPPathPattern("/v1/{name=projects/*/workloads/*}:setPriority"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_WorkloadService_SetWorkloadPriority_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_WorkloadService_SetWorkloadPriority_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
 	mux.Handle(http.MethodGet, pattern_WorkloadService_WatchWorkloads_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
 		defer cancel()
@@ -723,23 +805,25 @@ func RegisterWorkloadServiceHandlerClient(ctx context.Context, mux *runtime.Serv
 }
 
 var (
-	pattern_WorkloadService_CreateWorkload_0   = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 2, 5, 2, 2, 3}, []string{"v1", "projects", "parent", "workloads"}, ""))
-	pattern_WorkloadService_GetWorkload_0      = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 2, 2, 1, 0, 4, 4, 5, 3}, []string{"v1", "projects", "workloads", "name"}, ""))
-	pattern_WorkloadService_ListWorkloads_0    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 2, 5, 2, 2, 3}, []string{"v1", "projects", "parent", "workloads"}, ""))
-	pattern_WorkloadService_DeleteWorkload_0   = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 2, 2, 1, 0, 4, 4, 5, 3}, []string{"v1", "projects", "workloads", "name"}, ""))
-	pattern_WorkloadService_SuspendWorkload_0  = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 2, 2, 1, 0, 4, 4, 5, 3}, []string{"v1", "projects", "workloads", "name"}, "suspend"))
-	pattern_WorkloadService_ResumeWorkload_0   = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 2, 2, 1, 0, 4, 4, 5, 3}, []string{"v1", "projects", "workloads", "name"}, "resume"))
-	pattern_WorkloadService_WatchWorkloads_0   = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 2, 5, 2, 2, 3}, []string{"v1", "projects", "parent", "workloads"}, "watch"))
-	pattern_WorkloadService_ReadWorkloadLogs_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 2, 2, 1, 0, 4, 4, 5, 3}, []string{"v1", "projects", "workloads", "name"}, "logs"))
+	pattern_WorkloadService_CreateWorkload_0      = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 2, 5, 2, 2, 3}, []string{"v1", "projects", "parent", "workloads"}, ""))
+	pattern_WorkloadService_GetWorkload_0         = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 2, 2, 1, 0, 4, 4, 5, 3}, []string{"v1", "projects", "workloads", "name"}, ""))
+	pattern_WorkloadService_ListWorkloads_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 2, 5, 2, 2, 3}, []string{"v1", "projects", "parent", "workloads"}, ""))
+	pattern_WorkloadService_DeleteWorkload_0      = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 2, 2, 1, 0, 4, 4, 5, 3}, []string{"v1", "projects", "workloads", "name"}, ""))
+	pattern_WorkloadService_SuspendWorkload_0     = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 2, 2, 1, 0, 4, 4, 5, 3}, []string{"v1", "projects", "workloads", "name"}, "suspend"))
+	pattern_WorkloadService_ResumeWorkload_0      = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 2, 2, 1, 0, 4, 4, 5, 3}, []string{"v1", "projects", "workloads", "name"}, "resume"))
+	pattern_WorkloadService_SetWorkloadPriority_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 2, 2, 1, 0, 4, 4, 5, 3}, []string{"v1", "projects", "workloads", "name"}, "setPriority"))
+	pattern_WorkloadService_WatchWorkloads_0      = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 2, 5, 2, 2, 3}, []string{"v1", "projects", "parent", "workloads"}, "watch"))
+	pattern_WorkloadService_ReadWorkloadLogs_0    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 2, 2, 1, 0, 4, 4, 5, 3}, []string{"v1", "projects", "workloads", "name"}, "logs"))
 )
 
 var (
-	forward_WorkloadService_CreateWorkload_0   = runtime.ForwardResponseMessage
-	forward_WorkloadService_GetWorkload_0      = runtime.ForwardResponseMessage
-	forward_WorkloadService_ListWorkloads_0    = runtime.ForwardResponseMessage
-	forward_WorkloadService_DeleteWorkload_0   = runtime.ForwardResponseMessage
-	forward_WorkloadService_SuspendWorkload_0  = runtime.ForwardResponseMessage
-	forward_WorkloadService_ResumeWorkload_0   = runtime.ForwardResponseMessage
-	forward_WorkloadService_WatchWorkloads_0   = runtime.ForwardResponseStream
-	forward_WorkloadService_ReadWorkloadLogs_0 = runtime.ForwardResponseStream
+	forward_WorkloadService_CreateWorkload_0      = runtime.ForwardResponseMessage
+	forward_WorkloadService_GetWorkload_0         = runtime.ForwardResponseMessage
+	forward_WorkloadService_ListWorkloads_0       = runtime.ForwardResponseMessage
+	forward_WorkloadService_DeleteWorkload_0      = runtime.ForwardResponseMessage
+	forward_WorkloadService_SuspendWorkload_0     = runtime.ForwardResponseMessage
+	forward_WorkloadService_ResumeWorkload_0      = runtime.ForwardResponseMessage
+	forward_WorkloadService_SetWorkloadPriority_0 = runtime.ForwardResponseMessage
+	forward_WorkloadService_WatchWorkloads_0      = runtime.ForwardResponseStream
+	forward_WorkloadService_ReadWorkloadLogs_0    = runtime.ForwardResponseStream
 )

@@ -20,14 +20,15 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	WorkloadService_CreateWorkload_FullMethodName   = "/runway.workload.v1.WorkloadService/CreateWorkload"
-	WorkloadService_GetWorkload_FullMethodName      = "/runway.workload.v1.WorkloadService/GetWorkload"
-	WorkloadService_ListWorkloads_FullMethodName    = "/runway.workload.v1.WorkloadService/ListWorkloads"
-	WorkloadService_DeleteWorkload_FullMethodName   = "/runway.workload.v1.WorkloadService/DeleteWorkload"
-	WorkloadService_SuspendWorkload_FullMethodName  = "/runway.workload.v1.WorkloadService/SuspendWorkload"
-	WorkloadService_ResumeWorkload_FullMethodName   = "/runway.workload.v1.WorkloadService/ResumeWorkload"
-	WorkloadService_WatchWorkloads_FullMethodName   = "/runway.workload.v1.WorkloadService/WatchWorkloads"
-	WorkloadService_ReadWorkloadLogs_FullMethodName = "/runway.workload.v1.WorkloadService/ReadWorkloadLogs"
+	WorkloadService_CreateWorkload_FullMethodName      = "/runway.workload.v1.WorkloadService/CreateWorkload"
+	WorkloadService_GetWorkload_FullMethodName         = "/runway.workload.v1.WorkloadService/GetWorkload"
+	WorkloadService_ListWorkloads_FullMethodName       = "/runway.workload.v1.WorkloadService/ListWorkloads"
+	WorkloadService_DeleteWorkload_FullMethodName      = "/runway.workload.v1.WorkloadService/DeleteWorkload"
+	WorkloadService_SuspendWorkload_FullMethodName     = "/runway.workload.v1.WorkloadService/SuspendWorkload"
+	WorkloadService_ResumeWorkload_FullMethodName      = "/runway.workload.v1.WorkloadService/ResumeWorkload"
+	WorkloadService_SetWorkloadPriority_FullMethodName = "/runway.workload.v1.WorkloadService/SetWorkloadPriority"
+	WorkloadService_WatchWorkloads_FullMethodName      = "/runway.workload.v1.WorkloadService/WatchWorkloads"
+	WorkloadService_ReadWorkloadLogs_FullMethodName    = "/runway.workload.v1.WorkloadService/ReadWorkloadLogs"
 )
 
 // WorkloadServiceClient is the client API for WorkloadService service.
@@ -62,6 +63,13 @@ type WorkloadServiceClient interface {
 	// Idempotent on a workload that is not suspended. Fails with
 	// INVALID_STATE_TRANSITION on a COMPLETED or FAILED one.
 	ResumeWorkload(ctx context.Context, in *ResumeWorkloadRequest, opts ...grpc.CallOption) (*Workload, error)
+	// Changes a workload's priority class (spec.priority): the scheduler
+	// orders, places and preempts it by the new class from its next cycle.
+	// Needs the permission to edit the workload; audited. The class must be
+	// one the workload's type may have (INVALID_FIELD), and known
+	// (PRIORITY_NOT_FOUND). Fails with INVALID_STATE_TRANSITION on a
+	// COMPLETED or FAILED workload.
+	SetWorkloadPriority(ctx context.Context, in *SetWorkloadPriorityRequest, opts ...grpc.CallOption) (*Workload, error)
 	// Streams the workloads of a project (or of every project with
 	// `projects/-`) and then every change to them, until the client cancels.
 	// Over REST the stream is newline-delimited JSON, one
@@ -143,6 +151,16 @@ func (c *workloadServiceClient) ResumeWorkload(ctx context.Context, in *ResumeWo
 	return out, nil
 }
 
+func (c *workloadServiceClient) SetWorkloadPriority(ctx context.Context, in *SetWorkloadPriorityRequest, opts ...grpc.CallOption) (*Workload, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Workload)
+	err := c.cc.Invoke(ctx, WorkloadService_SetWorkloadPriority_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *workloadServiceClient) WatchWorkloads(ctx context.Context, in *WatchWorkloadsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchWorkloadsResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &WorkloadService_ServiceDesc.Streams[0], WorkloadService_WatchWorkloads_FullMethodName, cOpts...)
@@ -213,6 +231,13 @@ type WorkloadServiceServer interface {
 	// Idempotent on a workload that is not suspended. Fails with
 	// INVALID_STATE_TRANSITION on a COMPLETED or FAILED one.
 	ResumeWorkload(context.Context, *ResumeWorkloadRequest) (*Workload, error)
+	// Changes a workload's priority class (spec.priority): the scheduler
+	// orders, places and preempts it by the new class from its next cycle.
+	// Needs the permission to edit the workload; audited. The class must be
+	// one the workload's type may have (INVALID_FIELD), and known
+	// (PRIORITY_NOT_FOUND). Fails with INVALID_STATE_TRANSITION on a
+	// COMPLETED or FAILED workload.
+	SetWorkloadPriority(context.Context, *SetWorkloadPriorityRequest) (*Workload, error)
 	// Streams the workloads of a project (or of every project with
 	// `projects/-`) and then every change to them, until the client cancels.
 	// Over REST the stream is newline-delimited JSON, one
@@ -251,6 +276,9 @@ func (UnimplementedWorkloadServiceServer) SuspendWorkload(context.Context, *Susp
 }
 func (UnimplementedWorkloadServiceServer) ResumeWorkload(context.Context, *ResumeWorkloadRequest) (*Workload, error) {
 	return nil, status.Error(codes.Unimplemented, "method ResumeWorkload not implemented")
+}
+func (UnimplementedWorkloadServiceServer) SetWorkloadPriority(context.Context, *SetWorkloadPriorityRequest) (*Workload, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetWorkloadPriority not implemented")
 }
 func (UnimplementedWorkloadServiceServer) WatchWorkloads(*WatchWorkloadsRequest, grpc.ServerStreamingServer[WatchWorkloadsResponse]) error {
 	return status.Error(codes.Unimplemented, "method WatchWorkloads not implemented")
@@ -387,6 +415,24 @@ func _WorkloadService_ResumeWorkload_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _WorkloadService_SetWorkloadPriority_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetWorkloadPriorityRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WorkloadServiceServer).SetWorkloadPriority(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: WorkloadService_SetWorkloadPriority_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WorkloadServiceServer).SetWorkloadPriority(ctx, req.(*SetWorkloadPriorityRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _WorkloadService_WatchWorkloads_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(WatchWorkloadsRequest)
 	if err := stream.RecvMsg(m); err != nil {
@@ -439,6 +485,10 @@ var WorkloadService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ResumeWorkload",
 			Handler:    _WorkloadService_ResumeWorkload_Handler,
+		},
+		{
+			MethodName: "SetWorkloadPriority",
+			Handler:    _WorkloadService_SetWorkloadPriority_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
