@@ -112,6 +112,9 @@ func describeWorkload(out io.Writer, w *workloadv1.Workload) error {
 	}
 	f.flush()
 
+	if err := describeTools(out, w); err != nil {
+		return err
+	}
 	if len(st.GetPods()) > 0 {
 		fmt.Fprintln(out, "\nPods:")
 		t := newIndentedTable(out, "Index", "Node", "Devices", "Share", "State", "Message")

@@ -45,6 +45,9 @@ type Method struct {
 	Redact bool
 	// Keep decides whether a streamed message may be sent (Watch).
 	Keep func(g *Guard, msg any, keep keep) bool
+	// Tokens are the token types the method accepts; none means API
+	// tokens (access, service) only.
+	Tokens []TokenType
 	// NewRequest makes an empty request of a server-streaming method, which
 	// the interceptor receives itself to decide.
 	NewRequest func() proto.Message
@@ -168,6 +171,7 @@ const (
 	workloadSvc = "/runway.workload.v1.WorkloadService/"
 	govSvc      = "/runway.workload.v1.GovernanceService/"
 	credSvc     = "/runway.workload.v1.CredentialService/"
+	toolSvc     = "/runway.workload.v1.ToolService/"
 	schedSvc    = "/runway.scheduler.v1.SchedulerService/"
 	nodeSvc     = "/runway.nodemanager.v1.NodeManagerService/"
 	agentSvc    = "/runway.nodemanager.v1.NodeAgentService/"
@@ -347,6 +351,14 @@ var methods = map[string]Method{
 			w := msg.(*workloadv1.WatchWorkloadsResponse).GetWorkload()
 			return w == nil || ok(g.ProjectTarget(w.GetProject(), w.GetName()), workloadAttrs(w))
 		}},
+
+	// A workload's tools are reached by whoever may view it: the proxy asks
+	// with the caller's own credential, an API token or a tool session
+	// bound to that workload (tools.go), and exchanges a ticket bound to it.
+	toolSvc + "CreateToolTicket":   {Perm: perm(Workloads, View), Target: inProject},
+	toolSvc + "ExchangeToolTicket": {Perm: perm(Workloads, View), Target: inProject, Tokens: []TokenType{ToolTicketToken}},
+	toolSvc + "ResolveTool": {Perm: perm(Workloads, View), Target: inProject,
+		Tokens: []TokenType{AccessToken, ToolSessionToken}},
 
 	workloadSvc + "ReadWorkloadLogs": {Perm: perm(Workloads, View), Target: inProject,
 		NewRequest: func() proto.Message { return new(workloadv1.ReadWorkloadLogsRequest) }},

@@ -58,6 +58,10 @@ const (
 	PrefixComputeResources = Root + "computeresources/" // {scope}/{compute_resource}
 	PrefixCredentials      = Root + "credentials/"      // {scope}/{credential}: values sealed
 	PrefixTemplates        = Root + "templates/"        // {scope}/{template}
+	// PrefixToolTickets holds the ids of the tool tickets already
+	// exchanged, under a lease as long as a ticket lives: each is accepted
+	// once, on any replica.
+	PrefixToolTickets = Root + "tooltickets/" // {ticket id}
 
 	// Scheduler service.
 	PrefixBindings = Root + "bindings/" // {node}/{project}.{workload}.{pod}: a workloadv1.PodStatus
@@ -159,6 +163,7 @@ var prefixes = []PrefixInfo{
 	{PrefixComputeResources, OwnerWorkload, false, "ComputeResource by scope/id"},
 	{PrefixCredentials, OwnerWorkload, false, "SealedCredential by scope/id (values AES-GCM sealed)"},
 	{PrefixTemplates, OwnerWorkload, false, "Template by scope/id"},
+	{PrefixToolTickets, OwnerWorkload, false, "exchanged tool ticket ids, leased"},
 	{PrefixBindings, OwnerScheduler, false, "pod binding (PodStatus) by node/project.workload.pod"},
 	{PrefixPods, OwnerScheduler, false, "one key per bound pod (PodStatus: index, node) by project/workload/pod"},
 	{PrefixEvictions, OwnerScheduler, false, "eviction events (WorkloadEvent) by project/workload/time-n"},

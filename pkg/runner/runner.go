@@ -82,6 +82,10 @@ type Spec struct {
 	// owned by the pod's user. Runners keep them off the node's disk where
 	// they can (a tmpfs) and never log them.
 	Files []File
+	// Ports are the container ports the pod's tools listen on. The
+	// container runtime publishes each on the node's loopback only, on a
+	// port of the engine's choosing (Published); other runtimes ignore them.
+	Ports []int
 }
 
 // File is one file a pod sees at Path.
@@ -181,6 +185,13 @@ type Pod interface {
 	Kill()
 	// Origin says whether Start started, adopted or restarted it.
 	Origin() Origin
+}
+
+// Published is a pod whose Spec.Ports are reachable on its node.
+type Published interface {
+	// Addresses maps each published container port to the address it is
+	// reached at on the node (127.0.0.1:PORT).
+	Addresses() map[int]string
 }
 
 // Reaper is a runner whose pods outlive the agent: after its

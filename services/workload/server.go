@@ -64,6 +64,10 @@ type Config struct {
 	// and compute resources ("one-gpu", "two-gpus") at the account scope when
 	// they are missing (`runway dev` sets it).
 	Examples bool
+	// ProxyURL is where the tool proxy serves (http://127.0.0.1:7072): a
+	// running workload's status gives each tool's URL under it, and a tool
+	// ticket the URL that exchanges it. Empty: no URLs.
+	ProxyURL string
 }
 
 // Deps are the service's collaborators.
@@ -90,6 +94,9 @@ type Deps struct {
 	// CredentialKeys seal and open credentials' values (the key file of
 	// --credentials-key-file); nil: credentials cannot be created or used.
 	CredentialKeys *sealing.Ring
+	// ToolTokens issues the tool proxy's tickets and sessions (the
+	// auth.Guard); nil: no tickets.
+	ToolTokens ToolTokens
 }
 
 // Server implements workloadv1.WorkloadServiceServer.
@@ -101,6 +108,7 @@ type Server struct {
 	projects   ProjectChecker
 	gov        *Governance
 	creds      *Credentials
+	tools      *Tools
 	log        *slog.Logger
 	clock      Clock
 	agentCreds credentials.PerRPCCredentials
@@ -141,6 +149,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		log: deps.Logger.With("service", "workload"), clock: deps.Clock, agentCreds: deps.AgentCredentials,
 		agentConn: insecure.NewCredentials()}
 	s.creds = &Credentials{g: s.gov, store: s.store, ring: deps.CredentialKeys}
+	s.tools = &Tools{s: s, tokens: deps.ToolTokens, client: deps.Client}
 	if deps.AgentTLS != nil {
 		s.agentConn = credentials.NewTLS(deps.AgentTLS)
 	}
@@ -163,6 +172,7 @@ func (s *Server) Register(g *grpc.Server) {
 	workloadv1.RegisterWorkloadServiceServer(g, s)
 	workloadv1.RegisterGovernanceServiceServer(g, s.gov)
 	workloadv1.RegisterCredentialServiceServer(g, s.creds)
+	workloadv1.RegisterToolServiceServer(g, s.tools)
 }
 
 // RegisterGateway adds the REST routes of both services to a gateway mux,
@@ -174,7 +184,10 @@ func (s *Server) RegisterGateway(ctx context.Context, mux *runtime.ServeMux, con
 	if err := workloadv1.RegisterGovernanceServiceHandler(ctx, mux, conn); err != nil {
 		return err
 	}
-	return workloadv1.RegisterCredentialServiceHandler(ctx, mux, conn)
+	if err := workloadv1.RegisterCredentialServiceHandler(ctx, mux, conn); err != nil {
+		return err
+	}
+	return workloadv1.RegisterToolServiceHandler(ctx, mux, conn)
 }
 
 // Governance is the GovernanceService the server registers.
@@ -252,7 +265,7 @@ func (s *Server) GetWorkload(ctx context.Context, req *workloadv1.GetWorkloadReq
 	if err != nil {
 		return nil, apiError(err, req.GetName())
 	}
-	return w, nil
+	return s.withToolURLs(w), nil
 }
 
 // ListWorkloads pages through one project's workloads, or every project's
@@ -290,7 +303,7 @@ func (s *Server) ListWorkloads(ctx context.Context, req *workloadv1.ListWorkload
 		}
 		for _, w := range page {
 			if f.matches(w) {
-				resp.Workloads = append(resp.Workloads, w)
+				resp.Workloads = append(resp.Workloads, s.withToolURLs(w))
 			}
 		}
 		token = next

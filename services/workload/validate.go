@@ -142,6 +142,7 @@ func validateSpec(v *violations, at string, spec *workloadv1.WorkloadSpec) {
 		}
 	}
 	validateCredentialMounts(v, at, spec.GetCredentials())
+	validateTools(v, at, spec.GetTools())
 	if gpu := spec.GetGpu(); gpu != nil {
 		validateGPU(v, at, gpu)
 	}

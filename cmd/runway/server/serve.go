@@ -44,6 +44,10 @@ type ServeConfig struct {
 	// TrustedProxies are the load balancers whose X-Forwarded-For the audit
 	// log believes.
 	TrustedProxies []netip.Prefix
+	// ProxyURL is the tool proxy's public URL (the gateway's
+	// --proxy-listen, as clients reach it): the workload service gives
+	// tool URLs under it. Empty: none.
+	ProxyURL string
 	// QuotaServer is the QuotaService's address; required by the workload
 	// service, which asks it whether a project exists.
 	QuotaServer string
@@ -189,7 +193,7 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 		return err
 	}
 	d := buildDeps{etcd: cli, replica: cfg.Replica, logger: cfg.Logger, guard: guard, identity: cfg.Identity, metrics: reg,
-		scheduler: scheduler.Config{NodeLostGrace: cfg.NodeLostGrace}}
+		scheduler: scheduler.Config{NodeLostGrace: cfg.NodeLostGrace}, proxyURL: cfg.ProxyURL}
 	if cfg.CredentialsKeyFile != "" {
 		if d.credentialKeys, err = sealing.Load(cfg.CredentialsKeyFile); err != nil {
 			return fmt.Errorf("--credentials-key-file: %w", err)

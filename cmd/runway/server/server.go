@@ -127,6 +127,8 @@ type buildDeps struct {
 	nodeKeys nodemanager.NodeKeys
 	// credentialKeys seal and open credentials (nil: none can be made).
 	credentialKeys *sealing.Ring
+	// proxyURL is the tool proxy's base URL ("": none serves).
+	proxyURL string
 }
 
 // build builds one service by name.
@@ -142,10 +144,10 @@ func build(name string, d buildDeps) (built, error) {
 		if d.quotaConn == nil {
 			return built{}, errors.New("the workload service needs the quota service's address")
 		}
-		deps := workload.Deps{Client: d.etcd, Logger: d.logger,
+		deps := workload.Deps{Client: d.etcd, Logger: d.logger, ToolTokens: d.guard,
 			Projects:         workload.NewStoredProjects(d.etcd, workload.QuotaProjects{Client: quotav1.NewQuotaServiceClient(d.quotaConn)}),
 			AgentCredentials: d.guard.ServiceCredentials(Workload), AgentTLS: d.agentTLS, CredentialKeys: d.credentialKeys}
-		s, err := workload.New(workload.Config{Examples: d.examples}, deps)
+		s, err := workload.New(workload.Config{Examples: d.examples, ProxyURL: d.proxyURL}, deps)
 		if err != nil {
 			return built{}, err
 		}

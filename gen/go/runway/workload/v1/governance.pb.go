@@ -403,7 +403,10 @@ type Environment struct {
 	// Output only. When it was created.
 	CreateTime *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
 	// A checksum of the stored resource.
-	Etag          string `protobuf:"bytes,8,opt,name=etag,proto3" json:"etag,omitempty"`
+	Etag string `protobuf:"bytes,8,opt,name=etag,proto3" json:"etag,omitempty"`
+	// Optional. The tools its workloads serve (WorkloadSpec.tools); a
+	// submission that lists none gets these.
+	Tools         []*Tool `protobuf:"bytes,9,rep,name=tools,proto3" json:"tools,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -492,6 +495,13 @@ func (x *Environment) GetEtag() string {
 		return x.Etag
 	}
 	return ""
+}
+
+func (x *Environment) GetTools() []*Tool {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
 }
 
 // A ComputeResource is a named, reusable "what each pod needs": GPUs, CPU
@@ -640,7 +650,7 @@ const file_runway_workload_v1_governance_proto_rawDesc = "" +
 	"\x0edefault_source\x18\x03 \x01(\tR\rdefaultSource\x121\n" +
 	"\x04rule\x18\x04 \x01(\v2\x1d.runway.workload.v1.FieldRuleR\x04rule\x12\x1f\n" +
 	"\vrule_source\x18\x05 \x01(\tR\n" +
-	"ruleSource\"\x86\x02\n" +
+	"ruleSource\"\xb6\x02\n" +
 	"\vEnvironment\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x14\n" +
@@ -650,7 +660,8 @@ const file_runway_workload_v1_governance_proto_rawDesc = "" +
 	"\x03env\x18\x06 \x03(\v2\x1a.runway.workload.v1.EnvVarR\x03env\x12;\n" +
 	"\vcreate_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x12\x12\n" +
-	"\x04etag\x18\b \x01(\tR\x04etag\"\x8a\x02\n" +
+	"\x04etag\x18\b \x01(\tR\x04etag\x12.\n" +
+	"\x05tools\x18\t \x03(\v2\x18.runway.workload.v1.ToolR\x05tools\"\x8a\x02\n" +
 	"\x0fComputeResource\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x120\n" +
@@ -686,7 +697,8 @@ var file_runway_workload_v1_governance_proto_goTypes = []any{
 	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
 	(WorkloadType)(0),             // 9: runway.workload.v1.WorkloadType
 	(*EnvVar)(nil),                // 10: runway.workload.v1.EnvVar
-	(*GpuRequest)(nil),            // 11: runway.workload.v1.GpuRequest
+	(*Tool)(nil),                  // 11: runway.workload.v1.Tool
+	(*GpuRequest)(nil),            // 12: runway.workload.v1.GpuRequest
 }
 var file_runway_workload_v1_governance_proto_depIdxs = []int32{
 	7,  // 0: runway.workload.v1.Policy.defaults:type_name -> runway.workload.v1.WorkloadSpec
@@ -697,14 +709,15 @@ var file_runway_workload_v1_governance_proto_depIdxs = []int32{
 	1,  // 5: runway.workload.v1.EffectiveField.rule:type_name -> runway.workload.v1.FieldRule
 	10, // 6: runway.workload.v1.Environment.env:type_name -> runway.workload.v1.EnvVar
 	8,  // 7: runway.workload.v1.Environment.create_time:type_name -> google.protobuf.Timestamp
-	11, // 8: runway.workload.v1.ComputeResource.gpu:type_name -> runway.workload.v1.GpuRequest
-	8,  // 9: runway.workload.v1.ComputeResource.create_time:type_name -> google.protobuf.Timestamp
-	1,  // 10: runway.workload.v1.Policy.RulesEntry.value:type_name -> runway.workload.v1.FieldRule
-	11, // [11:11] is the sub-list for method output_type
-	11, // [11:11] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	11, // 8: runway.workload.v1.Environment.tools:type_name -> runway.workload.v1.Tool
+	12, // 9: runway.workload.v1.ComputeResource.gpu:type_name -> runway.workload.v1.GpuRequest
+	8,  // 10: runway.workload.v1.ComputeResource.create_time:type_name -> google.protobuf.Timestamp
+	1,  // 11: runway.workload.v1.Policy.RulesEntry.value:type_name -> runway.workload.v1.FieldRule
+	12, // [12:12] is the sub-list for method output_type
+	12, // [12:12] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_runway_workload_v1_governance_proto_init() }

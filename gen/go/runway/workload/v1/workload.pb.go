@@ -84,6 +84,67 @@ func (WorkloadType) EnumDescriptor() ([]byte, []int) {
 	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{0}
 }
 
+// ToolType is what kind of web application a tool is.
+type ToolType int32
+
+const (
+	// Not set; rejected.
+	ToolType_TOOL_TYPE_UNSPECIFIED ToolType = 0
+	// A Jupyter notebook server.
+	ToolType_TOOL_TYPE_JUPYTER ToolType = 1
+	// VS Code in the browser (code-server, openvscode-server).
+	ToolType_TOOL_TYPE_VSCODE ToolType = 2
+	// TensorBoard.
+	ToolType_TOOL_TYPE_TENSORBOARD ToolType = 3
+	// Any other HTTP (and WebSocket) server.
+	ToolType_TOOL_TYPE_CUSTOM ToolType = 4
+)
+
+// Enum value maps for ToolType.
+var (
+	ToolType_name = map[int32]string{
+		0: "TOOL_TYPE_UNSPECIFIED",
+		1: "TOOL_TYPE_JUPYTER",
+		2: "TOOL_TYPE_VSCODE",
+		3: "TOOL_TYPE_TENSORBOARD",
+		4: "TOOL_TYPE_CUSTOM",
+	}
+	ToolType_value = map[string]int32{
+		"TOOL_TYPE_UNSPECIFIED": 0,
+		"TOOL_TYPE_JUPYTER":     1,
+		"TOOL_TYPE_VSCODE":      2,
+		"TOOL_TYPE_TENSORBOARD": 3,
+		"TOOL_TYPE_CUSTOM":      4,
+	}
+)
+
+func (x ToolType) Enum() *ToolType {
+	p := new(ToolType)
+	*p = x
+	return p
+}
+
+func (x ToolType) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ToolType) Descriptor() protoreflect.EnumDescriptor {
+	return file_runway_workload_v1_workload_proto_enumTypes[1].Descriptor()
+}
+
+func (ToolType) Type() protoreflect.EnumType {
+	return &file_runway_workload_v1_workload_proto_enumTypes[1]
+}
+
+func (x ToolType) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ToolType.Descriptor instead.
+func (ToolType) EnumDescriptor() ([]byte, []int) {
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{1}
+}
+
 // WorkloadPhase is where a workload is in its life.
 //
 // There is no separate SUSPENDED phase: STOPPED is exactly "suspended by its
@@ -145,11 +206,11 @@ func (x WorkloadPhase) String() string {
 }
 
 func (WorkloadPhase) Descriptor() protoreflect.EnumDescriptor {
-	return file_runway_workload_v1_workload_proto_enumTypes[1].Descriptor()
+	return file_runway_workload_v1_workload_proto_enumTypes[2].Descriptor()
 }
 
 func (WorkloadPhase) Type() protoreflect.EnumType {
-	return &file_runway_workload_v1_workload_proto_enumTypes[1]
+	return &file_runway_workload_v1_workload_proto_enumTypes[2]
 }
 
 func (x WorkloadPhase) Number() protoreflect.EnumNumber {
@@ -158,7 +219,7 @@ func (x WorkloadPhase) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use WorkloadPhase.Descriptor instead.
 func (WorkloadPhase) EnumDescriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{1}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{2}
 }
 
 // PodState is the state of one bound pod, as the node agent reports it.
@@ -214,11 +275,11 @@ func (x PodState) String() string {
 }
 
 func (PodState) Descriptor() protoreflect.EnumDescriptor {
-	return file_runway_workload_v1_workload_proto_enumTypes[2].Descriptor()
+	return file_runway_workload_v1_workload_proto_enumTypes[3].Descriptor()
 }
 
 func (PodState) Type() protoreflect.EnumType {
-	return &file_runway_workload_v1_workload_proto_enumTypes[2]
+	return &file_runway_workload_v1_workload_proto_enumTypes[3]
 }
 
 func (x PodState) Number() protoreflect.EnumNumber {
@@ -227,7 +288,7 @@ func (x PodState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PodState.Descriptor instead.
 func (PodState) EnumDescriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{2}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{3}
 }
 
 // PendingCheck names the scheduler check a pending workload failed
@@ -307,11 +368,11 @@ func (x PendingCheck) String() string {
 }
 
 func (PendingCheck) Descriptor() protoreflect.EnumDescriptor {
-	return file_runway_workload_v1_workload_proto_enumTypes[3].Descriptor()
+	return file_runway_workload_v1_workload_proto_enumTypes[4].Descriptor()
 }
 
 func (PendingCheck) Type() protoreflect.EnumType {
-	return &file_runway_workload_v1_workload_proto_enumTypes[3]
+	return &file_runway_workload_v1_workload_proto_enumTypes[4]
 }
 
 func (x PendingCheck) Number() protoreflect.EnumNumber {
@@ -320,7 +381,7 @@ func (x PendingCheck) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PendingCheck.Descriptor instead.
 func (PendingCheck) EnumDescriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{3}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{4}
 }
 
 // WorkloadEventType is the kind of a workload event.
@@ -392,11 +453,11 @@ func (x WorkloadEventType) String() string {
 }
 
 func (WorkloadEventType) Descriptor() protoreflect.EnumDescriptor {
-	return file_runway_workload_v1_workload_proto_enumTypes[4].Descriptor()
+	return file_runway_workload_v1_workload_proto_enumTypes[5].Descriptor()
 }
 
 func (WorkloadEventType) Type() protoreflect.EnumType {
-	return &file_runway_workload_v1_workload_proto_enumTypes[4]
+	return &file_runway_workload_v1_workload_proto_enumTypes[5]
 }
 
 func (x WorkloadEventType) Number() protoreflect.EnumNumber {
@@ -405,7 +466,7 @@ func (x WorkloadEventType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use WorkloadEventType.Descriptor instead.
 func (WorkloadEventType) EnumDescriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{4}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{5}
 }
 
 // SchedulingRule is the scheduler rule behind a placement or an eviction
@@ -469,11 +530,11 @@ func (x SchedulingRule) String() string {
 }
 
 func (SchedulingRule) Descriptor() protoreflect.EnumDescriptor {
-	return file_runway_workload_v1_workload_proto_enumTypes[5].Descriptor()
+	return file_runway_workload_v1_workload_proto_enumTypes[6].Descriptor()
 }
 
 func (SchedulingRule) Type() protoreflect.EnumType {
-	return &file_runway_workload_v1_workload_proto_enumTypes[5]
+	return &file_runway_workload_v1_workload_proto_enumTypes[6]
 }
 
 func (x SchedulingRule) Number() protoreflect.EnumNumber {
@@ -482,7 +543,7 @@ func (x SchedulingRule) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SchedulingRule.Descriptor instead.
 func (SchedulingRule) EnumDescriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{5}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{6}
 }
 
 // A Workload is a unit of work submitted to a project: a gang of identical
@@ -825,7 +886,11 @@ type WorkloadSpec struct {
 	// Optional. Generic credentials the pods get: each key as an environment
 	// variable of the same name, or as files under a path. Their values are
 	// resolved when a pod starts; the spec holds the references only.
-	Credentials   []*CredentialMount `protobuf:"bytes,16,rep,name=credentials,proto3" json:"credentials,omitempty"`
+	Credentials []*CredentialMount `protobuf:"bytes,16,rep,name=credentials,proto3" json:"credentials,omitempty"`
+	// Optional. The tools the pods serve (a notebook, an IDE), reached through
+	// Runway's authenticated proxy; filled from the environment when the
+	// submission names one and lists none. At most 16, names unique.
+	Tools         []*Tool `protobuf:"bytes,17,rep,name=tools,proto3" json:"tools,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -972,6 +1037,225 @@ func (x *WorkloadSpec) GetCredentials() []*CredentialMount {
 	return nil
 }
 
+func (x *WorkloadSpec) GetTools() []*Tool {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+// A Tool is a web application a workload's pods serve on a container port,
+// reached through the proxy at
+// `/proxy/projects/{project}/workloads/{workload}/{tool}/`.
+type Tool struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The tool's name in its URL: 1-32 characters of [a-z0-9-],
+	// starting with a letter.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Required. What it is.
+	Type ToolType `protobuf:"varint,2,opt,name=type,proto3,enum=runway.workload.v1.ToolType" json:"type,omitempty"`
+	// Required. The container port it listens on, 1-65535.
+	Port int32 `protobuf:"varint,3,opt,name=port,proto3" json:"port,omitempty"`
+	// Optional. The path on the pod the proxy forwards to (`/lab`); empty is
+	// `/`. Must start with `/`. Ignored when base_url is set.
+	PathPrefix string `protobuf:"bytes,4,opt,name=path_prefix,json=pathPrefix,proto3" json:"path_prefix,omitempty"`
+	// Optional. The tool is told the path it is served under (the product's
+	// `--NotebookApp.base_url`): its pods get RUNWAY_TOOL_{NAME}_BASE_URL
+	// (the name upper-cased, `-` as `_`) set to
+	// `/proxy/projects/{project}/workloads/{workload}/{tool}/`, and the proxy
+	// forwards each request's whole path unchanged.
+	BaseUrl       bool `protobuf:"varint,5,opt,name=base_url,json=baseUrl,proto3" json:"base_url,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Tool) Reset() {
+	*x = Tool{}
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Tool) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Tool) ProtoMessage() {}
+
+func (x *Tool) ProtoReflect() protoreflect.Message {
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Tool.ProtoReflect.Descriptor instead.
+func (*Tool) Descriptor() ([]byte, []int) {
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Tool) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Tool) GetType() ToolType {
+	if x != nil {
+		return x.Type
+	}
+	return ToolType_TOOL_TYPE_UNSPECIFIED
+}
+
+func (x *Tool) GetPort() int32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+func (x *Tool) GetPathPrefix() string {
+	if x != nil {
+		return x.PathPrefix
+	}
+	return ""
+}
+
+func (x *Tool) GetBaseUrl() bool {
+	if x != nil {
+		return x.BaseUrl
+	}
+	return false
+}
+
+// ToolStatus is where one tool of a running workload is reached.
+type ToolStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The tool's name (Tool.name).
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Its type.
+	Type ToolType `protobuf:"varint,2,opt,name=type,proto3,enum=runway.workload.v1.ToolType" json:"type,omitempty"`
+	// The tool's URL on the proxy; empty when this deployment serves no proxy
+	// or the workload is not running.
+	Url           string `protobuf:"bytes,3,opt,name=url,proto3" json:"url,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolStatus) Reset() {
+	*x = ToolStatus{}
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolStatus) ProtoMessage() {}
+
+func (x *ToolStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolStatus.ProtoReflect.Descriptor instead.
+func (*ToolStatus) Descriptor() ([]byte, []int) {
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ToolStatus) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ToolStatus) GetType() ToolType {
+	if x != nil {
+		return x.Type
+	}
+	return ToolType_TOOL_TYPE_UNSPECIFIED
+}
+
+func (x *ToolStatus) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+// PortBinding is where a pod's container port is reached on its node.
+type PortBinding struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The container port.
+	ContainerPort int32 `protobuf:"varint,1,opt,name=container_port,json=containerPort,proto3" json:"container_port,omitempty"`
+	// The address the proxy dials, `host:port`: on the container runtime the
+	// node's loopback and a port the engine chose (never another address); on
+	// Kubernetes the workload's Service.
+	Address       string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PortBinding) Reset() {
+	*x = PortBinding{}
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PortBinding) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PortBinding) ProtoMessage() {}
+
+func (x *PortBinding) ProtoReflect() protoreflect.Message {
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PortBinding.ProtoReflect.Descriptor instead.
+func (*PortBinding) Descriptor() ([]byte, []int) {
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *PortBinding) GetContainerPort() int32 {
+	if x != nil {
+		return x.ContainerPort
+	}
+	return 0
+}
+
+func (x *PortBinding) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
 // ContainerSecurity relaxes the container runtime's defaults for one
 // workload. Unlike other fields, these are refused unless a policy allows
 // them: a submission that sets one needs a rule on that field, in a policy
@@ -993,7 +1277,7 @@ type ContainerSecurity struct {
 
 func (x *ContainerSecurity) Reset() {
 	*x = ContainerSecurity{}
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[3]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1005,7 +1289,7 @@ func (x *ContainerSecurity) String() string {
 func (*ContainerSecurity) ProtoMessage() {}
 
 func (x *ContainerSecurity) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[3]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1018,7 +1302,7 @@ func (x *ContainerSecurity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerSecurity.ProtoReflect.Descriptor instead.
 func (*ContainerSecurity) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{3}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ContainerSecurity) GetRunAsRoot() bool {
@@ -1052,7 +1336,7 @@ type EnvVar struct {
 
 func (x *EnvVar) Reset() {
 	*x = EnvVar{}
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[4]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1064,7 +1348,7 @@ func (x *EnvVar) String() string {
 func (*EnvVar) ProtoMessage() {}
 
 func (x *EnvVar) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[4]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1077,7 +1361,7 @@ func (x *EnvVar) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnvVar.ProtoReflect.Descriptor instead.
 func (*EnvVar) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{4}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *EnvVar) GetName() string {
@@ -1116,7 +1400,7 @@ type CredentialKeyRef struct {
 
 func (x *CredentialKeyRef) Reset() {
 	*x = CredentialKeyRef{}
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[5]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1128,7 +1412,7 @@ func (x *CredentialKeyRef) String() string {
 func (*CredentialKeyRef) ProtoMessage() {}
 
 func (x *CredentialKeyRef) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[5]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1141,7 +1425,7 @@ func (x *CredentialKeyRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CredentialKeyRef.ProtoReflect.Descriptor instead.
 func (*CredentialKeyRef) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{5}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CredentialKeyRef) GetCredential() string {
@@ -1174,7 +1458,7 @@ type CredentialMount struct {
 
 func (x *CredentialMount) Reset() {
 	*x = CredentialMount{}
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[6]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1186,7 +1470,7 @@ func (x *CredentialMount) String() string {
 func (*CredentialMount) ProtoMessage() {}
 
 func (x *CredentialMount) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[6]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1199,7 +1483,7 @@ func (x *CredentialMount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CredentialMount.ProtoReflect.Descriptor instead.
 func (*CredentialMount) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{6}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CredentialMount) GetCredential() string {
@@ -1234,7 +1518,7 @@ type GpuRequest struct {
 
 func (x *GpuRequest) Reset() {
 	*x = GpuRequest{}
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[7]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1246,7 +1530,7 @@ func (x *GpuRequest) String() string {
 func (*GpuRequest) ProtoMessage() {}
 
 func (x *GpuRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[7]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1259,7 +1543,7 @@ func (x *GpuRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GpuRequest.ProtoReflect.Descriptor instead.
 func (*GpuRequest) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{7}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GpuRequest) GetAmount() isGpuRequest_Amount {
@@ -1382,13 +1666,16 @@ type WorkloadStatus struct {
 	// that the scheduler releases its pods, and once they are released the
 	// workload returns to PENDING with suspended cleared.
 	RequeueOnRelease bool `protobuf:"varint,18,opt,name=requeue_on_release,json=requeueOnRelease,proto3" json:"requeue_on_release,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// One entry per tool of spec.tools, with its URL while the workload runs.
+	// Filled when read, from the deployment's proxy address.
+	Tools         []*ToolStatus `protobuf:"bytes,19,rep,name=tools,proto3" json:"tools,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WorkloadStatus) Reset() {
 	*x = WorkloadStatus{}
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[8]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1400,7 +1687,7 @@ func (x *WorkloadStatus) String() string {
 func (*WorkloadStatus) ProtoMessage() {}
 
 func (x *WorkloadStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[8]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1413,7 +1700,7 @@ func (x *WorkloadStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkloadStatus.ProtoReflect.Descriptor instead.
 func (*WorkloadStatus) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{8}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *WorkloadStatus) GetPhase() WorkloadPhase {
@@ -1542,6 +1829,13 @@ func (x *WorkloadStatus) GetRequeueOnRelease() bool {
 	return false
 }
 
+func (x *WorkloadStatus) GetTools() []*ToolStatus {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
 // PodStatus is one placed pod of a workload.
 type PodStatus struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1567,13 +1861,16 @@ type PodStatus struct {
 	// agent was down (ReportWorkloadStateRequest.agent_restarts); each is a
 	// STARTED event "Pod N restarted after its node agent failed".
 	AgentRestarts int32 `protobuf:"varint,9,opt,name=agent_restarts,json=agentRestarts,proto3" json:"agent_restarts,omitempty"`
+	// Where the pod's tool ports are reached on its node, as its agent
+	// reported them.
+	Ports         []*PortBinding `protobuf:"bytes,10,rep,name=ports,proto3" json:"ports,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PodStatus) Reset() {
 	*x = PodStatus{}
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[9]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1585,7 +1882,7 @@ func (x *PodStatus) String() string {
 func (*PodStatus) ProtoMessage() {}
 
 func (x *PodStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[9]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1598,7 +1895,7 @@ func (x *PodStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodStatus.ProtoReflect.Descriptor instead.
 func (*PodStatus) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{9}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *PodStatus) GetIndex() int32 {
@@ -1664,6 +1961,13 @@ func (x *PodStatus) GetAgentRestarts() int32 {
 	return 0
 }
 
+func (x *PodStatus) GetPorts() []*PortBinding {
+	if x != nil {
+		return x.Ports
+	}
+	return nil
+}
+
 // PendingReason is one check a workload failed in the last scheduling cycle,
 // with the numbers, for example "project team-a would hold 5 GPUs, above its
 // limit of 4" or "needs 4 GPUs on one node; the largest free block is 2".
@@ -1693,7 +1997,7 @@ type PendingReason struct {
 
 func (x *PendingReason) Reset() {
 	*x = PendingReason{}
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[10]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1705,7 +2009,7 @@ func (x *PendingReason) String() string {
 func (*PendingReason) ProtoMessage() {}
 
 func (x *PendingReason) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[10]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1718,7 +2022,7 @@ func (x *PendingReason) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingReason.ProtoReflect.Descriptor instead.
 func (*PendingReason) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{10}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PendingReason) GetCheck() PendingCheck {
@@ -1798,7 +2102,7 @@ type WorkloadEvent struct {
 
 func (x *WorkloadEvent) Reset() {
 	*x = WorkloadEvent{}
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[11]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1810,7 +2114,7 @@ func (x *WorkloadEvent) String() string {
 func (*WorkloadEvent) ProtoMessage() {}
 
 func (x *WorkloadEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[11]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1823,7 +2127,7 @@ func (x *WorkloadEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkloadEvent.ProtoReflect.Descriptor instead.
 func (*WorkloadEvent) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{11}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *WorkloadEvent) GetType() WorkloadEventType {
@@ -1912,7 +2216,7 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\x11preempt_when_idle\x18\x03 \x01(\bR\x0fpreemptWhenIdle\x12\x1d\n" +
 	"\n" +
 	"node_types\x18\x04 \x03(\tR\tnodeTypes\x12\x16\n" +
-	"\x06source\x18\x05 \x01(\tR\x06source\"\xde\x04\n" +
+	"\x06source\x18\x05 \x01(\tR\x06source\"\x8e\x05\n" +
 	"\fWorkloadSpec\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12\x18\n" +
 	"\acommand\x18\x02 \x03(\tR\acommand\x12\x12\n" +
@@ -1931,7 +2235,23 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\tsuspended\x18\r \x01(\bR\tsuspended\x12A\n" +
 	"\bsecurity\x18\x0e \x01(\v2%.runway.workload.v1.ContainerSecurityR\bsecurity\x12;\n" +
 	"\x1attl_after_finished_seconds\x18\x0f \x01(\x03R\x17ttlAfterFinishedSeconds\x12E\n" +
-	"\vcredentials\x18\x10 \x03(\v2#.runway.workload.v1.CredentialMountR\vcredentials\"^\n" +
+	"\vcredentials\x18\x10 \x03(\v2#.runway.workload.v1.CredentialMountR\vcredentials\x12.\n" +
+	"\x05tools\x18\x11 \x03(\v2\x18.runway.workload.v1.ToolR\x05tools\"\x9c\x01\n" +
+	"\x04Tool\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x120\n" +
+	"\x04type\x18\x02 \x01(\x0e2\x1c.runway.workload.v1.ToolTypeR\x04type\x12\x12\n" +
+	"\x04port\x18\x03 \x01(\x05R\x04port\x12\x1f\n" +
+	"\vpath_prefix\x18\x04 \x01(\tR\n" +
+	"pathPrefix\x12\x19\n" +
+	"\bbase_url\x18\x05 \x01(\bR\abaseUrl\"d\n" +
+	"\n" +
+	"ToolStatus\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x120\n" +
+	"\x04type\x18\x02 \x01(\x0e2\x1c.runway.workload.v1.ToolTypeR\x04type\x12\x10\n" +
+	"\x03url\x18\x03 \x01(\tR\x03url\"N\n" +
+	"\vPortBinding\x12%\n" +
+	"\x0econtainer_port\x18\x01 \x01(\x05R\rcontainerPort\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\"^\n" +
 	"\x11ContainerSecurity\x12\x1e\n" +
 	"\vrun_as_root\x18\x01 \x01(\bR\trunAsRoot\x12)\n" +
 	"\x10add_capabilities\x18\x02 \x03(\tR\x0faddCapabilities\"x\n" +
@@ -1956,7 +2276,7 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\adevices\x18\x01 \x01(\x05H\x00R\adevices\x12'\n" +
 	"\x0efraction_milli\x18\x02 \x01(\x05H\x00R\rfractionMilli\x12*\n" +
 	"\x10gpu_memory_bytes\x18\x03 \x01(\x03H\x00R\x0egpuMemoryBytesB\b\n" +
-	"\x06amount\"\x81\a\n" +
+	"\x06amount\"\xb7\a\n" +
 	"\x0eWorkloadStatus\x127\n" +
 	"\x05phase\x18\x01 \x01(\x0e2!.runway.workload.v1.WorkloadPhaseR\x05phase\x12!\n" +
 	"\frunning_pods\x18\x02 \x01(\x05R\vrunningPods\x12%\n" +
@@ -1978,7 +2298,8 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\frunning_time\x18\x10 \x01(\v2\x19.google.protobuf.DurationR\vrunningTime\x12\x1f\n" +
 	"\vstop_reason\x18\x11 \x01(\tR\n" +
 	"stopReason\x12,\n" +
-	"\x12requeue_on_release\x18\x12 \x01(\bR\x10requeueOnRelease\"\xd4\x02\n" +
+	"\x12requeue_on_release\x18\x12 \x01(\bR\x10requeueOnRelease\x124\n" +
+	"\x05tools\x18\x13 \x03(\v2\x1e.runway.workload.v1.ToolStatusR\x05tools\"\x8b\x03\n" +
 	"\tPodStatus\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12%\n" +
@@ -1988,7 +2309,9 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\texit_code\x18\x06 \x01(\x05R\bexitCode\x12\x18\n" +
 	"\amessage\x18\a \x01(\tR\amessage\x12=\n" +
 	"\rgpu_idle_time\x18\b \x01(\v2\x19.google.protobuf.DurationR\vgpuIdleTime\x12%\n" +
-	"\x0eagent_restarts\x18\t \x01(\x05R\ragentRestarts\"\xb7\x02\n" +
+	"\x0eagent_restarts\x18\t \x01(\x05R\ragentRestarts\x125\n" +
+	"\x05ports\x18\n" +
+	" \x03(\v2\x1f.runway.workload.v1.PortBindingR\x05ports\"\xb7\x02\n" +
 	"\rPendingReason\x126\n" +
 	"\x05check\x18\x01 \x01(\x0e2 .runway.workload.v1.PendingCheckR\x05check\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1b\n" +
@@ -2010,7 +2333,13 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\x19WORKLOAD_TYPE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17WORKLOAD_TYPE_WORKSPACE\x10\x01\x12\x1a\n" +
 	"\x16WORKLOAD_TYPE_TRAINING\x10\x02\x12\x1b\n" +
-	"\x17WORKLOAD_TYPE_INFERENCE\x10\x03*\xbc\x01\n" +
+	"\x17WORKLOAD_TYPE_INFERENCE\x10\x03*\x83\x01\n" +
+	"\bToolType\x12\x19\n" +
+	"\x15TOOL_TYPE_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11TOOL_TYPE_JUPYTER\x10\x01\x12\x14\n" +
+	"\x10TOOL_TYPE_VSCODE\x10\x02\x12\x19\n" +
+	"\x15TOOL_TYPE_TENSORBOARD\x10\x03\x12\x14\n" +
+	"\x10TOOL_TYPE_CUSTOM\x10\x04*\xbc\x01\n" +
 	"\rWorkloadPhase\x12\x1e\n" +
 	"\x1aWORKLOAD_PHASE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16WORKLOAD_PHASE_PENDING\x10\x01\x12\x1a\n" +
@@ -2072,70 +2401,79 @@ func file_runway_workload_v1_workload_proto_rawDescGZIP() []byte {
 	return file_runway_workload_v1_workload_proto_rawDescData
 }
 
-var file_runway_workload_v1_workload_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_runway_workload_v1_workload_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_runway_workload_v1_workload_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
+var file_runway_workload_v1_workload_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_runway_workload_v1_workload_proto_goTypes = []any{
 	(WorkloadType)(0),             // 0: runway.workload.v1.WorkloadType
-	(WorkloadPhase)(0),            // 1: runway.workload.v1.WorkloadPhase
-	(PodState)(0),                 // 2: runway.workload.v1.PodState
-	(PendingCheck)(0),             // 3: runway.workload.v1.PendingCheck
-	(WorkloadEventType)(0),        // 4: runway.workload.v1.WorkloadEventType
-	(SchedulingRule)(0),           // 5: runway.workload.v1.SchedulingRule
-	(*Workload)(nil),              // 6: runway.workload.v1.Workload
-	(*WorkloadLimits)(nil),        // 7: runway.workload.v1.WorkloadLimits
-	(*WorkloadSpec)(nil),          // 8: runway.workload.v1.WorkloadSpec
-	(*ContainerSecurity)(nil),     // 9: runway.workload.v1.ContainerSecurity
-	(*EnvVar)(nil),                // 10: runway.workload.v1.EnvVar
-	(*CredentialKeyRef)(nil),      // 11: runway.workload.v1.CredentialKeyRef
-	(*CredentialMount)(nil),       // 12: runway.workload.v1.CredentialMount
-	(*GpuRequest)(nil),            // 13: runway.workload.v1.GpuRequest
-	(*WorkloadStatus)(nil),        // 14: runway.workload.v1.WorkloadStatus
-	(*PodStatus)(nil),             // 15: runway.workload.v1.PodStatus
-	(*PendingReason)(nil),         // 16: runway.workload.v1.PendingReason
-	(*WorkloadEvent)(nil),         // 17: runway.workload.v1.WorkloadEvent
-	nil,                           // 18: runway.workload.v1.Workload.LabelsEntry
-	nil,                           // 19: runway.workload.v1.Workload.AnnotationsEntry
-	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 21: google.protobuf.Duration
-	(*v1.ResourceQuantity)(nil),   // 22: runway.common.v1.ResourceQuantity
+	(ToolType)(0),                 // 1: runway.workload.v1.ToolType
+	(WorkloadPhase)(0),            // 2: runway.workload.v1.WorkloadPhase
+	(PodState)(0),                 // 3: runway.workload.v1.PodState
+	(PendingCheck)(0),             // 4: runway.workload.v1.PendingCheck
+	(WorkloadEventType)(0),        // 5: runway.workload.v1.WorkloadEventType
+	(SchedulingRule)(0),           // 6: runway.workload.v1.SchedulingRule
+	(*Workload)(nil),              // 7: runway.workload.v1.Workload
+	(*WorkloadLimits)(nil),        // 8: runway.workload.v1.WorkloadLimits
+	(*WorkloadSpec)(nil),          // 9: runway.workload.v1.WorkloadSpec
+	(*Tool)(nil),                  // 10: runway.workload.v1.Tool
+	(*ToolStatus)(nil),            // 11: runway.workload.v1.ToolStatus
+	(*PortBinding)(nil),           // 12: runway.workload.v1.PortBinding
+	(*ContainerSecurity)(nil),     // 13: runway.workload.v1.ContainerSecurity
+	(*EnvVar)(nil),                // 14: runway.workload.v1.EnvVar
+	(*CredentialKeyRef)(nil),      // 15: runway.workload.v1.CredentialKeyRef
+	(*CredentialMount)(nil),       // 16: runway.workload.v1.CredentialMount
+	(*GpuRequest)(nil),            // 17: runway.workload.v1.GpuRequest
+	(*WorkloadStatus)(nil),        // 18: runway.workload.v1.WorkloadStatus
+	(*PodStatus)(nil),             // 19: runway.workload.v1.PodStatus
+	(*PendingReason)(nil),         // 20: runway.workload.v1.PendingReason
+	(*WorkloadEvent)(nil),         // 21: runway.workload.v1.WorkloadEvent
+	nil,                           // 22: runway.workload.v1.Workload.LabelsEntry
+	nil,                           // 23: runway.workload.v1.Workload.AnnotationsEntry
+	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 25: google.protobuf.Duration
+	(*v1.ResourceQuantity)(nil),   // 26: runway.common.v1.ResourceQuantity
 }
 var file_runway_workload_v1_workload_proto_depIdxs = []int32{
 	0,  // 0: runway.workload.v1.Workload.type:type_name -> runway.workload.v1.WorkloadType
-	8,  // 1: runway.workload.v1.Workload.spec:type_name -> runway.workload.v1.WorkloadSpec
-	14, // 2: runway.workload.v1.Workload.status:type_name -> runway.workload.v1.WorkloadStatus
-	20, // 3: runway.workload.v1.Workload.create_time:type_name -> google.protobuf.Timestamp
-	20, // 4: runway.workload.v1.Workload.update_time:type_name -> google.protobuf.Timestamp
-	7,  // 5: runway.workload.v1.Workload.limits:type_name -> runway.workload.v1.WorkloadLimits
-	18, // 6: runway.workload.v1.Workload.labels:type_name -> runway.workload.v1.Workload.LabelsEntry
-	19, // 7: runway.workload.v1.Workload.annotations:type_name -> runway.workload.v1.Workload.AnnotationsEntry
-	21, // 8: runway.workload.v1.WorkloadLimits.time_limit:type_name -> google.protobuf.Duration
-	21, // 9: runway.workload.v1.WorkloadLimits.idle_gpu_limit:type_name -> google.protobuf.Duration
-	10, // 10: runway.workload.v1.WorkloadSpec.env:type_name -> runway.workload.v1.EnvVar
-	13, // 11: runway.workload.v1.WorkloadSpec.gpu:type_name -> runway.workload.v1.GpuRequest
-	9,  // 12: runway.workload.v1.WorkloadSpec.security:type_name -> runway.workload.v1.ContainerSecurity
-	12, // 13: runway.workload.v1.WorkloadSpec.credentials:type_name -> runway.workload.v1.CredentialMount
-	11, // 14: runway.workload.v1.EnvVar.credential:type_name -> runway.workload.v1.CredentialKeyRef
-	1,  // 15: runway.workload.v1.WorkloadStatus.phase:type_name -> runway.workload.v1.WorkloadPhase
-	15, // 16: runway.workload.v1.WorkloadStatus.pods:type_name -> runway.workload.v1.PodStatus
-	16, // 17: runway.workload.v1.WorkloadStatus.pending_reasons:type_name -> runway.workload.v1.PendingReason
-	17, // 18: runway.workload.v1.WorkloadStatus.events:type_name -> runway.workload.v1.WorkloadEvent
-	20, // 19: runway.workload.v1.WorkloadStatus.start_time:type_name -> google.protobuf.Timestamp
-	20, // 20: runway.workload.v1.WorkloadStatus.end_time:type_name -> google.protobuf.Timestamp
-	21, // 21: runway.workload.v1.WorkloadStatus.gpu_idle_time:type_name -> google.protobuf.Duration
-	21, // 22: runway.workload.v1.WorkloadStatus.running_time:type_name -> google.protobuf.Duration
-	2,  // 23: runway.workload.v1.PodStatus.state:type_name -> runway.workload.v1.PodState
-	21, // 24: runway.workload.v1.PodStatus.gpu_idle_time:type_name -> google.protobuf.Duration
-	3,  // 25: runway.workload.v1.PendingReason.check:type_name -> runway.workload.v1.PendingCheck
-	22, // 26: runway.workload.v1.PendingReason.requested:type_name -> runway.common.v1.ResourceQuantity
-	22, // 27: runway.workload.v1.PendingReason.available:type_name -> runway.common.v1.ResourceQuantity
-	4,  // 28: runway.workload.v1.WorkloadEvent.type:type_name -> runway.workload.v1.WorkloadEventType
-	20, // 29: runway.workload.v1.WorkloadEvent.time:type_name -> google.protobuf.Timestamp
-	5,  // 30: runway.workload.v1.WorkloadEvent.rule:type_name -> runway.workload.v1.SchedulingRule
-	31, // [31:31] is the sub-list for method output_type
-	31, // [31:31] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	9,  // 1: runway.workload.v1.Workload.spec:type_name -> runway.workload.v1.WorkloadSpec
+	18, // 2: runway.workload.v1.Workload.status:type_name -> runway.workload.v1.WorkloadStatus
+	24, // 3: runway.workload.v1.Workload.create_time:type_name -> google.protobuf.Timestamp
+	24, // 4: runway.workload.v1.Workload.update_time:type_name -> google.protobuf.Timestamp
+	8,  // 5: runway.workload.v1.Workload.limits:type_name -> runway.workload.v1.WorkloadLimits
+	22, // 6: runway.workload.v1.Workload.labels:type_name -> runway.workload.v1.Workload.LabelsEntry
+	23, // 7: runway.workload.v1.Workload.annotations:type_name -> runway.workload.v1.Workload.AnnotationsEntry
+	25, // 8: runway.workload.v1.WorkloadLimits.time_limit:type_name -> google.protobuf.Duration
+	25, // 9: runway.workload.v1.WorkloadLimits.idle_gpu_limit:type_name -> google.protobuf.Duration
+	14, // 10: runway.workload.v1.WorkloadSpec.env:type_name -> runway.workload.v1.EnvVar
+	17, // 11: runway.workload.v1.WorkloadSpec.gpu:type_name -> runway.workload.v1.GpuRequest
+	13, // 12: runway.workload.v1.WorkloadSpec.security:type_name -> runway.workload.v1.ContainerSecurity
+	16, // 13: runway.workload.v1.WorkloadSpec.credentials:type_name -> runway.workload.v1.CredentialMount
+	10, // 14: runway.workload.v1.WorkloadSpec.tools:type_name -> runway.workload.v1.Tool
+	1,  // 15: runway.workload.v1.Tool.type:type_name -> runway.workload.v1.ToolType
+	1,  // 16: runway.workload.v1.ToolStatus.type:type_name -> runway.workload.v1.ToolType
+	15, // 17: runway.workload.v1.EnvVar.credential:type_name -> runway.workload.v1.CredentialKeyRef
+	2,  // 18: runway.workload.v1.WorkloadStatus.phase:type_name -> runway.workload.v1.WorkloadPhase
+	19, // 19: runway.workload.v1.WorkloadStatus.pods:type_name -> runway.workload.v1.PodStatus
+	20, // 20: runway.workload.v1.WorkloadStatus.pending_reasons:type_name -> runway.workload.v1.PendingReason
+	21, // 21: runway.workload.v1.WorkloadStatus.events:type_name -> runway.workload.v1.WorkloadEvent
+	24, // 22: runway.workload.v1.WorkloadStatus.start_time:type_name -> google.protobuf.Timestamp
+	24, // 23: runway.workload.v1.WorkloadStatus.end_time:type_name -> google.protobuf.Timestamp
+	25, // 24: runway.workload.v1.WorkloadStatus.gpu_idle_time:type_name -> google.protobuf.Duration
+	25, // 25: runway.workload.v1.WorkloadStatus.running_time:type_name -> google.protobuf.Duration
+	11, // 26: runway.workload.v1.WorkloadStatus.tools:type_name -> runway.workload.v1.ToolStatus
+	3,  // 27: runway.workload.v1.PodStatus.state:type_name -> runway.workload.v1.PodState
+	25, // 28: runway.workload.v1.PodStatus.gpu_idle_time:type_name -> google.protobuf.Duration
+	12, // 29: runway.workload.v1.PodStatus.ports:type_name -> runway.workload.v1.PortBinding
+	4,  // 30: runway.workload.v1.PendingReason.check:type_name -> runway.workload.v1.PendingCheck
+	26, // 31: runway.workload.v1.PendingReason.requested:type_name -> runway.common.v1.ResourceQuantity
+	26, // 32: runway.workload.v1.PendingReason.available:type_name -> runway.common.v1.ResourceQuantity
+	5,  // 33: runway.workload.v1.WorkloadEvent.type:type_name -> runway.workload.v1.WorkloadEventType
+	24, // 34: runway.workload.v1.WorkloadEvent.time:type_name -> google.protobuf.Timestamp
+	6,  // 35: runway.workload.v1.WorkloadEvent.rule:type_name -> runway.workload.v1.SchedulingRule
+	36, // [36:36] is the sub-list for method output_type
+	36, // [36:36] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_runway_workload_v1_workload_proto_init() }
@@ -2143,7 +2481,7 @@ func file_runway_workload_v1_workload_proto_init() {
 	if File_runway_workload_v1_workload_proto != nil {
 		return
 	}
-	file_runway_workload_v1_workload_proto_msgTypes[7].OneofWrappers = []any{
+	file_runway_workload_v1_workload_proto_msgTypes[10].OneofWrappers = []any{
 		(*GpuRequest_Devices)(nil),
 		(*GpuRequest_FractionMilli)(nil),
 		(*GpuRequest_GpuMemoryBytes)(nil),
@@ -2153,8 +2491,8 @@ func file_runway_workload_v1_workload_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_runway_workload_v1_workload_proto_rawDesc), len(file_runway_workload_v1_workload_proto_rawDesc)),
-			NumEnums:      6,
-			NumMessages:   14,
+			NumEnums:      7,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,301 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/moby/moby/client"
+
+	"github.com/runwayhq/runway/pkg/runner/container"
+	"github.com/runwayhq/runway/pkg/runner/container/podmantest"
+	"github.com/runwayhq/runway/pkg/toolproxy"
+)
+
+// toolEcho builds testdata/toolecho statically and an image of it on the
+// engine: the pod that serves the tool.
+func toolEcho(t *testing.T, e *podmantest.Engine) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "toolecho")
+	build := exec.Command("go", "build", "-o", bin, "./testdata/toolecho")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build the echo server: %v\n%s", err, out)
+	}
+	return e.ImageWith(t, "localhost/runway-toolecho:test", map[string]string{"/bin/toolecho": bin})
+}
+
+// proxyAddr is the tool proxy's address, from runway dev's "Tools:" line.
+func proxyAddr(t *testing.T, d *devServer) string {
+	t.Helper()
+	re := regexp.MustCompile(`Tools: http://(\S+)/proxy/`)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if m := re.FindStringSubmatch(d.logs.String()); m != nil {
+			return m[1]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("runway dev printed no Tools line:\n%s", d.logs.String())
+		}
+	}
+}
+
+// tokenOf is the access token a signed-in session keeps in its config.
+func tokenOf(t *testing.T, s *session) string {
+	t.Helper()
+	b, err := os.ReadFile(s.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c struct{ Token string }
+	if err := json.Unmarshal(b, &c); err != nil || c.Token == "" {
+		t.Fatalf("config %s holds no token: %v", s.config, err)
+	}
+	return c.Token
+}
+
+// echoed is what the echo server saw of a request.
+type echoed struct {
+	Path   string
+	Header http.Header
+}
+
+// noRedirect is a client that shows redirects instead of following them.
+var noRedirect = &http.Client{Timeout: 30 * time.Second,
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+func get(t *testing.T, url string, header http.Header) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header = header
+	resp, err := noRedirect.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+func bearerHeader(token string) http.Header { return http.Header{"Authorization": {"Bearer " + token}} }
+
+// wsEcho sends one message over a WebSocket to the tool and returns the
+// answer.
+func wsEcho(t *testing.T, url string, header http.Header, msg string) string {
+	t.Helper()
+	c, resp, err := websocket.DefaultDialer.Dial(strings.Replace(url, "http://", "ws://", 1), header)
+	if err != nil {
+		code := 0
+		if resp != nil {
+			code = resp.StatusCode
+		}
+		t.Fatalf("WebSocket %s: %v (HTTP %d)", url, err, code)
+	}
+	defer c.Close()
+	if err := c.WriteMessage(websocket.TextMessage, []byte(msg)); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, got, err := c.ReadMessage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(got)
+}
+
+// A workspace whose environment declares a custom tool, on runway dev with
+// the container runtime: the tool's URL (workload describe) answers its
+// owner through the proxy, over HTTP and a WebSocket, and refuses a
+// caller without credentials (401) and another project's researcher
+// (403). A browser's ticket becomes an HttpOnly, SameSite=Strict cookie
+// for the workload's path, once, and for that workload only; the API
+// accepts that session nowhere; the pod never sees the caller's
+// Authorization header or the proxy's cookie, and cannot set that cookie;
+// its port is published on the node's loopback only.
+func TestCLI_ToolProxy(t *testing.T) {
+	e := podmantest.Start(t)
+	img := toolEcho(t, e)
+	d := startDevAt(t, t.TempDir(), []string{"DOCKER_HOST=" + e.Host}, "--runtime", "container")
+	proxy := proxyAddr(t, d)
+	admin := d.session(t, d.token)
+	admin.ok(t, "", "project", "create", "team-a", "--gpu", "2")
+	admin.ok(t, "", "project", "create", "team-b", "--gpu", "2")
+	admin.ok(t, "", "environment", "create", "echo", "-p", "team-a", "-i", img, "--tool", "web=custom:8080",
+		"--", "/bin/toolecho", "8080")
+	alice := researcher(t, d, "alice", "team-a")
+	bob := researcher(t, d, "bob", "team-b")
+	aliceToken, bobToken := tokenOf(t, alice), tokenOf(t, bob)
+	alice.ok(t, "", "workspace", "submit", "ws1", "-p", "team-a", "--environment", "echo")
+	alice.ok(t, "", "workspace", "submit", "ws2", "-p", "team-a", "--environment", "echo")
+	for deadline := time.Now().Add(60 * time.Second); phase(t, alice, "ws1", "team-a") != "WORKLOAD_PHASE_RUNNING"; time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("ws1 does not run:\n%s", alice.ok(t, "", "workload", "describe", "ws1", "-p", "team-a"))
+		}
+	}
+
+	url := "http://" + proxy + "/proxy/projects/team-a/workloads/ws1/web/"
+	var desc string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		if desc = alice.ok(t, "", "workload", "describe", "ws1", "-p", "team-a"); strings.Contains(desc, url) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("describe does not give the tool's URL %s:\n%s", url, desc)
+		}
+	}
+	// The pod's agent reports its address once the container runs; the
+	// server in it listens a moment later.
+	var resp *http.Response
+	var body string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		h := bearerHeader(aliceToken)
+		h.Set("Cookie", "mine=1")
+		if resp, body = get(t, url+"lab?x=1", h); resp.StatusCode == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the tool answered its owner %d: %s", resp.StatusCode, body)
+		}
+	}
+	var seen echoed
+	if err := json.Unmarshal([]byte(body), &seen); err != nil {
+		t.Fatalf("the tool's answer %q: %v", body, err)
+	}
+	if seen.Path != "/lab" {
+		t.Errorf("the pod got path %q, want /lab (the proxy's prefix off)", seen.Path)
+	}
+	if seen.Header.Get("Authorization") != "" {
+		t.Errorf("the pod got the caller's Authorization header %q", seen.Header.Get("Authorization"))
+	}
+	if seen.Header.Get("Cookie") != "mine=1" {
+		t.Errorf("the pod got Cookie %q, want the tool's own mine=1", seen.Header.Get("Cookie"))
+	}
+	for _, c := range resp.Cookies() {
+		if c.Name == toolproxy.CookieName {
+			t.Errorf("the pod set the proxy's cookie: %v", c)
+		}
+	}
+	if got := wsEcho(t, url+"ws", bearerHeader(aliceToken), "hello over the proxy"); got != "hello over the proxy" {
+		t.Errorf("the WebSocket echoed %q", got)
+	}
+
+	if resp, body := get(t, url, nil); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("without credentials: %d %s, want 401", resp.StatusCode, body)
+	}
+	if resp, body := get(t, url, bearerHeader("not-a-token")); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("with a bad token: %d %s, want 401", resp.StatusCode, body)
+	}
+	if resp, body := get(t, url, bearerHeader(bobToken)); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("team-b's researcher: %d %s, want 403", resp.StatusCode, body)
+	}
+	if _, resp, err := websocket.DefaultDialer.Dial("ws://"+proxy+"/proxy/projects/team-a/workloads/ws1/web/ws", bearerHeader(bobToken)); err == nil || resp == nil || resp.StatusCode != http.StatusForbidden {
+		t.Errorf("team-b's researcher's WebSocket: %v, want 403", err)
+	}
+
+	// The browser's way in: a ticket from the API, traded for a cookie.
+	ticket := func(workload string) string {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+d.addr+"/v1/projects/team-a/workloads/"+workload+":createToolTicket",
+			strings.NewReader(`{"tool":"web"}`))
+		req.Header = bearerHeader(aliceToken)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		var tk struct{ Ticket, URL string }
+		if err := json.Unmarshal(b, &tk); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("createToolTicket: %d %v %s", resp.StatusCode, err, b)
+		}
+		if want := "http://" + proxy + "/proxy/projects/team-a/workloads/" + workload + "/web/?ticket="; !strings.HasPrefix(tk.URL, want) {
+			t.Errorf("the ticket's URL %q does not start %q", tk.URL, want)
+		}
+		return tk.URL
+	}
+	ws1Ticket := ticket("ws1")
+	resp, body = get(t, ws1Ticket, nil)
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/proxy/projects/team-a/workloads/ws1/web/" {
+		t.Fatalf("the ticket's URL: %d Location %q %s, want 303 to the tool without the ticket", resp.StatusCode, resp.Header.Get("Location"), body)
+	}
+	var session *http.Cookie
+	for _, c := range resp.Cookies() {
+		if c.Name == toolproxy.CookieName {
+			session = c
+		}
+	}
+	if session == nil || !session.HttpOnly || session.SameSite != http.SameSiteStrictMode ||
+		session.Path != "/proxy/projects/team-a/workloads/ws1/" || session.Value == "" {
+		t.Fatalf("the proxy's cookie is %v, want HttpOnly, SameSite=Strict, Path=/proxy/projects/team-a/workloads/ws1/", session)
+	}
+	if resp, body := get(t, ws1Ticket, nil); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("the ticket used twice: %d %s, want 403", resp.StatusCode, body)
+	}
+	cookie := http.Header{"Cookie": {toolproxy.CookieName + "=" + session.Value + "; mine=2"}}
+	resp, body = get(t, url+"page", cookie)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("the tool with the proxy's cookie: %d %s", resp.StatusCode, body)
+	}
+	seen = echoed{}
+	_ = json.Unmarshal([]byte(body), &seen)
+	if c := seen.Header.Get("Cookie"); c != "mine=2" || seen.Header.Get("Authorization") != "" {
+		t.Errorf("the pod got Cookie %q and Authorization %q, want only the tool's own cookie", c, seen.Header.Get("Authorization"))
+	}
+	if got := wsEcho(t, url+"ws", cookie, "cookie echo"); got != "cookie echo" {
+		t.Errorf("the WebSocket with the cookie echoed %q", got)
+	}
+	// ws1's ticket and session open nothing of ws2.
+	if resp, body := get(t, strings.Replace(ticket("ws1"), "/workloads/ws1/", "/workloads/ws2/", 1), nil); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("ws1's ticket at ws2: %d %s, want 403", resp.StatusCode, body)
+	}
+	if resp, body := get(t, "http://"+proxy+"/proxy/projects/team-a/workloads/ws2/web/", cookie); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("ws1's session at ws2: %d %s, want 403", resp.StatusCode, body)
+	}
+	// The API takes the session neither as a bearer nor as a cookie.
+	api := "http://" + d.addr + "/v1/projects/team-a/workloads/ws1"
+	if resp, body := get(t, api, bearerHeader(session.Value)); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("the API with the tool session as its bearer: %d %s, want 401", resp.StatusCode, body)
+	}
+	if resp, body := get(t, api, cookie); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("the API with the proxy's cookie: %d %s, want 401", resp.StatusCode, body)
+	}
+
+	// The pod's port is published on the loopback only.
+	cli, err := client.New(client.WithHost(e.Host))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	list, err := cli.ContainerList(context.Background(), client.ContainerListOptions{
+		Filters: client.Filters{}.Add("label", container.LabelWorkload+"=ws1")})
+	if err != nil || len(list.Items) != 1 {
+		t.Fatalf("ws1's containers: %v, %v", list.Items, err)
+	}
+	in, err := cli.ContainerInspect(context.Background(), list.Items[0].ID, client.ContainerInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	published := 0
+	for port, bs := range in.Container.NetworkSettings.Ports {
+		for _, b := range bs {
+			published++
+			if !b.HostIP.IsLoopback() || port.Num() != 8080 {
+				t.Errorf("ws1 publishes %v on %v, want only 8080 on 127.0.0.1", port, b)
+			}
+		}
+	}
+	if published != 1 {
+		t.Errorf("ws1 publishes %d ports, want 1: %v", published, in.Container.NetworkSettings.Ports)
+	}
+}
