@@ -212,8 +212,11 @@ func (r *runtime) createPod(ctx context.Context, b binding, node string, uuids [
 	switch {
 	case apierrors.IsAlreadyExists(err):
 		got, err := r.cfg.Kube.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
-		if err != nil || r.ours(got) {
+		if err != nil {
 			return got, err
+		}
+		if r.ours(got) {
+			return got, r.ensureService(ctx, b, it.Msg, got)
 		}
 		r.impostor(ctx, b, got)
 		return nil, nil
@@ -225,6 +228,9 @@ func (r *runtime) createPod(ctx context.Context, b binding, node string, uuids [
 		return nil, nil
 	case err != nil:
 		return nil, fmt.Errorf("create pod %s/%s: %w", ns, pod.Name, err)
+	}
+	if err := r.ensureService(ctx, b, it.Msg, created); err != nil {
+		return nil, err
 	}
 	return created, nil
 }
@@ -297,7 +303,7 @@ func podSpec(namespace, name string, b binding, w *workloadv1.Workload, uuids []
 			SecurityContext:              podSec,
 			Containers: []corev1.Container{{
 				Name: "main", Image: ws.GetImage(), Command: ws.GetCommand(), Args: ws.GetArgs(),
-				Env: env, Resources: res, SecurityContext: ctrSec,
+				Env: env, Resources: res, SecurityContext: ctrSec, Ports: containerPorts(ws.GetTools()),
 			}},
 		},
 	}
@@ -408,7 +414,11 @@ func (r *runtime) report(ctx context.Context, b binding, p *corev1.Pod) error {
 	if found.ended != "" && state != workloadv1.PodState_POD_STATE_SUCCEEDED {
 		state, code, msg = workloadv1.PodState_POD_STATE_FAILED, 128+9, found.ended // killed by SIGKILL
 	}
-	return r.putReport(ctx, b, state, code, msg, found.idle)
+	var ports []*workloadv1.PortBinding
+	if state == workloadv1.PodState_POD_STATE_RUNNING {
+		ports = r.toolPorts(ctx, b, p)
+	}
+	return r.putReport(ctx, b, state, code, msg, found.idle, ports...)
 }
 
 // agentFound is what the node agent last reported of a pod, signed.
@@ -419,11 +429,12 @@ type agentFound struct {
 }
 
 // putReport writes the binding's run report unless it says that already.
-func (r *runtime) putReport(ctx context.Context, b binding, state workloadv1.PodState, code int32, msg string, idle time.Duration) error {
+func (r *runtime) putReport(ctx context.Context, b binding, state workloadv1.PodState, code int32, msg string, idle time.Duration,
+	ports ...*workloadv1.PortBinding) error {
 	if len(msg) > 1024 {
 		msg = strings.ToValidUTF8(msg[:1024], "")
 	}
-	now := runReport{state: state, msg: msg, idle: idle}
+	now := runReport{state: state, msg: msg, idle: idle, ports: len(ports)}
 	seen := b.key + "@" + strconv.FormatInt(b.rev, 10)
 	r.mu.Lock()
 	last := r.reported[seen]
@@ -435,6 +446,7 @@ func (r *runtime) putReport(ctx context.Context, b binding, state workloadv1.Pod
 	err := nodemanager.PutRun(ctx, r.cfg.Etcd, &nodemanagerv1.ReportWorkloadStateRequest{
 		Node: nodemanager.NodeName(b.Node), Workload: b.WorkloadName(), PodIndex: int32(b.Pod),
 		State: state, ExitCode: code, Message: msg, ObserveTime: timestamppb.Now(), GpuIdleTime: durationpb.New(idle),
+		Ports: ports,
 	})
 	if err != nil {
 		return fmt.Errorf("run report of %s: %w", b.key, err)
@@ -451,6 +463,7 @@ type runReport struct {
 	state workloadv1.PodState
 	msg   string
 	idle  time.Duration
+	ports int // tool ports found (a Service read that failed is tried again)
 }
 
 // stateOf maps a bound pod's phase to a run report's state; UNSPECIFIED

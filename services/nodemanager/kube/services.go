@@ -1,0 +1,98 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
+)
+
+// A workload with tools (WorkloadSpec.tools) gets a Service in its
+// project's namespace, named after the workload, whose ports are its
+// tools' and whose selector is its pods' labels: the tool proxy dials its
+// ClusterIP (the run report's PortBinding), and nothing else is published
+// (no NodePort, no LoadBalancer). Each of the workload's pods owns it, so
+// the garbage collector deletes it with the last of them.
+
+// servicePorts are the Service ports of a workload's tools.
+func servicePorts(tools []*workloadv1.Tool) []corev1.ServicePort {
+	ports := make([]corev1.ServicePort, 0, len(tools))
+	for _, t := range tools {
+		ports = append(ports, corev1.ServicePort{Name: t.GetName(), Protocol: corev1.ProtocolTCP,
+			Port: t.GetPort(), TargetPort: intstr.FromInt32(t.GetPort())})
+	}
+	return ports
+}
+
+// ensureService writes the tools' Service of pod's workload, owned (also)
+// by pod.
+func (r *runtime) ensureService(ctx context.Context, b binding, w *workloadv1.Workload, pod *corev1.Pod) error {
+	tools := w.GetSpec().GetTools()
+	if len(tools) == 0 || pod == nil {
+		return nil
+	}
+	owner := metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID}
+	svcs := r.cfg.Kube.CoreV1().Services(pod.Namespace)
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: b.Workload, Namespace: pod.Namespace,
+			Labels:          map[string]string{LabelProject: b.Project, LabelWorkload: b.Workload},
+			OwnerReferences: []metav1.OwnerReference{owner}},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Ports: servicePorts(tools),
+			Selector: map[string]string{LabelProject: b.Project, LabelWorkload: b.Workload}},
+	}
+	_, err := svcs.Create(ctx, svc, metav1.CreateOptions{})
+	if !apierrors.IsAlreadyExists(err) {
+		if err != nil {
+			return fmt.Errorf("create service %s/%s: %w", svc.Namespace, svc.Name, err)
+		}
+		return nil
+	}
+	got, err := svcs.Get(ctx, svc.Name, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("read service %s/%s: %w", svc.Namespace, svc.Name, err)
+	}
+	if got.Labels[LabelWorkload] != b.Workload || got.Labels[LabelProject] != b.Project {
+		return fmt.Errorf("service %s/%s is not Runway's (no %s=%s label): the workload's tools are not published",
+			svc.Namespace, svc.Name, LabelWorkload, b.Workload)
+	}
+	if slices.ContainsFunc(got.OwnerReferences, func(o metav1.OwnerReference) bool { return o.UID == pod.UID }) {
+		return nil
+	}
+	got.OwnerReferences = append(got.OwnerReferences, owner)
+	if _, err := svcs.Update(ctx, got, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("update service %s/%s: %w", svc.Namespace, svc.Name, err)
+	}
+	return nil
+}
+
+// toolPorts are where a running pod's tools are reached: its workload's
+// Service's ClusterIP and each port; none when it has no Service.
+func (r *runtime) toolPorts(ctx context.Context, b binding, p *corev1.Pod) []*workloadv1.PortBinding {
+	svc, err := r.cfg.Kube.CoreV1().Services(p.Namespace).Get(ctx, b.Workload, metav1.GetOptions{})
+	if err != nil || svc.Labels[LabelWorkload] != b.Workload || svc.Spec.ClusterIP == "" || svc.Spec.ClusterIP == corev1.ClusterIPNone {
+		return nil
+	}
+	var out []*workloadv1.PortBinding
+	for _, port := range svc.Spec.Ports {
+		out = append(out, &workloadv1.PortBinding{ContainerPort: port.TargetPort.IntVal,
+			Address: net.JoinHostPort(svc.Spec.ClusterIP, strconv.Itoa(int(port.Port)))})
+	}
+	return out
+}
+
+// containerPorts declare a pod's tool ports on its container.
+func containerPorts(tools []*workloadv1.Tool) []corev1.ContainerPort {
+	var ports []corev1.ContainerPort
+	for _, t := range tools {
+		ports = append(ports, corev1.ContainerPort{Name: t.GetName(), ContainerPort: t.GetPort(), Protocol: corev1.ProtocolTCP})
+	}
+	return ports
+}
