@@ -8,9 +8,11 @@
 // UI's or the API's origin.
 //
 // Only callers who may view the workload pass, and the proxy decides
-// nothing itself: on every request it asks the workload service
-// (ToolService.ResolveTool) with the caller's own credential, and the
-// guard judges that call as any other (pkg/auth). API clients send their
+// nothing itself: it asks the workload service (ToolService.ResolveTool)
+// with the caller's own credential, and the guard judges that call as any
+// other (pkg/auth). A yes is reused for the same credential and tool for
+// Config.Recheck (1 s by default: a revoked access is refused within it);
+// a refusal never is. API clients send their
 // bearer token. A browser cannot send the UI's token to another origin, and
 // the proxy never takes an API token from a cookie: the signed-in UI asks
 // for a one-time ticket (CreateToolTicket) and opens the tool's URL with
@@ -62,6 +64,7 @@ const (
 	DefaultMaxBodyBytes      = 256 << 20
 	DefaultRequestTimeout    = 5 * time.Minute
 	DefaultWebSocketLifetime = 12 * time.Hour
+	DefaultRecheck           = time.Second
 	// resolveTimeout bounds each question to the workload service.
 	resolveTimeout = 10 * time.Second
 	dialTimeout    = 10 * time.Second
@@ -84,6 +87,10 @@ type Config struct {
 	// WebSocketLifetime bounds an upgraded connection;
 	// DefaultWebSocketLifetime when 0.
 	WebSocketLifetime time.Duration
+	// Recheck is how long one caller's answer from ResolveTool (its access
+	// and the tool's address) is reused for the same tool; DefaultRecheck
+	// when 0, a negative value asks on every request.
+	Recheck time.Duration
 	// Secure marks the cookie Secure: the proxy is served over TLS.
 	Secure bool
 	// Logger; slog.Default() when nil.
@@ -92,8 +99,9 @@ type Config struct {
 
 // Proxy is the proxy's HTTP handler.
 type Proxy struct {
-	cfg   Config
-	proxy *httputil.ReverseProxy
+	cfg     Config
+	proxy   *httputil.ReverseProxy
+	answers *answers
 }
 
 // New returns the proxy.
@@ -113,10 +121,13 @@ func New(cfg Config) (*Proxy, error) {
 	if cfg.WebSocketLifetime <= 0 {
 		cfg.WebSocketLifetime = DefaultWebSocketLifetime
 	}
+	if cfg.Recheck == 0 {
+		cfg.Recheck = DefaultRecheck
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	p := &Proxy{cfg: cfg}
+	p := &Proxy{cfg: cfg, answers: newAnswers()}
 	p.proxy = &httputil.ReverseProxy{
 		Rewrite: rewrite,
 		// Never the environment's HTTP proxy: pods are dialled directly.
@@ -191,9 +202,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "sign in: send Authorization: Bearer TOKEN, or open the tool from the web UI", http.StatusUnauthorized)
 		return
 	}
-	ctx, cancel := context.WithTimeout(outgoing(r, cred), resolveTimeout)
-	to, err := p.cfg.Tools.ResolveTool(ctx, &workloadv1.ResolveToolRequest{Name: t.workload, Tool: t.tool})
-	cancel()
+	to, err := p.resolve(r, cred, t)
 	if err != nil {
 		refuse(w, err)
 		return
@@ -202,13 +211,29 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if upgrade(r) {
 		limit = p.cfg.WebSocketLifetime
 	}
-	ctx, cancel = context.WithTimeout(r.Context(), limit)
+	ctx, cancel := context.WithTimeout(r.Context(), limit)
 	defer cancel()
 	r = r.WithContext(context.WithValue(ctx, toKey{}, resolved{t: t, to: to}))
 	if r.Body != nil {
 		r.Body = http.MaxBytesReader(w, r.Body, p.cfg.MaxBodyBytes)
 	}
 	p.proxy.ServeHTTP(w, r)
+}
+
+// resolve asks the workload service where the tool is, with the caller's
+// credential, or reuses its answer to the same caller within Recheck.
+func (p *Proxy) resolve(r *http.Request, cred string, t target) (*workloadv1.ToolTarget, error) {
+	key := answerKey(cred, t)
+	if to, ok := p.answers.get(key); ok {
+		return to, nil
+	}
+	ctx, cancel := context.WithTimeout(outgoing(r, cred), resolveTimeout)
+	defer cancel()
+	to, err := p.cfg.Tools.ResolveTool(ctx, &workloadv1.ResolveToolRequest{Name: t.workload, Tool: t.tool})
+	if err == nil && p.cfg.Recheck > 0 {
+		p.answers.put(key, to, time.Now().Add(p.cfg.Recheck))
+	}
+	return to, err
 }
 
 // exchange trades a ticket for the session cookie and sends the browser to
