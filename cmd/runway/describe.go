@@ -103,6 +103,10 @@ func describeWorkload(out io.Writer, w *workloadv1.Workload) error {
 		}
 		f.add("Environment", strings.Join(env, " "))
 	}
+	if sv := spec.GetServing(); sv != nil {
+		f.add("Endpoint", fmt.Sprintf("port %d, %s access, %s", sv.GetPort(),
+			strings.ToLower(strings.TrimPrefix(sv.GetAccess().String(), "SERVING_ACCESS_")), orDefault(st.GetEndpointUrl(), "not running")))
+	}
 	if len(spec.GetCredentials()) > 0 {
 		var cs []string
 		for _, m := range spec.GetCredentials() {

@@ -34,6 +34,28 @@ func toolEcho(t *testing.T, e *podmantest.Engine) string {
 	return e.ImageWith(t, "localhost/runway-toolecho:test", map[string]string{"/bin/toolecho": bin})
 }
 
+// toolFixture is runway dev on podman with the echo server's image,
+// projects team-a and team-b and a researcher of each (alice, bob).
+type toolFixture struct {
+	engine            *podmantest.Engine
+	image, proxy      string
+	dev               *devServer
+	admin, alice, bob *session
+}
+
+func startToolFixture(t *testing.T) *toolFixture {
+	t.Helper()
+	f := &toolFixture{engine: podmantest.Start(t)}
+	f.image = toolEcho(t, f.engine)
+	f.dev = startDevAt(t, t.TempDir(), []string{"DOCKER_HOST=" + f.engine.Host}, "--runtime", "container")
+	f.proxy = proxyAddr(t, f.dev)
+	f.admin = f.dev.session(t, f.dev.token)
+	f.admin.ok(t, "", "project", "create", "team-a", "--gpu", "2")
+	f.admin.ok(t, "", "project", "create", "team-b", "--gpu", "2")
+	f.alice, f.bob = researcher(t, f.dev, "alice", "team-a"), researcher(t, f.dev, "bob", "team-b")
+	return f
+}
+
 // proxyAddr is the tool proxy's address, from runway dev's "Tools:" line.
 func proxyAddr(t *testing.T, d *devServer) string {
 	t.Helper()
@@ -124,18 +146,11 @@ func wsEcho(t *testing.T, url string, header http.Header, msg string) string {
 // Authorization header or the proxy's cookie, and cannot set that cookie;
 // its port is published on the node's loopback only.
 func TestCLI_ToolProxy(t *testing.T) {
-	e := podmantest.Start(t)
-	img := toolEcho(t, e)
-	d := startDevAt(t, t.TempDir(), []string{"DOCKER_HOST=" + e.Host}, "--runtime", "container")
-	proxy := proxyAddr(t, d)
-	admin := d.session(t, d.token)
-	admin.ok(t, "", "project", "create", "team-a", "--gpu", "2")
-	admin.ok(t, "", "project", "create", "team-b", "--gpu", "2")
+	f := startToolFixture(t)
+	e, img, d, proxy, admin, alice := f.engine, f.image, f.dev, f.proxy, f.admin, f.alice
+	aliceToken, bobToken := tokenOf(t, alice), tokenOf(t, f.bob)
 	admin.ok(t, "", "environment", "create", "echo", "-p", "team-a", "-i", img, "--tool", "web=custom:8080",
 		"--", "/bin/toolecho", "8080")
-	alice := researcher(t, d, "alice", "team-a")
-	bob := researcher(t, d, "bob", "team-b")
-	aliceToken, bobToken := tokenOf(t, alice), tokenOf(t, bob)
 	alice.ok(t, "", "workspace", "submit", "ws1", "-p", "team-a", "--environment", "echo")
 	alice.ok(t, "", "workspace", "submit", "ws2", "-p", "team-a", "--environment", "echo")
 	for deadline := time.Now().Add(60 * time.Second); phase(t, alice, "ws1", "team-a") != "WORKLOAD_PHASE_RUNNING"; time.Sleep(200 * time.Millisecond) {
@@ -297,5 +312,74 @@ func TestCLI_ToolProxy(t *testing.T) {
 	}
 	if published != 1 {
 		t.Errorf("ws1 publishes %d ports, want 1: %v", published, in.Container.NetworkSettings.Ports)
+	}
+}
+
+// Inference endpoints through the same proxy, on the container runtime:
+// project access answers who may view the project (403 for another
+// project's researcher, 401 without a token), authenticated access any
+// signed-in user, public access anyone, and only an account administrator
+// may open a public one; the model server never gets the caller's
+// Authorization header.
+func TestCLI_InferenceEndpoint(t *testing.T) {
+	f := startToolFixture(t)
+	img, d, proxy, admin, alice := f.image, f.dev, f.proxy, f.admin, f.alice
+	aliceToken, bobToken := tokenOf(t, alice), tokenOf(t, f.bob)
+	submit := func(s *session, name, access string) result {
+		return s.run(t, "", "inference", "submit", name, "-p", "team-a", "-i", img, "--serving-port", "8080",
+			"--serving-access", access, "--", "/bin/toolecho", "8080")
+	}
+	for name, access := range map[string]string{"inf-p": "project", "inf-a": "authenticated"} {
+		if r := submit(alice, name, access); r.code != 0 {
+			t.Fatalf("submit %s: %s%s", name, r.stdout, r.stderr)
+		}
+	}
+	if r := submit(alice, "inf-pub", "public"); r.code == 0 || !strings.Contains(r.stderr, "accessrules.create") {
+		t.Errorf("a researcher's public endpoint: exit %d %s%s, want refused", r.code, r.stdout, r.stderr)
+	}
+	if r := submit(admin, "inf-pub", "public"); r.code != 0 {
+		t.Fatalf("the administrator's public endpoint: %s%s", r.stdout, r.stderr)
+	}
+	endpoint := func(name string) string { return "http://" + proxy + "/serve/projects/team-a/inference/" + name + "/" }
+	for _, name := range []string{"inf-p", "inf-a", "inf-pub"} {
+		for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(300 * time.Millisecond) {
+			desc := admin.ok(t, "", "workload", "describe", name, "-p", "team-a")
+			if strings.Contains(desc, endpoint(name)) {
+				if resp, _ := get(t, endpoint(name)+"v1/models", bearerHeader(d.token)); resp.StatusCode == http.StatusOK {
+					break
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s's endpoint does not answer:\n%s", name, desc)
+			}
+		}
+	}
+	for _, c := range []struct {
+		name   string
+		header http.Header
+		want   int
+	}{
+		{"inf-p", bearerHeader(aliceToken), http.StatusOK},
+		{"inf-p", bearerHeader(bobToken), http.StatusForbidden},
+		{"inf-p", nil, http.StatusUnauthorized},
+		{"inf-a", bearerHeader(bobToken), http.StatusOK},
+		{"inf-a", nil, http.StatusUnauthorized},
+		{"inf-a", bearerHeader("not-a-token"), http.StatusUnauthorized},
+		{"inf-pub", nil, http.StatusOK},
+		{"nope", nil, http.StatusUnauthorized},
+		{"nope", bearerHeader(aliceToken), http.StatusNotFound},
+	} {
+		resp, body := get(t, endpoint(c.name)+"v1/models", c.header)
+		if resp.StatusCode != c.want {
+			t.Errorf("%s with %v: %d %s, want %d", c.name, c.header, resp.StatusCode, body, c.want)
+			continue
+		}
+		if c.want != http.StatusOK {
+			continue
+		}
+		var seen echoed
+		if err := json.Unmarshal([]byte(body), &seen); err != nil || seen.Path != "/v1/models" || seen.Header.Get("Authorization") != "" {
+			t.Errorf("%s: the model server saw path %q and Authorization %q (%v)", c.name, seen.Path, seen.Header.Get("Authorization"), err)
+		}
 	}
 }

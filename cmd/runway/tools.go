@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/spf13/pflag"
+
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
 )
 
@@ -67,4 +69,33 @@ func describeTools(out io.Writer, w *workloadv1.Workload) error {
 		t.row(tl.GetName(), toolTypeName(tl.GetType()), strconv.Itoa(int(tl.GetPort())), orDefault(urls[tl.GetName()], "- (not running)"))
 	}
 	return t.flush()
+}
+
+// serveFlags are inference submit's endpoint flags.
+type serveFlags struct {
+	port   int32
+	access string
+}
+
+func (f *serveFlags) add(fl *pflag.FlagSet) {
+	fl.Int32Var(&f.port, "serving-port", 0, "the container port the model server listens on: its endpoint is the tool proxy's /serve/projects/P/inference/NAME/")
+	fl.StringVar(&f.access, "serving-access", "project", "who may call the endpoint: authenticated (any token of the account), project (who may view the project's workloads) or public (anyone; account administrators only)")
+}
+
+var servingAccess = map[string]workloadv1.ServingAccess{
+	"authenticated": workloadv1.ServingAccess_SERVING_ACCESS_AUTHENTICATED,
+	"project":       workloadv1.ServingAccess_SERVING_ACCESS_PROJECT,
+	"public":        workloadv1.ServingAccess_SERVING_ACCESS_PUBLIC,
+}
+
+// spec is the endpoint the flags ask for; nil without --serving-port.
+func (f *serveFlags) spec() (*workloadv1.Serving, error) {
+	if f.port == 0 {
+		return nil, nil
+	}
+	a, ok := servingAccess[f.access]
+	if !ok {
+		return nil, usageError("--serving-access %q: want authenticated, project or public", f.access)
+	}
+	return &workloadv1.Serving{Port: f.port, Access: a}, nil
 }

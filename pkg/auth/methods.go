@@ -331,7 +331,8 @@ var methods = map[string]Method{
 		Attrs: func(_ context.Context, _ *Guard, c Caller, r any) (Attrs, error) {
 			return Attrs{Creator: c.Principal, CreatorUID: c.UserUID,
 				Inference: r.(*workloadv1.CreateWorkloadRequest).GetWorkload().GetType() == workloadv1.WorkloadType_WORKLOAD_TYPE_INFERENCE}, nil
-		}},
+		},
+		Check: checkPublicServing},
 	workloadSvc + "GetWorkload": {Perm: perm(Workloads, View), Target: inProject},
 	workloadSvc + "ListWorkloads": {Perm: perm(Workloads, View),
 		Target: func(g *Guard, r any) Target { return listParent(g, r.(*workloadv1.ListWorkloadsRequest).GetParent()) },
@@ -359,6 +360,10 @@ var methods = map[string]Method{
 	toolSvc + "ExchangeToolTicket": {Perm: perm(Workloads, View), Target: inProject, Tokens: []TokenType{ToolTicketToken}},
 	toolSvc + "ResolveTool": {Perm: perm(Workloads, View), Target: inProject,
 		Tokens: []TokenType{AccessToken, ToolSessionToken}},
+	// An inference endpoint's access is its workload's (public, any token,
+	// or view on its project): the handler authorises (Guard.Authenticate,
+	// MayViewWorkload).
+	toolSvc + "ResolveEndpoint": {Access: Public},
 
 	workloadSvc + "ReadWorkloadLogs": {Perm: perm(Workloads, View), Target: inProject,
 		NewRequest: func() proto.Message { return new(workloadv1.ReadWorkloadLogsRequest) }},

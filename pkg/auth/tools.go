@@ -1,10 +1,14 @@
 package auth
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
 	"time"
+
+	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
+	"github.com/runwayhq/runway/pkg/apierr"
 )
 
 // Tokens of Runway's tool proxy. A browser cannot send the UI's API token
@@ -60,4 +64,34 @@ func (g *Guard) IssueToolSession(c Caller) (string, time.Time, error) {
 		return "", time.Time{}, errors.New("a tool session is issued for a tool ticket only")
 	}
 	return g.issue(c.subject, ToolSessionToken, ToolSessionTTL, claims{Res: c.Bound.Workload})
+}
+
+// Authenticate is the caller of the call's API token: for a public method
+// that authorises its callers itself (ToolService.ResolveEndpoint, whose
+// access is the inference workload's).
+func (g *Guard) Authenticate(ctx context.Context) (Caller, error) {
+	return g.authenticate(ctx, Method{})
+}
+
+// MayViewWorkload reports whether c may view w.
+func (g *Guard) MayViewWorkload(c Caller, w *workloadv1.Workload) (bool, error) {
+	return g.Allowed(c, perm(Workloads, View), g.ProjectTarget(w.GetProject(), w.GetName()),
+		func() (Attrs, error) { return workloadAttrs(w), nil })
+}
+
+// checkPublicServing: a public inference endpoint (no token at all) is the
+// account administrator's to open, whoever may create the workload.
+func checkPublicServing(_ context.Context, g *Guard, c Caller, r any) error {
+	if r.(*workloadv1.CreateWorkloadRequest).GetWorkload().GetSpec().GetServing().GetAccess() != workloadv1.ServingAccess_SERVING_ACCESS_PUBLIC {
+		return nil
+	}
+	p := perm(AccessRules, Create)
+	ok, err := g.Allowed(c, p, account(""), func() (Attrs, error) { return Attrs{}, nil })
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return apierr.PermissionDenied(p.String(), "workload.spec.serving.access=public")
+	}
+	return nil
 }

@@ -14,3 +14,9 @@ func ToolPath(workload, tool string) string { return "/proxy/" + workload + "/" 
 func ToolBaseURLEnv(tool string) string {
 	return "RUNWAY_TOOL_" + strings.ToUpper(strings.ReplaceAll(tool, "-", "_")) + "_BASE_URL"
 }
+
+// EndpointPath is where the proxy serves an inference workload's endpoint:
+// /serve/projects/{project}/inference/{workload}/.
+func EndpointPath(workload string) string {
+	return "/serve/" + strings.Replace(workload, "/workloads/", "/inference/", 1) + "/"
+}

@@ -29,7 +29,11 @@ func newAnswers() *answers { return &answers{m: map[[sha256.Size]byte]answer{}} 
 
 // answerKey keys a credential (hashed: the map holds no token) and a tool.
 func answerKey(cred string, t target) [sha256.Size]byte {
-	return sha256.Sum256([]byte(cred + "\x00" + t.workload + "\x00" + t.tool))
+	kind := "tool"
+	if t.serve {
+		kind = "serve"
+	}
+	return sha256.Sum256([]byte(kind + "\x00" + cred + "\x00" + t.workload + "\x00" + t.tool))
 }
 
 func (a *answers) get(k [sha256.Size]byte) (*workloadv1.ToolTarget, bool) {

@@ -4,6 +4,10 @@
 //
 //	/proxy/projects/{project}/workloads/{workload}/{tool}/...
 //
+// and inference workloads' serving endpoints (WorkloadSpec.serving) at
+//
+//	/serve/projects/{project}/inference/{workload}/...
+//
 // on a listener of its own, so that a tenant's page never runs script on the
 // UI's or the API's origin.
 //
@@ -21,6 +25,10 @@
 // whose path is the workload's (/proxy/projects/P/workloads/W/), and
 // redirects to the URL without the ticket. The session is accepted by
 // ResolveTool alone; the API refuses it everywhere else.
+//
+// An endpoint's access is its workload's (ToolService.ResolveEndpoint):
+// public (anyone), authenticated (any API token) or project (who may view
+// the project's workloads); its callers send bearer tokens, no cookie.
 //
 // The pod never sees the caller's credential: the Authorization header and
 // the proxy's cookie are stripped before a request goes on (the pod's own
@@ -150,9 +158,35 @@ func (p *Proxy) Server() *http.Server {
 		IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(p.cfg.Logger.Handler(), slog.LevelInfo)}
 }
 
-// target is one request's tool: its workload, name and the rest of its path.
+// target is one request's tool (its workload, name and the rest of its
+// path) or inference endpoint (serve).
 type target struct {
 	workload, tool, rest string
+	serve                bool
+}
+
+// prefix is the target's path on the proxy, without its final slash.
+func (t target) prefix() string {
+	if t.serve {
+		return strings.TrimSuffix(clusterproto.EndpointPath(t.workload), "/")
+	}
+	return strings.TrimSuffix(clusterproto.ToolPath(t.workload, t.tool), "/")
+}
+
+// parseServePath splits /serve/projects/P/inference/W/REST.
+func parseServePath(path string) (target, bool) {
+	parts := strings.SplitN(strings.TrimPrefix(path, "/serve/"), "/", 5)
+	if !strings.HasPrefix(path, "/serve/") || len(parts) < 4 || parts[0] != "projects" || parts[2] != "inference" {
+		return target{}, false
+	}
+	t := target{workload: "projects/" + parts[1] + "/workloads/" + parts[3], serve: true}
+	if _, _, ok := clusterproto.ParseWorkloadName(t.workload); !ok {
+		return target{}, false
+	}
+	if len(parts) == 5 {
+		t.rest = "/" + parts[4]
+	}
+	return t, true
 }
 
 // parsePath splits /proxy/projects/P/workloads/W/TOOL/REST.
@@ -175,6 +209,10 @@ func parsePath(path string) (target, bool) {
 func workloadPath(workload string) string { return "/proxy/" + workload + "/" }
 
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, "/serve/") {
+		p.serveEndpoint(w, r)
+		return
+	}
 	t, ok := parsePath(r.URL.Path)
 	if !ok {
 		http.Error(w, "not a tool: the path is /proxy/projects/{project}/workloads/{workload}/{tool}/", http.StatusNotFound)
@@ -202,6 +240,23 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "sign in: send Authorization: Bearer TOKEN, or open the tool from the web UI", http.StatusUnauthorized)
 		return
 	}
+	p.forward(w, r, cred, t)
+}
+
+// serveEndpoint passes a request to an inference workload's endpoint, for
+// whom its access lets in (an API token or, public, anyone).
+func (p *Proxy) serveEndpoint(w http.ResponseWriter, r *http.Request) {
+	t, ok := parseServePath(r.URL.Path)
+	if !ok {
+		http.Error(w, "not an endpoint: the path is /serve/projects/{project}/inference/{workload}/", http.StatusNotFound)
+		return
+	}
+	p.forward(w, r, bearer(r), t)
+}
+
+// forward resolves the target with the caller's credential and passes the
+// request on, bounded.
+func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, cred string, t target) {
 	to, err := p.resolve(r, cred, t)
 	if err != nil {
 		refuse(w, err)
@@ -229,7 +284,13 @@ func (p *Proxy) resolve(r *http.Request, cred string, t target) (*workloadv1.Too
 	}
 	ctx, cancel := context.WithTimeout(outgoing(r, cred), resolveTimeout)
 	defer cancel()
-	to, err := p.cfg.Tools.ResolveTool(ctx, &workloadv1.ResolveToolRequest{Name: t.workload, Tool: t.tool})
+	var to *workloadv1.ToolTarget
+	var err error
+	if t.serve {
+		to, err = p.cfg.Tools.ResolveEndpoint(ctx, &workloadv1.ResolveEndpointRequest{Name: t.workload})
+	} else {
+		to, err = p.cfg.Tools.ResolveTool(ctx, &workloadv1.ResolveToolRequest{Name: t.workload, Tool: t.tool})
+	}
 	if err == nil && p.cfg.Recheck > 0 {
 		p.answers.put(key, to, time.Now().Add(p.cfg.Recheck))
 	}
@@ -268,7 +329,10 @@ func bearer(r *http.Request) string {
 // outgoing is the context of a call to the workload service with the
 // caller's credential and address.
 func outgoing(r *http.Request, cred string) context.Context {
-	md := metadata.Pairs("authorization", "Bearer "+cred)
+	md := metadata.MD{}
+	if cred != "" {
+		md.Set("authorization", "Bearer "+cred)
+	}
 	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
 		md.Set("x-forwarded-for", host)
 	}
@@ -320,7 +384,7 @@ func rewrite(pr *httputil.ProxyRequest) {
 	out.Header.Del("Authorization")
 	stripOwnCookie(out.Header)
 	pr.SetXForwarded()
-	out.Header.Set("X-Forwarded-Prefix", strings.TrimSuffix(clusterproto.ToolPath(res.t.workload, res.t.tool), "/"))
+	out.Header.Set("X-Forwarded-Prefix", res.t.prefix())
 }
 
 // stripOwnCookie removes the proxy's cookie from the Cookie headers, keeping

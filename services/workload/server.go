@@ -97,6 +97,9 @@ type Deps struct {
 	// ToolTokens issues the tool proxy's tickets and sessions (the
 	// auth.Guard); nil: no tickets.
 	ToolTokens ToolTokens
+	// Endpoints authorises the callers of inference endpoints (the
+	// auth.Guard); nil: none is served.
+	Endpoints EndpointAuth
 }
 
 // Server implements workloadv1.WorkloadServiceServer.
@@ -149,7 +152,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		log: deps.Logger.With("service", "workload"), clock: deps.Clock, agentCreds: deps.AgentCredentials,
 		agentConn: insecure.NewCredentials()}
 	s.creds = &Credentials{g: s.gov, store: s.store, ring: deps.CredentialKeys}
-	s.tools = &Tools{s: s, tokens: deps.ToolTokens, client: deps.Client}
+	s.tools = &Tools{s: s, tokens: deps.ToolTokens, endpoints: deps.Endpoints, client: deps.Client}
 	if deps.AgentTLS != nil {
 		s.agentConn = credentials.NewTLS(deps.AgentTLS)
 	}

@@ -24,7 +24,13 @@ import (
 // MaxTools bounds the tools of one environment or workload.
 const MaxTools = 16
 
-var toolName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
+// toolName is what a tool may be called: a Kubernetes port name too
+// (IANA_SVC_NAME: at most 15, no "--", no "-" at either end).
+var toolName = regexp.MustCompile(`^[a-z][a-z0-9]*(-[a-z0-9]+)*$`)
+
+// servingName is the name of an inference endpoint's port on Kubernetes,
+// which no tool takes.
+const servingName = "serving"
 
 func validateTools(v *violations, at string, tools []*workloadv1.Tool) {
 	if len(tools) > MaxTools {
@@ -34,8 +40,10 @@ func validateTools(v *violations, at string, tools []*workloadv1.Tool) {
 	for i, t := range tools {
 		f := fmt.Sprintf("%s.tools[%d]", at, i)
 		switch {
-		case !toolName.MatchString(t.GetName()):
-			v.add(f+".name", "must be 1-32 characters of [a-z0-9-] starting with a letter")
+		case len(t.GetName()) > 15 || !toolName.MatchString(t.GetName()):
+			v.add(f+".name", "must be 1-15 characters of [a-z0-9-] starting with a letter, with no \"--\" and no \"-\" at the end")
+		case t.GetName() == servingName:
+			v.add(f+".name", "must not be \"serving\": an inference endpoint's port is named so")
 		case names[t.GetName()]:
 			v.add(f+".name", "must be unique; an earlier tool has it")
 		}
@@ -59,6 +67,7 @@ func validateTools(v *violations, at string, tools []*workloadv1.Tool) {
 // withToolURLs fills the status's tools: each of the spec's, with its URL
 // on the proxy while the workload runs.
 func (s *Server) withToolURLs(w *workloadv1.Workload) *workloadv1.Workload {
+	s.withEndpointURL(w)
 	tools := w.GetSpec().GetTools()
 	if len(tools) == 0 || w.GetStatus() == nil {
 		return w
@@ -84,9 +93,10 @@ type ToolTokens interface {
 // Tools serves the ToolService: the proxy's tickets, sessions and targets.
 type Tools struct {
 	workloadv1.UnimplementedToolServiceServer
-	s      *Server
-	tokens ToolTokens
-	client *clientv3.Client
+	s         *Server
+	tokens    ToolTokens
+	endpoints EndpointAuth
+	client    *clientv3.Client
 }
 
 // tool is the workload's tool named in a ToolService request.

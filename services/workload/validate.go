@@ -83,6 +83,7 @@ func validateCreate(req *workloadv1.CreateWorkloadRequest) error {
 		return v.err()
 	}
 	validateSpec(&v, "workload.spec", spec)
+	validateServing(&v, "workload.spec", w.GetType(), spec.GetServing())
 	unknownPriority := false
 	if name := spec.GetPriority(); name != "" {
 		p, err := cluster.PriorityByName(name)

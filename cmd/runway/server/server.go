@@ -144,7 +144,7 @@ func build(name string, d buildDeps) (built, error) {
 		if d.quotaConn == nil {
 			return built{}, errors.New("the workload service needs the quota service's address")
 		}
-		deps := workload.Deps{Client: d.etcd, Logger: d.logger, ToolTokens: d.guard,
+		deps := workload.Deps{Client: d.etcd, Logger: d.logger, ToolTokens: d.guard, Endpoints: d.guard,
 			Projects:         workload.NewStoredProjects(d.etcd, workload.QuotaProjects{Client: quotav1.NewQuotaServiceClient(d.quotaConn)}),
 			AgentCredentials: d.guard.ServiceCredentials(Workload), AgentTLS: d.agentTLS, CredentialKeys: d.credentialKeys}
 		s, err := workload.New(workload.Config{Examples: d.examples, ProxyURL: d.proxyURL}, deps)

@@ -405,6 +405,9 @@ func (p *pods) spec(ctx context.Context, b nodemanager.Binding) (runner.Spec, er
 			env = append(env, clusterproto.ToolBaseURLEnv(t.GetName())+"="+clusterproto.ToolPath(b.WorkloadName(), t.GetName()))
 		}
 	}
+	if sv := ws.GetServing(); sv != nil && !slices.Contains(ports, int(sv.GetPort())) {
+		ports = append(ports, int(sv.GetPort()))
+	}
 	limit := p.gpus.memoryLimit(b, ws.GetGpu().GetGpuMemoryBytes())
 	if len(b.Devices) > 0 {
 		env = append(env, p.cfg.Backend.PodEnv(p.runner.PodDir(id))...)

@@ -303,7 +303,7 @@ func podSpec(namespace, name string, b binding, w *workloadv1.Workload, uuids []
 			SecurityContext:              podSec,
 			Containers: []corev1.Container{{
 				Name: "main", Image: ws.GetImage(), Command: ws.GetCommand(), Args: ws.GetArgs(),
-				Env: env, Resources: res, SecurityContext: ctrSec, Ports: containerPorts(ws.GetTools()),
+				Env: env, Resources: res, SecurityContext: ctrSec, Ports: containerPorts(ws),
 			}},
 		},
 	}

@@ -15,19 +15,34 @@ import (
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
 )
 
-// A workload with tools (WorkloadSpec.tools) gets a Service in its
+// A workload with tools (WorkloadSpec.tools) or an inference endpoint
+// (WorkloadSpec.serving) gets a Service in its
 // project's namespace, named after the workload, whose ports are its
 // tools' and whose selector is its pods' labels: the tool proxy dials its
 // ClusterIP (the run report's PortBinding), and nothing else is published
 // (no NodePort, no LoadBalancer). Each of the workload's pods owns it, so
 // the garbage collector deletes it with the last of them.
 
-// servicePorts are the Service ports of a workload's tools.
-func servicePorts(tools []*workloadv1.Tool) []corev1.ServicePort {
-	ports := make([]corev1.ServicePort, 0, len(tools))
-	for _, t := range tools {
-		ports = append(ports, corev1.ServicePort{Name: t.GetName(), Protocol: corev1.ProtocolTCP,
-			Port: t.GetPort(), TargetPort: intstr.FromInt32(t.GetPort())})
+// servingPortName names an inference endpoint's Service port (the
+// workload service lets no tool take it).
+const servingPortName = "serving"
+
+// servicePorts are the Service ports of a workload's tools and its
+// inference endpoint.
+func servicePorts(ws *workloadv1.WorkloadSpec) []corev1.ServicePort {
+	var ports []corev1.ServicePort
+	seen := map[int32]bool{}
+	add := func(name string, port int32) {
+		if !seen[port] {
+			seen[port] = true
+			ports = append(ports, corev1.ServicePort{Name: name, Protocol: corev1.ProtocolTCP, Port: port, TargetPort: intstr.FromInt32(port)})
+		}
+	}
+	for _, t := range ws.GetTools() {
+		add(t.GetName(), t.GetPort())
+	}
+	if sv := ws.GetServing(); sv != nil {
+		add(servingPortName, sv.GetPort())
 	}
 	return ports
 }
@@ -35,8 +50,8 @@ func servicePorts(tools []*workloadv1.Tool) []corev1.ServicePort {
 // ensureService writes the tools' Service of pod's workload, owned (also)
 // by pod.
 func (r *runtime) ensureService(ctx context.Context, b binding, w *workloadv1.Workload, pod *corev1.Pod) error {
-	tools := w.GetSpec().GetTools()
-	if len(tools) == 0 || pod == nil {
+	ports := servicePorts(w.GetSpec())
+	if len(ports) == 0 || pod == nil {
 		return nil
 	}
 	owner := metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID}
@@ -45,7 +60,7 @@ func (r *runtime) ensureService(ctx context.Context, b binding, w *workloadv1.Wo
 		ObjectMeta: metav1.ObjectMeta{Name: b.Workload, Namespace: pod.Namespace,
 			Labels:          map[string]string{LabelProject: b.Project, LabelWorkload: b.Workload},
 			OwnerReferences: []metav1.OwnerReference{owner}},
-		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Ports: servicePorts(tools),
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Ports: ports,
 			Selector: map[string]string{LabelProject: b.Project, LabelWorkload: b.Workload}},
 	}
 	_, err := svcs.Create(ctx, svc, metav1.CreateOptions{})
@@ -88,11 +103,11 @@ func (r *runtime) toolPorts(ctx context.Context, b binding, p *corev1.Pod) []*wo
 	return out
 }
 
-// containerPorts declare a pod's tool ports on its container.
-func containerPorts(tools []*workloadv1.Tool) []corev1.ContainerPort {
+// containerPorts declare a pod's tool and serving ports on its container.
+func containerPorts(ws *workloadv1.WorkloadSpec) []corev1.ContainerPort {
 	var ports []corev1.ContainerPort
-	for _, t := range tools {
-		ports = append(ports, corev1.ContainerPort{Name: t.GetName(), ContainerPort: t.GetPort(), Protocol: corev1.ProtocolTCP})
+	for _, p := range servicePorts(ws) {
+		ports = append(ports, corev1.ContainerPort{Name: p.Name, ContainerPort: p.Port, Protocol: corev1.ProtocolTCP})
 	}
 	return ports
 }

@@ -23,6 +23,52 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// Request for ToolService.ResolveEndpoint.
+type ResolveEndpointRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The inference workload, `projects/{project}/workloads/{workload}`.
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResolveEndpointRequest) Reset() {
+	*x = ResolveEndpointRequest{}
+	mi := &file_runway_workload_v1_tool_service_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResolveEndpointRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResolveEndpointRequest) ProtoMessage() {}
+
+func (x *ResolveEndpointRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_runway_workload_v1_tool_service_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResolveEndpointRequest.ProtoReflect.Descriptor instead.
+func (*ResolveEndpointRequest) Descriptor() ([]byte, []int) {
+	return file_runway_workload_v1_tool_service_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ResolveEndpointRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
 // Request for ToolService.CreateToolTicket.
 type CreateToolTicketRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -36,7 +82,7 @@ type CreateToolTicketRequest struct {
 
 func (x *CreateToolTicketRequest) Reset() {
 	*x = CreateToolTicketRequest{}
-	mi := &file_runway_workload_v1_tool_service_proto_msgTypes[0]
+	mi := &file_runway_workload_v1_tool_service_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -48,7 +94,7 @@ func (x *CreateToolTicketRequest) String() string {
 func (*CreateToolTicketRequest) ProtoMessage() {}
 
 func (x *CreateToolTicketRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_tool_service_proto_msgTypes[0]
+	mi := &file_runway_workload_v1_tool_service_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -61,7 +107,7 @@ func (x *CreateToolTicketRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateToolTicketRequest.ProtoReflect.Descriptor instead.
 func (*CreateToolTicketRequest) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_tool_service_proto_rawDescGZIP(), []int{0}
+	return file_runway_workload_v1_tool_service_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *CreateToolTicketRequest) GetName() string {
@@ -94,7 +140,7 @@ type ToolTicket struct {
 
 func (x *ToolTicket) Reset() {
 	*x = ToolTicket{}
-	mi := &file_runway_workload_v1_tool_service_proto_msgTypes[1]
+	mi := &file_runway_workload_v1_tool_service_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -106,7 +152,7 @@ func (x *ToolTicket) String() string {
 func (*ToolTicket) ProtoMessage() {}
 
 func (x *ToolTicket) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_tool_service_proto_msgTypes[1]
+	mi := &file_runway_workload_v1_tool_service_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -119,7 +165,7 @@ func (x *ToolTicket) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolTicket.ProtoReflect.Descriptor instead.
 func (*ToolTicket) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_tool_service_proto_rawDescGZIP(), []int{1}
+	return file_runway_workload_v1_tool_service_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ToolTicket) GetTicket() string {
@@ -156,7 +202,7 @@ type ExchangeToolTicketRequest struct {
 
 func (x *ExchangeToolTicketRequest) Reset() {
 	*x = ExchangeToolTicketRequest{}
-	mi := &file_runway_workload_v1_tool_service_proto_msgTypes[2]
+	mi := &file_runway_workload_v1_tool_service_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -168,7 +214,7 @@ func (x *ExchangeToolTicketRequest) String() string {
 func (*ExchangeToolTicketRequest) ProtoMessage() {}
 
 func (x *ExchangeToolTicketRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_tool_service_proto_msgTypes[2]
+	mi := &file_runway_workload_v1_tool_service_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -181,7 +227,7 @@ func (x *ExchangeToolTicketRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExchangeToolTicketRequest.ProtoReflect.Descriptor instead.
 func (*ExchangeToolTicketRequest) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_tool_service_proto_rawDescGZIP(), []int{2}
+	return file_runway_workload_v1_tool_service_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ExchangeToolTicketRequest) GetName() string {
@@ -211,7 +257,7 @@ type ToolSession struct {
 
 func (x *ToolSession) Reset() {
 	*x = ToolSession{}
-	mi := &file_runway_workload_v1_tool_service_proto_msgTypes[3]
+	mi := &file_runway_workload_v1_tool_service_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -223,7 +269,7 @@ func (x *ToolSession) String() string {
 func (*ToolSession) ProtoMessage() {}
 
 func (x *ToolSession) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_tool_service_proto_msgTypes[3]
+	mi := &file_runway_workload_v1_tool_service_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -236,7 +282,7 @@ func (x *ToolSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolSession.ProtoReflect.Descriptor instead.
 func (*ToolSession) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_tool_service_proto_rawDescGZIP(), []int{3}
+	return file_runway_workload_v1_tool_service_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ToolSession) GetSession() string {
@@ -266,7 +312,7 @@ type ResolveToolRequest struct {
 
 func (x *ResolveToolRequest) Reset() {
 	*x = ResolveToolRequest{}
-	mi := &file_runway_workload_v1_tool_service_proto_msgTypes[4]
+	mi := &file_runway_workload_v1_tool_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -278,7 +324,7 @@ func (x *ResolveToolRequest) String() string {
 func (*ResolveToolRequest) ProtoMessage() {}
 
 func (x *ResolveToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_tool_service_proto_msgTypes[4]
+	mi := &file_runway_workload_v1_tool_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -291,7 +337,7 @@ func (x *ResolveToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveToolRequest.ProtoReflect.Descriptor instead.
 func (*ResolveToolRequest) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_tool_service_proto_rawDescGZIP(), []int{4}
+	return file_runway_workload_v1_tool_service_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ResolveToolRequest) GetName() string {
@@ -324,7 +370,7 @@ type ToolTarget struct {
 
 func (x *ToolTarget) Reset() {
 	*x = ToolTarget{}
-	mi := &file_runway_workload_v1_tool_service_proto_msgTypes[5]
+	mi := &file_runway_workload_v1_tool_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -336,7 +382,7 @@ func (x *ToolTarget) String() string {
 func (*ToolTarget) ProtoMessage() {}
 
 func (x *ToolTarget) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_tool_service_proto_msgTypes[5]
+	mi := &file_runway_workload_v1_tool_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -349,7 +395,7 @@ func (x *ToolTarget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolTarget.ProtoReflect.Descriptor instead.
 func (*ToolTarget) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_tool_service_proto_rawDescGZIP(), []int{5}
+	return file_runway_workload_v1_tool_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ToolTarget) GetAddress() string {
@@ -377,7 +423,9 @@ var File_runway_workload_v1_tool_service_proto protoreflect.FileDescriptor
 
 const file_runway_workload_v1_tool_service_proto_rawDesc = "" +
 	"\n" +
-	"%runway/workload/v1/tool_service.proto\x12\x12runway.workload.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"A\n" +
+	"%runway/workload/v1/tool_service.proto\x12\x12runway.workload.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\",\n" +
+	"\x16ResolveEndpointRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"A\n" +
 	"\x17CreateToolTicketRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04tool\x18\x02 \x01(\tR\x04tool\"s\n" +
@@ -402,11 +450,12 @@ const file_runway_workload_v1_tool_service_proto_rawDesc = "" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x1f\n" +
 	"\vpath_prefix\x18\x02 \x01(\tR\n" +
 	"pathPrefix\x12\x19\n" +
-	"\bbase_url\x18\x03 \x01(\bR\abaseUrl2\xef\x02\n" +
+	"\bbase_url\x18\x03 \x01(\bR\abaseUrl2\xd0\x03\n" +
 	"\vToolService\x12\x9e\x01\n" +
 	"\x10CreateToolTicket\x12+.runway.workload.v1.CreateToolTicketRequest\x1a\x1e.runway.workload.v1.ToolTicket\"=\x82\xd3\xe4\x93\x027:\x01*\"2/v1/{name=projects/*/workloads/*}:createToolTicket\x12f\n" +
 	"\x12ExchangeToolTicket\x12-.runway.workload.v1.ExchangeToolTicketRequest\x1a\x1f.runway.workload.v1.ToolSession\"\x00\x12W\n" +
-	"\vResolveTool\x12&.runway.workload.v1.ResolveToolRequest\x1a\x1e.runway.workload.v1.ToolTarget\"\x00BAZ?github.com/runwayhq/runway/gen/go/runway/workload/v1;workloadv1b\x06proto3"
+	"\vResolveTool\x12&.runway.workload.v1.ResolveToolRequest\x1a\x1e.runway.workload.v1.ToolTarget\"\x00\x12_\n" +
+	"\x0fResolveEndpoint\x12*.runway.workload.v1.ResolveEndpointRequest\x1a\x1e.runway.workload.v1.ToolTarget\"\x00BAZ?github.com/runwayhq/runway/gen/go/runway/workload/v1;workloadv1b\x06proto3"
 
 var (
 	file_runway_workload_v1_tool_service_proto_rawDescOnce sync.Once
@@ -420,27 +469,30 @@ func file_runway_workload_v1_tool_service_proto_rawDescGZIP() []byte {
 	return file_runway_workload_v1_tool_service_proto_rawDescData
 }
 
-var file_runway_workload_v1_tool_service_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_runway_workload_v1_tool_service_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_runway_workload_v1_tool_service_proto_goTypes = []any{
-	(*CreateToolTicketRequest)(nil),   // 0: runway.workload.v1.CreateToolTicketRequest
-	(*ToolTicket)(nil),                // 1: runway.workload.v1.ToolTicket
-	(*ExchangeToolTicketRequest)(nil), // 2: runway.workload.v1.ExchangeToolTicketRequest
-	(*ToolSession)(nil),               // 3: runway.workload.v1.ToolSession
-	(*ResolveToolRequest)(nil),        // 4: runway.workload.v1.ResolveToolRequest
-	(*ToolTarget)(nil),                // 5: runway.workload.v1.ToolTarget
-	(*timestamppb.Timestamp)(nil),     // 6: google.protobuf.Timestamp
+	(*ResolveEndpointRequest)(nil),    // 0: runway.workload.v1.ResolveEndpointRequest
+	(*CreateToolTicketRequest)(nil),   // 1: runway.workload.v1.CreateToolTicketRequest
+	(*ToolTicket)(nil),                // 2: runway.workload.v1.ToolTicket
+	(*ExchangeToolTicketRequest)(nil), // 3: runway.workload.v1.ExchangeToolTicketRequest
+	(*ToolSession)(nil),               // 4: runway.workload.v1.ToolSession
+	(*ResolveToolRequest)(nil),        // 5: runway.workload.v1.ResolveToolRequest
+	(*ToolTarget)(nil),                // 6: runway.workload.v1.ToolTarget
+	(*timestamppb.Timestamp)(nil),     // 7: google.protobuf.Timestamp
 }
 var file_runway_workload_v1_tool_service_proto_depIdxs = []int32{
-	6, // 0: runway.workload.v1.ToolTicket.expire_time:type_name -> google.protobuf.Timestamp
-	6, // 1: runway.workload.v1.ToolSession.expire_time:type_name -> google.protobuf.Timestamp
-	0, // 2: runway.workload.v1.ToolService.CreateToolTicket:input_type -> runway.workload.v1.CreateToolTicketRequest
-	2, // 3: runway.workload.v1.ToolService.ExchangeToolTicket:input_type -> runway.workload.v1.ExchangeToolTicketRequest
-	4, // 4: runway.workload.v1.ToolService.ResolveTool:input_type -> runway.workload.v1.ResolveToolRequest
-	1, // 5: runway.workload.v1.ToolService.CreateToolTicket:output_type -> runway.workload.v1.ToolTicket
-	3, // 6: runway.workload.v1.ToolService.ExchangeToolTicket:output_type -> runway.workload.v1.ToolSession
-	5, // 7: runway.workload.v1.ToolService.ResolveTool:output_type -> runway.workload.v1.ToolTarget
-	5, // [5:8] is the sub-list for method output_type
-	2, // [2:5] is the sub-list for method input_type
+	7, // 0: runway.workload.v1.ToolTicket.expire_time:type_name -> google.protobuf.Timestamp
+	7, // 1: runway.workload.v1.ToolSession.expire_time:type_name -> google.protobuf.Timestamp
+	1, // 2: runway.workload.v1.ToolService.CreateToolTicket:input_type -> runway.workload.v1.CreateToolTicketRequest
+	3, // 3: runway.workload.v1.ToolService.ExchangeToolTicket:input_type -> runway.workload.v1.ExchangeToolTicketRequest
+	5, // 4: runway.workload.v1.ToolService.ResolveTool:input_type -> runway.workload.v1.ResolveToolRequest
+	0, // 5: runway.workload.v1.ToolService.ResolveEndpoint:input_type -> runway.workload.v1.ResolveEndpointRequest
+	2, // 6: runway.workload.v1.ToolService.CreateToolTicket:output_type -> runway.workload.v1.ToolTicket
+	4, // 7: runway.workload.v1.ToolService.ExchangeToolTicket:output_type -> runway.workload.v1.ToolSession
+	6, // 8: runway.workload.v1.ToolService.ResolveTool:output_type -> runway.workload.v1.ToolTarget
+	6, // 9: runway.workload.v1.ToolService.ResolveEndpoint:output_type -> runway.workload.v1.ToolTarget
+	6, // [6:10] is the sub-list for method output_type
+	2, // [2:6] is the sub-list for method input_type
 	2, // [2:2] is the sub-list for extension type_name
 	2, // [2:2] is the sub-list for extension extendee
 	0, // [0:2] is the sub-list for field type_name
@@ -457,7 +509,7 @@ func file_runway_workload_v1_tool_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_runway_workload_v1_tool_service_proto_rawDesc), len(file_runway_workload_v1_tool_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

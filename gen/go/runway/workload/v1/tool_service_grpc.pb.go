@@ -22,6 +22,7 @@ const (
 	ToolService_CreateToolTicket_FullMethodName   = "/runway.workload.v1.ToolService/CreateToolTicket"
 	ToolService_ExchangeToolTicket_FullMethodName = "/runway.workload.v1.ToolService/ExchangeToolTicket"
 	ToolService_ResolveTool_FullMethodName        = "/runway.workload.v1.ToolService/ResolveTool"
+	ToolService_ResolveEndpoint_FullMethodName    = "/runway.workload.v1.ToolService/ResolveEndpoint"
 )
 
 // ToolServiceClient is the client API for ToolService service.
@@ -51,6 +52,13 @@ type ToolServiceClient interface {
 	// it. FAILED_PRECONDITION while no pod of it runs. Called by the proxy
 	// on each request it forwards.
 	ResolveTool(ctx context.Context, in *ResolveToolRequest, opts ...grpc.CallOption) (*ToolTarget, error)
+	// Says where a running inference workload's serving endpoint is
+	// (WorkloadSpec.serving), to a caller its access lets in: anyone for
+	// PUBLIC, a valid token for AUTHENTICATED (UNAUTHENTICATED without), a
+	// caller who may view the project's workloads for PROJECT
+	// (PERMISSION_DENIED otherwise). Called by the proxy on each request to
+	// `/serve/projects/{project}/inference/{workload}/`.
+	ResolveEndpoint(ctx context.Context, in *ResolveEndpointRequest, opts ...grpc.CallOption) (*ToolTarget, error)
 }
 
 type toolServiceClient struct {
@@ -91,6 +99,16 @@ func (c *toolServiceClient) ResolveTool(ctx context.Context, in *ResolveToolRequ
 	return out, nil
 }
 
+func (c *toolServiceClient) ResolveEndpoint(ctx context.Context, in *ResolveEndpointRequest, opts ...grpc.CallOption) (*ToolTarget, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ToolTarget)
+	err := c.cc.Invoke(ctx, ToolService_ResolveEndpoint_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ToolServiceServer is the server API for ToolService service.
 // All implementations must embed UnimplementedToolServiceServer
 // for forward compatibility.
@@ -118,6 +136,13 @@ type ToolServiceServer interface {
 	// it. FAILED_PRECONDITION while no pod of it runs. Called by the proxy
 	// on each request it forwards.
 	ResolveTool(context.Context, *ResolveToolRequest) (*ToolTarget, error)
+	// Says where a running inference workload's serving endpoint is
+	// (WorkloadSpec.serving), to a caller its access lets in: anyone for
+	// PUBLIC, a valid token for AUTHENTICATED (UNAUTHENTICATED without), a
+	// caller who may view the project's workloads for PROJECT
+	// (PERMISSION_DENIED otherwise). Called by the proxy on each request to
+	// `/serve/projects/{project}/inference/{workload}/`.
+	ResolveEndpoint(context.Context, *ResolveEndpointRequest) (*ToolTarget, error)
 	mustEmbedUnimplementedToolServiceServer()
 }
 
@@ -136,6 +161,9 @@ func (UnimplementedToolServiceServer) ExchangeToolTicket(context.Context, *Excha
 }
 func (UnimplementedToolServiceServer) ResolveTool(context.Context, *ResolveToolRequest) (*ToolTarget, error) {
 	return nil, status.Error(codes.Unimplemented, "method ResolveTool not implemented")
+}
+func (UnimplementedToolServiceServer) ResolveEndpoint(context.Context, *ResolveEndpointRequest) (*ToolTarget, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResolveEndpoint not implemented")
 }
 func (UnimplementedToolServiceServer) mustEmbedUnimplementedToolServiceServer() {}
 func (UnimplementedToolServiceServer) testEmbeddedByValue()                     {}
@@ -212,6 +240,24 @@ func _ToolService_ResolveTool_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ToolService_ResolveEndpoint_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResolveEndpointRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ToolServiceServer).ResolveEndpoint(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ToolService_ResolveEndpoint_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ToolServiceServer).ResolveEndpoint(ctx, req.(*ResolveEndpointRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ToolService_ServiceDesc is the grpc.ServiceDesc for ToolService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -230,6 +276,10 @@ var ToolService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ResolveTool",
 			Handler:    _ToolService_ResolveTool_Handler,
+		},
+		{
+			MethodName: "ResolveEndpoint",
+			Handler:    _ToolService_ResolveEndpoint_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

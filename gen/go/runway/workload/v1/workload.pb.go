@@ -84,6 +84,64 @@ func (WorkloadType) EnumDescriptor() ([]byte, []int) {
 	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{0}
 }
 
+// ServingAccess is who may call an inference endpoint.
+type ServingAccess int32
+
+const (
+	// Not set; rejected.
+	ServingAccess_SERVING_ACCESS_UNSPECIFIED ServingAccess = 0
+	// Any signed-in user or application of the account (a valid token).
+	ServingAccess_SERVING_ACCESS_AUTHENTICATED ServingAccess = 1
+	// Those who may view the workload's project's workloads.
+	ServingAccess_SERVING_ACCESS_PROJECT ServingAccess = 2
+	// Anyone, without a token. Only an account administrator (who may create
+	// access rules on the account) may submit it.
+	ServingAccess_SERVING_ACCESS_PUBLIC ServingAccess = 3
+)
+
+// Enum value maps for ServingAccess.
+var (
+	ServingAccess_name = map[int32]string{
+		0: "SERVING_ACCESS_UNSPECIFIED",
+		1: "SERVING_ACCESS_AUTHENTICATED",
+		2: "SERVING_ACCESS_PROJECT",
+		3: "SERVING_ACCESS_PUBLIC",
+	}
+	ServingAccess_value = map[string]int32{
+		"SERVING_ACCESS_UNSPECIFIED":   0,
+		"SERVING_ACCESS_AUTHENTICATED": 1,
+		"SERVING_ACCESS_PROJECT":       2,
+		"SERVING_ACCESS_PUBLIC":        3,
+	}
+)
+
+func (x ServingAccess) Enum() *ServingAccess {
+	p := new(ServingAccess)
+	*p = x
+	return p
+}
+
+func (x ServingAccess) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ServingAccess) Descriptor() protoreflect.EnumDescriptor {
+	return file_runway_workload_v1_workload_proto_enumTypes[1].Descriptor()
+}
+
+func (ServingAccess) Type() protoreflect.EnumType {
+	return &file_runway_workload_v1_workload_proto_enumTypes[1]
+}
+
+func (x ServingAccess) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ServingAccess.Descriptor instead.
+func (ServingAccess) EnumDescriptor() ([]byte, []int) {
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{1}
+}
+
 // ToolType is what kind of web application a tool is.
 type ToolType int32
 
@@ -129,11 +187,11 @@ func (x ToolType) String() string {
 }
 
 func (ToolType) Descriptor() protoreflect.EnumDescriptor {
-	return file_runway_workload_v1_workload_proto_enumTypes[1].Descriptor()
+	return file_runway_workload_v1_workload_proto_enumTypes[2].Descriptor()
 }
 
 func (ToolType) Type() protoreflect.EnumType {
-	return &file_runway_workload_v1_workload_proto_enumTypes[1]
+	return &file_runway_workload_v1_workload_proto_enumTypes[2]
 }
 
 func (x ToolType) Number() protoreflect.EnumNumber {
@@ -142,7 +200,7 @@ func (x ToolType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ToolType.Descriptor instead.
 func (ToolType) EnumDescriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{1}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{2}
 }
 
 // WorkloadPhase is where a workload is in its life.
@@ -206,11 +264,11 @@ func (x WorkloadPhase) String() string {
 }
 
 func (WorkloadPhase) Descriptor() protoreflect.EnumDescriptor {
-	return file_runway_workload_v1_workload_proto_enumTypes[2].Descriptor()
+	return file_runway_workload_v1_workload_proto_enumTypes[3].Descriptor()
 }
 
 func (WorkloadPhase) Type() protoreflect.EnumType {
-	return &file_runway_workload_v1_workload_proto_enumTypes[2]
+	return &file_runway_workload_v1_workload_proto_enumTypes[3]
 }
 
 func (x WorkloadPhase) Number() protoreflect.EnumNumber {
@@ -219,7 +277,7 @@ func (x WorkloadPhase) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use WorkloadPhase.Descriptor instead.
 func (WorkloadPhase) EnumDescriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{2}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{3}
 }
 
 // PodState is the state of one bound pod, as the node agent reports it.
@@ -275,11 +333,11 @@ func (x PodState) String() string {
 }
 
 func (PodState) Descriptor() protoreflect.EnumDescriptor {
-	return file_runway_workload_v1_workload_proto_enumTypes[3].Descriptor()
+	return file_runway_workload_v1_workload_proto_enumTypes[4].Descriptor()
 }
 
 func (PodState) Type() protoreflect.EnumType {
-	return &file_runway_workload_v1_workload_proto_enumTypes[3]
+	return &file_runway_workload_v1_workload_proto_enumTypes[4]
 }
 
 func (x PodState) Number() protoreflect.EnumNumber {
@@ -288,7 +346,7 @@ func (x PodState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PodState.Descriptor instead.
 func (PodState) EnumDescriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{3}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{4}
 }
 
 // PendingCheck names the scheduler check a pending workload failed
@@ -368,11 +426,11 @@ func (x PendingCheck) String() string {
 }
 
 func (PendingCheck) Descriptor() protoreflect.EnumDescriptor {
-	return file_runway_workload_v1_workload_proto_enumTypes[4].Descriptor()
+	return file_runway_workload_v1_workload_proto_enumTypes[5].Descriptor()
 }
 
 func (PendingCheck) Type() protoreflect.EnumType {
-	return &file_runway_workload_v1_workload_proto_enumTypes[4]
+	return &file_runway_workload_v1_workload_proto_enumTypes[5]
 }
 
 func (x PendingCheck) Number() protoreflect.EnumNumber {
@@ -381,7 +439,7 @@ func (x PendingCheck) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PendingCheck.Descriptor instead.
 func (PendingCheck) EnumDescriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{4}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{5}
 }
 
 // WorkloadEventType is the kind of a workload event.
@@ -453,11 +511,11 @@ func (x WorkloadEventType) String() string {
 }
 
 func (WorkloadEventType) Descriptor() protoreflect.EnumDescriptor {
-	return file_runway_workload_v1_workload_proto_enumTypes[5].Descriptor()
+	return file_runway_workload_v1_workload_proto_enumTypes[6].Descriptor()
 }
 
 func (WorkloadEventType) Type() protoreflect.EnumType {
-	return &file_runway_workload_v1_workload_proto_enumTypes[5]
+	return &file_runway_workload_v1_workload_proto_enumTypes[6]
 }
 
 func (x WorkloadEventType) Number() protoreflect.EnumNumber {
@@ -466,7 +524,7 @@ func (x WorkloadEventType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use WorkloadEventType.Descriptor instead.
 func (WorkloadEventType) EnumDescriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{5}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{6}
 }
 
 // SchedulingRule is the scheduler rule behind a placement or an eviction
@@ -530,11 +588,11 @@ func (x SchedulingRule) String() string {
 }
 
 func (SchedulingRule) Descriptor() protoreflect.EnumDescriptor {
-	return file_runway_workload_v1_workload_proto_enumTypes[6].Descriptor()
+	return file_runway_workload_v1_workload_proto_enumTypes[7].Descriptor()
 }
 
 func (SchedulingRule) Type() protoreflect.EnumType {
-	return &file_runway_workload_v1_workload_proto_enumTypes[6]
+	return &file_runway_workload_v1_workload_proto_enumTypes[7]
 }
 
 func (x SchedulingRule) Number() protoreflect.EnumNumber {
@@ -543,7 +601,7 @@ func (x SchedulingRule) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SchedulingRule.Descriptor instead.
 func (SchedulingRule) EnumDescriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{6}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{7}
 }
 
 // A Workload is a unit of work submitted to a project: a gang of identical
@@ -890,7 +948,11 @@ type WorkloadSpec struct {
 	// Optional. The tools the pods serve (a notebook, an IDE), reached through
 	// Runway's authenticated proxy; filled from the environment when the
 	// submission names one and lists none. At most 16, names unique.
-	Tools         []*Tool `protobuf:"bytes,17,rep,name=tools,proto3" json:"tools,omitempty"`
+	Tools []*Tool `protobuf:"bytes,17,rep,name=tools,proto3" json:"tools,omitempty"`
+	// Optional. An inference workload's serving endpoint, reached through the
+	// proxy at `/serve/projects/{project}/inference/{workload}/`. Only for
+	// WORKLOAD_TYPE_INFERENCE.
+	Serving       *Serving `protobuf:"bytes,18,opt,name=serving,proto3" json:"serving,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1044,13 +1106,76 @@ func (x *WorkloadSpec) GetTools() []*Tool {
 	return nil
 }
 
+func (x *WorkloadSpec) GetServing() *Serving {
+	if x != nil {
+		return x.Serving
+	}
+	return nil
+}
+
+// Serving is the endpoint an inference workload's pods serve.
+type Serving struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The container port the model server listens on, 1-65535.
+	Port int32 `protobuf:"varint,1,opt,name=port,proto3" json:"port,omitempty"`
+	// Required. Who may call the endpoint.
+	Access        ServingAccess `protobuf:"varint,2,opt,name=access,proto3,enum=runway.workload.v1.ServingAccess" json:"access,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Serving) Reset() {
+	*x = Serving{}
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Serving) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Serving) ProtoMessage() {}
+
+func (x *Serving) ProtoReflect() protoreflect.Message {
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Serving.ProtoReflect.Descriptor instead.
+func (*Serving) Descriptor() ([]byte, []int) {
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Serving) GetPort() int32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+func (x *Serving) GetAccess() ServingAccess {
+	if x != nil {
+		return x.Access
+	}
+	return ServingAccess_SERVING_ACCESS_UNSPECIFIED
+}
+
 // A Tool is a web application a workload's pods serve on a container port,
 // reached through the proxy at
 // `/proxy/projects/{project}/workloads/{workload}/{tool}/`.
 type Tool struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Required. The tool's name in its URL: 1-32 characters of [a-z0-9-],
-	// starting with a letter.
+	// Required. The tool's name in its URL (and its port's on Kubernetes):
+	// 1-15 characters of [a-z0-9-], starting with a letter, with no `--` and
+	// no `-` at the end; not `serving`.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// Required. What it is.
 	Type ToolType `protobuf:"varint,2,opt,name=type,proto3,enum=runway.workload.v1.ToolType" json:"type,omitempty"`
@@ -1071,7 +1196,7 @@ type Tool struct {
 
 func (x *Tool) Reset() {
 	*x = Tool{}
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[3]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1083,7 +1208,7 @@ func (x *Tool) String() string {
 func (*Tool) ProtoMessage() {}
 
 func (x *Tool) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[3]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1096,7 +1221,7 @@ func (x *Tool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tool.ProtoReflect.Descriptor instead.
 func (*Tool) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{3}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Tool) GetName() string {
@@ -1150,7 +1275,7 @@ type ToolStatus struct {
 
 func (x *ToolStatus) Reset() {
 	*x = ToolStatus{}
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[4]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1162,7 +1287,7 @@ func (x *ToolStatus) String() string {
 func (*ToolStatus) ProtoMessage() {}
 
 func (x *ToolStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[4]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1175,7 +1300,7 @@ func (x *ToolStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolStatus.ProtoReflect.Descriptor instead.
 func (*ToolStatus) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{4}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ToolStatus) GetName() string {
@@ -1214,7 +1339,7 @@ type PortBinding struct {
 
 func (x *PortBinding) Reset() {
 	*x = PortBinding{}
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[5]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1226,7 +1351,7 @@ func (x *PortBinding) String() string {
 func (*PortBinding) ProtoMessage() {}
 
 func (x *PortBinding) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[5]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1239,7 +1364,7 @@ func (x *PortBinding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortBinding.ProtoReflect.Descriptor instead.
 func (*PortBinding) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{5}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *PortBinding) GetContainerPort() int32 {
@@ -1277,7 +1402,7 @@ type ContainerSecurity struct {
 
 func (x *ContainerSecurity) Reset() {
 	*x = ContainerSecurity{}
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[6]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1289,7 +1414,7 @@ func (x *ContainerSecurity) String() string {
 func (*ContainerSecurity) ProtoMessage() {}
 
 func (x *ContainerSecurity) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[6]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1302,7 +1427,7 @@ func (x *ContainerSecurity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerSecurity.ProtoReflect.Descriptor instead.
 func (*ContainerSecurity) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{6}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ContainerSecurity) GetRunAsRoot() bool {
@@ -1336,7 +1461,7 @@ type EnvVar struct {
 
 func (x *EnvVar) Reset() {
 	*x = EnvVar{}
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[7]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1348,7 +1473,7 @@ func (x *EnvVar) String() string {
 func (*EnvVar) ProtoMessage() {}
 
 func (x *EnvVar) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[7]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1361,7 +1486,7 @@ func (x *EnvVar) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnvVar.ProtoReflect.Descriptor instead.
 func (*EnvVar) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{7}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *EnvVar) GetName() string {
@@ -1400,7 +1525,7 @@ type CredentialKeyRef struct {
 
 func (x *CredentialKeyRef) Reset() {
 	*x = CredentialKeyRef{}
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[8]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1412,7 +1537,7 @@ func (x *CredentialKeyRef) String() string {
 func (*CredentialKeyRef) ProtoMessage() {}
 
 func (x *CredentialKeyRef) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[8]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1425,7 +1550,7 @@ func (x *CredentialKeyRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CredentialKeyRef.ProtoReflect.Descriptor instead.
 func (*CredentialKeyRef) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{8}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CredentialKeyRef) GetCredential() string {
@@ -1458,7 +1583,7 @@ type CredentialMount struct {
 
 func (x *CredentialMount) Reset() {
 	*x = CredentialMount{}
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[9]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1470,7 +1595,7 @@ func (x *CredentialMount) String() string {
 func (*CredentialMount) ProtoMessage() {}
 
 func (x *CredentialMount) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[9]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1483,7 +1608,7 @@ func (x *CredentialMount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CredentialMount.ProtoReflect.Descriptor instead.
 func (*CredentialMount) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{9}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CredentialMount) GetCredential() string {
@@ -1518,7 +1643,7 @@ type GpuRequest struct {
 
 func (x *GpuRequest) Reset() {
 	*x = GpuRequest{}
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[10]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1530,7 +1655,7 @@ func (x *GpuRequest) String() string {
 func (*GpuRequest) ProtoMessage() {}
 
 func (x *GpuRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[10]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1543,7 +1668,7 @@ func (x *GpuRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GpuRequest.ProtoReflect.Descriptor instead.
 func (*GpuRequest) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{10}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GpuRequest) GetAmount() isGpuRequest_Amount {
@@ -1668,14 +1793,18 @@ type WorkloadStatus struct {
 	RequeueOnRelease bool `protobuf:"varint,18,opt,name=requeue_on_release,json=requeueOnRelease,proto3" json:"requeue_on_release,omitempty"`
 	// One entry per tool of spec.tools, with its URL while the workload runs.
 	// Filled when read, from the deployment's proxy address.
-	Tools         []*ToolStatus `protobuf:"bytes,19,rep,name=tools,proto3" json:"tools,omitempty"`
+	Tools []*ToolStatus `protobuf:"bytes,19,rep,name=tools,proto3" json:"tools,omitempty"`
+	// The serving endpoint's URL on the proxy while the workload runs (an
+	// inference workload with spec.serving); empty otherwise. Filled when
+	// read.
+	EndpointUrl   string `protobuf:"bytes,20,opt,name=endpoint_url,json=endpointUrl,proto3" json:"endpoint_url,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WorkloadStatus) Reset() {
 	*x = WorkloadStatus{}
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[11]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1687,7 +1816,7 @@ func (x *WorkloadStatus) String() string {
 func (*WorkloadStatus) ProtoMessage() {}
 
 func (x *WorkloadStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[11]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1700,7 +1829,7 @@ func (x *WorkloadStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkloadStatus.ProtoReflect.Descriptor instead.
 func (*WorkloadStatus) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{11}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *WorkloadStatus) GetPhase() WorkloadPhase {
@@ -1836,6 +1965,13 @@ func (x *WorkloadStatus) GetTools() []*ToolStatus {
 	return nil
 }
 
+func (x *WorkloadStatus) GetEndpointUrl() string {
+	if x != nil {
+		return x.EndpointUrl
+	}
+	return ""
+}
+
 // PodStatus is one placed pod of a workload.
 type PodStatus struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1870,7 +2006,7 @@ type PodStatus struct {
 
 func (x *PodStatus) Reset() {
 	*x = PodStatus{}
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[12]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1882,7 +2018,7 @@ func (x *PodStatus) String() string {
 func (*PodStatus) ProtoMessage() {}
 
 func (x *PodStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[12]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1895,7 +2031,7 @@ func (x *PodStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodStatus.ProtoReflect.Descriptor instead.
 func (*PodStatus) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{12}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PodStatus) GetIndex() int32 {
@@ -1997,7 +2133,7 @@ type PendingReason struct {
 
 func (x *PendingReason) Reset() {
 	*x = PendingReason{}
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[13]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2009,7 +2145,7 @@ func (x *PendingReason) String() string {
 func (*PendingReason) ProtoMessage() {}
 
 func (x *PendingReason) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[13]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2022,7 +2158,7 @@ func (x *PendingReason) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingReason.ProtoReflect.Descriptor instead.
 func (*PendingReason) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{13}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PendingReason) GetCheck() PendingCheck {
@@ -2102,7 +2238,7 @@ type WorkloadEvent struct {
 
 func (x *WorkloadEvent) Reset() {
 	*x = WorkloadEvent{}
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[14]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2114,7 +2250,7 @@ func (x *WorkloadEvent) String() string {
 func (*WorkloadEvent) ProtoMessage() {}
 
 func (x *WorkloadEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[14]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2127,7 +2263,7 @@ func (x *WorkloadEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkloadEvent.ProtoReflect.Descriptor instead.
 func (*WorkloadEvent) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{14}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *WorkloadEvent) GetType() WorkloadEventType {
@@ -2216,7 +2352,7 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\x11preempt_when_idle\x18\x03 \x01(\bR\x0fpreemptWhenIdle\x12\x1d\n" +
 	"\n" +
 	"node_types\x18\x04 \x03(\tR\tnodeTypes\x12\x16\n" +
-	"\x06source\x18\x05 \x01(\tR\x06source\"\x8e\x05\n" +
+	"\x06source\x18\x05 \x01(\tR\x06source\"\xc5\x05\n" +
 	"\fWorkloadSpec\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12\x18\n" +
 	"\acommand\x18\x02 \x03(\tR\acommand\x12\x12\n" +
@@ -2236,7 +2372,11 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\bsecurity\x18\x0e \x01(\v2%.runway.workload.v1.ContainerSecurityR\bsecurity\x12;\n" +
 	"\x1attl_after_finished_seconds\x18\x0f \x01(\x03R\x17ttlAfterFinishedSeconds\x12E\n" +
 	"\vcredentials\x18\x10 \x03(\v2#.runway.workload.v1.CredentialMountR\vcredentials\x12.\n" +
-	"\x05tools\x18\x11 \x03(\v2\x18.runway.workload.v1.ToolR\x05tools\"\x9c\x01\n" +
+	"\x05tools\x18\x11 \x03(\v2\x18.runway.workload.v1.ToolR\x05tools\x125\n" +
+	"\aserving\x18\x12 \x01(\v2\x1b.runway.workload.v1.ServingR\aserving\"X\n" +
+	"\aServing\x12\x12\n" +
+	"\x04port\x18\x01 \x01(\x05R\x04port\x129\n" +
+	"\x06access\x18\x02 \x01(\x0e2!.runway.workload.v1.ServingAccessR\x06access\"\x9c\x01\n" +
 	"\x04Tool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x120\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x1c.runway.workload.v1.ToolTypeR\x04type\x12\x12\n" +
@@ -2276,7 +2416,7 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\adevices\x18\x01 \x01(\x05H\x00R\adevices\x12'\n" +
 	"\x0efraction_milli\x18\x02 \x01(\x05H\x00R\rfractionMilli\x12*\n" +
 	"\x10gpu_memory_bytes\x18\x03 \x01(\x03H\x00R\x0egpuMemoryBytesB\b\n" +
-	"\x06amount\"\xb7\a\n" +
+	"\x06amount\"\xda\a\n" +
 	"\x0eWorkloadStatus\x127\n" +
 	"\x05phase\x18\x01 \x01(\x0e2!.runway.workload.v1.WorkloadPhaseR\x05phase\x12!\n" +
 	"\frunning_pods\x18\x02 \x01(\x05R\vrunningPods\x12%\n" +
@@ -2299,7 +2439,8 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\vstop_reason\x18\x11 \x01(\tR\n" +
 	"stopReason\x12,\n" +
 	"\x12requeue_on_release\x18\x12 \x01(\bR\x10requeueOnRelease\x124\n" +
-	"\x05tools\x18\x13 \x03(\v2\x1e.runway.workload.v1.ToolStatusR\x05tools\"\x8b\x03\n" +
+	"\x05tools\x18\x13 \x03(\v2\x1e.runway.workload.v1.ToolStatusR\x05tools\x12!\n" +
+	"\fendpoint_url\x18\x14 \x01(\tR\vendpointUrl\"\x8b\x03\n" +
 	"\tPodStatus\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12%\n" +
@@ -2333,7 +2474,12 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\x19WORKLOAD_TYPE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17WORKLOAD_TYPE_WORKSPACE\x10\x01\x12\x1a\n" +
 	"\x16WORKLOAD_TYPE_TRAINING\x10\x02\x12\x1b\n" +
-	"\x17WORKLOAD_TYPE_INFERENCE\x10\x03*\x83\x01\n" +
+	"\x17WORKLOAD_TYPE_INFERENCE\x10\x03*\x88\x01\n" +
+	"\rServingAccess\x12\x1e\n" +
+	"\x1aSERVING_ACCESS_UNSPECIFIED\x10\x00\x12 \n" +
+	"\x1cSERVING_ACCESS_AUTHENTICATED\x10\x01\x12\x1a\n" +
+	"\x16SERVING_ACCESS_PROJECT\x10\x02\x12\x19\n" +
+	"\x15SERVING_ACCESS_PUBLIC\x10\x03*\x83\x01\n" +
 	"\bToolType\x12\x19\n" +
 	"\x15TOOL_TYPE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11TOOL_TYPE_JUPYTER\x10\x01\x12\x14\n" +
@@ -2401,79 +2547,83 @@ func file_runway_workload_v1_workload_proto_rawDescGZIP() []byte {
 	return file_runway_workload_v1_workload_proto_rawDescData
 }
 
-var file_runway_workload_v1_workload_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_runway_workload_v1_workload_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_runway_workload_v1_workload_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
+var file_runway_workload_v1_workload_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_runway_workload_v1_workload_proto_goTypes = []any{
 	(WorkloadType)(0),             // 0: runway.workload.v1.WorkloadType
-	(ToolType)(0),                 // 1: runway.workload.v1.ToolType
-	(WorkloadPhase)(0),            // 2: runway.workload.v1.WorkloadPhase
-	(PodState)(0),                 // 3: runway.workload.v1.PodState
-	(PendingCheck)(0),             // 4: runway.workload.v1.PendingCheck
-	(WorkloadEventType)(0),        // 5: runway.workload.v1.WorkloadEventType
-	(SchedulingRule)(0),           // 6: runway.workload.v1.SchedulingRule
-	(*Workload)(nil),              // 7: runway.workload.v1.Workload
-	(*WorkloadLimits)(nil),        // 8: runway.workload.v1.WorkloadLimits
-	(*WorkloadSpec)(nil),          // 9: runway.workload.v1.WorkloadSpec
-	(*Tool)(nil),                  // 10: runway.workload.v1.Tool
-	(*ToolStatus)(nil),            // 11: runway.workload.v1.ToolStatus
-	(*PortBinding)(nil),           // 12: runway.workload.v1.PortBinding
-	(*ContainerSecurity)(nil),     // 13: runway.workload.v1.ContainerSecurity
-	(*EnvVar)(nil),                // 14: runway.workload.v1.EnvVar
-	(*CredentialKeyRef)(nil),      // 15: runway.workload.v1.CredentialKeyRef
-	(*CredentialMount)(nil),       // 16: runway.workload.v1.CredentialMount
-	(*GpuRequest)(nil),            // 17: runway.workload.v1.GpuRequest
-	(*WorkloadStatus)(nil),        // 18: runway.workload.v1.WorkloadStatus
-	(*PodStatus)(nil),             // 19: runway.workload.v1.PodStatus
-	(*PendingReason)(nil),         // 20: runway.workload.v1.PendingReason
-	(*WorkloadEvent)(nil),         // 21: runway.workload.v1.WorkloadEvent
-	nil,                           // 22: runway.workload.v1.Workload.LabelsEntry
-	nil,                           // 23: runway.workload.v1.Workload.AnnotationsEntry
-	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 25: google.protobuf.Duration
-	(*v1.ResourceQuantity)(nil),   // 26: runway.common.v1.ResourceQuantity
+	(ServingAccess)(0),            // 1: runway.workload.v1.ServingAccess
+	(ToolType)(0),                 // 2: runway.workload.v1.ToolType
+	(WorkloadPhase)(0),            // 3: runway.workload.v1.WorkloadPhase
+	(PodState)(0),                 // 4: runway.workload.v1.PodState
+	(PendingCheck)(0),             // 5: runway.workload.v1.PendingCheck
+	(WorkloadEventType)(0),        // 6: runway.workload.v1.WorkloadEventType
+	(SchedulingRule)(0),           // 7: runway.workload.v1.SchedulingRule
+	(*Workload)(nil),              // 8: runway.workload.v1.Workload
+	(*WorkloadLimits)(nil),        // 9: runway.workload.v1.WorkloadLimits
+	(*WorkloadSpec)(nil),          // 10: runway.workload.v1.WorkloadSpec
+	(*Serving)(nil),               // 11: runway.workload.v1.Serving
+	(*Tool)(nil),                  // 12: runway.workload.v1.Tool
+	(*ToolStatus)(nil),            // 13: runway.workload.v1.ToolStatus
+	(*PortBinding)(nil),           // 14: runway.workload.v1.PortBinding
+	(*ContainerSecurity)(nil),     // 15: runway.workload.v1.ContainerSecurity
+	(*EnvVar)(nil),                // 16: runway.workload.v1.EnvVar
+	(*CredentialKeyRef)(nil),      // 17: runway.workload.v1.CredentialKeyRef
+	(*CredentialMount)(nil),       // 18: runway.workload.v1.CredentialMount
+	(*GpuRequest)(nil),            // 19: runway.workload.v1.GpuRequest
+	(*WorkloadStatus)(nil),        // 20: runway.workload.v1.WorkloadStatus
+	(*PodStatus)(nil),             // 21: runway.workload.v1.PodStatus
+	(*PendingReason)(nil),         // 22: runway.workload.v1.PendingReason
+	(*WorkloadEvent)(nil),         // 23: runway.workload.v1.WorkloadEvent
+	nil,                           // 24: runway.workload.v1.Workload.LabelsEntry
+	nil,                           // 25: runway.workload.v1.Workload.AnnotationsEntry
+	(*timestamppb.Timestamp)(nil), // 26: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 27: google.protobuf.Duration
+	(*v1.ResourceQuantity)(nil),   // 28: runway.common.v1.ResourceQuantity
 }
 var file_runway_workload_v1_workload_proto_depIdxs = []int32{
 	0,  // 0: runway.workload.v1.Workload.type:type_name -> runway.workload.v1.WorkloadType
-	9,  // 1: runway.workload.v1.Workload.spec:type_name -> runway.workload.v1.WorkloadSpec
-	18, // 2: runway.workload.v1.Workload.status:type_name -> runway.workload.v1.WorkloadStatus
-	24, // 3: runway.workload.v1.Workload.create_time:type_name -> google.protobuf.Timestamp
-	24, // 4: runway.workload.v1.Workload.update_time:type_name -> google.protobuf.Timestamp
-	8,  // 5: runway.workload.v1.Workload.limits:type_name -> runway.workload.v1.WorkloadLimits
-	22, // 6: runway.workload.v1.Workload.labels:type_name -> runway.workload.v1.Workload.LabelsEntry
-	23, // 7: runway.workload.v1.Workload.annotations:type_name -> runway.workload.v1.Workload.AnnotationsEntry
-	25, // 8: runway.workload.v1.WorkloadLimits.time_limit:type_name -> google.protobuf.Duration
-	25, // 9: runway.workload.v1.WorkloadLimits.idle_gpu_limit:type_name -> google.protobuf.Duration
-	14, // 10: runway.workload.v1.WorkloadSpec.env:type_name -> runway.workload.v1.EnvVar
-	17, // 11: runway.workload.v1.WorkloadSpec.gpu:type_name -> runway.workload.v1.GpuRequest
-	13, // 12: runway.workload.v1.WorkloadSpec.security:type_name -> runway.workload.v1.ContainerSecurity
-	16, // 13: runway.workload.v1.WorkloadSpec.credentials:type_name -> runway.workload.v1.CredentialMount
-	10, // 14: runway.workload.v1.WorkloadSpec.tools:type_name -> runway.workload.v1.Tool
-	1,  // 15: runway.workload.v1.Tool.type:type_name -> runway.workload.v1.ToolType
-	1,  // 16: runway.workload.v1.ToolStatus.type:type_name -> runway.workload.v1.ToolType
-	15, // 17: runway.workload.v1.EnvVar.credential:type_name -> runway.workload.v1.CredentialKeyRef
-	2,  // 18: runway.workload.v1.WorkloadStatus.phase:type_name -> runway.workload.v1.WorkloadPhase
-	19, // 19: runway.workload.v1.WorkloadStatus.pods:type_name -> runway.workload.v1.PodStatus
-	20, // 20: runway.workload.v1.WorkloadStatus.pending_reasons:type_name -> runway.workload.v1.PendingReason
-	21, // 21: runway.workload.v1.WorkloadStatus.events:type_name -> runway.workload.v1.WorkloadEvent
-	24, // 22: runway.workload.v1.WorkloadStatus.start_time:type_name -> google.protobuf.Timestamp
-	24, // 23: runway.workload.v1.WorkloadStatus.end_time:type_name -> google.protobuf.Timestamp
-	25, // 24: runway.workload.v1.WorkloadStatus.gpu_idle_time:type_name -> google.protobuf.Duration
-	25, // 25: runway.workload.v1.WorkloadStatus.running_time:type_name -> google.protobuf.Duration
-	11, // 26: runway.workload.v1.WorkloadStatus.tools:type_name -> runway.workload.v1.ToolStatus
-	3,  // 27: runway.workload.v1.PodStatus.state:type_name -> runway.workload.v1.PodState
-	25, // 28: runway.workload.v1.PodStatus.gpu_idle_time:type_name -> google.protobuf.Duration
-	12, // 29: runway.workload.v1.PodStatus.ports:type_name -> runway.workload.v1.PortBinding
-	4,  // 30: runway.workload.v1.PendingReason.check:type_name -> runway.workload.v1.PendingCheck
-	26, // 31: runway.workload.v1.PendingReason.requested:type_name -> runway.common.v1.ResourceQuantity
-	26, // 32: runway.workload.v1.PendingReason.available:type_name -> runway.common.v1.ResourceQuantity
-	5,  // 33: runway.workload.v1.WorkloadEvent.type:type_name -> runway.workload.v1.WorkloadEventType
-	24, // 34: runway.workload.v1.WorkloadEvent.time:type_name -> google.protobuf.Timestamp
-	6,  // 35: runway.workload.v1.WorkloadEvent.rule:type_name -> runway.workload.v1.SchedulingRule
-	36, // [36:36] is the sub-list for method output_type
-	36, // [36:36] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	10, // 1: runway.workload.v1.Workload.spec:type_name -> runway.workload.v1.WorkloadSpec
+	20, // 2: runway.workload.v1.Workload.status:type_name -> runway.workload.v1.WorkloadStatus
+	26, // 3: runway.workload.v1.Workload.create_time:type_name -> google.protobuf.Timestamp
+	26, // 4: runway.workload.v1.Workload.update_time:type_name -> google.protobuf.Timestamp
+	9,  // 5: runway.workload.v1.Workload.limits:type_name -> runway.workload.v1.WorkloadLimits
+	24, // 6: runway.workload.v1.Workload.labels:type_name -> runway.workload.v1.Workload.LabelsEntry
+	25, // 7: runway.workload.v1.Workload.annotations:type_name -> runway.workload.v1.Workload.AnnotationsEntry
+	27, // 8: runway.workload.v1.WorkloadLimits.time_limit:type_name -> google.protobuf.Duration
+	27, // 9: runway.workload.v1.WorkloadLimits.idle_gpu_limit:type_name -> google.protobuf.Duration
+	16, // 10: runway.workload.v1.WorkloadSpec.env:type_name -> runway.workload.v1.EnvVar
+	19, // 11: runway.workload.v1.WorkloadSpec.gpu:type_name -> runway.workload.v1.GpuRequest
+	15, // 12: runway.workload.v1.WorkloadSpec.security:type_name -> runway.workload.v1.ContainerSecurity
+	18, // 13: runway.workload.v1.WorkloadSpec.credentials:type_name -> runway.workload.v1.CredentialMount
+	12, // 14: runway.workload.v1.WorkloadSpec.tools:type_name -> runway.workload.v1.Tool
+	11, // 15: runway.workload.v1.WorkloadSpec.serving:type_name -> runway.workload.v1.Serving
+	1,  // 16: runway.workload.v1.Serving.access:type_name -> runway.workload.v1.ServingAccess
+	2,  // 17: runway.workload.v1.Tool.type:type_name -> runway.workload.v1.ToolType
+	2,  // 18: runway.workload.v1.ToolStatus.type:type_name -> runway.workload.v1.ToolType
+	17, // 19: runway.workload.v1.EnvVar.credential:type_name -> runway.workload.v1.CredentialKeyRef
+	3,  // 20: runway.workload.v1.WorkloadStatus.phase:type_name -> runway.workload.v1.WorkloadPhase
+	21, // 21: runway.workload.v1.WorkloadStatus.pods:type_name -> runway.workload.v1.PodStatus
+	22, // 22: runway.workload.v1.WorkloadStatus.pending_reasons:type_name -> runway.workload.v1.PendingReason
+	23, // 23: runway.workload.v1.WorkloadStatus.events:type_name -> runway.workload.v1.WorkloadEvent
+	26, // 24: runway.workload.v1.WorkloadStatus.start_time:type_name -> google.protobuf.Timestamp
+	26, // 25: runway.workload.v1.WorkloadStatus.end_time:type_name -> google.protobuf.Timestamp
+	27, // 26: runway.workload.v1.WorkloadStatus.gpu_idle_time:type_name -> google.protobuf.Duration
+	27, // 27: runway.workload.v1.WorkloadStatus.running_time:type_name -> google.protobuf.Duration
+	13, // 28: runway.workload.v1.WorkloadStatus.tools:type_name -> runway.workload.v1.ToolStatus
+	4,  // 29: runway.workload.v1.PodStatus.state:type_name -> runway.workload.v1.PodState
+	27, // 30: runway.workload.v1.PodStatus.gpu_idle_time:type_name -> google.protobuf.Duration
+	14, // 31: runway.workload.v1.PodStatus.ports:type_name -> runway.workload.v1.PortBinding
+	5,  // 32: runway.workload.v1.PendingReason.check:type_name -> runway.workload.v1.PendingCheck
+	28, // 33: runway.workload.v1.PendingReason.requested:type_name -> runway.common.v1.ResourceQuantity
+	28, // 34: runway.workload.v1.PendingReason.available:type_name -> runway.common.v1.ResourceQuantity
+	6,  // 35: runway.workload.v1.WorkloadEvent.type:type_name -> runway.workload.v1.WorkloadEventType
+	26, // 36: runway.workload.v1.WorkloadEvent.time:type_name -> google.protobuf.Timestamp
+	7,  // 37: runway.workload.v1.WorkloadEvent.rule:type_name -> runway.workload.v1.SchedulingRule
+	38, // [38:38] is the sub-list for method output_type
+	38, // [38:38] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_runway_workload_v1_workload_proto_init() }
@@ -2481,7 +2631,7 @@ func file_runway_workload_v1_workload_proto_init() {
 	if File_runway_workload_v1_workload_proto != nil {
 		return
 	}
-	file_runway_workload_v1_workload_proto_msgTypes[10].OneofWrappers = []any{
+	file_runway_workload_v1_workload_proto_msgTypes[11].OneofWrappers = []any{
 		(*GpuRequest_Devices)(nil),
 		(*GpuRequest_FractionMilli)(nil),
 		(*GpuRequest_GpuMemoryBytes)(nil),
@@ -2491,8 +2641,8 @@ func file_runway_workload_v1_workload_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_runway_workload_v1_workload_proto_rawDesc), len(file_runway_workload_v1_workload_proto_rawDesc)),
-			NumEnums:      7,
-			NumMessages:   17,
+			NumEnums:      8,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
