@@ -48,6 +48,8 @@ type FrontDoorConfig struct {
 	// an origin of its own, in front of the workload service (over TLS
 	// with TLS's certificate when it has one).
 	ProxyListen string
+	// ProxyReady, when set, is called with the proxy's address.
+	ProxyReady func(addr string)
 	// Logger; slog.Default() when nil.
 	Logger *slog.Logger
 	// Ready, when set, is called with the listening address.
@@ -161,6 +163,9 @@ func FrontDoor(ctx context.Context, cfg FrontDoorConfig) error {
 		defer tools.close()
 		cfg.Logger.Info("tool proxy serving", "url", tools.url)
 		g.Go("tool proxy", tools.serve)
+		if cfg.ProxyReady != nil {
+			cfg.ProxyReady(tools.ln.Addr().String())
+		}
 	}
 	g.Go("server", srv.Serve)
 	if ops != nil {

@@ -42,10 +42,11 @@ const (
 // tool web at the address of upstream.
 type toolBench struct {
 	proxyURL string // the tool's URL on the proxy
+	addr     string // the API's
 	token    string
 }
 
-func startToolBench(b *testing.B, upstream string) *toolBench {
+func startToolBench(b testing.TB, upstream string) *toolBench {
 	ctx, cancel := context.WithCancel(context.Background())
 	h := etcdAddr{addr: make(chan string, 1)}
 	var proxy string
@@ -122,11 +123,59 @@ func startToolBench(b *testing.B, upstream string) *toolBench {
 			b.Fatal("ws not running after 60s")
 		}
 	}
-	return &toolBench{proxyURL: "http://" + proxy + "/proxy/projects/bench/workloads/ws/web/ping", token: token}
+	return &toolBench{proxyURL: "http://" + proxy + "/proxy/projects/bench/workloads/ws/web/ping", addr: addr, token: token}
+}
+
+// runway gateway --proxy-listen serves the same tools, in front of the
+// workload service: its proxy asks the service the gateway routes the
+// ToolService to, with the caller's token.
+func TestGatewayToolProxy(t *testing.T) {
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "" {
+			http.Error(w, "the caller's token reached the pod", http.StatusTeapot)
+			return
+		}
+		_, _ = io.WriteString(w, "pong")
+	}))
+	defer upstream.Close()
+	tb := startToolBench(t, upstream.Listener.Addr().String())
+	servers := map[string]string{}
+	for _, s := range server.Services {
+		servers[s] = tb.addr
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	proxy := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- server.FrontDoor(ctx, server.FrontDoorConfig{Listen: "127.0.0.1:0", Servers: servers, ProxyListen: "127.0.0.1:0",
+			ProxyReady: func(a string) { proxy <- a }, Logger: quiet})
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("FrontDoor: %v", err)
+		}
+	}()
+	var addr string
+	select {
+	case addr = <-proxy:
+	case err := <-done:
+		t.Fatalf("FrontDoor: %v", err)
+	}
+	url := "http://" + addr + "/proxy/projects/bench/workloads/ws/web/ping"
+	fetch(t, http.DefaultClient, url, http.Header{"Authorization": {"Bearer " + tb.token}})
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("without a token: %d, want 401", resp.StatusCode)
+	}
 }
 
 // fetch GETs url with the header and fails on anything but 200 "pong".
-func fetch(b *testing.B, c *http.Client, url string, header http.Header) {
+func fetch(b testing.TB, c *http.Client, url string, header http.Header) {
 	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
 		b.Fatal(err)
