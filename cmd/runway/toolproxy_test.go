@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -301,17 +302,45 @@ func TestCLI_ToolProxy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	published := 0
+	published, hostPort := 0, ""
 	for port, bs := range in.Container.NetworkSettings.Ports {
 		for _, b := range bs {
 			published++
+			hostPort = b.HostPort
 			if !b.HostIP.IsLoopback() || port.Num() != 8080 {
 				t.Errorf("ws1 publishes %v on %v, want only 8080 on 127.0.0.1", port, b)
 			}
 		}
 	}
 	if published != 1 {
-		t.Errorf("ws1 publishes %d ports, want 1: %v", published, in.Container.NetworkSettings.Ports)
+		t.Fatalf("ws1 publishes %d ports, want 1: %v", published, in.Container.NetworkSettings.Ports)
+	}
+	// Another tenant's pod finds the tool at none of the node's addresses
+	// (its own bridge's gateway, the node's, its loopback) nor at ws1's
+	// container itself.
+	targets := []string{"gateway:" + hostPort, "127.0.0.1:" + hostPort}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if ip, ok := a.(*net.IPNet); ok && ip.IP.To4() != nil && !ip.IP.IsLoopback() {
+			targets = append(targets, net.JoinHostPort(ip.IP.String(), hostPort))
+		}
+	}
+	for _, n := range in.Container.NetworkSettings.Networks {
+		if n.IPAddress.IsValid() {
+			targets = append(targets, net.JoinHostPort(n.IPAddress.String(), "8080"))
+		}
+	}
+	// It reaches its own server the same way: the probe would see one.
+	probe := "/bin/toolecho 9090 & sleep 1; /bin/toolecho probe 127.0.0.1:9090 | grep -q OPEN && echo SELF-OK; exec /bin/toolecho probe " +
+		strings.Join(targets, " ")
+	f.bob.ok(t, "", "training", "submit", "probe", "-p", "team-b", "-i", img, "--", "sh", "-c", probe)
+	out := waitLogs(t, f.bob, "probe", "team-b", "probed")
+	t.Logf("team-b's probe:\n%s", out)
+	if strings.Contains(out, "OPEN") || !strings.Contains(out, "SELF-OK") || len(targets) < 4 {
+		t.Errorf("team-b's pod reached ws1's tool (probed %v):\n%s", targets, out)
 	}
 }
 
