@@ -342,6 +342,33 @@ func TestCLI_ToolProxy(t *testing.T) {
 	if strings.Contains(out, "OPEN") || !strings.Contains(out, "SELF-OK") || len(targets) < 4 {
 		t.Errorf("team-b's pod reached ws1's tool (probed %v):\n%s", targets, out)
 	}
+
+	// Access is asked again: once alice's rule is deleted, neither her
+	// token nor her tool session opens the tool (within the proxy's
+	// one-second reuse and the guard's mirror).
+	var rules []struct {
+		Name    string
+		Subject struct{ Name string }
+	}
+	if err := json.Unmarshal([]byte(admin.ok(t, "", "access-rule", "list", "-o", "json")), &rules); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rules {
+		if r.Subject.Name == "users/alice" {
+			admin.ok(t, "", "access-rule", "delete", strings.TrimPrefix(r.Name, "accessRules/"))
+		}
+	}
+	for _, h := range []http.Header{bearerHeader(aliceToken), cookie} {
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			resp, _ := get(t, url, h)
+			if resp.StatusCode == http.StatusForbidden {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("alice's %v still opens the tool (%d) 10 s after her rule was deleted", h, resp.StatusCode)
+			}
+		}
+	}
 }
 
 // Inference endpoints through the same proxy, on the container runtime:
