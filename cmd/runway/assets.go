@@ -22,6 +22,7 @@ func environmentCommand() *cobra.Command {
 		s                    scopeFlags
 		image, pull, regCred string
 		env                  []string
+		tools                []string
 		desc                 string
 	)
 	create := &cobra.Command{
@@ -39,8 +40,16 @@ response shows it.
 --pull-policy is when the image is pulled: always, if-not-present (the
 default) or never. --registry-credential names a registry credential
 (runway credential create registry) of the image's registry to pull it
-with.`,
-		Example: "  runway environment create jupyter -i jupyter/base-notebook -- jupyter lab\n  runway environment create pytorch --department research -i pytorch -e NCCL_DEBUG=INFO\n  runway environment create tracked -p team-a -i pytorch -e WANDB_API_KEY=credential:wandb/WANDB_API_KEY\n  runway environment create private -p team-a -i registry.example.com:5000/team/train:1 --registry-credential reg --pull-policy always",
+with.
+
+--tool NAME=TYPE:PORT names a web tool its workloads serve on a container
+port (TYPE jupyter, vscode, tensorboard or custom): a running workload's
+tool is at the tool proxy's /proxy/projects/P/workloads/W/NAME/, for
+whoever may view the workload (workload describe prints the URL). /PATH
+after the port is the path the tool serves under on the pod; ",base-url"
+tells the tool the proxy path instead (RUNWAY_TOOL_{NAME}_BASE_URL, as
+Jupyter's --ServerApp.base_url wants), and requests keep it.`,
+		Example: "  runway environment create jupyter -i jupyter/base-notebook --tool lab=jupyter:8888,base-url -- sh -c 'exec jupyter lab --ServerApp.base_url=$RUNWAY_TOOL_LAB_BASE_URL'\n  runway environment create pytorch --department research -i pytorch -e NCCL_DEBUG=INFO\n  runway environment create tracked -p team-a -i pytorch -e WANDB_API_KEY=credential:wandb/WANDB_API_KEY\n  runway environment create private -p team-a -i registry.example.com:5000/team/train:1 --registry-credential reg --pull-policy always",
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			scope, err := s.scope()
@@ -62,6 +71,13 @@ with.`,
 				}
 				e.Env = append(e.Env, ev)
 			}
+			for _, s := range tools {
+				t, err := parseTool(s)
+				if err != nil {
+					return err
+				}
+				e.Tools = append(e.Tools, t)
+			}
 			return withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
 				got, err := c.CreateEnvironment(ctx, scope, args[0], e)
 				if err != nil {
@@ -75,6 +91,7 @@ with.`,
 	s.add(create)
 	create.Flags().StringVarP(&image, "image", "i", "", "the container image (required)")
 	create.Flags().StringArrayVarP(&env, "environment", "e", nil, "environment variable NAME=VALUE, or NAME=credential:CREDENTIAL/KEY for a secret (repeat); a plain VALUE is shown to every viewer")
+	create.Flags().StringArrayVar(&tools, "tool", nil, "a tool its workloads serve, reached through the tool proxy: "+toolUsage+" (repeat)")
 	create.Flags().StringVar(&desc, "description", "", "free text for people")
 	pullFlags(create.Flags(), &pull, &regCred)
 	_ = create.MarkFlagRequired("image")

@@ -109,6 +109,10 @@ func describeWorkload(out io.Writer, w *workloadv1.Workload) error {
 		}
 		f.add("Environment", strings.Join(env, " "))
 	}
+	if sv := spec.GetServing(); sv != nil {
+		f.add("Endpoint", fmt.Sprintf("port %d, %s access, %s", sv.GetPort(),
+			strings.ToLower(strings.TrimPrefix(sv.GetAccess().String(), "SERVING_ACCESS_")), orDefault(st.GetEndpointUrl(), "not running")))
+	}
 	if len(spec.GetCredentials()) > 0 {
 		var cs []string
 		for _, m := range spec.GetCredentials() {
@@ -129,6 +133,9 @@ func describeWorkload(out io.Writer, w *workloadv1.Workload) error {
 	}
 	f.flush()
 
+	if err := describeTools(out, w); err != nil {
+		return err
+	}
 	if len(st.GetPods()) > 0 {
 		fmt.Fprintln(out, "\nPods:")
 		t := newIndentedTable(out, "Index", "Node", "Devices", "Share", "State", "Message")

@@ -60,6 +60,12 @@ answered with PromQL on the operations address in Prometheus's HTTP API
 http://127.0.0.1:7071 to Grafana as a Prometheus data source, with that
 token as its bearer token.
 
+The tool proxy serves workloads' tools (an environment's --tool) on a
+listener of its own, --proxy-listen (by default the --listen host on a free
+port), at /proxy/projects/P/workloads/W/TOOL/: to callers who may view the
+workload, with their bearer token or a cookie from the web UI. It says where
+on stderr once serving.
+
 GET /openapi.json serves --openapi (by default gen/openapi/runway.swagger.json
 relative to the working directory, when that file exists).`,
 		Example: `  runway dev --data-dir /tmp/rwdev --nodes 2 --gpus-per-node 2
@@ -80,8 +86,9 @@ relative to the working directory, when that file exists).`,
 			if cfg.Metrics, err = mf.config(cfg.Listen); err != nil {
 				return &exitError{code: 2, msg: err.Error()}
 			}
-			var metricsAddr string
+			var metricsAddr, proxyAddr string
 			cfg.Metrics.Ready = func(addr string) { metricsAddr = addr }
+			cfg.ProxyReady = func(addr string) { proxyAddr = addr }
 			tokenFile := cfg.Metrics.TokenFile
 			if tokenFile == "" {
 				tokenFile = filepath.Join(cfg.DataDir, server.DevMetricsTokenFile)
@@ -102,6 +109,7 @@ relative to the working directory, when that file exists).`,
 					fmt.Fprintf(cmd.ErrOrStderr(), "Metrics: %s://%s/metrics and PromQL on /api/v1/, with the bearer token in %s\n",
 						scheme, metricsAddr, tokenFile)
 				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "Tools: http://%s/proxy/projects/P/workloads/W/TOOL/ (workload describe prints each tool's URL)\n", proxyAddr)
 				fmt.Fprintln(cmd.ErrOrStderr(), runtimeLine(cfg.Engine, runtime))
 				fmt.Fprintf(cmd.ErrOrStderr(), "Runway is serving on %[1]s (gRPC, REST and /openapi.json). Point the CLI at it from another shell:\n"+
 					"  eval \"$(cat %[2]s)\"\n  runway project create team-a --gpu 2\n  runway training submit a1 -p team-a -i %[3]s -g 1 -- sleep 600\n"+
@@ -112,6 +120,7 @@ relative to the working directory, when that file exists).`,
 	f := cmd.Flags()
 	f.StringVar(&cfg.DataDir, "data-dir", "", "directory for etcd's data, the nodes' pods and the env file (required)")
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:7070", "gRPC and REST address of all the services")
+	f.StringVar(&cfg.ProxyListen, "proxy-listen", "", "address of the tool proxy, an origin of its own (default: the --listen host on a free port)")
 	f.IntVar(&cfg.Nodes, "nodes", 1, "number of in-process node agents")
 	f.IntVar(&cfg.GPUsPerNode, "gpus-per-node", 8, "simulated GPUs per node")
 	f.DurationVar(&cfg.Scheduler.NodeLostGrace, "node-lost-grace", server.DefaultNodeLostGrace, "how long a node whose agent's lease expired keeps its pods before they are lost (NODE_LOST)")

@@ -32,6 +32,12 @@ Unimplemented. It holds each call to the services' limits before passing it
 on: 1 MiB a message or REST body, pkg/bounds' limits on every field, and the
 services' timeouts on slow clients.
 
+--proxy-listen serves the tool proxy: workloads' tools (an environment's
+--tool) at /proxy/projects/P/workloads/W/TOOL/, on an origin of its own,
+to callers who may view the workload (their bearer token, or a cookie the
+web UI gets from a one-time ticket). The workload service's --proxy-url
+must name its public URL for tool URLs to be given.
+
 --metrics-listen serves its Prometheus metrics (the calls it passed, by
 method and code, and its calls to each service) on an operations address of
 its own; one that is not loopback needs --metrics-token-file. With
@@ -79,6 +85,7 @@ It runs until SIGINT or SIGTERM and then shuts down cleanly.`,
 	f.StringVar(&cfg.TLS.KeyFile, "tls-key-file", "", "server key (PEM) for --tls-cert-file")
 	f.StringVar(&cfg.TLS.ClientCAFile, "tls-client-ca-file", "", "CA bundle (PEM) clients' certificates must chain to: mutual TLS")
 	f.StringVar(&cfg.TLS.CAFile, "tls-ca-file", "", "CA bundle (PEM) the services' certificates chain to: call them over TLS")
+	f.StringVar(&cfg.ProxyListen, "proxy-listen", "", "serve the tool proxy (workloads' tools at /proxy/projects/P/workloads/W/TOOL/) on this address, an origin of its own; none by default")
 	f.StringSliceVar(&proxies, "trusted-proxies", nil, "CIDRs of the load balancers whose X-Forwarded-For the gateway believes, comma-separated")
 	mf.add(f, "serve Prometheus metrics on ADDR/metrics (for example 127.0.0.1:7071); none by default")
 	f.StringVar(&openapi, "openapi", server.DefaultOpenAPIPath, "OpenAPI document to serve as /openapi.json")

@@ -110,6 +110,7 @@ It runs until SIGINT or SIGTERM and then shuts down cleanly.`,
 	f.StringVar(&cfg.EtcdTLS.KeyFile, "etcd-key-file", "", "client key for etcd")
 	f.IntVar(&cfg.EtcdMaxTxnOps, "etcd-max-txn-ops", 0, "the etcd cluster's --max-txn-ops; the scheduler writes each workload's plan in one transaction of at most this many operations (default etcd's 128; run etcd with --max-txn-ops "+strconv.Itoa(server.DevMaxTxnOps)+" for gangs of every size)")
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:7070", "gRPC and REST address")
+	f.StringVar(&cfg.ProxyURL, "proxy-url", "", "the workload service: public URL of the tool proxy (runway gateway --proxy-listen), under which workloads' tool URLs are given")
 	addListenerTLSFlags(f, &cfg.TLS)
 	f.StringSliceVar(&proxies, "trusted-proxies", nil, "CIDRs of the load balancers whose X-Forwarded-For the audit log believes, comma-separated")
 	f.StringVar(&cfg.TLS.CAFile, "tls-ca-file", "", "CA bundle (PEM) the other services' and the node agents' certificates chain to: call --quota-server, --workload-server and the agents over TLS")

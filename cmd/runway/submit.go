@@ -26,6 +26,8 @@ type submitFlags struct {
 	runAsRoot       bool
 	addCapabilities []string
 	data            oneOffFlags
+	// An inference workload's endpoint (spec.serving).
+	serving serveFlags
 }
 
 // submitCommands are the three workload kinds, each with its submit
@@ -71,6 +73,9 @@ lists the value (rules security.runAsRoot, security.addCapabilities).`,
 			if err != nil {
 				return usageError("%v", err)
 			}
+			if spec.Serving, err = f.serving.spec(); err != nil {
+				return err
+			}
 			if f.image == "" && f.environment == "" && f.template == "" {
 				return usageError("--image (-i) is required unless --environment or --template names where it comes from")
 			}
@@ -111,6 +116,9 @@ lists the value (rules security.runAsRoot, security.addCapabilities).`,
 	sub.Flags().StringVar(&f.template, "template", "", "a template to start from; the flags given override it")
 	sub.Flags().StringArrayVarP(&f.labels, "label", "l", nil, "a label KEY=VALUE to find the workload by (repeat)")
 	sub.Flags().StringArrayVar(&f.annotations, "annotation", nil, "an annotation KEY=VALUE (repeat)")
+	if typ == workloadv1.WorkloadType_WORKLOAD_TYPE_INFERENCE {
+		f.serving.add(sub.Flags())
+	}
 	_ = sub.MarkFlagRequired("project")
 	cmd.AddCommand(sub, workloadListCommand(kind, "type = "+strings.TrimPrefix(typ.String(), "WORKLOAD_TYPE_")))
 	return cmd

@@ -221,6 +221,10 @@ type Caller struct {
 	Session   string    // the sign-in (services/identity's session) its token belongs to; "" for none
 	UserUID   string    // the uid of the user whose access it acts with (itself or Creator); "" for others
 	Expire    time.Time // when its token expires
+	// Bound is what a tool ticket or session token is bound to; zero for
+	// an API token.
+	Bound   Bound
+	subject Subject // the token's, to issue a tool ticket or session for
 }
 
 type callerKey struct{}
@@ -237,7 +241,7 @@ func WithCaller(ctx context.Context, c Caller) context.Context {
 }
 
 // authenticate verifies the bearer token in ctx's metadata.
-func (g *Guard) authenticate(ctx context.Context) (Caller, error) {
+func (g *Guard) authenticate(ctx context.Context, m Method) (Caller, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	vals := md.Get("authorization")
 	if len(vals) == 0 || vals[0] == "" {
@@ -247,12 +251,20 @@ func (g *Guard) authenticate(ctx context.Context) (Caller, error) {
 	if !ok || !strings.EqualFold(scheme, "bearer") {
 		return Caller{}, apierr.Unauthenticated(commonv1.ErrorReason_CREDENTIALS_INVALID)
 	}
-	c, err := g.parse(ctx, strings.TrimSpace(token), AccessToken)
+	accept := m.Tokens
+	if len(accept) == 0 {
+		accept = []TokenType{AccessToken}
+	}
+	c, err := g.parse(ctx, strings.TrimSpace(token), accept...)
 	if err != nil || c.Sid != "" && !g.sessionLive(ctx, c.Sid, c.Srev) {
 		return Caller{}, apierr.Unauthenticated(commonv1.ErrorReason_CREDENTIALS_INVALID)
 	}
 	out := g.caller(c.Subject, c.ExpiresAt.Time)
 	out.Session = c.Sid
+	out.subject = Subject{Principal: c.Subject, UID: c.UID, Gen: c.Gen, Session: c.Sid, SessionRevision: c.Srev}
+	if c.Type == ToolTicketToken || c.Type == ToolSessionToken {
+		out.Bound = Bound{Workload: c.Res, Tool: c.Tool, ID: c.ID, Type: c.Type}
+	}
 	return out, nil
 }
 

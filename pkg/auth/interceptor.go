@@ -129,11 +129,15 @@ func (g *Guard) StreamInterceptor(srv any, ss grpc.ServerStream, info *grpc.Stre
 // admit authenticates the call and checks the method's permission on its
 // target.
 func (g *Guard) admit(ctx context.Context, m Method, req any) (Caller, Target, error) {
-	c, err := g.authenticate(ctx)
+	c, err := g.authenticate(ctx, m)
 	if err != nil || m.Access == Authenticated {
 		return c, Target{}, err
 	}
 	t := m.Target(g, req)
+	if c.Bound.Type != "" && c.Bound.Workload != t.Resource {
+		// A tool ticket or session reaches its own workload only.
+		return c, t, apierr.PermissionDenied(m.Perm.String(), t.Resource)
+	}
 	if m.Access == NodeAgentOnly {
 		return c, t, m.Check(ctx, g, c, req)
 	}

@@ -48,6 +48,9 @@ type Method struct {
 	Redact bool
 	// Keep decides whether a streamed message may be sent (Watch).
 	Keep func(g *Guard, msg any, keep keep) bool
+	// Tokens are the token types the method accepts; none means API
+	// tokens (access, service) only.
+	Tokens []TokenType
 	// NewRequest makes an empty request of a server-streaming method, which
 	// the interceptor receives itself to decide.
 	NewRequest func() proto.Message
@@ -63,6 +66,18 @@ func (m Method) Mutating() bool {
 
 // Methods returns the declaration of every RPC, by full method name.
 func Methods() map[string]Method { return methods }
+
+// allChecks is a Check made of checks, each of which must pass.
+func allChecks(checks ...func(context.Context, *Guard, Caller, any) error) func(context.Context, *Guard, Caller, any) error {
+	return func(ctx context.Context, g *Guard, c Caller, req any) error {
+		for _, check := range checks {
+			if err := check(ctx, g, c, req); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
 
 func named(req any) string { return req.(interface{ GetName() string }).GetName() }
 
@@ -177,6 +192,7 @@ const (
 	govSvc      = "/runway.workload.v1.GovernanceService/"
 	credSvc     = "/runway.workload.v1.CredentialService/"
 	dsSvc       = "/runway.workload.v1.DataSourceService/"
+	toolSvc     = "/runway.workload.v1.ToolService/"
 	schedSvc    = "/runway.scheduler.v1.SchedulerService/"
 	nodeSvc     = "/runway.nodemanager.v1.NodeManagerService/"
 	agentSvc    = "/runway.nodemanager.v1.NodeAgentService/"
@@ -343,7 +359,7 @@ var methods = map[string]Method{
 
 	// Workloads live in projects. A researcher's delete or suspend of
 	// someone else's workload needs more than the Own grant.
-	workloadSvc + "CreateWorkload": {Perm: perm(Workloads, Create), Check: checkCreateWorkload,
+	workloadSvc + "CreateWorkload": {Perm: perm(Workloads, Create), Check: allChecks(checkCreateWorkload, checkPublicServing),
 		Target: func(g *Guard, r any) Target {
 			req := r.(*workloadv1.CreateWorkloadRequest)
 			return g.ProjectTarget(req.GetParent(), req.GetParent()+"/workloads/"+req.GetWorkloadId())
@@ -374,6 +390,18 @@ var methods = map[string]Method{
 			w := msg.(*workloadv1.WatchWorkloadsResponse).GetWorkload()
 			return w == nil || ok(g.ProjectTarget(w.GetProject(), w.GetName()), workloadAttrs(w))
 		}},
+
+	// A workload's tools are reached by whoever may view it: the proxy asks
+	// with the caller's own credential, an API token or a tool session
+	// bound to that workload (tools.go), and exchanges a ticket bound to it.
+	toolSvc + "CreateToolTicket":   {Perm: perm(Workloads, View), Target: inProject},
+	toolSvc + "ExchangeToolTicket": {Perm: perm(Workloads, View), Target: inProject, Tokens: []TokenType{ToolTicketToken}},
+	toolSvc + "ResolveTool": {Perm: perm(Workloads, View), Target: inProject,
+		Tokens: []TokenType{AccessToken, ToolSessionToken}},
+	// An inference endpoint's access is its workload's (public, any token,
+	// or view on its project): the handler authorises (Guard.Authenticate,
+	// MayViewWorkload).
+	toolSvc + "ResolveEndpoint": {Access: Public},
 
 	workloadSvc + "ReadWorkloadLogs": {Perm: perm(Workloads, View), Target: inProject,
 		NewRequest: func() proto.Message { return new(workloadv1.ReadWorkloadLogsRequest) }},

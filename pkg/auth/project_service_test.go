@@ -19,7 +19,7 @@ func TestProjectService(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := g.authenticate(metadata.NewIncomingContext(t.Context(), metadata.Pairs("authorization", md["authorization"])))
+	c, err := g.authenticate(metadata.NewIncomingContext(t.Context(), metadata.Pairs("authorization", md["authorization"])), Method{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestNodeAgentsCredentials(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c, err := g.authenticate(metadata.NewIncomingContext(t.Context(), metadata.Pairs("authorization", md["authorization"])))
+		c, err := g.authenticate(metadata.NewIncomingContext(t.Context(), metadata.Pairs("authorization", md["authorization"])), Method{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -199,7 +199,8 @@ func (g *Guard) knownToken(ctx context.Context) bool {
 	if !ok || !strings.EqualFold(scheme, "bearer") {
 		return false
 	}
-	_, err := g.parse(ctx, strings.TrimSpace(token), AccessToken)
+	// A tool session or ticket (the tool proxy's callers) is known too.
+	_, err := g.parse(ctx, strings.TrimSpace(token), AccessToken, ToolSessionToken, ToolTicketToken)
 	return err == nil
 }
 

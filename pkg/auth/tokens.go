@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -40,6 +41,10 @@ type claims struct {
 	Sid  string `json:"sid,omitempty"`
 	Seq  int64  `json:"seq,omitempty"`
 	Srev int64  `json:"srev,omitempty"`
+	// Res and Tool bind a tool ticket or session to one workload (and a
+	// ticket to one of its tools): no other is reached with it (tools.go).
+	Res  string `json:"res,omitempty"`
+	Tool string `json:"tool,omitempty"`
 }
 
 // Subject is who a token is issued to.
@@ -60,6 +65,11 @@ var errInvalidToken = errors.New("invalid token")
 // Issue signs a token of type typ for s, valid for ttl (at most the
 // configured longest lifetime).
 func (g *Guard) Issue(s Subject, typ TokenType, ttl time.Duration) (string, time.Time, error) {
+	return g.issue(s, typ, ttl, claims{})
+}
+
+// issue signs a token with the bindings (Res, Tool, ID) of bound.
+func (g *Guard) issue(s Subject, typ TokenType, ttl time.Duration, bound claims) (string, time.Time, error) {
 	if ttl > g.cfg.MaxTokenTTL {
 		ttl = g.cfg.MaxTokenTTL
 	}
@@ -71,9 +81,10 @@ func (g *Guard) Issue(s Subject, typ TokenType, ttl time.Duration) (string, time
 	exp := now.Add(ttl)
 	method, signWith := signingKey(key)
 	t := jwt.NewWithClaims(method, claims{
-		RegisteredClaims: jwt.RegisteredClaims{Issuer: issuer, Subject: s.Principal,
+		RegisteredClaims: jwt.RegisteredClaims{Issuer: issuer, Subject: s.Principal, ID: bound.ID,
 			IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(exp)},
-		Type: typ, UID: s.UID, Gen: s.Gen, Sid: s.Session, Seq: s.Sequence, Srev: s.SessionRevision})
+		Type: typ, UID: s.UID, Gen: s.Gen, Sid: s.Session, Seq: s.Sequence, Srev: s.SessionRevision,
+		Res: bound.Res, Tool: bound.Tool})
 	t.Header["kid"] = key.GetId()
 	signed, err := t.SignedString(signWith)
 	if err != nil {
@@ -88,12 +99,12 @@ const issuer = "runway"
 // type, and that the principal still holds the credentials the token was
 // issued for. The signature and decoding of a token seen before come from
 // g.verified, which checks its key and expiry again (verified.go).
-func (g *Guard) parse(ctx context.Context, token string, want TokenType) (*claims, error) {
+func (g *Guard) parse(ctx context.Context, token string, want ...TokenType) (*claims, error) {
 	c, err := verifySignature(token, g.now(), g.keys.verifier, &g.verified)
 	if err != nil {
 		return nil, err
 	}
-	if c.Type != want && !(want == AccessToken && c.Type == ServiceToken) {
+	if !slices.Contains(want, c.Type) && !(slices.Contains(want, AccessToken) && c.Type == ServiceToken) {
 		return nil, errInvalidToken
 	}
 	if !g.current(ctx, c) {

@@ -63,6 +63,10 @@ const (
 	// notification (what was sent or why not, the attempts).
 	PrefixSubscriptions = Root + "subscriptions/" // {user}/{subscription}
 	PrefixDeliveries    = Root + "deliveries/"    // {user}/{subscription}/{delivery}
+	// PrefixToolTickets holds the ids of the tool tickets already
+	// exchanged, under a lease as long as a ticket lives: each is accepted
+	// once, on any replica.
+	PrefixToolTickets = Root + "tooltickets/" // {ticket id}
 
 	// Scheduler service.
 	PrefixBindings = Root + "bindings/" // {node}/{project}.{workload}.{pod}: a workloadv1.PodStatus
@@ -170,6 +174,7 @@ var prefixes = []PrefixInfo{
 	{PrefixDataSources, OwnerWorkload, false, "DataSource by scope/id"},
 	{PrefixSubscriptions, OwnerWorkload, false, "notification Subscription by user/id"},
 	{PrefixDeliveries, OwnerWorkload, false, "notification Delivery records by user/subscription/id"},
+	{PrefixToolTickets, OwnerWorkload, false, "exchanged tool ticket ids, leased"},
 	{PrefixBindings, OwnerScheduler, false, "pod binding (PodStatus) by node/project.workload.pod"},
 	{PrefixPods, OwnerScheduler, false, "one key per bound pod (PodStatus: index, node) by project/workload/pod"},
 	{PrefixEvictions, OwnerScheduler, false, "eviction events (WorkloadEvent) by project/workload/time-n"},

@@ -96,6 +96,10 @@ type Spec struct {
 	// Mounts are the pod's data sources (the workload's data_sources,
 	// resolved by the agent: a git repository is a directory it cloned).
 	Mounts []Mount
+	// Ports are the container ports the pod's tools listen on. The
+	// container runtime publishes each on the node's loopback only, on a
+	// port of the engine's choosing (Published); other runtimes ignore them.
+	Ports []int
 }
 
 // PullPolicy says when an image is pulled.
@@ -227,6 +231,13 @@ type Pod interface {
 	Kill()
 	// Origin says whether Start started, adopted or restarted it.
 	Origin() Origin
+}
+
+// Published is a pod whose Spec.Ports are reachable on its node.
+type Published interface {
+	// Addresses maps each published container port to the address it is
+	// reached at on the node (127.0.0.1:PORT).
+	Addresses() map[int]string
 }
 
 // Reaper is a runner whose pods outlive the agent: after its

@@ -50,7 +50,7 @@ var (
 // environmentSpec is what an environment contributes to a spec.
 func environmentSpec(e *workloadv1.Environment) *workloadv1.WorkloadSpec {
 	return &workloadv1.WorkloadSpec{Image: e.GetImage(), Command: e.GetCommand(), Args: e.GetArgs(), Env: e.GetEnv(),
-		ImagePullPolicy: e.GetImagePullPolicy(), RegistryCredential: e.GetRegistryCredential()}
+		ImagePullPolicy: e.GetImagePullPolicy(), RegistryCredential: e.GetRegistryCredential(), Tools: e.GetTools()}
 }
 
 // computeSpec is what a compute resource contributes to a spec.
@@ -260,6 +260,11 @@ func withAssets(spec *workloadv1.WorkloadSpec, env *workloadv1.Environment, comp
 		}
 		if out.RegistryCredential == "" {
 			out.RegistryCredential = env.GetRegistryCredential()
+		}
+		if len(out.Tools) == 0 {
+			for _, t := range env.GetTools() {
+				out.Tools = append(out.Tools, proto.Clone(t).(*workloadv1.Tool))
+			}
 		}
 		own := map[string]bool{}
 		for _, e := range out.Env {

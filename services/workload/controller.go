@@ -358,6 +358,7 @@ func applyReport(ps *workloadv1.PodStatus, rep *nodemanagerv1.ReportWorkloadStat
 	ps.Message = rep.GetMessage()
 	ps.GpuIdleTime = rep.GetGpuIdleTime()
 	ps.AgentRestarts = rep.GetAgentRestarts()
+	ps.Ports = rep.GetPorts()
 	switch rep.GetState() {
 	case workloadv1.PodState_POD_STATE_STARTING, workloadv1.PodState_POD_STATE_RUNNING, workloadv1.PodState_POD_STATE_STOPPED:
 		ps.State = rep.GetState()

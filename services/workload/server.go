@@ -67,6 +67,10 @@ type Config struct {
 	// Notifications bounds subscriptions and deliveries and says where
 	// webhooks and SMTP servers may be.
 	Notifications NotificationConfig
+	// ProxyURL is where the tool proxy serves (http://127.0.0.1:7072): a
+	// running workload's status gives each tool's URL under it, and a tool
+	// ticket the URL that exchanges it. Empty: no URLs.
+	ProxyURL string
 }
 
 // Deps are the service's collaborators.
@@ -97,6 +101,12 @@ type Deps struct {
 	// subscribing and before each delivery); nil: the NotificationService
 	// is not served and nothing is sent.
 	Guard *auth.Guard
+	// ToolTokens issues the tool proxy's tickets and sessions (the
+	// auth.Guard); nil: no tickets.
+	ToolTokens ToolTokens
+	// Endpoints authorises the callers of inference endpoints (the
+	// auth.Guard); nil: none is served.
+	Endpoints EndpointAuth
 }
 
 // Server implements workloadv1.WorkloadServiceServer.
@@ -109,6 +119,7 @@ type Server struct {
 	gov        *Governance
 	creds      *Credentials
 	notify     *Notifications // nil without Deps.Guard
+	tools      *Tools
 	log        *slog.Logger
 	clock      Clock
 	agentCreds credentials.PerRPCCredentials
@@ -152,6 +163,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if deps.Guard != nil {
 		s.notify = newNotifications(cfg.Notifications, deps, s.creds)
 	}
+	s.tools = &Tools{s: s, tokens: deps.ToolTokens, endpoints: deps.Endpoints, client: deps.Client}
 	if deps.AgentTLS != nil {
 		s.agentConn = credentials.NewTLS(deps.AgentTLS)
 	}
@@ -178,6 +190,7 @@ func (s *Server) Register(g *grpc.Server) {
 	if s.notify != nil {
 		workloadv1.RegisterNotificationServiceServer(g, s.notify)
 	}
+	workloadv1.RegisterToolServiceServer(g, s.tools)
 }
 
 // RegisterGateway adds the REST routes of both services to a gateway mux,
@@ -197,7 +210,10 @@ func (s *Server) RegisterGateway(ctx context.Context, mux *runtime.ServeMux, con
 	if err := workloadv1.RegisterCredentialServiceHandler(ctx, mux, conn); err != nil {
 		return err
 	}
-	return workloadv1.RegisterDataSourceServiceHandler(ctx, mux, conn)
+	if err := workloadv1.RegisterDataSourceServiceHandler(ctx, mux, conn); err != nil {
+		return err
+	}
+	return workloadv1.RegisterToolServiceHandler(ctx, mux, conn)
 }
 
 // Dispatcher is what sends the notifications of the NotificationService
@@ -284,7 +300,7 @@ func (s *Server) GetWorkload(ctx context.Context, req *workloadv1.GetWorkloadReq
 	if err != nil {
 		return nil, apiError(err, req.GetName())
 	}
-	return w, nil
+	return s.withToolURLs(w), nil
 }
 
 // ListWorkloads pages through one project's workloads, or every project's
@@ -322,7 +338,7 @@ func (s *Server) ListWorkloads(ctx context.Context, req *workloadv1.ListWorkload
 		}
 		for _, w := range page {
 			if f.matches(w) {
-				resp.Workloads = append(resp.Workloads, w)
+				resp.Workloads = append(resp.Workloads, s.withToolURLs(w))
 			}
 		}
 		token = next

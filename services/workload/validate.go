@@ -84,6 +84,7 @@ func validateCreate(req *workloadv1.CreateWorkloadRequest) error {
 	}
 	validateSpec(&v, "workload.spec", spec)
 	validateDistributed(&v, req.GetWorkloadId(), w)
+	validateServing(&v, "workload.spec", w.GetType(), spec.GetServing())
 	unknownPriority := false
 	if name := spec.GetPriority(); name != "" {
 		p, err := cluster.PriorityByName(name)
@@ -150,6 +151,7 @@ func validateSpec(v *violations, at string, spec *workloadv1.WorkloadSpec) {
 		v.add(at+".registry_credential", "must be a credential's id or name")
 	}
 	validateDataSourceMounts(v, at, spec.GetDataSources())
+	validateTools(v, at, spec.GetTools())
 	if gpu := spec.GetGpu(); gpu != nil {
 		validateGPU(v, at, gpu)
 	}

@@ -118,6 +118,36 @@ func TestCreateWorkload_InvalidFields(t *testing.T) {
 			}), wantFields: []string{"workload.spec.node_pools[2]"}},
 		"a node type with a space": {
 			change: spec(func(s *workloadv1.WorkloadSpec) { s.NodeType = "dgx h100" }), wantFields: []string{"workload.spec.node_type"}},
+		"a tool with a name that is no port name": {
+			change: spec(func(s *workloadv1.WorkloadSpec) {
+				s.Tools = []*workloadv1.Tool{{Name: "Jupyter-Lab", Type: workloadv1.ToolType_TOOL_TYPE_JUPYTER, Port: 8888}}
+			}), wantFields: []string{"workload.spec.tools[0].name"}},
+		"a tool name of 16 characters": {
+			change: spec(func(s *workloadv1.WorkloadSpec) {
+				s.Tools = []*workloadv1.Tool{{Name: "a" + strings.Repeat("b", 15), Type: workloadv1.ToolType_TOOL_TYPE_CUSTOM, Port: 80}}
+			}), wantFields: []string{"workload.spec.tools[0].name"}},
+		"a tool named as the serving port": {
+			change: spec(func(s *workloadv1.WorkloadSpec) {
+				s.Tools = []*workloadv1.Tool{{Name: "serving", Type: workloadv1.ToolType_TOOL_TYPE_CUSTOM, Port: 80}}
+			}), wantFields: []string{"workload.spec.tools[0].name"}},
+		"two tools of one name and one port, no type, port 0": {
+			change: spec(func(s *workloadv1.WorkloadSpec) {
+				s.Tools = []*workloadv1.Tool{{Name: "lab", Type: workloadv1.ToolType_TOOL_TYPE_JUPYTER, Port: 8888},
+					{Name: "lab", Type: workloadv1.ToolType_TOOL_TYPE_JUPYTER, Port: 8888}, {Name: "tb", Port: 0}}
+			}), wantFields: []string{"workload.spec.tools[1].name", "workload.spec.tools[1].port", "workload.spec.tools[2].port", "workload.spec.tools[2].type"}},
+		"a tool path with ..": {
+			change: spec(func(s *workloadv1.WorkloadSpec) {
+				s.Tools = []*workloadv1.Tool{{Name: "lab", Type: workloadv1.ToolType_TOOL_TYPE_JUPYTER, Port: 8888, PathPrefix: "/a/../b"}}
+			}), wantFields: []string{"workload.spec.tools[0].path_prefix"}},
+		"an endpoint on a training": {
+			change: spec(func(s *workloadv1.WorkloadSpec) {
+				s.Serving = &workloadv1.Serving{Port: 8000, Access: workloadv1.ServingAccess_SERVING_ACCESS_PROJECT}
+			}), wantFields: []string{"workload.spec.serving"}},
+		"an endpoint with no port and no access": {
+			change: func(r *workloadv1.CreateWorkloadRequest) {
+				r.Workload.Type = workloadv1.WorkloadType_WORKLOAD_TYPE_INFERENCE
+				r.Workload.Spec.Serving = &workloadv1.Serving{}
+			}, wantFields: []string{"workload.spec.serving.access", "workload.spec.serving.port"}},
 		"several bad fields at once": {
 			change: func(r *workloadv1.CreateWorkloadRequest) {
 				r.WorkloadId = "Bad"

@@ -187,6 +187,7 @@ const (
 	listing                       // a list across scopes: allowed with the permission anywhere, then filtered
 	withinDepartment              // seen from the department, its projects and the account (a department's policies and assets)
 	nodeAgentOnly                 // a node agent's own call (credentials' values): no user's, whatever the role
+	ticketOnly                    // takes a tool ticket as its credential: every API token is refused (Unauthenticated)
 )
 
 // call is one request of the matrix.
@@ -217,6 +218,7 @@ func matrixCalls() []call {
 		cr = "/runway.workload.v1.CredentialService/"
 		ds = "/runway.workload.v1.DataSourceService/"
 		nt = "/runway.workload.v1.NotificationService/"
+		tl = "/runway.workload.v1.ToolService/"
 	)
 	badMask := &fieldmaskpb.FieldMask{Paths: []string{"no_such_field"}}
 	// Policies and assets at a scope (scope is "" for the account): writes
@@ -277,6 +279,9 @@ func matrixCalls() []call {
 			call{w + "SetWorkloadPriority", inProject, p, false, &workloadv1.SetWorkloadPriorityRequest{Name: wl, Priority: "train", Etag: etagStale}},
 			call{w + "WatchWorkloads", inProject, p, false, &workloadv1.WatchWorkloadsRequest{Parent: proj}},
 			call{w + "ReadWorkloadLogs", inProject, p, false, &workloadv1.ReadWorkloadLogsRequest{Name: wl}},
+			call{tl + "CreateToolTicket", inProject, p, false, &workloadv1.CreateToolTicketRequest{Name: wl, Tool: "nope"}},
+			call{tl + "ResolveTool", inProject, p, false, &workloadv1.ResolveToolRequest{Name: wl, Tool: "nope"}},
+			call{tl + "ExchangeToolTicket", ticketOnly, p, false, &workloadv1.ExchangeToolTicketRequest{Name: wl, Tool: "nope"}},
 			call{s + "GetQueue", inProject, p, false, &schedulerv1.GetQueueRequest{Name: proj + "/queue"}},
 			call{m + "QueryProjectMetrics", inProject, p, false, &metricsv1.QueryProjectMetricsRequest{Name: proj}},
 			call{m + "QueryWorkloadMetrics", inProject, p, false, &metricsv1.QueryWorkloadMetricsRequest{Name: wl}},
@@ -462,6 +467,13 @@ func TestAccessMatrix(t *testing.T) {
 				}
 				want := expected(role, m.Perm, g, c)
 				code := invoke(t.Context(), conn, c.method, c.req)
+				if c.where == ticketOnly {
+					if code != codes.Unauthenticated {
+						t.Errorf("%s on %s: %s %s with an API token: got %v, want Unauthenticated", role.ID, g.label, c.method, c.target, code)
+					}
+					checked++
+					continue
+				}
 				if got := code != codes.PermissionDenied; got != want {
 					t.Errorf("%s on %s: %s %s: got %v, want allowed=%v", role.ID, g.label, c.method, c.target, code, want)
 				}

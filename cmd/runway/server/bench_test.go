@@ -43,7 +43,7 @@ var (
 // registerNodes registers n ready nodes of gpus simulated GPUs each in the
 // default pool the way an agent does (nodemanager.RegisterNode under a
 // lease), without an agent: nothing runs the bound workloads.
-func registerNodes(ctx context.Context, b *testing.B, cli *clientv3.Client, n, gpus int) {
+func registerNodes(ctx context.Context, b testing.TB, cli *clientv3.Client, n, gpus int) {
 	lease, err := cli.Grant(ctx, 600)
 	if err != nil {
 		b.Fatal(err)

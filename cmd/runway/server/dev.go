@@ -48,6 +48,12 @@ type DevConfig struct {
 	// Listen is the one gRPC+REST address of all the services;
 	// "127.0.0.1:0" picks a free port.
 	Listen string
+	// ProxyListen is the tool proxy's own listener (pkg/toolproxy): a
+	// workload's tools at /proxy/projects/P/workloads/W/TOOL/; empty: the
+	// Listen host on a free port. ProxyReady, when set, is called with its
+	// address once it listens.
+	ProxyListen string
+	ProxyReady  func(addr string)
 	// Nodes is the number of in-process node agents, node-1..node-N, each
 	// with GPUsPerNode simulated GPUs.
 	Nodes, GPUsPerNode int
@@ -253,8 +259,15 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr, token string)) 
 	if cfg.Scheduler.MaxOps == 0 {
 		cfg.Scheduler.MaxOps = DevMaxTxnOps
 	}
+	tools, err := listenTools(cfg.ProxyListen, cfg.Listen, srv.Addr(), cfg.Logger)
+	if err != nil {
+		_ = srv.Close()
+		return err
+	}
+	defer tools.close()
 	d := buildDeps{etcd: cli, quotaConn: loop, replica: "dev", logger: cfg.Logger, scheduler: cfg.Scheduler, examples: true, metrics: reg,
-		guard: guard, identity: cfg.Identity, notifications: workload.NotificationConfig{Egress: egress.Policy{AllowLoopback: true}}}
+		guard: guard, identity: cfg.Identity, notifications: workload.NotificationConfig{Egress: egress.Policy{AllowLoopback: true}},
+		proxyURL: tools.url}
 	if cfg.Notifications != nil {
 		d.notifications = *cfg.Notifications
 	}
@@ -338,6 +351,7 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr, token string)) 
 		return err
 	}
 	g.Go("server", srv.Serve)
+	g.Go("tool proxy", tools.serve)
 	if ops != nil {
 		g.Go("operations listener", ops.Serve)
 	}
@@ -392,6 +406,9 @@ func RunDev(ctx context.Context, cfg DevConfig, ready func(addr, token string)) 
 	cfg.Logger.Info("runway dev: ready", "addr", srv.Addr(), "etcd", "unix://"+sock,
 		"nodes", cfg.Nodes, "gpusPerNode", cfg.GPUsPerNode, "dataDir", cfg.DataDir,
 		"transport", "plaintext on loopback only (runway serve --tls-cert-file for a network)", "isolation", DevIsolation(cfg.Engine))
+	if cfg.ProxyReady != nil {
+		cfg.ProxyReady(tools.ln.Addr().String())
+	}
 	if ready != nil {
 		ready(srv.Addr(), token)
 	}

@@ -44,6 +44,12 @@ type FrontDoorConfig struct {
 	// Metrics is the operations listener (GET /metrics): the calls it
 	// passes, by method and code, as a service's.
 	Metrics MetricsConfig
+	// ProxyListen, when set, serves the tool proxy (pkg/toolproxy) there,
+	// an origin of its own, in front of the workload service (over TLS
+	// with TLS's certificate when it has one).
+	ProxyListen string
+	// ProxyReady, when set, is called with the proxy's address.
+	ProxyReady func(addr string)
 	// Logger; slog.Default() when nil.
 	Logger *slog.Logger
 	// Ready, when set, is called with the listening address.
@@ -60,7 +66,8 @@ var frontDoorServices = map[string][]struct {
 	Quota:    {{quotav1.QuotaService_ServiceDesc.ServiceName, quotav1.RegisterQuotaServiceHandler}},
 	Workload: {{workloadv1.WorkloadService_ServiceDesc.ServiceName, workloadv1.RegisterWorkloadServiceHandler},
 		{workloadv1.GovernanceService_ServiceDesc.ServiceName, workloadv1.RegisterGovernanceServiceHandler},
-		{workloadv1.CredentialService_ServiceDesc.ServiceName, workloadv1.RegisterCredentialServiceHandler}},
+		{workloadv1.CredentialService_ServiceDesc.ServiceName, workloadv1.RegisterCredentialServiceHandler},
+		{workloadv1.ToolService_ServiceDesc.ServiceName, workloadv1.RegisterToolServiceHandler}},
 	Scheduler:   {{schedulerv1.SchedulerService_ServiceDesc.ServiceName, schedulerv1.RegisterSchedulerServiceHandler}},
 	NodeManager: {{nodemanagerv1.NodeManagerService_ServiceDesc.ServiceName, nodemanagerv1.RegisterNodeManagerServiceHandler}},
 	Metrics: {{metricsv1.MetricsService_ServiceDesc.ServiceName, metricsv1.RegisterMetricsServiceHandler},
@@ -142,6 +149,24 @@ func FrontDoor(ctx context.Context, cfg FrontDoorConfig) error {
 		srv.RegisterGateway(g)
 	}
 	g := newGroup(ctx)
+	if cfg.ProxyListen != "" {
+		conn := routes[workloadv1.ToolService_ServiceDesc.ServiceName]
+		if conn == nil {
+			_ = srv.Close()
+			return errors.New("--proxy-listen needs --workload-server: the proxy asks the workload service")
+		}
+		tools, err := openTools(cfg.ProxyListen, cfg.Listen, conn, scfg.TLS, cfg.Logger)
+		if err != nil {
+			_ = srv.Close()
+			return err
+		}
+		defer tools.close()
+		cfg.Logger.Info("tool proxy serving", "url", tools.url)
+		g.Go("tool proxy", tools.serve)
+		if cfg.ProxyReady != nil {
+			cfg.ProxyReady(tools.ln.Addr().String())
+		}
+	}
 	g.Go("server", srv.Serve)
 	if ops != nil {
 		g.Go("operations listener", ops.Serve)

@@ -48,6 +48,10 @@ type ServeConfig struct {
 	// TrustedProxies are the load balancers whose X-Forwarded-For the audit
 	// log believes.
 	TrustedProxies []netip.Prefix
+	// ProxyURL is the tool proxy's public URL (the gateway's
+	// --proxy-listen, as clients reach it): the workload service gives
+	// tool URLs under it. Empty: none.
+	ProxyURL string
 	// QuotaServer is the QuotaService's address; required by the workload
 	// service, which asks it whether a project exists.
 	QuotaServer string
@@ -200,7 +204,7 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	}
 	d := buildDeps{etcd: cli, replica: cfg.Replica, logger: cfg.Logger, guard: guard, identity: cfg.Identity, metrics: reg,
 		scheduler:     scheduler.Config{NodeLostGrace: cfg.NodeLostGrace},
-		notifications: workload.NotificationConfig{Egress: cfg.NotificationEgress}}
+		notifications: workload.NotificationConfig{Egress: cfg.NotificationEgress}, proxyURL: cfg.ProxyURL}
 	if cfg.NotificationCAFile != "" {
 		pem, err := os.ReadFile(cfg.NotificationCAFile)
 		if err != nil {

@@ -130,6 +130,8 @@ type buildDeps struct {
 	credentialKeys *sealing.Ring
 	// notifications bounds the workload service's notifications.
 	notifications workload.NotificationConfig
+	// proxyURL is the tool proxy's base URL ("": none serves).
+	proxyURL string
 }
 
 // build builds one service by name.
@@ -145,11 +147,11 @@ func build(name string, d buildDeps) (built, error) {
 		if d.quotaConn == nil {
 			return built{}, errors.New("the workload service needs the quota service's address")
 		}
-		deps := workload.Deps{Client: d.etcd, Logger: d.logger,
+		deps := workload.Deps{Client: d.etcd, Logger: d.logger, ToolTokens: d.guard, Endpoints: d.guard,
 			Projects:         workload.NewStoredProjects(d.etcd, workload.QuotaProjects{Client: quotav1.NewQuotaServiceClient(d.quotaConn)}),
 			AgentCredentials: d.guard.ServiceCredentials(Workload), AgentTLS: d.agentTLS, CredentialKeys: d.credentialKeys,
 			Guard: d.guard}
-		s, err := workload.New(workload.Config{Examples: d.examples, Notifications: d.notifications}, deps)
+		s, err := workload.New(workload.Config{Examples: d.examples, Notifications: d.notifications, ProxyURL: d.proxyURL}, deps)
 		if err != nil {
 			return built{}, err
 		}

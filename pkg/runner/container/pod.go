@@ -33,6 +33,7 @@ type pod struct {
 	cpuV2   bool   // cpu.stat's usage_usec, else cpuacct.usage's nanoseconds
 	limited bool   // it has a memory limit
 	origin  runner.Origin
+	ports   map[int]string // published ports' loopback addresses
 	done    chan struct{}
 
 	mu       sync.Mutex
@@ -51,6 +52,7 @@ func (r *Runner) follow(id string, c container.InspectResponse) *pod {
 		p.pid, p.paused = c.State.Pid, c.State.Paused
 	}
 	p.limited = c.HostConfig != nil && c.HostConfig.Memory > 0
+	p.ports = published(c)
 	p.cpuFile, p.cpuV2 = cgroupCPUFile(p.pid)
 	// Paused by an agent that died: this one's enforcer pauses it again
 	// if a plan still says so.

@@ -360,6 +360,7 @@ func (r *Runner) create(ctx context.Context, spec runner.Spec, name string) (con
 	if len(spec.Command) > 0 { // the workload's command replaces the image's entrypoint, as on Kubernetes
 		cfg.Entrypoint, cfg.Cmd = spec.Command, []string{}
 	}
+	publish(spec, cfg, host)
 	opts := client.ContainerCreateOptions{Name: name, Config: cfg, HostConfig: host}
 	if spec.Hostname != "" && netMode != NetworkNone {
 		// A distributed training's pod: found by its name on its workload's network.

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -452,7 +454,7 @@ func (r *Runner) adopt(spec Spec, run runRecord, exit *Exit) *Process {
 func (r *Runner) process(spec Spec, run runRecord, waitShim func()) *Process {
 	rec, work := r.RecordDir(spec.ID), r.PodDir(spec.ID)
 	return &Process{waitShim: waitShim, pid: run.Leader, grace: r.cfg.StopGrace, logPath: filepath.Join(rec, LogName),
-		dir: work, rec: rec, members: membersOf(run), done: make(chan struct{}),
+		dir: work, rec: rec, members: membersOf(run), done: make(chan struct{}), ports: spec.Ports,
 		release: func() { r.ids.put(run.UID); disown(work) }}
 }
 
@@ -527,6 +529,7 @@ type Process struct {
 	members  *members
 	release  func()
 	done     chan struct{}
+	ports    []int // Spec.Ports: on the host's loopback, as the process listens
 
 	mu       sync.Mutex
 	exit     Exit
@@ -629,3 +632,16 @@ func (p *Process) Kill() {
 	p.members.signal(syscall.SIGKILL)
 	<-p.done
 }
+
+// Addresses is where the pod's ports are: a host process listens on the
+// node itself, so each is on the loopback as it is. Nothing isolates them
+// from other pods (this runtime isolates no network).
+func (p *Process) Addresses() map[int]string {
+	out := make(map[int]string, len(p.ports))
+	for _, port := range p.ports {
+		out[port] = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	}
+	return out
+}
+
+var _ runner.Published = (*Process)(nil)

@@ -33,6 +33,9 @@ type env struct {
 	ns   string      // Runway's namespace: its reservation pods
 	rw   *sdk.Client // Runway, through the SDK
 	addr string      // Runway's gRPC address
+
+	// The tool proxy's address and the bootstrap administrator's token.
+	proxy, token string
 	// The project of each workload the test submitted: its pods are in
 	// kube.ProjectNamespace(project).
 	projectOf map[string]string
@@ -113,6 +116,7 @@ func (e *env) start(t *testing.T) {
 			NodeLostGrace: e.lostGrace, Clock: e.clock},
 		Kube: &server.KubeConfig{Kubeconfig: cluster.Kubeconfig, Namespace: e.ns, DeleteGrace: 30 * time.Second, LeaseTTL: 5 * time.Second,
 			Tolerations: e.tolerate}}
+	cfg.ProxyReady = func(addr string) { e.proxy = addr }
 	go func() { done <- server.RunDev(ctx, cfg, func(addr, token string) { ready <- [2]string{addr, token} }) }()
 	var at [2]string
 	select {
@@ -141,7 +145,7 @@ func (e *env) start(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	e.rw, e.addr = c, at[0]
+	e.rw, e.addr, e.token = c, at[0], at[1]
 }
 
 // node creates a node with gpus nvidia.com/gpu and GPU feature

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -256,6 +258,7 @@ func (p *pods) runPod(ctx context.Context, b nodemanager.Binding, pd *pod) {
 		p.log.Warn("pod started again: it died while its node agent was down", "workload", run.workload, "pod", b.Pod, "restarts", run.restarts)
 	}
 	p.running.set(spec.ID, true)
+	run.setPorts(proc)
 	run.report(workloadv1.PodState_POD_STATE_RUNNING, 0, cloned)
 	if p.cfg.Usage != nil {
 		p.cfg.Usage.add(p.cfg.Node, b, p.runner, proc)
@@ -308,10 +311,11 @@ type podRun struct {
 	ctx      context.Context
 	workload string
 	index    int
-	oom      chan string // the out-of-memory reason, once
-	final    string      // where the final report is kept; "" before the pod has a directory
-	rev      int64       // the binding's ModRevision
-	restarts int32       // times started again after dying while no agent ran
+	oom      chan string               // the out-of-memory reason, once
+	final    string                    // where the final report is kept; "" before the pod has a directory
+	rev      int64                     // the binding's ModRevision
+	restarts int32                     // times started again after dying while no agent ran
+	ports    []*workloadv1.PortBinding // where its tools' ports are on the node
 
 	mu    sync.Mutex
 	ended bool
@@ -326,12 +330,32 @@ func (r *podRun) report(state workloadv1.PodState, code int, msg string) {
 	r.ended = state != workloadv1.PodState_POD_STATE_RUNNING
 	req := r.p.reportOf(r.workload, r.index, state, code, msg, r.idle)
 	req.AgentRestarts = r.restarts
+	if !r.ended {
+		req.Ports = r.ports
+	}
 	if r.ended && r.final != "" {
 		if err := writeFinal(r.final, r.rev, req); err != nil {
 			r.p.log.Error("final state not kept on disk", "workload", r.workload, "pod", r.index, "err", err)
 		}
 	}
 	r.p.send(req)
+}
+
+// setPorts keeps where the started pod's published ports are, for its
+// reports (the proxy dials them).
+func (r *podRun) setPorts(proc runner.Pod) {
+	pub, ok := proc.(runner.Published)
+	if !ok {
+		return
+	}
+	addrs := pub.Addresses()
+	ports := slices.Sorted(maps.Keys(addrs))
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ports = nil
+	for _, port := range ports {
+		r.ports = append(r.ports, &workloadv1.PortBinding{ContainerPort: int32(port), Address: addrs[port]})
+	}
 }
 
 // idleChanged reports the pod RUNNING again with its new idle time.
@@ -342,6 +366,7 @@ func (r *podRun) idleChanged(idle time.Duration) {
 	if !r.ended {
 		req := r.p.reportOf(r.workload, r.index, r.state, 0, "", idle)
 		req.AgentRestarts = r.restarts
+		req.Ports = r.ports
 		r.p.send(req)
 	}
 }
@@ -403,6 +428,16 @@ func (p *pods) spec(ctx context.Context, b nodemanager.Binding) (runner.Spec, po
 	}
 	env = append(env, gangEnv...)
 	files = append(files, gangFiles...)
+	var ports []int
+	for _, t := range ws.GetTools() {
+		ports = append(ports, int(t.GetPort()))
+		if t.GetBaseUrl() { // served under the proxy's path (clusterproto.ToolPath)
+			env = append(env, clusterproto.ToolBaseURLEnv(t.GetName())+"="+clusterproto.ToolPath(b.WorkloadName(), t.GetName()))
+		}
+	}
+	if sv := ws.GetServing(); sv != nil && !slices.Contains(ports, int(sv.GetPort())) {
+		ports = append(ports, int(sv.GetPort()))
+	}
 	limit := p.gpus.memoryLimit(b, ws.GetGpu().GetGpuMemoryBytes())
 	if len(b.Devices) > 0 {
 		env = append(env, p.cfg.Backend.PodEnv(p.runner.PodDir(id))...)
@@ -418,6 +453,7 @@ func (p *pods) spec(ctx context.Context, b nodemanager.Binding) (runner.Spec, po
 		MilliCPU: ws.GetMilliCpu(), MemoryBytes: ws.GetMemoryBytes(),
 		RunAsRoot: ws.GetSecurity().GetRunAsRoot(), AddCapabilities: ws.GetSecurity().GetAddCapabilities(),
 		Files: files, PullPolicy: pullPolicy(ws.GetImagePullPolicy()), Registry: registryAuth(ws.GetRegistryCredential(), creds.GetRegistry()),
+		Ports: ports,
 	}, data, nil
 }
 

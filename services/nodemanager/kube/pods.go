@@ -234,13 +234,16 @@ func (r *runtime) createPod(ctx context.Context, b binding, node string, uuids [
 	case apierrors.IsAlreadyExists(err):
 		got, err := r.cfg.Kube.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
 		if err != nil {
-			return nil, err
+			return got, err
 		}
-		if r.ours(got) { // created by an earlier try, whose secrets and service may not be
+		if r.ours(got) { // created by an earlier try, whose secrets and services may not be
 			if err := r.ownSecrets(ctx, secrets, got); err != nil {
 				return got, err
 			}
-			return got, r.gangService(ctx, it.Msg, got)
+			if err := r.gangService(ctx, it.Msg, got); err != nil {
+				return got, err
+			}
+			return got, r.ensureService(ctx, b, it.Msg, got)
 		}
 		r.impostor(ctx, b, got)
 		return nil, nil
@@ -257,6 +260,9 @@ func (r *runtime) createPod(ctx context.Context, b binding, node string, uuids [
 		return created, err
 	}
 	if err := r.gangService(ctx, it.Msg, created); err != nil {
+		return nil, err
+	}
+	if err := r.ensureService(ctx, b, it.Msg, created); err != nil {
 		return nil, err
 	}
 	// After the pod: a claim deleted with the workload is owned by it
@@ -338,7 +344,7 @@ func podSpec(namespace, name string, b binding, w *workloadv1.Workload, uuids []
 			SecurityContext:              podSec,
 			Containers: []corev1.Container{{
 				Name: "main", Image: ws.GetImage(), Command: ws.GetCommand(), Args: ws.GetArgs(),
-				Env: env, Resources: res, SecurityContext: ctrSec, ImagePullPolicy: pullPolicy(ws.GetImagePullPolicy()),
+				Env: env, Resources: res, SecurityContext: ctrSec, ImagePullPolicy: pullPolicy(ws.GetImagePullPolicy()), Ports: containerPorts(ws),
 			}},
 		},
 	}
@@ -468,7 +474,11 @@ func (r *runtime) report(ctx context.Context, b binding, p *corev1.Pod) error {
 	if found.ended != "" && state != workloadv1.PodState_POD_STATE_SUCCEEDED {
 		state, code, msg = workloadv1.PodState_POD_STATE_FAILED, 128+9, found.ended // killed by SIGKILL
 	}
-	return r.putReport(ctx, b, state, code, msg, found.idle)
+	var ports []*workloadv1.PortBinding
+	if state == workloadv1.PodState_POD_STATE_RUNNING {
+		ports = r.toolPorts(ctx, b, p)
+	}
+	return r.putReport(ctx, b, state, code, msg, found.idle, ports...)
 }
 
 // agentFound is what the node agent last reported of a pod, signed.
@@ -479,11 +489,12 @@ type agentFound struct {
 }
 
 // putReport writes the binding's run report unless it says that already.
-func (r *runtime) putReport(ctx context.Context, b binding, state workloadv1.PodState, code int32, msg string, idle time.Duration) error {
+func (r *runtime) putReport(ctx context.Context, b binding, state workloadv1.PodState, code int32, msg string, idle time.Duration,
+	ports ...*workloadv1.PortBinding) error {
 	if len(msg) > 1024 {
 		msg = strings.ToValidUTF8(msg[:1024], "")
 	}
-	now := runReport{state: state, msg: msg, idle: idle}
+	now := runReport{state: state, msg: msg, idle: idle, ports: len(ports)}
 	seen := b.key + "@" + strconv.FormatInt(b.rev, 10)
 	r.mu.Lock()
 	last := r.reported[seen]
@@ -495,6 +506,7 @@ func (r *runtime) putReport(ctx context.Context, b binding, state workloadv1.Pod
 	err := nodemanager.PutRun(ctx, r.cfg.Etcd, &nodemanagerv1.ReportWorkloadStateRequest{
 		Node: nodemanager.NodeName(b.Node), Workload: b.WorkloadName(), PodIndex: int32(b.Pod),
 		State: state, ExitCode: code, Message: msg, ObserveTime: timestamppb.Now(), GpuIdleTime: durationpb.New(idle),
+		Ports: ports,
 	})
 	if err != nil {
 		return fmt.Errorf("run report of %s: %w", b.key, err)
@@ -511,6 +523,7 @@ type runReport struct {
 	state workloadv1.PodState
 	msg   string
 	idle  time.Duration
+	ports int // tool ports found (a Service read that failed is tried again)
 }
 
 // stateOf maps a bound pod's phase to a run report's state; UNSPECIFIED

@@ -120,7 +120,7 @@ func start() (*Engine, func(), error) {
 			return nil, nil, fmt.Errorf("podman system service did not answer on %s in 30 s:\n%s", e.Host, b)
 		}
 	}
-	if err := e.buildImage(); err != nil {
+	if err := e.buildImage(Image, nil); err != nil {
 		stop()
 		return nil, nil, err
 	}
@@ -150,9 +150,28 @@ func (e *Engine) podman(args ...string) error {
 	return nil
 }
 
-// buildImage imports Image: a root of only /bin/busybox and links to it.
-func (e *Engine) buildImage() error {
-	root := filepath.Join(e.dir, "rootfs")
+// ImageWith builds image tag: Image's busybox and, at each path of files
+// (an absolute path in the image), the host file it names, mode 0755 (a
+// static binary the test built: a server for its pods).
+func (e *Engine) ImageWith(t testing.TB, tag string, files map[string]string) string {
+	t.Helper()
+	if err := e.buildImage(tag, files); err != nil {
+		t.Fatal(err)
+	}
+	return tag
+}
+
+// buildImage imports image tag: a root of only /bin/busybox and links to
+// it, and files.
+func (e *Engine) buildImage(tag string, files map[string]string) error {
+	root, err := os.MkdirTemp(e.dir, "rootfs")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(root)
+	if err := os.Chmod(root, 0o755); err != nil { // the image's /, which every pod's user walks
+		return err
+	}
 	if err := os.MkdirAll(filepath.Join(root, "bin"), 0o755); err != nil {
 		return err
 	}
@@ -173,11 +192,24 @@ func (e *Engine) buildImage() error {
 			return err
 		}
 	}
-	tar := filepath.Join(e.dir, "rootfs.tar")
+	for at, from := range files {
+		b, err := os.ReadFile(from)
+		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(filepath.Join(root, filepath.Dir(at)), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(root, at), b, 0o755); err != nil {
+			return err
+		}
+	}
+	tar := root + ".tar"
+	defer os.Remove(tar)
 	if out, err := exec.Command("tar", "-C", root, "-cf", tar, ".").CombinedOutput(); err != nil {
 		return fmt.Errorf("tar the busybox root: %v\n%s", err, out)
 	}
-	return e.podman("import", tar, Image)
+	return e.podman("import", tar, tag)
 }
 
 // removeNetworks removes the pods' networks the runners made on the engine

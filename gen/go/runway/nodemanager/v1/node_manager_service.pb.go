@@ -350,6 +350,10 @@ type ReportWorkloadStateRequest struct {
 	// node restarted); 0 for a pod that ran once. Every report of the run
 	// carries it, its final one too.
 	AgentRestarts int32 `protobuf:"varint,9,opt,name=agent_restarts,json=agentRestarts,proto3" json:"agent_restarts,omitempty"`
+	// Where the pod's tool ports (WorkloadSpec.tools) are reached on the
+	// node: on the container runtime, 127.0.0.1 and the port the engine
+	// published each on. Every report of the run carries them.
+	Ports         []*v1.PortBinding `protobuf:"bytes,10,rep,name=ports,proto3" json:"ports,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -445,6 +449,13 @@ func (x *ReportWorkloadStateRequest) GetAgentRestarts() int32 {
 		return x.AgentRestarts
 	}
 	return 0
+}
+
+func (x *ReportWorkloadStateRequest) GetPorts() []*v1.PortBinding {
+	if x != nil {
+		return x.Ports
+	}
+	return nil
 }
 
 // Response for NodeManagerService.ReportWorkloadState. Empty: the report was
@@ -822,7 +833,7 @@ const file_runway_nodemanager_v1_node_manager_service_proto_rawDesc = "" +
 	"\x04etag\x18\x04 \x01(\tR\x04etag\"<\n" +
 	"\x12UndrainNodeRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
-	"\x04etag\x18\x02 \x01(\tR\x04etag\"\xf9\x02\n" +
+	"\x04etag\x18\x02 \x01(\tR\x04etag\"\xb0\x03\n" +
 	"\x1aReportWorkloadStateRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1a\n" +
 	"\bworkload\x18\x02 \x01(\tR\bworkload\x12\x1b\n" +
@@ -832,7 +843,9 @@ const file_runway_nodemanager_v1_node_manager_service_proto_rawDesc = "" +
 	"\amessage\x18\x06 \x01(\tR\amessage\x12=\n" +
 	"\fobserve_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\vobserveTime\x12=\n" +
 	"\rgpu_idle_time\x18\b \x01(\v2\x19.google.protobuf.DurationR\vgpuIdleTime\x12%\n" +
-	"\x0eagent_restarts\x18\t \x01(\x05R\ragentRestarts\"\x1d\n" +
+	"\x0eagent_restarts\x18\t \x01(\x05R\ragentRestarts\x125\n" +
+	"\x05ports\x18\n" +
+	" \x03(\v2\x1f.runway.workload.v1.PortBindingR\x05ports\"\x1d\n" +
 	"\x1bReportWorkloadStateResponse\"-\n" +
 	"\x17GetTimeSlicePlanRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"@\n" +
@@ -893,38 +906,40 @@ var file_runway_nodemanager_v1_node_manager_service_proto_goTypes = []any{
 	(v1.PodState)(0),                    // 14: runway.workload.v1.PodState
 	(*timestamppb.Timestamp)(nil),       // 15: google.protobuf.Timestamp
 	(*durationpb.Duration)(nil),         // 16: google.protobuf.Duration
-	(*TimeSlicePlan)(nil),               // 17: runway.nodemanager.v1.TimeSlicePlan
+	(*v1.PortBinding)(nil),              // 17: runway.workload.v1.PortBinding
+	(*TimeSlicePlan)(nil),               // 18: runway.nodemanager.v1.TimeSlicePlan
 }
 var file_runway_nodemanager_v1_node_manager_service_proto_depIdxs = []int32{
 	13, // 0: runway.nodemanager.v1.ListNodesResponse.nodes:type_name -> runway.nodemanager.v1.Node
 	14, // 1: runway.nodemanager.v1.ReportWorkloadStateRequest.state:type_name -> runway.workload.v1.PodState
 	15, // 2: runway.nodemanager.v1.ReportWorkloadStateRequest.observe_time:type_name -> google.protobuf.Timestamp
 	16, // 3: runway.nodemanager.v1.ReportWorkloadStateRequest.gpu_idle_time:type_name -> google.protobuf.Duration
-	16, // 4: runway.nodemanager.v1.CreateNodeAgentTokenRequest.ttl:type_name -> google.protobuf.Duration
-	15, // 5: runway.nodemanager.v1.NodeAgentToken.expire_time:type_name -> google.protobuf.Timestamp
-	0,  // 6: runway.nodemanager.v1.NodeManagerService.GetNode:input_type -> runway.nodemanager.v1.GetNodeRequest
-	1,  // 7: runway.nodemanager.v1.NodeManagerService.ListNodes:input_type -> runway.nodemanager.v1.ListNodesRequest
-	3,  // 8: runway.nodemanager.v1.NodeManagerService.DrainNode:input_type -> runway.nodemanager.v1.DrainNodeRequest
-	4,  // 9: runway.nodemanager.v1.NodeManagerService.UndrainNode:input_type -> runway.nodemanager.v1.UndrainNodeRequest
-	5,  // 10: runway.nodemanager.v1.NodeManagerService.ReportWorkloadState:input_type -> runway.nodemanager.v1.ReportWorkloadStateRequest
-	7,  // 11: runway.nodemanager.v1.NodeManagerService.GetTimeSlicePlan:input_type -> runway.nodemanager.v1.GetTimeSlicePlanRequest
-	8,  // 12: runway.nodemanager.v1.NodeManagerService.GetNodeMarkKey:input_type -> runway.nodemanager.v1.GetNodeMarkKeyRequest
-	10, // 13: runway.nodemanager.v1.NodeManagerService.IssueNodeAgentToken:input_type -> runway.nodemanager.v1.IssueNodeAgentTokenRequest
-	11, // 14: runway.nodemanager.v1.NodeManagerService.CreateNodeAgentToken:input_type -> runway.nodemanager.v1.CreateNodeAgentTokenRequest
-	13, // 15: runway.nodemanager.v1.NodeManagerService.GetNode:output_type -> runway.nodemanager.v1.Node
-	2,  // 16: runway.nodemanager.v1.NodeManagerService.ListNodes:output_type -> runway.nodemanager.v1.ListNodesResponse
-	13, // 17: runway.nodemanager.v1.NodeManagerService.DrainNode:output_type -> runway.nodemanager.v1.Node
-	13, // 18: runway.nodemanager.v1.NodeManagerService.UndrainNode:output_type -> runway.nodemanager.v1.Node
-	6,  // 19: runway.nodemanager.v1.NodeManagerService.ReportWorkloadState:output_type -> runway.nodemanager.v1.ReportWorkloadStateResponse
-	17, // 20: runway.nodemanager.v1.NodeManagerService.GetTimeSlicePlan:output_type -> runway.nodemanager.v1.TimeSlicePlan
-	9,  // 21: runway.nodemanager.v1.NodeManagerService.GetNodeMarkKey:output_type -> runway.nodemanager.v1.NodeMarkKey
-	12, // 22: runway.nodemanager.v1.NodeManagerService.IssueNodeAgentToken:output_type -> runway.nodemanager.v1.NodeAgentToken
-	12, // 23: runway.nodemanager.v1.NodeManagerService.CreateNodeAgentToken:output_type -> runway.nodemanager.v1.NodeAgentToken
-	15, // [15:24] is the sub-list for method output_type
-	6,  // [6:15] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	17, // 4: runway.nodemanager.v1.ReportWorkloadStateRequest.ports:type_name -> runway.workload.v1.PortBinding
+	16, // 5: runway.nodemanager.v1.CreateNodeAgentTokenRequest.ttl:type_name -> google.protobuf.Duration
+	15, // 6: runway.nodemanager.v1.NodeAgentToken.expire_time:type_name -> google.protobuf.Timestamp
+	0,  // 7: runway.nodemanager.v1.NodeManagerService.GetNode:input_type -> runway.nodemanager.v1.GetNodeRequest
+	1,  // 8: runway.nodemanager.v1.NodeManagerService.ListNodes:input_type -> runway.nodemanager.v1.ListNodesRequest
+	3,  // 9: runway.nodemanager.v1.NodeManagerService.DrainNode:input_type -> runway.nodemanager.v1.DrainNodeRequest
+	4,  // 10: runway.nodemanager.v1.NodeManagerService.UndrainNode:input_type -> runway.nodemanager.v1.UndrainNodeRequest
+	5,  // 11: runway.nodemanager.v1.NodeManagerService.ReportWorkloadState:input_type -> runway.nodemanager.v1.ReportWorkloadStateRequest
+	7,  // 12: runway.nodemanager.v1.NodeManagerService.GetTimeSlicePlan:input_type -> runway.nodemanager.v1.GetTimeSlicePlanRequest
+	8,  // 13: runway.nodemanager.v1.NodeManagerService.GetNodeMarkKey:input_type -> runway.nodemanager.v1.GetNodeMarkKeyRequest
+	10, // 14: runway.nodemanager.v1.NodeManagerService.IssueNodeAgentToken:input_type -> runway.nodemanager.v1.IssueNodeAgentTokenRequest
+	11, // 15: runway.nodemanager.v1.NodeManagerService.CreateNodeAgentToken:input_type -> runway.nodemanager.v1.CreateNodeAgentTokenRequest
+	13, // 16: runway.nodemanager.v1.NodeManagerService.GetNode:output_type -> runway.nodemanager.v1.Node
+	2,  // 17: runway.nodemanager.v1.NodeManagerService.ListNodes:output_type -> runway.nodemanager.v1.ListNodesResponse
+	13, // 18: runway.nodemanager.v1.NodeManagerService.DrainNode:output_type -> runway.nodemanager.v1.Node
+	13, // 19: runway.nodemanager.v1.NodeManagerService.UndrainNode:output_type -> runway.nodemanager.v1.Node
+	6,  // 20: runway.nodemanager.v1.NodeManagerService.ReportWorkloadState:output_type -> runway.nodemanager.v1.ReportWorkloadStateResponse
+	18, // 21: runway.nodemanager.v1.NodeManagerService.GetTimeSlicePlan:output_type -> runway.nodemanager.v1.TimeSlicePlan
+	9,  // 22: runway.nodemanager.v1.NodeManagerService.GetNodeMarkKey:output_type -> runway.nodemanager.v1.NodeMarkKey
+	12, // 23: runway.nodemanager.v1.NodeManagerService.IssueNodeAgentToken:output_type -> runway.nodemanager.v1.NodeAgentToken
+	12, // 24: runway.nodemanager.v1.NodeManagerService.CreateNodeAgentToken:output_type -> runway.nodemanager.v1.NodeAgentToken
+	16, // [16:25] is the sub-list for method output_type
+	7,  // [7:16] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_runway_nodemanager_v1_node_manager_service_proto_init() }

@@ -410,8 +410,11 @@ type Environment struct {
 	// looked up from the submitting project, or its full name); a
 	// submission's own wins.
 	RegistryCredential string `protobuf:"bytes,10,opt,name=registry_credential,json=registryCredential,proto3" json:"registry_credential,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Optional. The tools its workloads serve (WorkloadSpec.tools); a
+	// submission that lists none gets these.
+	Tools         []*Tool `protobuf:"bytes,11,rep,name=tools,proto3" json:"tools,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Environment) Reset() {
@@ -512,6 +515,13 @@ func (x *Environment) GetRegistryCredential() string {
 		return x.RegistryCredential
 	}
 	return ""
+}
+
+func (x *Environment) GetTools() []*Tool {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
 }
 
 // A ComputeResource is a named, reusable "what each pod needs": GPUs, CPU
@@ -660,7 +670,7 @@ const file_runway_workload_v1_governance_proto_rawDesc = "" +
 	"\x0edefault_source\x18\x03 \x01(\tR\rdefaultSource\x121\n" +
 	"\x04rule\x18\x04 \x01(\v2\x1d.runway.workload.v1.FieldRuleR\x04rule\x12\x1f\n" +
 	"\vrule_source\x18\x05 \x01(\tR\n" +
-	"ruleSource\"\x88\x03\n" +
+	"ruleSource\"\xb8\x03\n" +
 	"\vEnvironment\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x14\n" +
@@ -673,7 +683,8 @@ const file_runway_workload_v1_governance_proto_rawDesc = "" +
 	"\x04etag\x18\b \x01(\tR\x04etag\x12O\n" +
 	"\x11image_pull_policy\x18\t \x01(\x0e2#.runway.workload.v1.ImagePullPolicyR\x0fimagePullPolicy\x12/\n" +
 	"\x13registry_credential\x18\n" +
-	" \x01(\tR\x12registryCredential\"\x8a\x02\n" +
+	" \x01(\tR\x12registryCredential\x12.\n" +
+	"\x05tools\x18\v \x03(\v2\x18.runway.workload.v1.ToolR\x05tools\"\x8a\x02\n" +
 	"\x0fComputeResource\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x120\n" +
@@ -710,7 +721,8 @@ var file_runway_workload_v1_governance_proto_goTypes = []any{
 	(WorkloadType)(0),             // 9: runway.workload.v1.WorkloadType
 	(*EnvVar)(nil),                // 10: runway.workload.v1.EnvVar
 	(ImagePullPolicy)(0),          // 11: runway.workload.v1.ImagePullPolicy
-	(*GpuRequest)(nil),            // 12: runway.workload.v1.GpuRequest
+	(*Tool)(nil),                  // 12: runway.workload.v1.Tool
+	(*GpuRequest)(nil),            // 13: runway.workload.v1.GpuRequest
 }
 var file_runway_workload_v1_governance_proto_depIdxs = []int32{
 	7,  // 0: runway.workload.v1.Policy.defaults:type_name -> runway.workload.v1.WorkloadSpec
@@ -722,14 +734,15 @@ var file_runway_workload_v1_governance_proto_depIdxs = []int32{
 	10, // 6: runway.workload.v1.Environment.env:type_name -> runway.workload.v1.EnvVar
 	8,  // 7: runway.workload.v1.Environment.create_time:type_name -> google.protobuf.Timestamp
 	11, // 8: runway.workload.v1.Environment.image_pull_policy:type_name -> runway.workload.v1.ImagePullPolicy
-	12, // 9: runway.workload.v1.ComputeResource.gpu:type_name -> runway.workload.v1.GpuRequest
-	8,  // 10: runway.workload.v1.ComputeResource.create_time:type_name -> google.protobuf.Timestamp
-	1,  // 11: runway.workload.v1.Policy.RulesEntry.value:type_name -> runway.workload.v1.FieldRule
-	12, // [12:12] is the sub-list for method output_type
-	12, // [12:12] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	12, // 9: runway.workload.v1.Environment.tools:type_name -> runway.workload.v1.Tool
+	13, // 10: runway.workload.v1.ComputeResource.gpu:type_name -> runway.workload.v1.GpuRequest
+	8,  // 11: runway.workload.v1.ComputeResource.create_time:type_name -> google.protobuf.Timestamp
+	1,  // 12: runway.workload.v1.Policy.RulesEntry.value:type_name -> runway.workload.v1.FieldRule
+	13, // [13:13] is the sub-list for method output_type
+	13, // [13:13] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_runway_workload_v1_governance_proto_init() }

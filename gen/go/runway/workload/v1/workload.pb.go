@@ -141,6 +141,125 @@ func (ImagePullPolicy) EnumDescriptor() ([]byte, []int) {
 	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{1}
 }
 
+// ServingAccess is who may call an inference endpoint.
+type ServingAccess int32
+
+const (
+	// Not set; rejected.
+	ServingAccess_SERVING_ACCESS_UNSPECIFIED ServingAccess = 0
+	// Any signed-in user or application of the account (a valid token).
+	ServingAccess_SERVING_ACCESS_AUTHENTICATED ServingAccess = 1
+	// Those who may view the workload's project's workloads.
+	ServingAccess_SERVING_ACCESS_PROJECT ServingAccess = 2
+	// Anyone, without a token. Only an account administrator (who may create
+	// access rules on the account) may submit it.
+	ServingAccess_SERVING_ACCESS_PUBLIC ServingAccess = 3
+)
+
+// Enum value maps for ServingAccess.
+var (
+	ServingAccess_name = map[int32]string{
+		0: "SERVING_ACCESS_UNSPECIFIED",
+		1: "SERVING_ACCESS_AUTHENTICATED",
+		2: "SERVING_ACCESS_PROJECT",
+		3: "SERVING_ACCESS_PUBLIC",
+	}
+	ServingAccess_value = map[string]int32{
+		"SERVING_ACCESS_UNSPECIFIED":   0,
+		"SERVING_ACCESS_AUTHENTICATED": 1,
+		"SERVING_ACCESS_PROJECT":       2,
+		"SERVING_ACCESS_PUBLIC":        3,
+	}
+)
+
+func (x ServingAccess) Enum() *ServingAccess {
+	p := new(ServingAccess)
+	*p = x
+	return p
+}
+
+func (x ServingAccess) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ServingAccess) Descriptor() protoreflect.EnumDescriptor {
+	return file_runway_workload_v1_workload_proto_enumTypes[2].Descriptor()
+}
+
+func (ServingAccess) Type() protoreflect.EnumType {
+	return &file_runway_workload_v1_workload_proto_enumTypes[2]
+}
+
+func (x ServingAccess) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ServingAccess.Descriptor instead.
+func (ServingAccess) EnumDescriptor() ([]byte, []int) {
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{2}
+}
+
+// ToolType is what kind of web application a tool is.
+type ToolType int32
+
+const (
+	// Not set; rejected.
+	ToolType_TOOL_TYPE_UNSPECIFIED ToolType = 0
+	// A Jupyter notebook server.
+	ToolType_TOOL_TYPE_JUPYTER ToolType = 1
+	// VS Code in the browser (code-server, openvscode-server).
+	ToolType_TOOL_TYPE_VSCODE ToolType = 2
+	// TensorBoard.
+	ToolType_TOOL_TYPE_TENSORBOARD ToolType = 3
+	// Any other HTTP (and WebSocket) server.
+	ToolType_TOOL_TYPE_CUSTOM ToolType = 4
+)
+
+// Enum value maps for ToolType.
+var (
+	ToolType_name = map[int32]string{
+		0: "TOOL_TYPE_UNSPECIFIED",
+		1: "TOOL_TYPE_JUPYTER",
+		2: "TOOL_TYPE_VSCODE",
+		3: "TOOL_TYPE_TENSORBOARD",
+		4: "TOOL_TYPE_CUSTOM",
+	}
+	ToolType_value = map[string]int32{
+		"TOOL_TYPE_UNSPECIFIED": 0,
+		"TOOL_TYPE_JUPYTER":     1,
+		"TOOL_TYPE_VSCODE":      2,
+		"TOOL_TYPE_TENSORBOARD": 3,
+		"TOOL_TYPE_CUSTOM":      4,
+	}
+)
+
+func (x ToolType) Enum() *ToolType {
+	p := new(ToolType)
+	*p = x
+	return p
+}
+
+func (x ToolType) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ToolType) Descriptor() protoreflect.EnumDescriptor {
+	return file_runway_workload_v1_workload_proto_enumTypes[3].Descriptor()
+}
+
+func (ToolType) Type() protoreflect.EnumType {
+	return &file_runway_workload_v1_workload_proto_enumTypes[3]
+}
+
+func (x ToolType) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ToolType.Descriptor instead.
+func (ToolType) EnumDescriptor() ([]byte, []int) {
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{3}
+}
+
 // WorkloadPhase is where a workload is in its life.
 //
 // There is no separate SUSPENDED phase: STOPPED is exactly "suspended by its
@@ -202,11 +321,11 @@ func (x WorkloadPhase) String() string {
 }
 
 func (WorkloadPhase) Descriptor() protoreflect.EnumDescriptor {
-	return file_runway_workload_v1_workload_proto_enumTypes[2].Descriptor()
+	return file_runway_workload_v1_workload_proto_enumTypes[4].Descriptor()
 }
 
 func (WorkloadPhase) Type() protoreflect.EnumType {
-	return &file_runway_workload_v1_workload_proto_enumTypes[2]
+	return &file_runway_workload_v1_workload_proto_enumTypes[4]
 }
 
 func (x WorkloadPhase) Number() protoreflect.EnumNumber {
@@ -215,7 +334,7 @@ func (x WorkloadPhase) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use WorkloadPhase.Descriptor instead.
 func (WorkloadPhase) EnumDescriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{2}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{4}
 }
 
 // PodState is the state of one bound pod, as the node agent reports it.
@@ -271,11 +390,11 @@ func (x PodState) String() string {
 }
 
 func (PodState) Descriptor() protoreflect.EnumDescriptor {
-	return file_runway_workload_v1_workload_proto_enumTypes[3].Descriptor()
+	return file_runway_workload_v1_workload_proto_enumTypes[5].Descriptor()
 }
 
 func (PodState) Type() protoreflect.EnumType {
-	return &file_runway_workload_v1_workload_proto_enumTypes[3]
+	return &file_runway_workload_v1_workload_proto_enumTypes[5]
 }
 
 func (x PodState) Number() protoreflect.EnumNumber {
@@ -284,7 +403,7 @@ func (x PodState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PodState.Descriptor instead.
 func (PodState) EnumDescriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{3}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{5}
 }
 
 // PendingCheck names the scheduler check a pending workload failed
@@ -364,11 +483,11 @@ func (x PendingCheck) String() string {
 }
 
 func (PendingCheck) Descriptor() protoreflect.EnumDescriptor {
-	return file_runway_workload_v1_workload_proto_enumTypes[4].Descriptor()
+	return file_runway_workload_v1_workload_proto_enumTypes[6].Descriptor()
 }
 
 func (PendingCheck) Type() protoreflect.EnumType {
-	return &file_runway_workload_v1_workload_proto_enumTypes[4]
+	return &file_runway_workload_v1_workload_proto_enumTypes[6]
 }
 
 func (x PendingCheck) Number() protoreflect.EnumNumber {
@@ -377,7 +496,7 @@ func (x PendingCheck) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PendingCheck.Descriptor instead.
 func (PendingCheck) EnumDescriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{4}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{6}
 }
 
 // WorkloadEventType is the kind of a workload event.
@@ -459,11 +578,11 @@ func (x WorkloadEventType) String() string {
 }
 
 func (WorkloadEventType) Descriptor() protoreflect.EnumDescriptor {
-	return file_runway_workload_v1_workload_proto_enumTypes[5].Descriptor()
+	return file_runway_workload_v1_workload_proto_enumTypes[7].Descriptor()
 }
 
 func (WorkloadEventType) Type() protoreflect.EnumType {
-	return &file_runway_workload_v1_workload_proto_enumTypes[5]
+	return &file_runway_workload_v1_workload_proto_enumTypes[7]
 }
 
 func (x WorkloadEventType) Number() protoreflect.EnumNumber {
@@ -472,7 +591,7 @@ func (x WorkloadEventType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use WorkloadEventType.Descriptor instead.
 func (WorkloadEventType) EnumDescriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{5}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{7}
 }
 
 // SchedulingRule is the scheduler rule behind a placement or an eviction
@@ -536,11 +655,11 @@ func (x SchedulingRule) String() string {
 }
 
 func (SchedulingRule) Descriptor() protoreflect.EnumDescriptor {
-	return file_runway_workload_v1_workload_proto_enumTypes[6].Descriptor()
+	return file_runway_workload_v1_workload_proto_enumTypes[8].Descriptor()
 }
 
 func (SchedulingRule) Type() protoreflect.EnumType {
-	return &file_runway_workload_v1_workload_proto_enumTypes[6]
+	return &file_runway_workload_v1_workload_proto_enumTypes[8]
 }
 
 func (x SchedulingRule) Number() protoreflect.EnumNumber {
@@ -549,7 +668,7 @@ func (x SchedulingRule) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SchedulingRule.Descriptor instead.
 func (SchedulingRule) EnumDescriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{6}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{8}
 }
 
 // Framework names the launch variables a distributed training's pods get.
@@ -603,11 +722,11 @@ func (x Framework) String() string {
 }
 
 func (Framework) Descriptor() protoreflect.EnumDescriptor {
-	return file_runway_workload_v1_workload_proto_enumTypes[7].Descriptor()
+	return file_runway_workload_v1_workload_proto_enumTypes[9].Descriptor()
 }
 
 func (Framework) Type() protoreflect.EnumType {
-	return &file_runway_workload_v1_workload_proto_enumTypes[7]
+	return &file_runway_workload_v1_workload_proto_enumTypes[9]
 }
 
 func (x Framework) Number() protoreflect.EnumNumber {
@@ -616,7 +735,7 @@ func (x Framework) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Framework.Descriptor instead.
 func (Framework) EnumDescriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{7}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{9}
 }
 
 // RestartPolicy is what a failing pod of a distributed training does.
@@ -658,11 +777,11 @@ func (x RestartPolicy) String() string {
 }
 
 func (RestartPolicy) Descriptor() protoreflect.EnumDescriptor {
-	return file_runway_workload_v1_workload_proto_enumTypes[8].Descriptor()
+	return file_runway_workload_v1_workload_proto_enumTypes[10].Descriptor()
 }
 
 func (RestartPolicy) Type() protoreflect.EnumType {
-	return &file_runway_workload_v1_workload_proto_enumTypes[8]
+	return &file_runway_workload_v1_workload_proto_enumTypes[10]
 }
 
 func (x RestartPolicy) Number() protoreflect.EnumNumber {
@@ -671,7 +790,7 @@ func (x RestartPolicy) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RestartPolicy.Descriptor instead.
 func (RestartPolicy) EnumDescriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{8}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{10}
 }
 
 // A Workload is a unit of work submitted to a project: a gang of identical
@@ -1029,7 +1148,15 @@ type WorkloadSpec struct {
 	DataSources []*DataSourceMount `protobuf:"bytes,19,rep,name=data_sources,json=dataSources,proto3" json:"data_sources,omitempty"`
 	// Optional, trainings only. Makes the training distributed: pod 0 the
 	// master, pods 1.. the workers, each with its framework's variables.
-	Distributed   *DistributedSpec `protobuf:"bytes,20,opt,name=distributed,proto3" json:"distributed,omitempty"`
+	Distributed *DistributedSpec `protobuf:"bytes,20,opt,name=distributed,proto3" json:"distributed,omitempty"`
+	// Optional. The tools the pods serve (a notebook, an IDE), reached through
+	// Runway's authenticated proxy; filled from the environment when the
+	// submission names one and lists none. At most 16, names unique.
+	Tools []*Tool `protobuf:"bytes,21,rep,name=tools,proto3" json:"tools,omitempty"`
+	// Optional. An inference workload's serving endpoint, reached through the
+	// proxy at `/serve/projects/{project}/inference/{workload}/`. Only for
+	// WORKLOAD_TYPE_INFERENCE.
+	Serving       *Serving `protobuf:"bytes,22,opt,name=serving,proto3" json:"serving,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1204,6 +1331,288 @@ func (x *WorkloadSpec) GetDistributed() *DistributedSpec {
 	return nil
 }
 
+func (x *WorkloadSpec) GetTools() []*Tool {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+func (x *WorkloadSpec) GetServing() *Serving {
+	if x != nil {
+		return x.Serving
+	}
+	return nil
+}
+
+// Serving is the endpoint an inference workload's pods serve.
+type Serving struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The container port the model server listens on, 1-65535.
+	Port int32 `protobuf:"varint,1,opt,name=port,proto3" json:"port,omitempty"`
+	// Required. Who may call the endpoint.
+	Access        ServingAccess `protobuf:"varint,2,opt,name=access,proto3,enum=runway.workload.v1.ServingAccess" json:"access,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Serving) Reset() {
+	*x = Serving{}
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Serving) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Serving) ProtoMessage() {}
+
+func (x *Serving) ProtoReflect() protoreflect.Message {
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Serving.ProtoReflect.Descriptor instead.
+func (*Serving) Descriptor() ([]byte, []int) {
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Serving) GetPort() int32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+func (x *Serving) GetAccess() ServingAccess {
+	if x != nil {
+		return x.Access
+	}
+	return ServingAccess_SERVING_ACCESS_UNSPECIFIED
+}
+
+// A Tool is a web application a workload's pods serve on a container port,
+// reached through the proxy at
+// `/proxy/projects/{project}/workloads/{workload}/{tool}/`.
+type Tool struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The tool's name in its URL (and its port's on Kubernetes):
+	// 1-15 characters of [a-z0-9-], starting with a letter, with no `--` and
+	// no `-` at the end; not `serving`.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Required. What it is.
+	Type ToolType `protobuf:"varint,2,opt,name=type,proto3,enum=runway.workload.v1.ToolType" json:"type,omitempty"`
+	// Required. The container port it listens on, 1-65535.
+	Port int32 `protobuf:"varint,3,opt,name=port,proto3" json:"port,omitempty"`
+	// Optional. The path on the pod the proxy forwards to (`/lab`); empty is
+	// `/`. Must start with `/`. Ignored when base_url is set.
+	PathPrefix string `protobuf:"bytes,4,opt,name=path_prefix,json=pathPrefix,proto3" json:"path_prefix,omitempty"`
+	// Optional. The tool is told the path it is served under (the product's
+	// `--NotebookApp.base_url`): its pods get RUNWAY_TOOL_{NAME}_BASE_URL
+	// (the name upper-cased, `-` as `_`) set to
+	// `/proxy/projects/{project}/workloads/{workload}/{tool}/`, and the proxy
+	// forwards each request's whole path unchanged.
+	BaseUrl       bool `protobuf:"varint,5,opt,name=base_url,json=baseUrl,proto3" json:"base_url,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Tool) Reset() {
+	*x = Tool{}
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Tool) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Tool) ProtoMessage() {}
+
+func (x *Tool) ProtoReflect() protoreflect.Message {
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Tool.ProtoReflect.Descriptor instead.
+func (*Tool) Descriptor() ([]byte, []int) {
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Tool) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Tool) GetType() ToolType {
+	if x != nil {
+		return x.Type
+	}
+	return ToolType_TOOL_TYPE_UNSPECIFIED
+}
+
+func (x *Tool) GetPort() int32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+func (x *Tool) GetPathPrefix() string {
+	if x != nil {
+		return x.PathPrefix
+	}
+	return ""
+}
+
+func (x *Tool) GetBaseUrl() bool {
+	if x != nil {
+		return x.BaseUrl
+	}
+	return false
+}
+
+// ToolStatus is where one tool of a running workload is reached.
+type ToolStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The tool's name (Tool.name).
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Its type.
+	Type ToolType `protobuf:"varint,2,opt,name=type,proto3,enum=runway.workload.v1.ToolType" json:"type,omitempty"`
+	// The tool's URL on the proxy; empty when this deployment serves no proxy
+	// or the workload is not running.
+	Url           string `protobuf:"bytes,3,opt,name=url,proto3" json:"url,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolStatus) Reset() {
+	*x = ToolStatus{}
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolStatus) ProtoMessage() {}
+
+func (x *ToolStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolStatus.ProtoReflect.Descriptor instead.
+func (*ToolStatus) Descriptor() ([]byte, []int) {
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ToolStatus) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ToolStatus) GetType() ToolType {
+	if x != nil {
+		return x.Type
+	}
+	return ToolType_TOOL_TYPE_UNSPECIFIED
+}
+
+func (x *ToolStatus) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+// PortBinding is where a pod's container port is reached on its node.
+type PortBinding struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The container port.
+	ContainerPort int32 `protobuf:"varint,1,opt,name=container_port,json=containerPort,proto3" json:"container_port,omitempty"`
+	// The address the proxy dials, `host:port`: on the container runtime the
+	// node's loopback and a port the engine chose (never another address); on
+	// Kubernetes the workload's Service.
+	Address       string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PortBinding) Reset() {
+	*x = PortBinding{}
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PortBinding) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PortBinding) ProtoMessage() {}
+
+func (x *PortBinding) ProtoReflect() protoreflect.Message {
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PortBinding.ProtoReflect.Descriptor instead.
+func (*PortBinding) Descriptor() ([]byte, []int) {
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *PortBinding) GetContainerPort() int32 {
+	if x != nil {
+		return x.ContainerPort
+	}
+	return 0
+}
+
+func (x *PortBinding) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
 // ContainerSecurity relaxes the container runtime's defaults for one
 // workload. Unlike other fields, these are refused unless a policy allows
 // them: a submission that sets one needs a rule on that field, in a policy
@@ -1225,7 +1634,7 @@ type ContainerSecurity struct {
 
 func (x *ContainerSecurity) Reset() {
 	*x = ContainerSecurity{}
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[3]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1237,7 +1646,7 @@ func (x *ContainerSecurity) String() string {
 func (*ContainerSecurity) ProtoMessage() {}
 
 func (x *ContainerSecurity) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[3]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1250,7 +1659,7 @@ func (x *ContainerSecurity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerSecurity.ProtoReflect.Descriptor instead.
 func (*ContainerSecurity) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{3}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ContainerSecurity) GetRunAsRoot() bool {
@@ -1284,7 +1693,7 @@ type EnvVar struct {
 
 func (x *EnvVar) Reset() {
 	*x = EnvVar{}
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[4]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1296,7 +1705,7 @@ func (x *EnvVar) String() string {
 func (*EnvVar) ProtoMessage() {}
 
 func (x *EnvVar) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[4]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1309,7 +1718,7 @@ func (x *EnvVar) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnvVar.ProtoReflect.Descriptor instead.
 func (*EnvVar) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{4}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *EnvVar) GetName() string {
@@ -1348,7 +1757,7 @@ type CredentialKeyRef struct {
 
 func (x *CredentialKeyRef) Reset() {
 	*x = CredentialKeyRef{}
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[5]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1360,7 +1769,7 @@ func (x *CredentialKeyRef) String() string {
 func (*CredentialKeyRef) ProtoMessage() {}
 
 func (x *CredentialKeyRef) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[5]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1373,7 +1782,7 @@ func (x *CredentialKeyRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CredentialKeyRef.ProtoReflect.Descriptor instead.
 func (*CredentialKeyRef) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{5}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CredentialKeyRef) GetCredential() string {
@@ -1406,7 +1815,7 @@ type CredentialMount struct {
 
 func (x *CredentialMount) Reset() {
 	*x = CredentialMount{}
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[6]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1418,7 +1827,7 @@ func (x *CredentialMount) String() string {
 func (*CredentialMount) ProtoMessage() {}
 
 func (x *CredentialMount) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[6]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1431,7 +1840,7 @@ func (x *CredentialMount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CredentialMount.ProtoReflect.Descriptor instead.
 func (*CredentialMount) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{6}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CredentialMount) GetCredential() string {
@@ -1466,7 +1875,7 @@ type GpuRequest struct {
 
 func (x *GpuRequest) Reset() {
 	*x = GpuRequest{}
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[7]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1478,7 +1887,7 @@ func (x *GpuRequest) String() string {
 func (*GpuRequest) ProtoMessage() {}
 
 func (x *GpuRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[7]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1491,7 +1900,7 @@ func (x *GpuRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GpuRequest.ProtoReflect.Descriptor instead.
 func (*GpuRequest) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{7}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GpuRequest) GetAmount() isGpuRequest_Amount {
@@ -1616,14 +2025,21 @@ type WorkloadStatus struct {
 	RequeueOnRelease bool `protobuf:"varint,18,opt,name=requeue_on_release,json=requeueOnRelease,proto3" json:"requeue_on_release,omitempty"`
 	// How many times the whole gang of a distributed training was started
 	// again after a pod failed (spec.distributed.restart_policy ON_FAILURE).
-	GangRestarts  int32 `protobuf:"varint,19,opt,name=gang_restarts,json=gangRestarts,proto3" json:"gang_restarts,omitempty"`
+	GangRestarts int32 `protobuf:"varint,19,opt,name=gang_restarts,json=gangRestarts,proto3" json:"gang_restarts,omitempty"`
+	// One entry per tool of spec.tools, with its URL while the workload runs.
+	// Filled when read, from the deployment's proxy address.
+	Tools []*ToolStatus `protobuf:"bytes,20,rep,name=tools,proto3" json:"tools,omitempty"`
+	// The serving endpoint's URL on the proxy while the workload runs (an
+	// inference workload with spec.serving); empty otherwise. Filled when
+	// read.
+	EndpointUrl   string `protobuf:"bytes,21,opt,name=endpoint_url,json=endpointUrl,proto3" json:"endpoint_url,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WorkloadStatus) Reset() {
 	*x = WorkloadStatus{}
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[8]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1635,7 +2051,7 @@ func (x *WorkloadStatus) String() string {
 func (*WorkloadStatus) ProtoMessage() {}
 
 func (x *WorkloadStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[8]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1648,7 +2064,7 @@ func (x *WorkloadStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkloadStatus.ProtoReflect.Descriptor instead.
 func (*WorkloadStatus) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{8}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *WorkloadStatus) GetPhase() WorkloadPhase {
@@ -1784,6 +2200,20 @@ func (x *WorkloadStatus) GetGangRestarts() int32 {
 	return 0
 }
 
+func (x *WorkloadStatus) GetTools() []*ToolStatus {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+func (x *WorkloadStatus) GetEndpointUrl() string {
+	if x != nil {
+		return x.EndpointUrl
+	}
+	return ""
+}
+
 // PodStatus is one placed pod of a workload.
 type PodStatus struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1809,13 +2239,16 @@ type PodStatus struct {
 	// agent was down (ReportWorkloadStateRequest.agent_restarts); each is a
 	// STARTED event "Pod N restarted after its node agent failed".
 	AgentRestarts int32 `protobuf:"varint,9,opt,name=agent_restarts,json=agentRestarts,proto3" json:"agent_restarts,omitempty"`
+	// Where the pod's tool ports are reached on its node, as its agent
+	// reported them.
+	Ports         []*PortBinding `protobuf:"bytes,10,rep,name=ports,proto3" json:"ports,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PodStatus) Reset() {
 	*x = PodStatus{}
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[9]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1827,7 +2260,7 @@ func (x *PodStatus) String() string {
 func (*PodStatus) ProtoMessage() {}
 
 func (x *PodStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[9]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1840,7 +2273,7 @@ func (x *PodStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodStatus.ProtoReflect.Descriptor instead.
 func (*PodStatus) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{9}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PodStatus) GetIndex() int32 {
@@ -1906,6 +2339,13 @@ func (x *PodStatus) GetAgentRestarts() int32 {
 	return 0
 }
 
+func (x *PodStatus) GetPorts() []*PortBinding {
+	if x != nil {
+		return x.Ports
+	}
+	return nil
+}
+
 // PendingReason is one check a workload failed in the last scheduling cycle,
 // with the numbers, for example "project team-a would hold 5 GPUs, above its
 // limit of 4" or "needs 4 GPUs on one node; the largest free block is 2".
@@ -1935,7 +2375,7 @@ type PendingReason struct {
 
 func (x *PendingReason) Reset() {
 	*x = PendingReason{}
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[10]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1947,7 +2387,7 @@ func (x *PendingReason) String() string {
 func (*PendingReason) ProtoMessage() {}
 
 func (x *PendingReason) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[10]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1960,7 +2400,7 @@ func (x *PendingReason) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingReason.ProtoReflect.Descriptor instead.
 func (*PendingReason) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{10}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PendingReason) GetCheck() PendingCheck {
@@ -2040,7 +2480,7 @@ type WorkloadEvent struct {
 
 func (x *WorkloadEvent) Reset() {
 	*x = WorkloadEvent{}
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[11]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2052,7 +2492,7 @@ func (x *WorkloadEvent) String() string {
 func (*WorkloadEvent) ProtoMessage() {}
 
 func (x *WorkloadEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[11]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2065,7 +2505,7 @@ func (x *WorkloadEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkloadEvent.ProtoReflect.Descriptor instead.
 func (*WorkloadEvent) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{11}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *WorkloadEvent) GetType() WorkloadEventType {
@@ -2143,7 +2583,7 @@ type DistributedSpec struct {
 
 func (x *DistributedSpec) Reset() {
 	*x = DistributedSpec{}
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[12]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2155,7 +2595,7 @@ func (x *DistributedSpec) String() string {
 func (*DistributedSpec) ProtoMessage() {}
 
 func (x *DistributedSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[12]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2168,7 +2608,7 @@ func (x *DistributedSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DistributedSpec.ProtoReflect.Descriptor instead.
 func (*DistributedSpec) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{12}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DistributedSpec) GetFramework() Framework {
@@ -2221,7 +2661,7 @@ type MasterSpec struct {
 
 func (x *MasterSpec) Reset() {
 	*x = MasterSpec{}
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[13]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2233,7 +2673,7 @@ func (x *MasterSpec) String() string {
 func (*MasterSpec) ProtoMessage() {}
 
 func (x *MasterSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_workload_proto_msgTypes[13]
+	mi := &file_runway_workload_v1_workload_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2246,7 +2686,7 @@ func (x *MasterSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterSpec.ProtoReflect.Descriptor instead.
 func (*MasterSpec) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{13}
+	return file_runway_workload_v1_workload_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *MasterSpec) GetImage() string {
@@ -2328,7 +2768,7 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\x11preempt_when_idle\x18\x03 \x01(\bR\x0fpreemptWhenIdle\x12\x1d\n" +
 	"\n" +
 	"node_types\x18\x04 \x03(\tR\tnodeTypes\x12\x16\n" +
-	"\x06source\x18\x05 \x01(\tR\x06source\"\xef\x06\n" +
+	"\x06source\x18\x05 \x01(\tR\x06source\"\xd6\a\n" +
 	"\fWorkloadSpec\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12\x18\n" +
 	"\acommand\x18\x02 \x03(\tR\acommand\x12\x12\n" +
@@ -2351,7 +2791,27 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\x11image_pull_policy\x18\x11 \x01(\x0e2#.runway.workload.v1.ImagePullPolicyR\x0fimagePullPolicy\x12/\n" +
 	"\x13registry_credential\x18\x12 \x01(\tR\x12registryCredential\x12F\n" +
 	"\fdata_sources\x18\x13 \x03(\v2#.runway.workload.v1.DataSourceMountR\vdataSources\x12E\n" +
-	"\vdistributed\x18\x14 \x01(\v2#.runway.workload.v1.DistributedSpecR\vdistributed\"^\n" +
+	"\vdistributed\x18\x14 \x01(\v2#.runway.workload.v1.DistributedSpecR\vdistributed\x12.\n" +
+	"\x05tools\x18\x15 \x03(\v2\x18.runway.workload.v1.ToolR\x05tools\x125\n" +
+	"\aserving\x18\x16 \x01(\v2\x1b.runway.workload.v1.ServingR\aserving\"X\n" +
+	"\aServing\x12\x12\n" +
+	"\x04port\x18\x01 \x01(\x05R\x04port\x129\n" +
+	"\x06access\x18\x02 \x01(\x0e2!.runway.workload.v1.ServingAccessR\x06access\"\x9c\x01\n" +
+	"\x04Tool\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x120\n" +
+	"\x04type\x18\x02 \x01(\x0e2\x1c.runway.workload.v1.ToolTypeR\x04type\x12\x12\n" +
+	"\x04port\x18\x03 \x01(\x05R\x04port\x12\x1f\n" +
+	"\vpath_prefix\x18\x04 \x01(\tR\n" +
+	"pathPrefix\x12\x19\n" +
+	"\bbase_url\x18\x05 \x01(\bR\abaseUrl\"d\n" +
+	"\n" +
+	"ToolStatus\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x120\n" +
+	"\x04type\x18\x02 \x01(\x0e2\x1c.runway.workload.v1.ToolTypeR\x04type\x12\x10\n" +
+	"\x03url\x18\x03 \x01(\tR\x03url\"N\n" +
+	"\vPortBinding\x12%\n" +
+	"\x0econtainer_port\x18\x01 \x01(\x05R\rcontainerPort\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\"^\n" +
 	"\x11ContainerSecurity\x12\x1e\n" +
 	"\vrun_as_root\x18\x01 \x01(\bR\trunAsRoot\x12)\n" +
 	"\x10add_capabilities\x18\x02 \x03(\tR\x0faddCapabilities\"x\n" +
@@ -2376,7 +2836,7 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\adevices\x18\x01 \x01(\x05H\x00R\adevices\x12'\n" +
 	"\x0efraction_milli\x18\x02 \x01(\x05H\x00R\rfractionMilli\x12*\n" +
 	"\x10gpu_memory_bytes\x18\x03 \x01(\x03H\x00R\x0egpuMemoryBytesB\b\n" +
-	"\x06amount\"\xa6\a\n" +
+	"\x06amount\"\xff\a\n" +
 	"\x0eWorkloadStatus\x127\n" +
 	"\x05phase\x18\x01 \x01(\x0e2!.runway.workload.v1.WorkloadPhaseR\x05phase\x12!\n" +
 	"\frunning_pods\x18\x02 \x01(\x05R\vrunningPods\x12%\n" +
@@ -2399,7 +2859,9 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\vstop_reason\x18\x11 \x01(\tR\n" +
 	"stopReason\x12,\n" +
 	"\x12requeue_on_release\x18\x12 \x01(\bR\x10requeueOnRelease\x12#\n" +
-	"\rgang_restarts\x18\x13 \x01(\x05R\fgangRestarts\"\xd4\x02\n" +
+	"\rgang_restarts\x18\x13 \x01(\x05R\fgangRestarts\x124\n" +
+	"\x05tools\x18\x14 \x03(\v2\x1e.runway.workload.v1.ToolStatusR\x05tools\x12!\n" +
+	"\fendpoint_url\x18\x15 \x01(\tR\vendpointUrl\"\x8b\x03\n" +
 	"\tPodStatus\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12%\n" +
@@ -2409,7 +2871,9 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\texit_code\x18\x06 \x01(\x05R\bexitCode\x12\x18\n" +
 	"\amessage\x18\a \x01(\tR\amessage\x12=\n" +
 	"\rgpu_idle_time\x18\b \x01(\v2\x19.google.protobuf.DurationR\vgpuIdleTime\x12%\n" +
-	"\x0eagent_restarts\x18\t \x01(\x05R\ragentRestarts\"\xb7\x02\n" +
+	"\x0eagent_restarts\x18\t \x01(\x05R\ragentRestarts\x125\n" +
+	"\x05ports\x18\n" +
+	" \x03(\v2\x1f.runway.workload.v1.PortBindingR\x05ports\"\xb7\x02\n" +
 	"\rPendingReason\x126\n" +
 	"\x05check\x18\x01 \x01(\x0e2 .runway.workload.v1.PendingCheckR\x05check\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1b\n" +
@@ -2449,7 +2913,18 @@ const file_runway_workload_v1_workload_proto_rawDesc = "" +
 	"\x1dIMAGE_PULL_POLICY_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18IMAGE_PULL_POLICY_ALWAYS\x10\x01\x12$\n" +
 	" IMAGE_PULL_POLICY_IF_NOT_PRESENT\x10\x02\x12\x1b\n" +
-	"\x17IMAGE_PULL_POLICY_NEVER\x10\x03*\xbc\x01\n" +
+	"\x17IMAGE_PULL_POLICY_NEVER\x10\x03*\x88\x01\n" +
+	"\rServingAccess\x12\x1e\n" +
+	"\x1aSERVING_ACCESS_UNSPECIFIED\x10\x00\x12 \n" +
+	"\x1cSERVING_ACCESS_AUTHENTICATED\x10\x01\x12\x1a\n" +
+	"\x16SERVING_ACCESS_PROJECT\x10\x02\x12\x19\n" +
+	"\x15SERVING_ACCESS_PUBLIC\x10\x03*\x83\x01\n" +
+	"\bToolType\x12\x19\n" +
+	"\x15TOOL_TYPE_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11TOOL_TYPE_JUPYTER\x10\x01\x12\x14\n" +
+	"\x10TOOL_TYPE_VSCODE\x10\x02\x12\x19\n" +
+	"\x15TOOL_TYPE_TENSORBOARD\x10\x03\x12\x14\n" +
+	"\x10TOOL_TYPE_CUSTOM\x10\x04*\xbc\x01\n" +
 	"\rWorkloadPhase\x12\x1e\n" +
 	"\x1aWORKLOAD_PHASE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16WORKLOAD_PHASE_PENDING\x10\x01\x12\x1a\n" +
@@ -2525,83 +3000,96 @@ func file_runway_workload_v1_workload_proto_rawDescGZIP() []byte {
 	return file_runway_workload_v1_workload_proto_rawDescData
 }
 
-var file_runway_workload_v1_workload_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_runway_workload_v1_workload_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_runway_workload_v1_workload_proto_enumTypes = make([]protoimpl.EnumInfo, 11)
+var file_runway_workload_v1_workload_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_runway_workload_v1_workload_proto_goTypes = []any{
 	(WorkloadType)(0),             // 0: runway.workload.v1.WorkloadType
 	(ImagePullPolicy)(0),          // 1: runway.workload.v1.ImagePullPolicy
-	(WorkloadPhase)(0),            // 2: runway.workload.v1.WorkloadPhase
-	(PodState)(0),                 // 3: runway.workload.v1.PodState
-	(PendingCheck)(0),             // 4: runway.workload.v1.PendingCheck
-	(WorkloadEventType)(0),        // 5: runway.workload.v1.WorkloadEventType
-	(SchedulingRule)(0),           // 6: runway.workload.v1.SchedulingRule
-	(Framework)(0),                // 7: runway.workload.v1.Framework
-	(RestartPolicy)(0),            // 8: runway.workload.v1.RestartPolicy
-	(*Workload)(nil),              // 9: runway.workload.v1.Workload
-	(*WorkloadLimits)(nil),        // 10: runway.workload.v1.WorkloadLimits
-	(*WorkloadSpec)(nil),          // 11: runway.workload.v1.WorkloadSpec
-	(*ContainerSecurity)(nil),     // 12: runway.workload.v1.ContainerSecurity
-	(*EnvVar)(nil),                // 13: runway.workload.v1.EnvVar
-	(*CredentialKeyRef)(nil),      // 14: runway.workload.v1.CredentialKeyRef
-	(*CredentialMount)(nil),       // 15: runway.workload.v1.CredentialMount
-	(*GpuRequest)(nil),            // 16: runway.workload.v1.GpuRequest
-	(*WorkloadStatus)(nil),        // 17: runway.workload.v1.WorkloadStatus
-	(*PodStatus)(nil),             // 18: runway.workload.v1.PodStatus
-	(*PendingReason)(nil),         // 19: runway.workload.v1.PendingReason
-	(*WorkloadEvent)(nil),         // 20: runway.workload.v1.WorkloadEvent
-	(*DistributedSpec)(nil),       // 21: runway.workload.v1.DistributedSpec
-	(*MasterSpec)(nil),            // 22: runway.workload.v1.MasterSpec
-	nil,                           // 23: runway.workload.v1.Workload.LabelsEntry
-	nil,                           // 24: runway.workload.v1.Workload.AnnotationsEntry
-	(*timestamppb.Timestamp)(nil), // 25: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 26: google.protobuf.Duration
-	(*DataSourceMount)(nil),       // 27: runway.workload.v1.DataSourceMount
-	(*v1.ResourceQuantity)(nil),   // 28: runway.common.v1.ResourceQuantity
+	(ServingAccess)(0),            // 2: runway.workload.v1.ServingAccess
+	(ToolType)(0),                 // 3: runway.workload.v1.ToolType
+	(WorkloadPhase)(0),            // 4: runway.workload.v1.WorkloadPhase
+	(PodState)(0),                 // 5: runway.workload.v1.PodState
+	(PendingCheck)(0),             // 6: runway.workload.v1.PendingCheck
+	(WorkloadEventType)(0),        // 7: runway.workload.v1.WorkloadEventType
+	(SchedulingRule)(0),           // 8: runway.workload.v1.SchedulingRule
+	(Framework)(0),                // 9: runway.workload.v1.Framework
+	(RestartPolicy)(0),            // 10: runway.workload.v1.RestartPolicy
+	(*Workload)(nil),              // 11: runway.workload.v1.Workload
+	(*WorkloadLimits)(nil),        // 12: runway.workload.v1.WorkloadLimits
+	(*WorkloadSpec)(nil),          // 13: runway.workload.v1.WorkloadSpec
+	(*Serving)(nil),               // 14: runway.workload.v1.Serving
+	(*Tool)(nil),                  // 15: runway.workload.v1.Tool
+	(*ToolStatus)(nil),            // 16: runway.workload.v1.ToolStatus
+	(*PortBinding)(nil),           // 17: runway.workload.v1.PortBinding
+	(*ContainerSecurity)(nil),     // 18: runway.workload.v1.ContainerSecurity
+	(*EnvVar)(nil),                // 19: runway.workload.v1.EnvVar
+	(*CredentialKeyRef)(nil),      // 20: runway.workload.v1.CredentialKeyRef
+	(*CredentialMount)(nil),       // 21: runway.workload.v1.CredentialMount
+	(*GpuRequest)(nil),            // 22: runway.workload.v1.GpuRequest
+	(*WorkloadStatus)(nil),        // 23: runway.workload.v1.WorkloadStatus
+	(*PodStatus)(nil),             // 24: runway.workload.v1.PodStatus
+	(*PendingReason)(nil),         // 25: runway.workload.v1.PendingReason
+	(*WorkloadEvent)(nil),         // 26: runway.workload.v1.WorkloadEvent
+	(*DistributedSpec)(nil),       // 27: runway.workload.v1.DistributedSpec
+	(*MasterSpec)(nil),            // 28: runway.workload.v1.MasterSpec
+	nil,                           // 29: runway.workload.v1.Workload.LabelsEntry
+	nil,                           // 30: runway.workload.v1.Workload.AnnotationsEntry
+	(*timestamppb.Timestamp)(nil), // 31: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 32: google.protobuf.Duration
+	(*DataSourceMount)(nil),       // 33: runway.workload.v1.DataSourceMount
+	(*v1.ResourceQuantity)(nil),   // 34: runway.common.v1.ResourceQuantity
 }
 var file_runway_workload_v1_workload_proto_depIdxs = []int32{
 	0,  // 0: runway.workload.v1.Workload.type:type_name -> runway.workload.v1.WorkloadType
-	11, // 1: runway.workload.v1.Workload.spec:type_name -> runway.workload.v1.WorkloadSpec
-	17, // 2: runway.workload.v1.Workload.status:type_name -> runway.workload.v1.WorkloadStatus
-	25, // 3: runway.workload.v1.Workload.create_time:type_name -> google.protobuf.Timestamp
-	25, // 4: runway.workload.v1.Workload.update_time:type_name -> google.protobuf.Timestamp
-	10, // 5: runway.workload.v1.Workload.limits:type_name -> runway.workload.v1.WorkloadLimits
-	23, // 6: runway.workload.v1.Workload.labels:type_name -> runway.workload.v1.Workload.LabelsEntry
-	24, // 7: runway.workload.v1.Workload.annotations:type_name -> runway.workload.v1.Workload.AnnotationsEntry
-	26, // 8: runway.workload.v1.WorkloadLimits.time_limit:type_name -> google.protobuf.Duration
-	26, // 9: runway.workload.v1.WorkloadLimits.idle_gpu_limit:type_name -> google.protobuf.Duration
-	13, // 10: runway.workload.v1.WorkloadSpec.env:type_name -> runway.workload.v1.EnvVar
-	16, // 11: runway.workload.v1.WorkloadSpec.gpu:type_name -> runway.workload.v1.GpuRequest
-	12, // 12: runway.workload.v1.WorkloadSpec.security:type_name -> runway.workload.v1.ContainerSecurity
-	15, // 13: runway.workload.v1.WorkloadSpec.credentials:type_name -> runway.workload.v1.CredentialMount
+	13, // 1: runway.workload.v1.Workload.spec:type_name -> runway.workload.v1.WorkloadSpec
+	23, // 2: runway.workload.v1.Workload.status:type_name -> runway.workload.v1.WorkloadStatus
+	31, // 3: runway.workload.v1.Workload.create_time:type_name -> google.protobuf.Timestamp
+	31, // 4: runway.workload.v1.Workload.update_time:type_name -> google.protobuf.Timestamp
+	12, // 5: runway.workload.v1.Workload.limits:type_name -> runway.workload.v1.WorkloadLimits
+	29, // 6: runway.workload.v1.Workload.labels:type_name -> runway.workload.v1.Workload.LabelsEntry
+	30, // 7: runway.workload.v1.Workload.annotations:type_name -> runway.workload.v1.Workload.AnnotationsEntry
+	32, // 8: runway.workload.v1.WorkloadLimits.time_limit:type_name -> google.protobuf.Duration
+	32, // 9: runway.workload.v1.WorkloadLimits.idle_gpu_limit:type_name -> google.protobuf.Duration
+	19, // 10: runway.workload.v1.WorkloadSpec.env:type_name -> runway.workload.v1.EnvVar
+	22, // 11: runway.workload.v1.WorkloadSpec.gpu:type_name -> runway.workload.v1.GpuRequest
+	18, // 12: runway.workload.v1.WorkloadSpec.security:type_name -> runway.workload.v1.ContainerSecurity
+	21, // 13: runway.workload.v1.WorkloadSpec.credentials:type_name -> runway.workload.v1.CredentialMount
 	1,  // 14: runway.workload.v1.WorkloadSpec.image_pull_policy:type_name -> runway.workload.v1.ImagePullPolicy
-	27, // 15: runway.workload.v1.WorkloadSpec.data_sources:type_name -> runway.workload.v1.DataSourceMount
-	21, // 16: runway.workload.v1.WorkloadSpec.distributed:type_name -> runway.workload.v1.DistributedSpec
-	14, // 17: runway.workload.v1.EnvVar.credential:type_name -> runway.workload.v1.CredentialKeyRef
-	2,  // 18: runway.workload.v1.WorkloadStatus.phase:type_name -> runway.workload.v1.WorkloadPhase
-	18, // 19: runway.workload.v1.WorkloadStatus.pods:type_name -> runway.workload.v1.PodStatus
-	19, // 20: runway.workload.v1.WorkloadStatus.pending_reasons:type_name -> runway.workload.v1.PendingReason
-	20, // 21: runway.workload.v1.WorkloadStatus.events:type_name -> runway.workload.v1.WorkloadEvent
-	25, // 22: runway.workload.v1.WorkloadStatus.start_time:type_name -> google.protobuf.Timestamp
-	25, // 23: runway.workload.v1.WorkloadStatus.end_time:type_name -> google.protobuf.Timestamp
-	26, // 24: runway.workload.v1.WorkloadStatus.gpu_idle_time:type_name -> google.protobuf.Duration
-	26, // 25: runway.workload.v1.WorkloadStatus.running_time:type_name -> google.protobuf.Duration
-	3,  // 26: runway.workload.v1.PodStatus.state:type_name -> runway.workload.v1.PodState
-	26, // 27: runway.workload.v1.PodStatus.gpu_idle_time:type_name -> google.protobuf.Duration
-	4,  // 28: runway.workload.v1.PendingReason.check:type_name -> runway.workload.v1.PendingCheck
-	28, // 29: runway.workload.v1.PendingReason.requested:type_name -> runway.common.v1.ResourceQuantity
-	28, // 30: runway.workload.v1.PendingReason.available:type_name -> runway.common.v1.ResourceQuantity
-	5,  // 31: runway.workload.v1.WorkloadEvent.type:type_name -> runway.workload.v1.WorkloadEventType
-	25, // 32: runway.workload.v1.WorkloadEvent.time:type_name -> google.protobuf.Timestamp
-	6,  // 33: runway.workload.v1.WorkloadEvent.rule:type_name -> runway.workload.v1.SchedulingRule
-	7,  // 34: runway.workload.v1.DistributedSpec.framework:type_name -> runway.workload.v1.Framework
-	22, // 35: runway.workload.v1.DistributedSpec.master:type_name -> runway.workload.v1.MasterSpec
-	8,  // 36: runway.workload.v1.DistributedSpec.restart_policy:type_name -> runway.workload.v1.RestartPolicy
-	16, // 37: runway.workload.v1.MasterSpec.gpu:type_name -> runway.workload.v1.GpuRequest
-	38, // [38:38] is the sub-list for method output_type
-	38, // [38:38] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	33, // 15: runway.workload.v1.WorkloadSpec.data_sources:type_name -> runway.workload.v1.DataSourceMount
+	27, // 16: runway.workload.v1.WorkloadSpec.distributed:type_name -> runway.workload.v1.DistributedSpec
+	15, // 17: runway.workload.v1.WorkloadSpec.tools:type_name -> runway.workload.v1.Tool
+	14, // 18: runway.workload.v1.WorkloadSpec.serving:type_name -> runway.workload.v1.Serving
+	2,  // 19: runway.workload.v1.Serving.access:type_name -> runway.workload.v1.ServingAccess
+	3,  // 20: runway.workload.v1.Tool.type:type_name -> runway.workload.v1.ToolType
+	3,  // 21: runway.workload.v1.ToolStatus.type:type_name -> runway.workload.v1.ToolType
+	20, // 22: runway.workload.v1.EnvVar.credential:type_name -> runway.workload.v1.CredentialKeyRef
+	4,  // 23: runway.workload.v1.WorkloadStatus.phase:type_name -> runway.workload.v1.WorkloadPhase
+	24, // 24: runway.workload.v1.WorkloadStatus.pods:type_name -> runway.workload.v1.PodStatus
+	25, // 25: runway.workload.v1.WorkloadStatus.pending_reasons:type_name -> runway.workload.v1.PendingReason
+	26, // 26: runway.workload.v1.WorkloadStatus.events:type_name -> runway.workload.v1.WorkloadEvent
+	31, // 27: runway.workload.v1.WorkloadStatus.start_time:type_name -> google.protobuf.Timestamp
+	31, // 28: runway.workload.v1.WorkloadStatus.end_time:type_name -> google.protobuf.Timestamp
+	32, // 29: runway.workload.v1.WorkloadStatus.gpu_idle_time:type_name -> google.protobuf.Duration
+	32, // 30: runway.workload.v1.WorkloadStatus.running_time:type_name -> google.protobuf.Duration
+	16, // 31: runway.workload.v1.WorkloadStatus.tools:type_name -> runway.workload.v1.ToolStatus
+	5,  // 32: runway.workload.v1.PodStatus.state:type_name -> runway.workload.v1.PodState
+	32, // 33: runway.workload.v1.PodStatus.gpu_idle_time:type_name -> google.protobuf.Duration
+	17, // 34: runway.workload.v1.PodStatus.ports:type_name -> runway.workload.v1.PortBinding
+	6,  // 35: runway.workload.v1.PendingReason.check:type_name -> runway.workload.v1.PendingCheck
+	34, // 36: runway.workload.v1.PendingReason.requested:type_name -> runway.common.v1.ResourceQuantity
+	34, // 37: runway.workload.v1.PendingReason.available:type_name -> runway.common.v1.ResourceQuantity
+	7,  // 38: runway.workload.v1.WorkloadEvent.type:type_name -> runway.workload.v1.WorkloadEventType
+	31, // 39: runway.workload.v1.WorkloadEvent.time:type_name -> google.protobuf.Timestamp
+	8,  // 40: runway.workload.v1.WorkloadEvent.rule:type_name -> runway.workload.v1.SchedulingRule
+	9,  // 41: runway.workload.v1.DistributedSpec.framework:type_name -> runway.workload.v1.Framework
+	28, // 42: runway.workload.v1.DistributedSpec.master:type_name -> runway.workload.v1.MasterSpec
+	10, // 43: runway.workload.v1.DistributedSpec.restart_policy:type_name -> runway.workload.v1.RestartPolicy
+	22, // 44: runway.workload.v1.MasterSpec.gpu:type_name -> runway.workload.v1.GpuRequest
+	45, // [45:45] is the sub-list for method output_type
+	45, // [45:45] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_runway_workload_v1_workload_proto_init() }
@@ -2610,7 +3098,7 @@ func file_runway_workload_v1_workload_proto_init() {
 		return
 	}
 	file_runway_workload_v1_datasource_proto_init()
-	file_runway_workload_v1_workload_proto_msgTypes[7].OneofWrappers = []any{
+	file_runway_workload_v1_workload_proto_msgTypes[11].OneofWrappers = []any{
 		(*GpuRequest_Devices)(nil),
 		(*GpuRequest_FractionMilli)(nil),
 		(*GpuRequest_GpuMemoryBytes)(nil),
@@ -2620,8 +3108,8 @@ func file_runway_workload_v1_workload_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_runway_workload_v1_workload_proto_rawDesc), len(file_runway_workload_v1_workload_proto_rawDesc)),
-			NumEnums:      9,
-			NumMessages:   16,
+			NumEnums:      11,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
