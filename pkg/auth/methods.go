@@ -314,8 +314,11 @@ var methods = map[string]Method{
 		return g.ProjectTarget(n, n)
 	}},
 	quotaSvc + "DeleteProject":  {Perm: perm(Projects, Delete), Target: func(g *Guard, r any) Target { return g.ProjectTarget(named(r), named(r)) }},
-	quotaSvc + "GetSettings":    {Perm: perm(Policies, View), Target: func(_ *Guard, r any) Target { return anywhere(named(r)) }},
-	quotaSvc + "UpdateSettings": {Perm: perm(Policies, Edit), Target: func(_ *Guard, r any) Target { return account("settings") }},
+	quotaSvc + "GetSettings":    {Perm: perm(Settings, View), Target: func(_ *Guard, r any) Target { return anywhere(named(r)) }},
+	quotaSvc + "UpdateSettings": {Perm: perm(Settings, Edit), Target: func(_ *Guard, r any) Target { return account("settings") }},
+	// The sign-in page shows the banner before anyone signs in; it is the
+	// settings' only field served without a token.
+	quotaSvc + "GetLoginBanner": {Access: Public},
 
 	// Workloads live in projects. A researcher's delete or suspend of
 	// someone else's workload needs more than the Own grant.

@@ -66,11 +66,17 @@ func (s *Server) prepare(ctx context.Context, req *workloadv1.CreateWorkloadRequ
 	if err != nil {
 		return nil, err
 	}
+	st, err := s.projects.Settings(ctx)
+	if err != nil {
+		return nil, err
+	}
 	out.Workload.Spec = eff.Apply(submitted)
+	applySettings(st, in.GetType(), out.Workload.Spec)
 	if err := validateCreate(out); err != nil {
 		return nil, err
 	}
 	var v violations
+	checkSettings(&v, st, out.Workload.Spec)
 	for _, pv := range eff.Check("workload.spec.", submitted, out.Workload.Spec) {
 		v.add(pv.Field, pv.Description)
 	}
@@ -85,7 +91,7 @@ func (s *Server) prepare(ctx context.Context, req *workloadv1.CreateWorkloadRequ
 	if err := v.err(); err != nil {
 		return nil, err
 	}
-	return &submission{req: out, limits: limitsOf(rules, source)}, nil
+	return &submission{req: out, limits: withAutoSuspend(limitsOf(rules, source), st, in.GetType())}, nil
 }
 
 // schedulingRules are the rules in force for typ in project p: the
