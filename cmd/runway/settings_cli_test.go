@@ -40,6 +40,17 @@ func TestCLI_Settings(t *testing.T) {
 	}
 
 	admin.ok(t, "", "project", "create", "team-a")
+	// Rules by preemptibility (issue 31 point 5) from the CLI, shown in force.
+	admin.ok(t, "", "project", "rules", "set", "team-a", "--type", "workspace", "--time-limit", "24h",
+		"--preemptible-time-limit", "4h", "--preemptible-idle-gpu-limit", "30m")
+	if out := admin.ok(t, "", "project", "describe", "team-a"); !strings.Contains(out, "24h0m0s, preemptible 4h0m0s") ||
+		!strings.Contains(out, "-, preemptible 30m0s") {
+		t.Fatalf("project describe after rules set:\n%s", out)
+	}
+	if r := admin.run(t, "", "project", "rules", "set", "team-a", "--type", "training", "--preemptible-time-limit", "1h"); r.code == 0 ||
+		!strings.Contains(r.stderr, "preemptible_time_limit") {
+		t.Fatalf("a training rule with a preemptible limit: exit %d, %s", r.code, r.stderr)
+	}
 	alice := researcher(t, d, "alice", "team-a")
 	if out := alice.ok(t, "", "settings", "get"); !strings.Contains(out, "Authorised use only.") {
 		t.Fatalf("a researcher's settings get:\n%s", out)
