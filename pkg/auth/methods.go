@@ -375,10 +375,11 @@ var methods = map[string]Method{
 
 	// Nodes are the cluster's: anyone with a role sees them, only the
 	// account's administrators (and the control plane) change them.
-	nodeSvc + "GetNode":     {Perm: perm(Nodes, View), Redact: true, Target: func(_ *Guard, r any) Target { return anywhere(named(r)) }},
-	nodeSvc + "ListNodes":   {Perm: perm(Nodes, View), Redact: true, Target: func(*Guard, any) Target { return anywhere("nodes") }},
-	nodeSvc + "DrainNode":   {Perm: perm(Nodes, Edit), Target: func(_ *Guard, r any) Target { return account(named(r)) }},
-	nodeSvc + "UndrainNode": {Perm: perm(Nodes, Edit), Target: func(_ *Guard, r any) Target { return account(named(r)) }},
+	nodeSvc + "GetNode":      {Perm: perm(Nodes, View), Redact: true, Target: func(_ *Guard, r any) Target { return anywhere(named(r)) }},
+	nodeSvc + "ListNodes":    {Perm: perm(Nodes, View), Redact: true, Target: func(*Guard, any) Target { return anywhere("nodes") }},
+	nodeSvc + "DrainNode":    {Perm: perm(Nodes, Edit), Target: func(_ *Guard, r any) Target { return account(named(r)) }},
+	nodeSvc + "UndrainNode":  {Perm: perm(Nodes, Edit), Target: func(_ *Guard, r any) Target { return account(named(r)) }},
+	nodeSvc + "SetNodeRoles": {Perm: perm(Nodes, Edit), Target: func(_ *Guard, r any) Target { return account(named(r)) }},
 	nodeSvc + "ReportWorkloadState": {Perm: perm(Nodes, Edit), Target: func(_ *Guard, r any) Target {
 		return account(r.(*nodemanagerv1.ReportWorkloadStateRequest).GetNode())
 	}},

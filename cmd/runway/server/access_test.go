@@ -314,6 +314,7 @@ func matrixCalls() []call {
 			Workload: "projects/team-a/workloads/nope"}},
 		call{n + "DrainNode", onAccount, "", false, &nodemanagerv1.DrainNodeRequest{Name: "nodes/nope"}},
 		call{n + "UndrainNode", onAccount, "", false, &nodemanagerv1.UndrainNodeRequest{Name: "nodes/nope"}},
+		call{n + "SetNodeRoles", onAccount, "", false, &nodemanagerv1.SetNodeRolesRequest{Name: "nodes/nope"}},
 		call{n + "ReportWorkloadState", onAccount, "", false, &nodemanagerv1.ReportWorkloadStateRequest{Node: "nodes/nope"}},
 		call{n + "GetTimeSlicePlan", anyScope, "", false, &nodemanagerv1.GetTimeSlicePlanRequest{Name: "nodes/nope/timeSlicePlan"}},
 		call{id + "CreateUser", onAccount, "", false, &identityv1.CreateUserRequest{UserId: "BAD_ID"}},

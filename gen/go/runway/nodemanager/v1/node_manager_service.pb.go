@@ -321,6 +321,71 @@ func (x *UndrainNodeRequest) GetEtag() string {
 	return ""
 }
 
+// Request for NodeManagerService.SetNodeRoles.
+type SetNodeRolesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The node, `nodes/{node}`.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The roles the node is to have, each at most once; empty clears them.
+	Roles []NodeRole `protobuf:"varint,2,rep,packed,name=roles,proto3,enum=runway.nodemanager.v1.NodeRole" json:"roles,omitempty"`
+	// Optional. If set, the roles are set only if this is the node's current
+	// etag.
+	Etag          string `protobuf:"bytes,3,opt,name=etag,proto3" json:"etag,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetNodeRolesRequest) Reset() {
+	*x = SetNodeRolesRequest{}
+	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetNodeRolesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetNodeRolesRequest) ProtoMessage() {}
+
+func (x *SetNodeRolesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetNodeRolesRequest.ProtoReflect.Descriptor instead.
+func (*SetNodeRolesRequest) Descriptor() ([]byte, []int) {
+	return file_runway_nodemanager_v1_node_manager_service_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *SetNodeRolesRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SetNodeRolesRequest) GetRoles() []NodeRole {
+	if x != nil {
+		return x.Roles
+	}
+	return nil
+}
+
+func (x *SetNodeRolesRequest) GetEtag() string {
+	if x != nil {
+		return x.Etag
+	}
+	return ""
+}
+
 // Request for NodeManagerService.ReportWorkloadState.
 type ReportWorkloadStateRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -356,7 +421,7 @@ type ReportWorkloadStateRequest struct {
 
 func (x *ReportWorkloadStateRequest) Reset() {
 	*x = ReportWorkloadStateRequest{}
-	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[5]
+	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -368,7 +433,7 @@ func (x *ReportWorkloadStateRequest) String() string {
 func (*ReportWorkloadStateRequest) ProtoMessage() {}
 
 func (x *ReportWorkloadStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[5]
+	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -381,7 +446,7 @@ func (x *ReportWorkloadStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportWorkloadStateRequest.ProtoReflect.Descriptor instead.
 func (*ReportWorkloadStateRequest) Descriptor() ([]byte, []int) {
-	return file_runway_nodemanager_v1_node_manager_service_proto_rawDescGZIP(), []int{5}
+	return file_runway_nodemanager_v1_node_manager_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ReportWorkloadStateRequest) GetNode() string {
@@ -457,7 +522,7 @@ type ReportWorkloadStateResponse struct {
 
 func (x *ReportWorkloadStateResponse) Reset() {
 	*x = ReportWorkloadStateResponse{}
-	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[6]
+	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -469,7 +534,7 @@ func (x *ReportWorkloadStateResponse) String() string {
 func (*ReportWorkloadStateResponse) ProtoMessage() {}
 
 func (x *ReportWorkloadStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[6]
+	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -482,7 +547,7 @@ func (x *ReportWorkloadStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportWorkloadStateResponse.ProtoReflect.Descriptor instead.
 func (*ReportWorkloadStateResponse) Descriptor() ([]byte, []int) {
-	return file_runway_nodemanager_v1_node_manager_service_proto_rawDescGZIP(), []int{6}
+	return file_runway_nodemanager_v1_node_manager_service_proto_rawDescGZIP(), []int{7}
 }
 
 // Request for NodeManagerService.GetTimeSlicePlan.
@@ -496,7 +561,7 @@ type GetTimeSlicePlanRequest struct {
 
 func (x *GetTimeSlicePlanRequest) Reset() {
 	*x = GetTimeSlicePlanRequest{}
-	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[7]
+	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -508,7 +573,7 @@ func (x *GetTimeSlicePlanRequest) String() string {
 func (*GetTimeSlicePlanRequest) ProtoMessage() {}
 
 func (x *GetTimeSlicePlanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[7]
+	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -521,7 +586,7 @@ func (x *GetTimeSlicePlanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTimeSlicePlanRequest.ProtoReflect.Descriptor instead.
 func (*GetTimeSlicePlanRequest) Descriptor() ([]byte, []int) {
-	return file_runway_nodemanager_v1_node_manager_service_proto_rawDescGZIP(), []int{7}
+	return file_runway_nodemanager_v1_node_manager_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetTimeSlicePlanRequest) GetName() string {
@@ -542,7 +607,7 @@ type GetNodeMarkKeyRequest struct {
 
 func (x *GetNodeMarkKeyRequest) Reset() {
 	*x = GetNodeMarkKeyRequest{}
-	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[8]
+	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -554,7 +619,7 @@ func (x *GetNodeMarkKeyRequest) String() string {
 func (*GetNodeMarkKeyRequest) ProtoMessage() {}
 
 func (x *GetNodeMarkKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[8]
+	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -567,7 +632,7 @@ func (x *GetNodeMarkKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeMarkKeyRequest.ProtoReflect.Descriptor instead.
 func (*GetNodeMarkKeyRequest) Descriptor() ([]byte, []int) {
-	return file_runway_nodemanager_v1_node_manager_service_proto_rawDescGZIP(), []int{8}
+	return file_runway_nodemanager_v1_node_manager_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetNodeMarkKeyRequest) GetKubernetesNode() string {
@@ -592,7 +657,7 @@ type NodeMarkKey struct {
 
 func (x *NodeMarkKey) Reset() {
 	*x = NodeMarkKey{}
-	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[9]
+	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -604,7 +669,7 @@ func (x *NodeMarkKey) String() string {
 func (*NodeMarkKey) ProtoMessage() {}
 
 func (x *NodeMarkKey) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[9]
+	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -617,7 +682,7 @@ func (x *NodeMarkKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeMarkKey.ProtoReflect.Descriptor instead.
 func (*NodeMarkKey) Descriptor() ([]byte, []int) {
-	return file_runway_nodemanager_v1_node_manager_service_proto_rawDescGZIP(), []int{9}
+	return file_runway_nodemanager_v1_node_manager_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *NodeMarkKey) GetKubernetesNode() string {
@@ -656,7 +721,11 @@ const file_runway_nodemanager_v1_node_manager_service_proto_rawDesc = "" +
 	"\x04etag\x18\x04 \x01(\tR\x04etag\"<\n" +
 	"\x12UndrainNodeRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
-	"\x04etag\x18\x02 \x01(\tR\x04etag\"\xf9\x02\n" +
+	"\x04etag\x18\x02 \x01(\tR\x04etag\"t\n" +
+	"\x13SetNodeRolesRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x125\n" +
+	"\x05roles\x18\x02 \x03(\x0e2\x1f.runway.nodemanager.v1.NodeRoleR\x05roles\x12\x12\n" +
+	"\x04etag\x18\x03 \x01(\tR\x04etag\"\xf9\x02\n" +
 	"\x1aReportWorkloadStateRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1a\n" +
 	"\bworkload\x18\x02 \x01(\tR\bworkload\x12\x1b\n" +
@@ -674,12 +743,13 @@ const file_runway_nodemanager_v1_node_manager_service_proto_rawDesc = "" +
 	"\x0fkubernetes_node\x18\x01 \x01(\tR\x0ekubernetesNode\"H\n" +
 	"\vNodeMarkKey\x12'\n" +
 	"\x0fkubernetes_node\x18\x01 \x01(\tR\x0ekubernetesNode\x12\x10\n" +
-	"\x03key\x18\x02 \x01(\fR\x03key2\x93\a\n" +
+	"\x03key\x18\x02 \x01(\fR\x03key2\x94\b\n" +
 	"\x12NodeManagerService\x12i\n" +
 	"\aGetNode\x12%.runway.nodemanager.v1.GetNodeRequest\x1a\x1b.runway.nodemanager.v1.Node\"\x1a\x82\xd3\xe4\x93\x02\x14\x12\x12/v1/{name=nodes/*}\x12q\n" +
 	"\tListNodes\x12'.runway.nodemanager.v1.ListNodesRequest\x1a(.runway.nodemanager.v1.ListNodesResponse\"\x11\x82\xd3\xe4\x93\x02\v\x12\t/v1/nodes\x12v\n" +
 	"\tDrainNode\x12'.runway.nodemanager.v1.DrainNodeRequest\x1a\x1b.runway.nodemanager.v1.Node\"#\x82\xd3\xe4\x93\x02\x1d:\x01*\"\x18/v1/{name=nodes/*}:drain\x12|\n" +
-	"\vUndrainNode\x12).runway.nodemanager.v1.UndrainNodeRequest\x1a\x1b.runway.nodemanager.v1.Node\"%\x82\xd3\xe4\x93\x02\x1f:\x01*\"\x1a/v1/{name=nodes/*}:undrain\x12\xaf\x01\n" +
+	"\vUndrainNode\x12).runway.nodemanager.v1.UndrainNodeRequest\x1a\x1b.runway.nodemanager.v1.Node\"%\x82\xd3\xe4\x93\x02\x1f:\x01*\"\x1a/v1/{name=nodes/*}:undrain\x12\x7f\n" +
+	"\fSetNodeRoles\x12*.runway.nodemanager.v1.SetNodeRolesRequest\x1a\x1b.runway.nodemanager.v1.Node\"&\x82\xd3\xe4\x93\x02 :\x01*\"\x1b/v1/{name=nodes/*}:setRoles\x12\xaf\x01\n" +
 	"\x13ReportWorkloadState\x121.runway.nodemanager.v1.ReportWorkloadStateRequest\x1a2.runway.nodemanager.v1.ReportWorkloadStateResponse\"1\x82\xd3\xe4\x93\x02+:\x01*\"&/v1/{node=nodes/*}:reportWorkloadState\x12\x92\x01\n" +
 	"\x10GetTimeSlicePlan\x12..runway.nodemanager.v1.GetTimeSlicePlanRequest\x1a$.runway.nodemanager.v1.TimeSlicePlan\"(\x82\xd3\xe4\x93\x02\"\x12 /v1/{name=nodes/*/timeSlicePlan}\x12b\n" +
 	"\x0eGetNodeMarkKey\x12,.runway.nodemanager.v1.GetNodeMarkKeyRequest\x1a\".runway.nodemanager.v1.NodeMarkKeyBGZEgithub.com/runwayhq/runway/gen/go/runway/nodemanager/v1;nodemanagerv1b\x06proto3"
@@ -696,48 +766,53 @@ func file_runway_nodemanager_v1_node_manager_service_proto_rawDescGZIP() []byte 
 	return file_runway_nodemanager_v1_node_manager_service_proto_rawDescData
 }
 
-var file_runway_nodemanager_v1_node_manager_service_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_runway_nodemanager_v1_node_manager_service_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_runway_nodemanager_v1_node_manager_service_proto_goTypes = []any{
 	(*GetNodeRequest)(nil),              // 0: runway.nodemanager.v1.GetNodeRequest
 	(*ListNodesRequest)(nil),            // 1: runway.nodemanager.v1.ListNodesRequest
 	(*ListNodesResponse)(nil),           // 2: runway.nodemanager.v1.ListNodesResponse
 	(*DrainNodeRequest)(nil),            // 3: runway.nodemanager.v1.DrainNodeRequest
 	(*UndrainNodeRequest)(nil),          // 4: runway.nodemanager.v1.UndrainNodeRequest
-	(*ReportWorkloadStateRequest)(nil),  // 5: runway.nodemanager.v1.ReportWorkloadStateRequest
-	(*ReportWorkloadStateResponse)(nil), // 6: runway.nodemanager.v1.ReportWorkloadStateResponse
-	(*GetTimeSlicePlanRequest)(nil),     // 7: runway.nodemanager.v1.GetTimeSlicePlanRequest
-	(*GetNodeMarkKeyRequest)(nil),       // 8: runway.nodemanager.v1.GetNodeMarkKeyRequest
-	(*NodeMarkKey)(nil),                 // 9: runway.nodemanager.v1.NodeMarkKey
-	(*Node)(nil),                        // 10: runway.nodemanager.v1.Node
-	(v1.PodState)(0),                    // 11: runway.workload.v1.PodState
-	(*timestamppb.Timestamp)(nil),       // 12: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),         // 13: google.protobuf.Duration
-	(*TimeSlicePlan)(nil),               // 14: runway.nodemanager.v1.TimeSlicePlan
+	(*SetNodeRolesRequest)(nil),         // 5: runway.nodemanager.v1.SetNodeRolesRequest
+	(*ReportWorkloadStateRequest)(nil),  // 6: runway.nodemanager.v1.ReportWorkloadStateRequest
+	(*ReportWorkloadStateResponse)(nil), // 7: runway.nodemanager.v1.ReportWorkloadStateResponse
+	(*GetTimeSlicePlanRequest)(nil),     // 8: runway.nodemanager.v1.GetTimeSlicePlanRequest
+	(*GetNodeMarkKeyRequest)(nil),       // 9: runway.nodemanager.v1.GetNodeMarkKeyRequest
+	(*NodeMarkKey)(nil),                 // 10: runway.nodemanager.v1.NodeMarkKey
+	(*Node)(nil),                        // 11: runway.nodemanager.v1.Node
+	(NodeRole)(0),                       // 12: runway.nodemanager.v1.NodeRole
+	(v1.PodState)(0),                    // 13: runway.workload.v1.PodState
+	(*timestamppb.Timestamp)(nil),       // 14: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),         // 15: google.protobuf.Duration
+	(*TimeSlicePlan)(nil),               // 16: runway.nodemanager.v1.TimeSlicePlan
 }
 var file_runway_nodemanager_v1_node_manager_service_proto_depIdxs = []int32{
-	10, // 0: runway.nodemanager.v1.ListNodesResponse.nodes:type_name -> runway.nodemanager.v1.Node
-	11, // 1: runway.nodemanager.v1.ReportWorkloadStateRequest.state:type_name -> runway.workload.v1.PodState
-	12, // 2: runway.nodemanager.v1.ReportWorkloadStateRequest.observe_time:type_name -> google.protobuf.Timestamp
-	13, // 3: runway.nodemanager.v1.ReportWorkloadStateRequest.gpu_idle_time:type_name -> google.protobuf.Duration
-	0,  // 4: runway.nodemanager.v1.NodeManagerService.GetNode:input_type -> runway.nodemanager.v1.GetNodeRequest
-	1,  // 5: runway.nodemanager.v1.NodeManagerService.ListNodes:input_type -> runway.nodemanager.v1.ListNodesRequest
-	3,  // 6: runway.nodemanager.v1.NodeManagerService.DrainNode:input_type -> runway.nodemanager.v1.DrainNodeRequest
-	4,  // 7: runway.nodemanager.v1.NodeManagerService.UndrainNode:input_type -> runway.nodemanager.v1.UndrainNodeRequest
-	5,  // 8: runway.nodemanager.v1.NodeManagerService.ReportWorkloadState:input_type -> runway.nodemanager.v1.ReportWorkloadStateRequest
-	7,  // 9: runway.nodemanager.v1.NodeManagerService.GetTimeSlicePlan:input_type -> runway.nodemanager.v1.GetTimeSlicePlanRequest
-	8,  // 10: runway.nodemanager.v1.NodeManagerService.GetNodeMarkKey:input_type -> runway.nodemanager.v1.GetNodeMarkKeyRequest
-	10, // 11: runway.nodemanager.v1.NodeManagerService.GetNode:output_type -> runway.nodemanager.v1.Node
-	2,  // 12: runway.nodemanager.v1.NodeManagerService.ListNodes:output_type -> runway.nodemanager.v1.ListNodesResponse
-	10, // 13: runway.nodemanager.v1.NodeManagerService.DrainNode:output_type -> runway.nodemanager.v1.Node
-	10, // 14: runway.nodemanager.v1.NodeManagerService.UndrainNode:output_type -> runway.nodemanager.v1.Node
-	6,  // 15: runway.nodemanager.v1.NodeManagerService.ReportWorkloadState:output_type -> runway.nodemanager.v1.ReportWorkloadStateResponse
-	14, // 16: runway.nodemanager.v1.NodeManagerService.GetTimeSlicePlan:output_type -> runway.nodemanager.v1.TimeSlicePlan
-	9,  // 17: runway.nodemanager.v1.NodeManagerService.GetNodeMarkKey:output_type -> runway.nodemanager.v1.NodeMarkKey
-	11, // [11:18] is the sub-list for method output_type
-	4,  // [4:11] is the sub-list for method input_type
-	4,  // [4:4] is the sub-list for extension type_name
-	4,  // [4:4] is the sub-list for extension extendee
-	0,  // [0:4] is the sub-list for field type_name
+	11, // 0: runway.nodemanager.v1.ListNodesResponse.nodes:type_name -> runway.nodemanager.v1.Node
+	12, // 1: runway.nodemanager.v1.SetNodeRolesRequest.roles:type_name -> runway.nodemanager.v1.NodeRole
+	13, // 2: runway.nodemanager.v1.ReportWorkloadStateRequest.state:type_name -> runway.workload.v1.PodState
+	14, // 3: runway.nodemanager.v1.ReportWorkloadStateRequest.observe_time:type_name -> google.protobuf.Timestamp
+	15, // 4: runway.nodemanager.v1.ReportWorkloadStateRequest.gpu_idle_time:type_name -> google.protobuf.Duration
+	0,  // 5: runway.nodemanager.v1.NodeManagerService.GetNode:input_type -> runway.nodemanager.v1.GetNodeRequest
+	1,  // 6: runway.nodemanager.v1.NodeManagerService.ListNodes:input_type -> runway.nodemanager.v1.ListNodesRequest
+	3,  // 7: runway.nodemanager.v1.NodeManagerService.DrainNode:input_type -> runway.nodemanager.v1.DrainNodeRequest
+	4,  // 8: runway.nodemanager.v1.NodeManagerService.UndrainNode:input_type -> runway.nodemanager.v1.UndrainNodeRequest
+	5,  // 9: runway.nodemanager.v1.NodeManagerService.SetNodeRoles:input_type -> runway.nodemanager.v1.SetNodeRolesRequest
+	6,  // 10: runway.nodemanager.v1.NodeManagerService.ReportWorkloadState:input_type -> runway.nodemanager.v1.ReportWorkloadStateRequest
+	8,  // 11: runway.nodemanager.v1.NodeManagerService.GetTimeSlicePlan:input_type -> runway.nodemanager.v1.GetTimeSlicePlanRequest
+	9,  // 12: runway.nodemanager.v1.NodeManagerService.GetNodeMarkKey:input_type -> runway.nodemanager.v1.GetNodeMarkKeyRequest
+	11, // 13: runway.nodemanager.v1.NodeManagerService.GetNode:output_type -> runway.nodemanager.v1.Node
+	2,  // 14: runway.nodemanager.v1.NodeManagerService.ListNodes:output_type -> runway.nodemanager.v1.ListNodesResponse
+	11, // 15: runway.nodemanager.v1.NodeManagerService.DrainNode:output_type -> runway.nodemanager.v1.Node
+	11, // 16: runway.nodemanager.v1.NodeManagerService.UndrainNode:output_type -> runway.nodemanager.v1.Node
+	11, // 17: runway.nodemanager.v1.NodeManagerService.SetNodeRoles:output_type -> runway.nodemanager.v1.Node
+	7,  // 18: runway.nodemanager.v1.NodeManagerService.ReportWorkloadState:output_type -> runway.nodemanager.v1.ReportWorkloadStateResponse
+	16, // 19: runway.nodemanager.v1.NodeManagerService.GetTimeSlicePlan:output_type -> runway.nodemanager.v1.TimeSlicePlan
+	10, // 20: runway.nodemanager.v1.NodeManagerService.GetNodeMarkKey:output_type -> runway.nodemanager.v1.NodeMarkKey
+	13, // [13:21] is the sub-list for method output_type
+	5,  // [5:13] is the sub-list for method input_type
+	5,  // [5:5] is the sub-list for extension type_name
+	5,  // [5:5] is the sub-list for extension extendee
+	0,  // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_runway_nodemanager_v1_node_manager_service_proto_init() }
@@ -753,7 +828,7 @@ func file_runway_nodemanager_v1_node_manager_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_runway_nodemanager_v1_node_manager_service_proto_rawDesc), len(file_runway_nodemanager_v1_node_manager_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
