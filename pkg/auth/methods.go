@@ -222,6 +222,14 @@ var methods = map[string]Method{
 	// Policies and assets (environments, compute resources, templates): the Policies
 	// entity of the role table.
 	govSvc + "GetPolicy": governed(Policies, View, named),
+	// Every scope's policies, each kept only where the caller may view it
+	// (governedView: the account's anywhere, a department's from it and its
+	// projects, a project's in it).
+	govSvc + "ListPolicies": {Perm: perm(Policies, View), Target: func(*Guard, any) Target { return anywhere("policies") },
+		Filter: func(g *Guard, resp any, ok keep) {
+			r := resp.(*workloadv1.ListPoliciesResponse)
+			r.Policies = filterSlice(r.Policies, func(p *workloadv1.Policy) bool { return ok(g.governedView(p.GetName()), Attrs{}) })
+		}},
 	govSvc + "UpdatePolicy": governed(Policies, Edit, func(r any) string {
 		return r.(*workloadv1.UpdatePolicyRequest).GetPolicy().GetName()
 	}),

@@ -293,6 +293,7 @@ func matrixCalls() []call {
 	}
 	return append(out,
 		call{q + "ListProjects", listing, "", false, &quotav1.ListProjectsRequest{}},
+		call{g + "ListPolicies", listing, "", false, &workloadv1.ListPoliciesRequest{}},
 		call{q + "ListDepartments", listing, "", false, &quotav1.ListDepartmentsRequest{}},
 		call{q + "DeleteDepartment", onAccount, "", false, &quotav1.DeleteDepartmentRequest{Name: "departments/dept-a", Etag: etagStale}},
 		call{q + "CreateDepartment", onAccount, "", false, &quotav1.CreateDepartmentRequest{DepartmentId: "BAD_ID"}},
