@@ -46,11 +46,14 @@ func neededRole(w *cluster.Workload) cluster.NodeRoles {
 	return cluster.RoleCPUWorker
 }
 
-// roleText names the role w needs where it narrows the pool ("gpu-worker "),
-// for a miss's sentence; empty when roles do not apply.
+// roleText names the nodes the role step leaves w, for a miss's sentence
+// ("gpu-worker ", "non-system "); empty when roles do not narrow them.
 func roleText(s *cluster.State, w *cluster.Workload) string {
-	if need := neededRole(w); s.RoleInUse(need) {
+	switch need := neededRole(w); {
+	case s.RoleInUse(need):
 		return need.String() + " "
+	case s.RoleInUse(cluster.RoleSystem):
+		return "non-system "
 	}
 	return ""
 }

@@ -246,7 +246,7 @@ func miss(s *cluster.State, p *cluster.Pool, w *cluster.Workload, k, placed int)
 		fit = "needs " + what
 	}
 	role := roleText(s, w)
-	if w.NodeType == "" && !s.RoleInUse(neededRole(w)|cluster.RoleSystem) && w.Pod.GPU+w.Pod.GPUMemory > 0 && p.ReadyNodes() > 0 {
+	if w.NodeType == "" && role == "" && w.Pod.GPU+w.Pod.GPUMemory > 0 && p.ReadyNodes() > 0 {
 		// The common case without a scan: the free index knows the largest block.
 		return Miss{Kind: room, Requested: need, Largest: cluster.Resources{GPU: p.MaxFree()}, Nodes: p.ReadyNodes(),
 			Text: fmt.Sprintf("%s; the largest free block is %s", fit, cluster.Quantity(cluster.GPU, p.MaxFree()))}
@@ -273,9 +273,6 @@ func miss(s *cluster.State, p *cluster.Pool, w *cluster.Workload, k, placed int)
 	case typed == 0 && w.NodeType != "":
 		m.Kind, m.Nodes, m.Text = NoNodeOfType, ready, fmt.Sprintf("%s; node pool %s has no Ready %snode of type %s", fit, p.Name, role, w.NodeType)
 	case typed == 0:
-		if role == "" {
-			role = "non-system "
-		}
 		m.Kind, m.Nodes, m.Text = NoNodeOfRole, ready, fmt.Sprintf("%s; node pool %s has no Ready %snode", fit, p.Name, role)
 	case w.Pod.GPU > 0 || w.Pod.GPUMemory > 0:
 		m.Kind, m.Largest = room, cluster.Resources{GPU: maxGPU}
