@@ -1,6 +1,9 @@
 package server_test
 
 import (
+	"io"
+	"net/http"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -33,6 +36,20 @@ func TestLoginBannerWithoutToken(t *testing.T) {
 	}
 	if _, err := q.GetSettings(t.Context(), &quotav1.GetSettingsRequest{Name: "settings"}); status.Code(err) != codes.Unauthenticated {
 		t.Fatalf("GetSettings without a token: %v, want Unauthenticated", err)
+	}
+	// The sign-in page's call: REST, no token.
+	for path, want := range map[string]int{"/v1/settings/loginBanner": http.StatusOK, "/v1/settings": http.StatusUnauthorized} {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+tn.addr+path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != want || (want == http.StatusOK && !strings.Contains(string(body), "Authorised use only.")) ||
+			(want != http.StatusOK && strings.Contains(string(body), "Authorised")) {
+			t.Errorf("GET %s without a token: %d %s, want %d", path, resp.StatusCode, body, want)
+		}
 	}
 	editor := tn.conn(t, tn.member(t, "ed", "roles/editor", &identityv1.Scope{Kind: identityv1.ScopeKind_SCOPE_KIND_ACCOUNT}))
 	_, err = quotav1.NewQuotaServiceClient(editor).UpdateSettings(t.Context(), &quotav1.UpdateSettingsRequest{
