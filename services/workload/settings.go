@@ -11,6 +11,7 @@ import (
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
 	"github.com/runwayhq/runway/pkg/cluster"
 	"github.com/runwayhq/runway/pkg/etcdstore"
+	"github.com/runwayhq/runway/pkg/policy"
 )
 
 // settingsSource is WorkloadLimits.source when only the account's settings
@@ -44,8 +45,13 @@ func (q QuotaProjects) Settings(ctx context.Context) (*quotav1.Settings, error) 
 const settingsID = "settings"
 
 // applySettings completes a spec the policy has filled: a workspace with no
-// priority may run over quota when the settings allow it by default.
-func applySettings(st *quotav1.Settings, typ workloadv1.WorkloadType, spec *workloadv1.WorkloadSpec) {
+// priority may run over quota when the settings allow it by default, unless
+// a policy rules the priority (the narrower scope's word wins, and its
+// options might not hold the settings' choice).
+func applySettings(st *quotav1.Settings, eff *policy.Effective, typ workloadv1.WorkloadType, spec *workloadv1.WorkloadSpec) {
+	if e := eff.Fields["priority"]; e != nil && e.Rule != nil {
+		return
+	}
 	if st.GetAllowOverQuotaByDefault() && typ == workloadv1.WorkloadType_WORKLOAD_TYPE_WORKSPACE && spec.GetPriority() == "" {
 		spec.Priority = cluster.PriorityInteractivePreemptible.Name
 	}

@@ -46,6 +46,14 @@ func TestSettings_AllowOverQuotaByDefault(t *testing.T) {
 	if got := e.create(t, "team-a", "train", training()).GetSpec().GetPriority(); got != "train" {
 		t.Fatalf("a training's priority became %q", got)
 	}
+	// A policy that rules the priority keeps it: its options hold.
+	if _, err := e.gov.UpdatePolicy(t.Context(), &workloadv1.UpdatePolicyRequest{AllowMissing: true, Policy: &workloadv1.Policy{
+		Name: "projects/team-a/policies/workspace", Rules: map[string]*workloadv1.FieldRule{"priority": {Options: []string{"build"}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.create(t, "team-a", "ruled", workspaceOf("", nil)).GetSpec().GetPriority(); got != "build" {
+		t.Fatalf("priority under a policy's priority rule = %q, want build", got)
+	}
 }
 
 // TestSettings_GPUResourceOptimizationOff: part of a GPU is refused, whole

@@ -71,7 +71,7 @@ func (s *Server) prepare(ctx context.Context, req *workloadv1.CreateWorkloadRequ
 		return nil, err
 	}
 	out.Workload.Spec = eff.Apply(submitted)
-	applySettings(st, in.GetType(), out.Workload.Spec)
+	applySettings(st, eff, in.GetType(), out.Workload.Spec)
 	if err := validateCreate(out); err != nil {
 		return nil, err
 	}

@@ -66,7 +66,8 @@ type Settings struct {
 	// When true, a workspace submitted with no priority (none from the
 	// request, its template or the policy defaults) gets the
 	// `interactive-preemptible` priority, which may run over its project's
-	// quota and be reclaimed, instead of `build`, which runs only within it.
+	// quota and be reclaimed, instead of `build`, which runs only within it;
+	// not where a policy has a rule on the priority (the policy's word wins).
 	// Trainings are always preemptible and inferences never, so only
 	// workspaces are affected. Default false.
 	AllowOverQuotaByDefault bool `protobuf:"varint,8,opt,name=allow_over_quota_by_default,json=allowOverQuotaByDefault,proto3" json:"allow_over_quota_by_default,omitempty"`
