@@ -36,14 +36,14 @@ func nodeListCommand() *cobra.Command {
 				if output != formatTable {
 					return printMessages(w, output, true, ns...)
 				}
-				t := newTable(w, "Node", "Node Pool", "Status", "Roles", "GPUs", "GPU Model", "GPU Alloc.")
+				t := newTable(w, "Node", "Node Pool", "Status", "GPUs", "GPU Model", "GPU Alloc.", "Roles")
 				for _, n := range ns {
 					model := "-"
 					if len(n.GetDevices()) > 0 {
 						model = n.GetDevices()[0].GetModel()
 					}
-					t.row(sdk.ID(n.GetName()), sdk.ID(n.GetNodePool()), nodeState(n), roleNames(n.GetRoles()), fmt.Sprint(len(n.GetDevices())),
-						model, formatGPUs(n.GetAllocated().GetMilliGpus()))
+					t.row(sdk.ID(n.GetName()), sdk.ID(n.GetNodePool()), nodeState(n), fmt.Sprint(len(n.GetDevices())),
+						model, formatGPUs(n.GetAllocated().GetMilliGpus()), roleNames(n.GetRoles()))
 				}
 				return t.flush()
 			})
