@@ -43,6 +43,11 @@ has "$d" "- --etcd-endpoints=https://etcd-0.etcd:2379,https://etcd-1.etcd:2379,h
 has "$d" "- --etcd-ca-file=/etc/runway/etcd/ca.crt"
 has "$d" "secretName: runway-etcd-client"
 has "$d" "resources: [pods/binding]"
+# Node roles: the runtime labels nodes, and the services prefer system nodes.
+grep -q -A2 'resources: \[nodes\]' "$d" && grep -A2 'resources: \[nodes\]' "$d" | grep -qF 'verbs: [get, list, watch, patch]' || fail "default: the runtime needs patch on nodes (node roles as labels)"
+[ "$(grep -c -- '- key: node-role.kubernetes.io/runai-system' "$d")" = 6 ] || fail "default: want the 6 Deployments to prefer system nodes"
+"$helm" template rw "$chart" --set systemNodes.preferred=false >"$out/nosystem.yaml"
+grep -q 'runai-system' "$out/nosystem.yaml" && fail "systemNodes.preferred=false: the affinity is still rendered"
 has "$d" "kind: ClusterRoleBinding"
 has "$d" "namespace: runway-system"
 

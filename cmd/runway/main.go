@@ -41,7 +41,7 @@ func rootCommand() *cobra.Command {
 	root.AddCommand(submitCommands()...)
 	root.AddCommand(workloadCommand(), projectCommand(), departmentCommand(), nodePoolCommand(), nodeCommand())
 	root.AddCommand(policyCommand(), environmentCommand(), computeResourceCommand(), templateCommand(), credentialCommand(), dataSourceCommand(), notificationCommand(), adminCommand())
-	root.AddCommand(topCommand(), reportCommand())
+	root.AddCommand(topCommand(), reportCommand(), settingsCommand())
 	root.AddCommand(loginCommand(), logoutCommand(), whoamiCommand(), userCommand(), applicationCommand(userApplications), applicationCommand(managedApplications),
 		accessRuleCommand(), roleCommand(), auditCommand())
 	return root

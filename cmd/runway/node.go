@@ -15,7 +15,7 @@ func nodeCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "node", Aliases: []string{"nodes"}, Short: "Nodes: their GPUs, what runs on them, drain and undrain"}
 	cmd.AddCommand(nodeListCommand(), nodeDescribeCommand(),
 		nodeDrainCommand("drain", "Stop placing workloads on a node (with --evict, send its workloads back to pending)"),
-		nodeDrainCommand("undrain", "Let the scheduler place workloads on a drained node again"))
+		nodeDrainCommand("undrain", "Let the scheduler place workloads on a drained node again"), nodeRoleCommand())
 	return cmd
 }
 
@@ -36,14 +36,14 @@ func nodeListCommand() *cobra.Command {
 				if output != formatTable {
 					return printMessages(w, output, true, ns...)
 				}
-				t := newTable(w, "Node", "Node Pool", "Status", "GPUs", "GPU Model", "GPU Alloc.")
+				t := newTable(w, "Node", "Node Pool", "Status", "GPUs", "GPU Model", "GPU Alloc.", "Roles")
 				for _, n := range ns {
 					model := "-"
 					if len(n.GetDevices()) > 0 {
 						model = n.GetDevices()[0].GetModel()
 					}
 					t.row(sdk.ID(n.GetName()), sdk.ID(n.GetNodePool()), nodeState(n), fmt.Sprint(len(n.GetDevices())),
-						model, formatGPUs(n.GetAllocated().GetMilliGpus()))
+						model, formatGPUs(n.GetAllocated().GetMilliGpus()), roleNames(n.GetRoles()))
 				}
 				return t.flush()
 			})
@@ -104,6 +104,7 @@ func describeNode(w io.Writer, n *nodemanagerv1.Node) error {
 		f.add("Drain reason", n.GetDrainReason())
 	}
 	f.add("Labels", orDefault(selector(n.GetLabels()), "-"))
+	f.add("Roles", roleNames(n.GetRoles()))
 	c := n.GetCapacity()
 	f.add("Capacity", fmt.Sprintf("%s GPUs, %g CPUs, %s memory", formatGPUs(c.GetMilliGpus()), float64(c.GetMilliCpu())/1000, formatBytes(c.GetMemoryBytes())))
 	a := n.GetAllocated()

@@ -2,16 +2,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"os"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
-	yaml "go.yaml.in/yaml/v3"
-	"google.golang.org/protobuf/encoding/protojson"
 
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
 	"github.com/runwayhq/runway/pkg/sdk"
@@ -60,7 +55,8 @@ func checkType(t string) error {
 func policyCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "policy", Aliases: []string{"policies"},
 		Short: "Workload policies: defaults and rules per workload type, for the account, a department or a project"}
-	cmd.AddCommand(policySetCommand(), policyGetCommand(), policyDeleteCommand(), policyEffectiveCommand())
+	cmd.AddCommand(policySetCommand(), policyGetCommand(), policyDeleteCommand(), policyEffectiveCommand(),
+		policyListCommand(), policyApplyCommand())
 	return cmd
 }
 
@@ -92,14 +88,14 @@ field's rule may be held by one scope of a branch only.`,
 			if err != nil {
 				return err
 			}
-			p, err := readPolicy(cmd.InOrStdin(), file)
+			d, err := loadPolicyDoc(cmd, file)
 			if err != nil {
-				return usageError("-f %s: %v", file, err)
+				return err
 			}
 			return withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
-				got, err := c.SetPolicy(ctx, scope, typ, p)
+				got, err := c.SetPolicy(ctx, scope, typ, d.policy)
 				if err != nil {
-					return err
+					return d.explain(err)
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "policy %q set\n", got.GetName())
 				return nil
@@ -111,37 +107,6 @@ field's rule may be held by one scope of a branch only.`,
 	cmd.Flags().StringVarP(&file, "file", "f", "", "the policy in YAML (- for stdin; required)")
 	_ = cmd.MarkFlagRequired("file")
 	return cmd
-}
-
-// readPolicy reads a policy written in YAML: converted to JSON, then read
-// as the REST API reads it, so the names are the API's.
-func readPolicy(stdin io.Reader, file string) (*workloadv1.Policy, error) {
-	var b []byte
-	var err error
-	if file == "-" {
-		b, err = io.ReadAll(stdin)
-	} else {
-		b, err = os.ReadFile(file)
-	}
-	if err != nil {
-		return nil, err
-	}
-	var doc any
-	if err := yaml.Unmarshal(b, &doc); err != nil {
-		return nil, err
-	}
-	if doc == nil {
-		doc = map[string]any{}
-	}
-	js, err := json.Marshal(doc)
-	if err != nil {
-		return nil, err
-	}
-	p := &workloadv1.Policy{}
-	if err := protojson.Unmarshal(js, p); err != nil {
-		return nil, fmt.Errorf("not a policy (defaults, rules): %v", err)
-	}
-	return p, nil
 }
 
 func policyGetCommand() *cobra.Command {

@@ -62,9 +62,11 @@ func rulesCommand(a rulesAccess) *cobra.Command {
 		idleLimit   time.Duration
 		preemptIdle bool
 		nodeTypes   []string
+		pTimeLimit  time.Duration
+		pIdleLimit  time.Duration
 	)
 	set := &cobra.Command{
-		Use:   "set NAME --type TYPE [--time-limit D] [--idle-gpu-limit D [--preempt-when-idle]] [--node-type T ...]",
+		Use:   "set NAME --type TYPE [--time-limit D] [--idle-gpu-limit D [--preempt-when-idle]] [--preemptible-time-limit D] [--preemptible-idle-gpu-limit D] [--node-type T ...]",
 		Short: "Set the scheduling rules of one workload type (replacing that type's rules)",
 		Long: `Set the rules of one workload type. They apply to workloads submitted afterwards.
 A project's rules for a type replace its department's for that type.
@@ -74,9 +76,14 @@ A project's rules for a type replace its department's for that type.
   --idle-gpu-limit  stop a workload whose GPUs have been idle this long
   --preempt-when-idle  with --idle-gpu-limit: preempt a preemptible workload
                     back to pending instead of stopping it
+  --preemptible-time-limit, --preemptible-idle-gpu-limit
+                    workspaces only: the limits of preemptible workspaces
+                    (interactive-preemptible), when they differ from the
+                    non-preemptible ones' (--time-limit, --idle-gpu-limit)
   --node-type       submissions must choose one of these node types`,
 		Example: "  runway " + a.kind + " rules set team-a --type training --time-limit 8h --node-type dgx\n" +
-			"  runway " + a.kind + " rules set team-a --type workspace --idle-gpu-limit 30m",
+			"  runway " + a.kind + " rules set team-a --type workspace --idle-gpu-limit 30m\n" +
+			"  runway " + a.kind + " rules set team-a --type workspace --time-limit 24h --preemptible-time-limit 4h",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			t, ok := workloadTypes[typ]
@@ -90,6 +97,12 @@ A project's rules for a type replace its department's for that type.
 			if cmd.Flags().Changed("idle-gpu-limit") {
 				r.IdleGpuLimit = durationpb.New(idleLimit)
 			}
+			if cmd.Flags().Changed("preemptible-time-limit") {
+				r.PreemptibleTimeLimit = durationpb.New(pTimeLimit)
+			}
+			if cmd.Flags().Changed("preemptible-idle-gpu-limit") {
+				r.PreemptibleIdleGpuLimit = durationpb.New(pIdleLimit)
+			}
 			return a.change(cmd, args[0], t, r)
 		},
 	}
@@ -97,6 +110,8 @@ A project's rules for a type replace its department's for that type.
 	_ = set.MarkFlagRequired("type")
 	set.Flags().DurationVar(&timeLimit, "time-limit", 0, "most total running time, such as 8h")
 	set.Flags().DurationVar(&idleLimit, "idle-gpu-limit", 0, "most GPU idle time, such as 30m")
+	set.Flags().DurationVar(&pTimeLimit, "preemptible-time-limit", 0, "workspaces: most total running time of a preemptible one")
+	set.Flags().DurationVar(&pIdleLimit, "preemptible-idle-gpu-limit", 0, "workspaces: most GPU idle time of a preemptible one")
 	set.Flags().BoolVar(&preemptIdle, "preempt-when-idle", false, "preempt (not stop) preemptible workloads at the idle-GPU limit")
 	set.Flags().StringSliceVar(&nodeTypes, "node-type", nil, "allowed node types (run.ai/type values; repeat or comma-separate)")
 
@@ -168,11 +183,11 @@ func printRulesInForce(w io.Writer, p *quotav1.Project, d *quotav1.Department) e
 			continue
 		}
 		n++
-		idle := durationText(r.GetIdleGpuLimit())
+		idle := withPreemptible(r.GetIdleGpuLimit(), r.GetPreemptibleIdleGpuLimit())
 		if r.GetPreemptWhenIdle() && idle != "-" {
 			idle += " (preempt)"
 		}
-		t.row(typeName(typ), durationText(r.GetTimeLimit()), idle, orDefault(strings.Join(r.GetNodeTypes(), ","), "-"), from,
+		t.row(typeName(typ), withPreemptible(r.GetTimeLimit(), r.GetPreemptibleTimeLimit()), idle, orDefault(strings.Join(r.GetNodeTypes(), ","), "-"), from,
 			orDefault(r.GetSetBy(), "account"))
 	}
 	if n == 0 {
@@ -189,6 +204,15 @@ func ruleFor(rules []*quotav1.SchedulingRules, t workloadv1.WorkloadType) *quota
 		}
 	}
 	return nil
+}
+
+// withPreemptible is a limit with its preemptible workspaces' own, when
+// the rule sets one: "24h, preemptible 4h".
+func withPreemptible(d, preemptible *durationpb.Duration) string {
+	if preemptible == nil {
+		return durationText(d)
+	}
+	return durationText(d) + ", preemptible " + durationText(preemptible)
 }
 
 func durationText(d *durationpb.Duration) string {

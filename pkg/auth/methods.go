@@ -253,6 +253,14 @@ var methods = map[string]Method{
 	// Policies and assets (environments, compute resources, templates): the Policies
 	// entity of the role table.
 	govSvc + "GetPolicy": governed(Policies, View, named),
+	// Every scope's policies, each kept only where the caller may view it
+	// (governedView: the account's anywhere, a department's from it and its
+	// projects, a project's in it).
+	govSvc + "ListPolicies": {Perm: perm(Policies, View), Target: func(*Guard, any) Target { return anywhere("policies") },
+		Filter: func(g *Guard, resp any, ok keep) {
+			r := resp.(*workloadv1.ListPoliciesResponse)
+			r.Policies = filterSlice(r.Policies, func(p *workloadv1.Policy) bool { return ok(g.governedView(p.GetName()), Attrs{}) })
+		}},
 	govSvc + "UpdatePolicy": governed(Policies, Edit, func(r any) string {
 		return r.(*workloadv1.UpdatePolicyRequest).GetPolicy().GetName()
 	}),
@@ -354,8 +362,11 @@ var methods = map[string]Method{
 		return g.ProjectTarget(n, n)
 	}},
 	quotaSvc + "DeleteProject":  {Perm: perm(Projects, Delete), Target: func(g *Guard, r any) Target { return g.ProjectTarget(named(r), named(r)) }},
-	quotaSvc + "GetSettings":    {Perm: perm(Policies, View), Target: func(_ *Guard, r any) Target { return anywhere(named(r)) }},
-	quotaSvc + "UpdateSettings": {Perm: perm(Policies, Edit), Target: func(_ *Guard, r any) Target { return account("settings") }},
+	quotaSvc + "GetSettings":    {Perm: perm(Settings, View), Target: func(_ *Guard, r any) Target { return anywhere(named(r)) }},
+	quotaSvc + "UpdateSettings": {Perm: perm(Settings, Edit), Target: func(_ *Guard, r any) Target { return account("settings") }},
+	// The sign-in page shows the banner before anyone signs in; it is the
+	// settings' only field served without a token.
+	quotaSvc + "GetLoginBanner": {Access: Public},
 
 	// Workloads live in projects. A researcher's delete or suspend of
 	// someone else's workload needs more than the Own grant.
@@ -427,10 +438,11 @@ var methods = map[string]Method{
 
 	// Nodes are the cluster's: anyone with a role sees them, only the
 	// account's administrators (and the control plane) change them.
-	nodeSvc + "GetNode":     {Perm: perm(Nodes, View), Redact: true, Target: func(_ *Guard, r any) Target { return anywhere(named(r)) }},
-	nodeSvc + "ListNodes":   {Perm: perm(Nodes, View), Redact: true, Target: func(*Guard, any) Target { return anywhere("nodes") }},
-	nodeSvc + "DrainNode":   {Perm: perm(Nodes, Edit), Target: func(_ *Guard, r any) Target { return account(named(r)) }},
-	nodeSvc + "UndrainNode": {Perm: perm(Nodes, Edit), Target: func(_ *Guard, r any) Target { return account(named(r)) }},
+	nodeSvc + "GetNode":      {Perm: perm(Nodes, View), Redact: true, Target: func(_ *Guard, r any) Target { return anywhere(named(r)) }},
+	nodeSvc + "ListNodes":    {Perm: perm(Nodes, View), Redact: true, Target: func(*Guard, any) Target { return anywhere("nodes") }},
+	nodeSvc + "DrainNode":    {Perm: perm(Nodes, Edit), Target: func(_ *Guard, r any) Target { return account(named(r)) }},
+	nodeSvc + "UndrainNode":  {Perm: perm(Nodes, Edit), Target: func(_ *Guard, r any) Target { return account(named(r)) }},
+	nodeSvc + "SetNodeRoles": {Perm: perm(Nodes, Edit), Target: func(_ *Guard, r any) Target { return account(named(r)) }},
 	nodeSvc + "ReportWorkloadState": {Perm: perm(Nodes, Edit), Target: func(_ *Guard, r any) Target {
 		return account(r.(*nodemanagerv1.ReportWorkloadStateRequest).GetNode())
 	}},

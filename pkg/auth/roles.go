@@ -22,10 +22,13 @@ const (
 	AccessRules  Entity = "accessrules"
 	Policies     Entity = "policies"
 	Audit        Entity = "audit"
+	// Settings are the account's general settings: every role sees them,
+	// only a system administrator changes them.
+	Settings Entity = "settings"
 )
 
 // Entities lists the table's rows in order.
-var Entities = []Entity{Departments, Projects, NodePools, Nodes, Workloads, Users, Applications, AccessRules, Policies, Audit}
+var Entities = []Entity{Departments, Projects, NodePools, Nodes, Workloads, Users, Applications, AccessRules, Policies, Audit, Settings}
 
 // Action is what is done to an entity.
 type Action string
@@ -115,55 +118,55 @@ var roles = []*Role{
 		Table: map[Entity][4]Grant{
 			Departments: {a, a, a, a}, Projects: {a, a, a, a}, NodePools: {a, a, a, a}, Nodes: {a, a, a, a},
 			Workloads: {a, a, a, a}, Users: {a, a, a, a}, Applications: {a, a, a, a}, AccessRules: {a, a, a, a},
-			Policies: {a, a, a, a}, Audit: {a, n, n, n}}},
+			Policies: {a, a, a, a}, Audit: {a, n, n, n}, Settings: {a, a, a, a}}},
 	{ID: "department-admin", DisplayName: "Department administrator",
 		Description: "Runs departments: their projects, workloads, policies and who has access to them.",
 		Scopes:      []identityv1.ScopeKind{onAccount, onDepartment},
 		Table: map[Entity][4]Grant{
 			Departments: {a, n, a, n}, Projects: {a, a, a, a}, NodePools: {a, n, n, n}, Nodes: {a, n, n, n},
 			Workloads: {a, a, a, a}, Users: {a, n, n, n}, Applications: {o, o, o, o}, AccessRules: {a, a, n, a},
-			Policies: {a, a, a, a}, Audit: {a, n, n, n}}},
+			Policies: {a, a, a, a}, Audit: {a, n, n, n}, Settings: {a, n, n, n}}},
 	{ID: "editor", DisplayName: "Editor",
 		Description: "Manages the organisation (departments, projects, node pools, policies), not its workloads or access.",
 		Scopes:      []identityv1.ScopeKind{onAccount, onDepartment},
 		Table: map[Entity][4]Grant{
 			Departments: {a, a, a, a}, Projects: {a, a, a, a}, NodePools: {a, a, a, a}, Nodes: {a, n, n, n},
 			Workloads: {a, n, n, n}, Users: {a, n, n, n}, Applications: {o, o, o, o}, AccessRules: {a, n, n, n},
-			Policies: {a, a, a, a}, Audit: {n, n, n, n}}},
+			Policies: {a, a, a, a}, Audit: {n, n, n, n}, Settings: {a, n, n, n}}},
 	{ID: "research-manager", DisplayName: "Research manager",
 		Description: "Manages every workload of its projects and sees their set-up.",
 		Scopes:      []identityv1.ScopeKind{onAccount, onDepartment, onProject},
 		Table: map[Entity][4]Grant{
 			Departments: {a, n, n, n}, Projects: {a, n, n, n}, NodePools: {a, n, n, n}, Nodes: {a, n, n, n},
 			Workloads: {a, a, a, a}, Users: {n, n, n, n}, Applications: {o, o, o, o}, AccessRules: {a, n, n, n},
-			Policies: {a, n, n, n}, Audit: {n, n, n, n}}},
+			Policies: {a, n, n, n}, Audit: {n, n, n, n}, Settings: {a, n, n, n}}},
 	{ID: "l1-researcher", DisplayName: "L1 researcher",
 		Description: "Submits workloads and changes or deletes only its own; sees the others of its projects.",
 		Scopes:      []identityv1.ScopeKind{onAccount, onDepartment, onProject},
 		Table: map[Entity][4]Grant{
 			Departments: {n, n, n, n}, Projects: {a, n, n, n}, NodePools: {a, n, n, n}, Nodes: {a, n, n, n},
 			Workloads: {a, a, o, o}, Users: {n, n, n, n}, Applications: {o, o, o, o}, AccessRules: {n, n, n, n},
-			Policies: {a, n, n, n}, Audit: {n, n, n, n}}},
+			Policies: {a, n, n, n}, Audit: {n, n, n, n}, Settings: {a, n, n, n}}},
 	{ID: "l2-researcher", DisplayName: "L2 researcher",
 		Description: "Submits, changes and deletes any workload of its projects.",
 		Scopes:      []identityv1.ScopeKind{onAccount, onDepartment, onProject},
 		Table: map[Entity][4]Grant{
 			Departments: {n, n, n, n}, Projects: {a, n, n, n}, NodePools: {a, n, n, n}, Nodes: {a, n, n, n},
 			Workloads: {a, a, a, a}, Users: {n, n, n, n}, Applications: {o, o, o, o}, AccessRules: {n, n, n, n},
-			Policies: {a, n, n, n}, Audit: {n, n, n, n}}},
+			Policies: {a, n, n, n}, Audit: {n, n, n, n}, Settings: {a, n, n, n}}},
 	{ID: "ml-engineer", DisplayName: "ML engineer",
 		Description: "Deploys and manages inference workloads; sees the others.",
 		Scopes:      []identityv1.ScopeKind{onAccount, onDepartment, onProject},
 		Table: map[Entity][4]Grant{
 			Departments: {n, n, n, n}, Projects: {a, n, n, n}, NodePools: {a, n, n, n}, Nodes: {a, n, n, n},
 			Workloads: {a, i, i, i}, Users: {n, n, n, n}, Applications: {o, o, o, o}, AccessRules: {n, n, n, n},
-			Policies: {a, n, n, n}, Audit: {n, n, n, n}}},
+			Policies: {a, n, n, n}, Audit: {n, n, n, n}, Settings: {a, n, n, n}}},
 	{ID: "viewer", DisplayName: "Viewer", Description: "Sees everything in its scope and changes nothing.",
 		Scopes: []identityv1.ScopeKind{onAccount, onDepartment, onProject},
 		Table: map[Entity][4]Grant{
 			Departments: {a, n, n, n}, Projects: {a, n, n, n}, NodePools: {a, n, n, n}, Nodes: {a, n, n, n},
 			Workloads: {a, n, n, n}, Users: {n, n, n, n}, Applications: {n, n, n, n}, AccessRules: {n, n, n, n},
-			Policies: {a, n, n, n}, Audit: {n, n, n, n}}},
+			Policies: {a, n, n, n}, Audit: {n, n, n, n}, Settings: {a, n, n, n}}},
 	// The control plane's services: they read what they check (the workload
 	// service reads projects) and node agents report on nodes. They create
 	// and delete no workload: the Kubernetes runtime does that for one
@@ -171,7 +174,7 @@ var roles = []*Role{
 	{ID: ServiceRole, DisplayName: "Runway service", Description: "The control plane's own services calling each other; not grantable.",
 		Table: map[Entity][4]Grant{
 			Departments: {a, n, n, n}, Projects: {a, n, n, n}, NodePools: {a, n, n, n}, Nodes: {a, n, a, n},
-			Workloads: {a, n, n, n}}},
+			Workloads: {a, n, n, n}, Settings: {a, n, n, n}}},
 	// The Kubernetes runtime acting for one project's namespace
 	// (services/{name}/projects/{p}): it turns the runway pods users create
 	// there into that project's workloads and deletes them with their pods,

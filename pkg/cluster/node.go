@@ -37,6 +37,7 @@ type Node struct {
 	Name   string
 	Pool   *Pool
 	Labels map[string]string
+	Roles  NodeRoles
 	Ready  bool
 	// Cordoned: the node keeps its pods but takes nothing new (drained
 	// without eviction, or its agent lost within the grace period).

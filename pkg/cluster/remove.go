@@ -30,6 +30,7 @@ func (s *State) RemoveNode(n *Node) []PodRef {
 		p.indexNode(m)
 	}
 	delete(s.nodes, n.Name)
+	s.countRoles(n.Roles, -1)
 	p.recompute()
 	return lost
 }

@@ -24,6 +24,8 @@ type State struct {
 	order       int
 	// placedOrder is the largest Placement.Order given so far.
 	placedOrder int64
+	// roleNodes counts the nodes that have each role (roles.go).
+	roleNodes [len(roleNames)]int
 
 	log     []change
 	logging bool
@@ -84,6 +86,7 @@ type NodeSpec struct {
 	// Unhealthy devices by index, with why; they are not counted in the
 	// node's capacity and take no pod.
 	Unhealthy map[int]string
+	Roles     NodeRoles
 }
 
 // capacity is the node's resources: its healthy devices, CPU and memory.
@@ -118,11 +121,13 @@ func (s *State) AddNode(spec NodeSpec) (*Node, error) {
 		Name:     spec.Name,
 		Pool:     p,
 		Labels:   spec.Labels,
+		Roles:    spec.Roles,
 		Ready:    !spec.NotReady,
 		Cordoned: spec.Cordoned,
 		Capacity: spec.capacity(),
 	}
 	n.Devices = spec.devices(nil)
+	s.countRoles(n.Roles, 1)
 	// Keep Pool.Nodes in name order; ranks follow.
 	i := sort.Search(len(p.Nodes), func(i int) bool { return p.Nodes[i].Name >= n.Name })
 	for _, m := range p.Nodes {
@@ -174,8 +179,9 @@ func (s *State) SetCordoned(n *Node, cordoned bool) {
 	n.Pool.indexNode(n)
 }
 
-// Reshape gives a node new capacity, devices and labels (another scheduler
-// took or freed GPUs on it; it was relabelled); its pool does not change.
+// Reshape gives a node new capacity, devices, labels and roles (another
+// scheduler took or freed GPUs on it; it was relabelled); its pool does not
+// change.
 // The node's pods are taken off first and returned: the caller puts back
 // those that still hold (a store's bindings), as after SetReady.
 func (s *State) Reshape(n *Node, spec NodeSpec) []PodRef {
@@ -185,6 +191,9 @@ func (s *State) Reshape(n *Node, spec NodeSpec) []PodRef {
 	}
 	n.Pool.unindexNode(n)
 	n.Labels = spec.Labels
+	s.countRoles(n.Roles, -1)
+	n.Roles = spec.Roles
+	s.countRoles(n.Roles, 1)
 	n.Capacity = spec.capacity()
 	n.Devices = spec.devices(n.Devices[:0])
 	n.Pool.indexNode(n)
@@ -193,9 +202,9 @@ func (s *State) Reshape(n *Node, spec NodeSpec) []PodRef {
 }
 
 // SameShape reports whether spec describes n as it is (capacity, devices,
-// labels), so that Reshape would change nothing.
+// labels, roles), so that Reshape would change nothing.
 func (n *Node) SameShape(spec NodeSpec) bool {
-	if n.Capacity != spec.capacity() || len(n.Devices) != spec.GPUs || len(n.Labels) != len(spec.Labels) {
+	if n.Capacity != spec.capacity() || len(n.Devices) != spec.GPUs || len(n.Labels) != len(spec.Labels) || n.Roles != spec.Roles {
 		return false
 	}
 	for i := range n.Devices {

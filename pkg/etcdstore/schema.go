@@ -101,6 +101,9 @@ const (
 	PrefixLeases = Root + "leases/" // {node}: the node's etcd lease id
 	PrefixRuns   = Root + "runs/"   // {node}/{project}.{workload}.{pod}: run reports
 	PrefixDrains = Root + "drains/" // {node}
+	// PrefixNodeRoles holds the roles an administrator gave each node
+	// (SetNodeRoles), which outlive its leased node key like a drain.
+	PrefixNodeRoles = Root + "noderoles/" // {node}
 	// PrefixPlans holds each node's current time-slicing plan (a
 	// nodemanagerv1.TimeSlicePlan), written by its agent when it changes.
 	PrefixPlans = Root + "plans/" // {node}
@@ -186,6 +189,7 @@ var prefixes = []PrefixInfo{
 	{PrefixLeases, OwnerNodeManager, false, "node lease ids by node"},
 	{PrefixRuns, OwnerNodeManager, false, "run reports by node/project.workload"},
 	{PrefixDrains, OwnerNodeManager, false, "drain requests by node"},
+	{PrefixNodeRoles, OwnerNodeManager, false, "node roles (SetNodeRolesRequest) by node"},
 	{PrefixPlans, OwnerNodeManager, false, "time-slicing plan (TimeSlicePlan) by node"},
 	{KeyKubePodMark, OwnerNodeManager, true, "former home of the Kubernetes runtime's mark key (moved into a Secret, then deleted)"},
 	{PrefixAgents, OwnerNodeManager, false, "address of a Kubernetes node's agent by node, leased"},

@@ -1,6 +1,6 @@
 // Package placement chooses nodes and devices for the pods of a workload
-// (SCHEDULING.md §5): feasibility (Ready, pool, node type, every resource
-// fits), ranking (binpack: least free GPU first; spread: most free first;
+// (SCHEDULING.md §5): feasibility (Ready, pool, Eligible: node type and
+// node role, every resource fits), ranking (binpack: least free GPU first; spread: most free first;
 // ties by node name) and device choice (whole GPUs take idle devices; a
 // fraction goes to the fullest shared device it fits on under binpack, the
 // emptiest under spread).

@@ -36,6 +36,7 @@ const (
 	NoNodeOfType                       // no Ready node of the workload's node type
 	NoRoom                             // no node has room for a pod
 	NotAllTogether                     // some of the k pods fit, not all at once
+	NoNodeOfRole                       // no Ready node of the role the workload needs (eligible.go)
 )
 
 // Miss is why Place placed nothing: its kind, the numbers, and a sentence
@@ -63,10 +64,10 @@ func Place(s *cluster.State, p *cluster.Pool, w *cluster.Workload, k int, st Str
 		if w.Placed[pod].Node != nil {
 			continue
 		}
-		n, devs, share := choose(p, w, w.PodAt(pod), st)
+		n, devs, share := choose(s, p, w, w.PodAt(pod), st)
 		if n == nil {
 			s.Rollback(mark)
-			return nil, failure(p, w, k, len(pods))
+			return nil, failure(s, p, w, k, len(pods))
 		}
 		s.Place(w, pod, n, devs, share)
 		pods = append(pods, pod)
@@ -76,15 +77,15 @@ func Place(s *cluster.State, p *cluster.Pool, w *cluster.Workload, k int, st Str
 
 // choose finds the best node and devices for one pod of w asking for req,
 // or nil.
-func choose(p *cluster.Pool, w *cluster.Workload, req cluster.PodRequest, st Strategy) (*cluster.Node, []int, int64) {
+func choose(s *cluster.State, p *cluster.Pool, w *cluster.Workload, req cluster.PodRequest, st Strategy) (*cluster.Node, []int, int64) {
 	switch {
 	case req.Shares():
-		return chooseShared(p, w, req, st)
+		return chooseShared(s, p, w, req, st)
 	case req.GPU > 0:
 		g := req.Devices()
 		var best *cluster.Node
 		visit := func(n *cluster.Node) bool {
-			if fitsHost(n, w, req) && n.IdleDevices() >= g {
+			if fitsHost(s, n, w, req) && n.IdleDevices() >= g {
 				best = n
 				return false
 			}
@@ -96,7 +97,7 @@ func choose(p *cluster.Pool, w *cluster.Workload, req cluster.PodRequest, st Str
 		}
 		return best, idleDevices(best, g), cluster.FullDevice
 	default:
-		n := chooseCPUOnly(p, w, req, st)
+		n := chooseCPUOnly(s, p, w, req, st)
 		return n, nil, 0
 	}
 }
@@ -109,9 +110,9 @@ func walk(p *cluster.Pool, min int64, st Strategy, fn func(*cluster.Node) bool) 
 	}
 }
 
-// fitsHost checks everything but GPUs: node type, cpu and memory.
-func fitsHost(n *cluster.Node, w *cluster.Workload, req cluster.PodRequest) bool {
-	if w.NodeType != "" && n.Type() != w.NodeType {
+// fitsHost checks everything but GPUs: Eligible, cpu and memory.
+func fitsHost(s *cluster.State, n *cluster.Node, w *cluster.Workload, req cluster.PodRequest) bool {
+	if !Eligible(s, n, w) {
 		return false
 	}
 	free := n.Free()
@@ -135,7 +136,7 @@ func idleDevices(n *cluster.Node, g int) []int {
 // already has a shared device it fits on, then anywhere; under spread to the
 // node with the most free GPU (SCHEDULING.md §5 names the shared-device
 // preference under binpack only).
-func chooseShared(p *cluster.Pool, w *cluster.Workload, req cluster.PodRequest, st Strategy) (*cluster.Node, []int, int64) {
+func chooseShared(s *cluster.State, p *cluster.Pool, w *cluster.Workload, req cluster.PodRequest, st Strategy) (*cluster.Node, []int, int64) {
 	min := int64(1)
 	if req.GPUMemory == 0 {
 		min = req.GPU
@@ -148,7 +149,7 @@ func chooseShared(p *cluster.Pool, w *cluster.Workload, req cluster.PodRequest, 
 		var best *cluster.Node
 		dev := -1
 		walk(p, min, st, func(n *cluster.Node) bool {
-			if !fitsHost(n, w, req) {
+			if !fitsHost(s, n, w, req) {
 				return true
 			}
 			if d := pickDevice(n, req, st, sharedOnly); d >= 0 {
@@ -186,10 +187,10 @@ func pickDevice(n *cluster.Node, req cluster.PodRequest, st Strategy, sharedOnly
 	return best
 }
 
-func chooseCPUOnly(p *cluster.Pool, w *cluster.Workload, req cluster.PodRequest, st Strategy) *cluster.Node {
+func chooseCPUOnly(s *cluster.State, p *cluster.Pool, w *cluster.Workload, req cluster.PodRequest, st Strategy) *cluster.Node {
 	var best *cluster.Node
 	for _, n := range p.Nodes {
-		if !n.Ready || n.Cordoned || !fitsHost(n, w, req) {
+		if !n.Ready || n.Cordoned || !fitsHost(s, n, w, req) {
 			continue
 		}
 		if best == nil {
@@ -206,8 +207,8 @@ func chooseCPUOnly(p *cluster.Pool, w *cluster.Workload, req cluster.PodRequest,
 
 // failure explains why pods of w do not fit in p, with numbers, and names
 // the pool's unhealthy devices when a GPU pod misses.
-func failure(p *cluster.Pool, w *cluster.Workload, k, placed int) Miss {
-	m := miss(p, w, k, placed)
+func failure(s *cluster.State, p *cluster.Pool, w *cluster.Workload, k, placed int) Miss {
+	m := miss(s, p, w, k, placed)
 	if p.Unhealthy > 0 && w.Pod.GPU+w.Pod.GPUMemory > 0 {
 		m.Text += "; " + unhealthy(p)
 	}
@@ -230,7 +231,7 @@ func unhealthy(p *cluster.Pool) string {
 	return "unhealthy, not offered: " + strings.Join(names, ", ")
 }
 
-func miss(p *cluster.Pool, w *cluster.Workload, k, placed int) Miss {
+func miss(s *cluster.State, p *cluster.Pool, w *cluster.Workload, k, placed int) Miss {
 	need := cluster.Resources{GPU: w.Pod.GPU, CPU: w.Pod.CPU, Memory: w.Pod.Memory}
 	need = cluster.Resources{GPU: need.GPU * int64(k), CPU: need.CPU * int64(k), Memory: need.Memory * int64(k)}
 	what := podNeed(w.Pod)
@@ -252,7 +253,8 @@ func miss(p *cluster.Pool, w *cluster.Workload, k, placed int) Miss {
 	} else {
 		fit = "needs " + what
 	}
-	if w.NodeType == "" && w.Pod.GPU+w.Pod.GPUMemory > 0 && w.Pod.CPU+w.Pod.Memory == 0 && p.ReadyNodes() > 0 {
+	role := roleText(s, w)
+	if w.NodeType == "" && role == "" && w.Pod.GPU+w.Pod.GPUMemory > 0 && w.Pod.CPU+w.Pod.Memory == 0 && p.ReadyNodes() > 0 {
 		// The common case without a scan: the free index knows the largest block.
 		return Miss{Kind: room, Requested: need, Largest: cluster.Resources{GPU: p.MaxFree()}, Nodes: p.ReadyNodes(),
 			Text: fmt.Sprintf("%s; the largest free block is %s", fit, cluster.Quantity(cluster.GPU, p.MaxFree()))}
@@ -266,7 +268,7 @@ func miss(p *cluster.Pool, w *cluster.Workload, k, placed int) Miss {
 			continue
 		}
 		ready++
-		if w.NodeType != "" && n.Type() != w.NodeType {
+		if !Eligible(s, n, w) {
 			continue
 		}
 		typed++
@@ -283,14 +285,20 @@ func miss(p *cluster.Pool, w *cluster.Workload, k, placed int) Miss {
 	switch {
 	case ready == 0:
 		m.Kind, m.Text = NoReadyNode, fmt.Sprintf("%s; node pool %s has no Ready node", fit, p.Name)
+	case typed == 0 && w.NodeType != "":
+		m.Kind, m.Nodes, m.Text = NoNodeOfType, ready, fmt.Sprintf("%s; node pool %s has no Ready %snode of type %s", fit, p.Name, role, w.NodeType)
 	case typed == 0:
-		m.Kind, m.Nodes, m.Text = NoNodeOfType, ready, fmt.Sprintf("%s; node pool %s has no Ready node of type %s", fit, p.Name, w.NodeType)
+		m.Kind, m.Nodes, m.Text = NoNodeOfRole, ready, fmt.Sprintf("%s; node pool %s has no Ready %snode", fit, p.Name, role)
 	case w.Pod.GPU > 0 || w.Pod.GPUMemory > 0:
 		m.Kind, m.Largest = room, cluster.Resources{GPU: maxGPU}
-		m.Text = fmt.Sprintf("%s; the largest free block is %s", fit, cluster.Quantity(cluster.GPU, maxGPU)) + hostFree(w.Pod, maxCPU, maxMemory)
+		on := ""
+		if role != "" {
+			on = " on a " + role + "node"
+		}
+		m.Text = fmt.Sprintf("%s; the largest free block%s is %s", fit, on, cluster.Quantity(cluster.GPU, maxGPU)) + hostFree(w.Pod, maxCPU, maxMemory)
 	default:
 		m.Kind, m.Largest = room, cluster.Resources{CPU: maxCPU}
-		m.Text = fmt.Sprintf("%s; the most free on one node is %s", fit, cluster.Quantity(cluster.CPU, maxCPU)) + hostFree(cluster.PodRequest{Memory: w.Pod.Memory}, 0, maxMemory)
+		m.Text = fmt.Sprintf("%s; the most free on one %snode is %s", fit, role, cluster.Quantity(cluster.CPU, maxCPU)) + hostFree(cluster.PodRequest{Memory: w.Pod.Memory}, 0, maxMemory)
 	}
 	if largest != nil && !fitsOne {
 		m.Text += "; " + neverFits(p, w.Pod, largest)

@@ -248,6 +248,7 @@ type noFit struct {
 var missChecks = map[placement.MissKind]Check{
 	placement.NoReadyNode:    CheckNodePool,
 	placement.NoNodeOfType:   CheckNodeType,
+	placement.NoNodeOfRole:   CheckNodeType, // a role narrows the nodes as a type does; the text names it
 	placement.NoRoom:         CheckCapacity,
 	placement.NotAllTogether: CheckGang,
 }

@@ -81,7 +81,7 @@ func (sr *search) findMove() []int {
 	byNode, nodes := sr.unitsByNode()
 	h := &setHeap{units: sr.units}
 	for _, n := range nodes {
-		if !n.Ready || (sr.j.NodeType != "" && n.Type() != sr.j.NodeType) || !sr.fitsAfter(n, byNode[n]) {
+		if !n.Ready || !placement.Eligible(sr.c.s, n, sr.j) || !sr.fitsAfter(n, byNode[n]) {
 			continue
 		}
 		for _, space := range sr.spaces(n, byNode[n]) {
@@ -378,10 +378,10 @@ func (sr *search) gains(set []int) int {
 	return total
 }
 
-// opens reports whether j's pods may go to n: Ready, not cordoned, of j's
-// node type.
+// opens reports whether j's pods may go to n: Ready, not cordoned,
+// placement.Eligible (node type, role).
 func (sr *search) opens(n *cluster.Node) bool {
-	return n.Ready && !n.Cordoned && (sr.j.NodeType == "" || n.Type() == sr.j.NodeType)
+	return n.Ready && !n.Cordoned && placement.Eligible(sr.c.s, n, sr.j)
 }
 
 // podsAfter is how many of j's pods would fit on n once the set's pods there

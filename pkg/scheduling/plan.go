@@ -78,7 +78,7 @@ const (
 	CheckLimit                  Check = iota + 1 // a queue would exceed its limit (or deserved, over-quota off)
 	CheckNonPreemptibleDeserved                  // non-preemptible work would exceed deserved
 	CheckNodePool                                // the pool has no Ready node
-	CheckNodeType                                // no Ready node of the requested type
+	CheckNodeType                                // no Ready node of the requested type (or node role)
 	CheckCapacity                                // no node has room for a pod
 	CheckGang                                    // single pods fit, not all of them at once (or evicted for its minimum)
 	CheckReclaim                                 // reclaim was not allowed, found no victims, or evicted it

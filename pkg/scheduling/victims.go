@@ -359,7 +359,7 @@ func (sr *search) findForPod() []int {
 			// never enumerated, nor their deferred units resolved.
 			h := &setHeap{units: sr.units, items: sr.c.scratch.items[:0]}
 			for _, n := range touched {
-				if n.Ready && (sr.j.NodeType == "" || n.Type() == sr.j.NodeType) {
+				if n.Ready && placement.Eligible(sr.c.s, n, sr.j) {
 					h.pushBound(sr.nodeBound(n, byNode[n], g))
 				}
 			}

@@ -168,21 +168,24 @@ func (s *Server) ListNodes(ctx context.Context, req *nodemanagerv1.ListNodesRequ
 func (s *Server) DrainNode(ctx context.Context, req *nodemanagerv1.DrainNodeRequest) (*nodemanagerv1.Node, error) {
 	drain := proto.Clone(req).(*nodemanagerv1.DrainNodeRequest)
 	drain.Etag = ""
-	return s.setDrain(ctx, req.GetName(), req.GetEtag(), func(n *nodemanagerv1.Node) *nodemanagerv1.DrainNodeRequest {
+	return s.update(ctx, req.GetName(), req.GetEtag(), func(id string, n *nodemanagerv1.Node) (string, proto.Message) {
 		n.Drained, n.DrainReason, n.DrainEvicts = true, req.GetReason(), req.GetEvictWorkloads()
-		return drain
+		return drainKey(id), drain
 	})
 }
 
 // UndrainNode clears the drain. Idempotent.
 func (s *Server) UndrainNode(ctx context.Context, req *nodemanagerv1.UndrainNodeRequest) (*nodemanagerv1.Node, error) {
-	return s.setDrain(ctx, req.GetName(), req.GetEtag(), func(n *nodemanagerv1.Node) *nodemanagerv1.DrainNodeRequest {
+	return s.update(ctx, req.GetName(), req.GetEtag(), func(id string, n *nodemanagerv1.Node) (string, proto.Message) {
 		n.Drained, n.DrainReason, n.DrainEvicts = false, "", false
-		return nil
+		return drainKey(id), nil
 	})
 }
 
-func (s *Server) setDrain(ctx context.Context, name, etag string, change func(*nodemanagerv1.Node) *nodemanagerv1.DrainNodeRequest) (*nodemanagerv1.Node, error) {
+// update applies change to the stored node and writes it with the key
+// change names (its value, or a delete when nil) in one fenced Txn,
+// retrying when the node changed meanwhile (a heartbeat, a report).
+func (s *Server) update(ctx context.Context, name, etag string, change func(id string, n *nodemanagerv1.Node) (string, proto.Message)) (*nodemanagerv1.Node, error) {
 	id, err := nodeOf("name", name)
 	if err != nil {
 		return nil, err
@@ -196,9 +199,9 @@ func (s *Server) setDrain(ctx context.Context, name, etag string, change func(*n
 		if etag != "" && etag != n.GetEtag() {
 			return nil, apierr.EtagMismatch(name, n.GetEtag())
 		}
-		drain := change(n)
+		key, val := change(id, n)
 		n.UpdateTime = timestamppb.New(s.clock.Now())
-		newRev, err := s.store.setDrain(ctx, id, rev, n, drain)
+		newRev, err := s.store.setWith(ctx, id, rev, n, key, val)
 		if errors.Is(err, errConflict) {
 			continue
 		}

@@ -104,15 +104,11 @@ func TestDrain_survivesReregistration(t *testing.T) {
 		t.Errorf("DrainNode = %v", drained)
 	}
 	// Readers of the node key alone (the quota service) see the drain.
-	resp, err := e.etcd.Client.Get(ctx, etcdstore.PrefixNodes+"node-1")
-	if err != nil || len(resp.Kvs) != 1 {
-		t.Fatalf("node key: %v %v", resp, err)
+	stored, lease := e.storedNode(t, "node-1")
+	if !stored.GetDrained() {
+		t.Errorf("stored node drained = %v, want true", stored.GetDrained())
 	}
-	stored := new(nodemanagerv1.Node)
-	if err := proto.Unmarshal(resp.Kvs[0].Value, stored); err != nil || !stored.GetDrained() {
-		t.Errorf("stored node drained = %v (%v), want true", stored.GetDrained(), err)
-	}
-	if resp.Kvs[0].Lease == 0 {
+	if lease == 0 {
 		t.Error("DrainNode dropped the node key's lease")
 	}
 

@@ -20,6 +20,7 @@ import (
 //	nodes/{node}                      Node, put by the agent with its lease
 //	leases/{node}                     the lease id (hex), same lease
 //	drains/{node}                     DrainNodeRequest (etag cleared); no lease
+//	noderoles/{node}                  SetNodeRolesRequest (etag cleared); no lease
 //	runs/{node}/{project}.{workload}.{pod}  ReportWorkloadStateRequest (keyed like bindings/)
 //
 // A drain lives in its own key so that it outlives the node key: when the
@@ -28,7 +29,8 @@ import (
 // the drain key did not change (RegisterNode). DrainNode and UndrainNode
 // write both keys in one Txn, so the node key always agrees with the drain
 // key and readers of the node key alone (the quota service's pool
-// capacity) see `drained`.
+// capacity) see `drained`. A node's roles live in a key of their own for
+// the same reason, written and copied the same way.
 
 // maxRetries bounds the read-modify-write loops.
 const maxRetries = 5
@@ -36,6 +38,12 @@ const maxRetries = 5
 var errConflict = errors.New("changed concurrently")
 
 func drainKey(node string) string { return etcdstore.PrefixDrains + node }
+
+// RolesKey is the key of a node's roles (a SetNodeRolesRequest, etag
+// cleared): set by SetNodeRoles, copied into the node key at each
+// registration; in Kubernetes mode the runtime writes them to the node's
+// labels and then deletes the key (kube/roles.go).
+func RolesKey(node string) string { return etcdstore.PrefixNodeRoles + node }
 func leaseKey(node string) string { return etcdstore.PrefixLeases + node }
 func nodeKey(node string) string  { return etcdstore.PrefixNodes + node }
 
@@ -55,6 +63,7 @@ type store struct {
 	client *clientv3.Client
 	nodes  *etcdstore.Collection[*nodemanagerv1.Node]
 	drains *etcdstore.Collection[*nodemanagerv1.DrainNodeRequest]
+	roles  *etcdstore.Collection[*nodemanagerv1.SetNodeRolesRequest]
 	runs   *etcdstore.Collection[*nodemanagerv1.ReportWorkloadStateRequest]
 }
 
@@ -63,6 +72,7 @@ func newStore(c *clientv3.Client) *store {
 		client: c,
 		nodes:  etcdstore.NewCollection(c, etcdstore.PrefixNodes, func() *nodemanagerv1.Node { return new(nodemanagerv1.Node) }),
 		drains: etcdstore.NewCollection(c, etcdstore.PrefixDrains, func() *nodemanagerv1.DrainNodeRequest { return new(nodemanagerv1.DrainNodeRequest) }),
+		roles:  etcdstore.NewCollection(c, etcdstore.PrefixNodeRoles, func() *nodemanagerv1.SetNodeRolesRequest { return new(nodemanagerv1.SetNodeRolesRequest) }),
 		runs:   etcdstore.NewCollection(c, etcdstore.PrefixRuns, func() *nodemanagerv1.ReportWorkloadStateRequest { return new(nodemanagerv1.ReportWorkloadStateRequest) }),
 	}
 }
@@ -77,32 +87,32 @@ func (s *store) getNode(ctx context.Context, node string) (etcdstore.Item[*nodem
 	return it, nil
 }
 
-// setDrain writes the drain key (drain != nil) or deletes it (nil), and
-// the node key updated by change, in one Txn fenced on the node key's
-// revision rev. The node key keeps its lease. errConflict when the node
-// changed since rev.
-func (s *store) setDrain(ctx context.Context, node string, rev int64, n *nodemanagerv1.Node, drain *nodemanagerv1.DrainNodeRequest) (int64, error) {
+// setWith writes the node key updated by a change, and with it the node's
+// key of that change (its drain or roles key: val, or a delete when nil), in
+// one Txn fenced on the node key's revision rev. The node key keeps its
+// lease. errConflict when the node changed since rev.
+func (s *store) setWith(ctx context.Context, node string, rev int64, n *nodemanagerv1.Node, key string, val proto.Message) (int64, error) {
 	n = proto.Clone(n).(*nodemanagerv1.Node)
 	n.Etag = ""
-	val, err := marshal.Marshal(n)
+	b, err := marshal.Marshal(n)
 	if err != nil {
 		return 0, err
 	}
-	ops := []clientv3.Op{clientv3.OpPut(nodeKey(node), string(val), clientv3.WithIgnoreLease())}
-	if drain != nil {
-		dval, err := marshal.Marshal(drain)
+	ops := []clientv3.Op{clientv3.OpPut(nodeKey(node), string(b), clientv3.WithIgnoreLease())}
+	if val != nil {
+		vb, err := marshal.Marshal(val)
 		if err != nil {
 			return 0, err
 		}
-		ops = append(ops, clientv3.OpPut(drainKey(node), string(dval)))
+		ops = append(ops, clientv3.OpPut(key, string(vb)))
 	} else {
-		ops = append(ops, clientv3.OpDelete(drainKey(node)))
+		ops = append(ops, clientv3.OpDelete(key))
 	}
 	resp, err := s.client.Txn(ctx).
 		If(clientv3.Compare(clientv3.ModRevision(nodeKey(node)), "=", rev)).
 		Then(ops...).Commit()
 	if err != nil {
-		return 0, fmt.Errorf("drain %s: %w", node, err)
+		return 0, fmt.Errorf("update node %s: %w", node, err)
 	}
 	if !resp.Succeeded {
 		return 0, errConflict
@@ -111,16 +121,18 @@ func (s *store) setDrain(ctx context.Context, node string, rev int64, n *nodeman
 }
 
 // RegisterNode writes a node key under lease, with its drain state copied
-// from the drain key, and the lease id under leases/. The Txn checks that
-// the drain key did not change since it was read, so a drain that races
-// the registration is never lost. It is the agent's registration; n is not
-// modified.
+// from the drain key and its roles from the roles key (when there is one:
+// else the roles n has, which only the Kubernetes runtime gives, from the
+// node's labels), and the lease id under leases/. The Txn checks that
+// neither key changed since it was read, so a drain or a role change that
+// races the registration is never lost. It is the agent's registration; n
+// is not modified.
 func RegisterNode(ctx context.Context, client *clientv3.Client, n *nodemanagerv1.Node, lease clientv3.LeaseID) error {
 	id, ok := cutNodeName(n.GetName())
 	if !ok {
 		return fmt.Errorf("register node: invalid name %q", n.GetName())
 	}
-	drains := newStore(client).drains
+	st := newStore(client)
 	pool, err := nodePool(ctx, client, n)
 	if err != nil {
 		return fmt.Errorf("register node %s: %w", id, err)
@@ -128,12 +140,20 @@ func RegisterNode(ctx context.Context, client *clientv3.Client, n *nodemanagerv1
 	for range maxRetries {
 		n := proto.Clone(n).(*nodemanagerv1.Node)
 		n.NodePool = pool
-		var drainRev int64
-		d, err := drains.Get(ctx, id)
+		var drainRev, rolesRev int64
+		d, err := st.drains.Get(ctx, id)
 		switch {
 		case err == nil:
 			drainRev = d.Revision
 			n.Drained, n.DrainReason, n.DrainEvicts = true, d.Msg.GetReason(), d.Msg.GetEvictWorkloads()
+		case !errors.Is(err, etcdstore.ErrNotFound):
+			return err
+		}
+		r, err := st.roles.Get(ctx, id)
+		switch {
+		case err == nil:
+			rolesRev = r.Revision
+			n.Roles = r.Msg.GetRoles()
 		case !errors.Is(err, etcdstore.ErrNotFound):
 			return err
 		}
@@ -142,7 +162,8 @@ func RegisterNode(ctx context.Context, client *clientv3.Client, n *nodemanagerv1
 			return err
 		}
 		resp, err := client.Txn(ctx).
-			If(clientv3.Compare(clientv3.ModRevision(drainKey(id)), "=", drainRev)).
+			If(clientv3.Compare(clientv3.ModRevision(drainKey(id)), "=", drainRev),
+				clientv3.Compare(clientv3.ModRevision(RolesKey(id)), "=", rolesRev)).
 			Then(clientv3.OpPut(nodeKey(id), string(val), clientv3.WithLease(lease)),
 				clientv3.OpPut(leaseKey(id), strconv.FormatInt(int64(lease), 16), clientv3.WithLease(lease))).
 			Commit()
@@ -153,7 +174,7 @@ func RegisterNode(ctx context.Context, client *clientv3.Client, n *nodemanagerv1
 			return nil
 		}
 	}
-	return fmt.Errorf("register node %s: drain key kept changing: %w", id, errConflict)
+	return fmt.Errorf("register node %s: drain or roles key kept changing: %w", id, errConflict)
 }
 
 // putRun stores a run report unless the stored one was observed later.

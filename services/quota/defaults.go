@@ -98,14 +98,11 @@ func fillDepartment(d *quotav1.Department) {
 	fillQuotas(d.NodePoolQuotas, d.GetName() == defaultDept)
 }
 
-// fillProject sets a project's unset fields: the default department, the
-// default node pool, and the quota defaults.
+// fillProject sets a project's unset fields: the default department and the
+// quota defaults. Its default node pools are the settings' (prepareProject).
 func fillProject(p *quotav1.Project) {
 	if p.Department == "" {
 		p.Department = defaultDept
-	}
-	if len(p.DefaultNodePools) == 0 {
-		p.DefaultNodePools = []string{defaultPool}
 	}
 	fillQuotas(p.NodePoolQuotas, false)
 }

@@ -81,8 +81,8 @@ func (s *Server) prepareDepartment(ctx context.Context, c *change, before, after
 	if err != nil {
 		return err
 	}
-	reject, err := s.rejectOverSubscription(ctx)
-	if err != nil || !reject {
+	st, err := s.currentSettings(ctx, c)
+	if err != nil || !st.GetRejectOverSubscription() {
 		return err
 	}
 	projects, err := s.allProjects(ctx, c)

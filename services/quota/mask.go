@@ -42,7 +42,8 @@ var (
 		outputOnly: []string{"uid", "create_time", "update_time"},
 	}
 	settingsFields = fieldRules{
-		mutable:    []string{"reject_over_subscription"},
+		mutable: []string{"reject_over_subscription", "default_node_pool", "allow_over_quota_by_default",
+			"workspace_auto_suspend", "gpu_resource_optimization", "login_banner"},
 		outputOnly: []string{"uid", "create_time", "update_time"},
 	}
 )

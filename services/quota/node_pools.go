@@ -76,10 +76,15 @@ func (s *Server) DeleteNodePool(ctx context.Context, req *quotav1.DeleteNodePool
 	return nodePoolKind.delete(ctx, s, req.GetName(), req.GetEtag())
 }
 
-// poolInUse reports whether a department's or project's quota, a project's
-// default node pools or a workload names pool, and guards c on each of those
-// prefixes so that a reference added meanwhile makes the delete retry.
+// poolInUse reports whether the settings' default node pool, a
+// department's or project's quota, a project's default node pools or a
+// workload names pool, and guards c on each of those keys and prefixes so
+// that a reference added meanwhile makes the delete retry.
 func (s *Server) poolInUse(ctx context.Context, c *change, pool string) (bool, error) {
+	st, err := s.currentSettings(ctx, c)
+	if err != nil || st.GetDefaultNodePool() == pool {
+		return err == nil, err
+	}
 	depts, err := readAll(ctx, s.store.departments, c, apierr.Department)
 	if err != nil {
 		return false, err

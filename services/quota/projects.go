@@ -2,7 +2,6 @@ package quota
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 
@@ -85,8 +84,16 @@ func (s *Server) UpdateProject(ctx context.Context, req *quotav1.UpdateProjectRe
 // fields, and conditions c on it: its department and the node pools it names
 // exist, and, when over-subscription is rejected, the projects of its
 // department do not deserve more than the department has. The project as it
-// was (before) does not matter: the check sums the stored projects.
+// was (before) does not matter: the check sums the stored projects. Default
+// node pools left empty become the settings' default_node_pool.
 func (s *Server) prepareProject(ctx context.Context, c *change, _, p *quotav1.Project) error {
+	st, err := s.currentSettings(ctx, c)
+	if err != nil {
+		return err
+	}
+	if len(p.DefaultNodePools) == 0 {
+		p.DefaultNodePools = []string{st.GetDefaultNodePool()}
+	}
 	dept, err := s.store.departments.Get(ctx, clusterproto.ID(p.GetDepartment()))
 	if err != nil {
 		err = storeErr(err, apierr.Department, p.GetDepartment())
@@ -108,9 +115,8 @@ func (s *Server) prepareProject(ctx context.Context, c *change, _, p *quotav1.Pr
 	if _, err := s.poolRefs(ctx, c, names, fields); err != nil {
 		return err
 	}
-	reject, err := s.rejectOverSubscription(ctx)
-	if err != nil || !reject {
-		return err
+	if !st.GetRejectOverSubscription() {
+		return nil
 	}
 	projects, err := s.allProjects(ctx, c)
 	if err != nil {
@@ -138,17 +144,4 @@ func (s *Server) projectInUse(ctx context.Context, c *change, name, id string) e
 	}
 	c.unchangedSince(s.store.workloads.Key(id+"/"), rev)
 	return nil
-}
-
-// rejectOverSubscription reads Settings.reject_over_subscription. Settings
-// missing (only before New's bootstrap ran) means the default, false.
-func (s *Server) rejectOverSubscription(ctx context.Context) (bool, error) {
-	it, err := s.store.settings.Get(ctx, settingsID)
-	switch {
-	case err == nil:
-		return it.Msg.GetRejectOverSubscription(), nil
-	case errors.Is(err, etcdstore.ErrNotFound):
-		return false, nil
-	}
-	return false, settingsErr(err)
 }

@@ -76,3 +76,36 @@ func TestSchedulingRules_UpdateAndValidate(t *testing.T) {
 	}
 	assertSameState(t, before, e.state(t))
 }
+
+// Limits of their own for preemptible workspaces: stored on a workspace
+// rule (preempt_when_idle may lean on the preemptible idle limit alone),
+// refused on other types' rules and when not positive.
+func TestSchedulingRules_PreemptibleLimits(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	e.mustCreateProject(t, "team-a", "")
+	ws := &quotav1.SchedulingRules{WorkloadType: workloadv1.WorkloadType_WORKLOAD_TYPE_WORKSPACE,
+		TimeLimit: durationpb.New(24 * time.Hour), PreemptibleTimeLimit: durationpb.New(4 * time.Hour),
+		PreemptibleIdleGpuLimit: durationpb.New(30 * time.Minute), PreemptWhenIdle: true}
+	p, err := e.client.UpdateProject(ctx, &quotav1.UpdateProjectRequest{
+		Project: &quotav1.Project{Name: "projects/team-a", SchedulingRules: []*quotav1.SchedulingRules{ws}}, UpdateMask: mask("scheduling_rules")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := p.GetSchedulingRules()[0]; r.GetPreemptibleTimeLimit().AsDuration() != 4*time.Hour || r.GetPreemptibleIdleGpuLimit().AsDuration() != 30*time.Minute {
+		t.Fatalf("stored rule %v", r)
+	}
+	before := e.state(t)
+	_, err = e.client.UpdateProject(ctx, &quotav1.UpdateProjectRequest{
+		Project: &quotav1.Project{Name: "projects/team-a", SchedulingRules: []*quotav1.SchedulingRules{
+			{WorkloadType: workloadv1.WorkloadType_WORKLOAD_TYPE_TRAINING, PreemptibleTimeLimit: durationpb.New(time.Hour)},
+			{WorkloadType: workloadv1.WorkloadType_WORKLOAD_TYPE_WORKSPACE, PreemptibleIdleGpuLimit: durationpb.New(-time.Second)},
+		}},
+		UpdateMask: mask("scheduling_rules")})
+	wantCode(t, err, codes.InvalidArgument, "INVALID_FIELD")
+	want := []string{"project.scheduling_rules[0].preemptible_time_limit", "project.scheduling_rules[1].preemptible_idle_gpu_limit"}
+	if got := violationFields(err); !slices.Equal(got, want) {
+		t.Errorf("field violations %q, want %q", got, want)
+	}
+	assertSameState(t, before, e.state(t))
+}

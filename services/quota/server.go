@@ -104,6 +104,7 @@ func (s *Server) createBuiltIns(ctx context.Context) error {
 		return err
 	}
 	settings := &quotav1.Settings{Name: settingsName, Uid: newUID(), CreateTime: now, UpdateTime: now}
+	fillSettings(settings)
 	if _, err := s.store.settings.Create(ctx, settingsID, settings); err != nil && !errors.Is(err, etcdstore.ErrAlreadyExists) {
 		return err
 	}

@@ -8,6 +8,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"google.golang.org/protobuf/types/known/durationpb"
+
 	quotav1 "github.com/runwayhq/runway/gen/go/runway/quota/v1"
 	workloadv1 "github.com/runwayhq/runway/gen/go/runway/workload/v1"
 	"github.com/runwayhq/runway/pkg/apierr"
@@ -215,8 +217,18 @@ func (v *violations) checkSchedulingRules(field string, rules []*quotav1.Schedul
 		if d := r.GetIdleGpuLimit(); d != nil && (!d.IsValid() || d.AsDuration() <= 0) {
 			v.add(path+".idle_gpu_limit", "must be more than 0 when set")
 		}
-		if r.GetPreemptWhenIdle() && r.GetIdleGpuLimit() == nil {
-			v.add(path+".preempt_when_idle", "needs idle_gpu_limit")
+		for i, d := range []*durationpb.Duration{r.GetPreemptibleTimeLimit(), r.GetPreemptibleIdleGpuLimit()} {
+			name := [...]string{"preemptible_time_limit", "preemptible_idle_gpu_limit"}[i]
+			switch {
+			case d == nil:
+			case r.GetWorkloadType() != workloadv1.WorkloadType_WORKLOAD_TYPE_WORKSPACE:
+				v.add(path+"."+name, "is for workspace rules only: trainings are always preemptible and inferences never")
+			case !d.IsValid() || d.AsDuration() <= 0:
+				v.add(path+"."+name, "must be more than 0 when set")
+			}
+		}
+		if r.GetPreemptWhenIdle() && r.GetIdleGpuLimit() == nil && r.GetPreemptibleIdleGpuLimit() == nil {
+			v.add(path+".preempt_when_idle", "needs idle_gpu_limit or preemptible_idle_gpu_limit")
 		}
 		for j, nt := range r.GetNodeTypes() {
 			if !labelValue.MatchString(nt) {

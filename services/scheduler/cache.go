@@ -628,6 +628,7 @@ func nodeSpec(id string, n *nodemanagerv1.Node) cluster.NodeSpec {
 		Name: id, Pool: pool, GPUs: gpus, GPUMemory: mem,
 		CPU: res.GetMilliCpu(), Memory: res.GetMemoryBytes(),
 		Labels: n.GetLabels(), NotReady: !nodeReady(n), Cordoned: cordoned(n), Unhealthy: unhealthy,
+		Roles: clusterproto.ToNodeRoles(n.GetRoles()),
 	}
 }
 

@@ -112,7 +112,37 @@ func (g *Governance) GetPolicy(ctx context.Context, req *workloadv1.GetPolicyReq
 	if err != nil {
 		return nil, storeError(err, apierr.Policy, req.GetName())
 	}
-	return withEtag(it), nil
+	return described(withEtag(it), scope, typ), nil
+}
+
+// ListPolicies pages through the policies of every scope, in store key
+// order (the account's, then the departments', then the projects'). What
+// the caller may not view is left out by pkg/auth's filter on the page.
+func (g *Governance) ListPolicies(ctx context.Context, req *workloadv1.ListPoliciesRequest) (*workloadv1.ListPoliciesResponse, error) {
+	if req.GetPageSize() < 0 {
+		return nil, apierr.InvalidField("page_size", "must be 0 or more (0 means 100)")
+	}
+	page, err := g.policies.List(ctx, "", etcdstore.PageSize(int(req.GetPageSize())), req.GetPageToken())
+	if err != nil {
+		return nil, storeError(err, apierr.Policy, "")
+	}
+	out := &workloadv1.ListPoliciesResponse{NextPageToken: page.NextPageToken}
+	for _, it := range page.Items {
+		scope, typ := scopeOfKey(it.ID)
+		out.Policies = append(out.Policies, described(withEtag(it), scope, typ))
+	}
+	return out, nil
+}
+
+// described fills a policy's output-only scope and type from where it is
+// stored.
+func described(p *workloadv1.Policy, scope, typ string) *workloadv1.Policy {
+	p.Scope = scope
+	if scope == "" {
+		p.Scope = "account"
+	}
+	p.WorkloadType = policyType(typ)
+	return p
 }
 
 // UpdatePolicy replaces (with allow_missing, creates) a policy. Its rules
@@ -185,7 +215,7 @@ func (g *Governance) UpdatePolicy(ctx context.Context, req *workloadv1.UpdatePol
 		case current != nil && p.GetEtag() != "" && p.GetEtag() != current.Etag:
 			return nil, apierr.EtagMismatch(p.GetName(), current.Etag)
 		}
-		p.Etag = ""
+		p.Etag, p.Scope, p.WorkloadType = "", "", workloadv1.WorkloadType_WORKLOAD_TYPE_UNSPECIFIED // from the name, not stored
 		p.UpdateTime = timestamppb.New(g.clock.Now())
 		val, err := proto.MarshalOptions{Deterministic: true}.Marshal(p)
 		if err != nil {
@@ -199,7 +229,7 @@ func (g *Governance) UpdatePolicy(ctx context.Context, req *workloadv1.UpdatePol
 		}
 		if resp.Succeeded {
 			p.Etag = etcdstore.FormatEtag(resp.Header.Revision)
-			return p, nil
+			return described(p, scope, typ), nil
 		}
 		if attempt >= g.retries {
 			return nil, apierr.EtagMismatch(p.GetName(), "")
@@ -211,7 +241,8 @@ func (g *Governance) UpdatePolicy(ctx context.Context, req *workloadv1.UpdatePol
 // policy whole; otherwise the top-level fields it names (defaults, rules)
 // are replaced and the others kept (keep). The REST gateway derives the
 // mask from the JSON body, so paths below those fields ("rules.image.max")
-// name them too; name and etag select the policy and are ignored.
+// name them too; name and etag select the policy and are ignored, as are
+// the output-only scope and workload_type.
 func policyMask(paths []string) (keep map[string]bool, err error) {
 	if len(paths) == 0 || slices.Contains(paths, "*") {
 		return map[string]bool{}, nil
@@ -222,7 +253,7 @@ func policyMask(paths []string) (keep map[string]bool, err error) {
 		switch top {
 		case "defaults", "rules":
 			delete(keep, top)
-		case "name", "etag":
+		case "name", "etag", "scope", "workload_type": // output only, from the name
 		default:
 			return nil, apierr.ImmutableField(path)
 		}

@@ -32,6 +32,8 @@ type ProjectChecker interface {
 	Department(ctx context.Context, department string) (*quotav1.Department, error)
 	// DepartmentProjects lists the names of a department's projects.
 	DepartmentProjects(ctx context.Context, department string) ([]string, error)
+	// Settings returns the account's general settings (settings.go).
+	Settings(ctx context.Context) (*quotav1.Settings, error)
 }
 
 // QuotaProjects is the production ProjectChecker: the QuotaService through
@@ -92,15 +94,17 @@ func (q QuotaProjects) DepartmentProjects(ctx context.Context, department string
 type StoredProjects struct {
 	projects    *etcdstore.Collection[*quotav1.Project]
 	departments *etcdstore.Collection[*quotav1.Department]
+	settings    *etcdstore.Collection[*quotav1.Settings] // only settingsID
 	quota       ProjectChecker
 }
 
-// NewStoredProjects reads projects and departments from client, and asks
-// quota for a department's projects.
+// NewStoredProjects reads projects, departments and the settings from
+// client, and asks quota for a department's projects.
 func NewStoredProjects(client *clientv3.Client, quota ProjectChecker) StoredProjects {
 	return StoredProjects{
 		projects:    etcdstore.NewCollection(client, etcdstore.PrefixProjects, func() *quotav1.Project { return new(quotav1.Project) }),
 		departments: etcdstore.NewCollection(client, etcdstore.PrefixDepartments, func() *quotav1.Department { return new(quotav1.Department) }),
+		settings:    etcdstore.NewCollection(client, etcdstore.Root, func() *quotav1.Settings { return new(quotav1.Settings) }),
 		quota:       quota,
 	}
 }

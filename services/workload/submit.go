@@ -69,7 +69,12 @@ func (s *Server) prepare(ctx context.Context, req *workloadv1.CreateWorkloadRequ
 	if err != nil {
 		return nil, err
 	}
+	st, err := s.projects.Settings(ctx)
+	if err != nil {
+		return nil, err
+	}
 	out.Workload.Spec = eff.Apply(submitted)
+	applySettings(st, eff, in.GetType(), out.Workload.Spec)
 	if err := validateCreate(out); err != nil {
 		return nil, err
 	}
@@ -81,6 +86,7 @@ func (s *Server) prepare(ctx context.Context, req *workloadv1.CreateWorkloadRequ
 		}
 	}
 	var v violations
+	checkSettings(&v, st, out.Workload.Spec)
 	for _, pv := range eff.Check("workload.spec.", submitted, out.Workload.Spec) {
 		v.add(pv.Field, pv.Description)
 	}
@@ -98,7 +104,8 @@ func (s *Server) prepare(ctx context.Context, req *workloadv1.CreateWorkloadRequ
 	if err := v.err(); err != nil {
 		return nil, err
 	}
-	return &submission{req: out, limits: limitsOf(rules, source)}, nil
+	prio, _ := clusterproto.EffectivePriority(out.Workload) // validated
+	return &submission{req: out, limits: withAutoSuspend(limitsOf(rules, source, prio.Preemptible), st, in.GetType())}, nil
 }
 
 // schedulingRules are the rules in force for typ in project p: the
@@ -130,17 +137,26 @@ func rulesFor(rules []*quotav1.SchedulingRules, typ workloadv1.WorkloadType) *qu
 	return nil
 }
 
-// limitsOf is the copy of the rules a workload keeps (nil without rules).
-func limitsOf(r *quotav1.SchedulingRules, source string) *workloadv1.WorkloadLimits {
+// limitsOf is the copy of the rules a workload keeps (nil without rules):
+// a preemptible workload's limits are the rule's preemptible ones where it
+// sets them (workspace rules only).
+func limitsOf(r *quotav1.SchedulingRules, source string, preemptible bool) *workloadv1.WorkloadLimits {
 	if r == nil {
 		return nil
 	}
 	l := &workloadv1.WorkloadLimits{PreemptWhenIdle: r.GetPreemptWhenIdle(), NodeTypes: r.GetNodeTypes(), Source: source}
-	if d := r.GetTimeLimit(); d != nil {
-		l.TimeLimit = durationpb.New(d.AsDuration())
+	timeLimit, idleLimit := r.GetTimeLimit(), r.GetIdleGpuLimit()
+	if d := r.GetPreemptibleTimeLimit(); preemptible && d != nil {
+		timeLimit = d
 	}
-	if d := r.GetIdleGpuLimit(); d != nil {
-		l.IdleGpuLimit = durationpb.New(d.AsDuration())
+	if d := r.GetPreemptibleIdleGpuLimit(); preemptible && d != nil {
+		idleLimit = d
+	}
+	if timeLimit != nil {
+		l.TimeLimit = durationpb.New(timeLimit.AsDuration())
+	}
+	if idleLimit != nil {
+		l.IdleGpuLimit = durationpb.New(idleLimit.AsDuration())
 	}
 	return l
 }

@@ -306,6 +306,7 @@ func matrixCalls() []call {
 	}
 	return append(out,
 		call{q + "ListProjects", listing, "", false, &quotav1.ListProjectsRequest{}},
+		call{g + "ListPolicies", listing, "", false, &workloadv1.ListPoliciesRequest{}},
 		call{q + "ListDepartments", listing, "", false, &quotav1.ListDepartmentsRequest{}},
 		call{q + "DeleteDepartment", onAccount, "", false, &quotav1.DeleteDepartmentRequest{Name: "departments/dept-a", Etag: etagStale}},
 		call{q + "CreateDepartment", onAccount, "", false, &quotav1.CreateDepartmentRequest{DepartmentId: "BAD_ID"}},
@@ -327,6 +328,7 @@ func matrixCalls() []call {
 			Workload: "projects/team-a/workloads/nope"}},
 		call{n + "DrainNode", onAccount, "", false, &nodemanagerv1.DrainNodeRequest{Name: "nodes/nope"}},
 		call{n + "UndrainNode", onAccount, "", false, &nodemanagerv1.UndrainNodeRequest{Name: "nodes/nope"}},
+		call{n + "SetNodeRoles", onAccount, "", false, &nodemanagerv1.SetNodeRolesRequest{Name: "nodes/nope"}},
 		call{n + "ReportWorkloadState", onAccount, "", false, &nodemanagerv1.ReportWorkloadStateRequest{Node: "nodes/nope"}},
 		call{n + "CreateNodeAgentToken", onAccount, "", false, &nodemanagerv1.CreateNodeAgentTokenRequest{Node: "nodes/BAD_ID"}},
 		call{n + "GetTimeSlicePlan", anyScope, "", false, &nodemanagerv1.GetTimeSlicePlanRequest{Name: "nodes/nope/timeSlicePlan"}},

@@ -159,3 +159,18 @@ readinessProbe:
     scheme: HTTPS
 {{- end }}
 {{- end -}}
+
+{{/* Runway's own services prefer the nodes an administrator made system
+nodes (the node-role.kubernetes.io/runai-system label, which `runway node
+role set NODE --system` writes in Kubernetes mode): preferred, so that a
+cluster with none still runs them anywhere. */}}
+{{- define "runway.systemNodeAffinity" -}}
+affinity:
+  nodeAffinity:
+    preferredDuringSchedulingIgnoredDuringExecution:
+      - weight: 100
+        preference:
+          matchExpressions:
+            - key: node-role.kubernetes.io/runai-system
+              operator: Exists
+{{- end -}}

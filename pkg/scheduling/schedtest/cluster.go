@@ -45,6 +45,11 @@ func Type(t string) NodeOption {
 	return func(n *cluster.NodeSpec) { n.Labels = map[string]string{cluster.NodeTypeLabel: t} }
 }
 
+// Roles gives the node roles (system, gpu-worker, cpu-worker).
+func Roles(r cluster.NodeRoles) NodeOption {
+	return func(n *cluster.NodeSpec) { n.Roles = r }
+}
+
 // DeviceMemoryGiB sets the memory of each of the node's devices.
 func DeviceMemoryGiB(g float64) NodeOption {
 	return func(n *cluster.NodeSpec) { n.GPUMemory = cluster.BytesFromGiB(g) }

@@ -15,8 +15,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -263,12 +261,7 @@ func (e *env) runAgent(t *testing.T, node string, gpus int, km agent.KubeMode) *
 	}
 	sim := simulated.New(simulated.Config{Count: gpus, MemoryBytes: kwoktest.GPUMemoryMiB << 20,
 		UUID: func(i int) string { return kwoktest.DeviceUUID(node, int64(i)) }})
-	etcd, err := clientv3.New(clientv3.Config{Endpoints: []string{"unix://" + filepath.Join(e.dir, "etcd", "client.sock")},
-		DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = etcd.Close() })
+	etcd := e.etcdClient(t)
 	// The agent's pod and its token: the NodeManagerService gives it its
 	// node's mark key.
 	_, tok, err := cluster.AgentPod(t.Context(), e.ns, server.DefaultAgentServiceAccount, node)

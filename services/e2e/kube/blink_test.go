@@ -2,14 +2,12 @@ package kube_test
 
 import (
 	"fmt"
-	"path/filepath"
 	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -36,12 +34,7 @@ func TestNodeBlinks(t *testing.T) {
 	e.node(t, "blink-node-2", 2)
 	e.start(t)
 	e.project(t, "team-b", 4)
-	etcd, err := clientv3.New(clientv3.Config{Endpoints: []string{"unix://" + filepath.Join(e.dir, "etcd", "client.sock")},
-		DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = etcd.Close() })
+	etcd := e.etcdClient(t)
 	bindingsOn := func(node string) int {
 		resp, err := etcd.Get(t.Context(), etcdstore.PrefixBindings+kube.NodeID(node)+"/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
 		if err != nil {

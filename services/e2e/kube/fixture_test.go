@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -302,4 +304,17 @@ func (e *env) workloads(t *testing.T, project string) []*workloadv1.Workload {
 		out = append(out, w)
 	}
 	return out
+}
+
+// etcdClient is a client of Runway's etcd (its unix socket in the data
+// directory), closed at cleanup.
+func (e *env) etcdClient(t *testing.T) *clientv3.Client {
+	t.Helper()
+	etcd, err := clientv3.New(clientv3.Config{Endpoints: []string{"unix://" + filepath.Join(e.dir, "etcd", "client.sock")},
+		DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = etcd.Close() })
+	return etcd
 }

@@ -8,6 +8,9 @@
 //	                 labels (pools, node types); other schedulers' pods on the
 //	                 node take their GPUs off what is offered; taints that
 //	                 neither --tolerate nor the node's pool tolerates drain it
+//	etcd noderoles/ ─► the node's node-role.kubernetes.io/runai-* labels
+//	                 patched to the roles SetNodeRoles wrote, then the key
+//	                 deleted: the labels are the roles (roles.go)
 //	etcd nodepools/ ─► each pool's tolerations, put on Runway's pods in the
 //	                 pool with --tolerate's (pools.go)
 //	list + watch bindings/ ─► a Pod per bound gang member in its project's

@@ -95,6 +95,9 @@ func (r *runtime) syncNode(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
+	if relabelling, err := r.syncRoles(ctx, kn, id); err != nil || relabelling {
+		return err
+	}
 	n := r.nodeOf(kn, id)
 	r.mu.Lock()
 	old := r.registered[id]
@@ -145,6 +148,7 @@ func (r *runtime) nodeOf(kn *corev1.Node, id string) *nodemanagerv1.Node {
 	n := &nodemanagerv1.Node{
 		Name:         nodemanager.NodeName(id),
 		Labels:       kn.Labels,
+		Roles:        rolesOf(kn.Labels),
 		Capacity:     capacity,
 		Allocatable:  free,
 		AgentVersion: AgentVersion,

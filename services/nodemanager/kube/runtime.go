@@ -268,6 +268,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	rolesRev, err := r.listRoles(ctx)
+	if err != nil {
+		return err
+	}
 	lease, err := r.grant(ctx)
 	if err != nil {
 		return err
@@ -281,6 +285,7 @@ func Run(ctx context.Context, cfg Config) error {
 	go r.keepAlive(ctx, lease)
 	go r.watchProjects(ctx)
 	go r.watchPools(ctx, poolRev+1)
+	go r.watchRoles(ctx, rolesRev+1)
 	r.log.Info("kubernetes runtime: started", "namespace", cfg.Namespace, "workers", cfg.Workers)
 	// Every object once: nodes registered, bindings run, stale pods deleted.
 	for _, n := range nodeInf.Informer().GetStore().ListKeys() {

@@ -23,6 +23,65 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// NodeRole is a role an administrator gives a node, as the product has
+// them.
+type NodeRole int32
+
+const (
+	// Not set; refused in requests.
+	NodeRole_NODE_ROLE_UNSPECIFIED NodeRole = 0
+	// Runs the platform's own services; takes no workload unless it also has
+	// the worker role the workload needs.
+	NodeRole_NODE_ROLE_SYSTEM NodeRole = 1
+	// Takes GPU workloads (whole GPUs, fractions, GPU memory).
+	NodeRole_NODE_ROLE_GPU_WORKER NodeRole = 2
+	// Takes CPU-only workloads.
+	NodeRole_NODE_ROLE_CPU_WORKER NodeRole = 3
+)
+
+// Enum value maps for NodeRole.
+var (
+	NodeRole_name = map[int32]string{
+		0: "NODE_ROLE_UNSPECIFIED",
+		1: "NODE_ROLE_SYSTEM",
+		2: "NODE_ROLE_GPU_WORKER",
+		3: "NODE_ROLE_CPU_WORKER",
+	}
+	NodeRole_value = map[string]int32{
+		"NODE_ROLE_UNSPECIFIED": 0,
+		"NODE_ROLE_SYSTEM":      1,
+		"NODE_ROLE_GPU_WORKER":  2,
+		"NODE_ROLE_CPU_WORKER":  3,
+	}
+)
+
+func (x NodeRole) Enum() *NodeRole {
+	p := new(NodeRole)
+	*p = x
+	return p
+}
+
+func (x NodeRole) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (NodeRole) Descriptor() protoreflect.EnumDescriptor {
+	return file_runway_nodemanager_v1_node_proto_enumTypes[0].Descriptor()
+}
+
+func (NodeRole) Type() protoreflect.EnumType {
+	return &file_runway_nodemanager_v1_node_proto_enumTypes[0]
+}
+
+func (x NodeRole) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use NodeRole.Descriptor instead.
+func (NodeRole) EnumDescriptor() ([]byte, []int) {
+	return file_runway_nodemanager_v1_node_proto_rawDescGZIP(), []int{0}
+}
+
 // Readiness is whether a node can run workloads.
 type Readiness int32
 
@@ -63,11 +122,11 @@ func (x Readiness) String() string {
 }
 
 func (Readiness) Descriptor() protoreflect.EnumDescriptor {
-	return file_runway_nodemanager_v1_node_proto_enumTypes[0].Descriptor()
+	return file_runway_nodemanager_v1_node_proto_enumTypes[1].Descriptor()
 }
 
 func (Readiness) Type() protoreflect.EnumType {
-	return &file_runway_nodemanager_v1_node_proto_enumTypes[0]
+	return &file_runway_nodemanager_v1_node_proto_enumTypes[1]
 }
 
 func (x Readiness) Number() protoreflect.EnumNumber {
@@ -76,7 +135,7 @@ func (x Readiness) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Readiness.Descriptor instead.
 func (Readiness) EnumDescriptor() ([]byte, []int) {
-	return file_runway_nodemanager_v1_node_proto_rawDescGZIP(), []int{0}
+	return file_runway_nodemanager_v1_node_proto_rawDescGZIP(), []int{1}
 }
 
 // A Node is a machine that runs workloads, as its node agent registered it.
@@ -143,7 +202,16 @@ type Node struct {
 	// (DrainNodeRequest.evict_workloads): they go back to pending under
 	// SCHEDULING_RULE_NODE_DRAINED. A drain without it lets them run to their
 	// end.
-	DrainEvicts   bool `protobuf:"varint,20,opt,name=drain_evicts,json=drainEvicts,proto3" json:"drain_evicts,omitempty"`
+	DrainEvicts bool `protobuf:"varint,20,opt,name=drain_evicts,json=drainEvicts,proto3" json:"drain_evicts,omitempty"`
+	// Output only. The node's roles, ordered by value: what placement lets
+	// it run (a GPU workload goes only to gpu-worker nodes once any node has
+	// that role, a CPU-only one only to cpu-worker nodes once any has that
+	// one, and a system node takes no workload unless it also has the worker
+	// role the workload needs). Set by SetNodeRoles and kept when the node
+	// registers again; in Kubernetes mode read from and written to the
+	// node's `node-role.kubernetes.io/runai-system`, `runai-gpu-worker` and
+	// `runai-cpu-worker` labels.
+	Roles         []NodeRole `protobuf:"varint,21,rep,packed,name=roles,proto3,enum=runway.nodemanager.v1.NodeRole" json:"roles,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -318,11 +386,18 @@ func (x *Node) GetDrainEvicts() bool {
 	return false
 }
 
+func (x *Node) GetRoles() []NodeRole {
+	if x != nil {
+		return x.Roles
+	}
+	return nil
+}
+
 var File_runway_nodemanager_v1_node_proto protoreflect.FileDescriptor
 
 const file_runway_nodemanager_v1_node_proto_rawDesc = "" +
 	"\n" +
-	" runway/nodemanager/v1/node.proto\x12\x15runway.nodemanager.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a runway/common/v1/resources.proto\x1a\x1frunway/nodemanager/v1/gpu.proto\"\x81\b\n" +
+	" runway/nodemanager/v1/node.proto\x12\x15runway.nodemanager.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a runway/common/v1/resources.proto\x1a\x1frunway/nodemanager/v1/gpu.proto\"\xb8\b\n" +
 	"\x04Node\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03uid\x18\x02 \x01(\tR\x03uid\x12\x1b\n" +
@@ -346,10 +421,16 @@ const file_runway_nodemanager_v1_node_proto_rawDesc = "" +
 	"\vupdate_time\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12\x12\n" +
 	"\x04etag\x18\x13 \x01(\tR\x04etag\x12!\n" +
-	"\fdrain_evicts\x18\x14 \x01(\bR\vdrainEvicts\x1a9\n" +
+	"\fdrain_evicts\x18\x14 \x01(\bR\vdrainEvicts\x125\n" +
+	"\x05roles\x18\x15 \x03(\x0e2\x1f.runway.nodemanager.v1.NodeRoleR\x05roles\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*T\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*o\n" +
+	"\bNodeRole\x12\x19\n" +
+	"\x15NODE_ROLE_UNSPECIFIED\x10\x00\x12\x14\n" +
+	"\x10NODE_ROLE_SYSTEM\x10\x01\x12\x18\n" +
+	"\x14NODE_ROLE_GPU_WORKER\x10\x02\x12\x18\n" +
+	"\x14NODE_ROLE_CPU_WORKER\x10\x03*T\n" +
 	"\tReadiness\x12\x19\n" +
 	"\x15READINESS_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fREADINESS_READY\x10\x01\x12\x17\n" +
@@ -367,32 +448,34 @@ func file_runway_nodemanager_v1_node_proto_rawDescGZIP() []byte {
 	return file_runway_nodemanager_v1_node_proto_rawDescData
 }
 
-var file_runway_nodemanager_v1_node_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_runway_nodemanager_v1_node_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
 var file_runway_nodemanager_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
 var file_runway_nodemanager_v1_node_proto_goTypes = []any{
-	(Readiness)(0),                // 0: runway.nodemanager.v1.Readiness
-	(*Node)(nil),                  // 1: runway.nodemanager.v1.Node
-	nil,                           // 2: runway.nodemanager.v1.Node.LabelsEntry
-	(*timestamppb.Timestamp)(nil), // 3: google.protobuf.Timestamp
-	(*v1.ResourceQuantity)(nil),   // 4: runway.common.v1.ResourceQuantity
-	(*GpuDevice)(nil),             // 5: runway.nodemanager.v1.GpuDevice
+	(NodeRole)(0),                 // 0: runway.nodemanager.v1.NodeRole
+	(Readiness)(0),                // 1: runway.nodemanager.v1.Readiness
+	(*Node)(nil),                  // 2: runway.nodemanager.v1.Node
+	nil,                           // 3: runway.nodemanager.v1.Node.LabelsEntry
+	(*timestamppb.Timestamp)(nil), // 4: google.protobuf.Timestamp
+	(*v1.ResourceQuantity)(nil),   // 5: runway.common.v1.ResourceQuantity
+	(*GpuDevice)(nil),             // 6: runway.nodemanager.v1.GpuDevice
 }
 var file_runway_nodemanager_v1_node_proto_depIdxs = []int32{
-	2,  // 0: runway.nodemanager.v1.Node.labels:type_name -> runway.nodemanager.v1.Node.LabelsEntry
-	0,  // 1: runway.nodemanager.v1.Node.readiness:type_name -> runway.nodemanager.v1.Readiness
-	3,  // 2: runway.nodemanager.v1.Node.readiness_change_time:type_name -> google.protobuf.Timestamp
-	3,  // 3: runway.nodemanager.v1.Node.heartbeat_time:type_name -> google.protobuf.Timestamp
-	4,  // 4: runway.nodemanager.v1.Node.capacity:type_name -> runway.common.v1.ResourceQuantity
-	4,  // 5: runway.nodemanager.v1.Node.allocatable:type_name -> runway.common.v1.ResourceQuantity
-	4,  // 6: runway.nodemanager.v1.Node.allocated:type_name -> runway.common.v1.ResourceQuantity
-	5,  // 7: runway.nodemanager.v1.Node.devices:type_name -> runway.nodemanager.v1.GpuDevice
-	3,  // 8: runway.nodemanager.v1.Node.create_time:type_name -> google.protobuf.Timestamp
-	3,  // 9: runway.nodemanager.v1.Node.update_time:type_name -> google.protobuf.Timestamp
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	3,  // 0: runway.nodemanager.v1.Node.labels:type_name -> runway.nodemanager.v1.Node.LabelsEntry
+	1,  // 1: runway.nodemanager.v1.Node.readiness:type_name -> runway.nodemanager.v1.Readiness
+	4,  // 2: runway.nodemanager.v1.Node.readiness_change_time:type_name -> google.protobuf.Timestamp
+	4,  // 3: runway.nodemanager.v1.Node.heartbeat_time:type_name -> google.protobuf.Timestamp
+	5,  // 4: runway.nodemanager.v1.Node.capacity:type_name -> runway.common.v1.ResourceQuantity
+	5,  // 5: runway.nodemanager.v1.Node.allocatable:type_name -> runway.common.v1.ResourceQuantity
+	5,  // 6: runway.nodemanager.v1.Node.allocated:type_name -> runway.common.v1.ResourceQuantity
+	6,  // 7: runway.nodemanager.v1.Node.devices:type_name -> runway.nodemanager.v1.GpuDevice
+	4,  // 8: runway.nodemanager.v1.Node.create_time:type_name -> google.protobuf.Timestamp
+	4,  // 9: runway.nodemanager.v1.Node.update_time:type_name -> google.protobuf.Timestamp
+	0,  // 10: runway.nodemanager.v1.Node.roles:type_name -> runway.nodemanager.v1.NodeRole
+	11, // [11:11] is the sub-list for method output_type
+	11, // [11:11] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_runway_nodemanager_v1_node_proto_init() }
@@ -406,7 +489,7 @@ func file_runway_nodemanager_v1_node_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_runway_nodemanager_v1_node_proto_rawDesc), len(file_runway_nodemanager_v1_node_proto_rawDesc)),
-			NumEnums:      1,
+			NumEnums:      2,
 			NumMessages:   2,
 			NumExtensions: 0,
 			NumServices:   0,

@@ -321,6 +321,71 @@ func (x *UndrainNodeRequest) GetEtag() string {
 	return ""
 }
 
+// Request for NodeManagerService.SetNodeRoles.
+type SetNodeRolesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The node, `nodes/{node}`.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The roles the node is to have, each at most once; empty clears them.
+	Roles []NodeRole `protobuf:"varint,2,rep,packed,name=roles,proto3,enum=runway.nodemanager.v1.NodeRole" json:"roles,omitempty"`
+	// Optional. If set, the roles are set only if this is the node's current
+	// etag.
+	Etag          string `protobuf:"bytes,3,opt,name=etag,proto3" json:"etag,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetNodeRolesRequest) Reset() {
+	*x = SetNodeRolesRequest{}
+	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetNodeRolesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetNodeRolesRequest) ProtoMessage() {}
+
+func (x *SetNodeRolesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetNodeRolesRequest.ProtoReflect.Descriptor instead.
+func (*SetNodeRolesRequest) Descriptor() ([]byte, []int) {
+	return file_runway_nodemanager_v1_node_manager_service_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *SetNodeRolesRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SetNodeRolesRequest) GetRoles() []NodeRole {
+	if x != nil {
+		return x.Roles
+	}
+	return nil
+}
+
+func (x *SetNodeRolesRequest) GetEtag() string {
+	if x != nil {
+		return x.Etag
+	}
+	return ""
+}
+
 // Request for NodeManagerService.ReportWorkloadState.
 type ReportWorkloadStateRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -360,7 +425,7 @@ type ReportWorkloadStateRequest struct {
 
 func (x *ReportWorkloadStateRequest) Reset() {
 	*x = ReportWorkloadStateRequest{}
-	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[5]
+	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -372,7 +437,7 @@ func (x *ReportWorkloadStateRequest) String() string {
 func (*ReportWorkloadStateRequest) ProtoMessage() {}
 
 func (x *ReportWorkloadStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[5]
+	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -385,7 +450,7 @@ func (x *ReportWorkloadStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportWorkloadStateRequest.ProtoReflect.Descriptor instead.
 func (*ReportWorkloadStateRequest) Descriptor() ([]byte, []int) {
-	return file_runway_nodemanager_v1_node_manager_service_proto_rawDescGZIP(), []int{5}
+	return file_runway_nodemanager_v1_node_manager_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ReportWorkloadStateRequest) GetNode() string {
@@ -468,7 +533,7 @@ type ReportWorkloadStateResponse struct {
 
 func (x *ReportWorkloadStateResponse) Reset() {
 	*x = ReportWorkloadStateResponse{}
-	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[6]
+	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -480,7 +545,7 @@ func (x *ReportWorkloadStateResponse) String() string {
 func (*ReportWorkloadStateResponse) ProtoMessage() {}
 
 func (x *ReportWorkloadStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[6]
+	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -493,7 +558,7 @@ func (x *ReportWorkloadStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportWorkloadStateResponse.ProtoReflect.Descriptor instead.
 func (*ReportWorkloadStateResponse) Descriptor() ([]byte, []int) {
-	return file_runway_nodemanager_v1_node_manager_service_proto_rawDescGZIP(), []int{6}
+	return file_runway_nodemanager_v1_node_manager_service_proto_rawDescGZIP(), []int{7}
 }
 
 // Request for NodeManagerService.GetTimeSlicePlan.
@@ -507,7 +572,7 @@ type GetTimeSlicePlanRequest struct {
 
 func (x *GetTimeSlicePlanRequest) Reset() {
 	*x = GetTimeSlicePlanRequest{}
-	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[7]
+	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -519,7 +584,7 @@ func (x *GetTimeSlicePlanRequest) String() string {
 func (*GetTimeSlicePlanRequest) ProtoMessage() {}
 
 func (x *GetTimeSlicePlanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[7]
+	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -532,7 +597,7 @@ func (x *GetTimeSlicePlanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTimeSlicePlanRequest.ProtoReflect.Descriptor instead.
 func (*GetTimeSlicePlanRequest) Descriptor() ([]byte, []int) {
-	return file_runway_nodemanager_v1_node_manager_service_proto_rawDescGZIP(), []int{7}
+	return file_runway_nodemanager_v1_node_manager_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetTimeSlicePlanRequest) GetName() string {
@@ -553,7 +618,7 @@ type GetNodeMarkKeyRequest struct {
 
 func (x *GetNodeMarkKeyRequest) Reset() {
 	*x = GetNodeMarkKeyRequest{}
-	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[8]
+	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -565,7 +630,7 @@ func (x *GetNodeMarkKeyRequest) String() string {
 func (*GetNodeMarkKeyRequest) ProtoMessage() {}
 
 func (x *GetNodeMarkKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[8]
+	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -578,7 +643,7 @@ func (x *GetNodeMarkKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeMarkKeyRequest.ProtoReflect.Descriptor instead.
 func (*GetNodeMarkKeyRequest) Descriptor() ([]byte, []int) {
-	return file_runway_nodemanager_v1_node_manager_service_proto_rawDescGZIP(), []int{8}
+	return file_runway_nodemanager_v1_node_manager_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetNodeMarkKeyRequest) GetKubernetesNode() string {
@@ -603,7 +668,7 @@ type NodeMarkKey struct {
 
 func (x *NodeMarkKey) Reset() {
 	*x = NodeMarkKey{}
-	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[9]
+	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -615,7 +680,7 @@ func (x *NodeMarkKey) String() string {
 func (*NodeMarkKey) ProtoMessage() {}
 
 func (x *NodeMarkKey) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[9]
+	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -628,7 +693,7 @@ func (x *NodeMarkKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeMarkKey.ProtoReflect.Descriptor instead.
 func (*NodeMarkKey) Descriptor() ([]byte, []int) {
-	return file_runway_nodemanager_v1_node_manager_service_proto_rawDescGZIP(), []int{9}
+	return file_runway_nodemanager_v1_node_manager_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *NodeMarkKey) GetKubernetesNode() string {
@@ -656,7 +721,7 @@ type IssueNodeAgentTokenRequest struct {
 
 func (x *IssueNodeAgentTokenRequest) Reset() {
 	*x = IssueNodeAgentTokenRequest{}
-	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[10]
+	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -668,7 +733,7 @@ func (x *IssueNodeAgentTokenRequest) String() string {
 func (*IssueNodeAgentTokenRequest) ProtoMessage() {}
 
 func (x *IssueNodeAgentTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[10]
+	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -681,7 +746,7 @@ func (x *IssueNodeAgentTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IssueNodeAgentTokenRequest.ProtoReflect.Descriptor instead.
 func (*IssueNodeAgentTokenRequest) Descriptor() ([]byte, []int) {
-	return file_runway_nodemanager_v1_node_manager_service_proto_rawDescGZIP(), []int{10}
+	return file_runway_nodemanager_v1_node_manager_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *IssueNodeAgentTokenRequest) GetKubernetesNode() string {
@@ -705,7 +770,7 @@ type CreateNodeAgentTokenRequest struct {
 
 func (x *CreateNodeAgentTokenRequest) Reset() {
 	*x = CreateNodeAgentTokenRequest{}
-	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[11]
+	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -717,7 +782,7 @@ func (x *CreateNodeAgentTokenRequest) String() string {
 func (*CreateNodeAgentTokenRequest) ProtoMessage() {}
 
 func (x *CreateNodeAgentTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[11]
+	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -730,7 +795,7 @@ func (x *CreateNodeAgentTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateNodeAgentTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateNodeAgentTokenRequest) Descriptor() ([]byte, []int) {
-	return file_runway_nodemanager_v1_node_manager_service_proto_rawDescGZIP(), []int{11}
+	return file_runway_nodemanager_v1_node_manager_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CreateNodeAgentTokenRequest) GetNode() string {
@@ -762,7 +827,7 @@ type NodeAgentToken struct {
 
 func (x *NodeAgentToken) Reset() {
 	*x = NodeAgentToken{}
-	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[12]
+	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -774,7 +839,7 @@ func (x *NodeAgentToken) String() string {
 func (*NodeAgentToken) ProtoMessage() {}
 
 func (x *NodeAgentToken) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[12]
+	mi := &file_runway_nodemanager_v1_node_manager_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -787,7 +852,7 @@ func (x *NodeAgentToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeAgentToken.ProtoReflect.Descriptor instead.
 func (*NodeAgentToken) Descriptor() ([]byte, []int) {
-	return file_runway_nodemanager_v1_node_manager_service_proto_rawDescGZIP(), []int{12}
+	return file_runway_nodemanager_v1_node_manager_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *NodeAgentToken) GetNode() string {
@@ -833,7 +898,11 @@ const file_runway_nodemanager_v1_node_manager_service_proto_rawDesc = "" +
 	"\x04etag\x18\x04 \x01(\tR\x04etag\"<\n" +
 	"\x12UndrainNodeRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
-	"\x04etag\x18\x02 \x01(\tR\x04etag\"\xb0\x03\n" +
+	"\x04etag\x18\x02 \x01(\tR\x04etag\"t\n" +
+	"\x13SetNodeRolesRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x125\n" +
+	"\x05roles\x18\x02 \x03(\x0e2\x1f.runway.nodemanager.v1.NodeRoleR\x05roles\x12\x12\n" +
+	"\x04etag\x18\x03 \x01(\tR\x04etag\"\xb0\x03\n" +
 	"\x1aReportWorkloadStateRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1a\n" +
 	"\bworkload\x18\x02 \x01(\tR\bworkload\x12\x1b\n" +
@@ -863,12 +932,14 @@ const file_runway_nodemanager_v1_node_manager_service_proto_rawDesc = "" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\tR\x05token\x12;\n" +
 	"\vexpire_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"expireTime2\xa8\t\n" +
+	"expireTime2\xa9\n" +
+	"\n" +
 	"\x12NodeManagerService\x12i\n" +
 	"\aGetNode\x12%.runway.nodemanager.v1.GetNodeRequest\x1a\x1b.runway.nodemanager.v1.Node\"\x1a\x82\xd3\xe4\x93\x02\x14\x12\x12/v1/{name=nodes/*}\x12q\n" +
 	"\tListNodes\x12'.runway.nodemanager.v1.ListNodesRequest\x1a(.runway.nodemanager.v1.ListNodesResponse\"\x11\x82\xd3\xe4\x93\x02\v\x12\t/v1/nodes\x12v\n" +
 	"\tDrainNode\x12'.runway.nodemanager.v1.DrainNodeRequest\x1a\x1b.runway.nodemanager.v1.Node\"#\x82\xd3\xe4\x93\x02\x1d:\x01*\"\x18/v1/{name=nodes/*}:drain\x12|\n" +
-	"\vUndrainNode\x12).runway.nodemanager.v1.UndrainNodeRequest\x1a\x1b.runway.nodemanager.v1.Node\"%\x82\xd3\xe4\x93\x02\x1f:\x01*\"\x1a/v1/{name=nodes/*}:undrain\x12\xaf\x01\n" +
+	"\vUndrainNode\x12).runway.nodemanager.v1.UndrainNodeRequest\x1a\x1b.runway.nodemanager.v1.Node\"%\x82\xd3\xe4\x93\x02\x1f:\x01*\"\x1a/v1/{name=nodes/*}:undrain\x12\x7f\n" +
+	"\fSetNodeRoles\x12*.runway.nodemanager.v1.SetNodeRolesRequest\x1a\x1b.runway.nodemanager.v1.Node\"&\x82\xd3\xe4\x93\x02 :\x01*\"\x1b/v1/{name=nodes/*}:setRoles\x12\xaf\x01\n" +
 	"\x13ReportWorkloadState\x121.runway.nodemanager.v1.ReportWorkloadStateRequest\x1a2.runway.nodemanager.v1.ReportWorkloadStateResponse\"1\x82\xd3\xe4\x93\x02+:\x01*\"&/v1/{node=nodes/*}:reportWorkloadState\x12\x92\x01\n" +
 	"\x10GetTimeSlicePlan\x12..runway.nodemanager.v1.GetTimeSlicePlanRequest\x1a$.runway.nodemanager.v1.TimeSlicePlan\"(\x82\xd3\xe4\x93\x02\"\x12 /v1/{name=nodes/*/timeSlicePlan}\x12b\n" +
 	"\x0eGetNodeMarkKey\x12,.runway.nodemanager.v1.GetNodeMarkKeyRequest\x1a\".runway.nodemanager.v1.NodeMarkKey\x12o\n" +
@@ -887,59 +958,64 @@ func file_runway_nodemanager_v1_node_manager_service_proto_rawDescGZIP() []byte 
 	return file_runway_nodemanager_v1_node_manager_service_proto_rawDescData
 }
 
-var file_runway_nodemanager_v1_node_manager_service_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_runway_nodemanager_v1_node_manager_service_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_runway_nodemanager_v1_node_manager_service_proto_goTypes = []any{
 	(*GetNodeRequest)(nil),              // 0: runway.nodemanager.v1.GetNodeRequest
 	(*ListNodesRequest)(nil),            // 1: runway.nodemanager.v1.ListNodesRequest
 	(*ListNodesResponse)(nil),           // 2: runway.nodemanager.v1.ListNodesResponse
 	(*DrainNodeRequest)(nil),            // 3: runway.nodemanager.v1.DrainNodeRequest
 	(*UndrainNodeRequest)(nil),          // 4: runway.nodemanager.v1.UndrainNodeRequest
-	(*ReportWorkloadStateRequest)(nil),  // 5: runway.nodemanager.v1.ReportWorkloadStateRequest
-	(*ReportWorkloadStateResponse)(nil), // 6: runway.nodemanager.v1.ReportWorkloadStateResponse
-	(*GetTimeSlicePlanRequest)(nil),     // 7: runway.nodemanager.v1.GetTimeSlicePlanRequest
-	(*GetNodeMarkKeyRequest)(nil),       // 8: runway.nodemanager.v1.GetNodeMarkKeyRequest
-	(*NodeMarkKey)(nil),                 // 9: runway.nodemanager.v1.NodeMarkKey
-	(*IssueNodeAgentTokenRequest)(nil),  // 10: runway.nodemanager.v1.IssueNodeAgentTokenRequest
-	(*CreateNodeAgentTokenRequest)(nil), // 11: runway.nodemanager.v1.CreateNodeAgentTokenRequest
-	(*NodeAgentToken)(nil),              // 12: runway.nodemanager.v1.NodeAgentToken
-	(*Node)(nil),                        // 13: runway.nodemanager.v1.Node
-	(v1.PodState)(0),                    // 14: runway.workload.v1.PodState
-	(*timestamppb.Timestamp)(nil),       // 15: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),         // 16: google.protobuf.Duration
-	(*v1.PortBinding)(nil),              // 17: runway.workload.v1.PortBinding
-	(*TimeSlicePlan)(nil),               // 18: runway.nodemanager.v1.TimeSlicePlan
+	(*SetNodeRolesRequest)(nil),         // 5: runway.nodemanager.v1.SetNodeRolesRequest
+	(*ReportWorkloadStateRequest)(nil),  // 6: runway.nodemanager.v1.ReportWorkloadStateRequest
+	(*ReportWorkloadStateResponse)(nil), // 7: runway.nodemanager.v1.ReportWorkloadStateResponse
+	(*GetTimeSlicePlanRequest)(nil),     // 8: runway.nodemanager.v1.GetTimeSlicePlanRequest
+	(*GetNodeMarkKeyRequest)(nil),       // 9: runway.nodemanager.v1.GetNodeMarkKeyRequest
+	(*NodeMarkKey)(nil),                 // 10: runway.nodemanager.v1.NodeMarkKey
+	(*IssueNodeAgentTokenRequest)(nil),  // 11: runway.nodemanager.v1.IssueNodeAgentTokenRequest
+	(*CreateNodeAgentTokenRequest)(nil), // 12: runway.nodemanager.v1.CreateNodeAgentTokenRequest
+	(*NodeAgentToken)(nil),              // 13: runway.nodemanager.v1.NodeAgentToken
+	(*Node)(nil),                        // 14: runway.nodemanager.v1.Node
+	(NodeRole)(0),                       // 15: runway.nodemanager.v1.NodeRole
+	(v1.PodState)(0),                    // 16: runway.workload.v1.PodState
+	(*timestamppb.Timestamp)(nil),       // 17: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),         // 18: google.protobuf.Duration
+	(*v1.PortBinding)(nil),              // 19: runway.workload.v1.PortBinding
+	(*TimeSlicePlan)(nil),               // 20: runway.nodemanager.v1.TimeSlicePlan
 }
 var file_runway_nodemanager_v1_node_manager_service_proto_depIdxs = []int32{
-	13, // 0: runway.nodemanager.v1.ListNodesResponse.nodes:type_name -> runway.nodemanager.v1.Node
-	14, // 1: runway.nodemanager.v1.ReportWorkloadStateRequest.state:type_name -> runway.workload.v1.PodState
-	15, // 2: runway.nodemanager.v1.ReportWorkloadStateRequest.observe_time:type_name -> google.protobuf.Timestamp
-	16, // 3: runway.nodemanager.v1.ReportWorkloadStateRequest.gpu_idle_time:type_name -> google.protobuf.Duration
-	17, // 4: runway.nodemanager.v1.ReportWorkloadStateRequest.ports:type_name -> runway.workload.v1.PortBinding
-	16, // 5: runway.nodemanager.v1.CreateNodeAgentTokenRequest.ttl:type_name -> google.protobuf.Duration
-	15, // 6: runway.nodemanager.v1.NodeAgentToken.expire_time:type_name -> google.protobuf.Timestamp
-	0,  // 7: runway.nodemanager.v1.NodeManagerService.GetNode:input_type -> runway.nodemanager.v1.GetNodeRequest
-	1,  // 8: runway.nodemanager.v1.NodeManagerService.ListNodes:input_type -> runway.nodemanager.v1.ListNodesRequest
-	3,  // 9: runway.nodemanager.v1.NodeManagerService.DrainNode:input_type -> runway.nodemanager.v1.DrainNodeRequest
-	4,  // 10: runway.nodemanager.v1.NodeManagerService.UndrainNode:input_type -> runway.nodemanager.v1.UndrainNodeRequest
-	5,  // 11: runway.nodemanager.v1.NodeManagerService.ReportWorkloadState:input_type -> runway.nodemanager.v1.ReportWorkloadStateRequest
-	7,  // 12: runway.nodemanager.v1.NodeManagerService.GetTimeSlicePlan:input_type -> runway.nodemanager.v1.GetTimeSlicePlanRequest
-	8,  // 13: runway.nodemanager.v1.NodeManagerService.GetNodeMarkKey:input_type -> runway.nodemanager.v1.GetNodeMarkKeyRequest
-	10, // 14: runway.nodemanager.v1.NodeManagerService.IssueNodeAgentToken:input_type -> runway.nodemanager.v1.IssueNodeAgentTokenRequest
-	11, // 15: runway.nodemanager.v1.NodeManagerService.CreateNodeAgentToken:input_type -> runway.nodemanager.v1.CreateNodeAgentTokenRequest
-	13, // 16: runway.nodemanager.v1.NodeManagerService.GetNode:output_type -> runway.nodemanager.v1.Node
-	2,  // 17: runway.nodemanager.v1.NodeManagerService.ListNodes:output_type -> runway.nodemanager.v1.ListNodesResponse
-	13, // 18: runway.nodemanager.v1.NodeManagerService.DrainNode:output_type -> runway.nodemanager.v1.Node
-	13, // 19: runway.nodemanager.v1.NodeManagerService.UndrainNode:output_type -> runway.nodemanager.v1.Node
-	6,  // 20: runway.nodemanager.v1.NodeManagerService.ReportWorkloadState:output_type -> runway.nodemanager.v1.ReportWorkloadStateResponse
-	18, // 21: runway.nodemanager.v1.NodeManagerService.GetTimeSlicePlan:output_type -> runway.nodemanager.v1.TimeSlicePlan
-	9,  // 22: runway.nodemanager.v1.NodeManagerService.GetNodeMarkKey:output_type -> runway.nodemanager.v1.NodeMarkKey
-	12, // 23: runway.nodemanager.v1.NodeManagerService.IssueNodeAgentToken:output_type -> runway.nodemanager.v1.NodeAgentToken
-	12, // 24: runway.nodemanager.v1.NodeManagerService.CreateNodeAgentToken:output_type -> runway.nodemanager.v1.NodeAgentToken
-	16, // [16:25] is the sub-list for method output_type
-	7,  // [7:16] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	14, // 0: runway.nodemanager.v1.ListNodesResponse.nodes:type_name -> runway.nodemanager.v1.Node
+	15, // 1: runway.nodemanager.v1.SetNodeRolesRequest.roles:type_name -> runway.nodemanager.v1.NodeRole
+	16, // 2: runway.nodemanager.v1.ReportWorkloadStateRequest.state:type_name -> runway.workload.v1.PodState
+	17, // 3: runway.nodemanager.v1.ReportWorkloadStateRequest.observe_time:type_name -> google.protobuf.Timestamp
+	18, // 4: runway.nodemanager.v1.ReportWorkloadStateRequest.gpu_idle_time:type_name -> google.protobuf.Duration
+	19, // 5: runway.nodemanager.v1.ReportWorkloadStateRequest.ports:type_name -> runway.workload.v1.PortBinding
+	18, // 6: runway.nodemanager.v1.CreateNodeAgentTokenRequest.ttl:type_name -> google.protobuf.Duration
+	17, // 7: runway.nodemanager.v1.NodeAgentToken.expire_time:type_name -> google.protobuf.Timestamp
+	0,  // 8: runway.nodemanager.v1.NodeManagerService.GetNode:input_type -> runway.nodemanager.v1.GetNodeRequest
+	1,  // 9: runway.nodemanager.v1.NodeManagerService.ListNodes:input_type -> runway.nodemanager.v1.ListNodesRequest
+	3,  // 10: runway.nodemanager.v1.NodeManagerService.DrainNode:input_type -> runway.nodemanager.v1.DrainNodeRequest
+	4,  // 11: runway.nodemanager.v1.NodeManagerService.UndrainNode:input_type -> runway.nodemanager.v1.UndrainNodeRequest
+	5,  // 12: runway.nodemanager.v1.NodeManagerService.SetNodeRoles:input_type -> runway.nodemanager.v1.SetNodeRolesRequest
+	6,  // 13: runway.nodemanager.v1.NodeManagerService.ReportWorkloadState:input_type -> runway.nodemanager.v1.ReportWorkloadStateRequest
+	8,  // 14: runway.nodemanager.v1.NodeManagerService.GetTimeSlicePlan:input_type -> runway.nodemanager.v1.GetTimeSlicePlanRequest
+	9,  // 15: runway.nodemanager.v1.NodeManagerService.GetNodeMarkKey:input_type -> runway.nodemanager.v1.GetNodeMarkKeyRequest
+	11, // 16: runway.nodemanager.v1.NodeManagerService.IssueNodeAgentToken:input_type -> runway.nodemanager.v1.IssueNodeAgentTokenRequest
+	12, // 17: runway.nodemanager.v1.NodeManagerService.CreateNodeAgentToken:input_type -> runway.nodemanager.v1.CreateNodeAgentTokenRequest
+	14, // 18: runway.nodemanager.v1.NodeManagerService.GetNode:output_type -> runway.nodemanager.v1.Node
+	2,  // 19: runway.nodemanager.v1.NodeManagerService.ListNodes:output_type -> runway.nodemanager.v1.ListNodesResponse
+	14, // 20: runway.nodemanager.v1.NodeManagerService.DrainNode:output_type -> runway.nodemanager.v1.Node
+	14, // 21: runway.nodemanager.v1.NodeManagerService.UndrainNode:output_type -> runway.nodemanager.v1.Node
+	14, // 22: runway.nodemanager.v1.NodeManagerService.SetNodeRoles:output_type -> runway.nodemanager.v1.Node
+	7,  // 23: runway.nodemanager.v1.NodeManagerService.ReportWorkloadState:output_type -> runway.nodemanager.v1.ReportWorkloadStateResponse
+	20, // 24: runway.nodemanager.v1.NodeManagerService.GetTimeSlicePlan:output_type -> runway.nodemanager.v1.TimeSlicePlan
+	10, // 25: runway.nodemanager.v1.NodeManagerService.GetNodeMarkKey:output_type -> runway.nodemanager.v1.NodeMarkKey
+	13, // 26: runway.nodemanager.v1.NodeManagerService.IssueNodeAgentToken:output_type -> runway.nodemanager.v1.NodeAgentToken
+	13, // 27: runway.nodemanager.v1.NodeManagerService.CreateNodeAgentToken:output_type -> runway.nodemanager.v1.NodeAgentToken
+	18, // [18:28] is the sub-list for method output_type
+	8,  // [8:18] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_runway_nodemanager_v1_node_manager_service_proto_init() }
@@ -955,7 +1031,7 @@ func file_runway_nodemanager_v1_node_manager_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_runway_nodemanager_v1_node_manager_service_proto_rawDesc), len(file_runway_nodemanager_v1_node_manager_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -199,6 +199,51 @@ func local_request_NodeManagerService_UndrainNode_0(ctx context.Context, marshal
 	return msg, metadata, err
 }
 
+func request_NodeManagerService_SetNodeRoles_0(ctx context.Context, marshaler runtime.Marshaler, client NodeManagerServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq SetNodeRolesRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["name"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "name")
+	}
+	protoReq.Name, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "name", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.SetNodeRoles(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_NodeManagerService_SetNodeRoles_0(ctx context.Context, marshaler runtime.Marshaler, server NodeManagerServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq SetNodeRolesRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["name"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "name")
+	}
+	protoReq.Name, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "name", err)
+	}
+	msg, err := server.SetNodeRoles(ctx, &protoReq)
+	return msg, metadata, err
+}
+
 func request_NodeManagerService_ReportWorkloadState_0(ctx context.Context, marshaler runtime.Marshaler, client NodeManagerServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
 		protoReq ReportWorkloadStateRequest
@@ -414,6 +459,26 @@ func RegisterNodeManagerServiceHandlerServer(ctx context.Context, mux *runtime.S
 		}
 		forward_NodeManagerService_UndrainNode_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
 	})
+	mux.Handle(http.MethodPost, pattern_NodeManagerService_SetNodeRoles_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/runway.nodemanager.v1.NodeManagerService/SetNodeRoles", runtime.WithHTTPPathPattern("/v1/{name=nodes/*}:setRoles"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_NodeManagerService_SetNodeRoles_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_NodeManagerService_SetNodeRoles_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
 	mux.Handle(http.MethodPost, pattern_NodeManagerService_ReportWorkloadState_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
 		defer cancel()
@@ -582,6 +647,23 @@ func RegisterNodeManagerServiceHandlerClient(ctx context.Context, mux *runtime.S
 		}
 		forward_NodeManagerService_UndrainNode_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
 	})
+	mux.Handle(http.MethodPost, pattern_NodeManagerService_SetNodeRoles_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/runway.nodemanager.v1.NodeManagerService/SetNodeRoles", runtime.WithHTTPPathPattern("/v1/{name=nodes/*}:setRoles"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_NodeManagerService_SetNodeRoles_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_NodeManagerService_SetNodeRoles_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
 	mux.Handle(http.MethodPost, pattern_NodeManagerService_ReportWorkloadState_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
 		defer cancel()
@@ -641,6 +723,7 @@ var (
 	pattern_NodeManagerService_ListNodes_0            = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "nodes"}, ""))
 	pattern_NodeManagerService_DrainNode_0            = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 2, 5, 2}, []string{"v1", "nodes", "name"}, "drain"))
 	pattern_NodeManagerService_UndrainNode_0          = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 2, 5, 2}, []string{"v1", "nodes", "name"}, "undrain"))
+	pattern_NodeManagerService_SetNodeRoles_0         = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 2, 5, 2}, []string{"v1", "nodes", "name"}, "setRoles"))
 	pattern_NodeManagerService_ReportWorkloadState_0  = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 2, 5, 2}, []string{"v1", "nodes", "node"}, "reportWorkloadState"))
 	pattern_NodeManagerService_GetTimeSlicePlan_0     = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 2, 2, 4, 3, 5, 3}, []string{"v1", "nodes", "timeSlicePlan", "name"}, ""))
 	pattern_NodeManagerService_CreateNodeAgentToken_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 2, 5, 2}, []string{"v1", "nodes", "node"}, "createAgentToken"))
@@ -651,6 +734,7 @@ var (
 	forward_NodeManagerService_ListNodes_0            = runtime.ForwardResponseMessage
 	forward_NodeManagerService_DrainNode_0            = runtime.ForwardResponseMessage
 	forward_NodeManagerService_UndrainNode_0          = runtime.ForwardResponseMessage
+	forward_NodeManagerService_SetNodeRoles_0         = runtime.ForwardResponseMessage
 	forward_NodeManagerService_ReportWorkloadState_0  = runtime.ForwardResponseMessage
 	forward_NodeManagerService_GetTimeSlicePlan_0     = runtime.ForwardResponseMessage
 	forward_NodeManagerService_CreateNodeAgentToken_0 = runtime.ForwardResponseMessage

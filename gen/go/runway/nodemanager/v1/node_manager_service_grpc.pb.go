@@ -23,6 +23,7 @@ const (
 	NodeManagerService_ListNodes_FullMethodName            = "/runway.nodemanager.v1.NodeManagerService/ListNodes"
 	NodeManagerService_DrainNode_FullMethodName            = "/runway.nodemanager.v1.NodeManagerService/DrainNode"
 	NodeManagerService_UndrainNode_FullMethodName          = "/runway.nodemanager.v1.NodeManagerService/UndrainNode"
+	NodeManagerService_SetNodeRoles_FullMethodName         = "/runway.nodemanager.v1.NodeManagerService/SetNodeRoles"
 	NodeManagerService_ReportWorkloadState_FullMethodName  = "/runway.nodemanager.v1.NodeManagerService/ReportWorkloadState"
 	NodeManagerService_GetTimeSlicePlan_FullMethodName     = "/runway.nodemanager.v1.NodeManagerService/GetTimeSlicePlan"
 	NodeManagerService_GetNodeMarkKey_FullMethodName       = "/runway.nodemanager.v1.NodeManagerService/GetNodeMarkKey"
@@ -50,6 +51,11 @@ type NodeManagerServiceClient interface {
 	DrainNode(ctx context.Context, in *DrainNodeRequest, opts ...grpc.CallOption) (*Node, error)
 	// Undrains a node: it takes new work again at the next cycle. Idempotent.
 	UndrainNode(ctx context.Context, in *UndrainNodeRequest, opts ...grpc.CallOption) (*Node, error)
+	// Sets a node's roles (replacing them; none clears them). They apply from
+	// the next scheduling cycle to what is placed afterwards: pods already
+	// running stay. In Kubernetes mode they are written to the node's
+	// `node-role.kubernetes.io/runai-*` labels. Idempotent.
+	SetNodeRoles(ctx context.Context, in *SetNodeRolesRequest, opts ...grpc.CallOption) (*Node, error)
 	// Reports the state of one pod bound to the calling agent's node. Used by
 	// node agents only. Reports are idempotent: repeating the latest one is
 	// harmless, and one older than the stored state is ignored.
@@ -128,6 +134,16 @@ func (c *nodeManagerServiceClient) UndrainNode(ctx context.Context, in *UndrainN
 	return out, nil
 }
 
+func (c *nodeManagerServiceClient) SetNodeRoles(ctx context.Context, in *SetNodeRolesRequest, opts ...grpc.CallOption) (*Node, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Node)
+	err := c.cc.Invoke(ctx, NodeManagerService_SetNodeRoles_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *nodeManagerServiceClient) ReportWorkloadState(ctx context.Context, in *ReportWorkloadStateRequest, opts ...grpc.CallOption) (*ReportWorkloadStateResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ReportWorkloadStateResponse)
@@ -198,6 +214,11 @@ type NodeManagerServiceServer interface {
 	DrainNode(context.Context, *DrainNodeRequest) (*Node, error)
 	// Undrains a node: it takes new work again at the next cycle. Idempotent.
 	UndrainNode(context.Context, *UndrainNodeRequest) (*Node, error)
+	// Sets a node's roles (replacing them; none clears them). They apply from
+	// the next scheduling cycle to what is placed afterwards: pods already
+	// running stay. In Kubernetes mode they are written to the node's
+	// `node-role.kubernetes.io/runai-*` labels. Idempotent.
+	SetNodeRoles(context.Context, *SetNodeRolesRequest) (*Node, error)
 	// Reports the state of one pod bound to the calling agent's node. Used by
 	// node agents only. Reports are idempotent: repeating the latest one is
 	// harmless, and one older than the stored state is ignored.
@@ -247,6 +268,9 @@ func (UnimplementedNodeManagerServiceServer) DrainNode(context.Context, *DrainNo
 }
 func (UnimplementedNodeManagerServiceServer) UndrainNode(context.Context, *UndrainNodeRequest) (*Node, error) {
 	return nil, status.Error(codes.Unimplemented, "method UndrainNode not implemented")
+}
+func (UnimplementedNodeManagerServiceServer) SetNodeRoles(context.Context, *SetNodeRolesRequest) (*Node, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetNodeRoles not implemented")
 }
 func (UnimplementedNodeManagerServiceServer) ReportWorkloadState(context.Context, *ReportWorkloadStateRequest) (*ReportWorkloadStateResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReportWorkloadState not implemented")
@@ -352,6 +376,24 @@ func _NodeManagerService_UndrainNode_Handler(srv interface{}, ctx context.Contex
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(NodeManagerServiceServer).UndrainNode(ctx, req.(*UndrainNodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _NodeManagerService_SetNodeRoles_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetNodeRolesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeManagerServiceServer).SetNodeRoles(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeManagerService_SetNodeRoles_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeManagerServiceServer).SetNodeRoles(ctx, req.(*SetNodeRolesRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -468,6 +510,10 @@ var NodeManagerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "UndrainNode",
 			Handler:    _NodeManagerService_UndrainNode_Handler,
+		},
+		{
+			MethodName: "SetNodeRoles",
+			Handler:    _NodeManagerService_SetNodeRoles_Handler,
 		},
 		{
 			MethodName: "ReportWorkloadState",

@@ -347,13 +347,18 @@ type SchedulingRules struct {
 	// type.
 	WorkloadType v1.WorkloadType `protobuf:"varint,1,opt,name=workload_type,json=workloadType,proto3,enum=runway.workload.v1.WorkloadType" json:"workload_type,omitempty"`
 	// Optional. Stop a workload once its total RUNNING time reaches this
-	// (PENDING and preempted time do not count). Unset: no limit.
+	// (PENDING and preempted time do not count). Unset: no limit. For
+	// workspaces, those of a preemptible priority get
+	// preemptible_time_limit instead when it is set.
 	TimeLimit *durationpb.Duration `protobuf:"bytes,2,opt,name=time_limit,json=timeLimit,proto3" json:"time_limit,omitempty"`
 	// Optional. Stop a workload once its GPUs have been idle this long
-	// (WorkloadStatus.gpu_idle_time). Unset: no limit.
+	// (WorkloadStatus.gpu_idle_time). Unset: no limit. For workspaces, those
+	// of a preemptible priority get preemptible_idle_gpu_limit instead when
+	// it is set.
 	IdleGpuLimit *durationpb.Duration `protobuf:"bytes,3,opt,name=idle_gpu_limit,json=idleGpuLimit,proto3" json:"idle_gpu_limit,omitempty"`
-	// Optional. With idle_gpu_limit: preempt a preemptible workload back to
-	// PENDING instead of stopping it (non-preemptible ones are still stopped).
+	// Optional. With idle_gpu_limit (or preemptible_idle_gpu_limit): preempt
+	// a preemptible workload back to PENDING instead of stopping it
+	// (non-preemptible ones are still stopped).
 	PreemptWhenIdle bool `protobuf:"varint,4,opt,name=preempt_when_idle,json=preemptWhenIdle,proto3" json:"preempt_when_idle,omitempty"`
 	// Optional. Submissions must set WorkloadSpec.node_type to one of these
 	// `run.ai/type` label values, and are then placed only on such nodes.
@@ -365,9 +370,18 @@ type SchedulingRules struct {
 	// holds it at that scope or a wider one may change or remove the entry
 	// (PERMISSION_DENIED naming the scope otherwise). Ignored in requests; an
 	// entry sent back unchanged keeps its setter.
-	SetBy         string `protobuf:"bytes,6,opt,name=set_by,json=setBy,proto3" json:"set_by,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	SetBy string `protobuf:"bytes,6,opt,name=set_by,json=setBy,proto3" json:"set_by,omitempty"`
+	// Optional, workspace entries only. The time limit of a workspace of a
+	// preemptible priority (`interactive-preemptible`, which may run over
+	// quota), so that it may differ from a non-preemptible one's
+	// (time_limit). Unset: time_limit applies to both.
+	PreemptibleTimeLimit *durationpb.Duration `protobuf:"bytes,7,opt,name=preemptible_time_limit,json=preemptibleTimeLimit,proto3" json:"preemptible_time_limit,omitempty"`
+	// Optional, workspace entries only. The idle-GPU limit of a workspace of
+	// a preemptible priority; see preemptible_time_limit. Unset:
+	// idle_gpu_limit applies to both.
+	PreemptibleIdleGpuLimit *durationpb.Duration `protobuf:"bytes,8,opt,name=preemptible_idle_gpu_limit,json=preemptibleIdleGpuLimit,proto3" json:"preemptible_idle_gpu_limit,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
 }
 
 func (x *SchedulingRules) Reset() {
@@ -442,6 +456,20 @@ func (x *SchedulingRules) GetSetBy() string {
 	return ""
 }
 
+func (x *SchedulingRules) GetPreemptibleTimeLimit() *durationpb.Duration {
+	if x != nil {
+		return x.PreemptibleTimeLimit
+	}
+	return nil
+}
+
+func (x *SchedulingRules) GetPreemptibleIdleGpuLimit() *durationpb.Duration {
+	if x != nil {
+		return x.PreemptibleIdleGpuLimit
+	}
+	return nil
+}
+
 var File_runway_quota_v1_quota_proto protoreflect.FileDescriptor
 
 const file_runway_quota_v1_quota_proto_rawDesc = "" +
@@ -478,7 +506,7 @@ const file_runway_quota_v1_quota_proto_rawDesc = "" +
 	"\x16_deserved_memory_bytesB\x15\n" +
 	"\x13_limit_memory_bytesB\x14\n" +
 	"\x12_over_quota_weightB\x15\n" +
-	"\x13_over_quota_enabled\"\xb5\x02\n" +
+	"\x13_over_quota_enabled\"\xde\x03\n" +
 	"\x0fSchedulingRules\x12E\n" +
 	"\rworkload_type\x18\x01 \x01(\x0e2 .runway.workload.v1.WorkloadTypeR\fworkloadType\x128\n" +
 	"\n" +
@@ -487,7 +515,9 @@ const file_runway_quota_v1_quota_proto_rawDesc = "" +
 	"\x11preempt_when_idle\x18\x04 \x01(\bR\x0fpreemptWhenIdle\x12\x1d\n" +
 	"\n" +
 	"node_types\x18\x05 \x03(\tR\tnodeTypes\x12\x15\n" +
-	"\x06set_by\x18\x06 \x01(\tR\x05setByB;Z9github.com/runwayhq/runway/gen/go/runway/quota/v1;quotav1b\x06proto3"
+	"\x06set_by\x18\x06 \x01(\tR\x05setBy\x12O\n" +
+	"\x16preemptible_time_limit\x18\a \x01(\v2\x19.google.protobuf.DurationR\x14preemptibleTimeLimit\x12V\n" +
+	"\x1apreemptible_idle_gpu_limit\x18\b \x01(\v2\x19.google.protobuf.DurationR\x17preemptibleIdleGpuLimitB;Z9github.com/runwayhq/runway/gen/go/runway/quota/v1;quotav1b\x06proto3"
 
 var (
 	file_runway_quota_v1_quota_proto_rawDescOnce sync.Once
@@ -518,11 +548,13 @@ var file_runway_quota_v1_quota_proto_depIdxs = []int32{
 	5, // 3: runway.quota.v1.SchedulingRules.workload_type:type_name -> runway.workload.v1.WorkloadType
 	6, // 4: runway.quota.v1.SchedulingRules.time_limit:type_name -> google.protobuf.Duration
 	6, // 5: runway.quota.v1.SchedulingRules.idle_gpu_limit:type_name -> google.protobuf.Duration
-	6, // [6:6] is the sub-list for method output_type
-	6, // [6:6] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	6, // 6: runway.quota.v1.SchedulingRules.preemptible_time_limit:type_name -> google.protobuf.Duration
+	6, // 7: runway.quota.v1.SchedulingRules.preemptible_idle_gpu_limit:type_name -> google.protobuf.Duration
+	8, // [8:8] is the sub-list for method output_type
+	8, // [8:8] is the sub-list for method input_type
+	8, // [8:8] is the sub-list for extension type_name
+	8, // [8:8] is the sub-list for extension extendee
+	0, // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_runway_quota_v1_quota_proto_init() }

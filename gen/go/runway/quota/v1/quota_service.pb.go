@@ -1069,9 +1069,12 @@ type UpdateSettingsRequest struct {
 	// Required. The settings with their new values; `name` must be `settings`.
 	// If `etag` is set it must match the stored one.
 	Settings *Settings `protobuf:"bytes,1,opt,name=settings,proto3" json:"settings,omitempty"`
-	// Optional. The fields to change (`reject_over_subscription`). Empty means
-	// every field set to a non-default value (AIP-134), so turning the setting
-	// off over gRPC needs the path named here.
+	// Optional. The fields to change (`reject_over_subscription`,
+	// `default_node_pool`, `allow_over_quota_by_default`,
+	// `workspace_auto_suspend`, `gpu_resource_optimization`, `login_banner`).
+	// Empty means every field set to a non-default value (AIP-134), so turning
+	// a setting off over gRPC needs the path named here; a named field left
+	// unset is reset to its default.
 	UpdateMask    *fieldmaskpb.FieldMask `protobuf:"bytes,2,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1119,6 +1122,43 @@ func (x *UpdateSettingsRequest) GetUpdateMask() *fieldmaskpb.FieldMask {
 		return x.UpdateMask
 	}
 	return nil
+}
+
+// Request for QuotaService.GetLoginBanner.
+type GetLoginBannerRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetLoginBannerRequest) Reset() {
+	*x = GetLoginBannerRequest{}
+	mi := &file_runway_quota_v1_quota_service_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetLoginBannerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetLoginBannerRequest) ProtoMessage() {}
+
+func (x *GetLoginBannerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_runway_quota_v1_quota_service_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetLoginBannerRequest.ProtoReflect.Descriptor instead.
+func (*GetLoginBannerRequest) Descriptor() ([]byte, []int) {
+	return file_runway_quota_v1_quota_service_proto_rawDescGZIP(), []int{20}
 }
 
 var File_runway_quota_v1_quota_service_proto protoreflect.FileDescriptor
@@ -1196,7 +1236,8 @@ const file_runway_quota_v1_quota_service_proto_rawDesc = "" +
 	"\x15UpdateSettingsRequest\x125\n" +
 	"\bsettings\x18\x01 \x01(\v2\x19.runway.quota.v1.SettingsR\bsettings\x12;\n" +
 	"\vupdate_mask\x18\x02 \x01(\v2\x1a.google.protobuf.FieldMaskR\n" +
-	"updateMask2\x9e\x10\n" +
+	"updateMask\"\x17\n" +
+	"\x15GetLoginBannerRequest2\x98\x11\n" +
 	"\fQuotaService\x12m\n" +
 	"\vGetNodePool\x12#.runway.quota.v1.GetNodePoolRequest\x1a\x19.runway.quota.v1.NodePool\"\x1e\x82\xd3\xe4\x93\x02\x18\x12\x16/v1/{name=nodepools/*}\x12u\n" +
 	"\rListNodePools\x12%.runway.quota.v1.ListNodePoolsRequest\x1a&.runway.quota.v1.ListNodePoolsResponse\"\x15\x82\xd3\xe4\x93\x02\x0f\x12\r/v1/nodepools\x12u\n" +
@@ -1216,7 +1257,8 @@ const file_runway_quota_v1_quota_service_proto_rawDesc = "" +
 	"\rCreateProject\x12%.runway.quota.v1.CreateProjectRequest\x1a\x18.runway.quota.v1.Project\"\x1d\x82\xd3\xe4\x93\x02\x17:\aproject\"\f/v1/projects\x12\x80\x01\n" +
 	"\rUpdateProject\x12%.runway.quota.v1.UpdateProjectRequest\x1a\x18.runway.quota.v1.Project\".\x82\xd3\xe4\x93\x02(:\aproject2\x1d/v1/{project.name=projects/*}\x12m\n" +
 	"\rDeleteProject\x12%.runway.quota.v1.DeleteProjectRequest\x1a\x16.google.protobuf.Empty\"\x1d\x82\xd3\xe4\x93\x02\x17*\x15/v1/{name=projects/*}\x12j\n" +
-	"\vGetSettings\x12#.runway.quota.v1.GetSettingsRequest\x1a\x19.runway.quota.v1.Settings\"\x1b\x82\xd3\xe4\x93\x02\x15\x12\x13/v1/{name=settings}\x12\x83\x01\n" +
+	"\vGetSettings\x12#.runway.quota.v1.GetSettingsRequest\x1a\x19.runway.quota.v1.Settings\"\x1b\x82\xd3\xe4\x93\x02\x15\x12\x13/v1/{name=settings}\x12x\n" +
+	"\x0eGetLoginBanner\x12&.runway.quota.v1.GetLoginBannerRequest\x1a\x1c.runway.quota.v1.LoginBanner\" \x82\xd3\xe4\x93\x02\x1a\x12\x18/v1/settings/loginBanner\x12\x83\x01\n" +
 	"\x0eUpdateSettings\x12&.runway.quota.v1.UpdateSettingsRequest\x1a\x19.runway.quota.v1.Settings\".\x82\xd3\xe4\x93\x02(:\bsettings2\x1c/v1/{settings.name=settings}B;Z9github.com/runwayhq/runway/gen/go/runway/quota/v1;quotav1b\x06proto3"
 
 var (
@@ -1231,7 +1273,7 @@ func file_runway_quota_v1_quota_service_proto_rawDescGZIP() []byte {
 	return file_runway_quota_v1_quota_service_proto_rawDescData
 }
 
-var file_runway_quota_v1_quota_service_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_runway_quota_v1_quota_service_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_runway_quota_v1_quota_service_proto_goTypes = []any{
 	(*GetNodePoolRequest)(nil),      // 0: runway.quota.v1.GetNodePoolRequest
 	(*ListNodePoolsRequest)(nil),    // 1: runway.quota.v1.ListNodePoolsRequest
@@ -1253,28 +1295,30 @@ var file_runway_quota_v1_quota_service_proto_goTypes = []any{
 	(*DeleteProjectRequest)(nil),    // 17: runway.quota.v1.DeleteProjectRequest
 	(*GetSettingsRequest)(nil),      // 18: runway.quota.v1.GetSettingsRequest
 	(*UpdateSettingsRequest)(nil),   // 19: runway.quota.v1.UpdateSettingsRequest
-	(*NodePool)(nil),                // 20: runway.quota.v1.NodePool
-	(*fieldmaskpb.FieldMask)(nil),   // 21: google.protobuf.FieldMask
-	(*Department)(nil),              // 22: runway.quota.v1.Department
-	(*Project)(nil),                 // 23: runway.quota.v1.Project
-	(*Settings)(nil),                // 24: runway.quota.v1.Settings
-	(*emptypb.Empty)(nil),           // 25: google.protobuf.Empty
+	(*GetLoginBannerRequest)(nil),   // 20: runway.quota.v1.GetLoginBannerRequest
+	(*NodePool)(nil),                // 21: runway.quota.v1.NodePool
+	(*fieldmaskpb.FieldMask)(nil),   // 22: google.protobuf.FieldMask
+	(*Department)(nil),              // 23: runway.quota.v1.Department
+	(*Project)(nil),                 // 24: runway.quota.v1.Project
+	(*Settings)(nil),                // 25: runway.quota.v1.Settings
+	(*emptypb.Empty)(nil),           // 26: google.protobuf.Empty
+	(*LoginBanner)(nil),             // 27: runway.quota.v1.LoginBanner
 }
 var file_runway_quota_v1_quota_service_proto_depIdxs = []int32{
-	20, // 0: runway.quota.v1.ListNodePoolsResponse.node_pools:type_name -> runway.quota.v1.NodePool
-	20, // 1: runway.quota.v1.CreateNodePoolRequest.node_pool:type_name -> runway.quota.v1.NodePool
-	20, // 2: runway.quota.v1.UpdateNodePoolRequest.node_pool:type_name -> runway.quota.v1.NodePool
-	21, // 3: runway.quota.v1.UpdateNodePoolRequest.update_mask:type_name -> google.protobuf.FieldMask
-	22, // 4: runway.quota.v1.ListDepartmentsResponse.departments:type_name -> runway.quota.v1.Department
-	22, // 5: runway.quota.v1.CreateDepartmentRequest.department:type_name -> runway.quota.v1.Department
-	22, // 6: runway.quota.v1.UpdateDepartmentRequest.department:type_name -> runway.quota.v1.Department
-	21, // 7: runway.quota.v1.UpdateDepartmentRequest.update_mask:type_name -> google.protobuf.FieldMask
-	23, // 8: runway.quota.v1.ListProjectsResponse.projects:type_name -> runway.quota.v1.Project
-	23, // 9: runway.quota.v1.CreateProjectRequest.project:type_name -> runway.quota.v1.Project
-	23, // 10: runway.quota.v1.UpdateProjectRequest.project:type_name -> runway.quota.v1.Project
-	21, // 11: runway.quota.v1.UpdateProjectRequest.update_mask:type_name -> google.protobuf.FieldMask
-	24, // 12: runway.quota.v1.UpdateSettingsRequest.settings:type_name -> runway.quota.v1.Settings
-	21, // 13: runway.quota.v1.UpdateSettingsRequest.update_mask:type_name -> google.protobuf.FieldMask
+	21, // 0: runway.quota.v1.ListNodePoolsResponse.node_pools:type_name -> runway.quota.v1.NodePool
+	21, // 1: runway.quota.v1.CreateNodePoolRequest.node_pool:type_name -> runway.quota.v1.NodePool
+	21, // 2: runway.quota.v1.UpdateNodePoolRequest.node_pool:type_name -> runway.quota.v1.NodePool
+	22, // 3: runway.quota.v1.UpdateNodePoolRequest.update_mask:type_name -> google.protobuf.FieldMask
+	23, // 4: runway.quota.v1.ListDepartmentsResponse.departments:type_name -> runway.quota.v1.Department
+	23, // 5: runway.quota.v1.CreateDepartmentRequest.department:type_name -> runway.quota.v1.Department
+	23, // 6: runway.quota.v1.UpdateDepartmentRequest.department:type_name -> runway.quota.v1.Department
+	22, // 7: runway.quota.v1.UpdateDepartmentRequest.update_mask:type_name -> google.protobuf.FieldMask
+	24, // 8: runway.quota.v1.ListProjectsResponse.projects:type_name -> runway.quota.v1.Project
+	24, // 9: runway.quota.v1.CreateProjectRequest.project:type_name -> runway.quota.v1.Project
+	24, // 10: runway.quota.v1.UpdateProjectRequest.project:type_name -> runway.quota.v1.Project
+	22, // 11: runway.quota.v1.UpdateProjectRequest.update_mask:type_name -> google.protobuf.FieldMask
+	25, // 12: runway.quota.v1.UpdateSettingsRequest.settings:type_name -> runway.quota.v1.Settings
+	22, // 13: runway.quota.v1.UpdateSettingsRequest.update_mask:type_name -> google.protobuf.FieldMask
 	0,  // 14: runway.quota.v1.QuotaService.GetNodePool:input_type -> runway.quota.v1.GetNodePoolRequest
 	1,  // 15: runway.quota.v1.QuotaService.ListNodePools:input_type -> runway.quota.v1.ListNodePoolsRequest
 	3,  // 16: runway.quota.v1.QuotaService.CreateNodePool:input_type -> runway.quota.v1.CreateNodePoolRequest
@@ -1291,26 +1335,28 @@ var file_runway_quota_v1_quota_service_proto_depIdxs = []int32{
 	16, // 27: runway.quota.v1.QuotaService.UpdateProject:input_type -> runway.quota.v1.UpdateProjectRequest
 	17, // 28: runway.quota.v1.QuotaService.DeleteProject:input_type -> runway.quota.v1.DeleteProjectRequest
 	18, // 29: runway.quota.v1.QuotaService.GetSettings:input_type -> runway.quota.v1.GetSettingsRequest
-	19, // 30: runway.quota.v1.QuotaService.UpdateSettings:input_type -> runway.quota.v1.UpdateSettingsRequest
-	20, // 31: runway.quota.v1.QuotaService.GetNodePool:output_type -> runway.quota.v1.NodePool
-	2,  // 32: runway.quota.v1.QuotaService.ListNodePools:output_type -> runway.quota.v1.ListNodePoolsResponse
-	20, // 33: runway.quota.v1.QuotaService.CreateNodePool:output_type -> runway.quota.v1.NodePool
-	20, // 34: runway.quota.v1.QuotaService.UpdateNodePool:output_type -> runway.quota.v1.NodePool
-	25, // 35: runway.quota.v1.QuotaService.DeleteNodePool:output_type -> google.protobuf.Empty
-	22, // 36: runway.quota.v1.QuotaService.GetDepartment:output_type -> runway.quota.v1.Department
-	8,  // 37: runway.quota.v1.QuotaService.ListDepartments:output_type -> runway.quota.v1.ListDepartmentsResponse
-	22, // 38: runway.quota.v1.QuotaService.CreateDepartment:output_type -> runway.quota.v1.Department
-	22, // 39: runway.quota.v1.QuotaService.UpdateDepartment:output_type -> runway.quota.v1.Department
-	25, // 40: runway.quota.v1.QuotaService.DeleteDepartment:output_type -> google.protobuf.Empty
-	23, // 41: runway.quota.v1.QuotaService.GetProject:output_type -> runway.quota.v1.Project
-	14, // 42: runway.quota.v1.QuotaService.ListProjects:output_type -> runway.quota.v1.ListProjectsResponse
-	23, // 43: runway.quota.v1.QuotaService.CreateProject:output_type -> runway.quota.v1.Project
-	23, // 44: runway.quota.v1.QuotaService.UpdateProject:output_type -> runway.quota.v1.Project
-	25, // 45: runway.quota.v1.QuotaService.DeleteProject:output_type -> google.protobuf.Empty
-	24, // 46: runway.quota.v1.QuotaService.GetSettings:output_type -> runway.quota.v1.Settings
-	24, // 47: runway.quota.v1.QuotaService.UpdateSettings:output_type -> runway.quota.v1.Settings
-	31, // [31:48] is the sub-list for method output_type
-	14, // [14:31] is the sub-list for method input_type
+	20, // 30: runway.quota.v1.QuotaService.GetLoginBanner:input_type -> runway.quota.v1.GetLoginBannerRequest
+	19, // 31: runway.quota.v1.QuotaService.UpdateSettings:input_type -> runway.quota.v1.UpdateSettingsRequest
+	21, // 32: runway.quota.v1.QuotaService.GetNodePool:output_type -> runway.quota.v1.NodePool
+	2,  // 33: runway.quota.v1.QuotaService.ListNodePools:output_type -> runway.quota.v1.ListNodePoolsResponse
+	21, // 34: runway.quota.v1.QuotaService.CreateNodePool:output_type -> runway.quota.v1.NodePool
+	21, // 35: runway.quota.v1.QuotaService.UpdateNodePool:output_type -> runway.quota.v1.NodePool
+	26, // 36: runway.quota.v1.QuotaService.DeleteNodePool:output_type -> google.protobuf.Empty
+	23, // 37: runway.quota.v1.QuotaService.GetDepartment:output_type -> runway.quota.v1.Department
+	8,  // 38: runway.quota.v1.QuotaService.ListDepartments:output_type -> runway.quota.v1.ListDepartmentsResponse
+	23, // 39: runway.quota.v1.QuotaService.CreateDepartment:output_type -> runway.quota.v1.Department
+	23, // 40: runway.quota.v1.QuotaService.UpdateDepartment:output_type -> runway.quota.v1.Department
+	26, // 41: runway.quota.v1.QuotaService.DeleteDepartment:output_type -> google.protobuf.Empty
+	24, // 42: runway.quota.v1.QuotaService.GetProject:output_type -> runway.quota.v1.Project
+	14, // 43: runway.quota.v1.QuotaService.ListProjects:output_type -> runway.quota.v1.ListProjectsResponse
+	24, // 44: runway.quota.v1.QuotaService.CreateProject:output_type -> runway.quota.v1.Project
+	24, // 45: runway.quota.v1.QuotaService.UpdateProject:output_type -> runway.quota.v1.Project
+	26, // 46: runway.quota.v1.QuotaService.DeleteProject:output_type -> google.protobuf.Empty
+	25, // 47: runway.quota.v1.QuotaService.GetSettings:output_type -> runway.quota.v1.Settings
+	27, // 48: runway.quota.v1.QuotaService.GetLoginBanner:output_type -> runway.quota.v1.LoginBanner
+	25, // 49: runway.quota.v1.QuotaService.UpdateSettings:output_type -> runway.quota.v1.Settings
+	32, // [32:50] is the sub-list for method output_type
+	14, // [14:32] is the sub-list for method input_type
 	14, // [14:14] is the sub-list for extension type_name
 	14, // [14:14] is the sub-list for extension extendee
 	0,  // [0:14] is the sub-list for field type_name
@@ -1331,7 +1377,7 @@ func file_runway_quota_v1_quota_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_runway_quota_v1_quota_service_proto_rawDesc), len(file_runway_quota_v1_quota_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   20,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -36,6 +36,7 @@ const (
 	QuotaService_UpdateProject_FullMethodName    = "/runway.quota.v1.QuotaService/UpdateProject"
 	QuotaService_DeleteProject_FullMethodName    = "/runway.quota.v1.QuotaService/DeleteProject"
 	QuotaService_GetSettings_FullMethodName      = "/runway.quota.v1.QuotaService/GetSettings"
+	QuotaService_GetLoginBanner_FullMethodName   = "/runway.quota.v1.QuotaService/GetLoginBanner"
 	QuotaService_UpdateSettings_FullMethodName   = "/runway.quota.v1.QuotaService/UpdateSettings"
 )
 
@@ -86,9 +87,13 @@ type QuotaServiceClient interface {
 	UpdateProject(ctx context.Context, in *UpdateProjectRequest, opts ...grpc.CallOption) (*Project, error)
 	// Deletes a project. Fails with PROJECT_NOT_EMPTY while it has workloads.
 	DeleteProject(ctx context.Context, in *DeleteProjectRequest, opts ...grpc.CallOption) (*emptypb.Empty, error)
-	// Gets the account-wide quota settings.
+	// Gets the account's general settings.
 	GetSettings(ctx context.Context, in *GetSettingsRequest, opts ...grpc.CallOption) (*Settings, error)
-	// Updates the account-wide quota settings.
+	// Gets the login banner (Settings.login_banner). It needs no token: the
+	// sign-in page shows it before anyone signs in.
+	GetLoginBanner(ctx context.Context, in *GetLoginBannerRequest, opts ...grpc.CallOption) (*LoginBanner, error)
+	// Updates the account's general settings; only a system administrator
+	// may.
 	UpdateSettings(ctx context.Context, in *UpdateSettingsRequest, opts ...grpc.CallOption) (*Settings, error)
 }
 
@@ -260,6 +265,16 @@ func (c *quotaServiceClient) GetSettings(ctx context.Context, in *GetSettingsReq
 	return out, nil
 }
 
+func (c *quotaServiceClient) GetLoginBanner(ctx context.Context, in *GetLoginBannerRequest, opts ...grpc.CallOption) (*LoginBanner, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LoginBanner)
+	err := c.cc.Invoke(ctx, QuotaService_GetLoginBanner_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *quotaServiceClient) UpdateSettings(ctx context.Context, in *UpdateSettingsRequest, opts ...grpc.CallOption) (*Settings, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(Settings)
@@ -317,9 +332,13 @@ type QuotaServiceServer interface {
 	UpdateProject(context.Context, *UpdateProjectRequest) (*Project, error)
 	// Deletes a project. Fails with PROJECT_NOT_EMPTY while it has workloads.
 	DeleteProject(context.Context, *DeleteProjectRequest) (*emptypb.Empty, error)
-	// Gets the account-wide quota settings.
+	// Gets the account's general settings.
 	GetSettings(context.Context, *GetSettingsRequest) (*Settings, error)
-	// Updates the account-wide quota settings.
+	// Gets the login banner (Settings.login_banner). It needs no token: the
+	// sign-in page shows it before anyone signs in.
+	GetLoginBanner(context.Context, *GetLoginBannerRequest) (*LoginBanner, error)
+	// Updates the account's general settings; only a system administrator
+	// may.
 	UpdateSettings(context.Context, *UpdateSettingsRequest) (*Settings, error)
 	mustEmbedUnimplementedQuotaServiceServer()
 }
@@ -378,6 +397,9 @@ func (UnimplementedQuotaServiceServer) DeleteProject(context.Context, *DeletePro
 }
 func (UnimplementedQuotaServiceServer) GetSettings(context.Context, *GetSettingsRequest) (*Settings, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetSettings not implemented")
+}
+func (UnimplementedQuotaServiceServer) GetLoginBanner(context.Context, *GetLoginBannerRequest) (*LoginBanner, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetLoginBanner not implemented")
 }
 func (UnimplementedQuotaServiceServer) UpdateSettings(context.Context, *UpdateSettingsRequest) (*Settings, error) {
 	return nil, status.Error(codes.Unimplemented, "method UpdateSettings not implemented")
@@ -691,6 +713,24 @@ func _QuotaService_GetSettings_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _QuotaService_GetLoginBanner_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetLoginBannerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QuotaServiceServer).GetLoginBanner(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: QuotaService_GetLoginBanner_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QuotaServiceServer).GetLoginBanner(ctx, req.(*GetLoginBannerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _QuotaService_UpdateSettings_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(UpdateSettingsRequest)
 	if err := dec(in); err != nil {
@@ -779,6 +819,10 @@ var QuotaService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetSettings",
 			Handler:    _QuotaService_GetSettings_Handler,
+		},
+		{
+			MethodName: "GetLoginBanner",
+			Handler:    _QuotaService_GetLoginBanner_Handler,
 		},
 		{
 			MethodName: "UpdateSettings",

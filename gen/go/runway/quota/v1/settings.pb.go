@@ -9,6 +9,7 @@ package quotav1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -22,9 +23,13 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// Settings is the singleton resource (AIP-156) holding the account-wide quota
+// Settings is the singleton resource (AIP-156) holding the account's general
 // settings. It always exists; it is read and updated, never created or
-// deleted.
+// deleted. Any caller with a role may read it; only a system administrator
+// may update it (pkg/auth's Settings entity). Every option is read by the
+// code that applies it (services/quota/README.md, "General settings"); an
+// update applies to what is created or submitted afterwards, never to what
+// exists.
 //
 // Resource name: `settings`. Resource type: `runway.dev/Settings`.
 type Settings struct {
@@ -50,7 +55,41 @@ type Settings struct {
 	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
 	// A checksum of the stored resource, computed by the server; see
 	// NodePool.etag.
-	Etag          string `protobuf:"bytes,6,opt,name=etag,proto3" json:"etag,omitempty"`
+	Etag string `protobuf:"bytes,6,opt,name=etag,proto3" json:"etag,omitempty"`
+	// The node pool a new project's `default_node_pools` is when its create
+	// names none (and when an update resets them): the pool a workload of
+	// such a project runs in when its submit names no pool. A node pool,
+	// `nodepools/{node_pool}`, that exists (NODE_POOL_NOT_FOUND otherwise);
+	// while named here it cannot be deleted (NODE_POOL_IN_USE). Unset on
+	// update: `nodepools/default`, which reads show.
+	DefaultNodePool string `protobuf:"bytes,7,opt,name=default_node_pool,json=defaultNodePool,proto3" json:"default_node_pool,omitempty"`
+	// When true, a workspace submitted with no priority (none from the
+	// request, its template or the policy defaults) gets the
+	// `interactive-preemptible` priority, which may run over its project's
+	// quota and be reclaimed, instead of `build`, which runs only within it;
+	// not where a policy has a rule on the priority (the policy's word wins).
+	// Trainings are always preemptible and inferences never, so only
+	// workspaces are affected. Default false.
+	AllowOverQuotaByDefault bool `protobuf:"varint,8,opt,name=allow_over_quota_by_default,json=allowOverQuotaByDefault,proto3" json:"allow_over_quota_by_default,omitempty"`
+	// When set, a workspace whose scheduling rules (project's, else
+	// department's) set no time limit for it is held to this one: it is
+	// suspended once its RUNNING time reaches it (Workload.limits.time_limit,
+	// limits.source `settings` when no rule applies at all). 1 minute to 365
+	// days. Unset: no default limit.
+	WorkspaceAutoSuspend *durationpb.Duration `protobuf:"bytes,9,opt,name=workspace_auto_suspend,json=workspaceAutoSuspend,proto3" json:"workspace_auto_suspend,omitempty"`
+	// Whether workloads may ask for part of a GPU (WorkloadSpec.gpu
+	// fraction_milli or gpu_memory_bytes), which GPU sharing (fractions and
+	// time slicing) serves. When false, such a submit is refused like one
+	// a policy rule forbids (INVALID_ARGUMENT, INVALID_FIELD on
+	// workload.spec.gpu);
+	// workloads already submitted keep running. Unset on update: true, which
+	// reads show.
+	GpuResourceOptimization *bool `protobuf:"varint,10,opt,name=gpu_resource_optimization,json=gpuResourceOptimization,proto3,oneof" json:"gpu_resource_optimization,omitempty"`
+	// Text shown on the sign-in page before anyone signs in
+	// (QuotaService.GetLoginBanner, which needs no token). At most 1,000
+	// characters, no control characters but newlines and tabs. Empty: no
+	// banner.
+	LoginBanner   string `protobuf:"bytes,11,opt,name=login_banner,json=loginBanner,proto3" json:"login_banner,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -127,11 +166,93 @@ func (x *Settings) GetEtag() string {
 	return ""
 }
 
+func (x *Settings) GetDefaultNodePool() string {
+	if x != nil {
+		return x.DefaultNodePool
+	}
+	return ""
+}
+
+func (x *Settings) GetAllowOverQuotaByDefault() bool {
+	if x != nil {
+		return x.AllowOverQuotaByDefault
+	}
+	return false
+}
+
+func (x *Settings) GetWorkspaceAutoSuspend() *durationpb.Duration {
+	if x != nil {
+		return x.WorkspaceAutoSuspend
+	}
+	return nil
+}
+
+func (x *Settings) GetGpuResourceOptimization() bool {
+	if x != nil && x.GpuResourceOptimization != nil {
+		return *x.GpuResourceOptimization
+	}
+	return false
+}
+
+func (x *Settings) GetLoginBanner() string {
+	if x != nil {
+		return x.LoginBanner
+	}
+	return ""
+}
+
+// LoginBanner is the part of the Settings shown before sign-in: it is served
+// to callers without a token, so it carries nothing else.
+type LoginBanner struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Settings.login_banner; empty when none.
+	Text          string `protobuf:"bytes,1,opt,name=text,proto3" json:"text,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LoginBanner) Reset() {
+	*x = LoginBanner{}
+	mi := &file_runway_quota_v1_settings_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LoginBanner) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LoginBanner) ProtoMessage() {}
+
+func (x *LoginBanner) ProtoReflect() protoreflect.Message {
+	mi := &file_runway_quota_v1_settings_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LoginBanner.ProtoReflect.Descriptor instead.
+func (*LoginBanner) Descriptor() ([]byte, []int) {
+	return file_runway_quota_v1_settings_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *LoginBanner) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
 var File_runway_quota_v1_settings_proto protoreflect.FileDescriptor
 
 const file_runway_quota_v1_settings_proto_rawDesc = "" +
 	"\n" +
-	"\x1erunway/quota/v1/settings.proto\x12\x0frunway.quota.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf8\x01\n" +
+	"\x1erunway/quota/v1/settings.proto\x12\x0frunway.quota.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb5\x04\n" +
 	"\bSettings\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x128\n" +
 	"\x18reject_over_subscription\x18\x02 \x01(\bR\x16rejectOverSubscription\x12\x10\n" +
@@ -140,7 +261,16 @@ const file_runway_quota_v1_settings_proto_rawDesc = "" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12\x12\n" +
-	"\x04etag\x18\x06 \x01(\tR\x04etagB;Z9github.com/runwayhq/runway/gen/go/runway/quota/v1;quotav1b\x06proto3"
+	"\x04etag\x18\x06 \x01(\tR\x04etag\x12*\n" +
+	"\x11default_node_pool\x18\a \x01(\tR\x0fdefaultNodePool\x12<\n" +
+	"\x1ballow_over_quota_by_default\x18\b \x01(\bR\x17allowOverQuotaByDefault\x12O\n" +
+	"\x16workspace_auto_suspend\x18\t \x01(\v2\x19.google.protobuf.DurationR\x14workspaceAutoSuspend\x12?\n" +
+	"\x19gpu_resource_optimization\x18\n" +
+	" \x01(\bH\x00R\x17gpuResourceOptimization\x88\x01\x01\x12!\n" +
+	"\flogin_banner\x18\v \x01(\tR\vloginBannerB\x1c\n" +
+	"\x1a_gpu_resource_optimization\"!\n" +
+	"\vLoginBanner\x12\x12\n" +
+	"\x04text\x18\x01 \x01(\tR\x04textB;Z9github.com/runwayhq/runway/gen/go/runway/quota/v1;quotav1b\x06proto3"
 
 var (
 	file_runway_quota_v1_settings_proto_rawDescOnce sync.Once
@@ -154,19 +284,22 @@ func file_runway_quota_v1_settings_proto_rawDescGZIP() []byte {
 	return file_runway_quota_v1_settings_proto_rawDescData
 }
 
-var file_runway_quota_v1_settings_proto_msgTypes = make([]protoimpl.MessageInfo, 1)
+var file_runway_quota_v1_settings_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
 var file_runway_quota_v1_settings_proto_goTypes = []any{
 	(*Settings)(nil),              // 0: runway.quota.v1.Settings
-	(*timestamppb.Timestamp)(nil), // 1: google.protobuf.Timestamp
+	(*LoginBanner)(nil),           // 1: runway.quota.v1.LoginBanner
+	(*timestamppb.Timestamp)(nil), // 2: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 3: google.protobuf.Duration
 }
 var file_runway_quota_v1_settings_proto_depIdxs = []int32{
-	1, // 0: runway.quota.v1.Settings.create_time:type_name -> google.protobuf.Timestamp
-	1, // 1: runway.quota.v1.Settings.update_time:type_name -> google.protobuf.Timestamp
-	2, // [2:2] is the sub-list for method output_type
-	2, // [2:2] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	2, // 0: runway.quota.v1.Settings.create_time:type_name -> google.protobuf.Timestamp
+	2, // 1: runway.quota.v1.Settings.update_time:type_name -> google.protobuf.Timestamp
+	3, // 2: runway.quota.v1.Settings.workspace_auto_suspend:type_name -> google.protobuf.Duration
+	3, // [3:3] is the sub-list for method output_type
+	3, // [3:3] is the sub-list for method input_type
+	3, // [3:3] is the sub-list for extension type_name
+	3, // [3:3] is the sub-list for extension extendee
+	0, // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_runway_quota_v1_settings_proto_init() }
@@ -174,13 +307,14 @@ func file_runway_quota_v1_settings_proto_init() {
 	if File_runway_quota_v1_settings_proto != nil {
 		return
 	}
+	file_runway_quota_v1_settings_proto_msgTypes[0].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_runway_quota_v1_settings_proto_rawDesc), len(file_runway_quota_v1_settings_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   1,
+			NumMessages:   2,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -54,7 +54,14 @@ type Policy struct {
 	// widest scope through which the writer held the permission. Only a caller
 	// who holds it at that scope or a wider one may change or delete the
 	// policy (PERMISSION_DENIED naming the scope otherwise).
-	SetBy         string `protobuf:"bytes,6,opt,name=set_by,json=setBy,proto3" json:"set_by,omitempty"`
+	SetBy string `protobuf:"bytes,6,opt,name=set_by,json=setBy,proto3" json:"set_by,omitempty"`
+	// Output only. The scope the policy is set at, from its name: `account`,
+	// `departments/{department}` or `projects/{project}`. Ignored in
+	// requests.
+	Scope string `protobuf:"bytes,7,opt,name=scope,proto3" json:"scope,omitempty"`
+	// Output only. The workload type the policy is for, from its name.
+	// Ignored in requests.
+	WorkloadType  WorkloadType `protobuf:"varint,8,opt,name=workload_type,json=workloadType,proto3,enum=runway.workload.v1.WorkloadType" json:"workload_type,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -129,6 +136,20 @@ func (x *Policy) GetSetBy() string {
 		return x.SetBy
 	}
 	return ""
+}
+
+func (x *Policy) GetScope() string {
+	if x != nil {
+		return x.Scope
+	}
+	return ""
+}
+
+func (x *Policy) GetWorkloadType() WorkloadType {
+	if x != nil {
+		return x.WorkloadType
+	}
+	return WorkloadType_WORKLOAD_TYPE_UNSPECIFIED
 }
 
 // FieldRule is what a policy requires of one field of a submitted spec,
@@ -635,7 +656,7 @@ var File_runway_workload_v1_governance_proto protoreflect.FileDescriptor
 
 const file_runway_workload_v1_governance_proto_rawDesc = "" +
 	"\n" +
-	"#runway/workload/v1/governance.proto\x12\x12runway.workload.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a!runway/workload/v1/workload.proto\"\xd8\x02\n" +
+	"#runway/workload/v1/governance.proto\x12\x12runway.workload.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a!runway/workload/v1/workload.proto\"\xb5\x03\n" +
 	"\x06Policy\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12<\n" +
 	"\bdefaults\x18\x02 \x01(\v2 .runway.workload.v1.WorkloadSpecR\bdefaults\x12;\n" +
@@ -643,7 +664,9 @@ const file_runway_workload_v1_governance_proto_rawDesc = "" +
 	"\vupdate_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12\x12\n" +
 	"\x04etag\x18\x05 \x01(\tR\x04etag\x12\x15\n" +
-	"\x06set_by\x18\x06 \x01(\tR\x05setBy\x1aW\n" +
+	"\x06set_by\x18\x06 \x01(\tR\x05setBy\x12\x14\n" +
+	"\x05scope\x18\a \x01(\tR\x05scope\x12E\n" +
+	"\rworkload_type\x18\b \x01(\x0e2 .runway.workload.v1.WorkloadTypeR\fworkloadType\x1aW\n" +
 	"\n" +
 	"RulesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x123\n" +
@@ -728,21 +751,22 @@ var file_runway_workload_v1_governance_proto_depIdxs = []int32{
 	7,  // 0: runway.workload.v1.Policy.defaults:type_name -> runway.workload.v1.WorkloadSpec
 	6,  // 1: runway.workload.v1.Policy.rules:type_name -> runway.workload.v1.Policy.RulesEntry
 	8,  // 2: runway.workload.v1.Policy.update_time:type_name -> google.protobuf.Timestamp
-	9,  // 3: runway.workload.v1.EffectivePolicy.type:type_name -> runway.workload.v1.WorkloadType
-	3,  // 4: runway.workload.v1.EffectivePolicy.fields:type_name -> runway.workload.v1.EffectiveField
-	1,  // 5: runway.workload.v1.EffectiveField.rule:type_name -> runway.workload.v1.FieldRule
-	10, // 6: runway.workload.v1.Environment.env:type_name -> runway.workload.v1.EnvVar
-	8,  // 7: runway.workload.v1.Environment.create_time:type_name -> google.protobuf.Timestamp
-	11, // 8: runway.workload.v1.Environment.image_pull_policy:type_name -> runway.workload.v1.ImagePullPolicy
-	12, // 9: runway.workload.v1.Environment.tools:type_name -> runway.workload.v1.Tool
-	13, // 10: runway.workload.v1.ComputeResource.gpu:type_name -> runway.workload.v1.GpuRequest
-	8,  // 11: runway.workload.v1.ComputeResource.create_time:type_name -> google.protobuf.Timestamp
-	1,  // 12: runway.workload.v1.Policy.RulesEntry.value:type_name -> runway.workload.v1.FieldRule
-	13, // [13:13] is the sub-list for method output_type
-	13, // [13:13] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	9,  // 3: runway.workload.v1.Policy.workload_type:type_name -> runway.workload.v1.WorkloadType
+	9,  // 4: runway.workload.v1.EffectivePolicy.type:type_name -> runway.workload.v1.WorkloadType
+	3,  // 5: runway.workload.v1.EffectivePolicy.fields:type_name -> runway.workload.v1.EffectiveField
+	1,  // 6: runway.workload.v1.EffectiveField.rule:type_name -> runway.workload.v1.FieldRule
+	10, // 7: runway.workload.v1.Environment.env:type_name -> runway.workload.v1.EnvVar
+	8,  // 8: runway.workload.v1.Environment.create_time:type_name -> google.protobuf.Timestamp
+	11, // 9: runway.workload.v1.Environment.image_pull_policy:type_name -> runway.workload.v1.ImagePullPolicy
+	12, // 10: runway.workload.v1.Environment.tools:type_name -> runway.workload.v1.Tool
+	13, // 11: runway.workload.v1.ComputeResource.gpu:type_name -> runway.workload.v1.GpuRequest
+	8,  // 12: runway.workload.v1.ComputeResource.create_time:type_name -> google.protobuf.Timestamp
+	1,  // 13: runway.workload.v1.Policy.RulesEntry.value:type_name -> runway.workload.v1.FieldRule
+	14, // [14:14] is the sub-list for method output_type
+	14, // [14:14] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_runway_workload_v1_governance_proto_init() }

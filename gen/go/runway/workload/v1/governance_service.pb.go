@@ -70,6 +70,116 @@ func (x *GetPolicyRequest) GetName() string {
 	return ""
 }
 
+// Request for GovernanceService.ListPolicies.
+type ListPoliciesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Optional. The most to return; 0 means 100, more than 1000 is 1000.
+	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// Optional. next_page_token from the previous page.
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPoliciesRequest) Reset() {
+	*x = ListPoliciesRequest{}
+	mi := &file_runway_workload_v1_governance_service_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPoliciesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPoliciesRequest) ProtoMessage() {}
+
+func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_runway_workload_v1_governance_service_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPoliciesRequest.ProtoReflect.Descriptor instead.
+func (*ListPoliciesRequest) Descriptor() ([]byte, []int) {
+	return file_runway_workload_v1_governance_service_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ListPoliciesRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListPoliciesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// Response for GovernanceService.ListPolicies.
+type ListPoliciesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The policies, each with its scope and workload type.
+	Policies []*Policy `protobuf:"bytes,1,rep,name=policies,proto3" json:"policies,omitempty"`
+	// Pass as page_token to get the next page; empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPoliciesResponse) Reset() {
+	*x = ListPoliciesResponse{}
+	mi := &file_runway_workload_v1_governance_service_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPoliciesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPoliciesResponse) ProtoMessage() {}
+
+func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_runway_workload_v1_governance_service_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPoliciesResponse.ProtoReflect.Descriptor instead.
+func (*ListPoliciesResponse) Descriptor() ([]byte, []int) {
+	return file_runway_workload_v1_governance_service_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ListPoliciesResponse) GetPolicies() []*Policy {
+	if x != nil {
+		return x.Policies
+	}
+	return nil
+}
+
+func (x *ListPoliciesResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 // Request for GovernanceService.UpdatePolicy.
 type UpdatePolicyRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -88,7 +198,7 @@ type UpdatePolicyRequest struct {
 
 func (x *UpdatePolicyRequest) Reset() {
 	*x = UpdatePolicyRequest{}
-	mi := &file_runway_workload_v1_governance_service_proto_msgTypes[1]
+	mi := &file_runway_workload_v1_governance_service_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -100,7 +210,7 @@ func (x *UpdatePolicyRequest) String() string {
 func (*UpdatePolicyRequest) ProtoMessage() {}
 
 func (x *UpdatePolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_governance_service_proto_msgTypes[1]
+	mi := &file_runway_workload_v1_governance_service_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -113,7 +223,7 @@ func (x *UpdatePolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdatePolicyRequest.ProtoReflect.Descriptor instead.
 func (*UpdatePolicyRequest) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_governance_service_proto_rawDescGZIP(), []int{1}
+	return file_runway_workload_v1_governance_service_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *UpdatePolicyRequest) GetPolicy() *Policy {
@@ -150,7 +260,7 @@ type DeletePolicyRequest struct {
 
 func (x *DeletePolicyRequest) Reset() {
 	*x = DeletePolicyRequest{}
-	mi := &file_runway_workload_v1_governance_service_proto_msgTypes[2]
+	mi := &file_runway_workload_v1_governance_service_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -162,7 +272,7 @@ func (x *DeletePolicyRequest) String() string {
 func (*DeletePolicyRequest) ProtoMessage() {}
 
 func (x *DeletePolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_governance_service_proto_msgTypes[2]
+	mi := &file_runway_workload_v1_governance_service_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -175,7 +285,7 @@ func (x *DeletePolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletePolicyRequest.ProtoReflect.Descriptor instead.
 func (*DeletePolicyRequest) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_governance_service_proto_rawDescGZIP(), []int{2}
+	return file_runway_workload_v1_governance_service_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *DeletePolicyRequest) GetName() string {
@@ -203,7 +313,7 @@ type GetEffectivePolicyRequest struct {
 
 func (x *GetEffectivePolicyRequest) Reset() {
 	*x = GetEffectivePolicyRequest{}
-	mi := &file_runway_workload_v1_governance_service_proto_msgTypes[3]
+	mi := &file_runway_workload_v1_governance_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -215,7 +325,7 @@ func (x *GetEffectivePolicyRequest) String() string {
 func (*GetEffectivePolicyRequest) ProtoMessage() {}
 
 func (x *GetEffectivePolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_governance_service_proto_msgTypes[3]
+	mi := &file_runway_workload_v1_governance_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -228,7 +338,7 @@ func (x *GetEffectivePolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEffectivePolicyRequest.ProtoReflect.Descriptor instead.
 func (*GetEffectivePolicyRequest) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_governance_service_proto_rawDescGZIP(), []int{3}
+	return file_runway_workload_v1_governance_service_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GetEffectivePolicyRequest) GetName() string {
@@ -254,7 +364,7 @@ type CreateEnvironmentRequest struct {
 
 func (x *CreateEnvironmentRequest) Reset() {
 	*x = CreateEnvironmentRequest{}
-	mi := &file_runway_workload_v1_governance_service_proto_msgTypes[4]
+	mi := &file_runway_workload_v1_governance_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -266,7 +376,7 @@ func (x *CreateEnvironmentRequest) String() string {
 func (*CreateEnvironmentRequest) ProtoMessage() {}
 
 func (x *CreateEnvironmentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_governance_service_proto_msgTypes[4]
+	mi := &file_runway_workload_v1_governance_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -279,7 +389,7 @@ func (x *CreateEnvironmentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateEnvironmentRequest.ProtoReflect.Descriptor instead.
 func (*CreateEnvironmentRequest) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_governance_service_proto_rawDescGZIP(), []int{4}
+	return file_runway_workload_v1_governance_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CreateEnvironmentRequest) GetParent() string {
@@ -314,7 +424,7 @@ type GetEnvironmentRequest struct {
 
 func (x *GetEnvironmentRequest) Reset() {
 	*x = GetEnvironmentRequest{}
-	mi := &file_runway_workload_v1_governance_service_proto_msgTypes[5]
+	mi := &file_runway_workload_v1_governance_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -326,7 +436,7 @@ func (x *GetEnvironmentRequest) String() string {
 func (*GetEnvironmentRequest) ProtoMessage() {}
 
 func (x *GetEnvironmentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_governance_service_proto_msgTypes[5]
+	mi := &file_runway_workload_v1_governance_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -339,7 +449,7 @@ func (x *GetEnvironmentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEnvironmentRequest.ProtoReflect.Descriptor instead.
 func (*GetEnvironmentRequest) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_governance_service_proto_rawDescGZIP(), []int{5}
+	return file_runway_workload_v1_governance_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetEnvironmentRequest) GetName() string {
@@ -365,7 +475,7 @@ type ListEnvironmentsRequest struct {
 
 func (x *ListEnvironmentsRequest) Reset() {
 	*x = ListEnvironmentsRequest{}
-	mi := &file_runway_workload_v1_governance_service_proto_msgTypes[6]
+	mi := &file_runway_workload_v1_governance_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -377,7 +487,7 @@ func (x *ListEnvironmentsRequest) String() string {
 func (*ListEnvironmentsRequest) ProtoMessage() {}
 
 func (x *ListEnvironmentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_governance_service_proto_msgTypes[6]
+	mi := &file_runway_workload_v1_governance_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -390,7 +500,7 @@ func (x *ListEnvironmentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEnvironmentsRequest.ProtoReflect.Descriptor instead.
 func (*ListEnvironmentsRequest) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_governance_service_proto_rawDescGZIP(), []int{6}
+	return file_runway_workload_v1_governance_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListEnvironmentsRequest) GetParent() string {
@@ -427,7 +537,7 @@ type ListEnvironmentsResponse struct {
 
 func (x *ListEnvironmentsResponse) Reset() {
 	*x = ListEnvironmentsResponse{}
-	mi := &file_runway_workload_v1_governance_service_proto_msgTypes[7]
+	mi := &file_runway_workload_v1_governance_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -439,7 +549,7 @@ func (x *ListEnvironmentsResponse) String() string {
 func (*ListEnvironmentsResponse) ProtoMessage() {}
 
 func (x *ListEnvironmentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_governance_service_proto_msgTypes[7]
+	mi := &file_runway_workload_v1_governance_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -452,7 +562,7 @@ func (x *ListEnvironmentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEnvironmentsResponse.ProtoReflect.Descriptor instead.
 func (*ListEnvironmentsResponse) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_governance_service_proto_rawDescGZIP(), []int{7}
+	return file_runway_workload_v1_governance_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListEnvironmentsResponse) GetEnvironments() []*Environment {
@@ -482,7 +592,7 @@ type DeleteEnvironmentRequest struct {
 
 func (x *DeleteEnvironmentRequest) Reset() {
 	*x = DeleteEnvironmentRequest{}
-	mi := &file_runway_workload_v1_governance_service_proto_msgTypes[8]
+	mi := &file_runway_workload_v1_governance_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -494,7 +604,7 @@ func (x *DeleteEnvironmentRequest) String() string {
 func (*DeleteEnvironmentRequest) ProtoMessage() {}
 
 func (x *DeleteEnvironmentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_governance_service_proto_msgTypes[8]
+	mi := &file_runway_workload_v1_governance_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -507,7 +617,7 @@ func (x *DeleteEnvironmentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteEnvironmentRequest.ProtoReflect.Descriptor instead.
 func (*DeleteEnvironmentRequest) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_governance_service_proto_rawDescGZIP(), []int{8}
+	return file_runway_workload_v1_governance_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DeleteEnvironmentRequest) GetName() string {
@@ -540,7 +650,7 @@ type CreateComputeResourceRequest struct {
 
 func (x *CreateComputeResourceRequest) Reset() {
 	*x = CreateComputeResourceRequest{}
-	mi := &file_runway_workload_v1_governance_service_proto_msgTypes[9]
+	mi := &file_runway_workload_v1_governance_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -552,7 +662,7 @@ func (x *CreateComputeResourceRequest) String() string {
 func (*CreateComputeResourceRequest) ProtoMessage() {}
 
 func (x *CreateComputeResourceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_governance_service_proto_msgTypes[9]
+	mi := &file_runway_workload_v1_governance_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -565,7 +675,7 @@ func (x *CreateComputeResourceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateComputeResourceRequest.ProtoReflect.Descriptor instead.
 func (*CreateComputeResourceRequest) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_governance_service_proto_rawDescGZIP(), []int{9}
+	return file_runway_workload_v1_governance_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CreateComputeResourceRequest) GetParent() string {
@@ -600,7 +710,7 @@ type GetComputeResourceRequest struct {
 
 func (x *GetComputeResourceRequest) Reset() {
 	*x = GetComputeResourceRequest{}
-	mi := &file_runway_workload_v1_governance_service_proto_msgTypes[10]
+	mi := &file_runway_workload_v1_governance_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -612,7 +722,7 @@ func (x *GetComputeResourceRequest) String() string {
 func (*GetComputeResourceRequest) ProtoMessage() {}
 
 func (x *GetComputeResourceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_governance_service_proto_msgTypes[10]
+	mi := &file_runway_workload_v1_governance_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -625,7 +735,7 @@ func (x *GetComputeResourceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetComputeResourceRequest.ProtoReflect.Descriptor instead.
 func (*GetComputeResourceRequest) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_governance_service_proto_rawDescGZIP(), []int{10}
+	return file_runway_workload_v1_governance_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetComputeResourceRequest) GetName() string {
@@ -651,7 +761,7 @@ type ListComputeResourcesRequest struct {
 
 func (x *ListComputeResourcesRequest) Reset() {
 	*x = ListComputeResourcesRequest{}
-	mi := &file_runway_workload_v1_governance_service_proto_msgTypes[11]
+	mi := &file_runway_workload_v1_governance_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -663,7 +773,7 @@ func (x *ListComputeResourcesRequest) String() string {
 func (*ListComputeResourcesRequest) ProtoMessage() {}
 
 func (x *ListComputeResourcesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_governance_service_proto_msgTypes[11]
+	mi := &file_runway_workload_v1_governance_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -676,7 +786,7 @@ func (x *ListComputeResourcesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListComputeResourcesRequest.ProtoReflect.Descriptor instead.
 func (*ListComputeResourcesRequest) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_governance_service_proto_rawDescGZIP(), []int{11}
+	return file_runway_workload_v1_governance_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListComputeResourcesRequest) GetParent() string {
@@ -713,7 +823,7 @@ type ListComputeResourcesResponse struct {
 
 func (x *ListComputeResourcesResponse) Reset() {
 	*x = ListComputeResourcesResponse{}
-	mi := &file_runway_workload_v1_governance_service_proto_msgTypes[12]
+	mi := &file_runway_workload_v1_governance_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -725,7 +835,7 @@ func (x *ListComputeResourcesResponse) String() string {
 func (*ListComputeResourcesResponse) ProtoMessage() {}
 
 func (x *ListComputeResourcesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_governance_service_proto_msgTypes[12]
+	mi := &file_runway_workload_v1_governance_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -738,7 +848,7 @@ func (x *ListComputeResourcesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListComputeResourcesResponse.ProtoReflect.Descriptor instead.
 func (*ListComputeResourcesResponse) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_governance_service_proto_rawDescGZIP(), []int{12}
+	return file_runway_workload_v1_governance_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListComputeResourcesResponse) GetComputeResources() []*ComputeResource {
@@ -768,7 +878,7 @@ type DeleteComputeResourceRequest struct {
 
 func (x *DeleteComputeResourceRequest) Reset() {
 	*x = DeleteComputeResourceRequest{}
-	mi := &file_runway_workload_v1_governance_service_proto_msgTypes[13]
+	mi := &file_runway_workload_v1_governance_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -780,7 +890,7 @@ func (x *DeleteComputeResourceRequest) String() string {
 func (*DeleteComputeResourceRequest) ProtoMessage() {}
 
 func (x *DeleteComputeResourceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runway_workload_v1_governance_service_proto_msgTypes[13]
+	mi := &file_runway_workload_v1_governance_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -793,7 +903,7 @@ func (x *DeleteComputeResourceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteComputeResourceRequest.ProtoReflect.Descriptor instead.
 func (*DeleteComputeResourceRequest) Descriptor() ([]byte, []int) {
-	return file_runway_workload_v1_governance_service_proto_rawDescGZIP(), []int{13}
+	return file_runway_workload_v1_governance_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DeleteComputeResourceRequest) GetName() string {
@@ -816,7 +926,14 @@ const file_runway_workload_v1_governance_service_proto_rawDesc = "" +
 	"\n" +
 	"+runway/workload/v1/governance_service.proto\x12\x12runway.workload.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1bgoogle/protobuf/empty.proto\x1a google/protobuf/field_mask.proto\x1a#runway/workload/v1/governance.proto\x1a!runway/workload/v1/template.proto\"&\n" +
 	"\x10GetPolicyRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\xab\x01\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"Q\n" +
+	"\x13ListPoliciesRequest\x12\x1b\n" +
+	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\"v\n" +
+	"\x14ListPoliciesResponse\x126\n" +
+	"\bpolicies\x18\x01 \x03(\v2\x1a.runway.workload.v1.PolicyR\bpolicies\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xab\x01\n" +
 	"\x13UpdatePolicyRequest\x122\n" +
 	"\x06policy\x18\x01 \x01(\v2\x1a.runway.workload.v1.PolicyR\x06policy\x12#\n" +
 	"\rallow_missing\x18\x02 \x01(\bR\fallowMissing\x12;\n" +
@@ -860,9 +977,10 @@ const file_runway_workload_v1_governance_service_proto_rawDesc = "" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"F\n" +
 	"\x1cDeleteComputeResourceRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
-	"\x04etag\x18\x02 \x01(\tR\x04etag2\x9b\x1d\n" +
+	"\x04etag\x18\x02 \x01(\tR\x04etag2\x94\x1e\n" +
 	"\x11GovernanceService\x12\xb7\x01\n" +
-	"\tGetPolicy\x12$.runway.workload.v1.GetPolicyRequest\x1a\x1a.runway.workload.v1.Policy\"h\x82\xd3\xe4\x93\x02bZ%\x12#/v1/{name=departments/*/policies/*}Z\"\x12 /v1/{name=projects/*/policies/*}\x12\x15/v1/{name=policies/*}\x12\xec\x01\n" +
+	"\tGetPolicy\x12$.runway.workload.v1.GetPolicyRequest\x1a\x1a.runway.workload.v1.Policy\"h\x82\xd3\xe4\x93\x02bZ%\x12#/v1/{name=departments/*/policies/*}Z\"\x12 /v1/{name=projects/*/policies/*}\x12\x15/v1/{name=policies/*}\x12w\n" +
+	"\fListPolicies\x12'.runway.workload.v1.ListPoliciesRequest\x1a(.runway.workload.v1.ListPoliciesResponse\"\x14\x82\xd3\xe4\x93\x02\x0e\x12\f/v1/policies\x12\xec\x01\n" +
 	"\fUpdatePolicy\x12'.runway.workload.v1.UpdatePolicyRequest\x1a\x1a.runway.workload.v1.Policy\"\x96\x01\x82\xd3\xe4\x93\x02\x8f\x01:\x06policyZ4:\x06policy2*/v1/{policy.name=departments/*/policies/*}Z1:\x06policy2'/v1/{policy.name=projects/*/policies/*}2\x1c/v1/{policy.name=policies/*}\x12\xb9\x01\n" +
 	"\fDeletePolicy\x12'.runway.workload.v1.DeletePolicyRequest\x1a\x16.google.protobuf.Empty\"h\x82\xd3\xe4\x93\x02bZ%*#/v1/{name=departments/*/policies/*}Z\"* /v1/{name=projects/*/policies/*}*\x15/v1/{name=policies/*}\x12\x9c\x01\n" +
 	"\x12GetEffectivePolicy\x12-.runway.workload.v1.GetEffectivePolicyRequest\x1a#.runway.workload.v1.EffectivePolicy\"2\x82\xd3\xe4\x93\x02,\x12*/v1/{name=projects/*/policies/*}:effective\x12\xf8\x01\n" +
@@ -892,82 +1010,87 @@ func file_runway_workload_v1_governance_service_proto_rawDescGZIP() []byte {
 	return file_runway_workload_v1_governance_service_proto_rawDescData
 }
 
-var file_runway_workload_v1_governance_service_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_runway_workload_v1_governance_service_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_runway_workload_v1_governance_service_proto_goTypes = []any{
 	(*GetPolicyRequest)(nil),             // 0: runway.workload.v1.GetPolicyRequest
-	(*UpdatePolicyRequest)(nil),          // 1: runway.workload.v1.UpdatePolicyRequest
-	(*DeletePolicyRequest)(nil),          // 2: runway.workload.v1.DeletePolicyRequest
-	(*GetEffectivePolicyRequest)(nil),    // 3: runway.workload.v1.GetEffectivePolicyRequest
-	(*CreateEnvironmentRequest)(nil),     // 4: runway.workload.v1.CreateEnvironmentRequest
-	(*GetEnvironmentRequest)(nil),        // 5: runway.workload.v1.GetEnvironmentRequest
-	(*ListEnvironmentsRequest)(nil),      // 6: runway.workload.v1.ListEnvironmentsRequest
-	(*ListEnvironmentsResponse)(nil),     // 7: runway.workload.v1.ListEnvironmentsResponse
-	(*DeleteEnvironmentRequest)(nil),     // 8: runway.workload.v1.DeleteEnvironmentRequest
-	(*CreateComputeResourceRequest)(nil), // 9: runway.workload.v1.CreateComputeResourceRequest
-	(*GetComputeResourceRequest)(nil),    // 10: runway.workload.v1.GetComputeResourceRequest
-	(*ListComputeResourcesRequest)(nil),  // 11: runway.workload.v1.ListComputeResourcesRequest
-	(*ListComputeResourcesResponse)(nil), // 12: runway.workload.v1.ListComputeResourcesResponse
-	(*DeleteComputeResourceRequest)(nil), // 13: runway.workload.v1.DeleteComputeResourceRequest
-	(*Policy)(nil),                       // 14: runway.workload.v1.Policy
-	(*fieldmaskpb.FieldMask)(nil),        // 15: google.protobuf.FieldMask
-	(*Environment)(nil),                  // 16: runway.workload.v1.Environment
-	(*ComputeResource)(nil),              // 17: runway.workload.v1.ComputeResource
-	(*CreateTemplateRequest)(nil),        // 18: runway.workload.v1.CreateTemplateRequest
-	(*GetTemplateRequest)(nil),           // 19: runway.workload.v1.GetTemplateRequest
-	(*ListTemplatesRequest)(nil),         // 20: runway.workload.v1.ListTemplatesRequest
-	(*DeleteTemplateRequest)(nil),        // 21: runway.workload.v1.DeleteTemplateRequest
-	(*RenameTemplateRequest)(nil),        // 22: runway.workload.v1.RenameTemplateRequest
-	(*emptypb.Empty)(nil),                // 23: google.protobuf.Empty
-	(*EffectivePolicy)(nil),              // 24: runway.workload.v1.EffectivePolicy
-	(*Template)(nil),                     // 25: runway.workload.v1.Template
-	(*ListTemplatesResponse)(nil),        // 26: runway.workload.v1.ListTemplatesResponse
+	(*ListPoliciesRequest)(nil),          // 1: runway.workload.v1.ListPoliciesRequest
+	(*ListPoliciesResponse)(nil),         // 2: runway.workload.v1.ListPoliciesResponse
+	(*UpdatePolicyRequest)(nil),          // 3: runway.workload.v1.UpdatePolicyRequest
+	(*DeletePolicyRequest)(nil),          // 4: runway.workload.v1.DeletePolicyRequest
+	(*GetEffectivePolicyRequest)(nil),    // 5: runway.workload.v1.GetEffectivePolicyRequest
+	(*CreateEnvironmentRequest)(nil),     // 6: runway.workload.v1.CreateEnvironmentRequest
+	(*GetEnvironmentRequest)(nil),        // 7: runway.workload.v1.GetEnvironmentRequest
+	(*ListEnvironmentsRequest)(nil),      // 8: runway.workload.v1.ListEnvironmentsRequest
+	(*ListEnvironmentsResponse)(nil),     // 9: runway.workload.v1.ListEnvironmentsResponse
+	(*DeleteEnvironmentRequest)(nil),     // 10: runway.workload.v1.DeleteEnvironmentRequest
+	(*CreateComputeResourceRequest)(nil), // 11: runway.workload.v1.CreateComputeResourceRequest
+	(*GetComputeResourceRequest)(nil),    // 12: runway.workload.v1.GetComputeResourceRequest
+	(*ListComputeResourcesRequest)(nil),  // 13: runway.workload.v1.ListComputeResourcesRequest
+	(*ListComputeResourcesResponse)(nil), // 14: runway.workload.v1.ListComputeResourcesResponse
+	(*DeleteComputeResourceRequest)(nil), // 15: runway.workload.v1.DeleteComputeResourceRequest
+	(*Policy)(nil),                       // 16: runway.workload.v1.Policy
+	(*fieldmaskpb.FieldMask)(nil),        // 17: google.protobuf.FieldMask
+	(*Environment)(nil),                  // 18: runway.workload.v1.Environment
+	(*ComputeResource)(nil),              // 19: runway.workload.v1.ComputeResource
+	(*CreateTemplateRequest)(nil),        // 20: runway.workload.v1.CreateTemplateRequest
+	(*GetTemplateRequest)(nil),           // 21: runway.workload.v1.GetTemplateRequest
+	(*ListTemplatesRequest)(nil),         // 22: runway.workload.v1.ListTemplatesRequest
+	(*DeleteTemplateRequest)(nil),        // 23: runway.workload.v1.DeleteTemplateRequest
+	(*RenameTemplateRequest)(nil),        // 24: runway.workload.v1.RenameTemplateRequest
+	(*emptypb.Empty)(nil),                // 25: google.protobuf.Empty
+	(*EffectivePolicy)(nil),              // 26: runway.workload.v1.EffectivePolicy
+	(*Template)(nil),                     // 27: runway.workload.v1.Template
+	(*ListTemplatesResponse)(nil),        // 28: runway.workload.v1.ListTemplatesResponse
 }
 var file_runway_workload_v1_governance_service_proto_depIdxs = []int32{
-	14, // 0: runway.workload.v1.UpdatePolicyRequest.policy:type_name -> runway.workload.v1.Policy
-	15, // 1: runway.workload.v1.UpdatePolicyRequest.update_mask:type_name -> google.protobuf.FieldMask
-	16, // 2: runway.workload.v1.CreateEnvironmentRequest.environment:type_name -> runway.workload.v1.Environment
-	16, // 3: runway.workload.v1.ListEnvironmentsResponse.environments:type_name -> runway.workload.v1.Environment
-	17, // 4: runway.workload.v1.CreateComputeResourceRequest.compute_resource:type_name -> runway.workload.v1.ComputeResource
-	17, // 5: runway.workload.v1.ListComputeResourcesResponse.compute_resources:type_name -> runway.workload.v1.ComputeResource
-	0,  // 6: runway.workload.v1.GovernanceService.GetPolicy:input_type -> runway.workload.v1.GetPolicyRequest
-	1,  // 7: runway.workload.v1.GovernanceService.UpdatePolicy:input_type -> runway.workload.v1.UpdatePolicyRequest
-	2,  // 8: runway.workload.v1.GovernanceService.DeletePolicy:input_type -> runway.workload.v1.DeletePolicyRequest
-	3,  // 9: runway.workload.v1.GovernanceService.GetEffectivePolicy:input_type -> runway.workload.v1.GetEffectivePolicyRequest
-	4,  // 10: runway.workload.v1.GovernanceService.CreateEnvironment:input_type -> runway.workload.v1.CreateEnvironmentRequest
-	5,  // 11: runway.workload.v1.GovernanceService.GetEnvironment:input_type -> runway.workload.v1.GetEnvironmentRequest
-	6,  // 12: runway.workload.v1.GovernanceService.ListEnvironments:input_type -> runway.workload.v1.ListEnvironmentsRequest
-	8,  // 13: runway.workload.v1.GovernanceService.DeleteEnvironment:input_type -> runway.workload.v1.DeleteEnvironmentRequest
-	9,  // 14: runway.workload.v1.GovernanceService.CreateComputeResource:input_type -> runway.workload.v1.CreateComputeResourceRequest
-	10, // 15: runway.workload.v1.GovernanceService.GetComputeResource:input_type -> runway.workload.v1.GetComputeResourceRequest
-	11, // 16: runway.workload.v1.GovernanceService.ListComputeResources:input_type -> runway.workload.v1.ListComputeResourcesRequest
-	13, // 17: runway.workload.v1.GovernanceService.DeleteComputeResource:input_type -> runway.workload.v1.DeleteComputeResourceRequest
-	18, // 18: runway.workload.v1.GovernanceService.CreateTemplate:input_type -> runway.workload.v1.CreateTemplateRequest
-	19, // 19: runway.workload.v1.GovernanceService.GetTemplate:input_type -> runway.workload.v1.GetTemplateRequest
-	20, // 20: runway.workload.v1.GovernanceService.ListTemplates:input_type -> runway.workload.v1.ListTemplatesRequest
-	21, // 21: runway.workload.v1.GovernanceService.DeleteTemplate:input_type -> runway.workload.v1.DeleteTemplateRequest
-	22, // 22: runway.workload.v1.GovernanceService.RenameTemplate:input_type -> runway.workload.v1.RenameTemplateRequest
-	14, // 23: runway.workload.v1.GovernanceService.GetPolicy:output_type -> runway.workload.v1.Policy
-	14, // 24: runway.workload.v1.GovernanceService.UpdatePolicy:output_type -> runway.workload.v1.Policy
-	23, // 25: runway.workload.v1.GovernanceService.DeletePolicy:output_type -> google.protobuf.Empty
-	24, // 26: runway.workload.v1.GovernanceService.GetEffectivePolicy:output_type -> runway.workload.v1.EffectivePolicy
-	16, // 27: runway.workload.v1.GovernanceService.CreateEnvironment:output_type -> runway.workload.v1.Environment
-	16, // 28: runway.workload.v1.GovernanceService.GetEnvironment:output_type -> runway.workload.v1.Environment
-	7,  // 29: runway.workload.v1.GovernanceService.ListEnvironments:output_type -> runway.workload.v1.ListEnvironmentsResponse
-	23, // 30: runway.workload.v1.GovernanceService.DeleteEnvironment:output_type -> google.protobuf.Empty
-	17, // 31: runway.workload.v1.GovernanceService.CreateComputeResource:output_type -> runway.workload.v1.ComputeResource
-	17, // 32: runway.workload.v1.GovernanceService.GetComputeResource:output_type -> runway.workload.v1.ComputeResource
-	12, // 33: runway.workload.v1.GovernanceService.ListComputeResources:output_type -> runway.workload.v1.ListComputeResourcesResponse
-	23, // 34: runway.workload.v1.GovernanceService.DeleteComputeResource:output_type -> google.protobuf.Empty
-	25, // 35: runway.workload.v1.GovernanceService.CreateTemplate:output_type -> runway.workload.v1.Template
-	25, // 36: runway.workload.v1.GovernanceService.GetTemplate:output_type -> runway.workload.v1.Template
-	26, // 37: runway.workload.v1.GovernanceService.ListTemplates:output_type -> runway.workload.v1.ListTemplatesResponse
-	23, // 38: runway.workload.v1.GovernanceService.DeleteTemplate:output_type -> google.protobuf.Empty
-	25, // 39: runway.workload.v1.GovernanceService.RenameTemplate:output_type -> runway.workload.v1.Template
-	23, // [23:40] is the sub-list for method output_type
-	6,  // [6:23] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	16, // 0: runway.workload.v1.ListPoliciesResponse.policies:type_name -> runway.workload.v1.Policy
+	16, // 1: runway.workload.v1.UpdatePolicyRequest.policy:type_name -> runway.workload.v1.Policy
+	17, // 2: runway.workload.v1.UpdatePolicyRequest.update_mask:type_name -> google.protobuf.FieldMask
+	18, // 3: runway.workload.v1.CreateEnvironmentRequest.environment:type_name -> runway.workload.v1.Environment
+	18, // 4: runway.workload.v1.ListEnvironmentsResponse.environments:type_name -> runway.workload.v1.Environment
+	19, // 5: runway.workload.v1.CreateComputeResourceRequest.compute_resource:type_name -> runway.workload.v1.ComputeResource
+	19, // 6: runway.workload.v1.ListComputeResourcesResponse.compute_resources:type_name -> runway.workload.v1.ComputeResource
+	0,  // 7: runway.workload.v1.GovernanceService.GetPolicy:input_type -> runway.workload.v1.GetPolicyRequest
+	1,  // 8: runway.workload.v1.GovernanceService.ListPolicies:input_type -> runway.workload.v1.ListPoliciesRequest
+	3,  // 9: runway.workload.v1.GovernanceService.UpdatePolicy:input_type -> runway.workload.v1.UpdatePolicyRequest
+	4,  // 10: runway.workload.v1.GovernanceService.DeletePolicy:input_type -> runway.workload.v1.DeletePolicyRequest
+	5,  // 11: runway.workload.v1.GovernanceService.GetEffectivePolicy:input_type -> runway.workload.v1.GetEffectivePolicyRequest
+	6,  // 12: runway.workload.v1.GovernanceService.CreateEnvironment:input_type -> runway.workload.v1.CreateEnvironmentRequest
+	7,  // 13: runway.workload.v1.GovernanceService.GetEnvironment:input_type -> runway.workload.v1.GetEnvironmentRequest
+	8,  // 14: runway.workload.v1.GovernanceService.ListEnvironments:input_type -> runway.workload.v1.ListEnvironmentsRequest
+	10, // 15: runway.workload.v1.GovernanceService.DeleteEnvironment:input_type -> runway.workload.v1.DeleteEnvironmentRequest
+	11, // 16: runway.workload.v1.GovernanceService.CreateComputeResource:input_type -> runway.workload.v1.CreateComputeResourceRequest
+	12, // 17: runway.workload.v1.GovernanceService.GetComputeResource:input_type -> runway.workload.v1.GetComputeResourceRequest
+	13, // 18: runway.workload.v1.GovernanceService.ListComputeResources:input_type -> runway.workload.v1.ListComputeResourcesRequest
+	15, // 19: runway.workload.v1.GovernanceService.DeleteComputeResource:input_type -> runway.workload.v1.DeleteComputeResourceRequest
+	20, // 20: runway.workload.v1.GovernanceService.CreateTemplate:input_type -> runway.workload.v1.CreateTemplateRequest
+	21, // 21: runway.workload.v1.GovernanceService.GetTemplate:input_type -> runway.workload.v1.GetTemplateRequest
+	22, // 22: runway.workload.v1.GovernanceService.ListTemplates:input_type -> runway.workload.v1.ListTemplatesRequest
+	23, // 23: runway.workload.v1.GovernanceService.DeleteTemplate:input_type -> runway.workload.v1.DeleteTemplateRequest
+	24, // 24: runway.workload.v1.GovernanceService.RenameTemplate:input_type -> runway.workload.v1.RenameTemplateRequest
+	16, // 25: runway.workload.v1.GovernanceService.GetPolicy:output_type -> runway.workload.v1.Policy
+	2,  // 26: runway.workload.v1.GovernanceService.ListPolicies:output_type -> runway.workload.v1.ListPoliciesResponse
+	16, // 27: runway.workload.v1.GovernanceService.UpdatePolicy:output_type -> runway.workload.v1.Policy
+	25, // 28: runway.workload.v1.GovernanceService.DeletePolicy:output_type -> google.protobuf.Empty
+	26, // 29: runway.workload.v1.GovernanceService.GetEffectivePolicy:output_type -> runway.workload.v1.EffectivePolicy
+	18, // 30: runway.workload.v1.GovernanceService.CreateEnvironment:output_type -> runway.workload.v1.Environment
+	18, // 31: runway.workload.v1.GovernanceService.GetEnvironment:output_type -> runway.workload.v1.Environment
+	9,  // 32: runway.workload.v1.GovernanceService.ListEnvironments:output_type -> runway.workload.v1.ListEnvironmentsResponse
+	25, // 33: runway.workload.v1.GovernanceService.DeleteEnvironment:output_type -> google.protobuf.Empty
+	19, // 34: runway.workload.v1.GovernanceService.CreateComputeResource:output_type -> runway.workload.v1.ComputeResource
+	19, // 35: runway.workload.v1.GovernanceService.GetComputeResource:output_type -> runway.workload.v1.ComputeResource
+	14, // 36: runway.workload.v1.GovernanceService.ListComputeResources:output_type -> runway.workload.v1.ListComputeResourcesResponse
+	25, // 37: runway.workload.v1.GovernanceService.DeleteComputeResource:output_type -> google.protobuf.Empty
+	27, // 38: runway.workload.v1.GovernanceService.CreateTemplate:output_type -> runway.workload.v1.Template
+	27, // 39: runway.workload.v1.GovernanceService.GetTemplate:output_type -> runway.workload.v1.Template
+	28, // 40: runway.workload.v1.GovernanceService.ListTemplates:output_type -> runway.workload.v1.ListTemplatesResponse
+	25, // 41: runway.workload.v1.GovernanceService.DeleteTemplate:output_type -> google.protobuf.Empty
+	27, // 42: runway.workload.v1.GovernanceService.RenameTemplate:output_type -> runway.workload.v1.Template
+	25, // [25:43] is the sub-list for method output_type
+	7,  // [7:25] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_runway_workload_v1_governance_service_proto_init() }
@@ -983,7 +1106,7 @@ func file_runway_workload_v1_governance_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_runway_workload_v1_governance_service_proto_rawDesc), len(file_runway_workload_v1_governance_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

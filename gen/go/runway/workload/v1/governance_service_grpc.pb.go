@@ -21,6 +21,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	GovernanceService_GetPolicy_FullMethodName             = "/runway.workload.v1.GovernanceService/GetPolicy"
+	GovernanceService_ListPolicies_FullMethodName          = "/runway.workload.v1.GovernanceService/ListPolicies"
 	GovernanceService_UpdatePolicy_FullMethodName          = "/runway.workload.v1.GovernanceService/UpdatePolicy"
 	GovernanceService_DeletePolicy_FullMethodName          = "/runway.workload.v1.GovernanceService/DeletePolicy"
 	GovernanceService_GetEffectivePolicy_FullMethodName    = "/runway.workload.v1.GovernanceService/GetEffectivePolicy"
@@ -52,6 +53,11 @@ type GovernanceServiceClient interface {
 	// Gets the policy set at one scope for one workload type. Fails with
 	// POLICY_NOT_FOUND when none is set there.
 	GetPolicy(ctx context.Context, in *GetPolicyRequest, opts ...grpc.CallOption) (*Policy, error)
+	// Lists every policy the caller may view, at every scope (the account's,
+	// the departments' and the projects'), in name order within each scope
+	// kind (account, then departments, then projects). A page may hold fewer
+	// than page_size policies: those the caller may not view are left out.
+	ListPolicies(ctx context.Context, in *ListPoliciesRequest, opts ...grpc.CallOption) (*ListPoliciesResponse, error)
 	// Sets (replaces) the policy of one scope and workload type; with
 	// allow_missing it creates it. A rule on a field already ruled by another
 	// scope of the same branch (the account, the department, or one of the
@@ -111,6 +117,16 @@ func (c *governanceServiceClient) GetPolicy(ctx context.Context, in *GetPolicyRe
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(Policy)
 	err := c.cc.Invoke(ctx, GovernanceService_GetPolicy_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *governanceServiceClient) ListPolicies(ctx context.Context, in *ListPoliciesRequest, opts ...grpc.CallOption) (*ListPoliciesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListPoliciesResponse)
+	err := c.cc.Invoke(ctx, GovernanceService_ListPolicies_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -290,6 +306,11 @@ type GovernanceServiceServer interface {
 	// Gets the policy set at one scope for one workload type. Fails with
 	// POLICY_NOT_FOUND when none is set there.
 	GetPolicy(context.Context, *GetPolicyRequest) (*Policy, error)
+	// Lists every policy the caller may view, at every scope (the account's,
+	// the departments' and the projects'), in name order within each scope
+	// kind (account, then departments, then projects). A page may hold fewer
+	// than page_size policies: those the caller may not view are left out.
+	ListPolicies(context.Context, *ListPoliciesRequest) (*ListPoliciesResponse, error)
 	// Sets (replaces) the policy of one scope and workload type; with
 	// allow_missing it creates it. A rule on a field already ruled by another
 	// scope of the same branch (the account, the department, or one of the
@@ -347,6 +368,9 @@ type UnimplementedGovernanceServiceServer struct{}
 
 func (UnimplementedGovernanceServiceServer) GetPolicy(context.Context, *GetPolicyRequest) (*Policy, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetPolicy not implemented")
+}
+func (UnimplementedGovernanceServiceServer) ListPolicies(context.Context, *ListPoliciesRequest) (*ListPoliciesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListPolicies not implemented")
 }
 func (UnimplementedGovernanceServiceServer) UpdatePolicy(context.Context, *UpdatePolicyRequest) (*Policy, error) {
 	return nil, status.Error(codes.Unimplemented, "method UpdatePolicy not implemented")
@@ -431,6 +455,24 @@ func _GovernanceService_GetPolicy_Handler(srv interface{}, ctx context.Context, 
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(GovernanceServiceServer).GetPolicy(ctx, req.(*GetPolicyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GovernanceService_ListPolicies_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListPoliciesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GovernanceServiceServer).ListPolicies(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GovernanceService_ListPolicies_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GovernanceServiceServer).ListPolicies(ctx, req.(*ListPoliciesRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -733,6 +775,10 @@ var GovernanceService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetPolicy",
 			Handler:    _GovernanceService_GetPolicy_Handler,
+		},
+		{
+			MethodName: "ListPolicies",
+			Handler:    _GovernanceService_ListPolicies_Handler,
 		},
 		{
 			MethodName: "UpdatePolicy",
