@@ -27,7 +27,10 @@ func TestCLI_DistributedOnContainers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	d := startDevAt(t, t.TempDir(), []string{"DOCKER_HOST=" + e.Host}, "--runtime", "container")
+	// One node: a workload's network is its node's (bridges are per host),
+	// so a gang the scheduler spreads over two nodes cannot find itself
+	// (services/workload/README.md, "Distributed trainings").
+	d := startDevAt(t, t.TempDir(), []string{"DOCKER_HOST=" + e.Host}, "--runtime", "container", "--nodes", "1", "--gpus-per-node", "4")
 	admin := d.session(t, d.token)
 	admin.ok(t, "", "project", "create", "team-a", "--gpu", "4")
 	const show = `echo RANK=$RANK WORLD_SIZE=$WORLD_SIZE MASTER_ADDR=$MASTER_ADDR; `
