@@ -35,6 +35,7 @@ func AgentPermissions() []Permission {
 		read(PrefixWorkloads, true),
 		read(PrefixBindings, true),
 		read(PrefixDrains, true),
+		read(PrefixNodeRoles, true), // copied into each registration
 		rw(PrefixNodes), rw(PrefixLeases), rw(PrefixRuns), rw(PrefixPlans), rw(PrefixAgents),
 	}
 }
