@@ -54,6 +54,9 @@ describe('data sources, mounts and notifications in the web UI', () => {
     await json(admin('POST', '/v1/projects?projectId=team-m', { nodePoolQuotas: [{ nodePool: 'nodepools/default', gpu: { deservedMilliGpus: '1000' } }] }))
     // A git credential for the git data source's picker.
     await json(admin('POST', '/v1/credentials?credentialId=git-bot', { type: 'CREDENTIAL_TYPE_GIT', values: { username: 'bot', token: 'tok-never-shown-1' } }))
+    // A generic one to mount and a registry one to pull with.
+    await json(admin('POST', '/v1/projects/team-m/credentials?credentialId=hf', { type: 'CREDENTIAL_TYPE_GENERIC', values: { HF_TOKEN: 'hf-never-shown-2' } }))
+    await json(admin('POST', '/v1/credentials?credentialId=reg', { type: 'CREDENTIAL_TYPE_REGISTRY', server: 'registry.example.com', values: { username: 'u', password: 'pw-never-shown-3' } }))
     ritaTemp = (await json<{ temporaryPassword: string }>(admin('POST', '/v1/users?userId=rita', { email: 'rita@example.com' }))).temporaryPassword
     await json(admin('POST', '/v1/accessRules', {
       subject: { kind: 'SUBJECT_KIND_USER', name: 'users/rita' }, role: 'roles/l1-researcher', scope: { kind: 'SCOPE_KIND_PROJECT', name: 'projects/team-m' },
@@ -122,13 +125,17 @@ describe('data sources, mounts and notifications in the web UI', () => {
     expect((await admin('GET', '/v1/dataSources/scratch')).status).toBe(404)
   })
 
-  it('submits a workload from the New workload form that mounts a data source and a pull policy; its page lists the mount', async () => {
+  it('submits from the New workload form a data source and a credential to mount, a pull policy and a registry credential (refused next to its picker first); its page lists the mounts', async () => {
     await nav('New workload')
     await page.getByLabel('Project').selectOption('team-m')
     await page.getByLabel('Name', { exact: true }).fill('m1')
     await page.getByLabel('Image', { exact: true }).fill('runai.jfrog.io/demo/quickstart')
     await page.getByLabel('Shell line').fill('ls /data')
     await page.getByLabel('Pull policy').selectOption('IMAGE_PULL_POLICY_NEVER')
+    await page.getByLabel(/^Registry credential/).selectOption('credentials/reg')
+    await page.getByRole('button', { name: 'Add a credential' }).click()
+    await page.getByLabel(/^Credential 1/).selectOption('projects/team-m/credentials/hf')
+    await page.getByLabel('Path 1').fill('/etc/hf')
     const sources = page.getByRole('group', { name: 'Data sources' })
     // Usable in team-m: the account's and the project's own.
     await sources.getByRole('checkbox').nth(1).waitFor()
@@ -136,14 +143,39 @@ describe('data sources, mounts and notifications in the web UI', () => {
     await sources.getByRole('checkbox', { name: /^datasets at \/data \(read-only\)/ }).check()
     await page.getByLabel('Submit it stopped (resume it later)').check()
     await check('41-new-workload-mounts')
+    // The registry credential is for another registry than the image's:
+    // the server's refusal goes next to its picker.
+    await page.getByRole('button', { name: 'Submit' }).click()
+    await expect(page.getByRole('alert').textContent()).resolves.toBe('Check “Registry credential”: each says what to fix.')
+    const reg = page.getByLabel(/^Registry credential/)
+    await expect(reg.getAttribute('aria-invalid')).resolves.toBe('true')
+    await expect(reg.evaluate((el) => (el.getAttribute('aria-describedby') ?? '').split(' ').map((i) => document.getElementById(i)?.textContent).join(' ')))
+      .resolves.toMatch(/must be a credential of the image's registry runai\.jfrog\.io/)
+    await page.getByLabel('Image', { exact: true }).fill('registry.example.com/demo/quickstart')
     await page.getByRole('button', { name: 'Submit' }).click()
     await page.getByRole('heading', { name: /Workload m1/ }).waitFor()
-    const w = await json<{ spec: { dataSources: { dataSource: string; source: Record<string, unknown> }[]; imagePullPolicy: string } }>(admin('GET', '/v1/projects/team-m/workloads/m1'))
-    expect(w.spec.imagePullPolicy).toBe('IMAGE_PULL_POLICY_NEVER')
+    const w = await json<{ spec: { dataSources: { dataSource: string; source: Record<string, unknown> }[]; imagePullPolicy: string; registryCredential: string; credentials: unknown[] } }>(
+      admin('GET', '/v1/projects/team-m/workloads/m1'))
+    expect([w.spec.imagePullPolicy, w.spec.registryCredential]).toEqual(['IMAGE_PULL_POLICY_NEVER', 'credentials/reg'])
+    expect(w.spec.credentials).toEqual([{ credential: 'projects/team-m/credentials/hf', path: '/etc/hf' }])
     expect(w.spec.dataSources.map((d) => [d.dataSource, d.source.mountPath, d.source.readOnly, d.source.nfs])).toEqual(
       [['projects/team-m/dataSources/datasets', '/data', true, { server: 'nfs.example.com', path: '/exports/datasets' }]])
     await page.getByRole('list', { name: 'Data sources it mounts' }).getByText('datasets at /data (read-only): nfs nfs.example.com:/exports/datasets').waitFor()
+    await page.getByRole('list', { name: 'Credentials it mounts' }).getByText('projects/team-m/credentials/hf as files under /etc/hf').waitFor()
     await check('42-workload-mounts')
+  })
+
+  it('creates an environment with a pull policy and a registry credential', async () => {
+    await nav('Policies and assets')
+    const env = page.getByRole('form', { name: 'Create an environment' })
+    await env.getByLabel('Environment id').fill('pinned')
+    await env.getByLabel('Image', { exact: true }).fill('registry.example.com/team/train:1')
+    await env.getByLabel('Pull policy').selectOption('IMAGE_PULL_POLICY_ALWAYS')
+    await env.getByLabel(/^Registry credential/).selectOption('credentials/reg')
+    await env.getByRole('button', { name: 'Create environment' }).click()
+    await page.getByRole('cell', { name: 'pinned', exact: true }).waitFor()
+    const got = await json<{ imagePullPolicy: string; registryCredential: string }>(admin('GET', '/v1/environments/pinned'))
+    expect([got.imagePullPolicy, got.registryCredential]).toEqual(['IMAGE_PULL_POLICY_ALWAYS', 'credentials/reg'])
   })
 
   it("tells a researcher why a node directory is not hers to mount", async () => {
