@@ -15,6 +15,8 @@ import { Audit } from './views/Audit'
 import { Overview } from './views/Overview'
 import { Reports } from './views/Reports'
 import { Credentials } from './views/Credentials'
+import { DataSources } from './views/DataSources'
+import { Notifications } from './views/Notifications'
 
 const NAV: [string, string][] = [
   ['/', 'Overview'],
@@ -26,6 +28,7 @@ const NAV: [string, string][] = [
   ['/policies', 'Policies and assets'],
   ['/audit', 'Event history'],
   ['/reports', 'Reports'],
+  ['/notifications', 'Notifications'],
 ]
 
 function View() {
@@ -50,6 +53,10 @@ function View() {
       return <Governance />
     case '/policies/credentials':
       return <Credentials />
+    case '/policies/data-sources':
+      return <DataSources />
+    case '/notifications':
+      return <Notifications />
     case '/audit':
       return <Audit />
     case '/reports':

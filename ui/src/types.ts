@@ -7,6 +7,8 @@ export interface WorkloadSpec {
   image?: string; command?: string[]; args?: string[]; env?: { name: string; value: string }[]
   gpu?: GpuRequest; milliCpu?: string; memoryBytes?: string; pods?: number; minPods?: number
   priority?: string; nodePools?: string[]; nodeType?: string; suspended?: boolean; ttlAfterFinishedSeconds?: string
+  imagePullPolicy?: string; registryCredential?: string; credentials?: { credential: string; path?: string }[]
+  dataSources?: { dataSource?: string; source?: { mountPath?: string; readOnly?: boolean } & Record<string, unknown> }[]
 }
 export interface PendingReason {
   check?: string; message?: string; nodePool?: string; queue?: string
@@ -56,7 +58,7 @@ export interface FieldRule { required?: boolean; min?: number; max?: number; ste
 export interface EffectiveField { field: string; defaultValue?: string; defaultSource?: string; rule?: FieldRule; ruleSource?: string }
 export interface EffectivePolicy { project?: string; type?: string; fields?: EffectiveField[] }
 export interface Policy { name: string; defaults?: WorkloadSpec; rules?: Record<string, FieldRule>; updateTime?: string; etag?: string }
-export interface Environment { name: string; description?: string; image?: string; command?: string[]; args?: string[] }
+export interface Environment { name: string; description?: string; image?: string; command?: string[]; args?: string[]; imagePullPolicy?: string; registryCredential?: string }
 export interface ComputeResource { name: string; description?: string; gpu?: GpuRequest; milliCpu?: string; memoryBytes?: string }
 export interface Template {
   name: string; description?: string; type?: string; environment?: string; computeResource?: string

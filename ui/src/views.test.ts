@@ -10,6 +10,8 @@ import { gpuState, holder, planShares } from './views/Nodes'
 import { localInput, reportBody } from './views/Reports'
 import { parseDuration, showDuration, withRule } from './views/Rules'
 import { parseSelector, selectorText } from './views/NodePoolForm'
+import { sourceKind, sourceText } from './views/DataSources'
+import { mountSpec } from './views/MountFields'
 
 describe('audit filter', () => {
   it('joins the chosen comparisons with AND and quotes values', () => {
@@ -195,5 +197,27 @@ describe('charts over time', () => {
     expect(summary(chart('CPU cores used').lines(m), 'cores')).toBe(
       'CPU used, pod 0: now 0.25, peak 0.25; CPU used, pod 1: now 0.50, peak 0.50; CPU allocated: now 2.00, peak 2.00.')
     expect(summary(chart('Memory used').lines(m), 'bytes')).toBe('Memory used, pod 0: now 64 MiB, peak 64 MiB; Memory allocated: now 1 GiB, peak 1 GiB.')
+  })
+})
+
+describe('data sources', () => {
+  it('say their source in one line and which kind it is', () => {
+    expect(sourceText({ nfs: { server: 'nfs.example.com', path: '/exports/a' } })).toBe('nfs nfs.example.com:/exports/a')
+    expect(sourceText({ git: { repository: 'https://g.example.com/r.git', revision: 'v1', credential: 'projects/p/credentials/bot' } })).toBe('git https://g.example.com/r.git@v1 (with bot)')
+    expect(sourceText({ s3: { endpoint: 'https://s3.example.com', bucket: 'b' } })).toBe('s3 https://s3.example.com/b')
+    expect(sourceText({ pvc: { storageClass: 'fast', sizeBytes: String(2 ** 30) } })).toBe('new claim fast 1 GiB')
+    expect(sourceText({ hostPath: { path: '/mnt' } })).toBe('node directory /mnt')
+    expect(sourceKind({ configMap: { name: 'c' } })).toBe('configMap')
+    expect(sourceKind({})).toBeUndefined()
+  })
+})
+
+describe('mounts', () => {
+  it('are the spec fields of what was chosen', () => {
+    expect(mountSpec([], [{ credential: '', path: '/x' }])).toEqual({})
+    expect(mountSpec(['dataSources/a'], [{ credential: 'credentials/hf', path: ' ' }, { credential: 'credentials/k', path: '/etc/k ' }])).toEqual({
+      dataSources: [{ dataSource: 'dataSources/a' }],
+      credentials: [{ credential: 'credentials/hf' }, { credential: 'credentials/k', path: '/etc/k' }],
+    })
   })
 })

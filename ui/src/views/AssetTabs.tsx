@@ -7,6 +7,7 @@ export function AssetTabs() {
       <ul>
         <li><Link to="/policies" exact>Policies, assets and templates</Link></li>
         <li><Link to="/policies/credentials">Credentials</Link></li>
+        <li><Link to="/policies/data-sources">Data sources</Link></li>
       </ul>
     </nav>
   )

@@ -25,8 +25,23 @@ const TYPES: { type: string; label: string; fields: { key: string; label: string
   },
 ]
 
-const scopePath = (scope: string) => (scope === 'account' ? '' : scope.replace(':', 's/'))
-const scopeOf = (name: string) => name.split('/').slice(0, -2).join('/') || 'account'
+// scopePath is a scope picker's value ("project:team-r") as an API
+// parent ("projects/team-r"; '' for the account); scopeOf reads it back
+// from a resource name.
+export const scopePath = (scope: string) => (scope === 'account' ? '' : scope.replace(':', 's/'))
+export const scopeOf = (name: string) => name.split('/').slice(0, -2).join('/') || 'account'
+
+// ScopeField picks where an asset is created: the account, a department
+// or a project.
+export function ScopeField({ scopes, value, onChange, problem }: { scopes: [string, string][]; value: string; onChange: (v: string) => void; problem: string }) {
+  return (
+    <Field label="Scope" problem={problem}>
+      <select value={value} onChange={(e) => onChange(e.target.value)}>
+        {scopes.map(([v, l]) => <option key={v} value={v}>{l}</option>)}
+      </select>
+    </Field>
+  )
+}
 
 // CredentialForm creates one credential. Its values are write-only: sent
 // once, cleared from the form when the server has them, never shown again.
@@ -73,11 +88,7 @@ function CredentialForm({ scopes, onDone }: { scopes: [string, string][]; onDone
   return (
     <form className="form" aria-label="Create a credential" onSubmit={submit} autoComplete="off">
       <div className="inline">
-        <Field label="Scope" problem={p('Scope')}>
-          <select value={scope} onChange={(e) => setScope(e.target.value)}>
-            {scopes.map(([v, l]) => <option key={v} value={v}>{l}</option>)}
-          </select>
-        </Field>
+        <ScopeField scopes={scopes} value={scope} onChange={setScope} problem={p('Scope')} />
         <Field label="Credential id" problem={p('Credential id')}><input value={cid} onChange={(e) => setCid(e.target.value)} required /></Field>
         <Field label="Credential type">
           <select value={type} onChange={(e) => { setType(e.target.value); clear() }}>
@@ -125,19 +136,25 @@ function CredentialForm({ scopes, onDone }: { scopes: [string, string][]; onDone
   )
 }
 
-// listCredentials reads the credentials of the account and of every
-// department and project the caller may list.
-async function listCredentials(signal: AbortSignal) {
-  const opt = <T,>(p: Promise<T[]>) => p.catch(() => [] as T[])
+// listScoped reads one kind of asset (credentials, dataSources) of the
+// account and of every department and project the caller may list, and
+// the scopes a form may create one at.
+export async function listScoped<T>(kind: string, signal: AbortSignal) {
+  const opt = <U,>(p: Promise<U[]>) => p.catch(() => [] as U[])
   const [ds, ps] = await Promise.all([opt(listAll<Department>('/v1/departments', 'departments', signal)), opt(listAll<Project>('/v1/projects', 'projects', signal))])
   const parents = ['', ...ds.map((d) => d.name), ...ps.map((p) => p.name)]
-  const lists = await Promise.all(parents.map((p) => opt(listAll<Credential>(`/v1/${p ? p + '/' : ''}credentials`, 'credentials', signal))))
+  const lists = await Promise.all(parents.map((p) => opt(listAll<T>(`/v1/${p ? p + '/' : ''}${kind}`, kind, signal))))
   const scopes: [string, string][] = [
     ['account', 'Account'],
     ...ds.map((d): [string, string] => [`department:${id(d.name)}`, `Department ${id(d.name)}`]),
     ...ps.map((p): [string, string] => [`project:${id(p.name)}`, `Project ${id(p.name)}`]),
   ]
-  return { creds: lists.flat(), scopes }
+  return { items: lists.flat(), scopes, projects: ps }
+}
+
+const listCredentials = async (signal: AbortSignal) => {
+  const { items, scopes } = await listScoped<Credential>('credentials', signal)
+  return { creds: items, scopes }
 }
 
 export function Credentials() {

@@ -10,6 +10,8 @@ import { problemsOf, type Problems } from '../problems'
 import { CommandFields, useCommand } from './CommandFields'
 import { Field } from './Field'
 import { AssetTabs } from './AssetTabs'
+import { listScoped, type Credential } from './Credentials'
+import { PULL_POLICIES, PullFields } from './MountFields'
 
 // policyPath is a policy's REST path: the account's, a department's or a
 // project's, for one workload type.
@@ -181,6 +183,9 @@ function AssetForms({ onDone }: { onDone: () => void }) {
   const [envId, setEnvId] = useState('')
   const [image, setImage] = useState('')
   const cmd = useCommand()
+  const [pullPolicy, setPullPolicy] = useState('')
+  const [registry, setRegistry] = useState('')
+  const { data: creds } = useLoad((sig) => listScoped<Credential>('credentials', sig).then((r) => r.items), [])
   const [crId, setCrId] = useState('')
   const [gpu, setGpu] = useState('')
   const [cpu, setCpu] = useState('')
@@ -219,13 +224,15 @@ function AssetForms({ onDone }: { onDone: () => void }) {
           e.preventDefault()
           run(() => call('POST', `/v1/environments?environmentId=${encodeURIComponent(envId)}`, {
             image, ...(cmd.run.command.length ? { command: cmd.run.command } : {}), ...(cmd.run.args.length ? { args: cmd.run.args } : {}),
+            ...(pullPolicy ? { imagePullPolicy: pullPolicy } : {}), ...(registry ? { registryCredential: registry } : {}),
           }))
         }}>
         <label>Environment id<input value={envId} onChange={(e) => setEnvId(e.target.value)} required /></label>
         <label>Image<input value={image} onChange={(e) => setImage(e.target.value)} required /></label>
         <CommandFields c={cmd} problem={() => ''} name="env-cmd" />
+        <PullFields policy={pullPolicy} setPolicy={setPullPolicy} registry={registry} setRegistry={setRegistry} creds={creds ?? []} problem={() => ''} />
         <button type="submit">Create environment</button>
-        <button type="button" className="secondary" onClick={() => { setEnvId(''); setImage(''); cmd.reset() }}>Cancel</button>
+        <button type="button" className="secondary" onClick={() => { setEnvId(''); setImage(''); cmd.reset(); setPullPolicy(''); setRegistry('') }}>Cancel</button>
         {error && <p role="alert" className="error">{error}</p>}
       </form>
       <form className="form inline" aria-label="Create a compute resource" onSubmit={createCr}>
@@ -254,6 +261,8 @@ export function Governance() {
     { id: 'scope', header: 'Scope', text: (e) => e.name.split('/').slice(0, -2).join('/') || 'account' },
     { id: 'image', header: 'Image', text: (e) => e.image ?? '' },
     { id: 'command', header: 'Command', text: (e) => runsText([...(e.command ?? []), ...(e.args ?? [])]) },
+    { id: 'pull', header: 'Pull policy', text: (e) => PULL_POLICIES.find(([v]) => v === (e.imagePullPolicy ?? ''))?.[1] ?? '', hidden: true },
+    { id: 'registry', header: 'Registry credential', text: (e) => e.registryCredential ?? '', hidden: true },
     { id: 'description', header: 'Description', text: (e) => e.description ?? '' },
     delCol<Environment>(),
   ]

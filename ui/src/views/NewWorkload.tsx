@@ -11,6 +11,7 @@ import { DEFAULT_PRIORITY, parseBytes, parseCpu, parseEnv, PRIORITIES, priorityT
 import { COMMAND_LABELS, CommandFields, useCommand } from './CommandFields'
 import { Field } from './Field'
 import { PoolOrder } from './PoolOrder'
+import { MOUNT_LABELS, MountFields, PullFields, useMounts, useUsable } from './MountFields'
 
 const TYPES = ['training', 'workspace', 'inference'] as const
 type GpuKind = 'devices' | 'fraction' | 'memory'
@@ -47,7 +48,8 @@ function apiLabels(gpuLabel: string, podsLabel: string, mode: CommandMode) {
     [s + 'env']: L.env, [s + 'gpu']: gpuLabel, [s + 'gpu.devices']: gpuLabel, [s + 'gpu.fraction_milli']: gpuLabel,
     [s + 'gpu.gpu_memory_bytes']: gpuLabel, [s + 'milli_cpu']: L.cpu, [s + 'memory_bytes']: L.memory, [s + 'pods']: podsLabel,
     [s + 'min_pods']: L.minPods, [s + 'priority']: L.priority, [s + 'node_pools']: L.pools, [s + 'node_type']: L.nodeType,
-    [s + 'ttl_after_finished_seconds']: L.ttl,
+    [s + 'ttl_after_finished_seconds']: L.ttl, [s + 'image_pull_policy']: MOUNT_LABELS.pullPolicy,
+    [s + 'registry_credential']: MOUNT_LABELS.registry, [s + 'data_sources']: MOUNT_LABELS.dataSources, [s + 'credentials']: MOUNT_LABELS.credentials,
   }
 }
 
@@ -79,6 +81,10 @@ export function NewWorkload() {
   const [labels, setLabels] = useState('')
   const [ttlHours, setTtlHours] = useState('')
   const [suspended, setSuspended] = useState(false)
+  const [pullPolicy, setPullPolicy] = useState('')
+  const [registry, setRegistry] = useState('')
+  const mounts = useMounts()
+  const usable = useUsable(projects?.find((p) => id(p.name) === project))
   const [problems, setProblems] = useState<Problems>({ fields: {}, rest: '' })
   const [busy, setBusy] = useState(false)
 
@@ -177,6 +183,9 @@ export function NewWorkload() {
     if (Number(minPods) > 0) spec.minPods = Number(minPods)
     if ('env' in env && env.env.length) spec.env = env.env
     if (suspended) spec.suspended = true
+    if (pullPolicy) spec.imagePullPolicy = pullPolicy
+    if (registry) spec.registryCredential = registry
+    Object.assign(spec, mounts.spec())
     if (Number(ttlHours) > 0) spec.ttlAfterFinishedSeconds = String(Math.round(Number(ttlHours) * 3600))
     try {
       await call('POST', `/v1/projects/${project}/workloads?${q}`, {
@@ -196,7 +205,7 @@ export function NewWorkload() {
       <form onSubmit={submit} className="form">
         <label>
           Project
-          <select value={project} onChange={(e) => setProject(e.target.value)} required>
+          <select value={project} onChange={(e) => { setProject(e.target.value); mounts.setSources([]); mounts.setCreds([]); setRegistry('') }} required>
             {(projects ?? []).map((p) => (
               <option key={p.name} value={id(p.name)}>{id(p.name)}</option>
             ))}
@@ -263,6 +272,7 @@ export function NewWorkload() {
             <CommandFields c={cmd} problem={problem} />
           </>
         )}
+        <PullFields policy={pullPolicy} setPolicy={setPullPolicy} registry={registry} setRegistry={setRegistry} creds={usable.creds} problem={problem} />
         {setsCompute && (
           <fieldset>
             <legend>Compute per pod</legend>
@@ -310,6 +320,7 @@ export function NewWorkload() {
           <input value={nodeType} onChange={(e) => setNodeType(e.target.value)} list="node-types" placeholder={dflt('nodeType', 'any')} />
         </Field>
         <datalist id="node-types">{nodeTypes.map((t) => <option key={t} value={t} />)}</datalist>
+        <MountFields m={mounts} usable={usable} problem={problem} />
         <Field label={L.env} problem={problem(L.env)} hint="One NAME=VALUE a line.">
           <textarea rows={2} value={envText} onChange={(e) => setEnvText(e.target.value)} spellCheck={false} />
         </Field>

@@ -7,6 +7,8 @@ import type { Explain, PendingReason, Quantity, Workload } from '../types'
 import { MetricCharts, WindowPicker, type ChartSpec } from '../chart'
 import { linesOf } from '../metrics'
 import { runsText } from '../spec'
+import { PULL_POLICIES } from './MountFields'
+import { sourceText } from './DataSources'
 
 // A workload's metrics, one line per pod; CPU and memory as measured by the
 // agents per pod, with the workload's allocation as a line to compare with.
@@ -230,6 +232,18 @@ export function WorkloadPage({ project, name }: { project: string; name: string 
             <dt>Priority</dt><dd>{w.spec?.priority}</dd>
             <dt>Node pool</dt><dd>{id(st?.nodePool) || (w.spec?.nodePools?.length ? `one of ${w.spec.nodePools.map(id).join(', ')}, in this order` : '')}</dd>
             {w.spec?.nodeType && <><dt>Node type</dt><dd>{w.spec.nodeType}</dd></>}
+            {w.spec?.imagePullPolicy && <><dt>Pull policy</dt><dd>{PULL_POLICIES.find(([v]) => v === w.spec?.imagePullPolicy)?.[1] ?? w.spec.imagePullPolicy}</dd></>}
+            {w.spec?.registryCredential && <><dt>Registry credential</dt><dd>{w.spec.registryCredential}</dd></>}
+            {w.spec?.dataSources?.length ? (
+              <><dt>Data sources</dt><dd><ul aria-label="Data sources it mounts">{w.spec.dataSources.map((d, i) => (
+                <li key={i}>{d.dataSource ? id(d.dataSource) : 'one-off'} at <code>{d.source?.mountPath}</code>{d.source?.readOnly ? ' (read-only)' : ''}{d.source ? `: ${sourceText(d.source)}` : ''}</li>
+              ))}</ul></dd></>
+            ) : null}
+            {w.spec?.credentials?.length ? (
+              <><dt>Credentials</dt><dd><ul aria-label="Credentials it mounts">{w.spec.credentials.map((c, i) => (
+                <li key={i}>{c.credential} {c.path ? <>as files under <code>{c.path}</code></> : 'as environment variables'}</li>
+              ))}</ul></dd></>
+            ) : null}
             <dt>GPU allocation</dt><dd>{gpus(st?.allocatedMilliGpus)}</dd>
             {st?.gpuIdleTime && <><dt>GPUs idle for</dt><dd>{st.gpuIdleTime}</dd></>}
             {st?.stopReason && <><dt>Stopped because</dt><dd>{st.stopReason}</dd></>}
