@@ -13,7 +13,7 @@ let admin: ReturnType<typeof rest>
 const a11y: string[] = []
 const RITA_PASSWORD = 'rita-password-e2e-1'
 const ADMIN_PASSWORD = 'admin-password-e2e-2'
-const VIEWS = ['Overview', 'Workloads', 'New workload', 'Projects', 'Nodes', 'Access', 'Policies and assets', 'Event history', 'Reports', 'Notifications']
+const VIEWS = ['Overview', 'Workloads', 'New workload', 'Projects', 'Nodes', 'Access', 'Policies and assets', 'Event history', 'Reports', 'Notifications', 'Settings']
 
 const check = async (name: string) => a11y.push(...(await shot(page, name)))
 const nav = (label: string) => navTo(page, label)

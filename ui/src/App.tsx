@@ -17,6 +17,7 @@ import { Reports } from './views/Reports'
 import { Credentials } from './views/Credentials'
 import { DataSources } from './views/DataSources'
 import { Notifications } from './views/Notifications'
+import { Settings } from './views/Settings'
 
 const NAV: [string, string][] = [
   ['/', 'Overview'],
@@ -29,6 +30,7 @@ const NAV: [string, string][] = [
   ['/audit', 'Event history'],
   ['/reports', 'Reports'],
   ['/notifications', 'Notifications'],
+  ['/settings', 'Settings'],
 ]
 
 function View() {
@@ -57,6 +59,8 @@ function View() {
       return <DataSources />
     case '/notifications':
       return <Notifications />
+    case '/settings':
+      return <Settings />
     case '/audit':
       return <Audit />
     case '/reports':

@@ -31,6 +31,16 @@ function SingleSignOnButton({ onToken, onError }: { onToken: (t: string) => Prom
   )
 }
 
+// LoginBanner is the account's sign-in banner (GetLoginBanner, which needs
+// no token); nothing when there is none or it cannot be read.
+function LoginBanner() {
+  const [text, setText] = useState('')
+  useEffect(() => {
+    get<{ text?: string }>('/v1/settings/loginBanner').then((b) => setText(b.text ?? ''), () => setText(''))
+  }, [])
+  return text ? <p className="banner" role="note">{text}</p> : null
+}
+
 // Login signs in with a user's password. A temporary password (the first
 // sign-in, or after a reset) must be replaced in the same call: the server
 // answers PASSWORD_CHANGE_REQUIRED and the form asks for a new one.
@@ -74,6 +84,7 @@ export function Login({ onSignedIn }: { onSignedIn: (c: Caller) => void }) {
   return (
     <main className="login">
       <h1>Runway</h1>
+      <LoginBanner />
       <form onSubmit={submit} aria-labelledby="signin-title">
         <h2 id="signin-title">{change ? 'Choose a new password' : 'Sign in'}</h2>
         <label>

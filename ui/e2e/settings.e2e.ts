@@ -1,0 +1,79 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import type { Browser, Page } from 'playwright-core'
+import { launch, nav, rest, shot, signIn, startDev, stopDev, type Dev } from './harness'
+
+// The account's general settings, changed in the browser by the
+// administrator and checked through the REST API; the sign-in banner they
+// set shows on the sign-in page before anyone signs in; a researcher reads
+// the settings and is refused a change, in words, next to the form.
+let dev: Dev
+let browser: Browser
+let page: Page
+let admin: ReturnType<typeof rest>
+const a11y: string[] = []
+const ADMIN_PASSWORD = 'admin-password-e2e-settings'
+const BANNER = 'Authorised use only: this cluster is monitored.'
+
+async function fresh(): Promise<Page> {
+  const p = await (await browser.newContext({ viewport: { width: 1366, height: 800 } })).newPage()
+  await p.goto(dev.url + '/')
+  return p
+}
+
+describe('general settings in the web UI', () => {
+  beforeAll(async () => {
+    ;[dev, browser] = await Promise.all([startDev(), launch()])
+    page = await fresh()
+    await signIn(page, 'admin', dev.adminPassword, ADMIN_PASSWORD)
+    // The password changed, so runway dev's token went with it: sign in by REST.
+    const login = await (await fetch(dev.url + '/v1/auth:login', { method: 'POST', body: JSON.stringify({ password: { user: 'admin', password: ADMIN_PASSWORD } }) })).json()
+    admin = rest(dev.url, login.accessToken)
+  })
+  afterAll(async () => {
+    await browser?.close()
+    await stopDev(dev)
+  })
+
+  it('saves the settings an administrator sets, as the API reads them, and shows the banner at sign-in', async () => {
+    await nav(page, 'Settings')
+    await page.getByRole('heading', { name: 'General settings' }).waitFor()
+    await page.getByLabel('Default node pool').selectOption('nodepools/default')
+    await page.getByLabel('Workspace auto-suspend').fill('8h')
+    await page.getByLabel('Sign-in banner').fill(BANNER)
+    await page.getByLabel(/Allow workspaces to exceed/).check()
+    await page.getByRole('button', { name: 'Save settings' }).click()
+    await page.getByRole('status').filter({ hasText: 'Settings saved.' }).waitFor()
+    a11y.push(...(await shot(page, '50-settings')))
+    const got = await (await admin('GET', '/v1/settings')).json()
+    expect(got).toMatchObject({ defaultNodePool: 'nodepools/default', workspaceAutoSuspend: '28800s', loginBanner: BANNER, allowOverQuotaByDefault: true })
+
+    // A bad duration is refused in the form's words before anything is sent.
+    await page.getByLabel('Workspace auto-suspend').fill('soon')
+    await page.getByRole('button', { name: 'Save settings' }).click()
+    await page.getByRole('alert').filter({ hasText: '“Workspace auto-suspend” is a duration' }).waitFor()
+
+    const signInPage = await fresh()
+    await signInPage.getByRole('note').filter({ hasText: BANNER }).waitFor()
+    a11y.push(...(await shot(signInPage, '51-sign-in-banner')))
+    await signInPage.context().close()
+  })
+
+  it("lets a researcher read the settings and refuses her change with the server's reason", async () => {
+    await admin('POST', '/v1/projects?projectId=team-s', { nodePoolQuotas: [{ nodePool: 'nodepools/default', gpu: { deservedMilliGpus: '1000' } }] })
+    const sara = await (await admin('POST', '/v1/users?userId=sara', { email: 'sara@example.com' })).json()
+    await admin('POST', '/v1/accessRules', {
+      subject: { kind: 'SUBJECT_KIND_USER', name: 'users/sara' }, role: 'roles/l1-researcher', scope: { kind: 'SCOPE_KIND_PROJECT', name: 'projects/team-s' },
+    })
+    const p = await fresh()
+    await signIn(p, 'sara', sara.temporaryPassword, 'sara-password-e2e-settings')
+    await nav(p, 'Settings')
+    await expect(p.getByLabel('Sign-in banner').inputValue()).resolves.toBe(BANNER)
+    await p.getByLabel('Sign-in banner').fill('mine now')
+    await p.getByRole('button', { name: 'Save settings' }).click()
+    await p.getByRole('alert').filter({ hasText: /settings/i }).waitFor()
+    const got = await (await admin('GET', '/v1/settings')).json()
+    expect(got.loginBanner).toBe(BANNER)
+    await p.context().close()
+    expect(a11y).toEqual([])
+  })
+})
