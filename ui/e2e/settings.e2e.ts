@@ -58,6 +58,20 @@ describe('general settings in the web UI', () => {
     await signInPage.context().close()
   })
 
+  it('gives a node a role from the Nodes page, as the API reads it, and takes it away', async () => {
+    await nav(page, 'Nodes')
+    const roles = page.getByRole('group', { name: /^Roles of node-1/ })
+    await roles.getByLabel('GPU worker').check()
+    await page.getByRole('button', { name: 'Set roles of node-1' }).click()
+    await page.getByRole('group', { name: 'Roles of node-1: GPU worker' }).waitFor()
+    expect((await (await admin('GET', '/v1/nodes/node-1')).json()).roles).toEqual(['NODE_ROLE_GPU_WORKER'])
+    a11y.push(...(await shot(page, '52-node-roles')))
+    await page.getByRole('group', { name: /^Roles of node-1/ }).getByLabel('GPU worker').uncheck()
+    await page.getByRole('button', { name: 'Set roles of node-1' }).click()
+    await page.getByRole('group', { name: 'Roles of node-1: none' }).waitFor()
+    expect((await (await admin('GET', '/v1/nodes/node-1')).json()).roles ?? []).toEqual([])
+  })
+
   it("lets a researcher read the settings and refuses her change with the server's reason", async () => {
     await admin('POST', '/v1/projects?projectId=team-s', { nodePoolQuotas: [{ nodePool: 'nodepools/default', gpu: { deservedMilliGpus: '1000' } }] })
     const sara = await (await admin('POST', '/v1/users?userId=sara', { email: 'sara@example.com' })).json()

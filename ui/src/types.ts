@@ -46,7 +46,7 @@ export interface GpuDevice {
 }
 export interface NodeT {
   name: string; nodePool?: string; readiness?: string; drained?: boolean; drainReason?: string
-  capacity?: Quantity; allocated?: Quantity; devices?: GpuDevice[]; etag?: string
+  capacity?: Quantity; allocated?: Quantity; devices?: GpuDevice[]; roles?: string[]; labels?: Record<string, string>; etag?: string
 }
 export interface NodePool { name: string; placementStrategy?: string; timeSlicing?: { mode?: string }; description?: string; nodeSelector?: Record<string, string>; etag?: string }
 export interface User { name: string; email?: string; displayName?: string; groups?: string[]; temporaryPassword?: string; passwordChangeRequired?: boolean; lastLoginTime?: string; etag?: string }

@@ -130,6 +130,7 @@ export function Nodes() {
                 ) : (
                   <button type="button" onClick={() => act(n, 'drain')}>Drain {id(n.name)}</button>
                 )}
+                <NodeRoles node={n} run={run} />
                 <GpuMap node={n} />
               </article>
             ))}
@@ -137,5 +138,28 @@ export function Nodes() {
         )
       })}
     </section>
+  )
+}
+
+// The node roles a placement honours (pkg/placement's Eligible): GPU
+// workloads only on gpu-workers once any node is one, CPU-only workloads
+// only on cpu-workers once any is, system nodes take neither.
+const ROLES: [string, string][] = [['NODE_ROLE_GPU_WORKER', 'GPU worker'], ['NODE_ROLE_CPU_WORKER', 'CPU worker'], ['NODE_ROLE_SYSTEM', 'System']]
+
+// NodeRoles shows a node's roles and sets them (SetNodeRoles; the server
+// admits administrators of nodes only, and its refusal is shown above).
+function NodeRoles({ node, run }: { node: NodeT; run: (f: () => Promise<unknown>) => Promise<void> }) {
+  const [roles, setRoles] = useState<string[]>(node.roles ?? [])
+  const toggle = (r: string, on: boolean) => setRoles(on ? [...roles.filter((x) => x !== r), r] : roles.filter((x) => x !== r))
+  return (
+    <fieldset className="roles">
+      <legend>Roles of {id(node.name)}: {(node.roles ?? []).map((r) => ROLES.find(([k]) => k === r)?.[1] ?? r).join(', ') || 'none'}</legend>
+      {ROLES.map(([r, label]) => (
+        <label key={r} className="check">
+          <input type="checkbox" checked={roles.includes(r)} onChange={(e) => toggle(r, e.target.checked)} /> {label}
+        </label>
+      ))}
+      <button type="button" onClick={() => run(() => call('POST', `/v1/${node.name}:setRoles`, { roles }))}>Set roles of {id(node.name)}</button>
+    </fieldset>
   )
 }
