@@ -26,6 +26,7 @@ export interface Workload {
     phase?: string; runningPods?: number; requestedPods?: number; allocatedMilliGpus?: string; nodePool?: string
     nodes?: string[]; pods?: PodStatus[]; pendingReasons?: PendingReason[]; preemptionCount?: number; events?: WorkloadEvent[]
     stopReason?: string; gpuIdleTime?: string
+    tools?: { name?: string; type?: string; url?: string }[]; endpointUrl?: string
   }
 }
 export interface GpuQuota { deservedMilliGpus?: string; limitMilliGpus?: string; overQuotaWeight?: number; overQuotaEnabled?: boolean }

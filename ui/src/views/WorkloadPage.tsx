@@ -1,7 +1,7 @@
 import { useEffect, useRef, useState } from 'react'
 import { ApiError, call, get, streamNDJSON } from '../api'
 import { useRouter } from '../router'
-import { useAction, useLoad } from '../hooks'
+import { errorText, useAction, useLoad } from '../hooks'
 import { bytes, enumLabel, gpuRequest, gpus, id, labelText, phase, time, workloadType } from '../format'
 import type { Explain, PendingReason, Quantity, Workload } from '../types'
 import { MetricCharts, WindowPicker, type ChartSpec } from '../chart'
@@ -248,6 +248,7 @@ export function WorkloadPage({ project, name }: { project: string; name: string 
             {st?.gpuIdleTime && <><dt>GPUs idle for</dt><dd>{st.gpuIdleTime}</dd></>}
             {st?.stopReason && <><dt>Stopped because</dt><dd>{st.stopReason}</dd></>}
           </dl>
+          <Tools path={path} w={w} />
           {never(st?.pendingReasons) && <p className="never" role="note">{never(st?.pendingReasons)}</p>}
           {st?.pendingReasons?.length ? <Reasons reasons={st.pendingReasons} /> : null}
           {st?.phase === 'WORKLOAD_PHASE_PENDING' && <Attempts path={path} phase={st.phase} />}
@@ -281,6 +282,53 @@ export function WorkloadPage({ project, name }: { project: string; name: string 
           <Logs path={path} phase={st?.phase ?? ''} />
         </>
       )}
+    </section>
+  )
+}
+
+// Tools lists a workload's tools with a Connect button each: a one-time
+// ticket (CreateToolTicket) opens the tool on the proxy's origin, which
+// trades it for a cookie of that workload's path alone; the UI's own token
+// never leaves this page. An inference endpoint's URL is shown to copy.
+function Tools({ path, w }: { path: string; w: Workload }) {
+  const [error, setError] = useState('')
+  const tools = w.status?.tools ?? []
+  const endpoint = w.status?.endpointUrl
+  if (tools.length === 0 && !endpoint) return null
+  const connect = async (tool: string) => {
+    setError('')
+    // Opened before the call, so that the browser counts it as the click's.
+    const win = window.open('', '_blank')
+    try {
+      const t = await call<{ url?: string }>('POST', `${path}:createToolTicket`, { tool })
+      if (!t.url) throw new Error('This deployment serves no tool proxy.')
+      if (win) {
+        win.opener = null
+        win.location.href = t.url
+      }
+    } catch (err) {
+      win?.close()
+      setError(errorText(err))
+    }
+  }
+  return (
+    <section aria-labelledby="h-tools">
+      <h2 id="h-tools">Tools</h2>
+      <ul>
+        {tools.map((t) => (
+          <li key={t.name}>
+            {t.name} <small>{enumLabel(t.type, 'TOOL_TYPE_')}</small>{' '}
+            {t.url ? <button type="button" onClick={() => connect(t.name ?? '')}>Connect to {t.name}</button> : <small>reachable once the workload runs</small>}
+          </li>
+        ))}
+      </ul>
+      {endpoint && (
+        <p>
+          Endpoint: <code>{endpoint}</code>{' '}
+          <button type="button" className="secondary" onClick={() => navigator.clipboard?.writeText(endpoint)}>Copy endpoint</button>
+        </p>
+      )}
+      {error && <p role="alert" className="error">{error}</p>}
     </section>
   )
 }

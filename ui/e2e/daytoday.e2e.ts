@@ -2,10 +2,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { Browser, Page } from 'playwright-core'
 import { launch, nav, rest, shot, signIn, startDev, stopDev, type Dev } from './harness'
 
-// The account's general settings, changed in the browser by the
-// administrator and checked through the REST API; the sign-in banner they
-// set shows on the sign-in page before anyone signs in; a researcher reads
-// the settings and is refused a change, in words, next to the form.
+// Day-to-day pages, driven in the browser and checked through the REST
+// API: the account's general settings changed by the administrator (the
+// sign-in banner they set shows before anyone signs in), a node's role, a
+// workspace's tool opened with Connect on the proxy's own origin, and a
+// researcher who reads the settings and is refused a change.
 let dev: Dev
 let browser: Browser
 let page: Page
@@ -20,7 +21,7 @@ async function fresh(): Promise<Page> {
   return p
 }
 
-describe('general settings in the web UI', () => {
+describe('settings, node roles and tools in the web UI', () => {
   beforeAll(async () => {
     ;[dev, browser] = await Promise.all([startDev(), launch()])
     page = await fresh()
@@ -70,6 +71,28 @@ describe('general settings in the web UI', () => {
     await page.getByRole('button', { name: 'Set roles of node-1' }).click()
     await page.getByRole('group', { name: 'Roles of node-1: none' }).waitFor()
     expect((await (await admin('GET', '/v1/nodes/node-1')).json()).roles ?? []).toEqual([])
+  })
+
+  it("connects to a running workspace's tool from its page: a ticket opens it on the proxy's origin", async () => {
+    await admin('POST', '/v1/projects?projectId=team-t', { nodePoolQuotas: [{ nodePool: 'nodepools/default', gpu: { deservedMilliGpus: '1000' } }] })
+    const port = 20000 + Math.floor(Math.random() * 20000)
+    const server = `require('http').createServer((q, s) => s.end('hello from the tool at ' + q.url)).listen(${port}, '127.0.0.1')`
+    const r = await admin('POST', '/v1/projects/team-t/workloads?workloadId=ws1', {
+      type: 'WORKLOAD_TYPE_WORKSPACE',
+      spec: { image: 'node', command: [process.execPath, '-e', server], tools: [{ name: 'web', type: 'TOOL_TYPE_CUSTOM', port }] },
+    })
+    expect(r.ok, await r.text()).toBe(true)
+    // Within the page: a reload would forget the in-memory sign-in.
+    await nav(page, 'Workloads')
+    await page.getByRole('link', { name: 'ws1', exact: true }).click()
+    const connect = page.getByRole('button', { name: 'Connect to web' })
+    await connect.waitFor({ timeout: 60_000 })
+    a11y.push(...(await shot(page, '53-workload-tools')))
+    const [popup] = await Promise.all([page.waitForEvent('popup'), connect.click()])
+    await popup.getByText('hello from the tool at').waitFor({ timeout: 30_000 })
+    // The tool is on the proxy's origin, not the UI's.
+    expect(new URL(popup.url()).origin).not.toBe(new URL(dev.url).origin)
+    await popup.close()
   })
 
   it("lets a researcher read the settings and refuses her change with the server's reason", async () => {
