@@ -107,25 +107,25 @@ func (m *mirror[T]) follow(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// getAt is id as of at least etcd revision rev: the mirror's copy once it
-// has seen rev, otherwise a read from etcd. A token issued by another
-// replica the moment before (a login that changed the password, so a new
-// credential generation) is then judged on what was written, not on a copy
-// that has not caught up yet.
-func (m *mirror[T]) getAt(ctx context.Context, id string, rev int64) (T, bool) {
-	if m.revision() >= rev {
-		return m.get(id)
+// getAt is id's entry, checked by ok, as of at least etcd revision rev:
+// the mirror's copy when ok takes it; otherwise, while the mirror has not
+// seen rev, a read from etcd. A token issued by another replica the moment
+// before (a login that changed the password, so a new credential
+// generation) is then judged on what was written, not on a copy that has
+// not caught up; the calls whose copy agrees (nearly all) read nothing.
+func (m *mirror[T]) getAt(ctx context.Context, id string, rev int64, ok func(T) bool) bool {
+	if v, found := m.get(id); found && ok(v) {
+		return true
 	}
-	var zero T
+	if m.revision() >= rev {
+		return false
+	}
 	resp, err := m.client.Get(ctx, m.prefix+id)
 	if err != nil || len(resp.Kvs) == 0 {
-		return zero, false
+		return false
 	}
 	msg := m.newFn()
-	if proto.Unmarshal(resp.Kvs[0].Value, msg) != nil {
-		return zero, false
-	}
-	return msg, true
+	return proto.Unmarshal(resp.Kvs[0].Value, msg) == nil && ok(msg)
 }
 
 func (m *mirror[T]) get(id string) (T, bool) {

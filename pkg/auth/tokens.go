@@ -13,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/credentials"
 
+	identityv1 "github.com/runwayhq/runway/gen/go/runway/identity/v1"
 	"github.com/runwayhq/runway/pkg/etcdstore"
 )
 
@@ -148,8 +149,9 @@ func (g *Guard) current(ctx context.Context, c *claims) bool {
 	kind, id, _ := strings.Cut(c.Subject, "/")
 	switch kind {
 	case "users":
-		u, ok := g.users.getAt(ctx, id, c.Srev)
-		return ok && u.GetUser().GetUid() == c.UID && u.GetCredentialGeneration() == c.Gen
+		return g.users.getAt(ctx, id, c.Srev, func(u *identityv1.StoredUser) bool {
+			return u.GetUser().GetUid() == c.UID && u.GetCredentialGeneration() == c.Gen
+		})
 	case "applications":
 		a, ok := g.apps.get(id)
 		return ok && a.GetApplication().GetUid() == c.UID && a.GetCredentialGeneration() == c.Gen && g.creatorCurrent(a)
